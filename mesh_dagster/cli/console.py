@@ -1,0 +1,213 @@
+"""How the CLI shows plans and progress (format only: no logic lives here)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.syntax import Syntax
+from rich.text import Text
+from rich.tree import Tree
+
+from mesh_dagster.core.cron import interval_unit
+from mesh_dagster.core.plan import Plan
+from mesh_dagster.execution.events import ApplyListener
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _tree(title: str) -> Tree:
+    return Tree(Text(title), guide_style="")
+
+
+def show_test_report(report, engine_name: str = "spark") -> None:
+    console.print("=" * 70)
+    if report.ok:
+        console.print(f"Successfully Ran {report.total} tests against {engine_name} in {report.seconds:.1f} seconds.")
+    else:
+        for r in report.results:
+            if not r.passed:
+                console.print(f"[red]FAIL[/red] {r.name} ({r.path})")
+                console.print(r.message)
+        console.print(f"Ran {report.total} tests against {engine_name}: {report.failed} failed, {report.passed} passed.")
+    console.print("-" * 70)
+
+
+def show_plan(plan: Plan, no_diff: bool = False) -> None:
+    env = plan.environment
+    if plan.is_new_environment and plan.is_prod:
+        console.print("\n`prod` environment will be initialized\n")
+    elif plan.is_new_environment:
+        console.print(f"\nNew environment `{env}` will be created from `{plan.create_from or 'prod'}`\n")
+    if not plan.has_changes:
+        if not plan.is_new_environment:
+            console.print(f"\nNo changes to plan: project files match the `{env}` environment\n")
+    else:
+        if not (plan.is_new_environment and plan.is_prod):
+            console.print(f"\nDifferences from the `{plan.create_from or env}` environment:\n")
+        _show_models(plan)
+        if not no_diff:
+            _show_directly_modified(plan)
+    if plan.backfills and not plan.skip_backfill:
+        tree = _tree("Models needing backfill:")
+        for name, bf in plan.backfills.items():
+            unit = interval_unit(plan.snapshots[name].model.cron)
+            tree.add(f"{plan.view(name)}: {bf.describe(unit)}")
+        console.print(tree)
+
+
+def _show_models(plan: Plan) -> None:
+    tree = _tree("Models:")
+    sections = [
+        ("Added", plan.added),
+        ("Removed", [r.name for r in plan.removed]),
+        ("Directly Modified", plan.directly_modified),
+        ("Indirectly Modified", sorted({c for cs in plan.indirectly_modified.values() for c in cs})),
+        ("Metadata Updated", plan.metadata_updated),
+    ]
+    for title, names in sections:
+        if names:
+            branch = tree.add(f"{title}:")
+            for name in sorted(names):
+                branch.add(plan.view(name))
+    console.print(tree)
+
+
+def _show_directly_modified(plan: Plan) -> None:
+    for name in [*plan.directly_modified, *plan.metadata_updated]:
+        diff = plan.diffs.get(name)
+        if diff:
+            console.print()
+            console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+            console.print()
+    for name in plan.directly_modified:
+        category = plan.category(name)
+        tree = _tree(f"Directly Modified: {plan.view(name)} ({category.label if category else 'Uncategorized'})")
+        children = plan.indirectly_modified.get(name, [])
+        if children:
+            branch = tree.add("Indirectly Modified Children:")
+            for child in sorted(children):
+                c = plan.category(child)
+                branch.add(f"{plan.view(child)} ({c.label if c else 'Uncategorized'})")
+        console.print(tree)
+
+
+def show_explain(plan: Plan) -> None:
+    from mesh_dagster.execution.apply import changed_views, physical_snapshots
+
+    tree = _tree("Explained plan")
+    creating = physical_snapshots(plan) if plan.new_snapshots else []
+    if creating:
+        branch = tree.add("Validate SQL and create physical layer tables and views if they do not exist")
+        for snap in creating:
+            node = branch.add(f"{snap.name} -> {snap.table_name}")
+            if snap.model.kind.name.value == "VIEW":
+                node.add("Create view if it doesn't exist")
+            else:
+                if snap.model.query:
+                    node.add("Dry run model query without inserting results")
+                node.add("Create table if it doesn't exist")
+    if plan.backfills and not plan.skip_backfill:
+        branch = tree.add("Backfill models by running their queries and run standalone audits")
+        for name, bf in plan.backfills.items():
+            snap = plan.snapshots[name]
+            node = branch.add(f"{name} -> {snap.table_name}")
+            kind = snap.model.kind.name.value
+            if kind == "SEED":
+                node.add("Insert seed file")
+            elif kind == "VIEW":
+                node.add("Recreate view")
+            elif bf.full_refresh:
+                node.add("Fully refresh table")
+            else:
+                unit = interval_unit(snap.model.cron)
+                node.add(f"Insert {bf.describe(unit)[1:-1]}"
+                         + (f" in batches of {snap.model.kind.batch_size}" if snap.model.kind.batch_size else ""))
+            for audit in snap.model.audits:
+                node.add(f"Run '{audit.name}' audit")
+    promote, demote = changed_views(plan)
+    if promote or demote:
+        branch = tree.add(f"Update the virtual layer for environment '{plan.environment}'")
+        if promote:
+            sub = branch.add("Create or update views in the virtual layer to point at new physical tables and views")
+            for snap in promote:
+                sub.add(f"{plan.view(snap.name)} -> {snap.table_name}")
+        if demote:
+            sub = branch.add("Delete views in the virtual layer for models that were removed")
+            for name in demote:
+                sub.add(plan.view(name))
+    console.print(tree)
+
+
+def _progress(title: str) -> Progress:
+    return Progress(
+        TextColumn(f"{title:<23}"),
+        BarColumn(bar_width=40),
+        TextColumn("{task.percentage:>5.1f}%"),
+        TextColumn("•"),
+        MofNCompleteColumn(),
+        TextColumn("•"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+class ConsoleListener(ApplyListener):
+    """Rich progress bars and per-batch lines, as in the SQLMesh quickstart."""
+
+    def __init__(self) -> None:
+        self._progress: Progress | None = None
+        self._task = None
+
+    def _start(self, title: str, total: int) -> None:
+        console.print()
+        self._progress = _progress(title)
+        self._progress.start()
+        self._task = self._progress.add_task(title, total=total)
+
+    def _advance(self) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)
+
+    def _stop(self, message: str) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        console.print(f"\n[green]✔[/green] {message}")
+
+    def physical_start(self, total: int) -> None:
+        self._start("Updating physical layer", total)
+
+    def physical_progress(self, name: str) -> None:
+        self._advance()
+
+    def physical_done(self, total: int) -> None:
+        self._stop("Physical layer updated")
+
+    def backfill_start(self, total_batches: int) -> None:
+        console.print()
+        self._total = total_batches
+
+    def batch_done(self, name, index, count, description, seconds, audits_passed, audits_failed) -> None:
+        audits = ""
+        if audits_passed or audits_failed:
+            audits = f", audits [green]✔{audits_passed}[/green]" if not audits_failed else \
+                f", audits [green]✔{audits_passed}[/green] [red]✘{audits_failed}[/red]"
+        console.print(f"[{index}/{count}] {name:<40} [{description}{audits}]".ljust(90) + f" {seconds:.2f}s")
+
+    def backfill_done(self, total_batches: int) -> None:
+        console.print(f"Executing model batches {'━' * 40} 100.0% • {total_batches}/{total_batches}")
+        console.print("\n[green]✔[/green] Model batches executed")
+
+    def virtual_start(self, total: int) -> None:
+        self._start("Updating virtual layer", total)
+
+    def virtual_progress(self, name: str) -> None:
+        self._advance()
+
+    def virtual_done(self, total: int) -> None:
+        self._stop("Virtual layer updated")
+
+    def log(self, message: str) -> None:
+        console.print(f"\n{message}")

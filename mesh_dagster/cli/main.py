@@ -1,0 +1,362 @@
+"""The `mesh` command line: thin wrappers over `Context`, formatting only."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from mesh_dagster.core.errors import MeshError
+
+EXIT_ERROR = 1
+
+
+def _context(ctx: click.Context):
+    from mesh_dagster.context import Context
+
+    obj = ctx.find_object(dict)
+    if "context" not in obj:
+        obj["context"] = Context(obj["path"], obj.get("gateway"))
+    return obj["context"]
+
+
+def _error_message(exc: BaseException) -> str | None:
+    if isinstance(exc, MeshError):
+        return str(exc)
+    module = type(exc).__module__ or ""
+    if module.startswith(("pyspark", "py4j")):
+        from mesh_dagster.engine.session import spark_error_message
+
+        return spark_error_message(exc)
+    return None
+
+
+def handle_errors(fn):
+    """Show one clear line for our errors and Spark's, with exit code 1; no stack traces."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (click.exceptions.Exit, click.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            sys.exit(130)
+        except Exception as exc:  # noqa: BLE001 - every error becomes one message
+            message = _error_message(exc)
+            if message is None or os.environ.get("MESH_DEBUG"):
+                raise
+            from mesh_dagster.cli.console import err_console
+
+            err_console.print(f"[red]Error:[/red] {message}", markup=True)
+            sys.exit(EXIT_ERROR)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-p", "--paths", "path", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="Path of the project directory.")
+@click.option("--gateway", default=None, help="Gateway from config.yaml to use (default: default_gateway).")
+@click.version_option(package_name="mesh_dagster")
+@click.pass_context
+def cli(ctx: click.Context, path: str, gateway: str | None) -> None:
+    """mesh: SQLMesh-style plans and virtual data environments on Apache Spark."""
+    ctx.ensure_object(dict)
+    ctx.obj.update(path=path, gateway=gateway)
+
+
+@cli.command()
+@click.argument("engine", required=False)
+@click.option("-t", "--template", type=click.Choice(["default", "empty"]), default=None,
+              help="default: the quickstart example project; empty: configuration and folders only.")
+@click.pass_context
+@handle_errors
+def init(ctx: click.Context, engine: str | None, template: str | None) -> None:
+    """Create a new project (the quickstart example by default). `mesh init spark` asks nothing."""
+    from mesh_dagster.scaffold import init as scaffold
+
+    path = Path(ctx.obj["path"])
+    cli_mode = "default"
+    if engine is None:
+        click.echo("─" * 30 + "\nWelcome to mesh_dagster!\n" + "─" * 30 + "\n")
+        template = _choose("What type of project do you want to set up?", scaffold.PROJECT_TYPES)
+        engine = _choose("Choose your SQL engine:", scaffold.ENGINES)
+        cli_mode = _choose("Choose your mesh CLI experience:", scaffold.CLI_MODES)
+    created = scaffold.init_project(path, engine=engine, template=template or "default", cli_mode=cli_mode)
+    click.echo(scaffold.next_steps_message(path.resolve()))
+    _ = created
+
+
+def _choose(question: str, options) -> str:
+    items = list(options.items()) if isinstance(options, dict) else [(o, o) for o in options]
+    click.echo(question + "\n")
+    width = len(str(len(items))) + 2
+    for i, (_, label) in enumerate(items, 1):
+        click.echo(f"    {f'[{i}]':<{width}} {label}")
+    choice = click.prompt("\nEnter a number", type=click.IntRange(1, len(items)))
+    click.echo()
+    return items[choice - 1][0]
+
+
+@cli.command()
+@click.argument("environment", required=False)
+@click.option("-s", "--start", help="Start of the backfill range (development environments only).")
+@click.option("-e", "--end", help="End of the backfill range, inclusive for dates (development environments only).")
+@click.option("--execution-time", help="The 'now' used for intervals and @execution_* macros.")
+@click.option("--create-from", default="prod", show_default=True, help="Environment a new environment starts from.")
+@click.option("--skip-tests", is_flag=True, help="Do not run unit tests before planning.")
+@click.option("--skip-backfill", "--dry-run", "skip_backfill", is_flag=True, help="Only update views; compute nothing.")
+@click.option("--empty-backfill", is_flag=True, help="Record missing intervals as done without computing them.")
+@click.option("--include-unmodified", is_flag=True, help="Give the environment views for all models, not just changed ones.")
+@click.option("--explain", is_flag=True, help="Show what applying would do, without applying.")
+@click.option("--auto-apply", is_flag=True, help="Apply without asking.")
+@click.option("--no-prompts", is_flag=True, help="Never ask: without --auto-apply the plan is only shown.")
+@click.option("--no-diff", is_flag=True, help="Do not show text diffs of changed models.")
+@click.pass_context
+@handle_errors
+def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_backfill, empty_backfill,
+         include_unmodified, explain, auto_apply, no_prompts, no_diff) -> None:
+    """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
+    from mesh_dagster.cli.console import ConsoleListener, console, show_explain, show_plan, show_test_report
+
+    context = _context(ctx)
+    config = context.project.config
+    environment = environment or config.default_target_environment
+    no_prompts = no_prompts or config.plan.no_prompts
+    auto_apply = auto_apply or config.plan.auto_apply
+    if not skip_tests and not explain and context.project.test_files:
+        report = context.test()
+        show_test_report(report)
+        if not report.ok:
+            raise MeshError("Unit tests failed: fix them or use --skip-tests. Nothing was applied.")
+    p = context.plan(environment, start=start, end=end, execution_time=execution_time, create_from=create_from,
+                     include_unmodified=include_unmodified or None, skip_backfill=skip_backfill,
+                     empty_backfill=empty_backfill)
+    show_plan(p, no_diff=no_diff)
+    if explain:
+        show_explain(p)
+        return
+    if not p.has_changes and not p.requires_backfill and not p.is_new_environment:
+        return
+    if not auto_apply:
+        if no_prompts or not sys.stdin.isatty() and os.environ.get("CI"):
+            console.print("Plan not applied (use --auto-apply to apply without a prompt).")
+            return
+        question = "Apply - Backfill Tables" if p.requires_backfill else "Apply - Virtual Update"
+        if not click.confirm(question, default=False, prompt_suffix=" [y/n]: ", show_default=False):
+            console.print("Plan not applied.")
+            return
+    context.apply(p, ConsoleListener())
+
+
+@cli.command()
+@click.argument("environment", required=False, default="prod")
+@click.option("-s", "--start", help="Only intervals from this time.")
+@click.option("-e", "--end", help="Only intervals up to this time.")
+@click.option("--execution-time", help="The 'now' deciding which intervals are due.")
+@click.option("--ignore-cron", is_flag=True, help="Process every missing interval, due or not.")
+@click.option("--select-model", multiple=True, help="Only these models.")
+@click.pass_context
+@handle_errors
+def run(ctx, environment, start, end, execution_time, ignore_cron, select_model) -> None:
+    """Process the missing intervals whose cron is due, for ENVIRONMENT's models."""
+    from mesh_dagster.cli.console import ConsoleListener
+
+    context = _context(ctx)
+    select = {context.model_name(m) for m in select_model} or None
+    context.run(environment, listener=ConsoleListener(), start=start, end=end, execution_time=execution_time,
+                ignore_cron=ignore_cron, select=select)
+
+
+@cli.command()
+@click.argument("sql")
+@click.pass_context
+@handle_errors
+def fetchdf(ctx, sql) -> None:
+    """Run SQL on Spark and print the result."""
+    import pandas as pd
+
+    df = _context(ctx).fetchdf(sql)
+    with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
+        click.echo(df.to_string() if not df.empty else f"Empty result. Columns: {', '.join(df.columns)}")
+
+
+@cli.command()
+@click.argument("model")
+@click.option("-s", "--start")
+@click.option("-e", "--end")
+@click.option("--execution-time")
+@click.option("--no-format", is_flag=True, help="Print on one line.")
+@click.pass_context
+@handle_errors
+def render(ctx, model, start, end, execution_time, no_format) -> None:
+    """Print MODEL's query as it would run (macros expanded, physical tables)."""
+    click.echo(_context(ctx).render(model, start, end, execution_time, pretty=not no_format))
+
+
+@cli.command()
+@click.argument("model")
+@click.option("-s", "--start")
+@click.option("-e", "--end")
+@click.option("--execution-time")
+@click.option("--limit", default=1000, show_default=True)
+@click.pass_context
+@handle_errors
+def evaluate(ctx, model, start, end, execution_time, limit) -> None:
+    """Run MODEL's query and print rows, writing nothing."""
+    df = _context(ctx).evaluate(model, start, end, execution_time, limit)
+    click.echo(df.to_string())
+
+
+@cli.command()
+@click.argument("environment")
+@click.pass_context
+@handle_errors
+def diff(ctx, environment) -> None:
+    """Show the differences between the project and ENVIRONMENT."""
+    from mesh_dagster.cli.console import show_plan
+
+    show_plan(_context(ctx).plan(environment, allow_empty=True))
+
+
+@cli.command("table_diff")
+@click.argument("source_target")
+@click.argument("model")
+@click.option("-o", "--on", multiple=True, help="Join columns (default: the model's grain).")
+@click.option("--limit", default=20, show_default=True, help="Rows of differences to show.")
+@click.pass_context
+@handle_errors
+def table_diff(ctx, source_target, model, on, limit) -> None:
+    """Compare MODEL's data between two environments: `mesh table_diff prod:dev my.model`."""
+    if ":" not in source_target:
+        raise MeshError("Write the environments as SOURCE:TARGET, e.g. prod:dev")
+    source, target = source_target.split(":", 1)
+    d = _context(ctx).table_diff(source, target, model, list(on) or None, limit)
+    click.echo(f"Table diff {d.source} -> {d.target} on {', '.join(d.on)}")
+    if d.schema_added or d.schema_removed:
+        click.echo(f"Schema: added {d.schema_added or '-'}, removed {d.schema_removed or '-'}")
+    click.echo(f"Rows: {d.source} {d.source_count}, {d.target} {d.target_count}")
+    click.echo(f"  only in {source}: {d.source_only}\n  only in {target}: {d.target_only}\n  matched: {d.joined}")
+    if d.column_mismatches:
+        click.echo("Columns with different values in matched rows:")
+        for col, n in d.column_mismatches.items():
+            click.echo(f"  {col}: {n}")
+    if d.sample is not None and not d.sample.empty:
+        click.echo("Sample of differing rows:\n" + d.sample.to_string())
+
+
+@cli.command()
+@click.argument("environment")
+@click.option("-s", "--sync", is_flag=True, help="Delete the environment now instead of at the next janitor run.")
+@click.pass_context
+@handle_errors
+def invalidate(ctx, environment, sync) -> None:
+    """Mark ENVIRONMENT expired so the janitor removes it."""
+    _context(ctx).invalidate(environment, sync)
+    click.echo(f"Environment '{environment}' invalidated." + (" Deleted." if sync else ""))
+
+
+@cli.command()
+@click.option("--ignore-ttl", is_flag=True, help="Delete unreferenced snapshots now, whatever their age.")
+@click.pass_context
+@handle_errors
+def janitor(ctx, ignore_ttl) -> None:
+    """Delete expired environments and the physical tables no environment references."""
+    result = _context(ctx).janitor(ignore_ttl)
+    click.echo(f"Removed {len(result['environments'])} environment(s) and {len(result['tables'])} table(s).")
+    for t in result["tables"]:
+        click.echo(f"  dropped {t}")
+
+
+@cli.command()
+@click.argument("tests", nargs=-1)
+@click.option("-k", "pattern", help="Only tests whose name matches.")
+@click.pass_context
+@handle_errors
+def test(ctx, tests, pattern) -> None:
+    """Run the project's YAML unit tests on Spark."""
+    from mesh_dagster.cli.console import show_test_report
+
+    report = _context(ctx).test(list(tests) or None, pattern)
+    show_test_report(report)
+    if not report.ok:
+        sys.exit(EXIT_ERROR)
+
+
+@cli.command()
+@click.option("--model", "models", multiple=True, help="Only these models.")
+@click.option("--environment", default="prod", show_default=True)
+@click.pass_context
+@handle_errors
+def audit(ctx, models, environment) -> None:
+    """Run the models' audits on the data they currently hold."""
+    results = _context(ctx).audit(list(models) or None, environment)
+    failed = 0
+    for model, name, count, blocking in results:
+        ok = count == 0
+        failed += (not ok) and blocking
+        click.echo(f"{'PASS' if ok else 'FAIL'} {model}: {name}" + ("" if ok else f" ({count} rows)"))
+    click.echo(f"{len(results)} audits, {sum(1 for r in results if r[2] == 0)} passed")
+    if failed:
+        sys.exit(EXIT_ERROR)
+
+
+@cli.command()
+@click.pass_context
+@handle_errors
+def info(ctx) -> None:
+    """Show the project's models, audits, tests and connections."""
+    data = _context(ctx).info()
+    for key, value in data.items():
+        click.echo(f"{key}: {value}")
+
+
+@cli.command()
+@click.pass_context
+@handle_errors
+def environments(ctx) -> None:
+    """List environments and when they expire."""
+    from mesh_dagster.core.dates import ms_to_datetime
+
+    for env in _context(ctx).environments():
+        expiry = ms_to_datetime(env.expiration_ts).strftime("%Y-%m-%d %H:%M") if env.expiration_ts else "never"
+        click.echo(f"{env.name:<20} {len(env.snapshots):>5} models   expires {expiry}")
+
+
+@cli.command("table_name")
+@click.argument("model")
+@click.pass_context
+@handle_errors
+def table_name(ctx, model) -> None:
+    """Print the physical table of MODEL's current version."""
+    click.echo(_context(ctx).physical_table(model))
+
+
+@cli.command()
+@click.pass_context
+@handle_errors
+def migrate(ctx) -> None:
+    """Migrate the state store's schema to this version of mesh_dagster."""
+    from mesh_dagster.state.store import StateStore
+
+    context = _context(ctx)
+    url = context.project.config.state_connection_for(context.gateway).to_url(context.path)
+    store = StateStore(url, check_version=False)
+    try:
+        store.migrate()
+    finally:
+        store.close()
+    click.echo(f"State store is up to date (schema v{store.schema_version}).")
+
+
+def main() -> None:
+    cli(obj={})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""The Context API: what both front doors (the `mesh` CLI and Dagster) call.
+
+Everything is lazy: building a plan loads the project and reads the state store but never starts
+Spark; only commands that touch data create a session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
+from mesh_dagster.core.errors import MeshError, PlanError
+from mesh_dagster.core.model import KindName
+from mesh_dagster.core.plan import Plan, build_plan
+from mesh_dagster.core.project import Project, load_project
+from mesh_dagster.core.snapshot import PROD, Snapshot, normalize_environment, view_name
+from mesh_dagster.execution.events import ApplyListener
+
+
+@dataclass
+class TableDiff:
+    source: str
+    target: str
+    on: list[str]
+    source_count: int
+    target_count: int
+    source_only: int
+    target_only: int
+    joined: int
+    column_mismatches: dict[str, int] = field(default_factory=dict)
+    schema_added: list[str] = field(default_factory=list)
+    schema_removed: list[str] = field(default_factory=list)
+    sample: Any = None
+
+
+class Context:
+    def __init__(self, path: str | Path = ".", gateway: str | None = None, *, state_url: str | None = None,
+                 engine: Any = None):
+        self.path = Path(path).resolve()
+        self.gateway = gateway
+        self._state_url = state_url
+        self._project: Project | None = None
+        self._state = None
+        self._engine = engine
+
+    # -- lazily built parts ------------------------------------------------------------------
+    @property
+    def project(self) -> Project:
+        if self._project is None:
+            self._project = load_project(self.path, self.gateway)
+        return self._project
+
+    def reload(self) -> Project:
+        self._project = None
+        return self.project
+
+    @property
+    def state(self):
+        if self._state is None:
+            from mesh_dagster.state.store import StateStore
+
+            url = self._state_url or self.project.config.state_connection_for(self.gateway).to_url(self.path)
+            self._state = StateStore(url)
+        return self._state
+
+    @property
+    def engine(self):
+        if self._engine is None:
+            from mesh_dagster.engine.adapter import SparkEngine
+            from mesh_dagster.engine.session import build_session
+
+            conn = self.project.config.gateway(self.gateway).connection
+            self._engine = SparkEngine(build_session(conn, self.project.mesh_dir))
+        return self._engine
+
+    def close(self) -> None:
+        if self._state is not None:
+            self._state.close()
+            self._state = None
+
+    # -- plans -------------------------------------------------------------------------------
+    def plan(self, environment: str = PROD, **options) -> Plan:
+        return build_plan(self.project, self.state, environment, **options)
+
+    def apply(self, plan: Plan, listener: ApplyListener | None = None) -> None:
+        from mesh_dagster.execution.apply import apply_plan
+
+        apply_plan(plan, self.project, self.state, self.engine, listener)
+
+    def run(self, environment: str = PROD, listener: ApplyListener | None = None, **options) -> int:
+        from mesh_dagster.execution.run import run_environment
+
+        return run_environment(self.project, self.state, self.engine, environment, listener=listener, **options)
+
+    # -- looking at data ---------------------------------------------------------------------
+    def fetchdf(self, sql: str):
+        return self.engine.fetchdf(sql)
+
+    def model_name(self, name: str) -> str:
+        """Accept `schema.model`, or a view name of any environment (`schema__dev.model`)."""
+        key = name.strip().strip("`").lower()
+        if key in self.project.models:
+            return key
+        schema, _, table = key.rpartition(".")
+        base = schema.split("__")[0]
+        if f"{base}.{table}" in self.project.models:
+            return f"{base}.{table}"
+        raise MeshError(f"Unknown model '{name}'. Models: {', '.join(sorted(self.project.models)[:20])}")
+
+    def local_snapshots(self) -> dict[str, Snapshot]:
+        """The project's snapshots, categorised against prod (or fresh) so they have versions."""
+        return self.plan(PROD, allow_empty=True).snapshots if self._has_prod() else self._fresh_snapshots()
+
+    def _has_prod(self) -> bool:
+        return self.state.get_environment(PROD) is not None
+
+    def _fresh_snapshots(self) -> dict[str, Snapshot]:
+        from mesh_dagster.core.fingerprint import build_snapshots
+        from mesh_dagster.core.snapshot import ChangeCategory
+
+        snaps = build_snapshots(self.project)
+        for s in snaps.values():
+            s.categorize(ChangeCategory.BREAKING, None)
+        return snaps
+
+    def render(self, model: str, start: str | None = None, end: str | None = None,
+               execution_time: str | None = None, pretty: bool = True) -> str:
+        """The query as it would run: macros expanded, references pointing at physical tables."""
+        from mesh_dagster.core.renderer import render_query
+        from mesh_dagster.execution.evaluator import SnapshotEvaluator
+
+        name = self.model_name(model)
+        snapshots = self.local_snapshots()
+        snap = snapshots[name]
+        if snap.model.query is None:
+            raise MeshError(f"Model {name} is a {snap.model.kind.name.value} model and has no query")
+        evaluator = SnapshotEvaluator(self.project, None, snapshots)
+        s, e = self._range(snap, start, end)
+        ctx = evaluator.render_context(snap, s, e, to_ms(execution_time) if execution_time else None)
+        return render_query(snap.model, ctx, self.project.macros).sql(dialect="spark", pretty=pretty)
+
+    def evaluate(self, model: str, start: str | None = None, end: str | None = None,
+                 execution_time: str | None = None, limit: int = 1000):
+        """Run a model's query and return rows, without writing anything."""
+        sql = self.render(model, start, end, execution_time, pretty=False)
+        return self.engine.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
+
+    def _range(self, snap: Snapshot, start: str | None, end: str | None) -> tuple[int, int]:
+        from mesh_dagster.core.cron import interval_unit
+
+        unit = interval_unit(snap.model.cron)
+        end_ms = to_end_ms(end) if end else unit.floor(now_ms())
+        if start:
+            return to_ms(start), end_ms
+        return unit.start_of(unit.index(end_ms) - 1), end_ms
+
+    def audit(self, models: list[str] | None = None, environment: str = PROD) -> list[tuple[str, str, int, bool]]:
+        """Run the audits of an environment's models on their current data."""
+        from mesh_dagster.execution.evaluator import SnapshotEvaluator
+        from mesh_dagster.execution.run import environment_snapshots
+
+        _, snapshots = environment_snapshots(self.state, normalize_environment(environment))
+        names = [self.model_name(m) for m in models] if models else sorted(snapshots)
+        evaluator = SnapshotEvaluator(self.project, self.engine, snapshots)
+        out = []
+        for name in names:
+            snap = snapshots.get(name)
+            if snap is None or not snap.model.audits:
+                continue
+            for result in evaluator.audit(snap, None, None, now_ms()):
+                out.append((name, result.name, result.count, result.blocking))
+        return out
+
+    def table_diff(self, source: str, target: str, model: str, on: list[str] | None = None,
+                   limit: int = 20) -> TableDiff:
+        """Row and column differences of one model between two environments, joined on its grain."""
+        from mesh_dagster.core.table_diff import table_diff_queries
+
+        name = self.model_name(model)
+        keys = on or self.project.models[name].grain
+        if not keys:
+            raise MeshError(f"Model {name} has no grain: pass the join columns with --on")
+        src, tgt = view_name(name, source), view_name(name, target)
+        src_cols = self.engine.columns(src)
+        tgt_cols = self.engine.columns(tgt)
+        common = [c for c in src_cols if c in tgt_cols]
+        q = table_diff_queries(src, tgt, keys, [c for c in common if c not in keys])
+        counts = self.engine.fetchall(q.summary)[0]
+        mismatches = {}
+        if q.columns:
+            row = self.engine.fetchall(q.columns)[0]
+            mismatches = {c: int(n or 0) for c, n in zip([c for c in common if c not in keys], row)}
+        return TableDiff(
+            source=src, target=tgt, on=keys, source_count=int(counts[0]), target_count=int(counts[1]),
+            source_only=int(counts[2]), target_only=int(counts[3]), joined=int(counts[4]),
+            column_mismatches=mismatches,
+            schema_added=[c for c in tgt_cols if c not in src_cols],
+            schema_removed=[c for c in src_cols if c not in tgt_cols],
+            sample=self.engine.fetchdf(q.sample(limit)) if limit else None,
+        )
+
+    # -- environments ------------------------------------------------------------------------
+    def environments(self):
+        return self.state.get_environments()
+
+    def invalidate(self, environment: str, sync: bool = False) -> None:
+        environment = normalize_environment(environment)
+        if environment == PROD:
+            raise PlanError("The prod environment cannot be invalidated")
+        if self.state.get_environment(environment) is None:
+            raise PlanError(f"Environment '{environment}' does not exist")
+        self.state.invalidate_environment(environment, now_ms())
+        if sync:
+            self.janitor(ignore_ttl=False)
+
+    def janitor(self, ignore_ttl: bool = False) -> dict[str, list[str]]:
+        from mesh_dagster.execution.janitor import run_janitor
+
+        return run_janitor(self.project, self.state, lambda: self.engine, ignore_ttl=ignore_ttl)
+
+    def test(self, names: list[str] | None = None, pattern: str | None = None):
+        from mesh_dagster.testing.runner import run_tests
+
+        return run_tests(self.project, self.engine, names=names, pattern=pattern)
+
+    def info(self) -> dict[str, Any]:
+        project = self.project
+        kinds: dict[str, int] = {}
+        for m in project.models.values():
+            kinds[m.kind.name.value] = kinds.get(m.kind.name.value, 0) + 1
+        return {
+            "path": str(project.path),
+            "models": len(project.models),
+            "kinds": kinds,
+            "macros": len(project.macros.names()) if hasattr(project.macros, "names") else 0,
+            "audits": len(project.audits),
+            "tests": len(project.test_files),
+            "state": self.project.config.state_connection_for(self.gateway).to_url(self.path),
+            "connection": project.config.gateway(self.gateway).connection.model_dump(exclude_none=True),
+            "environments": [e.name for e in self.environments()],
+        }
+
+    def physical_table(self, model: str) -> str:
+        snap = self.local_snapshots()[self.model_name(model)]
+        if snap.model.kind.is_symbolic:
+            raise MeshError(f"{snap.name} is {snap.model.kind.name.value}: it has no physical table")
+        return snap.table_name
+
+    def is_materialized(self, name: str) -> bool:
+        return self.project.models[name].kind.name not in (KindName.EMBEDDED, KindName.EXTERNAL)

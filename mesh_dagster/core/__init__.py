@@ -1,0 +1,1 @@
+"""Pure domain layer: no pyspark, no dagster imports allowed here."""

@@ -1,0 +1,42 @@
+"""Environments: named sets of references to snapshots, materialised as views."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from mesh_dagster.core.snapshot import PROD, SnapshotId
+
+
+class EnvironmentSnapshot(BaseModel):
+    """What an environment needs to know of each snapshot it references without loading it."""
+
+    name: str
+    identifier: str
+    version: str
+    kind: str
+    table_name: str | None  # physical object, None for EMBEDDED/EXTERNAL
+
+    @property
+    def snapshot_id(self) -> SnapshotId:
+        return SnapshotId(self.name, self.identifier)
+
+
+class Environment(BaseModel):
+    name: str
+    snapshots: list[EnvironmentSnapshot] = Field(default_factory=list)
+    # Views exist only for these models (dev environments without --include-unmodified).
+    promoted: list[str] = Field(default_factory=list)
+    plan_id: str
+    previous_plan_id: str | None = None
+    start_at: str | None = None
+    end_at: str | None = None
+    expiration_ts: int | None = None
+    finalized_ts: int | None = None
+    created_ts: int = 0
+
+    @property
+    def is_prod(self) -> bool:
+        return self.name == PROD
+
+    def snapshot_by_name(self) -> dict[str, EnvironmentSnapshot]:
+        return {s.name: s for s in self.snapshots}

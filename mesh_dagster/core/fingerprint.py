@@ -1,0 +1,116 @@
+"""Fingerprints of a loaded project's models.
+
+The data hash covers what can change a model's rows (query text as written, statements, the
+user macros and variables it uses, kind, declared columns, partitioning, seed content); the
+metadata hash covers the rest. Parent hashes chain both up the DAG so that any upstream change
+gives every descendant a new identifier without rendering a single query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from mesh_dagster.core.model import Audit, KindName, Model
+from mesh_dagster.core.project import Project
+from mesh_dagster.core.snapshot import Snapshot, SnapshotFingerprint, SnapshotId, hash_values
+
+
+@lru_cache(maxsize=None)
+def _file_hash(path: str, mtime_ns: int, size: int) -> str:
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()
+
+
+def seed_content_hash(model: Model) -> str:
+    path = Path(model.kind.path or "")
+    stat = path.stat()
+    return _file_hash(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def _used_variables(model: Model, variables: dict) -> list[str]:
+    if not variables:
+        return []
+    texts = " ".join([model.query or "", *model.pre_statements, *model.post_statements, *model.macro_definitions]).lower()
+    used = []
+    for key in sorted(variables):
+        if re.search(rf"@{re.escape(key)}\b|@\{{{re.escape(key)}\}}|['\"]{re.escape(key)}['\"]", texts):
+            used.append(f"{key}={variables[key]!r}")
+    return used
+
+
+def data_hash(model: Model, project: Project) -> str:
+    values = [
+        model.query,
+        *model.pre_statements,
+        *model.post_statements,
+        *model.macro_definitions,
+        model.dialect,
+        *model.kind.data_hash_values(),
+        *(f"{c} {t}" for c, t in (model.columns or {}).items()),
+        *model.partitioned_by,
+        model.storage_format,
+        model.stamp,
+        *_used_variables(model, project.variables),
+    ]
+    texts = [model.query or "", *model.pre_statements, *model.post_statements, *model.macro_definitions]
+    for name in project.macros.used_by(" ".join(texts)):
+        values.append(project.macros.source(name))
+    if model.kind.name == KindName.SEED:
+        values.append(seed_content_hash(model))
+    return hash_values(values)
+
+
+def _audit_values(model: Model, project: Project) -> list[str]:
+    values = []
+    for ref in model.audits:
+        audit: Audit | None = project.audits.get(ref.name)
+        values += [ref.name, str(sorted(ref.args.items())), str(ref.blocking)]
+        if audit is not None:
+            values += [audit.query, str(audit.blocking), audit.dialect]
+    return values
+
+
+def metadata_hash(model: Model, project: Project) -> str:
+    values = [
+        model.cron,
+        model.start,
+        model.end,
+        model.owner,
+        model.description,
+        *sorted(model.tags),
+        *model.grain,
+        *model.kind.metadata_hash_values(),
+        *_audit_values(model, project),
+        # Whitespace/comment-only edits are new snapshots, categorised as metadata later.
+        model.query,
+    ]
+    if model.query and "*" in model.query:
+        # A `SELECT *` child's output follows its parents' columns (see categorizer).
+        for parent, cols in sorted(project.parent_schemas(model.name).items()):
+            values.append(f"{parent}:{','.join(cols)}")
+    return hash_values(values)
+
+
+def build_snapshots(project: Project) -> dict[str, Snapshot]:
+    """One uncategorised snapshot per model, parents before children."""
+    snapshots: dict[str, Snapshot] = {}
+    for name in project.dag.sorted():
+        model = project.models[name]
+        parents = [snapshots[p] for p in project.parents(name)]
+        fingerprint = SnapshotFingerprint(
+            data_hash=data_hash(model, project),
+            metadata_hash=metadata_hash(model, project),
+            parent_data_hash=hash_values(sorted(p.fingerprint.to_version() for p in parents)) if parents else "0",
+            parent_metadata_hash=hash_values(
+                sorted(p.fingerprint.metadata_hash + p.fingerprint.parent_metadata_hash for p in parents)
+            ) if parents else "0",
+        )
+        snapshots[name] = Snapshot(
+            name=name,
+            fingerprint=fingerprint,
+            model=model,
+            parents=[SnapshotId(p.name, p.identifier) for p in parents],
+        )
+    return snapshots

@@ -1,0 +1,142 @@
+"""Model definitions: what a user wrote, normalised, before any rendering.
+
+A `Model` keeps the query *text as written* (the data hash is taken over it) and the pieces the
+renderer needs; it holds no sqlglot objects so it pickles and hashes cheaply.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class KindName(str, Enum):
+    SEED = "SEED"
+    FULL = "FULL"
+    VIEW = "VIEW"
+    INCREMENTAL_BY_TIME_RANGE = "INCREMENTAL_BY_TIME_RANGE"
+    EMBEDDED = "EMBEDDED"
+    EXTERNAL = "EXTERNAL"
+
+
+class ModelKind(BaseModel):
+    """A kind and its own properties (those written inside `kind NAME (...)`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: KindName
+    # INCREMENTAL_BY_TIME_RANGE
+    time_column: str | None = None
+    time_column_format: str = "%Y-%m-%d"
+    batch_size: int | None = None
+    lookback: int = 0
+    # SEED
+    path: str | None = None
+    csv_settings: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def is_incremental(self) -> bool:
+        return self.name == KindName.INCREMENTAL_BY_TIME_RANGE
+
+    @property
+    def is_materialized(self) -> bool:
+        """Kinds that own a physical table (VIEW owns a physical view, EMBEDDED/EXTERNAL nothing)."""
+        return self.name in (KindName.SEED, KindName.FULL, KindName.INCREMENTAL_BY_TIME_RANGE)
+
+    @property
+    def is_symbolic(self) -> bool:
+        """Kinds with no physical object at all."""
+        return self.name in (KindName.EMBEDDED, KindName.EXTERNAL)
+
+    def data_hash_values(self) -> list[str]:
+        values = [self.name.value]
+        if self.is_incremental:
+            values += [self.time_column or "", self.time_column_format, str(self.lookback)]
+        if self.name == KindName.SEED:
+            values += [f"{k}={v}" for k, v in sorted(self.csv_settings.items())]
+        return values
+
+    def metadata_hash_values(self) -> list[str]:
+        return [str(self.batch_size)] if self.batch_size is not None else []
+
+
+class AuditRef(BaseModel):
+    """An audit attached to a model: `audits (name, other(arg := value, blocking := false))`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    args: dict[str, str] = Field(default_factory=dict)  # arg name -> SQL text of the value
+    blocking: bool | None = None
+
+
+class Audit(BaseModel):
+    """An audit definition: a query that fails the audit if it returns any row."""
+
+    name: str
+    query: str
+    dialect: str = "spark"
+    blocking: bool = True
+    defaults: dict[str, str] = Field(default_factory=dict)
+    skip: bool = False
+    path: str | None = None
+    line: int | None = None
+
+
+class Model(BaseModel):
+    """A model as loaded from `models/*.sql` or `external_models.yaml`."""
+
+    name: str  # normalised `schema.table`, lower case
+    kind: ModelKind
+    dialect: str = "spark"
+    cron: str = "@daily"
+    start: str | None = None
+    end: str | None = None
+    grain: list[str] = Field(default_factory=list)
+    columns: dict[str, str] | None = None  # declared column -> type (Spark SQL type text)
+    audits: list[AuditRef] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    owner: str | None = None
+    description: str | None = None
+    partitioned_by: list[str] = Field(default_factory=list)
+    storage_format: str | None = None
+    depends_on: list[str] = Field(default_factory=list)  # explicit, in addition to inferred ones
+    enabled: bool = True
+    stamp: str | None = None
+
+    query: str | None = None  # the main query, text as written (macros unexpanded)
+    pre_statements: list[str] = Field(default_factory=list)
+    post_statements: list[str] = Field(default_factory=list)
+    macro_definitions: list[str] = Field(default_factory=list)  # `@DEF(...)` statements, as written
+    inline_audits: list[Audit] = Field(default_factory=list)
+
+    path: str | None = None  # file it came from (relative to the project)
+    line: int = 1  # line of the MODEL block
+    query_line: int = 1  # line where the query starts
+
+    @property
+    def schema_name(self) -> str:
+        return self.name.split(".")[0] if "." in self.name else "default"
+
+    @property
+    def table_name(self) -> str:
+        return self.name.split(".")[-1]
+
+    @property
+    def time_column(self) -> str | None:
+        return self.kind.time_column
+
+    @property
+    def effective_partitioned_by(self) -> list[str]:
+        """Incremental tables are always partitioned by their time column (first)."""
+        cols = list(self.partitioned_by)
+        tc = self.kind.time_column
+        if self.kind.is_incremental and tc and tc not in cols:
+            cols.insert(0, tc)
+        return cols
+
+    def where(self) -> str:
+        """`file:line` for error messages."""
+        return f"{self.path}:{self.line}" if self.path else self.name

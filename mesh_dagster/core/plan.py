@@ -1,0 +1,381 @@
+"""Plans: the local project compared with a target environment.
+
+Building a plan reads the project and the state store only — never Spark — so it is fast and can
+run anywhere (a laptop, a CI job, a Dagster sensor).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from mesh_dagster.core.categorizer import categorize_direct, categorize_indirect, text_diff
+from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
+from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
+from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.fingerprint import build_snapshots
+from mesh_dagster.core.intervals import Interval, compute_missing, format_interval_range
+from mesh_dagster.core.model import KindName, Model
+from mesh_dagster.core.project import Project
+from mesh_dagster.core.snapshot import PROD, ChangeCategory, Snapshot, SnapshotId, normalize_environment, view_name
+
+# Non-incremental kinds are complete once built; their single interval spans all time.
+ALL_TIME: Interval = (0, 253402300800000)  # 9999-12-31
+
+
+class StateReader(Protocol):
+    def get_environment(self, name: str) -> Environment | None: ...
+    def get_snapshots(self, ids) -> dict[SnapshotId, Snapshot]: ...
+    def get_intervals(self, keys) -> dict[tuple[str, str], list[tuple[int, int]]]: ...
+
+
+@dataclass
+class Backfill:
+    """Work for one snapshot: its missing intervals (or a full refresh)."""
+
+    name: str
+    intervals: list[Interval]
+    full_refresh: bool
+
+    def describe(self, unit) -> str:
+        return "[full refresh]" if self.full_refresh else f"[{format_interval_range(self.intervals, unit)}]"
+
+
+@dataclass
+class Plan:
+    plan_id: str
+    environment: str
+    base_environment: Environment | None  # the current record of the target (None if new)
+    create_from: str | None  # environment a new one is created from
+    snapshots: dict[str, Snapshot]  # every model of the project, categorised
+    new_snapshots: list[Snapshot]  # not in the state store yet
+    added: list[str]
+    removed: list[EnvironmentSnapshot]
+    directly_modified: list[str]
+    indirectly_modified: dict[str, list[str]]  # directly modified -> its indirectly modified children
+    metadata_updated: list[str]
+    previous: dict[str, Snapshot]  # snapshots being replaced, by name
+    backfills: dict[str, Backfill]
+    promoted: list[str]  # models that get a view in this environment
+    start: int
+    end: int
+    execution_time: int
+    include_unmodified: bool = False
+    skip_backfill: bool = False
+    empty_backfill: bool = False
+    diffs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_prod(self) -> bool:
+        return self.environment == PROD
+
+    @property
+    def is_new_environment(self) -> bool:
+        return self.base_environment is None
+
+    @property
+    def changed(self) -> list[str]:
+        indirect = [c for cs in self.indirectly_modified.values() for c in cs]
+        return sorted({*self.added, *self.directly_modified, *indirect, *self.metadata_updated})
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.changed or self.removed)
+
+    @property
+    def requires_backfill(self) -> bool:
+        return bool(self.backfills) and not self.skip_backfill
+
+    def category(self, name: str) -> ChangeCategory | None:
+        return self.snapshots[name].change_category
+
+    def view(self, name: str) -> str:
+        return view_name(name, self.environment)
+
+    def target_environment(self, expiration_ts: int | None = None) -> Environment:
+        """The environment record this plan writes when applied."""
+        return Environment(
+            name=self.environment,
+            snapshots=[_env_snapshot(s) for s in self.snapshots.values()],
+            promoted=sorted(self.promoted),
+            plan_id=self.plan_id,
+            previous_plan_id=self.base_environment.plan_id if self.base_environment else None,
+            start_at=str(self.start),
+            end_at=str(self.end),
+            expiration_ts=expiration_ts,
+            created_ts=now_ms(),
+        )
+
+
+def _env_snapshot(s: Snapshot) -> EnvironmentSnapshot:
+    return EnvironmentSnapshot(
+        name=s.name,
+        identifier=s.identifier,
+        version=s.version or "",
+        kind=s.model.kind.name.value,
+        table_name=None if s.model.kind.is_symbolic else s.table_name,
+    )
+
+
+def model_start_ms(model: Model, project: Project) -> int | None:
+    start = model.start or project.config.model_defaults.start
+    return to_ms(start) if start else None
+
+
+def build_plan(
+    project: Project,
+    state: StateReader,
+    environment: str = PROD,
+    *,
+    start: str | None = None,
+    end: str | None = None,
+    execution_time: str | int | None = None,
+    create_from: str = PROD,
+    include_unmodified: bool | None = None,
+    skip_backfill: bool = False,
+    empty_backfill: bool = False,
+    allow_empty: bool = False,
+) -> Plan:
+    """Compare the project with `environment` (or, if new, with `create_from`) and categorise."""
+    environment = normalize_environment(environment)
+    is_prod = environment == PROD
+    if is_prod and (start or end):
+        raise PlanError("--start and --end can only be set for development environments, not prod")
+    include_unmodified = project.config.plan.include_unmodified if include_unmodified is None else include_unmodified
+    execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
+
+    target = state.get_environment(environment)
+    base = target
+    source_name = None
+    if base is None and not is_prod:
+        source_name = normalize_environment(create_from)
+        base = state.get_environment(source_name)
+        if base is None and source_name != PROD:
+            raise PlanError(f"Cannot create environment '{environment}' from '{source_name}': it does not exist")
+    base_by_name = base.snapshot_by_name() if base else {}
+
+    local = build_snapshots(project)
+    stored = state.get_snapshots([s.snapshot_id for s in local.values()])
+    replaced_ids = [es.snapshot_id for name, es in base_by_name.items()
+                    if name in local and es.identifier != local[name].identifier]
+    previous = {sid.name: s for sid, s in state.get_snapshots(replaced_ids).items()}
+
+    snapshots: dict[str, Snapshot] = {}
+    new_snapshots: list[Snapshot] = []
+    added, direct, metadata = [], [], []
+    indirect_of: dict[str, list[str]] = {}
+    changed_category: dict[str, ChangeCategory] = {}
+    diffs: dict[str, str] = {}
+
+    for name in project.dag.sorted():
+        snap = local[name]
+        in_base = base_by_name.get(name)
+        if in_base is not None and in_base.identifier == snap.identifier:
+            snapshots[name] = stored.get(snap.snapshot_id) or _recategorize_missing(snap, in_base)
+            continue
+        old = previous.get(name)
+        existing = stored.get(snap.snapshot_id)
+        if existing is None:
+            snap.rendered_query = _rendered(project, snap.model)
+        else:
+            snap = existing
+        changed_parents = [changed_category[p] for p in project.parents(name) if p in changed_category]
+        if in_base is None or old is None:
+            category = ChangeCategory.BREAKING
+            added.append(name)
+        else:
+            self_changed = (snap.fingerprint.data_hash != old.fingerprint.data_hash
+                            or snap.fingerprint.metadata_hash != old.fingerprint.metadata_hash)
+            direct_category = categorize_direct(snap, old) if self_changed else None
+            if direct_category is not None:
+                category = direct_category
+                direct.append(name)
+                diffs[name] = text_diff(_definition_text(old.model), _definition_text(snap.model), name)
+            elif changed_parents:
+                category = categorize_indirect(changed_parents)
+                for p in project.parents(name):
+                    if p in changed_category:
+                        indirect_of.setdefault(_direct_root(p, indirect_of, direct, added), []).append(name)
+                        break
+            else:
+                category = ChangeCategory.METADATA
+                metadata.append(name)
+                diffs[name] = text_diff(_definition_text(old.model), _definition_text(snap.model), name)
+        if existing is None:
+            snap.categorize(category, old)
+            snap.created_ts = execution_ms
+            new_snapshots.append(snap)
+        changed_category[name] = snap.change_category or category
+        snapshots[name] = snap
+
+    removed = [es for name, es in base_by_name.items() if name not in local]
+    if not is_prod and target is None and not (added or direct or indirect_of or metadata or removed) \
+            and not include_unmodified and not allow_empty:
+        raise PlanError(
+            f"Creating a new environment requires a change, but the project files match the "
+            f"`{source_name or PROD}` environment. Make a change or use --include-unmodified."
+        )
+
+    if is_prod or include_unmodified:
+        promoted = [n for n, s in snapshots.items() if not s.model.kind.is_symbolic]
+    else:
+        changed = {*added, *direct, *metadata, *(c for cs in indirect_of.values() for c in cs)}
+        kept = set(target.promoted) if target else set()
+        promoted = [n for n, s in snapshots.items() if (n in changed or n in kept) and not s.model.kind.is_symbolic]
+
+    plan_start = _plan_start(project, snapshots, start, execution_ms)
+    plan_end = to_end_ms(end) if end else execution_ms
+    if plan_end > execution_ms:
+        raise PlanError("The plan end cannot be in the future")
+    if start and to_ms(start) > plan_end:
+        raise PlanError(f"The plan start {start} is after its end")
+
+    scope = set(snapshots) if is_prod else {*added, *direct, *metadata, *(c for cs in indirect_of.values() for c in cs)}
+    backfills = compute_backfills(state, snapshots, scope, previous, order=project.dag.sorted(),
+                                  default_start=project.config.model_defaults.start, start=start, end=end,
+                                  execution_ms=execution_ms)
+
+    return Plan(
+        plan_id=uuid.uuid4().hex,
+        environment=environment,
+        base_environment=target,
+        create_from=source_name,
+        snapshots=snapshots,
+        new_snapshots=new_snapshots,
+        added=added,
+        removed=removed,
+        directly_modified=direct,
+        indirectly_modified=indirect_of,
+        metadata_updated=metadata,
+        previous=previous,
+        backfills=backfills,
+        promoted=promoted,
+        start=plan_start,
+        end=plan_end,
+        execution_time=execution_ms,
+        include_unmodified=include_unmodified,
+        skip_backfill=skip_backfill or empty_backfill,
+        empty_backfill=empty_backfill,
+        diffs=diffs,
+    )
+
+
+def _recategorize_missing(snap: Snapshot, in_base: EnvironmentSnapshot) -> Snapshot:
+    """The environment references a snapshot the store lost: rebuild its version from the record."""
+    snap.version = in_base.version
+    snap.change_category = ChangeCategory.BREAKING
+    return snap
+
+
+def _direct_root(parent: str, indirect_of: dict[str, list[str]], direct: list[str], added: list[str]) -> str:
+    """Attribute an indirectly modified model to the directly modified model it descends from."""
+    if parent in direct or parent in added:
+        return parent
+    for root, children in indirect_of.items():
+        if parent in children:
+            return root
+    return parent
+
+
+def _rendered(project: Project, model: Model) -> str | None:
+    if model.query is None:
+        return None
+    from mesh_dagster.core.renderer import RenderContext, render_sql
+
+    ctx = RenderContext(variables=project.variables, schemas=project.parent_schemas(model.name),
+                        embedded={p: project.models[p] for p in project.parents(model.name)
+                                  if project.models[p].kind.name == KindName.EMBEDDED})
+    return render_sql(model, ctx, project.macros)
+
+
+def _definition_text(model: Model) -> str:
+    """What plans diff: the model's properties and its query, as written."""
+    props = [f"  name {model.name}", f"  kind {model.kind.name.value}"]
+    if model.kind.time_column:
+        props.append(f"  time_column {model.kind.time_column}")
+    for key in ("cron", "start", "end", "owner", "description", "storage_format", "stamp"):
+        value = getattr(model, key)
+        if value:
+            props.append(f"  {key} {value}")
+    for key in ("grain", "tags", "partitioned_by"):
+        value = getattr(model, key)
+        if value:
+            props.append(f"  {key} ({', '.join(value)})")
+    if model.audits:
+        props.append(f"  audits ({', '.join(a.name for a in model.audits)})")
+    if model.columns:
+        props.append(f"  columns ({', '.join(f'{c} {t}' for c, t in model.columns.items())})")
+    text = "MODEL (\n" + ",\n".join(props) + "\n);\n"
+    statements = [*model.macro_definitions, *model.pre_statements]
+    if statements:
+        text += "\n" + ";\n".join(statements) + ";\n"
+    if model.query:
+        text += "\n" + model.query.strip() + "\n"
+    if model.post_statements:
+        text += ";\n" + ";\n".join(model.post_statements) + "\n"
+    return text
+
+
+def _plan_start(project: Project, snapshots: dict[str, Snapshot], start: str | None, execution_ms: int) -> int:
+    if start:
+        return to_ms(start)
+    starts = [s for snap in snapshots.values() if (s := model_start_ms(snap.model, project)) is not None]
+    return min(starts) if starts else execution_ms
+
+
+def compute_backfills(
+    state: StateReader,
+    snapshots: dict[str, Snapshot],
+    scope: set[str],
+    previous: dict[str, Snapshot],
+    *,
+    order: list[str],
+    default_start: str | None,
+    start: str | None,
+    end: str | None,
+    execution_ms: int,
+    ignore_cron: bool = False,
+    end_bounded: bool = True,
+) -> dict[str, Backfill]:
+    """Missing intervals of the snapshots in `scope` (in DAG order)."""
+    candidates = [snapshots[n] for n in order if n in scope and not snapshots[n].model.kind.is_symbolic]
+    keys = [s.interval_key for s in candidates]
+    prev_keys = [p.interval_key for p in previous.values() if p.version]
+    intervals = state.get_intervals(keys + prev_keys) if candidates else {}
+    backfills: dict[str, Backfill] = {}
+    for snap in candidates:
+        model = snap.model
+        present = intervals.get(snap.interval_key, [])
+        if model.kind.name in (KindName.SEED, KindName.VIEW):
+            if not present:
+                backfills[snap.name] = Backfill(snap.name, [ALL_TIME], True)
+            continue
+        bound = None
+        prev = previous.get(snap.name)
+        if end_bounded and prev is not None and prev.version and prev.version != snap.version:
+            prev_present = intervals.get(prev.interval_key, [])
+            bound = max((e for _, e in prev_present), default=None)
+        missing = compute_missing(
+            cron=model.cron,
+            model_start=model.start or default_start,
+            model_end=model.end,
+            plan_start=start,
+            plan_end=end,
+            execution_time=execution_ms,
+            present=present,
+            lookback=model.kind.lookback,
+            end_bounded_by=bound,
+            ignore_cron=ignore_cron,
+            merged=True,
+        )
+        if missing:
+            backfills[snap.name] = Backfill(snap.name, missing, model.kind.name == KindName.FULL)
+    return backfills
+
+
+def snapshot_order(snapshots: dict[str, Snapshot]) -> list[str]:
+    """Parents before children, from the snapshots' own parent lists (no project needed)."""
+    from mesh_dagster.core.dag import DAG
+
+    return DAG({n: [p.name for p in s.parents if p.name in snapshots] for n, s in snapshots.items()}).sorted()

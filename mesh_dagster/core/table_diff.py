@@ -1,0 +1,40 @@
+"""SQL for comparing one model's data in two environments, joined on its grain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _q(c: str) -> str:
+    return f"`{c}`"
+
+
+@dataclass
+class TableDiffQueries:
+    summary: str  # source rows, target rows, source-only, target-only, joined
+    columns: str | None  # per non-key column: joined rows whose values differ
+    sample_sql: str
+
+    def sample(self, limit: int) -> str:
+        return f"{self.sample_sql} LIMIT {int(limit)}"
+
+
+def table_diff_queries(source: str, target: str, keys: list[str], columns: list[str]) -> TableDiffQueries:
+    key_eq = " AND ".join(f"s.{_q(k)} <=> t.{_q(k)}" for k in keys)
+    s_key_null = " AND ".join(f"s.{_q(k)} IS NULL" for k in keys)
+    t_key_null = " AND ".join(f"t.{_q(k)} IS NULL" for k in keys)
+    joined = f"FROM {source} AS s FULL OUTER JOIN {target} AS t ON {key_eq}"
+    summary = (
+        f"SELECT (SELECT COUNT(*) FROM {source}), (SELECT COUNT(*) FROM {target}), "
+        f"SUM(CASE WHEN {t_key_null} THEN 1 ELSE 0 END), SUM(CASE WHEN {s_key_null} THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN NOT ({t_key_null}) AND NOT ({s_key_null}) THEN 1 ELSE 0 END) {joined}"
+    )
+    cols = None
+    if columns:
+        parts = ", ".join(f"SUM(CASE WHEN NOT (s.{_q(c)} <=> t.{_q(c)}) THEN 1 ELSE 0 END)" for c in columns)
+        cols = f"SELECT {parts} FROM {source} AS s INNER JOIN {target} AS t ON {key_eq}"
+    differs = " OR ".join([f"NOT (s.{_q(c)} <=> t.{_q(c)})" for c in columns] + [s_key_null, t_key_null])
+    select = ", ".join([f"COALESCE(s.{_q(k)}, t.{_q(k)}) AS {_q(k)}" for k in keys]
+                       + [f"s.{_q(c)} AS {_q('s__' + c)}, t.{_q(c)} AS {_q('t__' + c)}" for c in columns])
+    sample = f"SELECT {select} {joined} WHERE {differs}"
+    return TableDiffQueries(summary, cols, sample)

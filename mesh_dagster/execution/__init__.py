@@ -1,0 +1,1 @@
+"""Applying plans and running intervals: physical layer, backfill, audits, virtual update."""

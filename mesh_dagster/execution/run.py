@@ -1,0 +1,48 @@
+"""`mesh run`: process the intervals whose cron is due, for the snapshots of an environment.
+
+Nothing is compared with the local project: the environment's own snapshots are evaluated, and
+its views do not move.
+"""
+
+from __future__ import annotations
+
+from mesh_dagster.core.dates import now_ms, to_ms
+from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.plan import compute_backfills, snapshot_order
+from mesh_dagster.core.project import Project
+from mesh_dagster.core.snapshot import normalize_environment, view_name
+from mesh_dagster.execution.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.scheduler import plan_batches, run_batches
+
+
+def environment_snapshots(state, environment: str):
+    env = state.get_environment(environment)
+    if env is None:
+        raise PlanError(f"Environment '{environment}' does not exist. Run `mesh plan {environment}` first.")
+    stored = state.get_snapshots([s.snapshot_id for s in env.snapshots])
+    return env, {s.name: s for s in stored.values()}
+
+
+def run_environment(project: Project, state, engine, environment: str = "prod", *,
+                    execution_time: str | int | None = None, ignore_cron: bool = False,
+                    start: str | None = None, end: str | None = None,
+                    select: set[str] | None = None, listener: ApplyListener | None = None) -> int:
+    """Evaluate every due, missing interval; returns the number of batches executed."""
+    listener = listener or ApplyListener()
+    environment = normalize_environment(environment)
+    execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
+    _, snapshots = environment_snapshots(state, environment)
+    order = snapshot_order(snapshots)
+    scope = set(snapshots) if select is None else set(select) & set(snapshots)
+    backfills = compute_backfills(state, snapshots, scope, {}, order=order,
+                                  default_start=project.config.model_defaults.start,
+                                  start=start, end=end, execution_ms=execution_ms,
+                                  ignore_cron=ignore_cron, end_bounded=False)
+    batches = plan_batches(snapshots, backfills, order)
+    if not batches:
+        listener.log("All intervals are up to date: nothing to run")
+        return 0
+    evaluator = SnapshotEvaluator(project, engine, snapshots)
+    run_batches(batches, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment))
+    return len(batches)

@@ -1,0 +1,80 @@
+"""Schema versions and the steps between them.
+
+A fresh store is created straight from `schema.py` and stamped with `SCHEMA_VERSION`; the
+steps here only ever upgrade an *existing* store. Step `n` turns a v`n-1` store into a v`n`
+one. All steps of one `mesh migrate` run in a single transaction (DDL is transactional on both
+SQLite and Postgres), so a failing step leaves the store exactly as it was — no backup tables.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from sqlalchemy import Connection, delete, func, insert, inspect, select
+
+from mesh_dagster import __version__
+from mesh_dagster.core.errors import StateError
+from mesh_dagster.state.schema import SCHEMA_VERSION, metadata, versions
+
+Migration = Callable[[Connection], None]
+
+
+def _v1_baseline(conn: Connection) -> None:
+    """The first schema: create whatever tables are missing."""
+    metadata.create_all(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1_baseline}
+
+
+def stored_schema_version(conn: Connection) -> int | None:
+    """The version the store was written with; None for an empty (never initialised) database."""
+    if not inspect(conn).has_table(versions.name):
+        return None
+    return conn.execute(select(func.max(versions.c.schema_version))).scalar()
+
+
+def stamp(conn: Connection, version: int) -> None:
+    conn.execute(delete(versions))
+    conn.execute(insert(versions).values(schema_version=version, mesh_version=__version__))
+
+
+def check_compatible(stored: int, current: int = SCHEMA_VERSION) -> None:
+    """Refuse to touch a store whose tables do not match what this code expects."""
+    if stored > current:
+        raise StateError(
+            f"The state store was written by a newer mesh_dagster (schema v{stored}, this is "
+            f"v{current}). Upgrade mesh_dagster."
+        )
+    if stored < current:
+        raise StateError(
+            f"The state store uses schema v{stored} but this mesh_dagster needs v{current}; "
+            "run `mesh migrate`."
+        )
+
+
+def pending_migrations(
+    stored: int, target: int = SCHEMA_VERSION, migrations: Mapping[int, Migration] = MIGRATIONS
+) -> list[int]:
+    if stored > target:
+        check_compatible(stored, target)
+    steps = list(range(stored + 1, target + 1))
+    missing = [v for v in steps if v not in migrations]
+    if missing:
+        raise StateError(f"No migration to state schema v{missing[0]}; this mesh_dagster build is broken.")
+    return steps
+
+
+def apply_migrations(
+    conn: Connection,
+    stored: int,
+    target: int = SCHEMA_VERSION,
+    migrations: Mapping[int, Migration] = MIGRATIONS,
+) -> list[int]:
+    """Run the steps from `stored` to `target` on `conn` (the caller owns the transaction)."""
+    steps = pending_migrations(stored, target, migrations)
+    for version in steps:
+        migrations[version](conn)
+    if steps:
+        stamp(conn, target)
+    return steps

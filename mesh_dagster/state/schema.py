@@ -1,0 +1,99 @@
+"""The state tables.
+
+Payloads are JSON text of the pydantic domain objects, so adding a field to `Snapshot` or
+`Environment` needs no migration; only the columns we filter, join or lock on are real columns.
+Timestamps are epoch milliseconds (UTC); intervals are half-open `[start_ts, end_ts)`.
+
+Bump `SCHEMA_VERSION` (and add a step to `migrations.py`) whenever a table here changes.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
+
+SCHEMA_VERSION = 1
+
+# SQLite only auto-increments an `INTEGER PRIMARY KEY`; elsewhere the id is a BIGINT identity.
+_AutoId = BigInteger().with_variant(Integer(), "sqlite")
+
+metadata = MetaData()
+
+snapshots = Table(
+    "mesh_snapshots",
+    metadata,
+    Column("name", String(512), nullable=False),
+    Column("identifier", String(64), nullable=False),
+    Column("version", String(64)),
+    Column("payload", Text, nullable=False),
+    Column("created_ts", BigInteger, nullable=False),
+    Column("updated_ts", BigInteger, nullable=False),
+    PrimaryKeyConstraint("name", "identifier", name="pk_mesh_snapshots"),
+    Index("ix_mesh_snapshots_name_version", "name", "version"),
+)
+
+environments = Table(
+    "mesh_environments",
+    metadata,
+    Column("name", String(255), primary_key=True),
+    Column("payload", Text, nullable=False),
+    Column("plan_id", String(64), nullable=False),
+    Column("previous_plan_id", String(64)),
+    Column("expiration_ts", BigInteger),
+    Column("finalized_ts", BigInteger),
+)
+
+intervals = Table(
+    "mesh_intervals",
+    metadata,
+    Column("id", _AutoId, primary_key=True, autoincrement=True),
+    Column("name", String(512), nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
+    Column("end_ts", BigInteger, nullable=False),
+    Column("is_removed", Boolean, nullable=False, default=False),
+    Column("created_ts", BigInteger, nullable=False),
+    Index("ix_mesh_intervals_name_version", "name", "version"),
+)
+
+plans = Table(
+    "mesh_plans",
+    metadata,
+    Column("plan_id", String(64), primary_key=True),
+    Column("environment", String(255), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("created_ts", BigInteger, nullable=False),
+    Column("updated_ts", BigInteger, nullable=False),
+    Column("author", String(255)),
+    Index("ix_mesh_plans_environment", "environment"),
+)
+
+versions = Table(
+    "mesh_versions",
+    metadata,
+    Column("schema_version", Integer, nullable=False),
+    Column("mesh_version", String(64), nullable=False),
+)
+
+locks = Table(
+    "mesh_locks",
+    metadata,
+    Column("name", String(255), primary_key=True),
+    Column("owner", String(255), nullable=False),
+    # Random per acquisition: releasing or renewing only touches the lock we actually hold,
+    # even when two processes run as the same owner.
+    Column("token", String(64), nullable=False),
+    Column("acquired_ts", BigInteger, nullable=False),
+    Column("expires_ts", BigInteger, nullable=False),
+)

@@ -1,0 +1,734 @@
+"""`StateStore`: snapshots, environments, intervals, plans and locks in one SQL database.
+
+SQLite (one file under the project's `.mesh/`) for a single machine, Postgres for teams. Several
+processes share it at once — the CLI beside Dagster's webserver, daemon and runs — so:
+
+- every write is one transaction; on SQLite writers start with `BEGIN IMMEDIATE` (the write lock
+  is taken up front, so a reader never has to upgrade and fail) and wait on a busy timeout,
+  and the file is in WAL mode so readers never block writers;
+- on Postgres, writes that decide on what they read (promote, finalize, lock) first take a
+  transaction-scoped advisory lock keyed by the record, so even a record that does not exist
+  yet cannot be created twice.
+
+Environments use optimistic concurrency: a plan remembers the `plan_id` it was computed
+against (`previous_plan_id`) and may only replace an environment still at that plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeVar
+
+from pydantic import BaseModel
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    tuple_,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+from sqlalchemy.pool import StaticPool
+
+from mesh_dagster.core.environment import Environment
+from mesh_dagster.core.errors import ConflictingPlanError, StateError
+from mesh_dagster.core.intervals import Interval, merge_intervals, subtract_intervals
+from mesh_dagster.core.snapshot import Snapshot, SnapshotId
+from mesh_dagster.state import schema
+from mesh_dagster.state.migrations import (
+    MIGRATIONS,
+    Migration,
+    apply_migrations,
+    check_compatible,
+    stamp,
+    stored_schema_version,
+)
+
+logger = logging.getLogger(__name__)
+
+# Ids per `IN (...)` query: one round trip per batch, far below every driver's parameter limit.
+BATCH_SIZE = 500
+SQLITE_BUSY_TIMEOUT_S = 30
+POSTGRES_CONNECT_TIMEOUT_S = 10
+
+IntervalKey = tuple[str, str]
+T = TypeVar("T")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _or_now(ms: int | None) -> int:
+    return _now_ms() if ms is None else ms
+
+
+class PlanRecord(BaseModel):
+    """A plan as stored for review/approval; `payload` is whatever the plan builder serialised."""
+
+    plan_id: str
+    environment: str
+    payload: dict[str, Any]
+    status: str
+    author: str | None = None
+    created_ts: int
+    updated_ts: int
+
+
+class LockInfo(BaseModel):
+    name: str
+    owner: str
+    acquired_ts: int
+    expires_ts: int
+
+
+class StateStore:
+    """The only object that reads or writes persisted state. Safe to share between threads."""
+
+    def __init__(self, url: str, *, check_version: bool = True):
+        """Connect, create the tables of an empty database, and check the schema version.
+
+        `check_version=False` is for `mesh migrate`, which must open an out-of-date store.
+        """
+        self._url = _parse_url(url)
+        self.url = self._url.render_as_string(hide_password=True)
+        self._engine = _create_engine(self._url)
+        self._is_postgres = self._engine.dialect.name == "postgresql"
+        try:
+            self._check_reachable()
+            self.schema_version = self._initialize()
+            if check_version:
+                check_compatible(self.schema_version)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"StateStore({self.url!r})"
+
+    def migrate(
+        self, target: int = schema.SCHEMA_VERSION, migrations: Mapping[int, Migration] = MIGRATIONS
+    ) -> list[int]:
+        """Upgrade the tables to `target` in one transaction; returns the versions applied."""
+        with self._write() as conn:
+            self._serialize(conn, "schema")
+            stored = stored_schema_version(conn)
+            applied = apply_migrations(conn, target if stored is None else stored, target, migrations)
+        self.schema_version = target
+        return applied
+
+    def _check_reachable(self) -> None:
+        try:
+            with self._engine.connect():
+                pass
+        except DBAPIError as e:
+            raise StateError(f"Cannot connect to the state store at {self.url}: {_reason(e)}") from None
+
+    def _initialize(self) -> int:
+        try:
+            with self._read() as conn:
+                stored = stored_schema_version(conn)
+            if stored is not None:
+                return stored
+            with self._write() as conn:
+                self._serialize(conn, "schema")
+                stored = stored_schema_version(conn)
+                if stored is None:
+                    schema.metadata.create_all(conn)
+                    stamp(conn, schema.SCHEMA_VERSION)
+                    stored = schema.SCHEMA_VERSION
+            return stored
+        except DBAPIError as e:
+            raise StateError(f"Cannot initialise the state store at {self.url}: {_reason(e)}") from None
+
+    # ------------------------------------------------------------------ snapshots
+
+    def push_snapshots(self, snapshots: Iterable[Snapshot]) -> None:
+        """Record new snapshots; ones already stored are left untouched (they are immutable
+        by identity — use `update_snapshots` for the few fields that may change)."""
+        ts = _now_ms()
+        rows = {s.snapshot_id: _snapshot_row(s, ts) for s in snapshots}
+        if not rows:
+            return
+        table = schema.snapshots
+        with self._write() as conn:
+            for chunk in _chunks(list(rows.values()), BATCH_SIZE):
+                conn.execute(self._insert(table).on_conflict_do_nothing(), chunk)
+
+    def update_snapshots(self, snapshots: Iterable[Snapshot]) -> None:
+        """Rewrite stored snapshots (e.g. after categorisation). All must exist already."""
+        ts = _now_ms()
+        by_id = {s.snapshot_id: s for s in snapshots}
+        if not by_id:
+            return
+        table = schema.snapshots
+        stmt = (
+            update(table)
+            .where(table.c.name == bindparam("b_name"), table.c.identifier == bindparam("b_identifier"))
+            .values(version=bindparam("b_version"), payload=bindparam("b_payload"), updated_ts=ts)
+        )
+        with self._write() as conn:
+            missing = set(by_id) - self._existing_snapshot_ids(conn, list(by_id))
+            if missing:
+                listed = ", ".join(f"{i.name}@{i.identifier}" for i in sorted(missing))
+                raise StateError(f"Cannot update snapshots that are not in the state store: {listed}")
+            params = [
+                {"b_name": i.name, "b_identifier": i.identifier, "b_version": s.version, "b_payload": s.model_dump_json()}
+                for i, s in by_id.items()
+            ]
+            conn.execute(stmt, params)
+
+    def get_snapshots(self, ids: Iterable[SnapshotId]) -> dict[SnapshotId, Snapshot]:
+        """Snapshots by id; ids that are not stored are simply absent from the result."""
+        wanted = _unique_ids(ids)
+        table = schema.snapshots
+        key = tuple_(table.c.name, table.c.identifier)
+        found: dict[SnapshotId, Snapshot] = {}
+        with self._read() as conn:
+            for chunk in _chunks(wanted, BATCH_SIZE):
+                query = select(table.c.name, table.c.identifier, table.c.payload).where(key.in_(chunk))
+                for name, identifier, payload in conn.execute(query):
+                    found[SnapshotId(name, identifier)] = Snapshot.model_validate_json(payload)
+        return found
+
+    def get_snapshots_by_names(self, names: Iterable[str]) -> list[Snapshot]:
+        """Every stored snapshot of these models, oldest first per model."""
+        table = schema.snapshots
+        rows: list[tuple[str, int, str]] = []
+        with self._read() as conn:
+            for chunk in _chunks(list(dict.fromkeys(names)), BATCH_SIZE):
+                query = select(table.c.name, table.c.created_ts, table.c.payload).where(table.c.name.in_(chunk))
+                rows.extend(tuple(r) for r in conn.execute(query))
+        rows.sort(key=lambda r: (r[0], r[1]))
+        return [Snapshot.model_validate_json(payload) for _, _, payload in rows]
+
+    def snapshots_exist(self, ids: Iterable[SnapshotId]) -> set[SnapshotId]:
+        with self._read() as conn:
+            return self._existing_snapshot_ids(conn, _unique_ids(ids))
+
+    def all_snapshot_ids(self) -> set[SnapshotId]:
+        table = schema.snapshots
+        with self._read() as conn:
+            return {SnapshotId(n, i) for n, i in conn.execute(select(table.c.name, table.c.identifier))}
+
+    def delete_snapshots(self, ids: Iterable[SnapshotId]) -> None:
+        table = schema.snapshots
+        key = tuple_(table.c.name, table.c.identifier)
+        with self._write() as conn:
+            for chunk in _chunks(_unique_ids(ids), BATCH_SIZE):
+                conn.execute(delete(table).where(key.in_(chunk)))
+
+    def _existing_snapshot_ids(self, conn: Connection, ids: Sequence[SnapshotId]) -> set[SnapshotId]:
+        table = schema.snapshots
+        key = tuple_(table.c.name, table.c.identifier)
+        found: set[SnapshotId] = set()
+        for chunk in _chunks(ids, BATCH_SIZE):
+            query = select(table.c.name, table.c.identifier).where(key.in_(chunk))
+            found.update(SnapshotId(n, i) for n, i in conn.execute(query))
+        return found
+
+    # ------------------------------------------------------------------ environments
+
+    def get_environment(self, name: str) -> Environment | None:
+        table = schema.environments
+        with self._read() as conn:
+            row = conn.execute(select(table).where(table.c.name == name)).first()
+        return _to_environment(row) if row else None
+
+    def get_environments(self) -> list[Environment]:
+        table = schema.environments
+        with self._read() as conn:
+            return [_to_environment(r) for r in conn.execute(select(table).order_by(table.c.name))]
+
+    def promote_environment(self, env: Environment) -> None:
+        """Make `env` the environment's record, unless another plan got there first.
+
+        Re-promoting the plan that is already current is allowed, so a retried apply is a no-op.
+        """
+        table = schema.environments
+        with self._write() as conn:
+            self._serialize(conn, f"environment:{env.name}")
+            current = conn.execute(
+                select(table.c.plan_id).where(table.c.name == env.name).with_for_update()
+            ).scalar()
+            if current is None and env.previous_plan_id is not None:
+                raise ConflictingPlanError(
+                    f"Environment '{env.name}' was removed while this plan ({env.plan_id}) was in "
+                    f"progress. Re-run `mesh plan {env.name}`."
+                )
+            if current is not None and current not in (env.previous_plan_id, env.plan_id):
+                raise _conflict(env.name, current, env.plan_id)
+            row = _environment_row(env)
+            self._upsert(conn, table, row, ["name"])
+
+    def finalize_environment(self, name: str, plan_id: str, now_ms: int | None = None) -> None:
+        """Mark the environment complete (views swapped) — only if `plan_id` is still current."""
+        table = schema.environments
+        with self._write() as conn:
+            self._serialize(conn, f"environment:{name}")
+            current = conn.execute(select(table.c.plan_id).where(table.c.name == name).with_for_update()).scalar()
+            if current is None:
+                raise ConflictingPlanError(
+                    f"Environment '{name}' was removed while this plan ({plan_id}) was in progress. "
+                    f"Re-run `mesh plan {name}`."
+                )
+            if current != plan_id:
+                raise _conflict(name, current, plan_id)
+            conn.execute(update(table).where(table.c.name == name).values(finalized_ts=_or_now(now_ms)))
+
+    def invalidate_environment(self, name: str, now_ms: int | None = None) -> None:
+        """Let the janitor remove the environment from `now_ms` on."""
+        table = schema.environments
+        with self._write() as conn:
+            result = conn.execute(update(table).where(table.c.name == name).values(expiration_ts=_or_now(now_ms)))
+            if result.rowcount == 0:
+                raise StateError(f"Environment '{name}' does not exist.")
+
+    def delete_environment(self, name: str) -> None:
+        table = schema.environments
+        with self._write() as conn:
+            conn.execute(delete(table).where(table.c.name == name))
+
+    def expired_environments(self, now_ms: int | None = None) -> list[Environment]:
+        table = schema.environments
+        query = (
+            select(table)
+            .where(table.c.expiration_ts.is_not(None), table.c.expiration_ts <= _or_now(now_ms))
+            .order_by(table.c.name)
+        )
+        with self._read() as conn:
+            return [_to_environment(r) for r in conn.execute(query)]
+
+    # ------------------------------------------------------------------ intervals
+
+    def add_interval(self, name: str, version: str, start_ts: int, end_ts: int) -> None:
+        self.add_intervals([(name, version, start_ts, end_ts)])
+
+    def add_intervals(self, items: Iterable[tuple[str, str, int, int]]) -> None:
+        """Record processed intervals `[start_ts, end_ts)` (epoch ms), all or none."""
+        self._append_intervals(items, removed=False)
+
+    def remove_interval(self, name: str, version: str, start_ts: int, end_ts: int) -> None:
+        self.remove_intervals([(name, version, start_ts, end_ts)])
+
+    def remove_intervals(self, items: Iterable[tuple[str, str, int, int]]) -> None:
+        """Forget processed intervals (restatement), all or none."""
+        self._append_intervals(items, removed=True)
+
+    def get_intervals(self, keys: Iterable[IntervalKey]) -> dict[IntervalKey, list[Interval]]:
+        """Processed intervals per `(name, version)`, merged and sorted; every key is present."""
+        logs: dict[IntervalKey, list[tuple[int, int, bool]]] = {(n, v): [] for n, v in keys}
+        table = schema.intervals
+        key = tuple_(table.c.name, table.c.version)
+        columns = (table.c.name, table.c.version, table.c.start_ts, table.c.end_ts, table.c.is_removed)
+        with self._read() as conn:
+            for chunk in _chunks(list(logs), BATCH_SIZE):
+                query = select(*columns).where(key.in_(chunk)).order_by(table.c.id)
+                for name, version, start, end, removed in conn.execute(query):
+                    logs[(name, version)].append((start, end, bool(removed)))
+        return {k: _replay(log) for k, log in logs.items()}
+
+    def delete_intervals(self, keys: Iterable[IntervalKey]) -> None:
+        """Drop the whole history of these versions (their tables are gone)."""
+        table = schema.intervals
+        key = tuple_(table.c.name, table.c.version)
+        with self._write() as conn:
+            for chunk in _chunks(list(dict.fromkeys((n, v) for n, v in keys)), BATCH_SIZE):
+                conn.execute(delete(table).where(key.in_(chunk)))
+
+    def compact_intervals(self) -> int:
+        """Replace the add/remove log by one row per merged interval; returns rows saved."""
+        table = schema.intervals
+        with self._write() as conn:
+            if self._is_postgres:
+                # Writers wait; readers continue. Without it a concurrent add could be deleted
+                # without having been merged.
+                conn.execute(text(f"LOCK TABLE {table.name} IN SHARE ROW EXCLUSIVE MODE"))
+            logs: dict[IntervalKey, list[tuple[int, int, bool]]] = {}
+            before = 0
+            query = select(table.c.name, table.c.version, table.c.start_ts, table.c.end_ts, table.c.is_removed)
+            for name, version, start, end, removed in conn.execute(query.order_by(table.c.id)):
+                logs.setdefault((name, version), []).append((start, end, bool(removed)))
+                before += 1
+            ts = _now_ms()
+            rows = [
+                {"name": n, "version": v, "start_ts": s, "end_ts": e, "is_removed": False, "created_ts": ts}
+                for (n, v), log in logs.items()
+                for s, e in _replay(log)
+            ]
+            conn.execute(delete(table))
+            for chunk in _chunks(rows, 1000):
+                conn.execute(insert(table), chunk)
+        return before - len(rows)
+
+    def _append_intervals(self, items: Iterable[tuple[str, str, int, int]], removed: bool) -> None:
+        ts = _now_ms()
+        rows = []
+        for name, version, start, end in items:
+            if not start < end:
+                raise ValueError(f"Invalid interval for {name} (version {version}): start {start} is not before end {end}")
+            rows.append(
+                {"name": name, "version": version, "start_ts": start, "end_ts": end, "is_removed": removed, "created_ts": ts}
+            )
+        if not rows:
+            return
+        with self._write() as conn:
+            for chunk in _chunks(rows, 1000):
+                conn.execute(insert(schema.intervals), chunk)
+
+    # ------------------------------------------------------------------ plans
+
+    def save_plan(
+        self, plan_id: str, environment: str, payload: dict[str, Any], status: str, author: str | None = None
+    ) -> None:
+        """Insert or replace a plan record (`created_ts` is kept on replace)."""
+        ts = _now_ms()
+        row = {
+            "plan_id": plan_id,
+            "environment": environment,
+            "payload": json.dumps(payload),
+            "status": status,
+            "author": author,
+            "created_ts": ts,
+            "updated_ts": ts,
+        }
+        with self._write() as conn:
+            self._upsert(conn, schema.plans, row, ["plan_id"], keep=["created_ts"])
+
+    def get_plan(self, plan_id: str) -> PlanRecord | None:
+        table = schema.plans
+        with self._read() as conn:
+            row = conn.execute(select(table).where(table.c.plan_id == plan_id)).first()
+        if row is None:
+            return None
+        return PlanRecord(**{**row._asdict(), "payload": json.loads(row.payload)})
+
+    def update_plan_status(self, plan_id: str, status: str) -> None:
+        table = schema.plans
+        with self._write() as conn:
+            result = conn.execute(
+                update(table).where(table.c.plan_id == plan_id).values(status=status, updated_ts=_now_ms())
+            )
+            if result.rowcount == 0:
+                raise StateError(f"Plan '{plan_id}' does not exist.")
+
+    # ------------------------------------------------------------------ locks
+
+    @contextmanager
+    def lock(self, name: str, owner: str, timeout_s: float = 600, lease_s: float = 3600) -> Iterator[None]:
+        """Hold the named (environment) lock across processes for the duration of the block.
+
+        The lease is renewed in the background every `lease_s / 3`, so a long backfill keeps it;
+        a process that dies stops renewing and the lock frees itself after `lease_s`.
+        """
+        token = uuid.uuid4().hex
+        deadline = time.monotonic() + timeout_s
+        delay = 0.05
+        while (holder := self._try_lock(name, owner, token, lease_s)) is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise StateError(
+                    f"Environment '{name}' is being changed by {holder.owner} since "
+                    f"{_format_ms(holder.acquired_ts)}; waiting timed out"
+                )
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 1.0)
+        renewer = _LeaseRenewer(self, name, token, lease_s)
+        renewer.start()
+        try:
+            yield
+        finally:
+            renewer.stop()
+            self._unlock(name, token)
+
+    def lock_holder(self, name: str) -> LockInfo | None:
+        table = schema.locks
+        with self._read() as conn:
+            row = conn.execute(select(table).where(table.c.name == name)).first()
+        return _lock_info(row) if row else None
+
+    def break_lock(self, name: str) -> None:
+        """Free a lock whose holder is known to be dead (operator action)."""
+        table = schema.locks
+        with self._write() as conn:
+            conn.execute(delete(table).where(table.c.name == name))
+
+    def _try_lock(self, name: str, owner: str, token: str, lease_s: float) -> LockInfo | None:
+        """Take the lock if it is free or its lease ran out; otherwise return who holds it."""
+        table = schema.locks
+        now = _now_ms()
+        values = {"owner": owner, "token": token, "acquired_ts": now, "expires_ts": now + int(lease_s * 1000)}
+        with self._write() as conn:
+            self._serialize(conn, f"lock:{name}")
+            row = conn.execute(select(table).where(table.c.name == name).with_for_update()).first()
+            if row is None:
+                conn.execute(insert(table).values(name=name, **values))
+            elif row.expires_ts <= now:
+                logger.warning("Taking over the lock on '%s' from %s: its lease expired", name, row.owner)
+                conn.execute(update(table).where(table.c.name == name).values(**values))
+            else:
+                return _lock_info(row)
+        return None
+
+    def _unlock(self, name: str, token: str) -> None:
+        table = schema.locks
+        try:
+            with self._write() as conn:
+                conn.execute(delete(table).where(table.c.name == name, table.c.token == token))
+        except Exception as e:  # never mask the block's own outcome; the lease will run out
+            logger.warning("Could not release the lock on '%s' (it frees itself when its lease ends): %s", name, e)
+
+    def _renew_lock(self, name: str, token: str, lease_s: float) -> bool:
+        table = schema.locks
+        with self._write() as conn:
+            result = conn.execute(
+                update(table)
+                .where(table.c.name == name, table.c.token == token)
+                .values(expires_ts=_now_ms() + int(lease_s * 1000))
+            )
+            return result.rowcount == 1
+
+    # ------------------------------------------------------------------ plumbing
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn:
+            conn.execution_options(mesh_write=True)
+            with conn.begin():
+                yield conn
+
+    def _serialize(self, conn: Connection, key: str) -> None:
+        """Postgres: hold a transaction-scoped advisory lock on `key` (SQLite writers are
+        already serialised by `BEGIN IMMEDIATE`)."""
+        if self._is_postgres:
+            conn.execute(select(func.pg_advisory_xact_lock(_advisory_key(key))))
+
+    def _insert(self, table: Table) -> Any:
+        return postgresql.insert(table) if self._is_postgres else sqlite.insert(table)
+
+    def _upsert(
+        self, conn: Connection, table: Table, row: dict[str, Any], keys: list[str], keep: Sequence[str] = ()
+    ) -> None:
+        stmt = self._insert(table).values(**row)
+        changes = {c: stmt.excluded[c] for c in row if c not in keys and c not in keep}
+        conn.execute(stmt.on_conflict_do_update(index_elements=[table.c[k] for k in keys], set_=changes))
+
+
+class _LeaseRenewer(threading.Thread):
+    """Extends a held lock's lease until stopped."""
+
+    def __init__(self, store: StateStore, name: str, token: str, lease_s: float):
+        super().__init__(name=f"mesh-lock-{name}", daemon=True)
+        self._store = store
+        self._lock_name = name
+        self._token = token
+        self._lease_s = lease_s
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.wait(max(self._lease_s / 3, 0.01)):
+            try:
+                if not self._store._renew_lock(self._lock_name, self._token, self._lease_s):
+                    logger.warning("Lost the lock on '%s': another process took it over", self._lock_name)
+                    return
+            except Exception as e:  # keep trying: the database may be back before the lease ends
+                logger.warning("Could not renew the lock on '%s': %s", self._lock_name, e)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join()
+
+
+# ---------------------------------------------------------------------- engine
+
+
+def _parse_url(url: str) -> URL:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        masked = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+        raise StateError(f"Invalid state store URL '{masked}'") from None
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        if parsed.drivername in ("postgresql", "postgres"):
+            parsed = parsed.set(drivername="postgresql+psycopg")
+    elif backend != "sqlite":
+        raise StateError(
+            f"Unsupported state store URL '{parsed.render_as_string(hide_password=True)}': "
+            "use sqlite:///path or postgresql+psycopg://…"
+        )
+    return parsed
+
+
+def _is_memory_sqlite(url: URL) -> bool:
+    return url.database in (None, "", ":memory:") or "mode=memory" in str(url)
+
+
+def _create_engine(url: URL) -> Engine:
+    if url.get_backend_name() == "sqlite":
+        return _create_sqlite_engine(url)
+    connect_args: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
+    try:
+        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+    except NoSuchModuleError as e:
+        raise StateError(f"Cannot use the state store at {url.render_as_string(hide_password=True)}: {e}") from None
+
+
+def _create_sqlite_engine(url: URL) -> Engine:
+    memory = _is_memory_sqlite(url)
+    if memory:
+        # One shared connection, or every checkout would see its own empty database.
+        engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        path = Path(url.database or "")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StateError(
+                f"Cannot connect to the state store at {url.render_as_string(hide_password=True)}: "
+                f"cannot create {path.parent}: {e.strerror or e}"
+            ) from None
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # We emit BEGIN ourselves (below): the driver's own handling skips it for SELECT and
+        # DDL, which would break read consistency and transactional migrations.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
+        if not memory:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("mesh_write") else "BEGIN")
+
+    return engine
+
+
+def _reason(error: DBAPIError) -> str:
+    """The driver's message, first line only (psycopg appends hints on further lines)."""
+    message = str(error.orig if error.orig is not None else error).strip()
+    return message.splitlines()[0] if message else type(error.orig or error).__name__
+
+
+def _advisory_key(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"mesh_dagster:{key}".encode(), digest_size=8).digest(), "big", signed=True)
+
+
+# ---------------------------------------------------------------------- rows
+
+
+def _snapshot_row(snapshot: Snapshot, ts: int) -> dict[str, Any]:
+    return {
+        "name": snapshot.name,
+        "identifier": snapshot.identifier,
+        "version": snapshot.version,
+        "payload": snapshot.model_dump_json(),
+        "created_ts": ts,
+        "updated_ts": ts,
+    }
+
+
+def _environment_row(env: Environment) -> dict[str, Any]:
+    return {
+        "name": env.name,
+        "payload": env.model_dump_json(),
+        "plan_id": env.plan_id,
+        "previous_plan_id": env.previous_plan_id,
+        "expiration_ts": env.expiration_ts,
+        "finalized_ts": env.finalized_ts,
+    }
+
+
+def _to_environment(row: Any) -> Environment:
+    """The columns are authoritative: finalize/invalidate update them, not the payload."""
+    env = Environment.model_validate_json(row.payload)
+    return env.model_copy(
+        update={
+            "plan_id": row.plan_id,
+            "previous_plan_id": row.previous_plan_id,
+            "expiration_ts": row.expiration_ts,
+            "finalized_ts": row.finalized_ts,
+        }
+    )
+
+
+def _lock_info(row: Any) -> LockInfo:
+    return LockInfo(name=row.name, owner=row.owner, acquired_ts=row.acquired_ts, expires_ts=row.expires_ts)
+
+
+def _conflict(environment: str, current: str, plan_id: str) -> ConflictingPlanError:
+    return ConflictingPlanError(
+        f"Another plan ({current}) was applied to environment '{environment}' while this plan "
+        f"({plan_id}) was in progress. Re-run `mesh plan {environment}`."
+    )
+
+
+def _format_ms(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _unique_ids(ids: Iterable[SnapshotId]) -> list[SnapshotId]:
+    return list(dict.fromkeys(SnapshotId(*i) for i in ids))
+
+
+def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+# ---------------------------------------------------------------------- interval arithmetic
+
+
+def _replay(log: list[tuple[int, int, bool]]) -> list[Interval]:
+    """Apply an add/remove log in order: a removal only cancels what was added before it."""
+    current: list[Interval] = []
+    added: list[Interval] = []  # consecutive adds are merged in one go
+    for start, end, removed in log:
+        if removed:
+            current = subtract_intervals([*current, *added], [(start, end)])
+            added = []
+        else:
+            added.append((start, end))
+    return merge_intervals([*current, *added])
