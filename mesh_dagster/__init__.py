@@ -1,3 +1,16 @@
 """mesh_dagster: SQLMesh-style plans and virtual environments on Spark, orchestrated by Dagster."""
 
 __version__ = "0.1.0"
+
+# `from mesh_dagster import macro` in a project's macros/*.py. Resolved lazily so that
+# `import mesh_dagster` stays cheap (no sqlglot until a macro file asks for it).
+_LAZY = {"macro": "mesh_dagster.core.macros"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mesh_dagster' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

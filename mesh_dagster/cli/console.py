@@ -12,12 +12,28 @@ from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.plan import Plan
 from mesh_dagster.execution.events import ApplyListener
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+def _console(stderr: bool = False) -> Console:
+    probe = Console(stderr=stderr)
+    # Piped output (CI logs, tests) must not be cropped at rich's default 80 columns.
+    width = None if probe.is_terminal else 250
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+
+
+console = _console()
+err_console = _console(stderr=True)
+
+
+class _Tree(Tree):
+    """A tree whose labels are plain text: model names and `[full refresh]` are not markup."""
+
+    def add(self, label, **kwargs):  # type: ignore[override]
+        node = _Tree(Text(label) if isinstance(label, str) else label, guide_style="", **kwargs)
+        self.children.append(node)
+        return node
 
 
 def _tree(title: str) -> Tree:
-    return Tree(Text(title), guide_style="")
+    return _Tree(Text(title), guide_style="")
 
 
 def show_test_report(report, engine_name: str = "spark") -> None:
@@ -126,6 +142,7 @@ def show_explain(plan: Plan) -> None:
             for audit in snap.model.audits:
                 node.add(f"Run '{audit.name}' audit")
     promote, demote = changed_views(plan)
+    console.print()
     if promote or demote:
         branch = tree.add(f"Update the virtual layer for environment '{plan.environment}'")
         if promote:
@@ -190,11 +207,16 @@ class ConsoleListener(ApplyListener):
         self._total = total_batches
 
     def batch_done(self, name, index, count, description, seconds, audits_passed, audits_failed) -> None:
-        audits = ""
+        line = Text(f"[{index}/{count}] {name:<40} [{description}")
         if audits_passed or audits_failed:
-            audits = f", audits [green]✔{audits_passed}[/green]" if not audits_failed else \
-                f", audits [green]✔{audits_passed}[/green] [red]✘{audits_failed}[/red]"
-        console.print(f"[{index}/{count}] {name:<40} [{description}{audits}]".ljust(90) + f" {seconds:.2f}s")
+            line.append(", audits ")
+            line.append(f"✔{audits_passed}", style="green")
+            if audits_failed:
+                line.append(f" ✘{audits_failed}", style="red")
+        line.append("]")
+        line.pad_right(max(0, 90 - len(line)))
+        line.append(f" {seconds:.2f}s")
+        console.print(line)
 
     def backfill_done(self, total_batches: int) -> None:
         console.print(f"Executing model batches {'━' * 40} 100.0% • {total_batches}/{total_batches}")

@@ -12,6 +12,7 @@ first `build_session` in a process decides where the metastore and warehouse are
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -41,7 +42,9 @@ __all__ = [
 LOG4J2_FILE = "log4j2.properties"
 
 # Errors only, to stderr: JVM startup otherwise prints NativeCodeLoader, Hive and metastore WARNs
-# that drown the CLI's own output.
+# that drown the CLI's own output. The PySpark gateway logger is pinned to the root level so Spark
+# does not announce "Setting default log level"; the metastore handler logs (with a stack trace)
+# every exception it then hands to Spark, which reaches us as an exception anyway.
 _LOG4J2_PROPERTIES = """\
 status = error
 rootLogger.level = error
@@ -53,6 +56,8 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
 logger.gateway.level = error
+logger.hms.name = org.apache.hadoop.hive.metastore.RetryingHMSHandler
+logger.hms.level = off
 """
 
 # Hive settings for Hive-serde tables. Passed to the builder, spark-submit would print
@@ -81,6 +86,7 @@ def build_session(
 
     Returns the session that already exists in this process if there is one (see module doc).
     """
+    _silence_pyspark_error_logs()
     if conn.remote:
         builder = SparkSession.builder.remote(conn.remote)
         for key, value in conn.config.items():
@@ -162,6 +168,18 @@ def to_engine_error(exc: BaseException, context: str | None = None, sql: str | N
     """Wrap any Spark/Py4J/Connect exception as the EngineError users see."""
     message = spark_error_message(exc)
     return SparkSQLError(f"{context}: {message}" if context else message, _condition(exc), sql)
+
+
+def _silence_pyspark_error_logs() -> None:
+    """PySpark logs every failed query as a JSON record on stderr before raising it.
+
+    We raise the same error as one line (see `to_engine_error`); the JSON dump would duplicate it
+    with a stack trace on top. Users who want the records can lower these loggers' level again.
+    """
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _conf_value(value: Any) -> str:

@@ -45,7 +45,8 @@ def check_base(plan: Plan, state) -> None:
 
 def physical_snapshots(plan: Plan) -> list[Snapshot]:
     """Snapshots whose physical object this apply may have to create."""
-    names = {s.name for s in plan.new_snapshots} | set(plan.backfills)
+    reused = {n for n, prev in plan.previous.items() if prev.version == plan.snapshots[n].version}
+    names = ({s.name for s in plan.new_snapshots} - reused) | set(plan.backfills)
     return [plan.snapshots[n] for n in plan.snapshots if n in names and not plan.snapshots[n].model.kind.is_symbolic]
 
 

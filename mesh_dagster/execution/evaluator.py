@@ -79,7 +79,10 @@ class SnapshotEvaluator:
         if model.kind.name == KindName.VIEW:
             self.engine.create_view(snapshot.table_name, self.render(snapshot, stage="creating"))
         elif model.kind.name == KindName.SEED:
-            return  # created with its content by `evaluate`
+            # Created empty now so children can be validated; filled by `evaluate`.
+            types = seed_types(model, self.project.columns(model.name))
+            empty = "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in types.items())
+            self.engine.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types)
         elif model.kind.is_materialized:
             query = self.render(snapshot, stage="creating")
             self.engine.create_table(snapshot.table_name, query, model.effective_partitioned_by,

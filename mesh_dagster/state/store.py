@@ -203,7 +203,12 @@ class StateStore:
                 listed = ", ".join(f"{i.name}@{i.identifier}" for i in sorted(missing))
                 raise StateError(f"Cannot update snapshots that are not in the state store: {listed}")
             params = [
-                {"b_name": i.name, "b_identifier": i.identifier, "b_version": s.version, "b_payload": s.model_dump_json()}
+                {
+                    "b_name": i.name,
+                    "b_identifier": i.identifier,
+                    "b_version": s.version,
+                    "b_payload": s.model_dump_json(),
+                }
                 for i, s in by_id.items()
             ]
             conn.execute(stmt, params)
@@ -396,9 +401,18 @@ class StateStore:
         rows = []
         for name, version, start, end in items:
             if not start < end:
-                raise ValueError(f"Invalid interval for {name} (version {version}): start {start} is not before end {end}")
+                raise ValueError(
+                    f"Invalid interval for {name} (version {version}): start {start} is not before end {end}"
+                )
             rows.append(
-                {"name": name, "version": version, "start_ts": start, "end_ts": end, "is_removed": removed, "created_ts": ts}
+                {
+                    "name": name,
+                    "version": version,
+                    "start_ts": start,
+                    "end_ts": end,
+                    "is_removed": removed,
+                    "created_ts": ts,
+                }
             )
         if not rows:
             return

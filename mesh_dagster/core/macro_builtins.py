@@ -1,0 +1,355 @@
+"""Built-in macro functions (`@EACH`, `@IF`, `@STAR`, ...) and the constant folding they need.
+
+Each built-in receives the evaluator and the call with its arguments *unevaluated*, so that
+`@IF` evaluates only the branch it takes and lambdas stay text until they are applied.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from sqlglot import exp
+
+from mesh_dagster.core.errors import MacroError
+from mesh_dagster.core.macros import SQL, Arg, Call, Lambda, MacroEvaluator, normalize_name
+
+Builtin = Callable[[MacroEvaluator, Call], Any]
+BUILTINS: dict[str, Builtin] = {}
+
+
+def builtin(*names: str) -> Callable[[Builtin], Builtin]:
+    def register(fn: Builtin) -> Builtin:
+        for name in names:
+            BUILTINS[name.lower()] = fn
+        return fn
+
+    return register
+
+
+def _signature(ev: MacroEvaluator, call: Call, names: list[str], required: int) -> dict[str, Arg]:
+    """Positional and keyword arguments of a built-in, by parameter name."""
+    if len(call.args) > len(names):
+        raise MacroError(f"@{call.name.upper()} takes at most {len(names)} arguments, got {len(call.args)}",
+                         ev.path, call.line)
+    bound = dict(zip(names, call.args))
+    for key, arg in call.kwargs.items():
+        if key not in names:
+            raise MacroError(f"@{call.name.upper()} has no argument '{key}'", ev.path, arg.line)
+        if key in bound:
+            raise MacroError(f"@{call.name.upper()} got argument '{key}' twice", ev.path, arg.line)
+        bound[key] = arg
+    missing = [n for n in names[:required] if n not in bound]
+    if missing:
+        raise MacroError(f"@{call.name.upper()} is missing argument '{missing[0]}'", ev.path, call.line)
+    return bound
+
+
+def _lambda(ev: MacroEvaluator, arg: Arg) -> Lambda:
+    value = ev.evaluate(arg)
+    if not isinstance(value, Lambda):
+        raise MacroError(f"Expected a lambda such as `x -> x + 1`, got `{arg.text.strip()}`", ev.path, arg.line)
+    return value
+
+
+# -- variables ---------------------------------------------------------------------------------
+
+
+@builtin("DEF")
+def define(ev: MacroEvaluator, call: Call) -> None:
+    """`@DEF(name, value)`: a local macro variable or, with a lambda, a local macro function."""
+    if len(call.args) != 2 or call.kwargs:
+        raise MacroError("@DEF takes a name and a value: @DEF(name, value)", ev.path, call.line)
+    name = call.args[0].text.strip().lstrip("@").strip("`\"")
+    if not name.replace("_", "a").isalnum():
+        raise MacroError(f"@DEF: invalid name `{name}`", ev.path, call.line)
+    ev.locals[name.lower()] = ev.evaluate(call.args[1])
+    return None
+
+
+@builtin("VAR", "BLUEPRINT_VAR")
+def var(ev: MacroEvaluator, call: Call) -> Any:
+    """`@VAR('name', default)`: a config variable (case-insensitive), the default, or NULL."""
+    args = _signature(ev, call, ["name", "default"], 1)
+    name = constant(ev.to_exp(ev.evaluate(args["name"]), call.line), ev, call.line)
+    if not isinstance(name, str):
+        raise MacroError("@VAR needs the variable name as a string, e.g. @VAR('name')", ev.path, call.line)
+    if name.lower() in ev.variables:
+        value = ev.variables[name.lower()]
+        return exp.null() if value is None else value
+    return ev.evaluate(args["default"]) if "default" in args else exp.null()
+
+
+# -- control flow --------------------------------------------------------------------------------
+
+
+@builtin("EACH")
+def each(ev: MacroEvaluator, call: Call) -> list[Any]:
+    """`@EACH(list, x -> expr)`: one expression per element (several projections in a SELECT)."""
+    args = _signature(ev, call, ["items", "func"], 2)
+    fn = _lambda(ev, args["func"])
+    return [ev.apply(fn, [item], call.line) for item in ev.items(ev.evaluate(args["items"]), call.line)]
+
+
+@builtin("FILTER")
+def filter_(ev: MacroEvaluator, call: Call) -> list[Any]:
+    args = _signature(ev, call, ["items", "func"], 2)
+    fn = _lambda(ev, args["func"])
+    items = ev.items(ev.evaluate(args["items"]), call.line)
+    return [item for item in items if truthy(ev, ev.apply(fn, [item], call.line), call.line)]
+
+
+@builtin("REDUCE")
+def reduce_(ev: MacroEvaluator, call: Call) -> Any:
+    args = _signature(ev, call, ["items", "func"], 2)
+    fn = _lambda(ev, args["func"])
+    items = ev.items(ev.evaluate(args["items"]), call.line)
+    if not items:
+        return None
+    result = items[0]
+    for item in items[1:]:
+        result = ev.apply(fn, [result, item], call.line)
+    return result
+
+
+@builtin("IF")
+def if_(ev: MacroEvaluator, call: Call) -> Any:
+    """`@IF(cond, then[, else])`: only the branch taken is evaluated; no else → the call vanishes."""
+    args = _signature(ev, call, ["condition", "true", "false"], 2)
+    if truthy(ev, ev.evaluate(args["condition"]), call.line):
+        return ev.evaluate(args["true"])
+    return ev.evaluate(args["false"]) if "false" in args else None
+
+
+@builtin("EVAL")
+def eval_(ev: MacroEvaluator, call: Call) -> Any:
+    args = _signature(ev, call, ["expression"], 1)
+    value = constant(ev.to_exp(ev.evaluate(args["expression"]), call.line), ev, call.line)
+    return exp.null() if value is None else value
+
+
+@builtin("AND")
+def and_(ev: MacroEvaluator, call: Call) -> SQL:
+    return _connect(ev, call, "AND", "TRUE")
+
+
+@builtin("OR")
+def or_(ev: MacroEvaluator, call: Call) -> SQL:
+    return _connect(ev, call, "OR", "FALSE")
+
+
+def _connect(ev: MacroEvaluator, call: Call, connector: str, empty: str) -> SQL:
+    """Conditions that are NULL (e.g. an unset variable) are left out."""
+    if call.kwargs:
+        raise MacroError(f"@{connector} takes conditions only", ev.path, call.line)
+    parts = []
+    for arg in call.args:
+        value = ev.evaluate(arg)
+        if value is None or isinstance(value, exp.Null) or (isinstance(value, SQL) and value.upper() == "NULL"):
+            continue
+        sql = ev.to_sql(value)
+        if sql:
+            parts.append(f"({sql})" if len(call.args) > 1 else sql)
+    return SQL(f" {connector} ".join(parts) if parts else empty)
+
+
+# -- SQL helpers --------------------------------------------------------------------------------
+
+
+@builtin("STAR")
+def star(ev: MacroEvaluator, call: Call) -> list[exp.Expression]:
+    """`@STAR(relation, alias, exclude, prefix, suffix)`: the relation's known columns, typed."""
+    args = _signature(ev, call, ["relation", "alias", "exclude", "prefix", "suffix", "quote_identifiers"], 1)
+    relation = ev.to_exp(ev.evaluate(args["relation"]), call.line)
+    name = normalize_name(relation)
+    columns = ev.columns_to_types(name)
+    if not columns:
+        raise MacroError(f"@STAR: the columns of {name} are not known (declare them with `columns` or make "
+                         "its query's columns inferrable)", ev.path, call.line)
+    alias = _name_arg(ev, args.get("alias"), call) or relation.alias or name.split(".")[-1]
+    exclude = set()
+    if "exclude" in args:
+        exclude = {normalize_name(e) for e in ev.items(ev.evaluate(args["exclude"]), call.line)}
+    prefix = _name_arg(ev, args.get("prefix"), call) or ""
+    suffix = _name_arg(ev, args.get("suffix"), call) or ""
+    quote = "quote_identifiers" in args and bool(constant(ev.to_exp(ev.evaluate(args["quote_identifiers"])), ev,
+                                                          call.line))
+    projections: list[exp.Expression] = []
+    for column, type_text in columns.items():
+        if column.lower() in exclude:
+            continue
+        ref: exp.Expression = exp.column(column, table=alias, quoted=quote or None)
+        if type_text:
+            ref = exp.Cast(this=ref, to=_spark_type(type_text))
+        projections.append(exp.alias_(ref, f"{prefix}{column}{suffix}", quoted=quote or None))
+    return projections
+
+
+def _name_arg(ev: MacroEvaluator, arg: Arg | None, call: Call) -> str | None:
+    if arg is None:
+        return None
+    value = ev.to_exp(ev.evaluate(arg), arg.line)
+    if isinstance(value, exp.Literal):
+        return str(value.this)
+    if isinstance(value, (exp.Column, exp.Identifier, exp.Table)):
+        return value.name
+    raise MacroError(f"@{call.name.upper()}: expected a name, got `{value.sql()}`", ev.path, arg.line)
+
+
+@lru_cache(maxsize=1024)
+def _spark_type_cached(type_text: str) -> exp.DataType:
+    return exp.DataType.build(type_text, dialect="spark")
+
+
+def _spark_type(type_text: str) -> exp.DataType:
+    return _spark_type_cached(type_text).copy()
+
+
+@builtin("GENERATE_SURROGATE_KEY")
+def generate_surrogate_key(ev: MacroEvaluator, call: Call) -> exp.Expression:
+    """MD5 (or `hash_function`) of the columns cast to text, NULLs marked, joined by '|'."""
+    unknown = set(call.kwargs) - {"hash_function"}
+    if unknown or not call.args:
+        raise MacroError("@GENERATE_SURROGATE_KEY takes columns and optionally hash_function := 'MD5'",
+                         ev.path, call.line)
+    hash_function = "MD5"
+    if "hash_function" in call.kwargs:
+        hash_function = _name_arg(ev, call.kwargs["hash_function"], call) or "MD5"
+    parts: list[exp.Expression] = []
+    for arg in call.args:
+        for column in ev.items(ev.evaluate(arg), arg.line):
+            if parts:
+                parts.append(exp.Literal.string("|"))
+            value = ev.to_exp(column, arg.line).copy()
+            parts.append(exp.Coalesce(this=exp.Cast(this=value, to=exp.DataType.build("TEXT")),
+                                      expressions=[exp.Literal.string("_sqlmesh_surrogate_key_null_")]))
+    return exp.func(hash_function, exp.Concat(expressions=parts), dialect=ev.dialect)
+
+
+@builtin("SAFE_ADD")
+def safe_add(ev: MacroEvaluator, call: Call) -> SQL:
+    return _safe_arithmetic(ev, call, "+")
+
+
+@builtin("SAFE_SUB")
+def safe_sub(ev: MacroEvaluator, call: Call) -> SQL:
+    return _safe_arithmetic(ev, call, "-")
+
+
+def _safe_arithmetic(ev: MacroEvaluator, call: Call, op: str) -> SQL:
+    """NULL only when every operand is NULL; otherwise NULLs count as 0."""
+    operands = [ev.to_sql(ev.evaluate(a)) for a in call.args]
+    if len(operands) < 2 or call.kwargs:
+        raise MacroError(f"@{call.name.upper()} takes two or more operands", ev.path, call.line)
+    all_null = " AND ".join(f"({o}) IS NULL" for o in operands)
+    total = f" {op} ".join(f"COALESCE({o}, 0)" for o in operands)
+    return SQL(f"CASE WHEN {all_null} THEN NULL ELSE {total} END")
+
+
+@builtin("SAFE_DIV")
+def safe_div(ev: MacroEvaluator, call: Call) -> SQL:
+    args = _signature(ev, call, ["numerator", "denominator"], 2)
+    numerator = ev.to_sql(ev.evaluate(args["numerator"]))
+    denominator = ev.to_sql(ev.evaluate(args["denominator"]))
+    return SQL(f"({numerator}) / NULLIF({denominator}, 0)")
+
+
+# -- constant folding ---------------------------------------------------------------------------
+
+
+class _NotConstant(Exception):
+    def __init__(self, node: exp.Expression):
+        self.node = node
+
+
+def truthy(ev: MacroEvaluator, value: Any, line: int) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)) and not isinstance(value, SQL):
+        return bool(value)
+    return bool(constant(ev.to_exp(value, line), ev, line))
+
+
+def constant(node: exp.Expression, ev: MacroEvaluator, line: int) -> Any:
+    """The Python value of a constant SQL expression (`'a' = 'a'`, `1 + 2 > 2 AND NOT FALSE`)."""
+    try:
+        return _fold(node)
+    except _NotConstant as e:
+        raise MacroError(f"Cannot evaluate `{node.sql(dialect=ev.dialect)}` at render time: "
+                         f"`{e.node.sql(dialect=ev.dialect)}` is not a constant", ev.path, line) from None
+    except (TypeError, ZeroDivisionError) as e:
+        raise MacroError(f"Cannot evaluate `{node.sql(dialect=ev.dialect)}`: {e}", ev.path, line) from None
+
+
+_COMPARISONS: dict[type, Callable[[Any, Any], Any]] = {
+    exp.EQ: operator.eq, exp.NEQ: operator.ne, exp.GT: operator.gt, exp.GTE: operator.ge,
+    exp.LT: operator.lt, exp.LTE: operator.le,
+}
+_ARITHMETIC: dict[type, Callable[[Any, Any], Any]] = {
+    exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul, exp.Div: operator.truediv,
+    exp.Mod: operator.mod, exp.IntDiv: operator.floordiv,
+}
+
+
+def _fold(node: exp.Expression) -> Any:
+    kind = type(node)
+    if kind is exp.Literal:
+        if node.is_string:
+            return str(node.this)
+        text = str(node.this)
+        return float(text) if any(c in text for c in ".eE") else int(text)
+    if kind is exp.Boolean:
+        return bool(node.this)
+    if kind is exp.Null:
+        return None
+    if kind is exp.Paren:
+        return _fold(node.this)
+    if kind is exp.Not:
+        value = _fold(node.this)
+        return None if value is None else not value
+    if kind is exp.Neg:
+        return -_fold(node.this)
+    if kind is exp.And:
+        return bool(_fold(node.this)) and bool(_fold(node.expression))
+    if kind is exp.Or:
+        return bool(_fold(node.this)) or bool(_fold(node.expression))
+    if kind in _COMPARISONS:
+        left, right = _fold(node.this), _fold(node.expression)
+        return None if left is None or right is None else _COMPARISONS[kind](left, right)
+    if kind in _ARITHMETIC:
+        left, right = _fold(node.this), _fold(node.expression)
+        return None if left is None or right is None else _ARITHMETIC[kind](left, right)
+    if kind is exp.DPipe:
+        left, right = _fold(node.this), _fold(node.expression)
+        return None if left is None or right is None else f"{left}{right}"
+    if kind is exp.Is:
+        value, target = _fold(node.this), _fold(node.expression)
+        return value is target if target is None or isinstance(target, bool) else value == target
+    if kind is exp.In:
+        value = _fold(node.this)
+        return value in [_fold(e) for e in node.expressions]
+    if kind is exp.Between:
+        value = _fold(node.this)
+        return _fold(node.args["low"]) <= value <= _fold(node.args["high"])
+    if kind in (exp.Array, exp.Tuple):
+        return [_fold(e) for e in node.expressions]
+    if kind in (exp.Cast, exp.TryCast):
+        return _cast(_fold(node.this), node.to)
+    if kind is exp.If:
+        branch = node.args.get("true") if _fold(node.this) else node.args.get("false")
+        return _fold(branch) if branch is not None else None
+    raise _NotConstant(node)
+
+
+def _cast(value: Any, to: exp.DataType) -> Any:
+    if value is None:
+        return None
+    if to.is_type(*exp.DataType.INTEGER_TYPES):
+        return int(value)
+    if to.is_type(*exp.DataType.REAL_TYPES):
+        return float(value)
+    if to.is_type(*exp.DataType.TEXT_TYPES):
+        return "TRUE" if value is True else "FALSE" if value is False else str(value)
+    if to.is_type(exp.DataType.Type.BOOLEAN):
+        return value if isinstance(value, bool) else str(value).lower() in ("true", "1", "t", "y", "yes")
+    return value

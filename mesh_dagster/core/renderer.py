@@ -1,0 +1,592 @@
+"""Rendering a model's query for a stage: macros expanded, references rewritten, Spark SQL out.
+
+Rendering is on the hot path of every plan (a thousand models must load in seconds), so it parses
+each distinct text once (a small cache), walks the tree once to collect what it rewrites, and
+never runs sqlglot's optimizer. Transpiling from the model's dialect is sqlglot's generator's job:
+the tree is dialect-neutral, `.sql(dialect="spark")` writes Spark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.macros import (
+    SQL,
+    MacroEvaluator,
+    MacroRegistry,
+    _lookup,
+    get_dialect,
+    normalize_name,
+    temporal_locals,
+)
+from mesh_dagster.core.model import Model
+
+SPARK = get_dialect("spark")
+T = TypeVar("T")
+_MAX_EMBEDDING_DEPTH = 32
+
+
+@dataclass
+class RenderContext:
+    """Everything a render depends on besides the model itself."""
+
+    start: datetime | None = None  # inclusive, UTC
+    end: datetime | None = None  # EXCLUSIVE, UTC
+    execution_time: datetime | None = None
+    runtime_stage: str = "loading"
+    # model name 'schema.table' -> fully qualified 'schema.table' to read instead (table or view)
+    table_mapping: dict[str, str] = field(default_factory=dict)
+    this_model: str | None = None  # physical table of the model being rendered
+    variables: dict[str, Any] = field(default_factory=dict)
+    # model name -> ordered column -> Spark type text (None if unknown)
+    schemas: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    embedded: dict[str, Model] = field(default_factory=dict)  # EMBEDDED models, inlined as subqueries
+    gateway: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+
+
+def render_query(model: Model, ctx: RenderContext, macros: MacroRegistry) -> exp.Query:
+    """The model's query as a tree to be written with `.sql(dialect="spark")` (the caller owns it)."""
+    return _render_query(model, ctx, macros, 0)
+
+
+def render_sql(model: Model, ctx: RenderContext, macros: MacroRegistry, pretty: bool = False) -> str:
+    return render_query(model, ctx, macros).sql(dialect=SPARK, pretty=pretty, copy=False)
+
+
+def render_statements(statements: list[str], model: Model, ctx: RenderContext, macros: MacroRegistry) -> list[str]:
+    """Pre/post statements in Spark SQL; statements a macro removed (`@IF(false, ...)`) are dropped."""
+    out: list[str] = []
+    evaluator: MacroEvaluator | None = None
+    for text in statements:
+        if "@" in text:
+            evaluator = evaluator or _model_evaluator(model, ctx, macros, model.line)
+            text = evaluator.expand(text, model.line)
+        text = text.strip().rstrip(";").strip()
+        if not text:
+            continue
+        for statement in _parse_statements(text, model.dialect, model.path, model.line):
+            _rewrite_references(statement, ctx, macros, _collect(statement), 0)
+            out.append(statement.sql(dialect=SPARK, copy=False))
+    return out
+
+
+def render_audit(
+    query: str,
+    dialect: str,
+    args: dict[str, str],
+    model: Model,
+    ctx: RenderContext,
+    macros: MacroRegistry,
+    *,
+    path: str | None = None,
+    line: int = 1,
+) -> str:
+    """An audit's query in Spark SQL.
+
+    `@this_model` is the model's table; for an INCREMENTAL_BY_TIME_RANGE model rendered for an
+    interval it becomes a subquery holding only that interval's rows, so an audit never fails on
+    rows some other run wrote. `args` (`@column`...) are SQL texts and shadow everything else.
+    """
+    this_model = ctx.this_model or model.name
+    evaluator = _evaluator(ctx, macros, dialect or model.dialect, this_model, model.kind.name.value,
+                           path or model.path, line)
+    for name, value in args.items():
+        evaluator.locals[name.lower()] = SQL(value)
+    text = evaluator.expand(query, line)
+    tree = _parse_query(text, dialect or model.dialect, path or model.path, line, "audit")
+    if model.kind.is_incremental and model.time_column and ctx.start is not None and ctx.end is not None:
+        _filter_this_model(tree, model, ctx, normalize_name(this_model))
+    collected = _collect(tree)
+    if collected.has_star:
+        _expand_stars(tree, ctx.schemas, collected.ctes)
+    _rewrite_references(tree, ctx, macros, collected, 0)
+    return tree.sql(dialect=SPARK, copy=False)
+
+
+def referenced_tables(model: Model, macros: MacroRegistry, variables: dict) -> set[str]:
+    """Lower-case names of the tables the query reads (CTEs and the model itself excluded)."""
+    if model.query is None:
+        return set()
+    text = expand_query(model, RenderContext(variables=variables), macros)
+    names = _parse_query(text, model.dialect, model.path, model.query_line, reader=_table_names)
+    names.discard(model.name)
+    return names
+
+
+def _table_names(tree: exp.Query) -> set[str]:
+    names: set[str] = set()
+    ctes: set[str] = set()
+    for node in tree.walk():
+        if type(node) is exp.Table:
+            if isinstance(node.this, exp.Identifier):
+                names.add(_table_key(node))
+        elif type(node) is exp.CTE:
+            ctes.add(node.alias_or_name.lower())
+    return names - ctes
+
+
+def output_columns(
+    model: Model, macros: MacroRegistry, variables: dict, schemas: dict[str, dict[str, str | None]]
+) -> dict[str, str | None] | None:
+    """Ordered output columns → Spark type (None when not cheaply known); None if undeterminable."""
+    if model.columns:
+        return dict(model.columns)
+    if model.query is None:
+        return None
+    tree = render_query(model, RenderContext(variables=variables, schemas=schemas), macros)
+    return _query_columns(tree, schemas, _cte_queries(tree))
+
+
+def expand_query(model: Model, ctx: RenderContext, macros: MacroRegistry) -> str:
+    """The query text with macros expanded, still in the model's dialect."""
+    if model.query is None:
+        raise ModelError(f"Model {model.name} has no SQL query", model.path, model.line)
+    if "@" not in model.query:
+        return model.query
+    evaluator = _model_evaluator(model, ctx, macros, model.query_line)
+    return evaluator.expand(model.query, model.query_line)
+
+
+def model_evaluator(model: Model, ctx: RenderContext, macros: MacroRegistry) -> MacroEvaluator:
+    """An evaluator with the model's `@DEF`s applied (for Python models and tests)."""
+    return _model_evaluator(model, ctx, macros, model.line)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluators
+
+
+def _evaluator(ctx: RenderContext, macros: MacroRegistry, dialect: str, this_model: str, kind_name: str,
+               path: str | None, line: int) -> MacroEvaluator:
+    return MacroEvaluator(
+        dialect,
+        registry=macros,
+        variables=ctx.variables,
+        locals=temporal_locals(ctx.start, ctx.end, ctx.execution_time),
+        runtime_stage=ctx.runtime_stage,
+        this_model=this_model,
+        model_kind_name=kind_name,
+        gateway=ctx.gateway,
+        schemas=ctx.schemas,
+        table_mapping=ctx.table_mapping,
+        path=path,
+        line=line,
+    )
+
+
+def _model_evaluator(model: Model, ctx: RenderContext, macros: MacroRegistry, line: int) -> MacroEvaluator:
+    evaluator = _evaluator(ctx, macros, model.dialect, ctx.this_model or model.name, model.kind.name.value,
+                           model.path, line)
+    for definition in model.macro_definitions:
+        evaluator.define(definition, model.line)
+    evaluator.line = line
+    return evaluator
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+_PARSED: OrderedDict[tuple[str, str], exp.Expression | None] = OrderedDict()
+_PARSED_MAX = 2048
+_PARSED_LOCK = threading.Lock()
+_MISSING: Any = object()
+
+
+def _parse_text(text: str, dialect: str, reader: Callable[[exp.Expression | None], T] | None = None) -> Any:
+    """Parse once per text: a `reader` sees a cached tree (under a lock, so nobody takes it from
+    under it); without one the caller gets a tree of its own to change, taken out of the cache
+    when there is one. Nothing is ever copied: sqlglot's deep copy costs more than a parse."""
+    key = (text, dialect)
+    if reader is None:
+        with _PARSED_LOCK:
+            tree = _PARSED.pop(key, _MISSING)
+        return sqlglot.parse_one(text, read=get_dialect(dialect)) if tree is _MISSING else tree
+    with _PARSED_LOCK:
+        tree = _PARSED.get(key, _MISSING)
+        if tree is not _MISSING:
+            _PARSED.move_to_end(key)
+            return reader(tree)
+    tree = sqlglot.parse_one(text, read=get_dialect(dialect))
+    with _PARSED_LOCK:
+        _PARSED[key] = tree
+        while len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
+        return reader(tree)
+
+
+def _parse_query(text: str, dialect: str, path: str | None, line: int, what: str = "query",
+                 reader: Callable[[exp.Query], T] | None = None) -> Any:
+    """The parsed query (the caller's to change), or what `reader` returns from the shared tree."""
+
+    def checked(tree: exp.Expression | None) -> exp.Query:
+        if tree is None:
+            raise ModelError(f"The {what} is empty", path, line)
+        if not isinstance(tree, exp.Query):
+            raise ModelError(f"The {what} must be a SELECT statement, got {tree.key.upper()}", path, line)
+        return tree
+
+    if not text.strip():
+        raise ModelError(f"The {what} is empty", path, line)
+    try:
+        if reader is None:
+            return checked(_parse_text(text, dialect))
+        return _parse_text(text, dialect, lambda tree: reader(checked(tree)))
+    except ParseError as e:
+        raise ModelError(f"Cannot parse {what}: {_message(e)}", path, _error_line(e, line)) from None
+    except TokenError as e:
+        raise ModelError(f"Cannot parse {what}: {_message(e)}", path, line + _token_error_line(e, text) - 1) from None
+
+
+def _parse_statements(text: str, dialect: str, path: str | None, line: int) -> list[exp.Expression]:
+    try:
+        return [s for s in sqlglot.parse(text, read=get_dialect(dialect)) if s is not None]
+    except ParseError as e:
+        raise ModelError(f"Cannot parse statement: {_message(e)}", path, _error_line(e, line)) from None
+    except TokenError as e:
+        raise ModelError(f"Cannot parse statement: {_message(e)}", path, line) from None
+
+
+def _error_line(error: ParseError, first_line: int) -> int:
+    """sqlglot counts lines from the start of the text; the file line is offset by where it starts."""
+    relative = error.errors[0].get("line") if error.errors else None
+    return first_line + max(relative or 1, 1) - 1
+
+
+def _message(error: Exception) -> str:
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return re.sub(r"\.? Line \d+, Col: \d+\.?$", "", first)
+
+
+def _token_error_line(error: TokenError, text: str) -> int:
+    m = re.search(r"line (\d+)", str(error), re.I)
+    return int(m.group(1)) if m else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Transformations
+
+
+@dataclass
+class _Collected:
+    tables: list[exp.Table] = field(default_factory=list)
+    ctes: dict[str, exp.CTE] = field(default_factory=dict)
+    qualified_columns: list[exp.Column] = field(default_factory=list)
+    has_star: bool = False
+
+
+def _collect(tree: exp.Expression) -> _Collected:
+    """One walk: everything the rewrites need."""
+    found = _Collected()
+    for node in tree.walk():
+        kind = type(node)
+        if kind is exp.Table:
+            found.tables.append(node)
+        elif kind is exp.Star:
+            found.has_star = True
+        elif kind is exp.CTE:
+            found.ctes[node.alias_or_name.lower()] = node
+        elif kind is exp.Column and node.args.get("db") is not None:
+            found.qualified_columns.append(node)
+    return found
+
+
+def _render_query(model: Model, ctx: RenderContext, macros: MacroRegistry, depth: int) -> exp.Query:
+    text = expand_query(model, ctx, macros)
+    tree = _parse_query(text, model.dialect, model.path, model.query_line)
+    collected = _collect(tree)
+    if collected.has_star:
+        _expand_stars(tree, ctx.schemas, collected.ctes)
+    _rewrite_references(tree, ctx, macros, collected, depth)
+    return tree
+
+
+def _table_key(table: exp.Table) -> str:
+    return ".".join(p.name for p in table.parts).lower()
+
+
+def _rewrite_references(tree: exp.Expression, ctx: RenderContext, macros: MacroRegistry, found: _Collected,
+                        depth: int) -> None:
+    """Model references → mapped tables (aliased by their old name); EMBEDDED models → subqueries."""
+    if not (ctx.table_mapping or ctx.embedded):
+        return
+    rewritten: set[str] = set()
+    for table in found.tables:
+        if not isinstance(table.this, exp.Identifier):
+            continue  # table-valued function
+        key = _table_key(table)
+        if table.args.get("db") is None and key in found.ctes:
+            continue  # a CTE shadows a model of the same name
+        embedded = _lookup(ctx.embedded, key) if ctx.embedded else None
+        if embedded is not None:
+            _inline(table, embedded, ctx, macros, depth)
+            rewritten.add(key)
+            continue
+        target = _lookup(ctx.table_mapping, key)
+        if target is None:
+            continue
+        original = table.name
+        parts = target.split(".")
+        table.set("this", exp.to_identifier(parts[-1]))
+        table.set("db", exp.to_identifier(parts[-2]) if len(parts) > 1 else None)
+        table.set("catalog", exp.to_identifier(parts[-3]) if len(parts) > 2 else None)
+        if not table.args.get("alias") and isinstance(table.parent, (exp.From, exp.Join)):
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(original)))
+        rewritten.add(key)
+    for column in found.qualified_columns:
+        # `schema.table.col` can only refer to the table through its (now) alias `table`.
+        key = ".".join(p.name for p in column.parts[:-1]).lower()
+        if key in rewritten:
+            column.set("db", None)
+            column.set("catalog", None)
+
+
+def _inline(table: exp.Table, model: Model, ctx: RenderContext, macros: MacroRegistry, depth: int) -> None:
+    if depth >= _MAX_EMBEDDING_DEPTH:
+        raise ModelError(f"Embedded model {model.name} is nested too deeply (does it reference itself?)",
+                         model.path, model.line)
+    inner_ctx = dataclasses.replace(ctx, this_model=None)
+    query = _render_query(model, inner_ctx, macros, depth + 1)
+    alias = table.alias or table.name
+    table.replace(exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(alias))))
+
+
+def _filter_this_model(tree: exp.Expression, model: Model, ctx: RenderContext, this_key: str) -> None:
+    condition = _interval_condition(model, ctx)
+    for table in list(tree.find_all(exp.Table)):
+        if _table_key(table) != this_key:
+            continue
+        alias = table.alias or table.name
+        inner = table.copy()
+        inner.set("alias", None)
+        subquery = exp.select("*").from_(inner).where(condition.copy())
+        table.replace(exp.Subquery(this=subquery, alias=exp.TableAlias(this=exp.to_identifier(alias))))
+
+
+def _interval_condition(model: Model, ctx: RenderContext) -> exp.Expression:
+    """`time_column BETWEEN start AND inclusive end`, with literals of the column's type."""
+    column = model.time_column or ""
+    start = _as_utc(ctx.start)
+    end = _as_utc(ctx.end) - timedelta(microseconds=1)
+    type_text = ((model.columns or {}).get(column) or (ctx.schemas.get(model.name) or {}).get(column) or "").upper()
+    if type_text.startswith(("STRING", "VARCHAR", "CHAR", "TEXT")):
+        fmt = model.kind.time_column_format
+        low: exp.Expression = exp.Literal.string(start.strftime(fmt))
+        high: exp.Expression = exp.Literal.string(end.strftime(fmt))
+    elif type_text == "DATE":
+        low = exp.cast(exp.Literal.string(start.strftime("%Y-%m-%d")), "DATE")
+        high = exp.cast(exp.Literal.string(end.strftime("%Y-%m-%d")), "DATE")
+    else:
+        low = exp.cast(exp.Literal.string(start.replace(tzinfo=None).isoformat(sep=" ")), "TIMESTAMP")
+        high = exp.cast(exp.Literal.string(end.replace(tzinfo=None).isoformat(sep=" ")), "TIMESTAMP")
+    return exp.Between(this=exp.column(column), low=low, high=high)
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Star expansion and output columns
+
+
+def _expand_stars(tree: exp.Expression, schemas: dict[str, dict[str, str | None]], ctes: dict[str, exp.CTE]) -> None:
+    """`*` / `t.*` over sources whose columns are all known → explicit columns.
+
+    Inner selects go first, and the passes repeat so a CTE reading another CTE sees its columns.
+    """
+    selects = [s for s in tree.find_all(exp.Select) if any(_is_star(p) for p in s.expressions)]
+    selects.reverse()
+    while selects:
+        remaining = [s for s in selects if not _expand_select(s, schemas, ctes)]
+        if len(remaining) == len(selects):
+            return
+        selects = remaining
+
+
+def _is_star(projection: exp.Expression) -> bool:
+    return isinstance(projection, exp.Star) or (
+        isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+    )
+
+
+def _expand_select(select: exp.Select, schemas: dict, ctes: dict[str, exp.CTE]) -> bool:
+    """Whether every star of `select` could be expanded (partial progress is kept)."""
+    sources = _sources(select, schemas, ctes)
+    if sources is None:
+        return False
+    projections: list[exp.Expression] = []
+    complete = True
+    visible = [(alias, cols) for alias, cols, hidden in sources if not hidden]
+    for projection in select.expressions:
+        if isinstance(projection, exp.Star):
+            excluded = {normalize_name(e) for e in (projection.args.get("except_") or [])}
+            special = any(projection.args.get(k) for k in ("replace", "rename", "ilike"))
+            if special or any(c is None for _, c in visible):
+                projections.append(projection)
+                complete = False
+                continue
+            qualify = len(visible) > 1
+            for alias, cols in visible:
+                projections += [exp.column(c, table=alias if qualify else None) for c in cols
+                                if c.lower() not in excluded]
+        elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
+            alias = projection.table.lower()
+            cols = next((c for a, c, _ in sources if a.lower() == alias), None)
+            if cols is None or projection.this.args.get("except_") or projection.this.args.get("replace"):
+                projections.append(projection)
+                complete = False
+                continue
+            projections += [exp.column(c, table=projection.table) for c in cols]
+        else:
+            projections.append(projection)
+    select.set("expressions", projections)
+    return complete
+
+
+_Source = tuple[str, list[str] | None, bool]
+
+
+def _sources(select: exp.Select, schemas: dict, ctes: dict[str, exp.CTE]) -> list[_Source] | None:
+    """(alias, columns or None, hidden by a semi/anti join) per FROM/JOIN item; None if `*` has
+    semantics we do not reproduce (USING / NATURAL joins merge columns)."""
+    from_ = select.args.get("from_")
+    if from_ is None or select.args.get("laterals") or from_.this.args.get("pivots"):
+        return None  # LATERAL VIEW / PIVOT change what `*` means
+    items = [(from_.this, False)]
+    for join in select.args.get("joins") or []:
+        if join.args.get("using") or (join.method or "").upper() == "NATURAL":
+            return None
+        kind = (join.kind or "").upper()
+        items.append((join.this, kind in ("SEMI", "ANTI")))
+    sources = []
+    for item, hidden in items:
+        sources.append((item.alias_or_name, _source_columns(item, schemas, ctes), hidden))
+    return sources
+
+
+def _source_columns(item: exp.Expression, schemas: dict, ctes: dict[str, exp.CTE]) -> list[str] | None:
+    alias = item.args.get("alias")
+    if isinstance(alias, exp.TableAlias) and alias.columns:
+        return [c.name for c in alias.columns]
+    if isinstance(item, exp.Table):
+        if not isinstance(item.this, exp.Identifier):
+            return None
+        key = _table_key(item)
+        if item.args.get("db") is None and key in ctes:
+            cte = ctes[key]
+            cte_alias = cte.args.get("alias")
+            if isinstance(cte_alias, exp.TableAlias) and cte_alias.columns:
+                return [c.name for c in cte_alias.columns]
+            return _query_names(cte.this)
+        cols = _lookup(schemas, key) if schemas else None
+        return list(cols) if cols else None
+    if isinstance(item, exp.Subquery):
+        return _query_names(item.this)
+    return None
+
+
+def _query_names(query: exp.Expression) -> list[str] | None:
+    while isinstance(query, (exp.Subquery, exp.Paren)):
+        query = query.this
+    if isinstance(query, exp.SetOperation):
+        return _query_names(query.this)
+    if not isinstance(query, exp.Select):
+        return None
+    names = []
+    for projection in query.expressions:
+        name = _output_name(projection)
+        if name is None:
+            return None
+        names.append(name)
+    return names
+
+
+def _output_name(projection: exp.Expression) -> str | None:
+    """The column name a projection produces; None for stars and unaliased expressions (Spark
+    would invent a name like `count(1)` that nobody should rely on)."""
+    if isinstance(projection, exp.Alias):
+        return projection.alias or None
+    if isinstance(projection, (exp.Column, exp.Dot)) and not isinstance(projection.this, exp.Star):
+        return projection.name or None
+    return None
+
+
+def _cte_queries(tree: exp.Expression) -> dict[str, exp.CTE]:
+    return {cte.alias_or_name.lower(): cte for cte in tree.find_all(exp.CTE)}
+
+
+def _query_columns(query: exp.Expression, schemas: dict, ctes: dict[str, exp.CTE]) -> dict[str, str | None] | None:
+    while isinstance(query, (exp.Subquery, exp.Paren)):
+        query = query.this
+    if isinstance(query, exp.SetOperation):
+        return _query_columns(query.this, schemas, ctes)
+    if not isinstance(query, exp.Select):
+        return None
+    sources = _typed_sources(query, schemas, ctes)
+    columns: dict[str, str | None] = {}
+    for projection in query.expressions:
+        name = _output_name(projection)
+        if name is None:
+            return None
+        columns.setdefault(name.lower(), _projection_type(projection, sources))
+    return columns
+
+
+def _typed_sources(select: exp.Select, schemas: dict, ctes: dict[str, exp.CTE]) -> dict[str, dict[str, str | None]]:
+    """alias → columns with types, for the FROM/JOIN items whose types we know."""
+    out: dict[str, dict[str, str | None]] = {}
+    from_ = select.args.get("from_")
+    items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+    for item in items:
+        typed: dict[str, str | None] | None = None
+        if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
+            key = _table_key(item)
+            if item.args.get("db") is None and key in ctes:
+                typed = _query_columns(ctes[key].this, schemas, ctes)
+            elif schemas:
+                typed = _lookup(schemas, key)
+        elif isinstance(item, exp.Subquery):
+            typed = _query_columns(item.this, schemas, ctes)
+        if typed:
+            out[item.alias_or_name.lower()] = {k.lower(): v for k, v in typed.items()}
+    return out
+
+
+def _projection_type(projection: exp.Expression, sources: dict[str, dict[str, str | None]]) -> str | None:
+    node = projection.this if isinstance(projection, exp.Alias) else projection
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return node.to.sql(dialect=SPARK)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return "STRING"
+        text = str(node.this)
+        if text.isdigit():
+            return "INT" if int(text) < 2**31 else "BIGINT"
+        return None
+    if isinstance(node, exp.Boolean):
+        return "BOOLEAN"
+    if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+        column = node.name.lower()
+        if node.table:
+            return (sources.get(node.table.lower()) or {}).get(column)
+        having = [cols[column] for cols in sources.values() if column in cols]
+        return having[0] if len(having) == 1 else None
+    return None
+

@@ -1,0 +1,5 @@
+"""`mesh init`: project templates."""
+
+from mesh_dagster.scaffold.init import CLI_MODES, ENGINES, PROJECT_TYPES, init_project, next_steps_message
+
+__all__ = ["CLI_MODES", "ENGINES", "PROJECT_TYPES", "init_project", "next_steps_message"]

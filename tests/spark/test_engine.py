@@ -1,0 +1,357 @@
+"""SparkEngine and build_session against a real local Spark (one session per test process)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mesh_dagster.core.errors import EngineError
+from mesh_dagster.engine.adapter import SparkEngine, quote_name
+from mesh_dagster.engine.session import SparkSQLError
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def rows(engine: SparkEngine, sql: str) -> list[tuple]:
+    return sorted(engine.fetchall(sql), key=repr)
+
+
+# -- session ---------------------------------------------------------------------------------
+
+
+def test_session_settings(spark, tmp_path_factory) -> None:
+    conf = spark.conf
+    assert conf.get("spark.sql.catalogImplementation") == "hive"
+    assert conf.get("spark.sql.sources.partitionOverwriteMode") == "dynamic"
+    assert conf.get("spark.sql.session.timeZone") == "UTC"
+    assert conf.get("hive.exec.dynamic.partition.mode") == "nonstrict"
+    assert conf.get("spark.sql.shuffle.partitions") == "2"  # the user's config wins over our 4
+    warehouse = conf.get("spark.sql.warehouse.dir")
+    assert warehouse.endswith("/warehouse") and str(tmp_path_factory.getbasetemp()) in warehouse
+
+
+def test_nothing_is_written_to_the_directory_spark_started_in(engine, unique_schema, spark_launch_dir) -> None:
+    table = f"{unique_schema}.t"
+    engine.replace_table(table, "SELECT 1 AS id, DATE'2020-01-01' AS ds", ["ds"])
+    assert engine.fetchall(f"SELECT id FROM {table}") == [(1,)]
+    assert list(spark_launch_dir.iterdir()) == []
+
+
+_QUIET_SCRIPT = """
+import sys
+sys.path.insert(0, {repo!r})
+from pathlib import Path
+from mesh_dagster.core.config import SparkConnectionConfig
+from mesh_dagster.core.errors import EngineError
+from mesh_dagster.engine import SparkEngine, build_session
+
+spark = build_session(SparkConnectionConfig(master="local[1]"), Path({mesh_dir!r}))
+engine = SparkEngine(spark)
+engine.create_schema("quiet")
+engine.replace_table("quiet.t", "SELECT 1 AS id, DATE'2020-01-01' AS ds", ["ds"])
+assert engine.fetchall("SELECT id FROM quiet.t") == [(1,)]
+try:
+    engine.fetchall("SELECT * FROM quiet.missing")
+except EngineError as e:
+    print(e)
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quiet_process(tmp_path_factory: pytest.TempPathFactory):
+    """A separate Python process that starts its own Spark, launched as soon as this module starts
+    so that its JVM boots while the shared session does."""
+    root = tmp_path_factory.mktemp("quiet")
+    cwd, mesh_dir = root / "cwd", root / "project" / ".mesh"
+    cwd.mkdir()
+    script = _QUIET_SCRIPT.format(repo=str(REPO), mesh_dir=str(mesh_dir))
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    yield process, cwd, mesh_dir
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+def test_separate_process_is_quiet_and_keeps_cwd_clean(quiet_process) -> None:
+    """Starting Spark, DDL, a write and a failing query print nothing on stderr and nothing in cwd."""
+    process, cwd, mesh_dir = quiet_process
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr
+    assert stderr.strip() == "", f"unexpected stderr:\n{stderr}"
+    assert "[TABLE_OR_VIEW_NOT_FOUND]" in stdout
+    assert list(cwd.iterdir()) == []
+    assert (mesh_dir / "metastore_db").is_dir()
+    assert (mesh_dir / "derby.log").is_file()
+    assert (mesh_dir / "warehouse" / "quiet.db" / "t").is_dir()
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def test_spark_errors_surface_as_one_line_engine_errors(engine) -> None:
+    with pytest.raises(SparkSQLError) as info:
+        engine.fetchall("SELECT * FROM no_such_schema.no_such_table")
+    error = info.value
+    assert isinstance(error, EngineError)
+    assert error.condition == "TABLE_OR_VIEW_NOT_FOUND"
+    assert str(error).startswith("Spark query failed: [TABLE_OR_VIEW_NOT_FOUND] The table or view")
+    assert "\n" not in str(error) and "JVM" not in str(error) and "at org.apache" not in str(error)
+
+    with pytest.raises(SparkSQLError) as info:
+        engine.execute("SELEC 1")
+    assert str(info.value) == "Spark SQL failed: [PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'. SQLSTATE: 42601"
+
+    with pytest.raises(SparkSQLError, match=r"^Spark query failed: \[CAST_INVALID_INPUT\] The value 'x'") as info:
+        engine.fetchall("SELECT CAST('x' AS INT)")
+    assert info.value.sql == "SELECT CAST('x' AS INT)"
+
+
+def test_names_are_validated_before_reaching_sql(engine) -> None:
+    assert quote_name("a.b_1") == "`a`.`b_1`"
+    with pytest.raises(EngineError, match=r"Invalid identifier 'b; DROP TABLE x'"):
+        engine.drop_table("a.b; DROP TABLE x")
+    with pytest.raises(EngineError, match=r"Invalid identifier 'x`y'"):
+        engine.create_schema("x`y")
+
+
+# -- catalog ---------------------------------------------------------------------------------
+
+
+def test_schemas_tables_views_and_columns(engine, unique_schema) -> None:
+    assert not engine.schema_exists(unique_schema)
+    engine.create_schema(unique_schema)
+    assert engine.schema_exists(unique_schema)
+
+    table, view = f"{unique_schema}.t", f"{unique_schema}.v"
+    query = "SELECT 1 AS id, 'a' AS name, DATE'2020-01-01' AS ds, CAST(1.5 AS DECIMAL(10,2)) AS amount"
+    assert engine.query_columns(query) == {"id": "int", "name": "string", "ds": "date", "amount": "decimal(10,2)"}
+    engine.create_table(table, query, ["ds"])
+    # partition columns come last in a Spark table
+    assert engine.columns(table) == {"id": "int", "name": "string", "amount": "decimal(10,2)", "ds": "date"}
+    assert engine.fetchall(f"SELECT COUNT(*) FROM {table}") == [(0,)]  # created from the query, not filled
+    engine.create_view(view, f"SELECT id, name FROM {table}")
+    assert engine.table_exists(table) and engine.table_exists(view)
+    assert engine.list_objects(unique_schema) == {"t": "table", "v": "view"}
+
+    engine.drop_view(view)
+    engine.drop_table(table)
+    assert not engine.table_exists(view) and not engine.table_exists(table)
+    assert engine.list_objects(unique_schema) == {}
+    engine.drop_schema(unique_schema)
+    assert not engine.schema_exists(unique_schema)
+
+
+def test_query_columns_does_not_run_the_query(engine) -> None:
+    assert engine.query_columns("SELECT CAST('not a number' AS INT) AS n, NULL AS x") == {"n": "int", "x": "string"}
+
+
+def test_create_table_checks_partition_columns(engine, unique_schema) -> None:
+    with pytest.raises(EngineError, match=r"partition column\(s\) day are not among its columns \(id, ds\)"):
+        engine.create_table(f"{unique_schema}.t", None, ["day"], columns={"id": "int", "ds": "date"})
+
+
+# -- full refresh ----------------------------------------------------------------------------
+
+
+def test_replace_table_maps_columns_by_name_and_refreshes(engine, unique_schema) -> None:
+    table = f"{unique_schema}.full"
+    engine.replace_table(table, "SELECT 1 AS a, 2 AS b UNION ALL SELECT 10, 20", [])
+    assert rows(engine, f"SELECT a, b FROM {table}") == [(1, 2), (10, 20)]
+
+    # same columns, different order in the SELECT: values must follow their names
+    engine.replace_table(table, "SELECT 200 AS b, 100 AS a", [])
+    assert rows(engine, f"SELECT a, b FROM {table}") == [(100, 200)]
+
+    # the query's types are cast to the table's; a new column recreates the table
+    engine.replace_table(table, "SELECT 'x' AS c, 5 AS b, 3 AS a", [])
+    assert engine.columns(table) == {"c": "string", "b": "int", "a": "int"}
+    assert rows(engine, f"SELECT a, b, c FROM {table}") == [(3, 5, "x")]
+
+    with pytest.raises(EngineError, match=r"Cannot write .*full: the query does not produce column\(s\) c"):
+        engine.replace_table(table, "SELECT 1 AS a, 2 AS b", [], columns={"c": "string", "b": "int", "a": "int"})
+
+
+def test_replace_partitioned_table_drops_partitions_no_longer_produced(engine, unique_schema) -> None:
+    table = f"{unique_schema}.parts"
+    engine.replace_table(
+        table, "SELECT 1 AS v, DATE'2020-01-01' AS ds UNION ALL SELECT 2, DATE'2020-01-02'", ["ds"]
+    )
+    engine.replace_table(table, "SELECT DATE'2020-01-02' AS ds, 20 AS v", ["ds"])
+    assert rows(engine, f"SELECT ds, v FROM {table}") == [(dt.date(2020, 1, 2), 20)]
+    assert engine.partitions(table) == [{"ds": "2020-01-02"}]
+
+    engine.replace_table(table, "SELECT 1 AS v, DATE'2020-01-01' AS ds WHERE false", ["ds"])
+    assert engine.fetchall(f"SELECT COUNT(*) FROM {table}") == [(0,)]
+    assert engine.partitions(table) == []
+
+
+# -- incremental by time range ---------------------------------------------------------------
+
+
+def _days(values: dict[str, tuple[int, ...]]) -> str:
+    """SELECT producing, for each day, one row per (value, region) — regions 'eu' and 'us'."""
+    selects = [
+        f"SELECT {v} AS v, '{region}' AS region, DATE'{day}' AS ds"
+        for day, vs in values.items()
+        for v, region in zip(vs, ("eu", "us"))
+    ]
+    return " UNION ALL ".join(selects)
+
+
+def test_interval_overwrite_replaces_exactly_the_interval(engine, unique_schema) -> None:
+    table = f"{unique_schema}.inc"
+    everything = _days({"2020-01-01": (1, 1), "2020-01-02": (2, 2), "2020-01-03": (3, 3), "2020-01-04": (4, 4)})
+    engine.create_table(table, everything, ["ds", "region"])
+    low, high = "CAST('2020-01-01' AS DATE)", "CAST('2020-01-04' AS DATE)"
+    engine.insert_overwrite_interval(table, everything, "ds", low, high)
+    assert engine.fetchall(f"SELECT COUNT(*) FROM {table}") == [(8,)]
+
+    # Reprocess [01-02, 01-03]: the query now yields new values for 01-02 (eu only) and nothing for
+    # 01-03. It also yields rows outside the interval, which must be ignored.
+    changed = _days({"2020-01-01": (100,), "2020-01-02": (20,), "2020-01-04": (400,)})
+    interval = ("DATE'2020-01-02'", "DATE'2020-01-03'")
+    engine.insert_overwrite_interval(table, changed, "ds", *interval)
+    expected = [
+        (1, "eu", dt.date(2020, 1, 1)),
+        (1, "us", dt.date(2020, 1, 1)),
+        (20, "eu", dt.date(2020, 1, 2)),
+        (4, "eu", dt.date(2020, 1, 4)),
+        (4, "us", dt.date(2020, 1, 4)),
+    ]
+    assert rows(engine, f"SELECT v, region, ds FROM {table}") == expected
+    # the stale partitions (01-02/us, 01-03/eu, 01-03/us) are gone, not just empty of new rows
+    assert sorted(engine.partitions(table), key=repr) == sorted(
+        [
+            {"ds": "2020-01-01", "region": "eu"},
+            {"ds": "2020-01-01", "region": "us"},
+            {"ds": "2020-01-02", "region": "eu"},
+            {"ds": "2020-01-04", "region": "eu"},
+            {"ds": "2020-01-04", "region": "us"},
+        ],
+        key=repr,
+    )
+
+    # idempotent
+    engine.insert_overwrite_interval(table, changed, "ds", *interval)
+    assert rows(engine, f"SELECT v, region, ds FROM {table}") == expected
+
+
+def test_interval_overwrite_on_timestamp_partitions(engine, unique_schema) -> None:
+    table = f"{unique_schema}.hourly"
+    first = (
+        "SELECT 1 AS v, TIMESTAMP'2020-01-01 00:00:00' AS ts UNION ALL "
+        "SELECT 2, TIMESTAMP'2020-01-01 01:00:00' UNION ALL "
+        "SELECT 3, TIMESTAMP'2020-01-01 01:30:00.5' UNION ALL "
+        "SELECT 4, TIMESTAMP'2020-01-01 02:00:00'"
+    )
+    engine.create_table(table, first, ["ts"])
+    engine.insert_overwrite_interval(
+        table, first, "ts", "TIMESTAMP'2020-01-01 00:00:00'", "TIMESTAMP'2020-01-01 02:59:59.999999'"
+    )
+    assert {p["ts"] for p in engine.partitions(table)} == {
+        "2020-01-01 00:00:00", "2020-01-01 01:00:00", "2020-01-01 01:30:00.5", "2020-01-01 02:00:00"
+    }
+    # Hour 01 now produces only 01:00 with a new value; 01:30:00.5 must disappear.
+    second = "SELECT 20 AS v, TIMESTAMP'2020-01-01 01:00:00' AS ts"
+    interval = ("TIMESTAMP'2020-01-01 01:00:00'", "TIMESTAMP'2020-01-01 01:59:59.999999'")
+    for _ in range(2):
+        engine.insert_overwrite_interval(table, second, "ts", *interval)
+        assert rows(engine, f"SELECT v, CAST(ts AS STRING) FROM {table}") == [
+            (1, "2020-01-01 00:00:00"), (20, "2020-01-01 01:00:00"), (4, "2020-01-01 02:00:00")
+        ]
+
+
+def test_interval_overwrite_on_string_time_column(engine, unique_schema) -> None:
+    table = f"{unique_schema}.by_text"
+    first = "SELECT 1 AS v, '2020-01-01' AS day UNION ALL SELECT 2, '2020-01-02' UNION ALL SELECT 3, '2020-01-10'"
+    engine.create_table(table, first, ["day"])
+    engine.insert_overwrite_interval(table, first, "day", "'2020-01-01'", "'2020-01-31'")
+    # '2020-01-10' sorts between the bounds as text too, so it is in range and dropped
+    engine.insert_overwrite_interval(table, "SELECT 5 AS v, '2020-01-02' AS day", "day", "'2020-01-02'", "'2020-01-31'")
+    assert rows(engine, f"SELECT v, day FROM {table}") == [(1, "2020-01-01"), (5, "2020-01-02")]
+
+
+def test_interval_overwrite_on_unpartitioned_table(engine, unique_schema) -> None:
+    table = f"{unique_schema}.flat"
+    first = _days({"2020-01-01": (1, 1), "2020-01-02": (2, 2), "2020-01-03": (3, 3)})
+    engine.create_table(table, first, [])
+    engine.insert_overwrite_interval(table, first, "ds", "DATE'2020-01-01'", "DATE'2020-01-03'")
+    engine.execute(f"INSERT INTO {table} SELECT 9, 'eu', CAST(NULL AS DATE)")  # NULL times are kept
+
+    changed = _days({"2020-01-01": (100,), "2020-01-02": (20,)})
+    for _ in range(2):
+        engine.insert_overwrite_interval(table, changed, "ds", "DATE'2020-01-02'", "DATE'2020-01-03'")
+        assert rows(engine, f"SELECT v, region, ds FROM {table}") == sorted(
+            [(1, "eu", dt.date(2020, 1, 1)), (1, "us", dt.date(2020, 1, 1)), (20, "eu", dt.date(2020, 1, 2)), (9, "eu", None)],
+            key=repr,
+        )
+    assert not [name for name in engine.list_objects(unique_schema) if name.startswith("__mesh")]
+
+
+def test_interval_overwrite_needs_the_time_column(engine, unique_schema) -> None:
+    table = f"{unique_schema}.no_time"
+    engine.create_table(table, None, [], columns={"v": "int"})
+    with pytest.raises(EngineError, match=r"no_time: it has no time column 'ds'"):
+        engine.insert_overwrite_interval(table, "SELECT 1 AS v", "ds", "DATE'2020-01-01'", "DATE'2020-01-01'")
+
+
+# -- seeds and views -------------------------------------------------------------------------
+
+
+def test_load_seed_casts_to_declared_types(engine, unique_schema) -> None:
+    table = f"{unique_schema}.seed"
+    columns = {"id": "int", "name": "string", "day": "date", "amount": "decimal(10,2)", "flag": "boolean", "code": "string"}
+    frame = pd.DataFrame(
+        {
+            "id": [1, 2, 3],
+            "name": ["a", None, "c"],
+            "day": ["2020-01-01", "2020-01-02", None],
+            "amount": [1.5, float("nan"), 3.0],
+            "flag": [True, False, True],
+            "code": ["007", "010", "x"],
+        }
+    )
+    engine.load_seed(table, frame, columns)
+    assert engine.columns(table) == columns
+    assert rows(engine, f"SELECT * FROM {table}") == [
+        (1, "a", dt.date(2020, 1, 1), Decimal("1.50"), True, "007"),
+        (2, None, dt.date(2020, 1, 2), None, False, "010"),
+        (3, "c", None, Decimal("3.00"), True, "x"),
+    ]
+    # Loading again replaces the content; an empty frame leaves an empty table.
+    engine.load_seed(table, frame.head(1), columns)
+    assert engine.fetchall(f"SELECT id FROM {table}") == [(1,)]
+    engine.load_seed(table, frame.head(0), columns)
+    assert engine.fetchall(f"SELECT COUNT(*) FROM {table}") == [(0,)]
+    # A floating-point column declared INT (pandas reads `1` as 1.0 when a value is missing).
+    engine.load_seed(table, pd.DataFrame({"id": [1.0, None]}), {"id": "int"})
+    assert engine.columns(table) == {"id": "int"}
+    assert rows(engine, f"SELECT id FROM {table}") == [(1,), (None,)]
+
+
+def test_load_seed_rejects_columns_that_do_not_match(engine, unique_schema) -> None:
+    with pytest.raises(EngineError, match=r"seed: the data has missing column\(s\) b and undeclared column\(s\) c"):
+        engine.load_seed(f"{unique_schema}.seed", pd.DataFrame({"a": [1], "c": [2]}), {"a": "int", "b": "int"})
+
+
+def test_recreated_view_shows_new_physical_columns(engine, unique_schema) -> None:
+    table, view = f"{unique_schema}.physical", f"{unique_schema}__dev.model"
+    engine.replace_table(table, "SELECT 1 AS a", [])
+    engine.create_view(view, f"SELECT * FROM {table}")
+    assert engine.columns(view) == {"a": "int"}
+
+    engine.replace_table(table, "SELECT 1 AS a, 'b' AS b", [])
+    engine.create_view(view, f"SELECT * FROM {table}")
+    assert engine.columns(view) == {"a": "int", "b": "string"}
+    assert engine.fetchdf(f"SELECT * FROM {view}").to_dict("records") == [{"a": 1, "b": "b"}]
+    engine.drop_schema(f"{unique_schema}__dev")

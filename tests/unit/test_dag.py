@@ -1,0 +1,18 @@
+import pytest
+
+from mesh_dagster.core.dag import DAG, CycleError
+
+
+def test_sorted_parents_first():
+    dag = DAG({"c": ["b"], "b": ["a"], "a": [], "d": ["a", "c"]})
+    order = dag.sorted()
+    assert order.index("a") < order.index("b") < order.index("c") < order.index("d")
+    assert dag.downstream("a") == {"b", "c", "d"}
+    assert dag.upstream("d") == {"a", "b", "c"}
+
+
+def test_cycle_is_named():
+    with pytest.raises(CycleError) as e:
+        DAG({"a": ["c"], "b": ["a"], "c": ["b"], "x": []}).sorted()
+    cycle = e.value.cycle
+    assert cycle[0] == cycle[-1] and set(cycle) == {"a", "b", "c"}

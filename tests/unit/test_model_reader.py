@@ -1,0 +1,116 @@
+"""Reading MODEL blocks: properties, kinds and every malformed-input message."""
+
+from pathlib import Path
+
+import pytest
+
+from mesh_dagster.core.config import ModelDefaults
+from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.model import KindName
+from mesh_dagster.core.model_reader import read_audit_file, read_model_file
+
+INCREMENTAL = """MODEL (
+  name sqlmesh_example.incremental_model,
+  kind INCREMENTAL_BY_TIME_RANGE (
+    time_column (event_date, '%Y-%m-%d'),
+    batch_size 10,
+    lookback 2
+  ),
+  start '2020-01-01',
+  cron '@daily',
+  grain (id, event_date),
+  tags (a, b),
+  owner 'jen',
+  audits (assert_positive_order_ids, not_null(columns := (id, item_id), blocking := false)),
+);
+
+@DEF(threshold, 1);
+
+SELECT
+  id,
+  item_id,
+  event_date,
+FROM
+  sqlmesh_example.seed_model
+WHERE
+  event_date between @start_date and @end_date
+"""
+
+
+def read(text: str, path: str = "models/m.sql"):
+    return read_model_file(text, path, Path("/p") / path, ModelDefaults(start="2021-01-01"))
+
+
+def test_reads_properties_and_statements():
+    m = read(INCREMENTAL)
+    assert m.name == "sqlmesh_example.incremental_model"
+    assert m.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE
+    assert (m.kind.time_column, m.kind.time_column_format, m.kind.batch_size, m.kind.lookback) == (
+        "event_date", "%Y-%m-%d", 10, 2)
+    assert m.start == "2020-01-01" and m.cron == "@daily"
+    assert m.grain == ["id", "event_date"] and m.tags == ["a", "b"] and m.owner == "jen"
+    assert [a.name for a in m.audits] == ["assert_positive_order_ids", "not_null"]
+    assert m.audits[1].args == {"columns": "(id, item_id)"} and m.audits[1].blocking is False
+    assert m.macro_definitions == ["@DEF(threshold, 1)"]
+    assert m.query.startswith("SELECT") and m.query_line == 18
+    assert m.effective_partitioned_by == ["event_date"]
+
+
+def test_defaults_apply():
+    m = read("MODEL (name s.m, kind FULL); SELECT 1 AS a")
+    assert m.start == "2021-01-01" and m.cron == "@daily" and m.dialect == "spark"
+
+
+def test_seed_model_and_columns():
+    m = read("MODEL (name s.seed, kind SEED (path '../seeds/x.csv'), columns (id INTEGER, d DATE), grain (id));",
+             "models/seed.sql")
+    assert m.kind.name == KindName.SEED and m.kind.path == "/p/seeds/x.csv"
+    assert m.columns == {"id": "INT", "d": "DATE"} and m.query is None
+
+
+def test_inline_audit():
+    m = read("MODEL (name s.m, kind FULL, audits (positive));\nSELECT 1 AS a;\nAUDIT (name positive);\nSELECT * FROM @this_model WHERE a < 0;")
+    assert m.inline_audits[0].name == "positive" and "a < 0" in m.inline_audits[0].query
+    assert m.query == "SELECT 1 AS a"
+
+
+@pytest.mark.parametrize(
+    "text, message, line",
+    [
+        ("MODEL (name s.m, kind FULL\nSELECT 1", "never closed", 1),
+        ("MODEL (\n  name s.m,\n  kind FULL,\n  bogus 1\n);\nSELECT 1", "Unknown model property 'bogus'", 4),
+        ("MODEL (\n  name s.m,\n  kind INCREMENTAL_BY_SOMETHING\n);\nSELECT 1", "Unknown model kind 'INCREMENTAL_BY_SOMETHING'", 3),
+        ("MODEL (\n  name s.m,\n  kind INCREMENTAL_BY_TIME_RANGE\n);\nSELECT 1", "need a time_column", 3),
+        ("MODEL (\n  name s.m,\n  kind INCREMENTAL_BY_UNIQUE_KEY (unique_key id)\n);\nSELECT 1", "not supported", 3),
+        ("MODEL (\n  name s.m,\n  cron 'every day'\n);\nSELECT 1", "Invalid cron 'every day'", 3),
+        ("MODEL (\n  name s.m,\n  start 'last tuesdayish'\n);\nSELECT 1", "Invalid start", 3),
+        ("MODEL (\n  kind FULL\n);\nSELECT 1", "needs a name", 1),
+        ("MODEL (name s.m, kind FULL)\nSELECT 1", "must be followed by ';'", 2),
+        ("MODEL (\n  name s.m,\n  name s.n\n);\nSELECT 1", "set twice", 3),
+        ("MODEL (name s.m, kind FULL);\n", "has no query", 1),
+        ("SELECT 1", "must start with a MODEL", 1),
+        ("MODEL (\n  name s.m,\n  columns (id)\n);\nSELECT 1", "needs a type", 3),
+        ("MODEL (\n  name s.m,\n  kind FULL (batch_size 3)\n);\nSELECT 1", "Unknown property 'batch_size' for kind FULL", 3),
+        ("MODEL (\n  name s.m,\n  cron_tz 'UTC'\n);\nSELECT 1", "not supported by mesh_dagster yet", 3),
+        ("MODEL (name s.m, kind FULL);\nSELECT 'unterminated", "Cannot read SQL", None),
+    ],
+)
+def test_malformed_model_blocks(text, message, line):
+    with pytest.raises(ModelError) as e:
+        read(text)
+    assert message in e.value.message
+    assert e.value.path == "models/m.sql"
+    if line is not None:
+        assert e.value.line == line
+
+
+def test_audit_file_with_several_audits():
+    audits = read_audit_file("AUDIT (name a, blocking false);\nSELECT 1;\n\nAUDIT (name b, defaults (threshold = 3));\nSELECT 2;",
+                             "audits/x.sql")
+    assert [(a.name, a.blocking, a.line) for a in audits] == [("a", False, 1), ("b", True, 4)]
+    assert audits[1].defaults == {"threshold": "3"}
+
+
+def test_audit_without_query():
+    with pytest.raises(ModelError, match="has no query"):
+        read_audit_file("AUDIT (name a);", "audits/x.sql")
