@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.syntax import Syntax
 from rich.text import Text
-from rich.tree import Tree
 
 from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.plan import Plan
@@ -23,17 +21,40 @@ console = _console()
 err_console = _console(stderr=True)
 
 
-class _Tree(Tree):
-    """A tree whose labels are plain text: model names and `[full refresh]` are not markup."""
+class Tree:
+    """A plain-text tree drawn with the same guides as rich's, but fast for thousands of lines
+    (rich's Tree takes seconds on a 1,000-model plan) and never reading labels as markup."""
 
-    def add(self, label, **kwargs):  # type: ignore[override]
-        node = _Tree(Text(label) if isinstance(label, str) else label, guide_style="", **kwargs)
+    def __init__(self, label: str):
+        self.label = label
+        self.children: list[Tree] = []
+
+    def add(self, label: str) -> "Tree":
+        node = Tree(label)
         self.children.append(node)
         return node
 
+    def lines(self) -> list[str]:
+        out = [self.label]
+        self._child_lines(out, "")
+        return out
+
+    def _child_lines(self, out: list[str], prefix: str) -> None:
+        for i, child in enumerate(self.children):
+            last = i == len(self.children) - 1
+            out.append(f"{prefix}{'└── ' if last else '├── '}{child.label}")
+            child._child_lines(out, prefix + ("    " if last else "│   "))
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
 
 def _tree(title: str) -> Tree:
-    return _Tree(Text(title), guide_style="")
+    return Tree(title)
+
+
+def print_tree(tree: Tree) -> None:
+    console.out(str(tree), highlight=False)
 
 
 def show_test_report(report, engine_name: str = "spark") -> None:
@@ -69,7 +90,7 @@ def show_plan(plan: Plan, no_diff: bool = False) -> None:
         for name, bf in plan.backfills.items():
             unit = interval_unit(plan.snapshots[name].model.cron)
             tree.add(f"{plan.view(name)}: {bf.describe(unit)}")
-        console.print(tree)
+        print_tree(tree)
 
 
 def _show_models(plan: Plan) -> None:
@@ -86,7 +107,7 @@ def _show_models(plan: Plan) -> None:
             branch = tree.add(f"{title}:")
             for name in sorted(names):
                 branch.add(plan.view(name))
-    console.print(tree)
+    print_tree(tree)
 
 
 def _show_directly_modified(plan: Plan) -> None:
@@ -94,6 +115,8 @@ def _show_directly_modified(plan: Plan) -> None:
         diff = plan.diffs.get(name)
         if diff:
             console.print()
+            from rich.syntax import Syntax
+
             console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
             console.print()
     for name in plan.directly_modified:
@@ -105,7 +128,7 @@ def _show_directly_modified(plan: Plan) -> None:
             for child in sorted(children):
                 c = plan.category(child)
                 branch.add(f"{plan.view(child)} ({c.label if c else 'Uncategorized'})")
-        console.print(tree)
+        print_tree(tree)
 
 
 def show_explain(plan: Plan) -> None:
@@ -153,7 +176,7 @@ def show_explain(plan: Plan) -> None:
             sub = branch.add("Delete views in the virtual layer for models that were removed")
             for name in demote:
                 sub.add(plan.view(name))
-    console.print(tree)
+    print_tree(tree)
 
 
 def _progress(title: str) -> Progress:

@@ -144,7 +144,7 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
     if not p.has_changes and not p.requires_backfill and not p.is_new_environment:
         return
     if not auto_apply:
-        if no_prompts or not sys.stdin.isatty() and os.environ.get("CI"):
+        if no_prompts:
             console.print("Plan not applied (use --auto-apply to apply without a prompt).")
             return
         question = "Apply - Backfill Tables" if p.requires_backfill else "Apply - Virtual Update"

@@ -108,9 +108,11 @@ def categorize_direct(new: Snapshot, old: Snapshot) -> ChangeCategory | None:
 
     Both snapshots must carry their `rendered_query` (None for seeds and external models).
     """
-    if new.fingerprint.data_hash == old.fingerprint.data_hash:
-        return None
     nm, om = new.model, old.model
+    if new.fingerprint.data_hash == old.fingerprint.data_hash and new.rendered_query == old.rendered_query:
+        # Same text and same rendering; a `SELECT *` child whose parent gained a column has the
+        # same text but a different (expanded) rendering, and is a direct change.
+        return None
     if nm.kind.name != om.kind.name:
         return ChangeCategory.BREAKING
     if nm.kind.name == KindName.SEED:

@@ -281,12 +281,13 @@ def _direct_root(parent: str, indirect_of: dict[str, list[str]], direct: list[st
 def _rendered(project: Project, model: Model) -> str | None:
     if model.query is None:
         return None
-    from mesh_dagster.core.renderer import RenderContext, render_sql
+    from mesh_dagster.core.renderer import RenderContext, render_query
 
     ctx = RenderContext(variables=project.variables, schemas=project.parent_schemas(model.name),
                         embedded={p: project.models[p] for p in project.parents(model.name)
                                   if project.models[p].kind.name == KindName.EMBEDDED})
-    return render_sql(model, ctx, project.macros)
+    # Canonical text: comments and formatting do not count as changes.
+    return render_query(model, ctx, project.macros).sql(dialect="spark", comments=False)
 
 
 def _definition_text(model: Model) -> str:

@@ -93,7 +93,7 @@ def load_project(path: str | Path, gateway: str | None = None) -> Project:
     project = Project(root, config, models, audits, macros, dag, variables, tests, gateway)
     for model in models.values():
         if model.kind.name == KindName.SEED:
-            project.columns(model.name)  # validates the CSV header now, not at apply time
+            seed_header(model)  # validates the CSV header now, not at apply time
     return project
 
 

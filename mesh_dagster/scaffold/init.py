@@ -121,7 +121,8 @@ def next_steps_message(path: Path) -> str:
     )
 
 
-def _check_choice(engine: str, template: str, cli_mode: str) -> None:
+def check_engine(engine: str) -> None:
+    """Refuse engines other than Spark with a message saying why (call it right after asking)."""
     key = engine.strip().lower()
     if key not in SUPPORTED_ENGINES:
         label = ENGINES.get(key, engine)
@@ -129,6 +130,10 @@ def _check_choice(engine: str, template: str, cli_mode: str) -> None:
             f"mesh_dagster runs models on Apache Spark only; {label} is not supported. "
             "Choose Spark (`mesh init spark`); Spark can still read from other systems through its connectors."
         )
+
+
+def _check_choice(engine: str, template: str, cli_mode: str) -> None:
+    check_engine(engine)
     if template not in PROJECT_TYPES:
         raise MeshError(f"Unknown project template '{template}'. Choose one of: {', '.join(PROJECT_TYPES)}")
     if cli_mode not in CLI_MODES:

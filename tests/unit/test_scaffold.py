@@ -13,7 +13,7 @@ from mesh_dagster.core.config import load_config
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.model import KindName
 from mesh_dagster.core.project import load_project
-from mesh_dagster.scaffold import CLI_MODES, ENGINES, PROJECT_TYPES, init_project, next_steps_message
+from mesh_dagster.scaffold import CLI_MODES, ENGINES, PROJECT_TYPES, check_engine, init_project, next_steps_message
 from mesh_dagster.testing import load_tests
 
 TODAY = date(2025, 6, 22)
@@ -170,6 +170,9 @@ def test_other_engines_are_refused_clearly(tmp_path: Path) -> None:
     assert str(info.value).startswith("mesh_dagster runs models on Apache Spark only; DuckDB is not supported.")
     assert "`mesh init spark`" in str(info.value)
     assert not (tmp_path / "config.yaml").exists()
+    with pytest.raises(MeshError, match="Oracle is not supported"):
+        check_engine("Oracle")
+    check_engine("spark")
     init_project(tmp_path / "upper", engine="Spark", today=TODAY)
     assert (tmp_path / "upper" / "config.yaml").is_file()
 

@@ -1,0 +1,39 @@
+"""Tiny helpers to write projects on disk for tests."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from mesh_dagster.core.dates import now_ms
+from mesh_dagster.core.plan import ALL_TIME, Plan
+
+CONFIG = """model_defaults:
+  dialect: spark
+  start: 2020-01-01
+  cron: '@daily'
+"""
+
+
+def write_project(root: Path, files: dict[str, str], config: str = CONFIG) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config.yaml").write_text(config)
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    return root
+
+
+def record_plan(plan: Plan, state) -> None:
+    """Apply a plan to the state store only, as if every backfill succeeded (no Spark)."""
+    state.push_snapshots(plan.new_snapshots)
+    items = []
+    for name, bf in plan.backfills.items():
+        snap = plan.snapshots[name]
+        for interval in bf.intervals:
+            items.append((name, snap.version, *(ALL_TIME if bf.full_refresh and interval == ALL_TIME else interval)))
+    if items:
+        state.add_intervals(items)
+    state.promote_environment(plan.target_environment(None if plan.is_prod else now_ms() + 10**9))
+    state.finalize_environment(plan.environment, plan.plan_id)
