@@ -86,6 +86,7 @@ def init(ctx: click.Context, engine: str | None, template: str | None) -> None:
         click.echo("─" * 30 + "\nWelcome to mesh_dagster!\n" + "─" * 30 + "\n")
         template = _choose("What type of project do you want to set up?", scaffold.PROJECT_TYPES)
         engine = _choose("Choose your SQL engine:", scaffold.ENGINES)
+        scaffold.check_engine(engine)
         cli_mode = _choose("Choose your mesh CLI experience:", scaffold.CLI_MODES)
     created = scaffold.init_project(path, engine=engine, template=template or "default", cli_mode=cli_mode)
     click.echo(scaffold.next_steps_message(path.resolve()))
