@@ -177,7 +177,7 @@ def build_plan(
         old = previous.get(name)
         existing = stored.get(snap.snapshot_id)
         if existing is None:
-            snap.rendered_query = _rendered(project, snap.model)
+            snap.rendered_query = _rendered(project, snap)
         else:
             snap = existing
         changed_parents = [changed_category[p] for p in project.parents(name) if p in changed_category]
@@ -209,6 +209,8 @@ def build_plan(
         changed_category[name] = snap.change_category or category
         snapshots[name] = snap
 
+    if project.cache is not None:
+        project.cache.save()
     removed = [es for name, es in base_by_name.items() if name not in local]
     if not is_prod and target is None and not (added or direct or indirect_of or metadata or removed) \
             and not include_unmodified and not allow_empty:
@@ -278,7 +280,20 @@ def _direct_root(parent: str, indirect_of: dict[str, list[str]], direct: list[st
     return parent
 
 
-def _rendered(project: Project, model: Model) -> str | None:
+def _rendered(project: Project, snapshot: Snapshot) -> str | None:
+    """The canonical rendering of a new snapshot (cached by identifier: it determines the text)."""
+    cache = project.cache
+    if cache is not None:
+        hit, sql = cache.rendered(snapshot.identifier)
+        if hit:
+            return sql
+    sql = _render_canonical(project, snapshot.model)
+    if cache is not None:
+        cache.put_rendered(snapshot.identifier, sql)
+    return sql
+
+
+def _render_canonical(project: Project, model: Model) -> str | None:
     if model.query is None:
         return None
     from mesh_dagster.core.renderer import RenderContext, render_query

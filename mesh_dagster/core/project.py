@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from mesh_dagster import __version__
+from mesh_dagster.core.cache import ProjectCache, content_key
 from mesh_dagster.core.config import ProjectConfig, load_config
 from mesh_dagster.core.dag import DAG, CycleError
 from mesh_dagster.core.definition import relative_path
@@ -35,6 +37,7 @@ class Project:
     variables: dict[str, Any] = field(default_factory=dict)
     test_files: list[Path] = field(default_factory=list)
     gateway: str | None = None
+    cache: ProjectCache | None = None
     _columns: dict[str, dict[str, str | None] | None] = field(default_factory=dict)
 
     @property
@@ -65,7 +68,16 @@ class Project:
         return {p: cols for p in self.parents(name) if (cols := self.columns(p)) is not None}
 
 
-def load_project(path: str | Path, gateway: str | None = None) -> Project:
+def _cache_salt(root: Path, config: ProjectConfig, variables: dict[str, Any], macros: MacroRegistry) -> str:
+    import sqlglot
+
+    # The root is part of the key: models hold absolute seed paths.
+    parts = [str(root), __version__, sqlglot.__version__, config.model_defaults.model_dump_json(), repr(sorted(variables.items()))]
+    parts += [f"{name}:{macros.source(name)}" for name in sorted(macros.names())]
+    return content_key("\n".join(parts).encode())
+
+
+def load_project(path: str | Path, gateway: str | None = None, use_cache: bool = True) -> Project:
     root = Path(path).resolve()
     if not root.is_dir():
         raise ModelError(f"Project directory not found: {root}")
@@ -73,14 +85,15 @@ def load_project(path: str | Path, gateway: str | None = None) -> Project:
     config.gateway(gateway)  # validates the gateway name
     variables = config.variables_for(gateway)
     macros = load_macros(root / "macros")
+    cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
     audits = _load_audits(root)
-    models = _load_models(root, config)
+    models, known_refs = _load_models(root, config, cache)
     for ext in _load_external_models(root):
         _add_model(models, ext)
     for model in models.values():
         for inline in model.inline_audits:
             audits.setdefault(inline.name, inline)
-    parents = _infer_dependencies(models, macros, variables)
+    parents = _infer_dependencies(models, macros, variables, known_refs)
     dag = DAG(parents)
     try:
         dag.sorted()
@@ -90,11 +103,24 @@ def load_project(path: str | Path, gateway: str | None = None) -> Project:
     _check_audits(models, audits)
     tests_dir = root / "tests"
     tests = sorted([*tests_dir.glob("test*.yaml"), *tests_dir.glob("test*.yml")]) if tests_dir.is_dir() else []
-    project = Project(root, config, models, audits, macros, dag, variables, tests, gateway)
+    project = Project(root, config, models, audits, macros, dag, variables, tests, gateway, cache)
     for model in models.values():
         if model.kind.name == KindName.SEED:
             seed_header(model)  # validates the CSV header now, not at apply time
+    if cache is not None:
+        _store_parsed(cache, models, parents, known_refs)
+        cache.save()
     return project
+
+
+def _store_parsed(cache: ProjectCache, models: dict[str, Model], parents: dict[str, set[str]],
+                  known_refs: dict[str, Any]) -> None:
+    keys: dict[str, str] = known_refs.get("__keys__", {})
+    for model in models.values():
+        key = keys.get(model.path or "")
+        if key and model.kind.name != KindName.EXTERNAL and cache.model(model.path, key) is None:
+            inferred = parents[model.name] - set(model.depends_on)
+            cache.put_model(model.path, key, (model, sorted(inferred)))
 
 
 def _add_model(models: dict[str, Model], model: Model) -> None:
@@ -104,17 +130,28 @@ def _add_model(models: dict[str, Model], model: Model) -> None:
     models[model.name] = model
 
 
-def _load_models(root: Path, config: ProjectConfig) -> dict[str, Model]:
+def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None) -> tuple[dict[str, Model], dict]:
+    """Models by name, and what the cache already knew: `{model name: inferred refs}` plus the
+    content keys of every file under `__keys__` (for storing new entries)."""
     models: dict[str, Model] = {}
+    known: dict[str, Any] = {"__keys__": {}}
     models_dir = root / "models"
     if not models_dir.is_dir():
-        return models
+        return models, known
     for file in sorted(models_dir.rglob("*.sql")):
         rel = relative_path(file, root)
-        model = read_model_file(file.read_text(encoding="utf-8"), rel, file, config.model_defaults)
+        data = file.read_bytes()
+        key = content_key(data)
+        known["__keys__"][rel] = key
+        hit = cache.model(rel, key) if cache is not None else None
+        if hit is not None:
+            model, refs = hit
+            known[model.name] = set(refs)
+        else:
+            model = read_model_file(data.decode("utf-8"), rel, file, config.model_defaults)
         if model.enabled:
             _add_model(models, model)
-    return models
+    return models, known
 
 
 def _load_audits(root: Path) -> dict[str, Audit]:
@@ -163,13 +200,16 @@ def _load_external_models(root: Path) -> list[Model]:
     return out
 
 
-def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variables: dict[str, Any]) -> dict[str, set[str]]:
-    from mesh_dagster.core.renderer import referenced_tables
-
+def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variables: dict[str, Any],
+                        known_refs: dict[str, Any]) -> dict[str, set[str]]:
     parents: dict[str, set[str]] = {}
     for model in models.values():
         refs = set(model.depends_on)
-        if model.query is not None:
+        if model.name in known_refs:
+            refs |= known_refs[model.name]
+        elif model.query is not None:
+            from mesh_dagster.core.renderer import referenced_tables
+
             refs |= referenced_tables(model, macros, variables)
         refs.discard(model.name)
         unknown = sorted(r for r in refs if r not in models)

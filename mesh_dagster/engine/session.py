@@ -92,9 +92,12 @@ def build_session(
         for key, value in conn.config.items():
             builder = builder.config(key, _conf_value(value))
         try:
-            return builder.getOrCreate()
+            spark = builder.getOrCreate()
         except Exception as e:  # noqa: BLE001 - any startup failure becomes one message
             raise to_engine_error(e, f"Cannot connect to Spark Connect at {conn.remote}") from e
+        if conn.catalog:
+            _use_catalog(spark, conn.catalog)
+        return spark
 
     if SparkSession.getActiveSession() is None:
         check_java()
@@ -107,6 +110,8 @@ def build_session(
     except Exception as e:  # noqa: BLE001
         raise to_engine_error(e, f"Cannot start Spark (master {conn.master})") from e
     spark.sparkContext.setLogLevel("ERROR")
+    if conn.catalog:
+        _use_catalog(spark, conn.catalog)
     for key, value in _RUNTIME_CONFIG.items():
         if key not in conn.config:
             spark.conf.set(key, value)
@@ -125,7 +130,8 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
     if not log_config.exists() or log_config.read_text() != _LOG4J2_PROPERTIES:
         log_config.write_text(_LOG4J2_PROPERTIES)
 
-    java_options = f"-Dderby.system.home={mesh_dir} -Dlog4j2.configurationFile=file:{log_config}"
+    # Quoted: Spark splits these options like a shell would, and project paths may contain spaces.
+    java_options = f'"-Dderby.system.home={mesh_dir}" "-Dlog4j2.configurationFile={log_config}"'
     settings: dict[str, str] = {
         "spark.sql.catalogImplementation": "hive",
         "spark.hadoop.javax.jdo.option.ConnectionURL": (
@@ -168,6 +174,13 @@ def to_engine_error(exc: BaseException, context: str | None = None, sql: str | N
     """Wrap any Spark/Py4J/Connect exception as the EngineError users see."""
     message = spark_error_message(exc)
     return SparkSQLError(f"{context}: {message}" if context else message, _condition(exc), sql)
+
+
+def _use_catalog(spark: SparkSession, catalog: str) -> None:
+    try:
+        spark.catalog.setCurrentCatalog(catalog)
+    except Exception as e:  # noqa: BLE001
+        raise to_engine_error(e, f"Cannot use catalog {catalog!r}") from e
 
 
 def _silence_pyspark_error_logs() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import sys
 from decimal import Decimal
@@ -56,6 +57,7 @@ from mesh_dagster.engine import SparkEngine, build_session
 spark = build_session(SparkConnectionConfig(master="local[1]"), Path({mesh_dir!r}))
 engine = SparkEngine(spark)
 engine.create_schema("quiet")
+engine.execute("CREATE SCHEMA IF NOT EXISTS quiet")  # the metastore logs this one unless silenced
 engine.replace_table("quiet.t", "SELECT 1 AS id, DATE'2020-01-01' AS ds", ["ds"])
 assert engine.fetchall("SELECT id FROM quiet.t") == [(1,)]
 try:
@@ -64,35 +66,108 @@ except EngineError as e:
     print(e)
 """
 
+_CONNECT_SCRIPT = """
+import json, sys
+sys.path.insert(0, {repo!r})
+from pathlib import Path
+import pandas as pd
+from pyspark.sql import SparkSession
+from mesh_dagster.core.config import SparkConnectionConfig
+from mesh_dagster.core.errors import EngineError
+from mesh_dagster.engine import SparkEngine
+from mesh_dagster.engine.session import local_session_config
+
+builder = SparkSession.builder.remote("local[1]")  # a Spark Connect server in a child JVM
+for key, value in local_session_config(SparkConnectionConfig(), Path({mesh_dir!r})).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+e = SparkEngine(spark)
+out = {{"session": type(spark).__module__}}
+days = "SELECT 1 AS v, DATE'2020-01-01' AS ds UNION ALL SELECT 2, DATE'2020-01-02' UNION ALL SELECT 3, DATE'2020-01-03'"
+e.create_table("c.inc", days, ["ds"])
+e.insert_overwrite_interval("c.inc", days, "ds", "DATE'2020-01-01'", "DATE'2020-01-03'")
+e.insert_overwrite_interval("c.inc", "SELECT DATE'2020-01-02' AS ds, 20 AS v", "ds", "DATE'2020-01-02'", "DATE'2020-01-03'")
+out["inc"] = sorted(e.fetchall("SELECT v, CAST(ds AS STRING) FROM c.inc"))
+out["partitions"] = e.partitions("c.inc")
+e.replace_table("c.full", "SELECT 1 AS a, 2 AS b", [])
+e.replace_table("c.full", "SELECT 20 AS b, 10 AS a", [])
+out["full"] = e.fetchall("SELECT a, b FROM c.full")
+e.load_seed("c.seed", pd.DataFrame({{"id": [1, 2], "d": ["2020-01-01", None]}}), {{"id": "int", "d": "date"}})
+out["seed_columns"] = e.columns("c.seed")
+out["seed"] = sorted(e.fetchall("SELECT id, CAST(d AS STRING) FROM c.seed"))
+e.create_view("c.v", "SELECT * FROM c.full")
+out["objects"] = e.list_objects("c")
+out["view"] = e.fetchdf("SELECT * FROM c.v").to_dict("records")
+try:
+    e.fetchall("SELECT * FROM c.missing")
+except EngineError as err:
+    out["error"] = err.condition
+print(json.dumps(out))
+"""
+
+_BACKGROUND = {
+    "test_separate_process_is_quiet_and_keeps_cwd_clean": _QUIET_SCRIPT,
+    "test_adapter_over_spark_connect": _CONNECT_SCRIPT,
+}
+
 
 @pytest.fixture(scope="module", autouse=True)
-def quiet_process(tmp_path_factory: pytest.TempPathFactory):
-    """A separate Python process that starts its own Spark, launched as soon as this module starts
-    so that its JVM boots while the shared session does."""
-    root = tmp_path_factory.mktemp("quiet")
-    cwd, mesh_dir = root / "cwd", root / "project" / ".mesh"
-    cwd.mkdir()
-    script = _QUIET_SCRIPT.format(repo=str(REPO), mesh_dir=str(mesh_dir))
-    process = subprocess.Popen(
-        [sys.executable, "-c", script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    yield process, cwd, mesh_dir
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
+def background(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Separate Python processes with their own Spark, for the selected tests that need one.
+
+    They are launched when this module starts so their JVMs boot while the shared session does;
+    each test then waits for its process.
+    """
+    selected = {item.name for item in request.session.items}
+    processes = {}
+    for test, script in _BACKGROUND.items():
+        if test not in selected:
+            continue
+        root = tmp_path_factory.mktemp(test[5:20])
+        cwd, mesh_dir = root / "cwd", root / "project" / ".mesh"
+        cwd.mkdir()
+        source = script.format(repo=str(REPO), mesh_dir=str(mesh_dir))
+        process = subprocess.Popen(
+            [sys.executable, "-c", source], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        processes[test] = (process, cwd, mesh_dir)
+    yield processes
+    for process, _, _ in processes.values():
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
-def test_separate_process_is_quiet_and_keeps_cwd_clean(quiet_process) -> None:
+def test_separate_process_is_quiet_and_keeps_cwd_clean(background) -> None:
     """Starting Spark, DDL, a write and a failing query print nothing on stderr and nothing in cwd."""
-    process, cwd, mesh_dir = quiet_process
+    process, cwd, mesh_dir = background["test_separate_process_is_quiet_and_keeps_cwd_clean"]
     stdout, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr
     assert stderr.strip() == "", f"unexpected stderr:\n{stderr}"
-    assert "[TABLE_OR_VIEW_NOT_FOUND]" in stdout
+    assert stdout.startswith("Spark query failed: [TABLE_OR_VIEW_NOT_FOUND]")
     assert list(cwd.iterdir()) == []
     assert (mesh_dir / "metastore_db").is_dir()
     assert (mesh_dir / "derby.log").is_file()
     assert (mesh_dir / "warehouse" / "quiet.db" / "t").is_dir()
+
+
+@pytest.mark.slow
+def test_adapter_over_spark_connect(background) -> None:
+    """The adapter uses only APIs Spark Connect has: the same writes work through a Connect session."""
+    process, cwd, _ = background["test_adapter_over_spark_connect"]
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr
+    out = json.loads(stdout.strip().splitlines()[-1])
+    assert out["session"] == "pyspark.sql.connect.session"
+    assert out["inc"] == [[1, "2020-01-01"], [20, "2020-01-02"]]
+    assert out["partitions"] == [{"ds": "2020-01-01"}, {"ds": "2020-01-02"}]
+    assert out["full"] == [[10, 20]]
+    assert out["seed_columns"] == {"id": "int", "d": "date"}
+    assert out["seed"] == [[1, "2020-01-01"], [2, None]]
+    assert out["objects"] == {"full": "table", "inc": "table", "seed": "table", "v": "view"}
+    assert out["view"] == [{"a": 10, "b": 20}]
+    assert out["error"] == "TABLE_OR_VIEW_NOT_FOUND"
+    assert list(cwd.iterdir()) == []
 
 
 # -- errors ----------------------------------------------------------------------------------
