@@ -204,7 +204,7 @@ def build_plan(
                 diffs[name] = text_diff(_definition_text(old.model), _definition_text(snap.model), name)
         if existing is None:
             snap.categorize(category, old)
-            snap.created_ts = execution_ms
+            snap.created_ts = now_ms()
             new_snapshots.append(snap)
         changed_category[name] = snap.change_category or category
         snapshots[name] = snap

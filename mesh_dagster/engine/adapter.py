@@ -26,11 +26,11 @@ from urllib.parse import unquote
 import pandas as pd
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from mesh_dagster.core.errors import EngineError
-from mesh_dagster.engine.session import to_engine_error
+from mesh_dagster.engine.session import quiet_pyspark_error_logs, to_engine_error
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_]+$")
 _HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -84,6 +84,11 @@ class SparkEngine:
 
     def __init__(self, spark: SparkSession):
         self.spark = spark
+        quiet_pyspark_error_logs()
+        # The write strategies rely on it: in Spark's default STATIC mode, INSERT OVERWRITE into a
+        # partitioned table first deletes every partition, not just the ones written.
+        with self._errors("Cannot configure the Spark session"):
+            spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
 
     # -- statements ------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ __all__ = [
     "find_java",
     "local_session_config",
     "parse_java_major",
+    "quiet_pyspark_error_logs",
     "spark_error_message",
     "to_engine_error",
 ]
@@ -60,9 +61,13 @@ logger.hms.name = org.apache.hadoop.hive.metastore.RetryingHMSHandler
 logger.hms.level = off
 """
 
-# Hive settings for Hive-serde tables. Passed to the builder, spark-submit would print
-# "Warning: Ignoring non-Spark config property"; as runtime settings they are silent.
-_RUNTIME_CONFIG = {
+# Settings every session gets at runtime, Spark Connect ones included (a Connect server's default
+# STATIC overwrite mode would make INSERT OVERWRITE wipe every partition of a table). The Hive ones
+# matter for Hive-serde tables; passed to the builder spark-submit would print "Warning: Ignoring
+# non-Spark config property", as runtime settings they are silent. The user's config wins.
+SESSION_CONFIG = {
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    "spark.sql.session.timeZone": "UTC",
     "hive.exec.dynamic.partition": "true",
     "hive.exec.dynamic.partition.mode": "nonstrict",
 }
@@ -86,7 +91,7 @@ def build_session(
 
     Returns the session that already exists in this process if there is one (see module doc).
     """
-    _silence_pyspark_error_logs()
+    quiet_pyspark_error_logs()
     if conn.remote:
         builder = SparkSession.builder.remote(conn.remote)
         for key, value in conn.config.items():
@@ -95,11 +100,10 @@ def build_session(
             spark = builder.getOrCreate()
         except Exception as e:  # noqa: BLE001 - any startup failure becomes one message
             raise to_engine_error(e, f"Cannot connect to Spark Connect at {conn.remote}") from e
-        if conn.catalog:
-            _use_catalog(spark, conn.catalog)
+        _configure(spark, conn)
         return spark
 
-    if SparkSession.getActiveSession() is None:
+    if not _jvm_running():
         check_java()
     builder = SparkSession.builder.master(conn.master).appName(app_name).enableHiveSupport()
     for key, value in local_session_config(conn, mesh_dir).items():
@@ -110,11 +114,7 @@ def build_session(
     except Exception as e:  # noqa: BLE001
         raise to_engine_error(e, f"Cannot start Spark (master {conn.master})") from e
     spark.sparkContext.setLogLevel("ERROR")
-    if conn.catalog:
-        _use_catalog(spark, conn.catalog)
-    for key, value in _RUNTIME_CONFIG.items():
-        if key not in conn.config:
-            spark.conf.set(key, value)
+    _configure(spark, conn)
     return spark
 
 
@@ -154,7 +154,7 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
 
 
 def spark_error_message(exc: BaseException) -> str:
-    """One or two lines from a Spark failure: `[ERROR_CLASS] first line of the message`.
+    """One line from a Spark failure: `[ERROR_CLASS] first line of the message`.
 
     Spark messages carry the analyzed plan and the JVM stack trace after the first line; users
     need neither to fix their SQL.
@@ -176,14 +176,18 @@ def to_engine_error(exc: BaseException, context: str | None = None, sql: str | N
     return SparkSQLError(f"{context}: {message}" if context else message, _condition(exc), sql)
 
 
-def _use_catalog(spark: SparkSession, catalog: str) -> None:
+def _configure(spark: SparkSession, conn: SparkConnectionConfig) -> None:
     try:
-        spark.catalog.setCurrentCatalog(catalog)
+        for key, value in SESSION_CONFIG.items():
+            if key not in conn.config:
+                spark.conf.set(key, value)
+        if conn.catalog:
+            spark.catalog.setCurrentCatalog(conn.catalog)
     except Exception as e:  # noqa: BLE001
-        raise to_engine_error(e, f"Cannot use catalog {catalog!r}") from e
+        raise to_engine_error(e, "Cannot configure the Spark session") from e
 
 
-def _silence_pyspark_error_logs() -> None:
+def quiet_pyspark_error_logs() -> None:
     """PySpark logs every failed query as a JSON record on stderr before raising it.
 
     We raise the same error as one line (see `to_engine_error`); the JSON dump would duplicate it

@@ -14,7 +14,7 @@ import pytest
 
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.adapter import SparkEngine, quote_name
-from mesh_dagster.engine.session import SparkSQLError
+from mesh_dagster.engine.session import SparkSQLError, spark_error_message, to_engine_error
 
 pytestmark = pytest.mark.spark
 
@@ -37,6 +37,13 @@ def test_session_settings(spark, tmp_path_factory) -> None:
     assert conf.get("spark.sql.shuffle.partitions") == "2"  # the user's config wins over our 4
     warehouse = conf.get("spark.sql.warehouse.dir")
     assert warehouse.endswith("/warehouse") and str(tmp_path_factory.getbasetemp()) in warehouse
+
+
+def test_engine_insists_on_dynamic_partition_overwrite(spark) -> None:
+    """In STATIC mode INSERT OVERWRITE would delete every partition of the table first."""
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "static")
+    SparkEngine(spark)
+    assert spark.conf.get("spark.sql.sources.partitionOverwriteMode") == "dynamic"
 
 
 def test_nothing_is_written_to_the_directory_spark_started_in(engine, unique_schema, spark_launch_dir) -> None:
@@ -189,6 +196,18 @@ def test_spark_errors_surface_as_one_line_engine_errors(engine) -> None:
     with pytest.raises(SparkSQLError, match=r"^Spark query failed: \[CAST_INVALID_INPUT\] The value 'x'") as info:
         engine.fetchall("SELECT CAST('x' AS INT)")
     assert info.value.sql == "SELECT CAST('x' AS INT)"
+
+
+def test_error_message_of_a_raw_py4j_failure() -> None:
+    """Py4J errors that PySpark does not convert keep the Java exception line, not the stack."""
+    raw = RuntimeError(
+        "An error occurred while calling o42.sql.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: boom\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2)\n"
+    )
+    assert spark_error_message(raw) == "org.apache.spark.SparkException: Job aborted due to stage failure: boom"
+    error = to_engine_error(ValueError("\nbad things\nmore detail"), "Cannot start Spark")
+    assert str(error) == "Cannot start Spark: bad things" and error.condition is None
 
 
 def test_names_are_validated_before_reaching_sql(engine) -> None:
