@@ -112,13 +112,13 @@ class SparkEngine:
         # even under IF NOT EXISTS.
         if self.schema_exists(name):
             return
-        self.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(name)}")
+        self.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_schema(name)}")
 
     def drop_schema(self, name: str, cascade: bool = True) -> None:
-        self.execute(f"DROP SCHEMA IF EXISTS {quote_identifier(name)}{' CASCADE' if cascade else ''}")
+        self.execute(f"DROP SCHEMA IF EXISTS {_quote_schema(name)}{' CASCADE' if cascade else ''}")
 
     def schema_exists(self, name: str) -> bool:
-        quote_identifier(name)
+        _quote_schema(name)
         with self._errors(f"Cannot look up schema {name}"):
             return bool(self.spark.catalog.databaseExists(name))
 
@@ -129,8 +129,11 @@ class SparkEngine:
             return bool(self.spark.catalog.tableExists(name))
 
     def list_objects(self, schema: str) -> dict[str, str]:
-        """Tables and views of a schema: name -> "table" | "view". Temporary views are not listed."""
-        quoted = quote_identifier(schema)
+        """Tables and views of a schema: name -> "table" | "view"; {} for a schema that does not exist.
+        Temporary views are not listed."""
+        quoted = _quote_schema(schema)
+        if not self.schema_exists(schema):
+            return {}
         with self._errors(f"Cannot list the objects of schema {schema}"):
             tables = [r for r in self.spark.sql(f"SHOW TABLES IN {quoted}").collect() if not r["isTemporary"]]
             views = {r["viewName"] for r in self.spark.sql(f"SHOW VIEWS IN {quoted}").collect() if not r["isTemporary"]}
@@ -243,6 +246,15 @@ class SparkEngine:
         kept_rows = f"SELECT * FROM {quote_name(table)} WHERE {quote_identifier(time_name)} IS NULL OR NOT ({in_range})"
         self._rewrite_via_staging(table, f"{kept_rows}\nUNION ALL\n{new_rows}", partition_columns)
 
+    def rewrite_table(self, table: str, query_sql: str) -> None:
+        """Replace the table's content with the query's output, where the query may read the table
+        itself (Parquet has no MERGE: unique-key and SCD2 writes compute the new content from the
+        old). The result lands in a staging table first, because Spark cannot overwrite a path it
+        is reading; partitions the result no longer covers are dropped."""
+        table_columns = self.columns(table)
+        select = self._select_for(table, query_sql, table_columns, self.query_columns(query_sql))
+        self._rewrite_via_staging(table, select, self.partition_columns(table))
+
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str]) -> None:
         """(Re)create `table` with exactly `columns` and fill it from the frame, casting in Spark.
 
@@ -330,7 +342,9 @@ class SparkEngine:
 
         Dynamic partition overwrite only replaces partitions that receive rows, so the output is
         materialised once, written, and every partition in scope it did not produce is dropped.
-        Writing first and dropping second means a failure leaves old data, never a hole.
+        Writing first and dropping second means a failure leaves old data, never a hole. The
+        output is cached, not checkpointed: should Spark evict it, it recomputes the query, which
+        for a deterministic query yields the same rows.
         """
         quoted = quote_name(table)
         if not partition_columns:
@@ -351,8 +365,10 @@ class SparkEngine:
             self._uncache(staged)
 
     def _rewrite_via_staging(self, table: str, select_sql: str, partition_columns: list[str]) -> None:
-        """Rewrite a table from a query that reads the table itself (Spark cannot overwrite a path
-        it is reading), by landing the result in a staging table first."""
+        """Rewrite a table from a query (columns in table order) that may read the table itself.
+
+        The staging table is named `__mesh_tmp_...` in the table's schema; a crash can leave one
+        behind for the janitor to drop."""
         schema, name = _split(table)
         staging = f"{schema + '.' if schema else ''}{TEMP_PREFIX}{name[:40]}_{uuid.uuid4().hex[:12]}"
         self.execute(f"CREATE TABLE {quote_name(staging)} USING parquet AS {select_sql}")
@@ -390,6 +406,13 @@ class SparkEngine:
             yield
         except (PySparkException, Py4JError) as e:
             raise to_engine_error(e, context, sql) from e
+
+
+def _quote_schema(name: str) -> str:
+    """`schema` or `catalog.schema`."""
+    if name.count(".") > 1:
+        raise EngineError(f"Invalid schema name {name!r}")
+    return quote_name(name)
 
 
 def _split(name: str) -> tuple[str | None, str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,10 +120,12 @@ def build_session(
 
 
 def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[str, str]:
-    """Builder settings for a classic session; the user's `conn.config` wins over ours.
+    """Builder settings for a classic session. Writes the log4j2 configuration into `mesh_dir`.
 
-    `spark.driver.extraJavaOptions` is the exception: the user's options are appended to ours
-    rather than replacing them, so they cannot accidentally move Derby back into the cwd.
+    Local masters also get the embedded Derby metastore and the warehouse under `mesh_dir`.
+    The user's `conn.config` wins over ours, except `spark.driver.extraJavaOptions`: the user's
+    options are appended to ours rather than replacing them, so they cannot accidentally move
+    Derby back into the cwd or turn the logs up again.
     """
     mesh_dir = Path(mesh_dir).resolve()
     mesh_dir.mkdir(parents=True, exist_ok=True)
@@ -131,20 +134,28 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
         log_config.write_text(_LOG4J2_PROPERTIES)
 
     # Quoted: Spark splits these options like a shell would, and project paths may contain spaces.
-    java_options = f'"-Dderby.system.home={mesh_dir}" "-Dlog4j2.configurationFile={log_config}"'
+    java_options = f'"-Dlog4j2.configurationFile={log_config}"'
     settings: dict[str, str] = {
         "spark.sql.catalogImplementation": "hive",
-        "spark.hadoop.javax.jdo.option.ConnectionURL": (
-            f"jdbc:derby:;databaseName={mesh_dir / 'metastore_db'};create=true"
-        ),
-        "spark.sql.warehouse.dir": str(mesh_dir / "warehouse"),
-        "spark.driver.extraJavaOptions": java_options,
-        "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.sql.session.timeZone": "UTC",
     }
+    if conn.is_local:
+        # An embedded catalog only makes sense when the whole of Spark runs on this machine; a
+        # cluster `master` keeps the metastore and warehouse its own Hive configuration names.
+        java_options = f'"-Dderby.system.home={mesh_dir}" {java_options}'
+        settings.update(
+            {
+                "spark.hadoop.javax.jdo.option.ConnectionURL": (
+                    f"jdbc:derby:;databaseName={mesh_dir / 'metastore_db'};create=true"
+                ),
+                "spark.sql.warehouse.dir": str(mesh_dir / "warehouse"),
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "4",
+            }
+        )
+    settings["spark.driver.extraJavaOptions"] = java_options
     for key, value in conn.config.items():
         value = _conf_value(value)
         if key == "spark.driver.extraJavaOptions":
@@ -252,24 +263,36 @@ def _filter_jvm_stderr() -> Iterator[None]:
     fd 2 points at a pipe; a daemon thread copies every other line to the original stderr for
     the rest of the JVM's life. Does nothing when a JVM is already running or fd 2 is unusable.
     """
-    if os.name != "posix" or _jvm_running():
-        yield
-        return
-    try:
-        original = os.dup(2)
-    except OSError:
+    original = _dup_stderr() if os.name == "posix" and not _jvm_running() else None
+    if original is None:
         yield
         return
     read_fd, write_fd = os.pipe()
     forward_to = os.dup(original)
     threading.Thread(target=_forward_lines, args=(read_fd, forward_to), name="mesh-jvm-stderr", daemon=True).start()
     try:
+        _flush_stderr()
         os.dup2(write_fd, 2)
         os.close(write_fd)
         yield
     finally:
+        _flush_stderr()
         os.dup2(original, 2)
         os.close(original)
+
+
+def _dup_stderr() -> int | None:
+    try:
+        return os.dup(2)
+    except OSError:
+        return None
+
+
+def _flush_stderr() -> None:
+    try:
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def _forward_lines(read_fd: int, write_fd: int) -> None:

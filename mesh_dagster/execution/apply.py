@@ -8,10 +8,6 @@ if nobody else changed it since the plan was built.
 
 from __future__ import annotations
 
-import getpass
-import os
-import socket
-
 from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.errors import ConflictingPlanError
 from mesh_dagster.core.model import KindName
@@ -20,16 +16,9 @@ from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.scheduler import plan_batches, run_batches
 from mesh_dagster.execution.virtual import update_views
-
-
-def lock_owner(what: str = "mesh") -> str:
-    try:
-        user = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user database in some containers
-        user = "unknown"
-    return f"{what} (pid {os.getpid()} by {user}@{socket.gethostname()})"
 
 
 def check_base(plan: Plan, state) -> None:
@@ -67,7 +56,7 @@ def changed_views(plan: Plan) -> tuple[list[Snapshot], list[str]]:
 def apply_plan(plan: Plan, project: Project, state, engine, listener: ApplyListener | None = None,
                owner: str | None = None) -> None:
     listener = listener or ApplyListener()
-    with state.lock(f"environment:{plan.environment}", owner or lock_owner()):
+    with environment_lock(state, plan.environment, owner):
         check_base(plan, state)
         state.push_snapshots(plan.new_snapshots)
         evaluator = SnapshotEvaluator(project, engine, plan.snapshots)

@@ -14,7 +14,8 @@ import pytest
 
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.adapter import SparkEngine, quote_name
-from mesh_dagster.engine.session import SparkSQLError, spark_error_message, to_engine_error
+from mesh_dagster.core.config import SparkConnectionConfig
+from mesh_dagster.engine.session import SparkSQLError, local_session_config, spark_error_message, to_engine_error
 
 pytestmark = pytest.mark.spark
 
@@ -37,6 +38,29 @@ def test_session_settings(spark, tmp_path_factory) -> None:
     assert conf.get("spark.sql.shuffle.partitions") == "2"  # the user's config wins over our 4
     warehouse = conf.get("spark.sql.warehouse.dir")
     assert warehouse.endswith("/warehouse") and str(tmp_path_factory.getbasetemp()) in warehouse
+
+
+def test_local_and_cluster_session_config(tmp_path: Path) -> None:
+    local = local_session_config(
+        SparkConnectionConfig(config={"spark.sql.shuffle.partitions": 8, "spark.driver.extraJavaOptions": "-Dx=1"}),
+        tmp_path / ".mesh",
+    )
+    assert local["spark.sql.warehouse.dir"] == str(tmp_path / ".mesh" / "warehouse")
+    assert local["spark.hadoop.javax.jdo.option.ConnectionURL"] == (
+        f"jdbc:derby:;databaseName={tmp_path / '.mesh' / 'metastore_db'};create=true"
+    )
+    assert local["spark.sql.shuffle.partitions"] == "8"
+    assert local["spark.driver.extraJavaOptions"] == (
+        f'"-Dderby.system.home={tmp_path / ".mesh"}" '
+        f'"-Dlog4j2.configurationFile={tmp_path / ".mesh" / "log4j2.properties"}" -Dx=1'
+    )
+    assert "rootLogger.level = error" in (tmp_path / ".mesh" / "log4j2.properties").read_text()
+
+    cluster = local_session_config(SparkConnectionConfig(master="spark://spark-master:7077"), tmp_path / ".mesh")
+    assert "spark.sql.warehouse.dir" not in cluster
+    assert "spark.hadoop.javax.jdo.option.ConnectionURL" not in cluster
+    assert "derby" not in cluster["spark.driver.extraJavaOptions"]
+    assert cluster["spark.sql.sources.partitionOverwriteMode"] == "dynamic"
 
 
 def test_engine_insists_on_dynamic_partition_overwrite(spark) -> None:
@@ -223,6 +247,7 @@ def test_names_are_validated_before_reaching_sql(engine) -> None:
 
 def test_schemas_tables_views_and_columns(engine, unique_schema) -> None:
     assert not engine.schema_exists(unique_schema)
+    assert engine.list_objects(unique_schema) == {}
     engine.create_schema(unique_schema)
     assert engine.schema_exists(unique_schema)
 
@@ -389,6 +414,17 @@ def test_interval_overwrite_on_unpartitioned_table(engine, unique_schema) -> Non
             [(1, "eu", dt.date(2020, 1, 1)), (1, "us", dt.date(2020, 1, 1)), (20, "eu", dt.date(2020, 1, 2)), (9, "eu", None)],
             key=repr,
         )
+    assert not [name for name in engine.list_objects(unique_schema) if name.startswith("__mesh")]
+
+
+def test_rewrite_table_from_a_query_reading_the_table(engine, unique_schema) -> None:
+    """A unique-key style upsert: the new content is computed from the old."""
+    table = f"{unique_schema}.by_key"
+    engine.replace_table(table, "SELECT 1 AS id, 'a' AS v, 'x' AS grp UNION ALL SELECT 2, 'b', 'y'", ["grp"])
+    upsert = f"SELECT id, v, grp FROM {table} WHERE id NOT IN (2, 3) UNION ALL SELECT 2, 'B', 'x' UNION ALL SELECT 3, 'c', 'x'"
+    engine.rewrite_table(table, f"SELECT grp, v, id FROM ({upsert}) AS u")  # mapped to the table by name
+    assert rows(engine, f"SELECT id, v, grp FROM {table}") == [(1, "a", "x"), (2, "B", "x"), (3, "c", "x")]
+    assert engine.partitions(table) == [{"grp": "x"}]  # 'y' no longer has rows
     assert not [name for name in engine.list_objects(unique_schema) if name.startswith("__mesh")]
 
 
