@@ -49,4 +49,22 @@ def run_janitor(project: Project, state, engine_factory: Callable, ignore_ttl: b
             dropped_tables.append(snap.table_name)
             state.delete_intervals([snap.interval_key])
     state.delete_snapshots([s.snapshot_id for s in expired])
+    dropped_tables += _drop_leftover_staging(engine_factory, live_tables)
     return {"environments": removed_envs, "tables": dropped_tables}
+
+
+def _drop_leftover_staging(engine_factory: Callable, live_tables: set[str]) -> list[str]:
+    """Staging tables a crashed write left behind in the physical schemas."""
+    from mesh_dagster.engine.adapter import TEMP_PREFIX
+
+    dropped = []
+    schemas = sorted({t.split(".")[0] for t in live_tables if "." in t})
+    if not schemas:
+        return dropped
+    engine = engine_factory()
+    for schema in schemas:
+        for name, kind in engine.list_objects(schema).items():
+            if name.startswith(TEMP_PREFIX) and kind == "table":
+                engine.drop_table(f"{schema}.{name}")
+                dropped.append(f"{schema}.{name}")
+    return dropped

@@ -18,7 +18,7 @@ from project_builder import write_project
 
 pytestmark = pytest.mark.slow
 
-DAYS = 40
+DAYS = 12
 ROWS_PER_DAY = 3
 
 EVENTS = """
@@ -34,7 +34,7 @@ MODEL (
   name s.daily,
   kind INCREMENTAL_BY_TIME_RANGE (time_column event_date, batch_size 1),
   start '2020-01-01',
-  end '2020-02-09',
+  end '2020-01-12',
   grain (id)
 );
 
