@@ -94,6 +94,39 @@ class Context:
 
         return run_environment(self.project, self.state, self.engine, environment, listener=listener, **options)
 
+    # -- materializing and promoting (what Dagster calls) ----------------------------------
+    def materialize(self, models: list[str], start: int | str, end: int | str, environment: str = PROD,
+                    listener: ApplyListener | None = None, execution_time: int | str | None = None):
+        """Evaluate `models` (names) of `environment` for `[start, end)` into their current
+        versions' tables and record the intervals; views do not move. A lazy iterator of
+        `ModelMaterialization`s, parents first; it stops after a blocking audit fails."""
+        from mesh_dagster.execution.materialize import materialize
+
+        return materialize(self.project, self.state, lambda: self.engine, normalize_environment(environment),
+                           [self.model_name(m) for m in models], start, end, execution_time=execution_time,
+                           listener=listener)
+
+    def gaps(self, environment: str = PROD):
+        """Intervals the environment's current snapshots still miss (what promotion waits for)."""
+        from mesh_dagster.execution.promote import environment_gaps
+
+        return environment_gaps(self.plan(environment, allow_empty=True))
+
+    def promote(self, environment: str = PROD, listener: ApplyListener | None = None) -> Plan:
+        """Virtual update of `environment` to the current snapshots; refuses while any has gaps."""
+        from mesh_dagster.execution.promote import promote_environment
+
+        return promote_environment(self.project, self.state, lambda: self.engine, environment, listener)
+
+    def pending_intervals(self, environment: str = PROD, models: list[str] | None = None,
+                          execution_time: int | str | None = None):
+        """Due, missing intervals of the current snapshots by model (what a scheduled run fills)."""
+        from mesh_dagster.execution.materialize import pending_intervals
+
+        names = [self.model_name(m) for m in models] if models is not None else None
+        return pending_intervals(self.project, self.state, normalize_environment(environment), names,
+                                 execution_time=execution_time)
+
     # -- looking at data ---------------------------------------------------------------------
     def fetchdf(self, sql: str):
         return self.engine.fetchdf(sql)

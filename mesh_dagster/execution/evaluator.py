@@ -37,6 +37,9 @@ class SnapshotEvaluator:
         self.project = project
         self.engine = engine
         self.snapshots = snapshots  # the snapshots in play, by model name
+        # Per-apply memo of Spark catalog answers: each costs a round trip per batch otherwise.
+        self._created: set[str] = set()
+        self._column_types: dict[str, dict[str, str]] = {}
 
     # -- rendering -------------------------------------------------------------------------
     def parents(self, snapshot: Snapshot) -> list[Snapshot]:
@@ -75,7 +78,10 @@ class SnapshotEvaluator:
     def create(self, snapshot: Snapshot) -> None:
         """Create the physical table (or view) of a snapshot if it does not exist yet."""
         model = snapshot.model
+        if model.kind.name != KindName.VIEW and snapshot.table_name in self._created:
+            return
         self.engine.create_schema(snapshot.physical_schema)
+        self._created.add(snapshot.table_name)
         if model.kind.name == KindName.VIEW:
             self.engine.create_view(snapshot.table_name, self.render(snapshot, stage="creating"))
         elif model.kind.name == KindName.SEED:
@@ -120,8 +126,9 @@ class SnapshotEvaluator:
         """SQL literals bounding the time column for `[start, end)`, typed like the column."""
         model = snapshot.model
         column = model.kind.time_column or ""
-        types = self.engine.columns(snapshot.table_name)
-        col_type = (types.get(column) or "").lower()
+        if snapshot.table_name not in self._column_types:
+            self._column_types[snapshot.table_name] = self.engine.columns(snapshot.table_name)
+        col_type = (self._column_types[snapshot.table_name].get(column) or "").lower()
         low_dt = ms_to_datetime(start)
         high_dt = ms_to_datetime(end) - timedelta(microseconds=1)
         if col_type == "date":

@@ -1,0 +1,203 @@
+"""Materializing models of an environment for a time range, outside of a plan apply.
+
+This is what a Dagster partition materialization does (and what any front door may call): the
+*current* snapshots of the named models — the local project categorised against the environment,
+exactly the snapshots `mesh plan <env>` would apply — are pushed to the state store, evaluated
+into their physical tables for `[start, end)`, audited batch by batch, and their intervals are
+recorded. The environment's views never move here: promotion does that, once nothing is missing.
+
+Results are yielded model by model, parents first, as they finish, so a caller can report each
+one while the next runs. A failing blocking audit ends the iteration: the model's interval is not
+recorded and nothing downstream is evaluated.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable, Iterator
+
+from mesh_dagster.core.cron import interval_unit
+from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
+from mesh_dagster.core.errors import AuditError, MeshError
+from mesh_dagster.core.intervals import Interval, format_interval_range, intervals_cover
+from mesh_dagster.core.model import KindName
+from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, build_plan, compute_backfills, model_start_ms
+from mesh_dagster.core.project import Project
+from mesh_dagster.core.snapshot import Snapshot, view_name
+from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
+from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.scheduler import Batch, plan_batches
+
+# Kinds whose physical object does not depend on the interval: built once, valid for all time.
+TIMELESS_KINDS = (KindName.SEED, KindName.VIEW)
+
+
+class Outcome(str, Enum):
+    EVALUATED = "evaluated"  # queries ran and the intervals were recorded (or an audit blocked them)
+    REUSED = "reused"  # a seed or view already built for this version: nothing to redo
+    EMPTY = "empty"  # the range lies outside the model's start/end: nothing to compute
+
+
+@dataclass
+class ModelMaterialization:
+    """What materializing one model did."""
+
+    name: str
+    snapshot: Snapshot
+    outcome: Outcome
+    window: Interval | None  # the part of the requested range inside the model's lifetime
+    recorded: list[Interval] = field(default_factory=list)  # intervals added to the state store
+    audits: list[AuditResult] = field(default_factory=list)  # one entry per audit run per batch
+    error: AuditError | None = None
+    seconds: float = 0.0
+
+    @property
+    def succeeded(self) -> bool:
+        return self.error is None
+
+    def describe_window(self) -> str:
+        if self.window is None:
+            return "empty"
+        if self.window == ALL_TIME:
+            return "all time"
+        return format_interval_range([self.window], interval_unit(self.snapshot.model.cron))
+
+
+def current_plan(project: Project, state, environment: str, execution_time: int | None = None) -> Plan:
+    """The plan `mesh plan <environment>` would build now; its snapshots are the current ones."""
+    return build_plan(project, state, environment, execution_time=execution_time, allow_empty=True)
+
+
+def model_window(snapshot: Snapshot, project: Project, start: int, end: int) -> Interval | None:
+    """`[start, end)` clipped to the model's own start and end (None when nothing is left)."""
+    model = snapshot.model
+    if model.kind.name in TIMELESS_KINDS:
+        return ALL_TIME
+    unit = interval_unit(model.cron)
+    first = model_start_ms(model, project)
+    low = start if first is None else max(start, unit.floor(first))
+    high = end if model.end is None else min(end, to_end_ms(model.end))
+    return (low, high) if low < high else None
+
+
+def materialize(
+    project: Project,
+    state,
+    engine_factory: Callable[[], object],
+    environment: str,
+    names: list[str],
+    start: int | str,
+    end: int | str,
+    *,
+    execution_time: int | str | None = None,
+    listener: ApplyListener | None = None,
+) -> Iterator[ModelMaterialization]:
+    """Evaluate `names` of `environment` for `[start, end)`; yields one result per model.
+
+    Lazy: nothing happens until iterated. Spark is only started when something is evaluated.
+    """
+    listener = listener or ApplyListener()
+    start_ms, end_ms = to_ms(start), to_ms(end)
+    execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
+    plan = current_plan(project, state, environment, execution_ms)
+    snapshots = plan.snapshots
+    _check_names(names, snapshots)
+    state.push_snapshots(plan.new_snapshots)  # as an apply does first: later plans see these versions
+
+    evaluator: SnapshotEvaluator | None = None
+    wanted = set(names)
+    for name in project.dag.sorted():
+        if name not in wanted:
+            continue
+        snap = snapshots[name]
+        window = model_window(snap, project, start_ms, end_ms)
+        if window is None:
+            listener.log(f"{view_name(name, environment)}: nothing to do before the model's start or after its end")
+            yield ModelMaterialization(name, snap, Outcome.EMPTY, None)
+            continue
+        if window == ALL_TIME and intervals_cover(state.get_intervals([snap.interval_key]).get(snap.interval_key, []),
+                                                  ALL_TIME):
+            yield ModelMaterialization(name, snap, Outcome.REUSED, window)
+            continue
+        if evaluator is None:
+            evaluator = SnapshotEvaluator(project, engine_factory(), snapshots)
+        result = _evaluate(evaluator, snap, window, state, execution_ms, listener, environment)
+        yield result
+        if result.error is not None:
+            return
+
+
+def _check_names(names: list[str], snapshots: dict[str, Snapshot]) -> None:
+    unknown = sorted(n for n in names if n not in snapshots)
+    if unknown:
+        raise MeshError(f"Unknown model(s): {', '.join(unknown)}")
+    symbolic = sorted(n for n in names if snapshots[n].model.kind.is_symbolic)
+    if symbolic:
+        kinds = ", ".join(f"{n} ({snapshots[n].model.kind.name.value})" for n in symbolic)
+        raise MeshError(f"Cannot materialize {kinds}: these kinds have no physical table")
+
+
+def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, state, execution_ms: int,
+              listener: ApplyListener, environment: str) -> ModelMaterialization:
+    """Evaluate, audit and record each batch of one model, like a backfill does."""
+    began = time.perf_counter()
+    _check_parent_tables(evaluator, snap, environment)
+    model = snap.model
+    full = not model.kind.is_incremental
+    batches = plan_batches({snap.name: snap}, {snap.name: Backfill(snap.name, [window], full)}, [snap.name])
+    result = ModelMaterialization(snap.name, snap, Outcome.EVALUATED, window)
+    for b in batches:
+        batch_began = time.perf_counter()
+        audits = _run_batch(evaluator, b, execution_ms, listener)
+        result.audits += audits
+        try:
+            evaluator.check_audits(snap, audits)
+        except AuditError as e:
+            result.error = e
+            break
+        recorded = ALL_TIME if model.kind.name in TIMELESS_KINDS else b.interval
+        state.add_interval(snap.name, snap.version, *recorded)
+        result.recorded.append(recorded)
+        failed = sum(1 for a in audits if not a.passed)
+        listener.batch_done(view_name(snap.name, environment), b.index, b.count, b.describe(""),
+                            time.perf_counter() - batch_began, len(audits) - failed, failed)
+    result.seconds = time.perf_counter() - began
+    return result
+
+
+def _run_batch(evaluator: SnapshotEvaluator, b: Batch, execution_ms: int, listener: ApplyListener) -> list[AuditResult]:
+    start, end = b.interval
+    evaluator.evaluate(b.snapshot, start, end, execution_ms)
+    whole_table = b.full_refresh or not b.snapshot.model.kind.is_incremental
+    audits = evaluator.audit(b.snapshot, None if whole_table else start, None if whole_table else end, execution_ms)
+    for a in audits:
+        if not a.passed and not a.blocking:
+            listener.log(f"Non-blocking audit '{a.name}' failed for {b.snapshot.name}: {a.count} row(s)")
+    return audits
+
+
+def _check_parent_tables(evaluator: SnapshotEvaluator, snap: Snapshot, environment: str) -> None:
+    """A parent's current version must exist before a child reads it; say which one is missing."""
+    for parent in evaluator.parents(snap):
+        if parent.model.kind.is_symbolic:
+            continue
+        if not evaluator.engine.table_exists(parent.table_name):
+            raise MeshError(
+                f"Cannot materialize {view_name(snap.name, environment)}: it reads {parent.name}, whose current "
+                f"version ({parent.table_name}) has not been built yet. Materialize "
+                f"{view_name(parent.name, environment)} first (or both in one run)."
+            )
+
+
+def pending_intervals(project: Project, state, environment: str, names: list[str] | None = None, *,
+                      execution_time: int | str | None = None) -> dict[str, list[Interval]]:
+    """Due, missing intervals of the current snapshots (what `mesh run` would process), by model."""
+    execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
+    plan = current_plan(project, state, environment, execution_ms)
+    scope = set(plan.snapshots) if names is None else set(names)
+    backfills = compute_backfills(state, plan.snapshots, scope, {}, order=project.dag.sorted(),
+                                  default_start=project.config.model_defaults.start, start=None, end=None,
+                                  execution_ms=execution_ms, end_bounded=False)
+    return {name: bf.intervals for name, bf in backfills.items()}

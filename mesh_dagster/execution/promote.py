@@ -1,0 +1,73 @@
+"""Promoting an environment whose data is complete: a virtual update through the plan apply.
+
+Promotion builds the plan `mesh plan <env>` would build and applies it with the same code, but
+only when the plan has nothing left to compute — every model's current version already holds
+every interval (filled by Dagster partition materializations, `mesh run` or an earlier apply).
+Otherwise it refuses and lists the gaps, and nothing moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from mesh_dagster.core.cron import interval_unit
+from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.intervals import Interval, format_interval_range
+from mesh_dagster.core.plan import ALL_TIME, Plan, build_plan
+from mesh_dagster.core.project import Project
+from mesh_dagster.execution.apply import apply_plan
+from mesh_dagster.execution.events import ApplyListener
+
+
+@dataclass
+class Gap:
+    """Intervals a model's current version still misses before its environment can be promoted."""
+
+    name: str
+    view: str
+    table: str
+    intervals: list[Interval]
+    cron: str
+
+    def describe(self) -> str:
+        if self.intervals == [ALL_TIME]:
+            return "not built yet"
+        return format_interval_range(self.intervals, interval_unit(self.cron))
+
+
+class PromotionRefused(PlanError):
+    """The environment still has missing intervals: promoting would show incomplete data."""
+
+    def __init__(self, environment: str, gaps: list[Gap]):
+        self.environment = environment
+        self.gaps = gaps
+        lines = "\n".join(f"  {g.view}: {g.describe()}" for g in gaps)
+        super().__init__(
+            f"Cannot promote '{environment}': {len(gaps)} model(s) miss intervals for their current version, "
+            f"so nothing was changed.\n{lines}\n"
+            f"Materialize these partitions (or run `mesh plan {environment}`), then promote again."
+        )
+
+
+def environment_gaps(plan: Plan) -> list[Gap]:
+    """The plan's remaining backfill, model by model, parents first."""
+    return [
+        Gap(name, plan.view(name), plan.snapshots[name].table_name, bf.intervals, plan.snapshots[name].model.cron)
+        for name, bf in plan.backfills.items()
+    ]
+
+
+def promote_environment(project: Project, state, engine_factory: Callable[[], object], environment: str,
+                        listener: ApplyListener | None = None) -> Plan:
+    """Swap `environment`'s views to the current snapshots if none of them has a gap."""
+    listener = listener or ApplyListener()
+    plan = build_plan(project, state, environment)
+    gaps = environment_gaps(plan)
+    if gaps:
+        raise PromotionRefused(plan.environment, gaps)
+    if not plan.has_changes and not plan.is_new_environment:
+        listener.log(f"Environment '{plan.environment}' is up to date: nothing to promote")
+        return plan
+    apply_plan(plan, project, state, engine_factory(), listener)
+    return plan
