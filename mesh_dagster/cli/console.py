@@ -202,6 +202,8 @@ class ConsoleListener(ApplyListener):
 
     def _start(self, title: str, total: int) -> None:
         console.print()
+        if self._progress is not None:  # a stage that failed half-way left its bar running
+            self._progress.stop()
         self._progress = _progress(title)
         self._progress.start()
         self._task = self._progress.add_task(title, total=total)
@@ -216,6 +218,12 @@ class ConsoleListener(ApplyListener):
             self._progress = None
         console.print(f"\n[green]✔[/green] {message}")
 
+    def close(self) -> None:
+        """Stop a live bar left running by a failure, so the error prints cleanly."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
     def physical_start(self, total: int) -> None:
         self._start("Updating physical layer", total)
 
@@ -226,8 +234,7 @@ class ConsoleListener(ApplyListener):
         self._stop("Physical layer updated")
 
     def backfill_start(self, total_batches: int) -> None:
-        console.print()
-        self._total = total_batches
+        self._start("Executing model batches", total_batches)
 
     def batch_done(self, name, index, count, description, seconds, audits_passed, audits_failed) -> None:
         line = Text(f"[{index}/{count}] {name:<40} [{description}")
@@ -239,11 +246,12 @@ class ConsoleListener(ApplyListener):
         line.append("]")
         line.pad_right(max(0, 90 - len(line)))
         line.append(f" {seconds:.2f}s")
-        console.print(line)
+        # Printed above the live bar, like SQLMesh's per-batch lines.
+        (self._progress.console if self._progress is not None else console).print(line)
+        self._advance()
 
     def backfill_done(self, total_batches: int) -> None:
-        console.print(f"Executing model batches {'━' * 40} 100.0% • {total_batches}/{total_batches}")
-        console.print("\n[green]✔[/green] Model batches executed")
+        self._stop("Model batches executed")
 
     def virtual_start(self, total: int) -> None:
         self._start("Updating virtual layer", total)

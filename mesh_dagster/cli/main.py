@@ -152,7 +152,11 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
         if not click.confirm(question, default=False, prompt_suffix=" [y/n]: ", show_default=False):
             console.print("Plan not applied.")
             return
-    context.apply(p, ConsoleListener())
+    listener = ConsoleListener()
+    try:
+        context.apply(p, listener)
+    finally:
+        listener.close()
 
 
 @cli.command()
@@ -170,8 +174,12 @@ def run(ctx, environment, start, end, execution_time, ignore_cron, select_model)
 
     context = _context(ctx)
     select = {context.model_name(m) for m in select_model} or None
-    context.run(environment, listener=ConsoleListener(), start=start, end=end, execution_time=execution_time,
-                ignore_cron=ignore_cron, select=select)
+    listener = ConsoleListener()
+    try:
+        context.run(environment, listener=listener, start=start, end=end, execution_time=execution_time,
+                    ignore_cron=ignore_cron, select=select)
+    finally:
+        listener.close()
 
 
 @cli.command()

@@ -1,0 +1,203 @@
+"""Models as assets: one subsettable multi-asset per partitions definition (interval unit).
+
+A run evaluates its selected models in DAG order in one step, with one Spark session, over the
+run's whole partition range (`BackfillPolicy.single_run`): a backfill of a year of days is one
+evaluation per model, not 365. The step calls `Context.materialize`, the same code a plan apply
+uses to evaluate, audit and record intervals; it never moves an environment's views.
+"""
+
+from typing import Iterator
+
+from dagster import (
+    AssetCheckKey,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    AssetSpec,
+    BackfillPolicy,
+    DataVersion,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    TableColumn,
+    TableSchema,
+    TimeWindowPartitionsDefinition,
+    multi_asset,
+)
+
+from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.dates import ms_to_datetime
+from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.intervals import format_interval_range
+from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
+from mesh_dagster.dagster.partitions import to_ms
+from mesh_dagster.dagster.versions import data_version
+from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.materialize import ModelMaterialization
+
+RESOURCE_KEY = "mesh"
+
+
+class DagsterLogListener(ApplyListener):
+    """Progress of materializations and promotions in the run's log."""
+
+    def __init__(self, log):
+        self._log = log
+
+    def batch_done(self, name: str, index: int, count: int, description: str, seconds: float,
+                   audits_passed: int, audits_failed: int) -> None:
+        audits = f", audits passed {audits_passed}, failed {audits_failed}" if audits_passed or audits_failed else ""
+        self._log.info(f"[{index}/{count}] {name} {description} in {seconds:.2f}s{audits}")
+
+    def virtual_progress(self, name: str) -> None:
+        self._log.info(f"View updated: {name}")
+
+    def log(self, message: str) -> None:
+        self._log.info(message)
+
+
+def asset_spec(asset: ModelAsset) -> AssetSpec:
+    model = asset.model
+    return AssetSpec(
+        key=AssetKey(list(asset.key)),
+        deps=[AssetKey(list(d)) for d in asset.deps],
+        description=model.description or f"{model.kind.name.value} model `{model.name}` ({model.where()})",
+        metadata=spec_metadata(asset),
+        group_name=asset.group,
+        code_version=asset.fingerprint,
+        kinds={"spark", model.kind.name.value.lower()},
+        tags={"mesh/kind": model.kind.name.value},
+        owners=[model.owner] if model.owner and "@" in model.owner else None,
+        skippable=True,
+    )
+
+
+def spec_metadata(asset: ModelAsset) -> dict:
+    model = asset.model
+    meta: dict = {
+        "mesh/model": model.name,
+        "mesh/kind": model.kind.name.value,
+        "mesh/cron": model.cron,
+        "mesh/change": asset.change,
+        "mesh/fingerprint": asset.fingerprint,
+        "dagster/table_name": ".".join(asset.key),
+    }
+    if asset.table:
+        meta["mesh/physical_table"] = asset.table
+        meta["mesh/version"] = asset.version
+    if model.owner:
+        meta["mesh/owner"] = model.owner
+    if asset.start_ms is not None:
+        meta["mesh/start"] = ms_to_datetime(asset.start_ms).strftime("%Y-%m-%d %H:%M")
+    if model.grain:
+        meta["mesh/grain"] = ", ".join(model.grain)
+    if model.path:
+        meta["mesh/file"] = model.where()
+    if asset.columns:
+        meta["dagster/column_schema"] = TableSchema(
+            columns=[TableColumn(name=c, type=(t or "unknown")) for c, t in asset.columns.items()]
+        )
+    if model.query:
+        meta["mesh/query"] = MetadataValue.md(f"```sql\n{model.query.strip()}\n```")
+    return meta
+
+
+def check_specs(asset: ModelAsset) -> list[AssetCheckSpec]:
+    return [
+        AssetCheckSpec(
+            check.check_name,
+            asset=AssetKey(list(asset.key)),
+            blocking=check.blocking,
+            description=f"Audit `{check.audit}`" + (f" ({', '.join(f'{k} := {v}' for k, v in check.args)})"
+                                                      if check.args else "")
+            + (" — blocking: a failure stops downstream models and promotion" if check.blocking else ""),
+        )
+        for check in asset.checks
+    ]
+
+
+def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsset],
+                 partitions_def: TimeWindowPartitionsDefinition) -> AssetsDefinition:
+    """The multi-asset of every model whose intervals are `unit`s."""
+    environment = graph.environment
+    by_key = {AssetKey(list(a.key)): a for a in assets}
+    by_name = {a.name: a for a in assets}
+
+    @multi_asset(
+        name=f"{environment}__{unit.value}",
+        specs=[asset_spec(a) for a in assets],
+        check_specs=[spec for a in assets for spec in check_specs(a)] or None,
+        can_subset=True,
+        partitions_def=partitions_def,
+        backfill_policy=BackfillPolicy.single_run(),
+        required_resource_keys={RESOURCE_KEY},
+        op_tags={"mesh/environment": environment},
+    )
+    def _models(context: AssetExecutionContext) -> Iterator:
+        names = [by_key[k].name for k in context.selected_asset_keys]
+        window = context.partition_time_window
+        mesh = getattr(context.resources, RESOURCE_KEY)
+        listener = DagsterLogListener(context.log)
+        selected_checks = context.selected_asset_check_keys
+        try:
+            runs = mesh.get_context().materialize(names, to_ms(window.start), to_ms(window.end), environment,
+                                                  listener=listener)
+            for run in runs:
+                asset = by_name[run.name]
+                checks = check_results(asset, run, selected_checks)
+                if run.error is not None:
+                    yield from checks
+                    raise Failure(description=str(run.error), metadata={"model": run.name, "audit": run.error.audit,
+                                                                         "failing_rows": run.error.count})
+                yield MaterializeResult(
+                    asset_key=AssetKey(list(asset.key)),
+                    data_version=DataVersion(data_version(run.snapshot.version or "", run.window)),
+                    metadata=result_metadata(run),
+                    check_results=checks,
+                )
+        except MeshError as e:
+            raise Failure(description=str(e)) from None
+
+    return _models
+
+
+def result_metadata(run: ModelMaterialization) -> dict:
+    meta: dict = {
+        "mesh/outcome": run.outcome.value,
+        "mesh/interval": run.describe_window(),
+        "mesh/version": run.snapshot.version,
+        "mesh/seconds": round(run.seconds, 3),
+    }
+    if not run.snapshot.model.kind.is_symbolic:
+        meta["mesh/physical_table"] = run.snapshot.table_name
+    if run.recorded and run.window is not None and run.recorded != [run.window]:
+        from mesh_dagster.core.cron import interval_unit
+
+        meta["mesh/recorded"] = format_interval_range(run.recorded, interval_unit(run.snapshot.model.cron))
+    return meta
+
+
+def check_results(asset: ModelAsset, run: ModelMaterialization,
+                  selected: "set[AssetCheckKey] | frozenset[AssetCheckKey]") -> list[AssetCheckResult]:
+    """One result per audit, over every batch of this run (audits run per batch, in model order)."""
+    if not asset.checks or not run.audits:
+        return []
+    key = AssetKey(list(asset.key))
+    out = []
+    for i, check in enumerate(asset.checks):
+        results = run.audits[i::len(asset.checks)]
+        if AssetCheckKey(key, check.check_name) not in selected or not results:
+            continue
+        failing = sum(r.count for r in results)
+        out.append(AssetCheckResult(
+            asset_key=key,
+            check_name=check.check_name,
+            passed=failing == 0,
+            severity=AssetCheckSeverity.ERROR if check.blocking else AssetCheckSeverity.WARN,
+            metadata={"failing_rows": failing, "interval": run.describe_window(), "batches": len(results)},
+            description=None if failing == 0 else f"Audit `{check.audit}` returned {failing} row(s)",
+        ))
+    return out

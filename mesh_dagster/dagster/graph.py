@@ -1,0 +1,187 @@
+"""The project as Dagster sees it: one `ModelAsset` per model, computed once at load time.
+
+Everything here is plain data taken from the plan of the local project against the location's
+environment (no Spark, no Dagster objects), so specs, the stamping sensor and schedules all read
+the same fingerprints and versions that the asset definitions show.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from mesh_dagster.core.cron import IntervalUnit, interval_unit
+from mesh_dagster.core.dates import now_ms
+from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.model import Audit, AuditRef, KindName, Model
+from mesh_dagster.core.plan import Plan, model_start_ms
+from mesh_dagster.core.project import Project
+from mesh_dagster.core.snapshot import view_name
+
+UNCHANGED = "Unchanged"
+ADDED = "Added"
+
+
+@dataclass(frozen=True)
+class AuditCheck:
+    """An audit attached to a model, as an asset check."""
+
+    check_name: str
+    audit: str
+    blocking: bool
+    args: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class ModelAsset:
+    name: str
+    key: tuple[str, ...]  # asset key path: the model's view in the environment
+    model: Model
+    fingerprint: str
+    version: str | None
+    table: str | None
+    change: str  # category against the environment, "Unchanged" or "Added"
+    deps: list[tuple[str, ...]] = field(default_factory=list)
+    checks: list[AuditCheck] = field(default_factory=list)
+    start_ms: int | None = None
+    end_ms: int | None = None
+    columns: dict[str, str | None] | None = None
+
+    @property
+    def kind(self) -> KindName:
+        return self.model.kind.name
+
+    @property
+    def is_external(self) -> bool:
+        return self.kind == KindName.EXTERNAL
+
+    @property
+    def unit(self) -> IntervalUnit:
+        return interval_unit(self.model.cron)
+
+    @property
+    def group(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_]", "_", "__".join(self.key[:-1])) or "default"
+
+    @property
+    def is_timeless(self) -> bool:
+        """Seeds and views are built once for all time, whatever partition is asked for."""
+        return self.kind in (KindName.SEED, KindName.VIEW)
+
+
+@dataclass
+class ProjectGraph:
+    environment: str
+    assets: dict[str, ModelAsset]  # by model name, parents first
+
+    @property
+    def materializable(self) -> list[ModelAsset]:
+        return [a for a in self.assets.values() if not a.is_external]
+
+    def by_unit(self) -> dict[IntervalUnit, list[ModelAsset]]:
+        groups: dict[IntervalUnit, list[ModelAsset]] = {}
+        for asset in self.materializable:
+            groups.setdefault(asset.unit, []).append(asset)
+        return groups
+
+    def partitions_start(self, unit: IntervalUnit) -> int:
+        """The earliest start of the models sharing this unit; a model treats earlier partitions as empty.
+
+        Without any start, the interval before the current one (what a plan would compute first).
+        """
+        starts = [a.start_ms for a in self.by_unit().get(unit, []) if a.start_ms is not None]
+        if starts:
+            return unit.floor(min(starts))
+        return unit.start_of(unit.index(now_ms()) - 1)
+
+
+def asset_key(model_name: str, environment: str) -> tuple[str, ...]:
+    """`sqlmesh_example.full_model` in prod, `sqlmesh_example__dev.full_model` in dev."""
+    schema, _, table = view_name(model_name, environment).rpartition(".")
+    return (*schema.split("."), table)
+
+
+def external_key(model_name: str) -> tuple[str, ...]:
+    """External tables are the same table in every environment."""
+    return tuple(model_name.split("."))
+
+
+def build_graph(project: Project, plan: Plan) -> ProjectGraph:
+    environment = plan.environment
+    changed = set(plan.changed)
+    added = set(plan.added)
+    keys: dict[str, tuple[str, ...]] = {}
+    assets: dict[str, ModelAsset] = {}
+    for name in project.dag.sorted():
+        model = project.models[name]
+        kind = model.kind.name
+        if kind == KindName.EMBEDDED:
+            continue
+        keys[name] = external_key(name) if kind == KindName.EXTERNAL else asset_key(name, environment)
+        snap = plan.snapshots[name]
+        if name in added:
+            change = ADDED
+        elif name in changed and snap.change_category is not None:
+            change = snap.change_category.label
+        else:
+            change = UNCHANGED
+        assets[name] = ModelAsset(
+            name=name,
+            key=keys[name],
+            model=model,
+            fingerprint=snap.identifier,
+            version=snap.version,
+            table=None if model.kind.is_symbolic else snap.table_name,
+            change=change,
+            deps=[keys[p] for p in sorted(_asset_parents(project, name)) if p in keys],
+            checks=audit_checks(model, project.audits),
+            start_ms=None if kind == KindName.EXTERNAL else model_start_ms(model, project),
+            end_ms=_end_ms(model),
+            columns=_columns(project, name),
+        )
+    return ProjectGraph(environment, assets)
+
+
+def _columns(project: Project, name: str) -> dict[str, str | None] | None:
+    try:
+        return project.columns(name)
+    except MeshError:  # shown when the model runs; the asset just lists no columns
+        return None
+
+
+def _end_ms(model: Model) -> int | None:
+    from mesh_dagster.core.dates import to_end_ms
+
+    return to_end_ms(model.end) if model.end else None
+
+
+def _asset_parents(project: Project, name: str) -> set[str]:
+    """Parents, looking through EMBEDDED models (they are inlined, not assets)."""
+    out: set[str] = set()
+    for parent in project.parents(name):
+        if project.models[parent].kind.name == KindName.EMBEDDED:
+            out |= _asset_parents(project, parent)
+        else:
+            out.add(parent)
+    return out
+
+
+def audit_checks(model: Model, audits: dict[str, Audit]) -> list[AuditCheck]:
+    checks: list[AuditCheck] = []
+    seen: dict[str, int] = {}
+    for ref in model.audits:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", ref.name)
+        seen[base] = seen.get(base, 0) + 1
+        check_name = base if seen[base] == 1 else f"{base}_{seen[base]}"
+        checks.append(AuditCheck(check_name, ref.name, audit_blocks(ref, audits), tuple(sorted(ref.args.items()))))
+    return checks
+
+
+def audit_blocks(ref: AuditRef, audits: dict[str, Audit]) -> bool:
+    """The same rule the evaluator applies: the reference wins, then the audit, then the name."""
+    if ref.blocking is not None:
+        return ref.blocking
+    audit = audits.get(ref.name)
+    if audit is not None:
+        return audit.blocking
+    return not ref.name.endswith("_non_blocking")

@@ -1,0 +1,70 @@
+"""Partitions are intervals: one time-window partitions definition per interval unit.
+
+Partition boundaries are the interval unit's (a `0 6 * * *` model has midnight-aligned daily
+intervals, like `@daily` ones), so every model of a unit shares one definition and a backfill can
+span the whole graph. The definition starts at the earliest start among those models.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dagster import PartitionsDefinition, TimeWindowPartitionsDefinition
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.dates import ms_to_datetime, now_ms
+from mesh_dagster.core.intervals import Interval
+
+
+def partition_format(unit: IntervalUnit) -> str:
+    return "%Y-%m-%d" if unit.is_date_granularity else "%Y-%m-%d-%H:%M"
+
+
+def partitions_for(unit: IntervalUnit, start_ms: int) -> TimeWindowPartitionsDefinition:
+    return TimeWindowPartitionsDefinition(
+        start=ms_to_datetime(unit.floor(start_ms)),
+        cron_schedule=unit.cron_expression,
+        fmt=partition_format(unit),
+        timezone="UTC",
+    )
+
+
+def to_ms(dt: datetime) -> int:
+    return round(dt.timestamp() * 1000)
+
+
+def partition_window(partitions: PartitionsDefinition, key: str) -> Interval:
+    assert isinstance(partitions, TimeWindowPartitionsDefinition)
+    window = partitions.time_window_for_partition_key(key)
+    return to_ms(window.start), to_ms(window.end)
+
+
+def partition_key(unit: IntervalUnit, start_ms: int) -> str:
+    """The key of the partition starting at `start_ms` (an interval boundary)."""
+    return ms_to_datetime(start_ms).strftime(partition_format(unit))
+
+
+def keys_in(unit: IntervalUnit, partitions: TimeWindowPartitionsDefinition, intervals: list[Interval]) -> list[str]:
+    """Keys of the partitions lying entirely inside `intervals`, clipped to the definition."""
+    first = to_ms(partitions.start)
+    last = unit.floor(now_ms())  # the current partition is not complete yet
+    keys: list[str] = []
+    for start, end in intervals:
+        cursor = max(unit.ceil(start), first)
+        while True:
+            nxt = unit.shift(cursor, 1)
+            if nxt > min(end, last):
+                break
+            keys.append(partition_key(unit, cursor))
+            cursor = nxt
+    return keys
+
+
+def range_tags(unit: IntervalUnit, interval: Interval) -> dict[str, str]:
+    """Run tags that make one run process `[start, end)` (a ranged partition run)."""
+    start, end = interval
+    return {
+        ASSET_PARTITION_RANGE_START_TAG: partition_key(unit, start),
+        ASSET_PARTITION_RANGE_END_TAG: partition_key(unit, unit.shift(end, -1)),
+    }

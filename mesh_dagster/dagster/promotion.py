@@ -1,0 +1,40 @@
+"""The promote job: a virtual update of the environment, refused while anything is missing.
+
+It calls `Context.promote`, which builds the plan `mesh plan <env>` would build and applies it
+with the same code once there is nothing left to backfill. Promotions of one environment are
+serialised by the environment lock every apply takes (and can be further limited in Dagster
+through the op's pool, `mesh_promote_<env>`).
+"""
+
+from dagster import Failure, JobDefinition, OpExecutionContext, job, op
+
+from mesh_dagster.core.errors import MeshError
+from mesh_dagster.execution.promote import PromotionRefused
+
+
+def promote_job(environment: str) -> JobDefinition:
+    @op(name=f"promote_{environment}", out={}, required_resource_keys={"mesh"}, pool=f"mesh_promote_{environment}",
+        description=f"Check that every model of '{environment}' has all its intervals, then swap its views.")
+    def _promote(context: OpExecutionContext):
+        from mesh_dagster.dagster.assets import DagsterLogListener
+
+        mesh_context = context.resources.mesh.get_context()
+        try:
+            plan = mesh_context.promote(environment, DagsterLogListener(context.log))
+        except PromotionRefused as e:
+            raise Failure(description=str(e), metadata={
+                "gaps": "\n".join(f"{g.view}: {g.describe()}" for g in e.gaps)}) from None
+        except MeshError as e:
+            raise Failure(description=str(e)) from None
+        changed = plan.changed
+        context.log.info(
+            f"Environment '{plan.environment}' now points at the current versions"
+            + (f" ({len(changed)} changed model(s): {', '.join(changed)})" if changed else "")
+        )
+
+    @job(name=f"promote_{environment}", tags={"mesh/environment": environment, "mesh/promote": "true"},
+         description=f"Promote environment '{environment}': views → current versions, if nothing is missing.")
+    def _job():
+        _promote()
+
+    return _job

@@ -1,0 +1,40 @@
+"""The project and its warehouse inside Dagster steps.
+
+A step gets a `Context` (the same API the CLI uses) for the run's process; its Spark session comes
+from `Context.engine`, which picks the project's connection — with the local default, the shared
+Spark Connect server when it runs, so concurrent runs and the `mesh` CLI reach one warehouse.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import PrivateAttr
+
+from mesh_dagster.context import Context
+
+
+class MeshResource(ConfigurableResource):
+    """A mesh project: `get_context()` for plans and materializations, `spark` for the session."""
+
+    project_dir: str
+    gateway: Optional[str] = None  # noqa: UP045 - Dagster's config schema needs Optional
+    state_url: Optional[str] = None  # noqa: UP045
+
+    _context: Optional[Context] = PrivateAttr(default=None)  # noqa: UP045
+
+    def get_context(self) -> Context:
+        if self._context is None:
+            self._context = Context(self.project_dir, self.gateway, state_url=self.state_url)
+        return self._context
+
+    @property
+    def spark(self):
+        """The SparkSession of this run's Context (started on first use)."""
+        return self.get_context().engine.spark
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        if self._context is not None:
+            self._context.close()
+            self._context = None
