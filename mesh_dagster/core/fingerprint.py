@@ -29,10 +29,15 @@ def seed_content_hash(model: Model) -> str:
     return _file_hash(str(path), stat.st_mtime_ns, stat.st_size)
 
 
+def _sql_text(model: Model) -> str:
+    """All SQL a model runs, as written: where its macro and variable uses are found."""
+    return " ".join([model.query or "", *model.pre_statements, *model.post_statements, *model.macro_definitions])
+
+
 def _used_variables(model: Model, variables: dict) -> list[str]:
     if not variables:
         return []
-    texts = " ".join([model.query or "", *model.pre_statements, *model.post_statements, *model.macro_definitions]).lower()
+    texts = _sql_text(model).lower()
     used = []
     for key in sorted(variables):
         if re.search(rf"@{re.escape(key)}\b|@\{{{re.escape(key)}\}}|['\"]{re.escape(key)}['\"]", texts):
@@ -54,8 +59,7 @@ def data_hash(model: Model, project: Project) -> str:
         model.stamp,
         *_used_variables(model, project.variables),
     ]
-    texts = [model.query or "", *model.pre_statements, *model.post_statements, *model.macro_definitions]
-    for name in project.macros.used_by(" ".join(texts)):
+    for name in project.macros.used_by(_sql_text(model)):
         values.append(project.macros.source(name))
     if model.kind.name == KindName.SEED:
         values.append(seed_content_hash(model))

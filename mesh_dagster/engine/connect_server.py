@@ -146,8 +146,8 @@ def stop_server(mesh_dir: Path, timeout_s: float = 150) -> bool:
         info = _read_info(mesh_dir)
         stopped = info is not None and _terminate(info.pid, mesh_dir)
         _info_path(mesh_dir).unlink(missing_ok=True)
-    for url in [u for u in _SESSIONS if info is not None and u == info.client_url]:
-        _SESSIONS.pop(url)
+    if info is not None:
+        _SESSIONS.pop(info.client_url, None)
     return stopped
 
 
@@ -356,7 +356,7 @@ def _client_session(info: ServerInfo, conn: SparkConnectionConfig) -> SparkSessi
     builder = SparkSession.builder.remote(info.client_url)
     for key, value in conn.config.items():
         # Static settings are the server's (it was started with them); the builder ignores them.
-        builder = builder.config(key, "true" if value is True else "false" if value is False else str(value))
+        builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
     try:
         session = builder.create()
         for key, value in SESSION_CONFIG.items():
@@ -485,10 +485,9 @@ def _is_server_process(pid: int, mesh_dir: Path) -> bool:
 
 
 def _command_line(pid: int) -> str | None:
-    proc = Path(f"/proc/{pid}/cmdline")
-    if proc.parent.parent.is_dir() and Path("/proc/self").exists():
+    if Path("/proc/self/cmdline").exists():  # Linux: no subprocess needed
         try:
-            return proc.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             return None
     try:
