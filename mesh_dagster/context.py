@@ -69,10 +69,11 @@ class Context:
     def engine(self):
         if self._engine is None:
             from mesh_dagster.engine.adapter import SparkEngine
-            from mesh_dagster.engine.session import build_session
+            from mesh_dagster.engine.connect_server import project_session
 
+            # Embedded Spark, or a client of the project's shared Connect server when it runs.
             conn = self.project.config.gateway(self.gateway).connection
-            self._engine = SparkEngine(build_session(conn, self.project.mesh_dir))
+            self._engine = SparkEngine(project_session(conn, self.project.mesh_dir))
         return self._engine
 
     def close(self) -> None:

@@ -363,6 +363,31 @@ def migrate(ctx) -> None:
     click.echo(f"State store is up to date (schema v{store.schema_version}).")
 
 
+@cli.command()
+@click.option("-e", "--environment", "environments", multiple=True,
+              help="Environment to serve as a code location (repeatable). Default: prod and $MESH_DEV_ENVIRONMENT (dev).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address the webserver listens on.")
+@click.option("--port", default=3000, show_default=True, type=int, help="Port of the webserver.")
+@click.pass_context
+@handle_errors
+def ui(ctx, environments, host, port) -> None:
+    """Start the Dagster UI (webserver + daemon) for this project: models as assets, backfills, promote jobs."""
+    from mesh_dagster.dagster.ui import dagster_dev_command, dagster_env, dev_environment, write_workspace
+
+    context = _context(ctx)
+    context.project  # a broken project fails here, with its file and line
+    workspace = write_workspace(context.path, list(environments) or ["prod", dev_environment()])
+    click.echo(f"Dagster UI on http://{host}:{port} (workspace {workspace}); Ctrl-C stops it.")
+    command = dagster_dev_command(workspace, host, port)
+    sys.stdout.flush()
+    os.execve(command[0], command, dagster_env(workspace))  # signals reach dagster dev directly
+
+
+from mesh_dagster.cli.spark_commands import spark  # noqa: E402
+
+cli.add_command(spark)
+
+
 def main() -> None:
     cli(obj={})
 

@@ -43,16 +43,22 @@ def definitions(
     state_url: str | None = None,
     schedules_running: bool = False,
     restamp_sensor_running: bool = True,
+    shared_spark: bool = True,
     executor: ExecutorDefinition | None = in_process_executor,
 ) -> Definitions:
     """The project's models as assets of `environment`, with its promote job, re-stamp job and
     sensor, and (for prod) one schedule per cron.
 
-    Runs execute in process by default: one Spark session per run, models in DAG order.
+    Runs execute in process by default: one Spark session per run, models in DAG order. With the
+    local default connection, runs use the project's shared Spark Connect server (`shared_spark`),
+    started on demand, so concurrent runs and `mesh` commands share one warehouse.
     """
     project_dir = str(Path(project_dir).resolve())
     environment = normalize_environment(environment)
-    graph = _load_graph(project_dir, environment, gateway, state_url)
+    loaded = _load_graph(project_dir, environment, gateway, state_url)
+    if isinstance(loaded, MeshError):  # raised here so the code location shows no frames of ours below this
+        raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {loaded}") from None
+    graph = loaded
 
     partitions = {unit: partitions_for(unit, graph.partitions_start(unit)) for unit in graph.by_unit()}
     assets: list = [model_assets(graph, unit, members, partitions[unit]) for unit, members in graph.by_unit().items()]
@@ -68,21 +74,22 @@ def definitions(
         jobs=jobs,
         schedules=schedules,
         sensors=sensors,
-        resources={"mesh": MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url)},
+        resources={"mesh": MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url,
+                                         shared_spark=shared_spark)},
         executor=executor,
     )
 
 
-def _load_graph(project_dir: str, environment: str, gateway: str | None, state_url: str | None) -> ProjectGraph:
-    """Plan the project against the environment; a broken project becomes one clear error."""
+def _load_graph(project_dir: str, environment: str, gateway: str | None,
+                state_url: str | None) -> ProjectGraph | MeshError:
+    """Plan the project against the environment; a broken project is returned as its error."""
     from mesh_dagster.context import Context
 
     context = Context(project_dir, gateway, state_url=state_url)
     try:
-        plan = context.plan(environment, allow_empty=True)
-        return build_graph(context.project, plan)
+        return build_graph(context.project, context.plan(environment, allow_empty=True))
     except MeshError as e:
-        raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {e}") from None
+        return e
     finally:
         context.close()
 

@@ -13,7 +13,8 @@ from mesh_dagster.execution.promote import PromotionRefused
 
 
 def promote_job(environment: str) -> JobDefinition:
-    @op(name=f"promote_{environment}", out={}, required_resource_keys={"mesh"}, pool=f"mesh_promote_{environment}",
+    @op(name=f"promote_{environment}_views", out={}, required_resource_keys={"mesh"},
+        pool=f"mesh_promote_{environment}",
         description=f"Check that every model of '{environment}' has all its intervals, then swap its views.")
     def _promote(context: OpExecutionContext):
         from mesh_dagster.dagster.assets import DagsterLogListener

@@ -7,6 +7,7 @@ Spark Connect server when it runs, so concurrent runs and the `mesh` CLI reach o
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from dagster import ConfigurableResource, InitResourceContext
@@ -21,11 +22,19 @@ class MeshResource(ConfigurableResource):
     project_dir: str
     gateway: Optional[str] = None  # noqa: UP045 - Dagster's config schema needs Optional
     state_url: Optional[str] = None  # noqa: UP045
+    # With a local master, use the project's shared Spark Connect server (started on demand):
+    # concurrent runs and the `mesh` CLI then reach one warehouse instead of fighting over Derby.
+    shared_spark: bool = True
 
     _context: Optional[Context] = PrivateAttr(default=None)  # noqa: UP045
 
     def get_context(self) -> Context:
         if self._context is None:
+            if self.shared_spark:
+                from mesh_dagster.engine.connect_server import SHARED_ENV
+
+                # A run worker is a process of its own: asking for the shared server here affects this run only.
+                os.environ.setdefault(SHARED_ENV, "1")
             self._context = Context(self.project_dir, self.gateway, state_url=self.state_url)
         return self._context
 

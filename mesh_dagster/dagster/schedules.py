@@ -42,30 +42,49 @@ def cron_groups(graph: ProjectGraph) -> dict[str, list[ModelAsset]]:
 
 def run_requests(unit: IntervalUnit, assets: list[ModelAsset], pending: dict[str, list[Interval]],
                  run_key_prefix: str) -> list[RunRequest]:
-    """One ranged run per distinct missing range; seeds and views ride along with the first."""
-    by_range: dict[Interval, list[ModelAsset]] = {}
-    timeless: list[ModelAsset] = []
-    for asset in assets:
-        intervals = pending.get(asset.name)
-        if not intervals:
-            continue
-        if intervals == [ALL_TIME]:
-            timeless.append(asset)
-            continue
-        for interval in merge_intervals(intervals):
-            by_range.setdefault(interval, []).append(asset)
-    if timeless and not by_range:
+    """As few ranged runs as possible without recomputing anything that is present.
+
+    One run spans every missing interval of the group. Seeds, views and FULL models join it (they
+    are built once per run whatever its range), and so does each incremental model whose missing
+    intervals are exactly that span within its lifetime; any other incremental model gets one run
+    per missing range of its own.
+    """
+    ranges = {a.name: merge_intervals(pending[a.name]) for a in assets if pending.get(a.name)}
+    if not ranges:
+        return []
+    timed = [r for r in ranges.values() if r != [ALL_TIME]]
+    if timed:
+        span = (min(r[0][0] for r in timed), max(r[-1][1] for r in timed))
+    else:
         latest = unit.floor(now_ms())
-        by_range[(unit.shift(latest, -1), latest)] = []
-    requests = []
-    for i, (interval, members) in enumerate(sorted(by_range.items())):
-        selected = members + (timeless if i == 0 else [])
-        requests.append(RunRequest(
-            run_key=f"{run_key_prefix}:{interval[0]}:{interval[1]}:{','.join(sorted(a.name for a in selected))}",
-            asset_selection=[AssetKey(list(a.key)) for a in selected],
+        span = (unit.shift(latest, -1), latest)
+    main: list[ModelAsset] = []
+    own: dict[Interval, list[ModelAsset]] = {}
+    for asset in assets:
+        missing = ranges.get(asset.name)
+        if not missing:
+            continue
+        if missing == [ALL_TIME] or not asset.model.kind.is_incremental or missing == [_clip(span, asset, unit)]:
+            main.append(asset)
+        else:
+            for interval in missing:
+                own.setdefault(interval, []).append(asset)
+    groups = [(span, main)] if main else []
+    groups += sorted(own.items())
+    return [
+        RunRequest(
+            run_key=f"{run_key_prefix}:{interval[0]}:{interval[1]}:{','.join(sorted(a.name for a in members))}",
+            asset_selection=[AssetKey(list(a.key)) for a in members],
             tags={**range_tags(unit, interval), "mesh/scheduled": "true"},
-        ))
-    return requests
+        )
+        for interval, members in groups
+    ]
+
+
+def _clip(span: Interval, asset: ModelAsset, unit: IntervalUnit) -> Interval:
+    low = span[0] if asset.start_ms is None else max(span[0], unit.floor(asset.start_ms))
+    high = span[1] if asset.end_ms is None else min(span[1], asset.end_ms)
+    return low, high
 
 
 def cron_schedules(graph: ProjectGraph, project_dir: str, gateway: str | None, state_url: str | None,

@@ -8,18 +8,20 @@ the *unchanged* data version, with the provenance of the previous event (or the 
 events when there is none), so Dagster shows them fresh and nothing downstream looks changed.
 
 Which partitions: those whose interval the state store records for the model's current version
-(they hold the data), plus partitions outside the model's lifetime that Dagster has seen (they
-are empty by definition). Partitions of a new version hold nothing and stay stale until
+(they hold the data), plus partitions outside the model's start/end (empty by definition) once
+the model has data or Dagster has seen them. Partitions of a new version hold nothing and stay stale until
 materialized — exactly what the change would recompute.
 """
 
 
 import hashlib
+import json
 from typing import Iterator
 
 from dagster import (
     AssetKey,
     AssetMaterialization,
+    AssetRecordsFilter,
     DagsterInstance,
     DefaultSensorStatus,
     OpExecutionContext,
@@ -58,10 +60,10 @@ class Stamper:
         self.state = state
         self.instance = instance
 
-    def pending(self) -> dict[str, list[tuple[str, bool]]]:
+    def pending(self, names: list[str] | None = None) -> dict[str, list[tuple[str, bool]]]:
         """Model name -> (partition key, holds data) still carrying another code version."""
-        models = self.graph.materializable
-        present = self.state.get_intervals([(a.name, a.version) for a in models if a.version])
+        models = [a for a in self.graph.materializable if names is None or a.name in names]
+        present = self._present(models)
         out: dict[str, list[tuple[str, bool]]] = {}
         for asset in models:
             covered, outside = self._candidates(asset, present.get((asset.name, asset.version), []))
@@ -69,13 +71,35 @@ class Stamper:
                 continue
             latest = self._latest_tags(asset, [*covered, *outside], [CODE_VERSION_TAG])
             todo = [(k, True) for k in covered if latest.get(k, {}).get(CODE_VERSION_TAG) != asset.fingerprint]
+            # outside the model's lifetime: empty by definition, stamped once the model has data
             todo += [(k, False) for k in outside
-                     if k in latest and latest[k].get(CODE_VERSION_TAG) != asset.fingerprint]
+                     if (latest[k].get(CODE_VERSION_TAG) != asset.fingerprint if k in latest else bool(covered))]
             if todo:
                 out[asset.name] = todo
         return out
 
-    def events(self, pending: dict[str, list[tuple[str, bool]]], limit: int | None = None) -> Iterator[AssetMaterialization]:
+    def suspects(self, confirmed: dict[str, str]) -> list[str]:
+        """Models that may need stamps: a fingerprint not yet confirmed as fully stamped, or data
+        in the state store that Dagster never saw materialized (e.g. computed by `mesh run`).
+        Cheap: no event is read, so a sensor can ask every minute."""
+        models = self.graph.materializable
+        present = self._present(models)
+        out = []
+        for asset in models:
+            if confirmed.get(asset.name) != asset.fingerprint:
+                out.append(asset.name)
+                continue
+            covered, outside = self._candidates(asset, present.get((asset.name, asset.version), []))
+            if covered and not {*covered, *outside} <= set(
+                    self.instance.get_materialized_partitions(AssetKey(list(asset.key)))):
+                out.append(asset.name)
+        return out
+
+    def _present(self, models: list[ModelAsset]) -> dict[tuple[str, str], list[Interval]]:
+        return self.state.get_intervals([(a.name, a.version) for a in models if a.version])
+
+    def events(self, pending: dict[str, list[tuple[str, bool]]],
+               limit: int | None = None) -> Iterator[AssetMaterialization]:
         """Events in DAG order. Consume them as they come: a child's provenance points at its
         parents' latest events, which must include the parents' new stamps."""
         emitted = 0
@@ -141,12 +165,24 @@ class Stamper:
         return covered, outside
 
     def _latest_tags(self, asset: ModelAsset, partitions: list[str], tag_keys: list[str]) -> dict[str, dict[str, str]]:
+        """Tags of the latest materialization of each partition (partitions never seen are absent)."""
         if not partitions:
             return {}
-        found = self.instance.event_log_storage.get_latest_tags_by_partition(
-            AssetKey(list(asset.key)), MATERIALIZATION, tag_keys, asset_partitions=partitions
-        )
-        return {k: dict(v) for k, v in found.items()}
+        key = AssetKey(list(asset.key))
+        ids = self.instance.event_log_storage.get_latest_storage_id_by_partition(key, MATERIALIZATION, set(partitions))
+        wanted = set(tag_keys)
+        out: dict[str, dict[str, str]] = {}
+        storage_ids = sorted(ids.values())
+        for i in range(0, len(storage_ids), 500):
+            chunk = storage_ids[i:i + 500]
+            records = self.instance.fetch_materializations(AssetRecordsFilter(asset_key=key, storage_ids=chunk),
+                                                           limit=len(chunk)).records
+            for record in records:
+                materialization = record.asset_materialization
+                if materialization is not None and materialization.partition is not None:
+                    out[materialization.partition] = {k: v for k, v in (materialization.tags or {}).items()
+                                                      if k in wanted}
+        return out
 
     def _parents_latest(self, parents: list[AssetKey]) -> dict[str, str]:
         """Provenance pointing at each parent's latest event (what a run would record now)."""
@@ -180,7 +216,7 @@ def stamp_job(graph: ProjectGraph, partitions: dict):
     """`restamp_<env>`: write the stamps (launched by the sensor, or by hand after a change)."""
     environment = graph.environment
 
-    @op(name=f"restamp_{environment}", out={}, required_resource_keys={"mesh"},
+    @op(name=f"restamp_{environment}_partitions", out={}, required_resource_keys={"mesh"},
         description="Mark partitions whose data the current versions reuse as materialized, without recomputing.")
     def _restamp(context: OpExecutionContext):
         state = context.resources.mesh.get_context().state
@@ -209,11 +245,17 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, job, project_dir: str, g
             description="Keeps Dagster in step with the state store: data a plan reuses (or that `mesh` computed) "
                         "shows as materialized under the current code version.")
     def _sensor(context: SensorEvaluationContext):
+        confirmed = json.loads(context.cursor) if context.cursor else {}
         ctx = Context(project_dir, gateway, state_url=state_url)
         try:
-            pending = Stamper(graph, partitions, ctx.state, context.instance).pending()
+            stamper = Stamper(graph, partitions, ctx.state, context.instance)
+            suspects = stamper.suspects(confirmed)
+            pending = stamper.pending(suspects) if suspects else {}
         finally:
             ctx.close()
+        confirmed = {n: a.fingerprint for n, a in graph.assets.items()
+                     if confirmed.get(n) == a.fingerprint or (n in suspects and n not in pending)}
+        context.update_cursor(json.dumps(confirmed, sort_keys=True))
         if not pending:
             return SkipReason("Nothing to re-stamp")
         return RunRequest(run_key=pending_digest(pending, graph))

@@ -24,12 +24,14 @@ whichever kind it started with and says so clearly when asked to mix them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -73,6 +75,10 @@ _BIND_ADDRESS = "127.0.0.1"
 _CLIENT_HOST = "localhost"
 _STOP_GRACE_S = 30.0
 _LOG_TAIL_LINES = 15
+_CLIENT_RETRIES = 6
+# A setting only our servers have: tells this project's server from any other process by its
+# command line (pids are reused; the warehouse path can be overridden by the user's config).
+_MARKER = "spark.mesh_dagster.mesh_dir"
 # Printed by the JVM itself on every start; never the reason anything failed.
 _LOG_NOISE = ("WARNING: Using incubator modules",)
 # Environment that would turn the server's own launcher into a Connect *client*.
@@ -84,6 +90,7 @@ _CHILDREN: dict[int, subprocess.Popen] = {}
 # Connect sessions of this process by URL: PySpark's own getOrCreate returns whatever session
 # exists, even one of another server.
 _SESSIONS: dict[str, SparkSession] = {}
+_SESSIONS_LOCK = threading.Lock()
 
 
 class ServerInfo(BaseModel):
@@ -144,10 +151,10 @@ def stop_server(mesh_dir: Path, timeout_s: float = 150) -> bool:
         return False
     with _lock(mesh_dir, timeout_s):
         info = _read_info(mesh_dir)
+        if info is not None:
+            _stop_client(info)
         stopped = info is not None and _terminate(info.pid, mesh_dir)
         _info_path(mesh_dir).unlink(missing_ok=True)
-    if info is not None:
-        _SESSIONS.pop(info.client_url, None)
     return stopped
 
 
@@ -195,6 +202,8 @@ def project_session(
     if shared is None:
         shared = shared_requested() or _connect_mode()
     info = server_status(mesh_dir)
+    if info is None and not shared and _starting(mesh_dir):
+        shared = True  # another process is starting it: wait for it rather than race it for Derby
     if info is None and not shared:
         if _connect_mode():
             raise EngineError(
@@ -265,6 +274,7 @@ def _server_command(conn: SparkConnectionConfig, mesh_dir: Path, port: int, spar
             "spark.app.name": f"mesh_dagster Connect server ({mesh_dir.parent.name})",
             "spark.connect.grpc.binding.address": _BIND_ADDRESS,
             "spark.connect.grpc.binding.port": str(port),
+            _MARKER: str(mesh_dir),
         }
     )
     command = [str(spark_home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
@@ -302,7 +312,7 @@ def _await_ready(info: ServerInfo, process: subprocess.Popen, timeout_s: float) 
                 f"{_log_tail(info)}"
             )
         if time.monotonic() > deadline:
-            raise EngineError(f"The Spark Connect server did not start within {timeout_s:.0f} s. {_log_tail(info)}")
+            raise EngineError(f"The Spark Connect server did not start within {timeout_s:g} s. {_log_tail(info)}")
         time.sleep(0.25)
     try:
         _probe(info)
@@ -326,6 +336,7 @@ def _probe(info: ServerInfo) -> None:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     session = ConnectSession(connection=info.client_url)
+    _fail_fast(session)
     try:
         session.sql("SHOW DATABASES").collect()
     finally:
@@ -349,9 +360,14 @@ def _log_tail(info: ServerInfo) -> str:
 
 
 def _client_session(info: ServerInfo, conn: SparkConnectionConfig) -> SparkSession:
-    session = _SESSIONS.get(info.client_url)
-    if session is not None and not session.is_stopped:
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(info.client_url)
+        if session is None or session.is_stopped:
+            session = _SESSIONS[info.client_url] = _new_client_session(info, conn)
         return session
+
+
+def _new_client_session(info: ServerInfo, conn: SparkConnectionConfig) -> SparkSession:
     quiet_pyspark_error_logs()
     builder = SparkSession.builder.remote(info.client_url)
     for key, value in conn.config.items():
@@ -359,6 +375,8 @@ def _client_session(info: ServerInfo, conn: SparkConnectionConfig) -> SparkSessi
         builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
     try:
         session = builder.create()
+        _fail_fast(session)
+        atexit.register(_close_if_unreachable, session, info.port)
         for key, value in SESSION_CONFIG.items():
             if key not in conn.config:
                 session.conf.set(key, value)
@@ -366,8 +384,34 @@ def _client_session(info: ServerInfo, conn: SparkConnectionConfig) -> SparkSessi
             session.catalog.setCurrentCatalog(conn.catalog)
     except Exception as e:  # noqa: BLE001
         raise to_engine_error(e, f"Cannot use the shared Spark Connect server at {info.url}") from e
-    _SESSIONS[info.client_url] = session
     return session
+
+
+def _stop_client(info: ServerInfo) -> None:
+    """This process's own session first: once the server is gone, stopping it would retry."""
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.pop(info.client_url, None)
+    if session is not None:
+        with contextlib.suppress(Exception):
+            session.stop()
+
+
+def _fail_fast(session: SparkSession) -> None:
+    """Give up on an unreachable server after ~25 s instead of PySpark's 10 minutes.
+
+    PySpark's default retries suit a cluster that restarts; a local server that is gone stays
+    gone (`mesh spark stop`), and every query would hang for 10 minutes before failing.
+    """
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    session.client.set_retry_policies([DefaultPolicy(max_retries=_CLIENT_RETRIES, max_backoff=10_000)])
+
+
+def _close_if_unreachable(session: SparkSession, port: int) -> None:
+    """At exit PySpark sends a clean-up request, retried for a long time when the server is gone."""
+    if not session.is_stopped and not _port_open(port):
+        with contextlib.suppress(Exception):
+            session.client.close()
 
 
 def _classic_running() -> bool:
@@ -390,9 +434,9 @@ def _refuse_if_embedded_here(mesh_dir: Path) -> None:
     url = context.getConf().get("spark.hadoop.javax.jdo.option.ConnectionURL", "") or ""
     if str(mesh_dir / "metastore_db") in url:
         raise EngineError(
-            f"This process already runs an embedded Spark session on the metastore in {mesh_dir}, "
-            f"which keeps the shared Spark Connect server from opening it. Stop that session "
-            f"(spark.stop()) first, or start the server from another process with `mesh spark start`."
+            f"This process already runs an embedded Spark session on the metastore in {mesh_dir} and "
+            f"holds its Derby lock until it exits, so the shared Spark Connect server could not open it. "
+            f"Start the server before any embedded session: `mesh spark start`, or set {SHARED_ENV}=1."
         )
 
 
@@ -440,7 +484,7 @@ def _lock(mesh_dir: Path, timeout_s: float) -> Iterator[None]:
                 return
         if time.monotonic() > deadline:
             raise EngineError(
-                f"Timed out after {timeout_s:.0f} s waiting for another process to finish starting or "
+                f"Timed out after {timeout_s:g} s waiting for another process to finish starting or "
                 f"stopping the Spark Connect server of {mesh_dir.parent} (lock {mesh_dir / LOCK_FILE})."
             )
         time.sleep(0.2)
@@ -465,6 +509,11 @@ def _try_lock(mesh_dir: Path) -> Iterator[bool]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def _starting(mesh_dir: Path) -> bool:
+    info = _read_info(mesh_dir)
+    return info is not None and not info.ready and _is_server_process(info.pid, mesh_dir)
+
+
 def _answers(info: ServerInfo, mesh_dir: Path) -> bool:
     return info.ready and _is_server_process(info.pid, mesh_dir) and _port_open(info.port)
 
@@ -478,10 +527,10 @@ def _port_open(port: int) -> bool:
 def _is_server_process(pid: int, mesh_dir: Path) -> bool:
     """Alive, and still this project's Connect server rather than a recycled pid."""
     child = _CHILDREN.get(pid)
-    if child is not None and child.poll() is not None:
-        return False
+    if child is not None:  # ours, and its pid cannot be reused before we reap it
+        return child.poll() is None
     command = _command_line(pid)
-    return command is not None and SERVER_CLASS in command and str(mesh_dir) in command
+    return command is not None and SERVER_CLASS in command and f"{_MARKER}={mesh_dir} " in command
 
 
 def _command_line(pid: int) -> str | None:
@@ -495,7 +544,7 @@ def _command_line(pid: int) -> str | None:
                               timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout if done.returncode == 0 else None
+    return f"{done.stdout.strip()} " if done.returncode == 0 else None
 
 
 def _terminate(pid: int, mesh_dir: Path) -> bool:
@@ -505,7 +554,7 @@ def _terminate(pid: int, mesh_dir: Path) -> bool:
         return False
     for sig, wait_s in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, 10.0)):
         try:
-            os.kill(pid, sig)
+            _signal(pid, sig)
         except ProcessLookupError:
             break
         deadline = time.monotonic() + wait_s
@@ -515,6 +564,15 @@ def _terminate(pid: int, mesh_dir: Path) -> bool:
             break
     _reap(pid)
     return True
+
+
+def _signal(pid: int, sig: int) -> None:
+    """The server's whole process group: while starting, the JVM is still a shell script with a
+    launcher child that must not outlive it. The server leads its own group (`start_new_session`)."""
+    if os.getpgid(pid) == pid:
+        os.killpg(pid, sig)
+    else:
+        os.kill(pid, sig)
 
 
 def _reap(pid: int) -> None:

@@ -71,15 +71,24 @@ def current_plan(project: Project, state, environment: str, execution_time: int 
 
 
 def model_window(snapshot: Snapshot, project: Project, start: int, end: int) -> Interval | None:
-    """`[start, end)` clipped to the model's own start and end (None when nothing is left)."""
+    """`[start, end)` clipped to the model's own start and end (None when nothing is left).
+
+    A model with a lookback also recomputes the `lookback` intervals before the range, as a
+    backfill of that range would.
+    """
     model = snapshot.model
     if model.kind.name in TIMELESS_KINDS:
         return ALL_TIME
     unit = interval_unit(model.cron)
     first = model_start_ms(model, project)
-    low = start if first is None else max(start, unit.floor(first))
     high = end if model.end is None else min(end, to_end_ms(model.end))
-    return (low, high) if low < high else None
+    low = start if first is None else max(start, unit.floor(first))
+    if low >= high:
+        return None
+    if model.kind.lookback:
+        earlier = unit.shift(unit.floor(low), -model.kind.lookback)
+        low = earlier if first is None else max(earlier, unit.floor(first))
+    return low, high
 
 
 def materialize(

@@ -1,0 +1,103 @@
+"""`mesh spark start|stop|status`: the project's shared local Spark Connect server.
+
+Registered by `cli/main.py` with `cli.add_command(spark)`. The commands never start an embedded
+session: `start` only launches the server, the others only read `.mesh/connect.json`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+
+import click
+
+from mesh_dagster.core.config import MESH_DIR
+
+
+def _handle_errors(fn):
+    # main.py imports this module to register the group, so its error handler is looked up
+    # when a command runs rather than at import time.
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from mesh_dagster.cli.main import handle_errors
+
+        return handle_errors(fn)(*args, **kwargs)
+
+    return wrapper
+
+
+def _project(ctx: click.Context) -> tuple[Path, dict]:
+    obj = ctx.find_object(dict) or {}
+    return Path(obj.get("path", ".")).resolve(), obj
+
+
+def _mesh_dir(project_dir: Path) -> Path:
+    return project_dir / MESH_DIR
+
+
+@click.group()
+def spark() -> None:
+    """The project's shared local Spark server (Spark Connect on 127.0.0.1).
+
+    The embedded Spark of a local project admits one process at a time. When several must reach
+    the warehouse at once (Dagster's webserver, daemon and runs, and `mesh` commands beside them),
+    they share this server: every process of the project connects to it while it runs.
+    """
+
+
+@spark.command()
+@click.option("--port", type=int, default=None, help="Port to listen on (default: any free port).")
+@click.option("--timeout", "timeout_s", type=float, default=120, show_default=True,
+              help="Seconds to wait for the server to answer.")
+@click.pass_context
+@_handle_errors
+def start(ctx: click.Context, port: int | None, timeout_s: float) -> None:
+    """Start the shared server (if it is not running) and print its URL."""
+    from mesh_dagster.core.config import load_config
+    from mesh_dagster.engine.connect_server import server_status, start_server
+
+    project_dir, obj = _project(ctx)
+    conn = load_config(project_dir).gateway(obj.get("gateway")).connection
+    mesh_dir = _mesh_dir(project_dir)
+    running = server_status(mesh_dir)
+    started = time.monotonic()
+    info = running or start_server(conn, mesh_dir, port=port, timeout_s=timeout_s)
+    if running is None:
+        click.echo(f"Started the Spark Connect server (pid {info.pid}) in {time.monotonic() - started:.1f} s.")
+    else:
+        click.echo(f"The Spark Connect server is already running (pid {info.pid}).")
+    click.echo(info.client_url)
+
+
+@spark.command()
+@click.pass_context
+@_handle_errors
+def stop(ctx: click.Context) -> None:
+    """Stop the shared server; the project's processes go back to embedded Spark."""
+    from mesh_dagster.engine.connect_server import stop_server
+
+    project_dir, _ = _project(ctx)
+    if stop_server(_mesh_dir(project_dir)):
+        click.echo("Stopped the Spark Connect server.")
+    else:
+        click.echo("No Spark Connect server is running for this project.")
+
+
+@spark.command()
+@click.pass_context
+@_handle_errors
+def status(ctx: click.Context) -> None:
+    """Show whether the shared server runs, its URL, pid, uptime and log. Exit code 1 when it does not."""
+    from mesh_dagster.core.dates import now_ms
+    from mesh_dagster.engine.connect_server import server_status
+
+    project_dir, _ = _project(ctx)
+    info = server_status(_mesh_dir(project_dir))
+    if info is None:
+        click.echo("No Spark Connect server is running for this project.")
+        ctx.exit(1)
+    uptime_s = max(0, now_ms() - info.started_ts) // 1000
+    click.echo(f"Running: {info.client_url}")
+    click.echo(f"pid {info.pid}, master {info.master}, up {uptime_s // 3600}h{uptime_s % 3600 // 60:02d}m{uptime_s % 60:02d}s")
+    click.echo(f"log {info.log_path}")

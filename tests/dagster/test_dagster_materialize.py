@@ -1,0 +1,283 @@
+"""Materializing, auditing, promoting and re-stamping through Dagster's own execution APIs, on the
+test process's shared Spark session. The example project is moved to the last days (see
+project_copies) and its schema renamed per module so tables never collide with other tests."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._utils.test.data_versions import get_stale_status_resolver
+
+from mesh_dagster.context import Context
+from mesh_dagster.core.dates import to_ms
+from mesh_dagster.core.plan import ALL_TIME
+from mesh_dagster.dagster import definitions
+from mesh_dagster.execution.evaluator import SnapshotEvaluator
+
+from project_copies import edit, recent_example
+
+pytestmark = pytest.mark.spark
+
+DAYS = 7
+FIRST = date.today() - timedelta(days=DAYS)  # incremental_model's start, first partition
+LATER = FIRST + timedelta(days=2)  # seed_model's and full_model's start (model_defaults)
+RANGE = {"dagster/asset_partition_range_start": str(FIRST),
+         "dagster/asset_partition_range_end": str(date.today() - timedelta(days=1))}
+
+
+class Project:
+    """A project, its Dagster instance and helpers to build definitions and run jobs."""
+
+    def __init__(self, root: Path, schema: str, instance: dg.DagsterInstance):
+        self.root, self.schema, self.instance = root, schema, instance
+
+    def key(self, model: str, env: str = "prod") -> dg.AssetKey:
+        return dg.AssetKey([self.schema if env == "prod" else f"{self.schema}__{env}", model])
+
+    def name(self, model: str) -> str:
+        return f"{self.schema}.{model}"
+
+    def defs(self, env: str = "prod") -> dg.Definitions:
+        return definitions(self.root, env, shared_spark=False)
+
+    def run(self, job: str | None = None, env: str = "prod", **kwargs) -> dg.ExecuteInProcessResult:
+        defs = self.defs(env)
+        job_def = defs.resolve_job_def(job) if job else defs.resolve_implicit_global_asset_job_def()
+        return job_def.execute_in_process(instance=self.instance, raise_on_error=False, **kwargs)
+
+    def context(self) -> Context:
+        return Context(self.root)
+
+    def rows(self, sql: str) -> list[tuple]:
+        ctx = self.context()
+        try:
+            return [tuple(r) for r in ctx.engine.fetchall(sql)]
+        finally:
+            ctx.close()
+
+    def statuses(self, defs: dg.Definitions, model: str, env: str = "prod") -> str:
+        """One letter per partition: F(resh), S(tale), M(issing)."""
+        resolver = get_stale_status_resolver(self.instance, list(defs.assets))
+        key = self.key(model, env)
+        keys = defs.resolve_asset_graph().get(key).partitions_def.get_partition_keys()
+        return "".join(resolver.get_status(key, p).value[0] for p in keys)
+
+
+def _new_project(tmp_path: Path) -> Project:
+    schema = f"ex_{uuid.uuid4().hex[:8]}"
+    root = recent_example(tmp_path / "project", DAYS, schema)
+    (tmp_path / "dagster_home").mkdir()
+    return Project(root, schema, dg.DagsterInstance.local_temp(str(tmp_path / "dagster_home")))
+
+
+def _drop(engine, schema: str) -> None:
+    for s in (schema, f"{schema}__dev", f"mesh__{schema}"):
+        engine.drop_schema(s, cascade=True)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, spark) -> Project:
+    from mesh_dagster.engine.adapter import SparkEngine
+
+    p = _new_project(tmp_path_factory.mktemp("materialize"))
+    yield p
+    _drop(SparkEngine(spark), p.schema)
+
+
+def _tick() -> datetime:
+    """Today's midnight tick of a daily schedule."""
+    return datetime.combine(date.today(), datetime.min.time(), tzinfo=timezone.utc)
+
+
+def _failure(result: dg.ExecuteInProcessResult) -> str:
+    (event,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return event.step_failure_data.error.message
+
+
+def test_promote_is_refused_while_intervals_are_missing(project):
+    result = project.run("promote_prod")
+    assert not result.success
+    message = _failure(result)
+    assert "Cannot promote 'prod': 3 model(s) miss intervals for their current version" in message
+    assert f"{project.schema}.seed_model: not built yet" in message
+    assert f"{project.schema}.incremental_model: {FIRST} - {date.today() - timedelta(days=1)}" in message
+    assert f"{project.schema}.full_model: {LATER} - " in message
+    ctx = project.context()
+    assert ctx.state.get_environment("prod") is None  # nothing moved
+
+
+def test_scheduled_run_fills_the_current_versions_and_records_intervals(project, engine):
+    defs = project.defs()
+    (schedule,) = defs.schedules
+    with dg.build_schedule_context(instance=project.instance, scheduled_execution_time=_tick()) as context:
+        (request,) = schedule.evaluate_tick(context).run_requests
+    assert request.tags["dagster/asset_partition_range_start"] == str(FIRST)
+    assert request.tags["dagster/asset_partition_range_end"] == str(date.today() - timedelta(days=1))
+    assert len(request.asset_selection) == 3
+
+    result = project.run("run_prod_daily", tags=request.tags, asset_selection=request.asset_selection)
+    assert result.success
+    by_key: dict = {}
+    for event in result.get_asset_materialization_events():
+        m = event.event_specific_data.materialization
+        by_key.setdefault(m.asset_key.path[-1], []).append(m)
+    assert {k: len(v) for k, v in by_key.items()} == {"seed_model": DAYS, "incremental_model": DAYS,
+                                                     "full_model": DAYS}  # one event per partition
+
+    plan = project.context().plan("prod", allow_empty=True)
+    inc, full, seed = (plan.snapshots[project.name(m)] for m in ("incremental_model", "full_model", "seed_model"))
+    # full_model starts two days later: one full refresh over its lifetime, for every partition of the run
+    assert {m.tags["dagster/data_version"] for m in by_key["full_model"]} == {f"{full.version}:{LATER}..{date.today()}"}
+    assert {m.tags["dagster/data_version"] for m in by_key["incremental_model"]} == {
+        f"{inc.version}:{FIRST}..{date.today()}"}
+    assert {m.tags["dagster/data_version"] for m in by_key["seed_model"]} == {seed.version}
+    assert {m.tags["dagster/code_version"] for m in by_key["incremental_model"]} == {inc.identifier}
+    (check,) = result.get_asset_check_evaluations()
+    assert check.passed and check.check_name == "assert_positive_order_ids"
+
+    state = project.context().state
+    assert state.get_intervals([inc.interval_key])[inc.interval_key] == [(to_ms(str(FIRST)), to_ms(str(date.today())))]
+    assert state.get_intervals([full.interval_key])[full.interval_key] == [
+        (to_ms(str(LATER)), to_ms(str(date.today())))]
+    assert state.get_intervals([seed.interval_key])[seed.interval_key] == [ALL_TIME]
+    assert project.rows(f"SELECT COUNT(*) FROM {inc.table_name}") == [(7,)]
+    assert not engine.table_exists(f"{project.schema}.full_model")  # views never move here
+
+    with dg.build_schedule_context(instance=project.instance, scheduled_execution_time=_tick()) as context:
+        assert isinstance(schedule.evaluate_tick(context).skip_message, str)  # nothing due any more
+
+
+def test_promote_swaps_views_once_complete(project):
+    assert project.context().gaps("prod") == []
+    result = project.run("promote_prod")
+    assert result.success
+    assert sorted(project.rows(f"SELECT item_id, num_orders FROM {project.schema}.full_model")) == [
+        (1, 5), (2, 1), (3, 1)]
+    assert project.run("promote_prod").success  # promoting again: up to date, nothing to do
+
+
+def test_rematerializing_after_a_killed_run_gives_no_duplicates(project):
+    ctx = project.context()
+    plan = ctx.plan("prod")
+    inc = plan.snapshots[project.name("incremental_model")]
+    # a run killed after writing its data but before recording the interval
+    SnapshotEvaluator(ctx.project, ctx.engine, plan.snapshots).evaluate(
+        inc, to_ms(str(FIRST)), to_ms(str(date.today())), to_ms(str(date.today())))
+    result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model")])
+    assert result.success
+    assert project.rows(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {inc.table_name}") == [(7, 7)]
+
+
+def test_partition_before_the_model_start_is_a_noop_success(project):
+    defs = project.defs()
+    before = project.statuses(defs, "full_model")
+    result = project.run(partition_key=str(FIRST), asset_selection=[project.key("full_model")])
+    assert result.success
+    (event,) = result.get_asset_materialization_events()
+    materialization = event.event_specific_data.materialization
+    assert materialization.metadata["mesh/outcome"].value == "empty"
+    assert not result.get_asset_check_evaluations()  # nothing ran, nothing audited
+    assert project.statuses(defs, "full_model") == before
+
+
+def test_staleness_follows_the_change_category(project):
+    """Non-breaking: the model's partitions are stale, its child's are not (re-stamped, not
+    recomputed). Breaking: both. Metadata-only: neither."""
+    original = (project.root / "models" / "incremental_model.sql").read_text()
+    defs = project.defs()
+    assert project.statuses(defs, "incremental_model") == "F" * DAYS
+    assert project.statuses(defs, "full_model") == "F" * DAYS
+    cases = {
+        "non-breaking": (("  item_id,\n", "  item_id,\n  'z' AS new_column,\n"), "S" * DAYS, "F" * DAYS),
+        "breaking": (("  item_id,\n", "  item_id + 1 AS item_id,\n"), "S" * DAYS, "FF" + "S" * (DAYS - 2)),
+        "metadata": (("  cron '@daily',", "  cron '@daily',\n  owner jen,"), "F" * DAYS, "F" * DAYS),
+    }
+    try:
+        for case, (change, incremental, full) in cases.items():
+            (project.root / "models" / "incremental_model.sql").write_text(original)
+            edit(project.root, "incremental_model", *change)
+            defs = project.defs()
+            sensor = defs.resolve_sensor_def("restamp_prod_sensor")
+            with dg.build_sensor_context(instance=project.instance, definitions=defs) as context:
+                wanted = sensor(context)
+            assert isinstance(wanted, dg.RunRequest), case  # the sensor notices reused data to re-stamp
+            result = project.run("restamp_prod")
+            assert result.success
+            stamped = {e.event_specific_data.materialization.asset_key.path[-1]
+                       for e in result.get_asset_materialization_events()}
+            assert "incremental_model" not in stamped or case == "metadata", case
+            assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
+                (incremental, full), case
+            with dg.build_sensor_context(instance=project.instance, definitions=defs,
+                                         cursor=context.cursor) as context:
+                assert isinstance(sensor(context), dg.SkipReason), case  # nothing left
+    finally:
+        (project.root / "models" / "incremental_model.sql").write_text(original)
+
+
+def test_dev_environment_then_prod_promotion_is_a_view_swap(project):
+    """The SQLMesh flow through Dagster: compute the change in dev, promote dev, then promote prod
+    without recomputing anything."""
+    edit(project.root, "incremental_model", "  item_id,\n", "  item_id,\n  'z' AS new_column,\n")
+    dev = project.defs("dev")
+    assert dev.resolve_asset_graph().get(project.key("full_model", "dev")).metadata["mesh/change"] == \
+        "Indirect Non-breaking"
+    refused = project.run("promote_dev", env="dev")
+    assert not refused.success and f"{project.schema}__dev.incremental_model: {FIRST}" in _failure(refused)
+
+    # only the directly changed model is computed; full_model keeps prod's table
+    result = project.run(env="dev", tags=RANGE, asset_selection=[project.key("incremental_model", "dev")])
+    assert result.success
+    assert project.run("promote_dev", env="dev").success
+    assert project.rows(f"SELECT DISTINCT new_column FROM {project.schema}__dev.incremental_model") == [("z",)]
+    assert project.run("restamp_dev", env="dev").success
+    assert [project.statuses(dev, m, "dev") for m in ("seed_model", "incremental_model", "full_model")] == \
+        ["F" * DAYS] * 3
+
+    ctx = project.context()
+    assert ctx.gaps("prod") == []
+    assert project.run("promote_prod").success
+    assert project.rows(f"SELECT DISTINCT new_column FROM {project.schema}.incremental_model") == [("z",)]
+    plan = ctx.plan("prod")
+    assert not plan.has_changes
+
+
+def test_failing_blocking_audit_stops_downstream_and_promotion(tmp_path, spark, engine):
+    project = _new_project(tmp_path)
+    (project.root / "audits" / "assert_positive_order_ids.sql").write_text(
+        "AUDIT (\n  name assert_positive_order_ids,\n);\n\nSELECT *\nFROM @this_model\nWHERE\n  item_id > 2\n")
+    (project.root / "models" / "after_full.sql").write_text(
+        f"MODEL (name {project.schema}.after_full, kind FULL);\n\nSELECT item_id FROM {project.schema}.full_model\n")
+    try:
+        alone = project.run(tags=RANGE, asset_selection=[project.key("full_model")])
+        assert not alone.success
+        inc = project.context().plan("prod", allow_empty=True).snapshots[project.name("incremental_model")]
+        assert (
+            f"Cannot materialize {project.schema}.full_model: it reads {project.schema}.incremental_model, whose "
+            f"current version ({inc.table_name}) has not been built yet. Materialize "
+            f"{project.schema}.incremental_model first (or both in one run).") in _failure(alone)
+
+        result = project.run(tags=RANGE)
+        assert not result.success
+        assert "Audit 'assert_positive_order_ids' failed for " f"{project.schema}.full_model: 1 row(s) returned" \
+            in _failure(result)
+        (check,) = result.get_asset_check_evaluations()
+        assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+        materialized = {e.event_specific_data.materialization.asset_key.path[-1]
+                        for e in result.get_asset_materialization_events()}
+        assert materialized == {"seed_model", "incremental_model"}  # neither full_model nor after_full
+
+        ctx = project.context()
+        full = ctx.plan("prod").snapshots[project.name("full_model")]
+        assert ctx.state.get_intervals([full.interval_key]).get(full.interval_key, []) == []
+        refused = project.run("promote_prod")
+        assert not refused.success
+        message = _failure(refused)
+        assert f"{project.schema}.full_model: {LATER}" in message and f"{project.schema}.after_full:" in message
+        assert ctx.state.get_environment("prod") is None
+    finally:
+        _drop(engine, project.schema)

@@ -1,0 +1,240 @@
+"""End to end: `mesh ui` (dagster dev: webserver + daemon + code server) on 127.0.0.1, driven and
+checked through GraphQL only, with runs executing in their own processes on the project's Spark.
+
+One module-scoped server; the tests run in order and build on each other: refused promotion,
+a partition-range backfill of every asset, promotion, the three staleness cases, and two
+concurrent runs beside a `mesh` command.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+import requests
+
+from mesh_dagster.context import Context
+
+from project_copies import edit, recent_example
+
+pytestmark = pytest.mark.slow
+
+DAYS = 7
+FIRST = date.today() - timedelta(days=DAYS)
+LAST = date.today() - timedelta(days=1)
+PARTITIONS = [str(FIRST + timedelta(days=i)) for i in range(DAYS)]
+LOCATION = "project_prod"
+MODELS = ("seed_model", "incremental_model", "full_model")
+TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
+
+
+class Dagster:
+    """A running `mesh ui` and a small GraphQL client for it."""
+
+    def __init__(self, project: Path, port: int, log: Path):
+        self.project = project
+        self.url = f"http://127.0.0.1:{port}/graphql"
+        self.log = log
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(project), "ui", "-e", "prod",
+             "--port", str(port)],
+            stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+
+    def query(self, text: str, **variables) -> dict:
+        response = requests.post(self.url, json={"query": text, "variables": variables}, timeout=120)
+        response.raise_for_status()
+        body = response.json()
+        assert "errors" not in body, body["errors"]
+        return body["data"]
+
+    def wait_loaded(self, timeout: float = 300) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"mesh ui exited:\n{self.log.read_text()[-3000:]}")
+            try:
+                entries = self.query(LOCATIONS)["workspaceOrError"]["locationEntries"]
+            except (requests.ConnectionError, requests.Timeout):
+                entries = []
+            if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+                return {e["name"]: e for e in entries}
+            time.sleep(2)
+        raise AssertionError(f"code locations did not load:\n{self.log.read_text()[-3000:]}")
+
+    def launch(self, job: str, tags: dict[str, str] | None = None, assets: list[list[str]] | None = None) -> str:
+        selector = {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "jobName": job}
+        if assets:
+            selector["assetSelection"] = [{"path": a} for a in assets]
+        params = {"selector": selector,
+                  "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]}}
+        result = self.query(LAUNCH_RUN, p=params)["launchRun"]
+        assert result["__typename"] == "LaunchRunSuccess", result
+        return result["run"]["runId"]
+
+    def wait_run(self, run_id: str, timeout: float = 600) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.query(RUN, id=run_id)["runOrError"]["status"]
+            if status in TERMINAL:
+                return status
+            time.sleep(2)
+        raise AssertionError(f"run {run_id} did not finish")
+
+    def failure(self, run_id: str) -> str:
+        events = self.query(RUN_LOGS, id=run_id)["logsForRun"]["events"]
+        return "\n".join(e["error"]["message"] for e in events if e.get("error"))
+
+    def stale(self, model: str) -> str:
+        nodes = self.query(STALE, keys=[{"path": ["sqlmesh_example", model]}], partitions=PARTITIONS)["assetNodes"]
+        return "".join(s[0] for s in nodes[0]["staleStatusByPartition"])
+
+    def stop(self) -> None:
+        """Stop dagster dev and everything it started (they share the process group we created)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            self.proc.poll()
+            try:
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.5)
+        os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+LOCATIONS = """{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus
+  locationOrLoadError { __typename ... on PythonError { message } } } } } }"""
+LAUNCH_RUN = """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
+  ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } ... on InvalidSubsetError { message } } }"""
+RUN = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"""
+RUN_LOGS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
+  __typename ... on ExecutionStepFailureEvent { error { message } } } } } }"""
+BACKFILL = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { __typename
+  ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+BACKFILL_STATUS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill {
+  status } } }"""
+BACKFILL_RUNS = """query($id: String!) { runsOrError(filter: {tags: [{key: "dagster/backfill", value: $id}]}) {
+  ... on Runs { results { runId status tags { key value } } } } }"""
+STALE = """query($keys: [AssetKeyInput!], $partitions: [String!]) { assetNodes(assetKeys: $keys) {
+  assetKey { path } staleStatusByPartition(partitions: $partitions) } }"""
+RELOAD = """mutation($name: String!) { reloadRepositoryLocation(repositoryLocationName: $name) { __typename } }"""
+SENSOR = """query { sensorOrError(sensorSelector: {repositoryLocationName: "project_prod",
+  repositoryName: "__repository__", sensorName: "restamp_prod_sensor"}) { ... on Sensor { id } } }"""
+STOP_SENSOR = """mutation($id: String!) { stopSensor(id: $id) { __typename } }"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _mesh(project: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(project), *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def dagster(tmp_path_factory):
+    work = tmp_path_factory.mktemp("webserver")
+    project = recent_example(work / "project", DAYS)
+    server = Dagster(project, _free_port(), work / "dagster.log")
+    try:
+        server.wait_loaded()
+        # the re-stamp sensor would act on its own every minute; these tests launch it explicitly
+        server.query(STOP_SENSOR, id=server.query(SENSOR)["sensorOrError"]["id"])
+        yield server
+    finally:
+        server.stop()
+        from mesh_dagster.engine.connect_server import stop_server
+
+        stop_server(project / ".mesh")
+
+
+def test_promote_with_gaps_is_refused_and_moves_nothing(dagster):
+    run_id = dagster.launch("promote_prod")
+    assert dagster.wait_run(run_id) == "FAILURE"
+    message = dagster.failure(run_id)
+    assert "Cannot promote 'prod': 3 model(s) miss intervals" in message
+    assert f"sqlmesh_example.incremental_model: {FIRST} - {LAST}" in message
+    assert Context(dagster.project).state.get_environment("prod") is None
+
+
+def test_partition_range_backfill_of_all_assets_then_promote(dagster):
+    assets = [{"path": ["sqlmesh_example", m]} for m in MODELS]
+    result = dagster.query(BACKFILL, p={"partitionNames": PARTITIONS, "assetSelection": assets})
+    backfill = result["launchPartitionBackfill"]
+    assert backfill["__typename"] == "LaunchBackfillSuccess", backfill
+    deadline = time.monotonic() + 900
+    status = None
+    while time.monotonic() < deadline:
+        status = dagster.query(BACKFILL_STATUS, id=backfill["backfillId"])["partitionBackfillOrError"]["status"]
+        if status in ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"):
+            break
+        time.sleep(3)
+    runs = dagster.query(BACKFILL_RUNS, id=backfill["backfillId"])["runsOrError"]["results"]
+    assert status in ("COMPLETED", "COMPLETED_SUCCESS"), (status, runs, dagster.log.read_text()[-2000:])
+    (run,) = runs  # the whole range of every asset in one run: one evaluation per model
+    tags = {t["key"]: t["value"] for t in run["tags"]}
+    assert (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]) == \
+        (str(FIRST), str(LAST))
+    assert run["status"] == "SUCCESS"
+
+    assert Context(dagster.project).state.get_environment("prod") is None  # materializing never moves views
+    run_id = dagster.launch("promote_prod")
+    assert dagster.wait_run(run_id) == "SUCCESS", dagster.failure(run_id)
+
+    # the physical table holds the backfilled data, and prod's view shows it after promotion
+    inc = Context(dagster.project).plan("prod", allow_empty=True).snapshots["sqlmesh_example.incremental_model"]
+    out = _mesh(dagster.project, "fetchdf", f"SELECT (SELECT COUNT(*) FROM {inc.table_name}) AS rows_in_table, "
+                                            "item_id, num_orders FROM sqlmesh_example.full_model ORDER BY item_id")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert [line.split()[1:] for line in out.stdout.strip().splitlines()[1:]] == [
+        ["7", "1", "5"], ["7", "2", "1"], ["7", "3", "1"]]
+
+
+def test_staleness_follows_the_change_category(dagster):
+    path = dagster.project / "models" / "incremental_model.sql"
+    original = path.read_text()
+    assert (dagster.stale("incremental_model"), dagster.stale("full_model")) == ("F" * DAYS, "F" * DAYS)
+    cases = [
+        ("non-breaking", ("  item_id,\n", "  item_id,\n  'z' AS new_column,\n"), "S" * DAYS, "F" * DAYS),
+        ("breaking", ("  item_id,\n", "  item_id + 1 AS item_id,\n"), "S" * DAYS, "FF" + "S" * (DAYS - 2)),
+        ("metadata-only", ("  cron '@daily',", "  cron '@daily',\n  owner jen,"), "F" * DAYS, "F" * DAYS),
+    ]
+    try:
+        for case, change, incremental, full in cases:
+            path.write_text(original)
+            edit(dagster.project, "incremental_model", *change)
+            dagster.query(RELOAD, name=LOCATION)
+            dagster.wait_loaded()
+            run_id = dagster.launch("restamp_prod")
+            assert dagster.wait_run(run_id) == "SUCCESS", dagster.failure(run_id)
+            assert (dagster.stale("incremental_model"), dagster.stale("full_model")) == (incremental, full), case
+    finally:
+        path.write_text(original)
+        dagster.query(RELOAD, name=LOCATION)
+        dagster.wait_loaded()
+
+
+def test_two_concurrent_runs_and_a_cli_command(dagster):
+    """Two runs at once and `mesh` beside them, on the local default: one shared Spark server."""
+    inc = ["sqlmesh_example", "incremental_model"]
+    first = dagster.launch("__ASSET_JOB", {"dagster/partition": PARTITIONS[1]}, [inc])
+    second = dagster.launch("__ASSET_JOB", {"dagster/partition": PARTITIONS[2]}, [inc])
+    cli = _mesh(dagster.project, "fetchdf", "SELECT COUNT(*) AS n FROM sqlmesh_example.incremental_model")
+    statuses = [dagster.wait_run(first), dagster.wait_run(second)]
+    assert statuses == ["SUCCESS", "SUCCESS"], [dagster.failure(r) for r in (first, second)]
+    assert cli.returncode == 0 and cli.stdout.split()[-1] == "7", cli.stdout + cli.stderr
