@@ -233,6 +233,14 @@ _JAVA_EXCEPTION_LINE = re.compile(r"^\s*:?\s*((?:[a-z]\w*\.)+\w*(?:Exception|Err
 
 
 def _message_text(exc: BaseException) -> str:
+    grpc = sys.modules.get("grpc")
+    details = getattr(exc, "details", None)
+    if callable(details) and grpc is not None and isinstance(exc, grpc.RpcError):
+        # A gRPC failure of Spark Connect (e.g. the shared server went away): its text is a repr.
+        try:
+            return f"Spark Connect server unreachable: {details()}"
+        except Exception:  # noqa: BLE001
+            pass
     get_message = getattr(exc, "getMessage", None)
     if callable(get_message):
         try:
