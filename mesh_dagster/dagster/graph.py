@@ -7,7 +7,10 @@ the same fingerprints and versions that the asset definitions show.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 
 from mesh_dagster.core.cron import IntervalUnit, interval_unit
@@ -108,6 +111,7 @@ def external_key(model_name: str) -> tuple[str, ...]:
 
 def build_graph(project: Project, plan: Plan) -> ProjectGraph:
     environment = plan.environment
+    column_cache = ColumnCache(project)
     changed = set(plan.changed)
     added = set(plan.added)
     keys: dict[str, tuple[str, ...]] = {}
@@ -137,16 +141,56 @@ def build_graph(project: Project, plan: Plan) -> ProjectGraph:
             checks=audit_checks(model, project.audits),
             start_ms=None if kind == KindName.EXTERNAL else model_start_ms(model, project),
             end_ms=_end_ms(model),
-            columns=_columns(project, name),
+            columns=column_cache.columns(project, name, snap.identifier),
         )
+    column_cache.save()
     return ProjectGraph(environment, assets)
 
 
-def _columns(project: Project, name: str) -> dict[str, str | None] | None:
-    try:
-        return project.columns(name)
-    except MeshError:  # shown when the model runs; the asset just lists no columns
-        return None
+class ColumnCache:
+    """Output columns by snapshot identifier, kept in `.mesh/cache/`: inferring them renders every
+    query, the largest part of loading a big project. The identifier covers the model and its
+    parents' data; the project cache's salt covers macros, variables and versions."""
+
+    FILE = "dagster_columns.json"
+
+    def __init__(self, project: Project):
+        self.path = project.mesh_dir / "cache" / self.FILE
+        self.salt = project.cache.salt if project.cache is not None else None
+        self.entries: dict[str, dict[str, str | None] | None] = {}
+        self.dirty = False
+        if self.salt is None:
+            return
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return
+        if isinstance(data, dict) and data.get("salt") == self.salt and isinstance(data.get("columns"), dict):
+            self.entries = data["columns"]
+
+    def columns(self, project: Project, name: str, identifier: str) -> dict[str, str | None] | None:
+        if identifier in self.entries:
+            return self.entries[identifier]
+        try:
+            found = project.columns(name)
+        except MeshError:  # shown when the model runs; the asset just lists no columns
+            return None
+        self.entries[identifier] = found
+        self.dirty = True
+        return found
+
+    def save(self) -> None:
+        """Atomically, and only if a salt names the cache; a cache that cannot be written is none."""
+        if not self.dirty or self.salt is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".dagster_columns.")
+            with os.fdopen(fd, "w") as f:
+                json.dump({"salt": self.salt, "columns": self.entries}, f)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
 
 
 def _end_ms(model: Model) -> int | None:
