@@ -177,6 +177,11 @@ def show_explain(plan: Plan) -> None:
             for name in demote:
                 sub.add(plan.view(name))
     print_tree(tree)
+    fingerprints = _tree("Snapshot fingerprints (Dagster code versions):")
+    for name, snap in plan.snapshots.items():
+        fingerprints.add(f"{plan.view(name)}: {snap.identifier} (version {snap.version})")
+    console.print()
+    print_tree(fingerprints)
 
 
 def _progress(title: str) -> Progress:

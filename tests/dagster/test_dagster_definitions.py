@@ -50,10 +50,14 @@ def test_example_project_as_assets(example):
     assert graph.get(FULL).parent_keys == {INC}
     assert {graph.get(k).group_name for k in (SEED, INC, FULL)} == {"sqlmesh_example"}
 
-    # code version = the snapshot fingerprint the plan computes
+    # code version = the snapshot fingerprint the plan computes, and `mesh plan --explain` prints
     plan = Context(example).plan("prod")
+    explain = subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(example), "plan", "--explain"],
+                             capture_output=True, text=True, check=True).stdout
     for key, name in [(SEED, "seed_model"), (INC, "incremental_model"), (FULL, "full_model")]:
-        assert graph.get(key).code_version == plan.snapshots[f"sqlmesh_example.{name}"].identifier
+        fingerprint = plan.snapshots[f"sqlmesh_example.{name}"].identifier
+        assert graph.get(key).code_version == fingerprint
+        assert f"sqlmesh_example.{name}: {fingerprint} (version " in explain
 
     # one daily partitions definition from the earliest start (incremental_model's 2020-01-01)
     partitions = {graph.get(k).partitions_def for k in (SEED, INC, FULL)}
