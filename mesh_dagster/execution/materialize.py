@@ -22,16 +22,14 @@ from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.errors import AuditError, MeshError
 from mesh_dagster.core.intervals import Interval, format_interval_range, intervals_cover
-from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, build_plan, compute_backfills, model_start_ms
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, view_name
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.scheduler import Batch, plan_batches
+from mesh_dagster.execution.scheduler import TIMELESS_KINDS, execute_batch, plan_batches
 
 # Kinds whose physical object does not depend on the interval: built once, valid for all time.
-TIMELESS_KINDS = (KindName.SEED, KindName.VIEW)
 
 
 class Outcome(str, Enum):
@@ -158,33 +156,14 @@ def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, st
     batches = plan_batches({snap.name: snap}, {snap.name: Backfill(snap.name, [window], full)}, [snap.name])
     result = ModelMaterialization(snap.name, snap, Outcome.EVALUATED, window)
     for b in batches:
-        batch_began = time.perf_counter()
-        audits = _run_batch(evaluator, b, execution_ms, listener)
-        result.audits += audits
-        try:
-            evaluator.check_audits(snap, audits)
-        except AuditError as e:
-            result.error = e
+        batch = execute_batch(b, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment))
+        result.audits += batch.audits
+        if batch.error is not None:
+            result.error = batch.error
             break
-        recorded = ALL_TIME if model.kind.name in TIMELESS_KINDS else b.interval
-        state.add_interval(snap.name, snap.version, *recorded)
-        result.recorded.append(recorded)
-        failed = sum(1 for a in audits if not a.passed)
-        listener.batch_done(view_name(snap.name, environment), b.index, b.count, b.describe(""),
-                            time.perf_counter() - batch_began, len(audits) - failed, failed)
+        result.recorded.append(batch.recorded)
     result.seconds = time.perf_counter() - began
     return result
-
-
-def _run_batch(evaluator: SnapshotEvaluator, b: Batch, execution_ms: int, listener: ApplyListener) -> list[AuditResult]:
-    start, end = b.interval
-    evaluator.evaluate(b.snapshot, start, end, execution_ms)
-    whole_table = b.full_refresh or not b.snapshot.model.kind.is_incremental
-    audits = evaluator.audit(b.snapshot, None if whole_table else start, None if whole_table else end, execution_ms)
-    for a in audits:
-        if not a.passed and not a.blocking:
-            listener.log(f"Non-blocking audit '{a.name}' failed for {b.snapshot.name}: {a.count} row(s)")
-    return audits
 
 
 def _check_parent_tables(evaluator: SnapshotEvaluator, snap: Snapshot, environment: str) -> None:

@@ -11,11 +11,12 @@ import time
 from dataclasses import dataclass
 
 from mesh_dagster.core.cron import interval_unit
+from mesh_dagster.core.errors import AuditError
 from mesh_dagster.core.intervals import Interval, batch, expand_range, format_interval_range
 from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import ALL_TIME, Backfill
 from mesh_dagster.core.snapshot import Snapshot
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 
 
@@ -62,6 +63,44 @@ def _unit_pieces(snap: Snapshot, ranges: list[Interval]) -> list[Interval]:
     return [piece for start, end in ranges for piece in expand_range(unit, start, end)]
 
 
+# Seeds and views are complete once built: their single interval spans all time.
+TIMELESS_KINDS = (KindName.SEED, KindName.VIEW)
+
+
+@dataclass
+class BatchResult:
+    audits: list[AuditResult]
+    recorded: Interval | None  # what was added to the state store; None when a blocking audit failed
+    error: AuditError | None = None
+
+
+def execute_batch(b: Batch, evaluator: SnapshotEvaluator, state, execution_time: int,
+                  listener: ApplyListener, view_of) -> BatchResult:
+    """Evaluate one batch, audit it, and record its interval only if no blocking audit failed.
+
+    The one sequence behind `mesh plan`, `mesh run` and Dagster materializations.
+    """
+    began = time.perf_counter()
+    start, end = b.interval
+    snap = b.snapshot
+    evaluator.evaluate(snap, start, end, execution_time)
+    whole_table = b.full_refresh or not snap.model.kind.is_incremental
+    audits = evaluator.audit(snap, None if whole_table else start, None if whole_table else end, execution_time)
+    failed = [a for a in audits if not a.passed]
+    for a in failed:
+        if not a.blocking:
+            listener.log(f"Non-blocking audit '{a.name}' failed for {snap.name}: {a.count} row(s)")
+    try:
+        evaluator.check_audits(snap, audits)
+    except AuditError as e:
+        return BatchResult(audits, None, e)
+    recorded = ALL_TIME if snap.model.kind.name in TIMELESS_KINDS else b.interval
+    state.add_interval(snap.name, snap.version, *recorded)
+    listener.batch_done(view_of(snap.name), b.index, b.count, b.describe(""), time.perf_counter() - began,
+                        len(audits) - len(failed), len(failed))
+    return BatchResult(audits, recorded)
+
+
 def run_batches(
     batches: list[Batch],
     evaluator: SnapshotEvaluator,
@@ -73,18 +112,7 @@ def run_batches(
     """Evaluate, audit and record each batch; stop at the first failure."""
     listener.backfill_start(len(batches))
     for b in batches:
-        began = time.perf_counter()
-        start, end = b.interval
-        evaluator.evaluate(b.snapshot, start, end, execution_time)
-        audit_start, audit_end = (None, None) if b.full_refresh or not b.snapshot.model.kind.is_incremental else (start, end)
-        results = evaluator.audit(b.snapshot, audit_start, audit_end, execution_time)
-        failed = [r for r in results if not r.passed]
-        for r in failed:
-            if not r.blocking:
-                listener.log(f"Non-blocking audit '{r.name}' failed for {b.snapshot.name}: {r.count} row(s)")
-        evaluator.check_audits(b.snapshot, results)
-        recorded = ALL_TIME if b.snapshot.model.kind.name in (KindName.SEED, KindName.VIEW) else b.interval
-        state.add_interval(b.snapshot.name, b.snapshot.version, *recorded)
-        listener.batch_done(view_of(b.snapshot.name), b.index, b.count, b.describe(""), time.perf_counter() - began,
-                            len(results) - len(failed), len(failed))
+        result = execute_batch(b, evaluator, state, execution_time, listener, view_of)
+        if result.error is not None:
+            raise result.error
     listener.backfill_done(len(batches))
