@@ -67,17 +67,26 @@ def builtin_audit_sql(name: str, args: dict[str, str], model: Model) -> str | No
     return None
 
 
+def is_blocking(ref: AuditRef, audits: dict[str, Audit]) -> bool:
+    """The attachment wins, then the audit's own setting, then the built-in's name."""
+    if ref.blocking is not None:
+        return ref.blocking
+    audit = audits.get(ref.name)
+    if audit is not None:
+        return audit.blocking
+    return not ref.name.endswith("_non_blocking")
+
+
 def audit_query(ref: AuditRef, model: Model, audits: dict[str, Audit], ctx, macros) -> tuple[str, bool]:
     """Rendered Spark SQL of an audit attached to a model, and whether it blocks."""
     from mesh_dagster.core.renderer import render_audit
 
+    blocking = is_blocking(ref, audits)
     audit = audits.get(ref.name)
     if audit is not None:
-        blocking = audit.blocking if ref.blocking is None else ref.blocking
         args = {**audit.defaults, **ref.args}
         return render_audit(audit.query, audit.dialect, args, model, ctx, macros), blocking
     sql = builtin_audit_sql(ref.name, ref.args, model)
     if sql is None:
         raise ModelError(f"Unknown audit '{ref.name}'", model.path, model.line)
-    blocking = not ref.name.endswith("_non_blocking") if ref.blocking is None else ref.blocking
     return render_audit(sql, "spark", {}, model, ctx, macros), blocking

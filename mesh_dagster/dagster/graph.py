@@ -13,10 +13,11 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 
+from mesh_dagster.core.audits import is_blocking
 from mesh_dagster.core.cron import IntervalUnit, interval_unit
 from mesh_dagster.core.dates import now_ms
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.model import Audit, AuditRef, KindName, Model
+from mesh_dagster.core.model import Audit, KindName, Model
 from mesh_dagster.core.plan import Plan, model_start_ms
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import view_name
@@ -217,15 +218,7 @@ def audit_checks(model: Model, audits: dict[str, Audit]) -> list[AuditCheck]:
         base = re.sub(r"[^A-Za-z0-9_]", "_", ref.name)
         seen[base] = seen.get(base, 0) + 1
         check_name = base if seen[base] == 1 else f"{base}_{seen[base]}"
-        checks.append(AuditCheck(check_name, ref.name, audit_blocks(ref, audits), tuple(sorted(ref.args.items()))))
+        checks.append(AuditCheck(check_name, ref.name, is_blocking(ref, audits), tuple(sorted(ref.args.items()))))
     return checks
 
 
-def audit_blocks(ref: AuditRef, audits: dict[str, Audit]) -> bool:
-    """The same rule the evaluator applies: the reference wins, then the audit, then the name."""
-    if ref.blocking is not None:
-        return ref.blocking
-    audit = audits.get(ref.name)
-    if audit is not None:
-        return audit.blocking
-    return not ref.name.endswith("_non_blocking")

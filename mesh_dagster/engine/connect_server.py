@@ -44,7 +44,7 @@ from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.core.dates import now_ms
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.session import (
-    SESSION_CONFIG,
+    _configure,
     build_session,
     check_java,
     local_session_config,
@@ -373,17 +373,14 @@ def _new_client_session(info: ServerInfo, conn: SparkConnectionConfig) -> SparkS
     for key, value in conn.config.items():
         # Static settings are the server's (it was started with them); the builder ignores them.
         builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
+    context = f"Cannot use the shared Spark Connect server at {info.url}"
     try:
         session = builder.create()
         _fail_fast(session)
         atexit.register(_close_if_unreachable, session, info.port)
-        for key, value in SESSION_CONFIG.items():
-            if key not in conn.config:
-                session.conf.set(key, value)
-        if conn.catalog:
-            session.catalog.setCurrentCatalog(conn.catalog)
     except Exception as e:  # noqa: BLE001
-        raise to_engine_error(e, f"Cannot use the shared Spark Connect server at {info.url}") from e
+        raise to_engine_error(e, context) from e
+    _configure(session, conn, context)
     return session
 
 

@@ -187,7 +187,9 @@ def to_engine_error(exc: BaseException, context: str | None = None, sql: str | N
     return SparkSQLError(f"{context}: {message}" if context else message, _condition(exc), sql)
 
 
-def _configure(spark: SparkSession, conn: SparkConnectionConfig) -> None:
+def _configure(spark: SparkSession, conn: SparkConnectionConfig,
+               context: str = "Cannot configure the Spark session") -> None:
+    """Our session settings (unless the user set them) and the configured catalog."""
     try:
         for key, value in SESSION_CONFIG.items():
             if key not in conn.config:
@@ -195,7 +197,7 @@ def _configure(spark: SparkSession, conn: SparkConnectionConfig) -> None:
         if conn.catalog:
             spark.catalog.setCurrentCatalog(conn.catalog)
     except Exception as e:  # noqa: BLE001
-        raise to_engine_error(e, "Cannot configure the Spark session") from e
+        raise to_engine_error(e, context) from e
 
 
 def quiet_pyspark_error_logs() -> None:
