@@ -34,9 +34,10 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.intervals import format_interval_range
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.partitions import to_ms
-from mesh_dagster.dagster.versions import data_version
+from mesh_dagster.dagster.stamps import STAMP_LIMIT, Stamper
+from mesh_dagster.dagster.versions import BUILT_ON, data_version
 from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.materialize import ModelMaterialization
+from mesh_dagster.execution.materialize import ModelMaterialization, Outcome
 
 RESOURCE_KEY = "mesh"
 
@@ -120,9 +121,14 @@ def check_specs(asset: ModelAsset) -> list[AssetCheckSpec]:
 
 
 def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsset],
-                 partitions_def: TimeWindowPartitionsDefinition) -> AssetsDefinition:
-    """The multi-asset of every model whose intervals are `unit`s."""
+                 partitions: dict[IntervalUnit, TimeWindowPartitionsDefinition]) -> AssetsDefinition:
+    """The multi-asset of every model whose intervals are `unit`s.
+
+    After its models, a run re-stamps the partitions of their *other* children that keep their
+    version through the change just computed (see stamps.py), so those do not turn stale.
+    """
     environment = graph.environment
+    partitions_def = partitions[unit]
     by_key = {AssetKey(list(a.key)): a for a in assets}
     by_name = {a.name: a for a in assets}
 
@@ -142,9 +148,11 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
         mesh = getattr(context.resources, RESOURCE_KEY)
         listener = DagsterLogListener(context.log)
         selected_checks = context.selected_asset_check_keys
+        computed: set[str] = set()
         try:
-            runs = mesh.get_context().materialize(names, to_ms(window.start), to_ms(window.end), environment,
-                                                  listener=listener)
+            mesh_context = mesh.get_context()
+            runs = mesh_context.materialize(names, to_ms(window.start), to_ms(window.end), environment,
+                                            listener=listener)
             for run in runs:
                 asset = by_name[run.name]
                 checks = check_results(asset, run, selected_checks)
@@ -155,13 +163,28 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
                 yield MaterializeResult(
                     asset_key=AssetKey(list(asset.key)),
                     data_version=DataVersion(data_version(run.snapshot.version or "", run.window)),
-                    metadata=result_metadata(run),
+                    metadata={**result_metadata(run), BUILT_ON: MetadataValue.json(
+                        {p.name: p.version for p in graph.parent_assets(asset)})},
                     check_results=checks,
                 )
+                if run.outcome == Outcome.EVALUATED:
+                    computed.add(run.name)
+            restamp_children(context, graph, partitions, mesh_context.state, computed, set(names))
         except MeshError as e:
             raise Failure(description=str(e)) from None
 
     return _models
+
+
+def restamp_children(context: AssetExecutionContext, graph: ProjectGraph, partitions: dict, state,
+                     computed: set[str], selected: set[str]) -> None:
+    """Stamp the unselected children of freshly computed models whose data stays valid."""
+    children = [c for c in graph.children(computed) if c not in selected]
+    if not children:
+        return
+    stamper = Stamper(graph, partitions, state, context.instance)
+    for event in stamper.stamp(children, STAMP_LIMIT):
+        context.log_event(event)
 
 
 def result_metadata(run: ModelMaterialization) -> dict:

@@ -61,7 +61,7 @@ def definitions(
     graph = loaded
 
     partitions = {unit: partitions_for(unit, graph.partitions_start(unit)) for unit in graph.by_unit()}
-    assets: list = [model_assets(graph, unit, members, partitions[unit]) for unit, members in graph.by_unit().items()]
+    assets: list = [model_assets(graph, unit, members, partitions) for unit, members in graph.by_unit().items()]
     assets += [external_spec(a) for a in graph.assets.values() if a.is_external]
 
     restamp = stamp_job(graph, partitions)

@@ -46,6 +46,7 @@ class ModelAsset:
     table: str | None
     change: str  # category against the environment, "Unchanged" or "Added"
     deps: list[tuple[str, ...]] = field(default_factory=list)
+    parents: list[str] = field(default_factory=list)  # model names behind `deps`
     checks: list[AuditCheck] = field(default_factory=list)
     start_ms: int | None = None
     end_ms: int | None = None
@@ -81,6 +82,14 @@ class ProjectGraph:
     @property
     def materializable(self) -> list[ModelAsset]:
         return [a for a in self.assets.values() if not a.is_external]
+
+    def parent_assets(self, asset: ModelAsset) -> list[ModelAsset]:
+        """The parents whose data this model reads from a versioned table or view (not external ones)."""
+        return [self.assets[p] for p in asset.parents if not self.assets[p].is_external and self.assets[p].version]
+
+    def children(self, names: set[str]) -> list[str]:
+        """Models reading any of `names`, in DAG order."""
+        return [a.name for a in self.assets.values() if names.intersection(a.parents)]
 
     def by_unit(self) -> dict[IntervalUnit, list[ModelAsset]]:
         groups: dict[IntervalUnit, list[ModelAsset]] = {}
@@ -124,6 +133,7 @@ def build_graph(project: Project, plan: Plan) -> ProjectGraph:
             continue
         keys[name] = external_key(name) if kind == KindName.EXTERNAL else asset_key(name, environment)
         snap = plan.snapshots[name]
+        parents = [p for p in sorted(_asset_parents(project, name)) if p in keys]
         if name in added:
             change = ADDED
         elif name in changed and snap.change_category is not None:
@@ -138,7 +148,8 @@ def build_graph(project: Project, plan: Plan) -> ProjectGraph:
             version=snap.version,
             table=None if model.kind.is_symbolic else snap.table_name,
             change=change,
-            deps=[keys[p] for p in sorted(_asset_parents(project, name)) if p in keys],
+            deps=[keys[p] for p in parents],
+            parents=parents,
             checks=audit_checks(model, project.audits),
             start_ms=None if kind == KindName.EXTERNAL else model_start_ms(model, project),
             end_ms=_end_ms(model),

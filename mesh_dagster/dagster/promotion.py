@@ -2,8 +2,9 @@
 
 It calls `Context.promote`, which builds the plan `mesh plan <env>` would build and applies it
 with the same code once there is nothing left to backfill. Promotions of one environment are
-serialised by the environment lock every apply takes (and can be further limited in Dagster
-through the op's pool, `mesh_promote_<env>`).
+serialised by the environment lock, held from planning to the view swap: a promotion that waited
+finds its work done. In Dagster the op also sits in the pool `mesh_promote_<env>`, which an
+instance can limit (`concurrency: pools: {default_limit: 1, granularity: op}` in dagster.yaml).
 """
 
 from dagster import Failure, JobDefinition, OpExecutionContext, job, op

@@ -4,18 +4,26 @@ Dagster marks every materialized partition of an asset stale when its code versi
 fingerprint) changes. But a metadata-only or indirect non-breaking change keeps the physical table
 and its intervals — the plan reuses that data — and a dev environment starts out reusing prod's
 tables. For those partitions we write a materialization event carrying the new code version and
-the *unchanged* data version, with the provenance of the previous event (or the parents' current
-events when there is none), so Dagster shows them fresh and nothing downstream looks changed.
+the *unchanged* data version, so Dagster shows them fresh and nothing downstream looks changed.
+
+The same holds one step later: once a parent's new version is materialized, a child that kept its
+version (the parent change was non-breaking for it) would look stale, its provenance pointing at
+the parent's old data. Each event records the parent versions its data stands on (`BUILT_ON`);
+a partition built on an older parent version whose current version now covers the same window is
+re-stamped against the parent's new events. A partition computed from the parent's *current*
+version is left to Dagster's own judgement, so real staleness (a child computed before its
+parent) still shows.
 
 Which partitions: those whose interval the state store records for the model's current version
 (they hold the data), plus partitions outside the model's start/end (empty by definition) once
-the model has data or Dagster has seen them. Partitions of a new version hold nothing and stay stale until
-materialized — exactly what the change would recompute.
+the model has data or Dagster has seen them. Partitions of a new version hold nothing and stay
+stale until materialized — exactly what the change would recompute.
 """
 
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Iterator
 
 from dagster import (
@@ -24,6 +32,7 @@ from dagster import (
     AssetRecordsFilter,
     DagsterInstance,
     DefaultSensorStatus,
+    MetadataValue,
     OpExecutionContext,
     RunRequest,
     SensorEvaluationContext,
@@ -46,9 +55,36 @@ from mesh_dagster.core.intervals import Interval
 from mesh_dagster.core.plan import ALL_TIME
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.partitions import keys_in, partition_window, to_ms
-from mesh_dagster.dagster.versions import data_version, version_of
+from mesh_dagster.dagster.versions import BUILT_ON, data_version, version_of
 
 MATERIALIZATION = DagsterEventType.ASSET_MATERIALIZATION
+
+
+@dataclass
+class LatestEvent:
+    """What the stamper needs of a partition's latest materialization."""
+
+    storage_id: int
+    tags: dict[str, str]
+    built_on: dict[str, str]  # see versions.BUILT_ON
+
+    @property
+    def version(self) -> str | None:
+        return version_of(self.tags.get(DATA_VERSION_TAG))
+
+
+@dataclass
+class Suspects:
+    names: list[str]  # models that may need stamps
+    tokens: dict[str, str]  # model -> what confirming it as fully stamped records (see `confirmation`)
+    latest_ids: dict[str, int]  # model -> id of its latest materialization event
+
+
+def confirmation(asset: ModelAsset, present: list[Interval]) -> str:
+    """Fingerprint and intervals of a model's current version: while both stay the same, a model
+    once found fully stamped needs no new look (unless a parent's data moves)."""
+    intervals = hashlib.sha1(repr(sorted(present)).encode()).hexdigest()[:12]
+    return f"{asset.fingerprint}:{intervals}"
 
 
 class Stamper:
@@ -59,87 +95,154 @@ class Stamper:
         self.partitions = partitions  # IntervalUnit -> TimeWindowPartitionsDefinition
         self.state = state
         self.instance = instance
+        # model -> partition -> physical version of its latest event, including stamps emitted here
+        self._versions: dict[str, dict[str, str | None]] = {}
 
     def pending(self, names: list[str] | None = None) -> dict[str, list[tuple[str, bool]]]:
-        """Model name -> (partition key, holds data) still carrying another code version."""
-        models = [a for a in self.graph.materializable if names is None or a.name in names]
+        """Model name -> (partition key, holds data) to stamp now, without emitting anything."""
+        models = self._models(names)
         present = self._present(models)
-        out: dict[str, list[tuple[str, bool]]] = {}
-        for asset in models:
-            covered, outside = self._candidates(asset, present.get((asset.name, asset.version), []))
-            if not covered and not outside:
-                continue
-            latest = self._latest_tags(asset, [*covered, *outside], [CODE_VERSION_TAG])
-            todo = [(k, True) for k in covered if latest.get(k, {}).get(CODE_VERSION_TAG) != asset.fingerprint]
-            # outside the model's lifetime: empty by definition, stamped once the model has data
-            todo += [(k, False) for k in outside
-                     if (latest[k].get(CODE_VERSION_TAG) != asset.fingerprint if k in latest else bool(covered))]
-            if todo:
-                out[asset.name] = todo
-        return out
+        return {a.name: todo for a in models if (todo := self._todo(a, present))}
 
-    def suspects(self, confirmed: dict[str, str]) -> list[str]:
-        """Models that may need stamps: a fingerprint not yet confirmed as fully stamped, or data
-        in the state store that Dagster never saw materialized (e.g. computed by `mesh run`).
-        Cheap: no event is read, so a sensor can ask every minute."""
-        models = self.graph.materializable
+    def stamp(self, names: list[str] | None = None, limit: int | None = None) -> Iterator[AssetMaterialization]:
+        """The stamps, model by model in DAG order. Each model's partitions are found only after
+        its parents' stamps were emitted, so a child sees its parents' new data; consume the
+        events as they come, since a child's provenance points at its parents' latest events."""
+        models = self._models(names)
         present = self._present(models)
-        out = []
+        emitted = 0
         for asset in models:
-            if confirmed.get(asset.name) != asset.fingerprint:
-                out.append(asset.name)
-                continue
-            covered, outside = self._candidates(asset, present.get((asset.name, asset.version), []))
-            if covered and not {*covered, *outside} <= set(
-                    self.instance.get_materialized_partitions(AssetKey(list(asset.key)))):
-                out.append(asset.name)
+            if limit is not None and emitted >= limit:
+                return
+            todo = self._todo(asset, present)
+            todo = todo if limit is None else todo[: limit - emitted]
+            if todo:
+                yield from self._stamps(asset, todo)
+                emitted += len(todo)
+
+    def _models(self, names: list[str] | None) -> list[ModelAsset]:
+        return [a for a in self.graph.materializable if names is None or a.name in names]
+
+    def _todo(self, asset: ModelAsset, present: dict[tuple[str, str], list[Interval]]) -> list[tuple[str, bool]]:
+        """(partition key, holds data) still carrying another code version, or built on a parent
+        version that the parent's newer data has since replaced."""
+        covered, outside = self._candidates(asset, present.get((asset.name, asset.version), []))
+        if not covered and not outside:
+            return []
+        latest = self._latest(asset, [*covered, *outside])
+        code = {k: e.tags.get(CODE_VERSION_TAG) for k, e in latest.items()}
+        todo = [(k, True) for k in covered if code.get(k) != asset.fingerprint]
+        # outside the model's lifetime: empty by definition, stamped once the model has data
+        todo += [(k, False) for k in outside if (code[k] != asset.fingerprint if k in latest else bool(covered))]
+        stamped = [k for k in [*covered, *outside] if code.get(k) == asset.fingerprint]
+        holds_data = set(covered)
+        return todo + [(k, k in holds_data) for k in self._behind(asset, stamped, latest)]
+
+    def suspects(self, confirmed: dict[str, str], seen: dict[str, int]) -> Suspects:
+        """Models that may need stamps. Cheap — the state's intervals and one query for the latest
+        event ids, nothing per partition — so a sensor can ask every minute.
+
+        A model is suspect when its fingerprint and intervals are not those last confirmed as
+        fully stamped (a change, or data computed outside Dagster, e.g. by `mesh run`), or when a
+        parent has new events since `seen` (its data may have moved to a new version)."""
+        models = self.graph.materializable
+        latest_ids = self._latest_ids(models)
+        moved = {name for name, storage_id in latest_ids.items() if storage_id > seen.get(name, -1)}
+        present = self._present(models)
+        tokens = {a.name: confirmation(a, present.get((a.name, a.version), [])) for a in models}
+        names = [a.name for a in models if confirmed.get(a.name) != tokens[a.name] or moved.intersection(a.parents)]
+        return Suspects(names, tokens, latest_ids)
+
+    def _latest_ids(self, models: list[ModelAsset]) -> dict[str, int]:
+        names = {AssetKey(list(a.key)): a.name for a in models}
+        out = {}
+        for record in self.instance.get_asset_records(list(names)):
+            event = record.asset_entry.last_materialization_record
+            if event is not None:
+                out[names[record.asset_entry.asset_key]] = event.storage_id
         return out
 
     def _present(self, models: list[ModelAsset]) -> dict[tuple[str, str], list[Interval]]:
         return self.state.get_intervals([(a.name, a.version) for a in models if a.version])
 
-    def events(self, pending: dict[str, list[tuple[str, bool]]],
-               limit: int | None = None) -> Iterator[AssetMaterialization]:
-        """Events in DAG order. Consume them as they come: a child's provenance points at its
-        parents' latest events, which must include the parents' new stamps."""
-        emitted = 0
-        for asset in self.graph.materializable:
-            todo = pending.get(asset.name)
-            if not todo:
+    def _behind(self, asset: ModelAsset, keys: list[str], latest: dict[str, LatestEvent]) -> list[str]:
+        """Partitions built on an older version of a parent whose current version now holds the
+        data of the same time window. This model kept its version through that parent's change,
+        so its data is still right: it is re-stamped against the parent's new events."""
+        behind: set[str] = set()
+        for parent in self.graph.parent_assets(asset):
+            older = [k for k in keys if k not in behind
+                     and latest[k].built_on.get(parent.name, parent.version) != parent.version]
+            if not older:
                 continue
-            if limit is not None and emitted >= limit:
-                return
-            todo = todo if limit is None else todo[: limit - emitted]
-            yield from self._stamps(asset, todo)
-            emitted += len(todo)
+            mapped = {k: self._parent_keys(asset, parent, k) for k in older}
+            versions = self._parent_versions(parent, {m for ms in mapped.values() for m in ms})
+            behind |= {k for k, ms in mapped.items() if ms and all(versions.get(m) == parent.version for m in ms)}
+        return [k for k in keys if k in behind]
+
+    def _parent_keys(self, asset: ModelAsset, parent: ModelAsset, partition: str) -> list[str]:
+        """The parent's partitions in this partition's time window (Dagster's default mapping)."""
+        if parent.unit == asset.unit:
+            return [partition]
+        window = partition_window(self.partitions[asset.unit], partition)
+        return keys_in(parent.unit, self.partitions[parent.unit], [window])
+
+    def _parent_versions(self, parent: ModelAsset, keys: set[str]) -> dict[str, str | None]:
+        """Physical version of each partition's latest event (memoised, and updated by our own stamps)."""
+        known = self._versions.setdefault(parent.name, {})
+        missing = [k for k in keys if k not in known]
+        if missing:
+            found = self._latest(parent, missing)
+            known.update({k: found[k].version if k in found else None for k in missing})
+        return {k: known[k] for k in keys}
 
     def _stamps(self, asset: ModelAsset, todo: list[tuple[str, bool]]) -> Iterator[AssetMaterialization]:
         key = AssetKey(list(asset.key))
-        parents = [AssetKey(list(d)) for d in asset.deps]
-        input_tags = [t for p in parents for t in (get_input_data_version_tag(p), get_input_event_pointer_tag(p))]
-        previous = self._latest_tags(asset, [k for k, _ in todo], [DATA_VERSION_TAG, *input_tags])
-        current = self._parents_latest(parents)
+        parent_keys = [AssetKey(list(d)) for d in asset.deps]
+        input_tags = [t for p in parent_keys for t in (get_input_data_version_tag(p), get_input_event_pointer_tag(p))]
+        previous = self._latest(asset, [k for k, _ in todo])
+        current = self._parents_latest(parent_keys)
         pdef = self.partitions[asset.unit]
+        parents = self.graph.parent_assets(asset)
         for partition, holds_data in todo:
-            before = previous.get(partition, {})
-            provenance = {t: before[t] for t in input_tags if t in before}
-            if len(provenance) != len(input_tags):
-                provenance = current
+            before = previous.get(partition)
+            built_on = self._built_on(asset, parents, partition, before)
+            provenance = {t: before.tags[t] for t in input_tags if t in before.tags} if before else {}
+            if len(provenance) != len(input_tags) or (before and any(
+                    before.built_on.get(p, v) != v for p, v in built_on.items())):
+                provenance = current  # new, or a parent's data moved on: point at the parents' latest events
+            version = self._data_version(asset, partition, holds_data, before.tags.get(DATA_VERSION_TAG)
+                                         if before else None, pdef)
+            self._versions.setdefault(asset.name, {})[partition] = version_of(version)
             yield AssetMaterialization(
                 asset_key=key,
                 partition=partition,
                 description="Re-stamped: this data is reused by the current version, not recomputed"
                 if holds_data else "Re-stamped: outside the model's start/end, nothing to compute",
                 metadata={"mesh/outcome": "restamped", "mesh/version": asset.version or "",
-                          "mesh/change": asset.change, "mesh/physical_table": asset.table or ""},
+                          "mesh/change": asset.change, "mesh/physical_table": asset.table or "",
+                          BUILT_ON: MetadataValue.json(built_on)},
                 tags={
                     CODE_VERSION_TAG: asset.fingerprint,
-                    DATA_VERSION_TAG: self._data_version(asset, partition, holds_data, before.get(DATA_VERSION_TAG),
-                                                         pdef),
+                    DATA_VERSION_TAG: version,
                     DATA_VERSION_IS_USER_PROVIDED_TAG: "true",
                     **provenance,
                 },
             )
+
+    def _built_on(self, asset: ModelAsset, parents: list[ModelAsset], partition: str,
+                  before: LatestEvent | None) -> dict[str, str]:
+        """The parent versions the stamped data stands on: each parent's version in this window
+        when all of it is one version, else what the previous event said."""
+        out: dict[str, str] = {}
+        for parent in parents:
+            keys = self._parent_keys(asset, parent, partition)
+            versions = set(self._parent_versions(parent, set(keys)).values()) if keys else set()
+            if len(versions) == 1 and None not in versions:
+                out[parent.name] = versions.pop()
+            elif before is not None and parent.name in before.built_on:
+                out[parent.name] = before.built_on[parent.name]
+        return out
 
     def _data_version(self, asset: ModelAsset, partition: str, holds_data: bool, before: str | None, pdef) -> str:
         version = asset.version or ""
@@ -164,14 +267,13 @@ class Stamper:
             outside += keys_in(unit, pdef, [(unit.ceil(asset.end_ms), ALL_TIME[1])])
         return covered, outside
 
-    def _latest_tags(self, asset: ModelAsset, partitions: list[str], tag_keys: list[str]) -> dict[str, dict[str, str]]:
-        """Tags of the latest materialization of each partition (partitions never seen are absent)."""
+    def _latest(self, asset: ModelAsset, partitions: list[str]) -> dict[str, LatestEvent]:
+        """The latest materialization of each partition (partitions never seen are absent)."""
         if not partitions:
             return {}
         key = AssetKey(list(asset.key))
         ids = self.instance.event_log_storage.get_latest_storage_id_by_partition(key, MATERIALIZATION, set(partitions))
-        wanted = set(tag_keys)
-        out: dict[str, dict[str, str]] = {}
+        out: dict[str, LatestEvent] = {}
         storage_ids = sorted(ids.values())
         for i in range(0, len(storage_ids), 500):
             chunk = storage_ids[i:i + 500]
@@ -180,8 +282,10 @@ class Stamper:
             for record in records:
                 materialization = record.asset_materialization
                 if materialization is not None and materialization.partition is not None:
-                    out[materialization.partition] = {k: v for k, v in (materialization.tags or {}).items()
-                                                      if k in wanted}
+                    built_on = materialization.metadata.get(BUILT_ON)
+                    out[materialization.partition] = LatestEvent(
+                        record.storage_id, dict(materialization.tags or {}),
+                        dict(built_on.value) if built_on is not None and isinstance(built_on.value, dict) else {})
         return out
 
     def _parents_latest(self, parents: list[AssetKey]) -> dict[str, str]:
@@ -200,12 +304,17 @@ class Stamper:
         return tags
 
 
-def pending_digest(pending: dict[str, list[tuple[str, bool]]], graph: ProjectGraph) -> str:
-    """Identifies one set of outstanding stamps (a sensor's run key)."""
+def pending_digest(pending: dict[str, list[tuple[str, bool]]], graph: ProjectGraph,
+                   latest_ids: dict[str, int]) -> str:
+    """Identifies one set of outstanding stamps (a sensor's run key). The latest event ids of the
+    models and their parents are part of it: the same partitions can need stamps again once a
+    parent's data has moved on, but a failed re-stamp is not retried until something changes."""
     h = hashlib.sha1()
     for name in sorted(pending):
-        h.update(f"{name}:{graph.assets[name].fingerprint}:{len(pending[name])}:{pending[name][0][0]}:"
-                 f"{pending[name][-1][0]};".encode())
+        asset = graph.assets[name]
+        ids = ",".join(str(latest_ids.get(n, -1)) for n in (name, *asset.parents))
+        h.update(f"{name}:{asset.fingerprint}:{len(pending[name])}:{pending[name][0][0]}:"
+                 f"{pending[name][-1][0]}:{ids};".encode())
     return h.hexdigest()[:16]
 
 
@@ -221,11 +330,12 @@ def stamp_job(graph: ProjectGraph, partitions: dict):
     def _restamp(context: OpExecutionContext):
         state = context.resources.mesh.get_context().state
         stamper = Stamper(graph, partitions, state, context.instance)
-        pending = stamper.pending()
-        total = sum(len(v) for v in pending.values())
-        context.log.info(f"{total} partition(s) to re-stamp in {len(pending)} model(s)" if total
+        stamped: dict[str, int] = {}
+        for event in stamper.stamp(None, STAMP_LIMIT):
+            stamped[event.asset_key.to_user_string()] = stamped.get(event.asset_key.to_user_string(), 0) + 1
+            yield event
+        context.log.info(f"{sum(stamped.values())} partition(s) re-stamped in {len(stamped)} model(s)" if stamped
                          else "Every partition with data already carries its current code version")
-        yield from stamper.events(pending, STAMP_LIMIT)
 
     @job(name=f"restamp_{environment}", tags={"mesh/environment": environment, "mesh/restamp": "true"},
          description=f"Re-stamp reused data of environment '{environment}' (no recomputation).")
@@ -233,6 +343,14 @@ def stamp_job(graph: ProjectGraph, partitions: dict):
         _restamp()
 
     return _job
+
+
+def read_cursor(cursor: str | None) -> tuple[dict[str, str], dict[str, int]]:
+    """(fingerprints confirmed as fully stamped, latest event id per model at the last tick)."""
+    data = json.loads(cursor) if cursor else {}
+    if not isinstance(data, dict) or "confirmed" not in data:
+        return {}, {}  # none yet, or written by an earlier release: check everything once
+    return dict(data["confirmed"]), {k: int(v) for k, v in data.get("seen", {}).items()}
 
 
 def stamp_sensor(graph: ProjectGraph, partitions: dict, job, project_dir: str, gateway: str | None,
@@ -245,19 +363,19 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, job, project_dir: str, g
             description="Keeps Dagster in step with the state store: data a plan reuses (or that `mesh` computed) "
                         "shows as materialized under the current code version.")
     def _sensor(context: SensorEvaluationContext):
-        confirmed = json.loads(context.cursor) if context.cursor else {}
+        confirmed, seen = read_cursor(context.cursor)
         ctx = Context(project_dir, gateway, state_url=state_url)
         try:
             stamper = Stamper(graph, partitions, ctx.state, context.instance)
-            suspects = stamper.suspects(confirmed)
-            pending = stamper.pending(suspects) if suspects else {}
+            suspects = stamper.suspects(confirmed, seen)
+            pending = stamper.pending(suspects.names) if suspects.names else {}
         finally:
             ctx.close()
-        confirmed = {n: a.fingerprint for n, a in graph.assets.items()
-                     if confirmed.get(n) == a.fingerprint or (n in suspects and n not in pending)}
-        context.update_cursor(json.dumps(confirmed, sort_keys=True))
+        confirmed = {n: token for n, token in suspects.tokens.items()
+                     if confirmed.get(n) == token or (n in suspects.names and n not in pending)}
+        context.update_cursor(json.dumps({"confirmed": confirmed, "seen": suspects.latest_ids}, sort_keys=True))
         if not pending:
             return SkipReason("Nothing to re-stamp")
-        return RunRequest(run_key=pending_digest(pending, graph))
+        return RunRequest(run_key=pending_digest(pending, graph, suspects.latest_ids))
 
     return _sensor

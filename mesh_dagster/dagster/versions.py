@@ -12,6 +12,14 @@ from mesh_dagster.core.intervals import Interval
 from mesh_dagster.core.plan import ALL_TIME
 
 
+# Materialization metadata: {parent model: parent version} of the data this partition was computed
+# from (or, for a re-stamp, is kept on). When a parent's new version is materialized, children
+# whose own version did not change (the categorizer found the parent change compatible) are
+# re-stamped against it instead of turning stale; children computed from that same parent version
+# are left to Dagster's own judgement.
+BUILT_ON = "mesh/built_on"
+
+
 def data_version(version: str, window: Interval | None) -> str:
     """`<version>` for seeds and views (built for all time), `<version>:<start>..<end>` otherwise,
     `<version>:empty` for a range outside the model's lifetime."""

@@ -55,41 +55,47 @@ def changed_views(plan: Plan) -> tuple[list[Snapshot], list[str]]:
 
 def apply_plan(plan: Plan, project: Project, state, engine, listener: ApplyListener | None = None,
                owner: str | None = None) -> None:
-    listener = listener or ApplyListener()
+    """Apply under the environment's lock; the plan must still be based on the environment's state."""
     with environment_lock(state, plan.environment, owner):
-        check_base(plan, state)
-        state.push_snapshots(plan.new_snapshots)
-        evaluator = SnapshotEvaluator(project, engine, plan.snapshots)
+        apply_locked(plan, project, state, engine, listener)
 
-        creating = physical_snapshots(plan) if (plan.new_snapshots or plan.empty_backfill) else []
-        if creating:
-            listener.physical_start(len(creating))
-            for snap in creating:
-                evaluator.create(snap)
-                listener.physical_progress(snap.name)
-            listener.physical_done(len(creating))
-        else:
-            listener.log("SKIP: No physical layer updates to perform")
 
-        if plan.empty_backfill:
-            state.add_intervals([
-                (b.name, plan.snapshots[b.name].version, *(ALL_TIME if plan.snapshots[b.name].model.kind.name
-                                                           in (KindName.SEED, KindName.VIEW) else interval))
-                for b in plan.backfills.values() for interval in b.intervals
-            ])
-        elif plan.requires_backfill:
-            batches = plan_batches(plan.snapshots, plan.backfills, project.dag.sorted())
-            run_batches(batches, evaluator, state, plan.execution_time, listener, plan.view)
-        else:
-            listener.log("SKIP: No model batches to execute")
+def apply_locked(plan: Plan, project: Project, state, engine, listener: ApplyListener | None = None) -> None:
+    """`apply_plan` for a caller that already holds the environment's lock (and built the plan under it)."""
+    listener = listener or ApplyListener()
+    check_base(plan, state)
+    state.push_snapshots(plan.new_snapshots)
+    evaluator = SnapshotEvaluator(project, engine, plan.snapshots)
 
-        promote, demote = changed_views(plan)
-        if promote or demote:
-            update_views(engine, plan.environment, promote, demote, project, listener)
-        else:
-            listener.log("SKIP: No virtual layer updates to perform")
-        expiration = None
-        if not plan.is_prod and plan.environment not in project.config.pinned_environments:
-            expiration = now_ms() + parse_ttl(project.config.environment_ttl)
-        state.promote_environment(plan.target_environment(expiration))
-        state.finalize_environment(plan.environment, plan.plan_id)
+    creating = physical_snapshots(plan) if (plan.new_snapshots or plan.empty_backfill) else []
+    if creating:
+        listener.physical_start(len(creating))
+        for snap in creating:
+            evaluator.create(snap)
+            listener.physical_progress(snap.name)
+        listener.physical_done(len(creating))
+    else:
+        listener.log("SKIP: No physical layer updates to perform")
+
+    if plan.empty_backfill:
+        state.add_intervals([
+            (b.name, plan.snapshots[b.name].version, *(ALL_TIME if plan.snapshots[b.name].model.kind.name
+                                                       in (KindName.SEED, KindName.VIEW) else interval))
+            for b in plan.backfills.values() for interval in b.intervals
+        ])
+    elif plan.requires_backfill:
+        batches = plan_batches(plan.snapshots, plan.backfills, project.dag.sorted())
+        run_batches(batches, evaluator, state, plan.execution_time, listener, plan.view)
+    else:
+        listener.log("SKIP: No model batches to execute")
+
+    promote, demote = changed_views(plan)
+    if promote or demote:
+        update_views(engine, plan.environment, promote, demote, project, listener)
+    else:
+        listener.log("SKIP: No virtual layer updates to perform")
+    expiration = None
+    if not plan.is_prod and plan.environment not in project.config.pinned_environments:
+        expiration = now_ms() + parse_ttl(project.config.environment_ttl)
+    state.promote_environment(plan.target_environment(expiration))
+    state.finalize_environment(plan.environment, plan.plan_id)

@@ -16,7 +16,9 @@ from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.intervals import Interval, format_interval_range
 from mesh_dagster.core.plan import ALL_TIME, Plan, build_plan
 from mesh_dagster.core.project import Project
-from mesh_dagster.execution.apply import apply_plan
+from mesh_dagster.core.snapshot import normalize_environment
+from mesh_dagster.execution.apply import apply_locked
+from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.events import ApplyListener
 
 
@@ -60,14 +62,20 @@ def environment_gaps(plan: Plan) -> list[Gap]:
 
 def promote_environment(project: Project, state, engine_factory: Callable[[], object], environment: str,
                         listener: ApplyListener | None = None) -> Plan:
-    """Swap `environment`'s views to the current snapshots if none of them has a gap."""
+    """Swap `environment`'s views to the current snapshots if none of them has a gap.
+
+    The plan is built while holding the environment's lock: a promotion that waited for another
+    one to finish plans against what that one did, and finds nothing left to do instead of
+    failing on a stale plan.
+    """
     listener = listener or ApplyListener()
-    plan = build_plan(project, state, environment)
-    gaps = environment_gaps(plan)
-    if gaps:
-        raise PromotionRefused(plan.environment, gaps)
-    if not plan.has_changes and not plan.is_new_environment:
-        listener.log(f"Environment '{plan.environment}' is up to date: nothing to promote")
-        return plan
-    apply_plan(plan, project, state, engine_factory(), listener)
+    with environment_lock(state, normalize_environment(environment)):
+        plan = build_plan(project, state, environment)
+        gaps = environment_gaps(plan)
+        if gaps:
+            raise PromotionRefused(plan.environment, gaps)
+        if not plan.has_changes and not plan.is_new_environment:
+            listener.log(f"Environment '{plan.environment}' is up to date: nothing to promote")
+            return plan
+        apply_locked(plan, project, state, engine_factory(), listener)
     return plan

@@ -219,6 +219,78 @@ def test_staleness_follows_the_change_category(project):
         (project.root / "models" / "incremental_model.sql").write_text(original)
 
 
+def _sensor_tick(project: Project, defs: dg.Definitions, cursor: str | None = None):
+    sensor = defs.resolve_sensor_def("restamp_prod_sensor")
+    with dg.build_sensor_context(instance=project.instance, definitions=defs, cursor=cursor) as context:
+        return sensor(context), context.cursor
+
+
+def _restamped(result: dg.ExecuteInProcessResult) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for event in result.get_asset_materialization_events():
+        m = event.event_specific_data.materialization
+        if m.metadata["mesh/outcome"].value == "restamped":
+            counts[m.asset_key.path[-1]] = counts.get(m.asset_key.path[-1], 0) + 1
+    return counts
+
+
+def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_computed(project):
+    """Non-breaking change to incremental_model: full_model keeps its data and its version. Once
+    the new incremental_model is computed — by a Dagster run or by `mesh` outside Dagster —
+    full_model is re-stamped against the new data instead of turning stale."""
+    path = project.root / "models" / "incremental_model.sql"
+    original = path.read_text()
+    full = project.name("full_model")
+    try:
+        # computed by a Dagster run: the same run re-stamps the child it did not select
+        edit(project.root, "incremental_model", "  item_id,\n", "  item_id,\n  'y' AS other_column,\n")
+        defs = project.defs()
+        assert project.run("restamp_prod").success
+        assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
+            ("S" * DAYS, "F" * DAYS)
+        result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model")])
+        assert result.success
+        assert _restamped(result) == {"full_model": DAYS}
+        assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
+            ("F" * DAYS, "F" * DAYS)
+        assert isinstance(_sensor_tick(project, defs)[0], dg.SkipReason)  # nothing left behind
+
+        # computed outside Dagster (what `mesh run` does): the sensor notices and one re-stamp run fixes both
+        path.write_text(original)
+        edit(project.root, "incremental_model", "  item_id,\n", "  item_id,\n  'x' AS third_column,\n")
+        defs = project.defs()
+        request, cursor = _sensor_tick(project, defs)
+        assert isinstance(request, dg.RunRequest)
+        assert project.run("restamp_prod").success
+        ctx = project.context()
+        try:
+            done = list(ctx.materialize([project.name("incremental_model")], str(FIRST), str(date.today()), "prod"))
+        finally:
+            ctx.close()
+        assert [m.outcome.value for m in done] == ["evaluated"]
+        assert project.statuses(defs, "full_model") == "F" * DAYS  # the new data is not in Dagster yet
+        request, cursor = _sensor_tick(project, defs, cursor)
+        assert isinstance(request, dg.RunRequest)
+        result = project.run("restamp_prod")
+        assert _restamped(result) == {"incremental_model": DAYS, "full_model": DAYS}
+        assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
+            ("F" * DAYS, "F" * DAYS)
+        assert isinstance(_sensor_tick(project, defs, cursor)[0], dg.SkipReason)
+
+        # breaking: full_model gets a version of its own; computing its parent does not hide that
+        path.write_text(original)
+        edit(project.root, "incremental_model", "  item_id,\n", "  item_id + 10 AS item_id,\n")
+        defs = project.defs()
+        result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model")])
+        # only its two partitions before its start are stamped: empty, whatever the version
+        assert result.success and _restamped(result) == {"full_model": 2}
+        assert project.statuses(defs, "full_model") == "FF" + "S" * (DAYS - 2)
+        plan = project.context().plan("prod", allow_empty=True)
+        assert plan.snapshots[full].change_category is not None  # stale because it must be recomputed
+    finally:
+        path.write_text(original)
+
+
 def test_dev_environment_then_prod_promotion_is_a_view_swap(project):
     """The SQLMesh flow through Dagster: compute the change in dev, promote dev, then promote prod
     without recomputing anything."""
