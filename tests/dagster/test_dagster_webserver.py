@@ -210,19 +210,32 @@ def test_staleness_follows_the_change_category(dagster):
     original = path.read_text()
     assert (dagster.stale("incremental_model"), dagster.stale("full_model")) == ("F" * DAYS, "F" * DAYS)
     cases = [
-        ("non-breaking", ("  item_id,\n", "  item_id,\n  'z' AS new_column,\n"), "S" * DAYS, "F" * DAYS),
-        ("breaking", ("  item_id,\n", "  item_id + 1 AS item_id,\n"), "S" * DAYS, "FF" + "S" * (DAYS - 2)),
-        ("metadata-only", ("  cron '@daily',", "  cron '@daily',\n  owner jen,"), "F" * DAYS, "F" * DAYS),
+        ("non-breaking", ("incremental_model", "  item_id,\n", "  item_id,\n  'z' AS new_column,\n"), "S" * DAYS,
+         "F" * DAYS),
+        ("breaking", ("incremental_model", "  item_id,\n", "  item_id + 1 AS item_id,\n"), "S" * DAYS,
+         "FF" + "S" * (DAYS - 2)),
+        ("metadata-only", ("incremental_model", "  cron '@daily',", "  cron '@daily',\n  owner jen,"), "F" * DAYS,
+         "F" * DAYS),
     ]
     try:
         for case, change, incremental, full in cases:
             path.write_text(original)
-            edit(dagster.project, "incremental_model", *change)
+            edit(dagster.project, *change)
             dagster.query(RELOAD, name=LOCATION)
             dagster.wait_loaded()
             run_id = dagster.launch("restamp_prod")
             assert dagster.wait_run(run_id) == "SUCCESS", dagster.failure(run_id)
             assert (dagster.stale("incremental_model"), dagster.stale("full_model")) == (incremental, full), case
+        # computing the non-breaking version re-stamps full_model against it: it stays fresh
+        path.write_text(original)
+        edit(dagster.project, *cases[0][1])
+        dagster.query(RELOAD, name=LOCATION)
+        dagster.wait_loaded()
+        run_id = dagster.launch("__ASSET_JOB", {"dagster/asset_partition_range_start": PARTITIONS[0],
+                                                "dagster/asset_partition_range_end": PARTITIONS[-1]},
+                                [["sqlmesh_example", "incremental_model"]])
+        assert dagster.wait_run(run_id) == "SUCCESS", dagster.failure(run_id)
+        assert (dagster.stale("incremental_model"), dagster.stale("full_model")) == ("F" * DAYS, "F" * DAYS)
     finally:
         path.write_text(original)
         dagster.query(RELOAD, name=LOCATION)
