@@ -21,7 +21,8 @@ from typing import Callable, Iterator
 from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.errors import AuditError, MeshError
-from mesh_dagster.core.intervals import Interval, format_interval_range, intervals_cover
+from mesh_dagster.core.intervals import Interval, format_interval_range, intervals_cover, subtract_intervals
+from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, build_plan, compute_backfills, model_start_ms
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, view_name
@@ -130,7 +131,7 @@ def materialize(
             continue
         if evaluator is None:
             evaluator = SnapshotEvaluator(project, engine_factory(), snapshots)
-        result = _evaluate(evaluator, snap, window, state, execution_ms, listener, environment)
+        result = _evaluate(evaluator, snap, window, (start_ms, end_ms), state, execution_ms, listener, environment)
         yield result
         if result.error is not None:
             return
@@ -146,11 +147,11 @@ def _check_names(names: list[str], snapshots: dict[str, Snapshot]) -> None:
         raise MeshError(f"Cannot materialize {kinds}: these kinds have no physical table")
 
 
-def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, state, execution_ms: int,
-              listener: ApplyListener, environment: str) -> ModelMaterialization:
+def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, requested: Interval, state,
+              execution_ms: int, listener: ApplyListener, environment: str) -> ModelMaterialization:
     """Evaluate, audit and record each batch of one model, like a backfill does."""
     began = time.perf_counter()
-    _check_parent_tables(evaluator, snap, environment)
+    _check_parents(evaluator, snap, requested if window == ALL_TIME else window, state, environment)
     model = snap.model
     full = not model.kind.is_incremental
     batches = plan_batches({snap.name: snap}, {snap.name: Backfill(snap.name, [window], full)}, [snap.name])
@@ -166,17 +167,55 @@ def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, st
     return result
 
 
-def _check_parent_tables(evaluator: SnapshotEvaluator, snap: Snapshot, environment: str) -> None:
-    """A parent's current version must exist before a child reads it; say which one is missing."""
-    for parent in evaluator.parents(snap):
-        if parent.model.kind.is_symbolic:
-            continue
+def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval, state, environment: str) -> None:
+    """A child reads its parents' current versions: each must exist and hold the data of the range
+    the child computes (within the parent's own start and end). Otherwise the child's interval
+    would be recorded over missing rows and never recomputed; say what to materialize first."""
+    parents = [p for p in _data_parents(evaluator, snap) if p.model.kind.name != KindName.EXTERNAL]
+    child = view_name(snap.name, environment)
+    for parent in parents:
         if not evaluator.engine.table_exists(parent.table_name):
             raise MeshError(
-                f"Cannot materialize {view_name(snap.name, environment)}: it reads {parent.name}, whose current "
-                f"version ({parent.table_name}) has not been built yet. Materialize "
-                f"{view_name(parent.name, environment)} first (or both in one run)."
+                f"Cannot materialize {child}: it reads {parent.name}, whose current version ({parent.table_name}) "
+                f"has not been built yet. Materialize {view_name(parent.name, environment)} first (or both in one run)."
             )
+    present = state.get_intervals([p.interval_key for p in parents])
+    for parent in parents:
+        wanted = _within_lifetime(parent, evaluator.project, need)
+        missing = subtract_intervals([wanted], present.get(parent.interval_key, [])) if wanted else []
+        if missing:
+            unit = interval_unit(parent.model.cron)
+            raise MeshError(
+                f"Cannot materialize {child} for {format_interval_range([need], interval_unit(snap.model.cron))}: "
+                f"it reads {parent.name}, whose current version has no data for "
+                f"{format_interval_range(missing, unit)}. Materialize {view_name(parent.name, environment)} for "
+                f"those partitions first (or both in one run)."
+            )
+
+
+def _data_parents(evaluator: SnapshotEvaluator, snap: Snapshot) -> list[Snapshot]:
+    """Parents with a physical object, looking through EMBEDDED ones (they are inlined)."""
+    out: list[Snapshot] = []
+    for parent in evaluator.parents(snap):
+        if parent.model.kind.name == KindName.EMBEDDED:
+            out += [p for p in _data_parents(evaluator, parent) if p not in out]
+        elif parent not in out:
+            out.append(parent)
+    return out
+
+
+def _within_lifetime(snap: Snapshot, project: Project, interval: Interval) -> Interval | None:
+    """`interval` clipped to the model's own start and end (the parent has no data outside them)."""
+    model = snap.model
+    if model.kind.name in TIMELESS_KINDS:
+        return interval
+    low, high = interval
+    first = model_start_ms(model, project)
+    if first is not None:
+        low = max(low, interval_unit(model.cron).floor(first))
+    if model.end is not None:
+        high = min(high, to_end_ms(model.end))
+    return (low, high) if low < high else None
 
 
 def pending_intervals(project: Project, state, environment: str, names: list[str] | None = None, *,

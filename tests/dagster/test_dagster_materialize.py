@@ -353,3 +353,30 @@ def test_failing_blocking_audit_stops_downstream_and_promotion(tmp_path, spark, 
         assert ctx.state.get_environment("prod") is None
     finally:
         _drop(engine, project.schema)
+
+
+def test_child_is_refused_while_its_parent_misses_part_of_the_range(tmp_path, spark, engine):
+    """Computing full_model over days incremental_model's current version lacks would record an
+    interval over missing rows that nothing recomputes later: refused, naming the missing days."""
+    project = _new_project(tmp_path)
+    third = FIRST + timedelta(days=2)
+    try:
+        assert project.run(partition_key=str(third),
+                           asset_selection=[project.key("seed_model"), project.key("incremental_model")]).success
+        result = project.run(tags=RANGE, asset_selection=[project.key("full_model")])
+        assert not result.success
+        message = _failure(result)
+        last = date.today() - timedelta(days=1)
+        assert (f"Cannot materialize {project.schema}.full_model for {LATER} - {last}: it reads "
+                f"{project.schema}.incremental_model, whose current version has no data for "
+                f"{third + timedelta(days=1)} - {last}. Materialize {project.schema}.incremental_model for those "
+                "partitions first (or both in one run).") in message
+        ctx = project.context()
+        full = ctx.plan("prod", allow_empty=True).snapshots[project.name("full_model")]
+        assert ctx.state.get_intervals([full.interval_key]).get(full.interval_key, []) == []
+        assert not result.get_asset_materialization_events()
+
+        # the partition the parent has: computed
+        assert project.run(partition_key=str(third), asset_selection=[project.key("full_model")]).success
+    finally:
+        _drop(engine, project.schema)
