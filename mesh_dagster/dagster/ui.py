@@ -17,6 +17,11 @@ LOCATIONS_FILE = "locations.py"
 INSTANCE_CONFIG = """# Written by `mesh ui`: the Dagster instance of this project (see Dagster's dagster.yaml docs).
 telemetry:
   enabled: false
+concurrency:
+  pools:
+    # each environment's promote op sits in the pool `mesh_promote_<env>`: one promotion at a time
+    default_limit: 1
+    granularity: op
 """
 
 

@@ -18,6 +18,7 @@ import dagster as dg
 import pytest
 from dagster._core.instance.config import PoolGranularity
 
+from mesh_dagster.dagster.ui import INSTANCE_CONFIG
 from mesh_dagster.execution.locking import environment_lock, lock_owner
 
 from project_copies import edit
@@ -161,9 +162,9 @@ def test_two_promotions_launched_together_move_the_environment_once(project):
 
 
 def _pool_limited_instance(home: Path) -> dg.DagsterInstance:
-    """An instance whose pools hold one op at a time, enforced by the run itself (op granularity)."""
+    """The instance `mesh ui` writes: pools hold one op at a time, enforced by the run itself (op granularity)."""
     home.mkdir()
-    (home / "dagster.yaml").write_text("concurrency:\n  pools:\n    default_limit: 1\n    granularity: op\n")
+    (home / "dagster.yaml").write_text(INSTANCE_CONFIG)
     return dg.DagsterInstance.from_config(str(home))
 
 
