@@ -35,7 +35,7 @@ from mesh_dagster.core.intervals import format_interval_range
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.partitions import to_ms
 from mesh_dagster.dagster.stamps import STAMP_LIMIT, Stamper
-from mesh_dagster.dagster.versions import BUILT_ON, data_version
+from mesh_dagster.dagster.versions import BUILT_ON
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.materialize import ModelMaterialization, Outcome
 
@@ -162,7 +162,7 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
                                                                          "failing_rows": run.error.count})
                 yield MaterializeResult(
                     asset_key=AssetKey(list(asset.key)),
-                    data_version=DataVersion(data_version(run.snapshot.version or "", run.window)),
+                    data_version=DataVersion(run.snapshot.version or ""),
                     metadata={**result_metadata(run), BUILT_ON: MetadataValue.json(
                         {p.name: p.version for p in graph.parent_assets(asset)})},
                     check_results=checks,

@@ -31,10 +31,12 @@ from dagster import (
     AssetMaterialization,
     AssetRecordsFilter,
     DagsterInstance,
+    DagsterRunStatus,
     DefaultSensorStatus,
     MetadataValue,
     OpExecutionContext,
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SkipReason,
     job,
@@ -53,9 +55,10 @@ from dagster._core.events import DagsterEventType
 from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.intervals import Interval
 from mesh_dagster.core.plan import ALL_TIME
+from mesh_dagster.core.snapshot import PROD
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.partitions import keys_in, partition_window, to_ms
-from mesh_dagster.dagster.versions import BUILT_ON, data_version, version_of
+from mesh_dagster.dagster.versions import BUILT_ON, version_of
 
 MATERIALIZATION = DagsterEventType.ASSET_MATERIALIZATION
 
@@ -197,29 +200,22 @@ class Stamper:
         return {k: known[k] for k in keys}
 
     def _stamps(self, asset: ModelAsset, todo: list[tuple[str, bool]]) -> Iterator[AssetMaterialization]:
+        """Stamps whose provenance points at the parents' latest events: the stamped data is
+        right for the parents' current data, since this model kept its version through their changes."""
         key = AssetKey(list(asset.key))
-        parent_keys = [AssetKey(list(d)) for d in asset.deps]
-        input_tags = [t for p in parent_keys for t in (get_input_data_version_tag(p), get_input_event_pointer_tag(p))]
         previous = self._latest(asset, [k for k, _ in todo])
-        current = self._parents_latest(parent_keys)
-        pdef = self.partitions[asset.unit]
+        provenance = self._parents_latest([AssetKey(list(d)) for d in asset.deps])
         parents = self.graph.parent_assets(asset)
+        version = asset.version or ""
         for partition, holds_data in todo:
-            before = previous.get(partition)
-            built_on = self._built_on(asset, parents, partition, before)
-            provenance = {t: before.tags[t] for t in input_tags if t in before.tags} if before else {}
-            if len(provenance) != len(input_tags) or (before and any(
-                    before.built_on.get(p, v) != v for p, v in built_on.items())):
-                provenance = current  # new, or a parent's data moved on: point at the parents' latest events
-            version = self._data_version(asset, partition, holds_data, before.tags.get(DATA_VERSION_TAG)
-                                         if before else None, pdef)
-            self._versions.setdefault(asset.name, {})[partition] = version_of(version)
+            built_on = self._built_on(asset, parents, partition, previous.get(partition))
+            self._versions.setdefault(asset.name, {})[partition] = version
             yield AssetMaterialization(
                 asset_key=key,
                 partition=partition,
                 description="Re-stamped: this data is reused by the current version, not recomputed"
                 if holds_data else "Re-stamped: outside the model's start/end, nothing to compute",
-                metadata={"mesh/outcome": "restamped", "mesh/version": asset.version or "",
+                metadata={"mesh/outcome": "restamped", "mesh/version": version,
                           "mesh/change": asset.change, "mesh/physical_table": asset.table or "",
                           BUILT_ON: MetadataValue.json(built_on)},
                 tags={
@@ -243,14 +239,6 @@ class Stamper:
             elif before is not None and parent.name in before.built_on:
                 out[parent.name] = before.built_on[parent.name]
         return out
-
-    def _data_version(self, asset: ModelAsset, partition: str, holds_data: bool, before: str | None, pdef) -> str:
-        version = asset.version or ""
-        if before is not None and version_of(before) == version:
-            return before  # same table, same data: keep the version its children saw
-        if not holds_data:
-            return data_version(version, None)
-        return data_version(version, ALL_TIME if asset.is_timeless else partition_window(pdef, partition))
 
     def _candidates(self, asset: ModelAsset, present: list[Interval]) -> tuple[list[str], list[str]]:
         unit: IntervalUnit = asset.unit
@@ -345,6 +333,18 @@ def stamp_job(graph: ProjectGraph, partitions: dict):
     return _job
 
 
+IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+             DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+
+
+def run_in_flight(instance: DagsterInstance, keys: set[AssetKey], restamp_job: str) -> str | None:
+    """The id of a run not finished yet that materializes some of `keys` or re-stamps them."""
+    for run in instance.get_runs(filters=RunsFilter(statuses=IN_FLIGHT), limit=500):
+        if run.job_name == restamp_job or keys.intersection(run.asset_selection or ()):
+            return run.run_id
+    return None
+
+
 def read_cursor(cursor: str | None) -> tuple[dict[str, str], dict[str, int]]:
     """(fingerprints confirmed as fully stamped, latest event id per model at the last tick)."""
     data = json.loads(cursor) if cursor else {}
@@ -358,14 +358,23 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, job, project_dir: str, g
     """Launches the re-stamp job whenever some reused data carries an outdated code version."""
     from mesh_dagster.context import Context
 
+    keys = {AssetKey(list(a.key)) for a in graph.materializable}
+
     @sensor(name=f"restamp_{graph.environment}_sensor", job=job, minimum_interval_seconds=60,
             default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
             description="Keeps Dagster in step with the state store: data a plan reuses (or that `mesh` computed) "
                         "shows as materialized under the current code version.")
     def _sensor(context: SensorEvaluationContext):
+        busy = run_in_flight(context.instance, keys, job.name)
+        if busy is not None:
+            # stamping data a run is still writing events for would race it (and duplicate its events)
+            return SkipReason(f"Run {busy} is writing to these assets; re-stamping waits for it to finish")
         confirmed, seen = read_cursor(context.cursor)
         ctx = Context(project_dir, gateway, state_url=state_url)
         try:
+            if graph.environment != PROD and ctx.state.get_environment(graph.environment) is None:
+                return SkipReason(f"Environment '{graph.environment}' does not exist yet: nothing of it to show "
+                                  f"until it is planned or promoted")
             stamper = Stamper(graph, partitions, ctx.state, context.instance)
             suspects = stamper.suspects(confirmed, seen)
             pending = stamper.pending(suspects.names) if suspects.names else {}

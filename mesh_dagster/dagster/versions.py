@@ -1,16 +1,13 @@
-"""Data versions we give Dagster: the physical version plus the interval the data covers.
+"""Data versions we give Dagster: the physical version of the table holding the data.
 
 Dagster's default data version hashes the code version, so every fingerprint change would look
 like new data and mark everything downstream stale. Ours only changes when another physical table
-or another interval is written: data a plan reuses keeps its data version.
+is written: data a plan reuses keeps its data version. The interval is the partition itself, so it
+is not repeated here: a ranged run gives every partition of its range one data version, and a
+re-stamp must give the same partition the same one, or Dagster would see the same data change.
 """
 
 from __future__ import annotations
-
-from mesh_dagster.core.dates import ms_to_datetime
-from mesh_dagster.core.intervals import Interval
-from mesh_dagster.core.plan import ALL_TIME
-
 
 # Materialization metadata: {parent model: parent version} of the data this partition was computed
 # from (or, for a re-stamp, is kept on). When a parent's new version is materialized, children
@@ -20,23 +17,9 @@ from mesh_dagster.core.plan import ALL_TIME
 BUILT_ON = "mesh/built_on"
 
 
-def data_version(version: str, window: Interval | None) -> str:
-    """`<version>` for seeds and views (built for all time), `<version>:<start>..<end>` otherwise,
-    `<version>:empty` for a range outside the model's lifetime."""
-    if window is None:
-        return f"{version}:empty"
-    if window == ALL_TIME:
-        return version
-    return f"{version}:{_boundary(window[0])}..{_boundary(window[1])}"
-
-
 def version_of(data_version_text: str | None) -> str | None:
-    """The physical version a data version was written for."""
+    """The physical version a data version was written for (also for `<version>:<interval>`
+    data versions written by earlier releases)."""
     if not data_version_text:
         return None
     return data_version_text.split(":", 1)[0]
-
-
-def _boundary(ms: int) -> str:
-    dt = ms_to_datetime(ms)
-    return dt.strftime("%Y-%m-%d") if (dt.hour, dt.minute, dt.second) == (0, 0, 0) else dt.strftime("%Y-%m-%dT%H:%M")
