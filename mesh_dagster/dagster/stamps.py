@@ -67,7 +67,6 @@ MATERIALIZATION = DagsterEventType.ASSET_MATERIALIZATION
 class LatestEvent:
     """What the stamper needs of a partition's latest materialization."""
 
-    storage_id: int
     tags: dict[str, str]
     built_on: dict[str, str]  # see versions.BUILT_ON
 
@@ -272,7 +271,7 @@ class Stamper:
                 if materialization is not None and materialization.partition is not None:
                     built_on = materialization.metadata.get(BUILT_ON)
                     out[materialization.partition] = LatestEvent(
-                        record.storage_id, dict(materialization.tags or {}),
+                        dict(materialization.tags or {}),
                         dict(built_on.value) if built_on is not None and isinstance(built_on.value, dict) else {})
         return out
 
