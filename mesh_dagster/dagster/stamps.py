@@ -23,6 +23,7 @@ stale until materialized — exactly what the change would recompute.
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -317,9 +318,9 @@ def stamp_job(graph: ProjectGraph, partitions: dict):
     def _restamp(context: OpExecutionContext):
         state = context.resources.mesh.get_context().state
         stamper = Stamper(graph, partitions, state, context.instance)
-        stamped: dict[str, int] = {}
+        stamped: Counter[AssetKey] = Counter()
         for event in stamper.stamp(None, STAMP_LIMIT):
-            stamped[event.asset_key.to_user_string()] = stamped.get(event.asset_key.to_user_string(), 0) + 1
+            stamped[event.asset_key] += 1
             yield event
         context.log.info(f"{sum(stamped.values())} partition(s) re-stamped in {len(stamped)} model(s)" if stamped
                          else "Every partition with data already carries its current code version")

@@ -78,16 +78,22 @@ def model_window(snapshot: Snapshot, project: Project, start: int, end: int) -> 
     model = snapshot.model
     if model.kind.name in TIMELESS_KINDS:
         return ALL_TIME
+    window = _clip_to_lifetime(snapshot, project, (start, end))
+    if window is None or not model.kind.lookback:
+        return window
     unit = interval_unit(model.cron)
+    earlier = unit.shift(unit.floor(window[0]), -model.kind.lookback)
     first = model_start_ms(model, project)
-    high = end if model.end is None else min(end, to_end_ms(model.end))
-    low = start if first is None else max(start, unit.floor(first))
-    if low >= high:
-        return None
-    if model.kind.lookback:
-        earlier = unit.shift(unit.floor(low), -model.kind.lookback)
-        low = earlier if first is None else max(earlier, unit.floor(first))
-    return low, high
+    return (earlier if first is None else max(earlier, unit.floor(first))), window[1]
+
+
+def _clip_to_lifetime(snapshot: Snapshot, project: Project, interval: Interval) -> Interval | None:
+    """`interval` clipped to the model's own start and end (the model has no data outside them)."""
+    model = snapshot.model
+    first = model_start_ms(model, project)
+    low = interval[0] if first is None else max(interval[0], interval_unit(model.cron).floor(first))
+    high = interval[1] if model.end is None else min(interval[1], to_end_ms(model.end))
+    return (low, high) if low < high else None
 
 
 def materialize(
@@ -181,7 +187,7 @@ def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval,
             )
     present = state.get_intervals([p.interval_key for p in parents])
     for parent in parents:
-        wanted = _within_lifetime(parent, evaluator.project, need)
+        wanted = need if parent.model.kind.name in TIMELESS_KINDS else _clip_to_lifetime(parent, evaluator.project, need)
         missing = subtract_intervals([wanted], present.get(parent.interval_key, [])) if wanted else []
         if missing:
             unit = interval_unit(parent.model.cron)
@@ -202,20 +208,6 @@ def _data_parents(evaluator: SnapshotEvaluator, snap: Snapshot) -> list[Snapshot
         elif parent not in out:
             out.append(parent)
     return out
-
-
-def _within_lifetime(snap: Snapshot, project: Project, interval: Interval) -> Interval | None:
-    """`interval` clipped to the model's own start and end (the parent has no data outside them)."""
-    model = snap.model
-    if model.kind.name in TIMELESS_KINDS:
-        return interval
-    low, high = interval
-    first = model_start_ms(model, project)
-    if first is not None:
-        low = max(low, interval_unit(model.cron).floor(first))
-    if model.end is not None:
-        high = min(high, to_end_ms(model.end))
-    return (low, high) if low < high else None
 
 
 def pending_intervals(project: Project, state, environment: str, names: list[str] | None = None, *,
