@@ -86,6 +86,7 @@ def metadata_hash(model: Model, project: Project) -> str:
         *sorted(model.tags),
         *model.grain,
         *model.kind.metadata_hash_values(),
+        *(f"{c}={d}" for c, d in sorted(model.column_descriptions.items())),
         *_audit_values(model, project),
         # Whitespace/comment-only edits are new snapshots, categorised as metadata later.
         model.query,

@@ -31,7 +31,10 @@ class ModelKind(BaseModel):
     time_column: str | None = None
     time_column_format: str = "%Y-%m-%d"
     batch_size: int | None = None
+    batch_concurrency: int = 1  # batches of one model evaluated at once (intervals are independent)
     lookback: int = 0
+    # VIEW
+    materialized: bool = False  # `VIEW (materialized true)`: Spark has no materialized views; a table stands in
     # SEED
     path: str | None = None
     csv_settings: dict[str, Any] = Field(default_factory=dict)
@@ -56,10 +59,15 @@ class ModelKind(BaseModel):
             values += [self.time_column or "", self.time_column_format, str(self.lookback)]
         if self.name == KindName.SEED:
             values += [f"{k}={v}" for k, v in sorted(self.csv_settings.items())]
+        if self.materialized:
+            values.append("materialized")
         return values
 
     def metadata_hash_values(self) -> list[str]:
-        return [str(self.batch_size)] if self.batch_size is not None else []
+        values = [str(self.batch_size)] if self.batch_size is not None else []
+        if self.batch_concurrency != 1:
+            values.append(f"batch_concurrency={self.batch_concurrency}")
+        return values
 
 
 class AuditRef(BaseModel):
@@ -96,6 +104,7 @@ class Model(BaseModel):
     end: str | None = None
     grain: list[str] = Field(default_factory=list)
     columns: dict[str, str] | None = None  # declared column -> type (Spark SQL type text)
+    column_descriptions: dict[str, str] = Field(default_factory=dict)  # column -> comment
     audits: list[AuditRef] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     owner: str | None = None

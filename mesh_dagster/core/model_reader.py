@@ -95,6 +95,12 @@ def _kind(entry: Entry, path: str) -> ModelKind:
             props["batch_size"] = _int(pv, path, "batch_size")
         elif key == "lookback":
             props["lookback"] = _int(pv, path, "lookback")
+        elif key == "batch_concurrency":
+            props["batch_concurrency"] = _int(pv, path, "batch_concurrency")
+            if props["batch_concurrency"] < 1:
+                raise ModelError("batch_concurrency must be at least 1", path, pv.line)
+        elif key == "materialized":
+            props["materialized"] = _bool(pv, path)
         elif key == "path":
             props["path"] = pv.text
         elif key == "csv_settings":
@@ -120,6 +126,19 @@ def _columns(value: Value, path: str) -> dict[str, str]:
         except ValueError as e:
             raise ModelError(f"Invalid type for column '{name}': {e}", path, item.line) from None
     return columns
+
+
+def _column_descriptions(value: Value, path: str) -> dict[str, str]:
+    """`column_descriptions (col = 'comment', ...)` → {column: comment}."""
+    if value.kind != "group":
+        raise ModelError("column_descriptions is written `(column = 'description', ...)`", path, value.line)
+    out: dict[str, str] = {}
+    for item in value.items:
+        if not item.key or item.value is None or item.value.kind != "string":
+            raise ModelError(f"Column descriptions are written `column = 'description'`, got '{item.raw}'",
+                             path, item.line)
+        out[item.key.strip("`\"").lower()] = item.value.text
+    return out
 
 
 def _audit_refs(value: Value, path: str) -> list[AuditRef]:
@@ -274,6 +293,7 @@ _PROPERTY_HANDLERS: dict[str, Callable[[Value, str], Any]] = {
     "depends_on": lambda v, p: [_name(x) for x in v.as_list()],
     "enabled": _bool,
     "stamp": _string,
+    "column_descriptions": _column_descriptions,
 }
 _PROPERTY_FIELDS = {"grains": "grain"}
 
