@@ -15,6 +15,8 @@ cache excepted: they are ours, not the user's data).
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import shutil
 import sqlite3
 from contextlib import contextmanager
@@ -62,7 +64,17 @@ def assert_refused(outcome: Outcome, *fragments: str) -> str:
         assert bad not in line, f"internal detail leaked: {line}"
     for fragment in fragments:
         assert fragment in line, f"{fragment!r} not in {line!r}"
+    _record(line)
     return line
+
+
+def _record(line: str) -> None:
+    """With MESH_BAD_INPUT_REPORT=file, append (test, message): the table of cases and messages."""
+    report = os.environ.get("MESH_BAD_INPUT_REPORT")
+    if report:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+        with open(report, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"test": test, "message": line}) + "\n")
 
 
 def copy_example(dest: Path) -> Path:
