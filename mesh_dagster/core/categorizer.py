@@ -3,24 +3,24 @@
 Only added projections that keep the row count are non-breaking; everything else a query change
 can do is breaking. The check walks the old and new trees in lockstep and stops descending as
 soon as two subtrees are equal, so it costs little even on very large queries — unlike a general
-tree diff, whose cost explodes with query size.
+tree diff, whose cost explodes with query size. Queries that differ only in how they are written
+are recognised in canonical form (core/canonical.py), built only when the raw trees disagree.
+When unsure, the answer is BREAKING: a change called breaking costs a rebuild, a change wrongly
+called non-breaking leaves wrong data downstream.
 """
 
 from __future__ import annotations
 
 import difflib
 
-from sqlglot import exp, parse_one
+from sqlglot import exp
 
+from mesh_dagster.core.canonical import Schemas, canonical_query, parse_query
 from mesh_dagster.core.model import KindName, Model
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
 
 _UDTF = (exp.Explode, exp.Posexplode, exp.Inline, exp.Unnest, exp.ExplodeOuter)
 _BREAKING = (ChangeCategory.BREAKING, ChangeCategory.INDIRECT_BREAKING)
-
-
-def parse_rendered(sql: str) -> exp.Expression:
-    return parse_one(sql, read="spark")
 
 
 def only_projection_additions(old: exp.Expression, new: exp.Expression) -> bool:
@@ -103,10 +103,18 @@ def _uses_ordinals(select: exp.Select) -> bool:
     return False
 
 
-def categorize_direct(new: Snapshot, old: Snapshot) -> ChangeCategory | None:
+def categorize_direct(new: Snapshot, old: Snapshot, schemas: Schemas | None = None) -> ChangeCategory | None:
     """Category of a directly changed model, or None when only metadata changed.
 
     Both snapshots must carry their `rendered_query` (None for seeds and external models).
+    `schemas` are the parents' columns (`Project.parent_schemas`): with them, queries that differ
+    only in how they are written (`id` / `id AS id`, `col` / `src.col`, ordinals) are compared in
+    canonical form (see core/canonical.py).
+
+    Snapshots stored by earlier versions hold the same plain rendering (`rendered_query` has never
+    held a canonical form): both sides are canonicalized here, at comparison time, from that text,
+    so old state compares exactly like new state. A stored rendering that cannot be parsed or
+    qualified any more (e.g. written by an older sqlglot) is compared strictly: BREAKING.
     """
     nm, om = new.model, old.model
     if new.fingerprint.data_hash == old.fingerprint.data_hash and new.rendered_query == old.rendered_query:
@@ -118,31 +126,90 @@ def categorize_direct(new: Snapshot, old: Snapshot) -> ChangeCategory | None:
     if nm.kind.name == KindName.SEED:
         return ChangeCategory.BREAKING
     if nm.kind.name == KindName.EXTERNAL:
-        old_cols, new_cols = om.columns or {}, nm.columns or {}
-        if all(new_cols.get(c) == t for c, t in old_cols.items()):
-            return ChangeCategory.NON_BREAKING
+        return ChangeCategory.NON_BREAKING if _columns_kept(om.columns, nm.columns) else ChangeCategory.BREAKING
+    if new.rendered_query is None or old.rendered_query is None or nm.kind.lookback != om.kind.lookback:
         return ChangeCategory.BREAKING
-    non_query_same = _non_query_values(nm) == _non_query_values(om)
-    if new.rendered_query is None or old.rendered_query is None:
+    return _worst(_query_change(old.rendered_query, new.rendered_query, schemas or {}), _settings_change(om, nm))
+
+
+def _query_change(old_sql: str, new_sql: str, schemas: Schemas) -> ChangeCategory | None:
+    """None when the queries compute the same thing, else NON_BREAKING or BREAKING.
+
+    The raw trees are tried first (cheap, and enough for most edits); only when they neither
+    match nor differ by safe additions are both sides canonicalized.
+    """
+    if old_sql == new_sql:
+        return None
+    old, new = parse_query(old_sql), parse_query(new_sql)
+    if old is None or new is None:
         return ChangeCategory.BREAKING
-    if new.rendered_query == old.rendered_query:
-        # Same rendered SQL: a formatting/comment change, or a physical-only change
-        # (partitioning, storage format, stamp) that needs a new table but no downstream work.
-        return None if non_query_same else ChangeCategory.NON_BREAKING
-    if nm.kind.lookback != om.kind.lookback:
-        return ChangeCategory.BREAKING
-    if only_projection_additions(parse_rendered(old.rendered_query), parse_rendered(new.rendered_query)):
+    if only_projection_additions(old, new):
         return ChangeCategory.NON_BREAKING
-    return ChangeCategory.BREAKING
+    old_c, new_c = canonical_query(old, schemas), canonical_query(new, schemas)
+    if old_c is None or new_c is None:
+        return ChangeCategory.BREAKING
+    if old_c == new_c:
+        return None
+    return ChangeCategory.NON_BREAKING if only_projection_additions(old_c, new_c) else ChangeCategory.BREAKING
 
 
-def _non_query_values(model: Model) -> tuple:
-    return (model.kind.data_hash_values(), model.columns, model.partitioned_by, model.storage_format, model.stamp,
-            model.pre_statements, model.post_statements)
+def _settings_change(old: Model, new: Model) -> ChangeCategory | None:
+    """What a change of the settings outside the query does to the data.
+
+    Settings that decide *which* rows a table holds or their types (time column and its format,
+    declared column types, pre/post statements) are breaking when they change: SQLMesh calls them
+    non-breaking when the query is unchanged, which lets children keep data built on other rows.
+    Physical settings (partitioning, storage format, a VIEW materialized as a table, a stamp) need
+    a new table for this model only: non-breaking.
+    """
+    data = (_time_settings(old), _statement_keys(old.pre_statements), _statement_keys(old.post_statements))
+    if data != (_time_settings(new), _statement_keys(new.pre_statements), _statement_keys(new.post_statements)):
+        return ChangeCategory.BREAKING
+    if not _columns_kept(old.columns, new.columns):
+        return ChangeCategory.BREAKING
+    if _physical_settings(old) != _physical_settings(new) or (old.columns or {}) != (new.columns or {}):
+        return ChangeCategory.NON_BREAKING
+    return None
+
+
+def _time_settings(model: Model) -> tuple:
+    return (model.kind.time_column, model.kind.time_column_format) if model.kind.is_incremental else ()
+
+
+def _physical_settings(model: Model) -> tuple:
+    return (model.kind.data_hash_values(), model.partitioned_by, model.storage_format, model.stamp)
+
+
+def _statement_keys(statements: list[str]) -> list[str]:
+    """Statements as sqlglot writes them (comments and formatting do not count), else as written."""
+    keys = []
+    for statement in statements:
+        tree = parse_query(statement)
+        keys.append(tree.sql(dialect="spark", comments=False) if tree is not None else statement.strip())
+    return keys
+
+
+def _columns_kept(old: dict[str, str] | None, new: dict[str, str] | None) -> bool:
+    """Every previously declared column is still declared, with the same type (additions are fine)."""
+    new = new or {}
+    return all(new.get(column) == kind for column, kind in (old or {}).items())
+
+
+def _worst(*categories: ChangeCategory | None) -> ChangeCategory | None:
+    """The most severe of direct categories (None = nothing changed < NON_BREAKING < BREAKING)."""
+    if ChangeCategory.BREAKING in categories:
+        return ChangeCategory.BREAKING
+    if ChangeCategory.NON_BREAKING in categories:
+        return ChangeCategory.NON_BREAKING
+    return None
 
 
 def categorize_indirect(changed_parent_categories: list[ChangeCategory]) -> ChangeCategory:
-    """Category of a model changed only through its parents (only *direct* parents count)."""
+    """Category of a model changed only through its parents.
+
+    The categories given are what each changed parent passes downstream (`downstream_category`),
+    so a breaking change anywhere above arrives here as breaking, whatever lies in between.
+    """
     if not changed_parent_categories:
         return ChangeCategory.INDIRECT_BREAKING
     if any(c in _BREAKING for c in changed_parent_categories):
@@ -150,6 +217,19 @@ def categorize_indirect(changed_parent_categories: list[ChangeCategory]) -> Chan
     if all(c == ChangeCategory.METADATA for c in changed_parent_categories):
         return ChangeCategory.METADATA
     return ChangeCategory.INDIRECT_NON_BREAKING
+
+
+def downstream_category(category: ChangeCategory, parent_categories: list[ChangeCategory]) -> ChangeCategory:
+    """What a changed model passes to its children: its own category, unless something above it
+    broke, in which case its children must be rebuilt too, whatever its own change was.
+
+    SQLMesh lets a directly non-breaking model stop a breaking change above it ("A breaking + B
+    non-breaking => C indirect non-breaking"): C then keeps rows computed from A's old data.
+    Here every model below a breaking change is indirectly breaking, through any path.
+    """
+    if category not in _BREAKING and any(c in _BREAKING for c in parent_categories):
+        return ChangeCategory.INDIRECT_BREAKING
+    return category
 
 
 def text_diff(old: str | None, new: str | None, name: str) -> str:

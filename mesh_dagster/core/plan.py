@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from mesh_dagster.core.categorizer import categorize_direct, categorize_indirect, text_diff
+from mesh_dagster.core.categorizer import categorize_direct, categorize_indirect, downstream_category, text_diff
 from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.errors import PlanError
@@ -65,6 +65,9 @@ class Plan:
     skip_backfill: bool = False
     empty_backfill: bool = False
     diffs: dict[str, str] = field(default_factory=dict)
+    # What each change means relative to the base environment. A snapshot reused from the state
+    # store keeps the category of the plan that created it, which compared it with another base.
+    categories: dict[str, ChangeCategory] = field(default_factory=dict)
 
     @property
     def is_prod(self) -> bool:
@@ -88,7 +91,8 @@ class Plan:
         return bool(self.backfills) and not self.skip_backfill
 
     def category(self, name: str) -> ChangeCategory | None:
-        return self.snapshots[name].change_category
+        """The category to show: relative to this plan's base for changed models."""
+        return self.categories.get(name) or self.snapshots[name].change_category
 
     def view(self, name: str) -> str:
         return view_name(name, self.environment)
@@ -163,11 +167,7 @@ def build_plan(
 
     snapshots: dict[str, Snapshot] = {}
     new_snapshots: list[Snapshot] = []
-    added, direct, metadata = [], [], []
-    indirect_of: dict[str, list[str]] = {}
-    changed_category: dict[str, ChangeCategory] = {}
-    diffs: dict[str, str] = {}
-
+    changes = _Changes()
     for name in project.dag.sorted():
         snap = local[name]
         in_base = base_by_name.get(name)
@@ -180,34 +180,15 @@ def build_plan(
             snap.rendered_query = _rendered(project, snap)
         else:
             snap = existing
-        changed_parents = [changed_category[p] for p in project.parents(name) if p in changed_category]
-        if in_base is None or old is None:
-            category = ChangeCategory.BREAKING
-            added.append(name)
-        else:
-            self_changed = (snap.fingerprint.data_hash != old.fingerprint.data_hash
-                            or snap.fingerprint.metadata_hash != old.fingerprint.metadata_hash)
-            direct_category = categorize_direct(snap, old) if self_changed else None
-            if direct_category is not None:
-                category = direct_category
-                direct.append(name)
-                diffs[name] = text_diff(_definition_text(old.model), _definition_text(snap.model), name)
-            elif changed_parents:
-                category = categorize_indirect(changed_parents)
-                for p in project.parents(name):
-                    if p in changed_category:
-                        indirect_of.setdefault(_direct_root(p, indirect_of, direct, added), []).append(name)
-                        break
-            else:
-                category = ChangeCategory.METADATA
-                metadata.append(name)
-                diffs[name] = text_diff(_definition_text(old.model), _definition_text(snap.model), name)
+        category = _categorize(project, changes, snap, old)
         if existing is None:
             snap.categorize(category, old)
             snap.created_ts = now_ms()
             new_snapshots.append(snap)
-        changed_category[name] = snap.change_category or category
+        changes.record(snap, old, category, project.parents(name))
         snapshots[name] = snap
+    added, direct, metadata = changes.added, changes.direct, changes.metadata
+    indirect_of = changes.indirectly_modified()
 
     if project.cache is not None:
         project.cache.save()
@@ -259,8 +240,99 @@ def build_plan(
         include_unmodified=include_unmodified,
         skip_backfill=skip_backfill or empty_backfill,
         empty_backfill=empty_backfill,
-        diffs=diffs,
+        diffs=changes.diffs,
+        categories=changes.categories,
     )
+
+
+@dataclass
+class _Changes:
+    """What comparing the project with the base environment found, model by model (DAG order).
+
+    `categories` say what each change means relative to the base environment (what the plan
+    shows); `downstream` what each changed model passes to its children, where a breaking change
+    anywhere above wins over the model's own category; `roots` the added, directly modified or
+    metadata-updated models each change descends from.
+    """
+
+    added: list[str] = field(default_factory=list)
+    direct: list[str] = field(default_factory=list)
+    metadata: list[str] = field(default_factory=list)
+    indirect: dict[str, set[str]] = field(default_factory=dict)  # model -> the roots it is listed under
+    categories: dict[str, ChangeCategory] = field(default_factory=dict)
+    downstream: dict[str, ChangeCategory] = field(default_factory=dict)
+    roots: dict[str, set[str]] = field(default_factory=dict)
+    diffs: dict[str, str] = field(default_factory=dict)
+
+    def parent_categories(self, parents: list[str]) -> list[ChangeCategory]:
+        return [self.downstream[p] for p in parents if p in self.downstream]
+
+    def record(self, snap: Snapshot, old: Snapshot | None, category: ChangeCategory, parents: list[str]) -> None:
+        name = snap.name
+        category = _effective_category(snap, old, category)
+        if category == ChangeCategory.METADATA and name in self.direct:
+            self.direct.remove(name)  # its data is the base's: a metadata update after all
+            self.metadata.append(name)
+        self.categories[name] = category
+        self.downstream[name] = downstream_category(category, self.parent_categories(parents))
+        own = self.indirect.get(name, {name})
+        self.roots[name] = own.union(*(self.roots[p] for p in parents if p in self.roots))
+
+    def indirectly_modified(self) -> dict[str, list[str]]:
+        """Each root with the indirectly modified models below it (a model may sit under several)."""
+        out: dict[str, list[str]] = {}
+        for name, roots in self.indirect.items():
+            for root in sorted(roots):
+                out.setdefault(root, []).append(name)
+        return out
+
+
+def _categorize(project: Project, changes: _Changes, snap: Snapshot, old: Snapshot | None) -> ChangeCategory:
+    """Category of a changed model relative to its snapshot in the base environment (`old`)."""
+    name = snap.name
+    parents = project.parents(name)
+    if old is None:
+        changes.added.append(name)
+        return ChangeCategory.BREAKING
+    self_changed = (snap.fingerprint.data_hash != old.fingerprint.data_hash
+                    or snap.fingerprint.metadata_hash != old.fingerprint.metadata_hash)
+    direct = categorize_direct(snap, old, project.parent_schemas(name)) if self_changed else None
+    if direct is not None:
+        changes.direct.append(name)
+        changes.diffs[name] = _diff(old, snap)
+        return direct
+    parent_categories = changes.parent_categories(parents)
+    if parent_categories:
+        changes.indirect[name] = set().union(*(changes.roots[p] for p in parents if p in changes.roots))
+        return categorize_indirect(parent_categories)
+    if snap.fingerprint.parent_data_hash != old.fingerprint.parent_data_hash:
+        # No parent changed in this plan, yet the base built this model on other parent data (an
+        # environment holding mixed versions): what changed in between is unknown, so rebuild.
+        moved = {p.name for p in snap.parents if p not in old.parents}
+        changes.indirect[name] = moved or {name}
+        return ChangeCategory.INDIRECT_BREAKING
+    changes.metadata.append(name)
+    changes.diffs[name] = _diff(old, snap)
+    return ChangeCategory.METADATA
+
+
+def _diff(old: Snapshot, new: Snapshot) -> str:
+    return text_diff(_definition_text(old.model), _definition_text(new.model), new.name)
+
+
+def _effective_category(snap: Snapshot, old: Snapshot | None, category: ChangeCategory) -> ChangeCategory:
+    """The category relative to the base, reconciled with the version the snapshot really has.
+
+    When the snapshot's version is the base's own table, no data changes in this plan, whatever
+    the two definitions compare as: a snapshot stored by an earlier plan keeps the version that
+    plan chose (e.g. after several additive steps that, compared at once, the categorizer cannot
+    prove additive), and a change called breaking whose data and parents' data hashes are the
+    base's gets the base's version back.
+    """
+    if old is None or not old.version or snap.version != old.version or category.reuses_previous_version:
+        return category
+    stored = snap.change_category
+    return stored if stored is not None and stored.reuses_previous_version else ChangeCategory.METADATA
 
 
 def _recategorize_missing(snap: Snapshot, in_base: EnvironmentSnapshot) -> Snapshot:
@@ -268,16 +340,6 @@ def _recategorize_missing(snap: Snapshot, in_base: EnvironmentSnapshot) -> Snaps
     snap.version = in_base.version
     snap.change_category = ChangeCategory.BREAKING
     return snap
-
-
-def _direct_root(parent: str, indirect_of: dict[str, list[str]], direct: list[str], added: list[str]) -> str:
-    """Attribute an indirectly modified model to the directly modified model it descends from."""
-    if parent in direct or parent in added:
-        return parent
-    for root, children in indirect_of.items():
-        if parent in children:
-            return root
-    return parent
 
 
 def _rendered(project: Project, snapshot: Snapshot) -> str | None:

@@ -110,6 +110,36 @@ def test_formatting_change_is_metadata_only(tmp_path, state):
     assert plan.snapshots["s.full"].version == plan.previous["s.full"].version
 
 
+def test_requalified_query_is_metadata_only(tmp_path, state):
+    plan = _change(tmp_path, state, "full.sql", "SELECT item_id, COUNT(DISTINCT id)",
+                   "SELECT inc.item_id AS item_id, COUNT(DISTINCT inc.id)")
+    assert plan.metadata_updated == ["s.full"] and plan.category("s.full") == C.METADATA
+    assert plan.backfills == {} and plan.snapshots["s.full"].version == plan.previous["s.full"].version
+
+
+@pytest.mark.parametrize("stored, category", [
+    # What an older renderer may have stored: quoted, aliased, an ordinal. Same query.
+    ("SELECT `item_id` AS item_id, COUNT(DISTINCT `id`) AS num_orders FROM s.inc GROUP BY 1", C.METADATA),
+    ("SELECT item_id, COUNT(DISTINCT id) AS num_orders FROM s.inc WHERE (", C.BREAKING),  # unreadable now
+])
+def test_snapshot_stored_with_another_rendering(tmp_path, state, stored, category):
+    """Snapshots keep the rendering of the version that stored them; both sides are canonicalized
+    when compared, so a rewrite that changes nothing is still metadata-only against old state,
+    and a stored text that cannot be read any more is breaking, not a crash."""
+    root = write_project(tmp_path / "p", base_files())
+    record_plan(build_plan(load_project(root), state, execution_time="2020-01-05"), state)
+    full = state.get_environment("prod").snapshot_by_name()["s.full"]
+    snapshot = state.get_snapshots([full.snapshot_id])[full.snapshot_id]
+    state.update_snapshots([snapshot.model_copy(update={"rendered_query": stored})])
+
+    path = root / "models" / "full.sql"
+    path.write_text(path.read_text().replace("SELECT item_id,", "SELECT inc.item_id AS item_id,"))
+    plan = build_plan(load_project(root), state, "dev", execution_time="2020-01-05")
+    assert plan.category("s.full") == category
+    reused = plan.snapshots["s.full"].version == plan.previous["s.full"].version
+    assert reused == (category == C.METADATA) and reused == ("s.full" not in plan.backfills)
+
+
 def test_prod_after_dev_reuses_everything(tmp_path, state):
     plan = _change(tmp_path, state, "inc.sql", "SELECT id, item_id,", "SELECT id, item_id, 'z' AS new_column,")
     record_plan(plan, state)
