@@ -1,14 +1,30 @@
-"""Applying a plan: snapshot records → physical tables → backfill → virtual update.
+"""Applying a plan: snapshot records → physical tables → backfill → record → views → finalize.
 
-The environment's views move last, after every backfill batch and blocking audit succeeded, so
-they never point at a half-built table; a failure anywhere leaves the environment as it was.
-Applies to one environment are serialised by a lock, and the environment record is only written
-if nobody else changed it since the plan was built.
+Everything runs under the environment's lock, and every step checks the lock's lease first (the
+listener's progress events are the checkpoints inside the physical and backfill steps), so a
+process that lost the lock — paused past its lease, or cut off from the state store — stops
+before it could change what another holder is changing:
+
+1. The plan must still be based on the environment's record, and the stored snapshots it reuses
+   must still exist (the janitor may have deleted them after the plan was built).
+2. New snapshots are recorded, physical tables created, missing intervals backfilled.
+3. The environment is recorded — the optimistic check and the lock check in one transaction —
+   *before* any view moves: a plan that lost a race fails here with nothing visible changed.
+4. The views move. 5. The environment is finalized.
+
+A crash between 3 and 5 leaves the environment recorded but unfinalized, its views partly moved.
+The store keeps the records it replaced (`replaced_environment`) until it is finalized: the next
+apply of the environment, even one without changes (`needs_apply`), re-creates every view of its
+record and drops the views of the replaced records' models it no longer shows; meanwhile the
+janitor keeps the replaced snapshots' tables, which those views may still read.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from mesh_dagster.core.dates import now_ms, parse_ttl
+from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.errors import ConflictingPlanError
 from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import ALL_TIME, Plan
@@ -19,6 +35,7 @@ from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.scheduler import plan_batches, run_batches
 from mesh_dagster.execution.virtual import update_views
+from mesh_dagster.state.store import Lease, LockLostError
 
 
 def check_base(plan: Plan, state) -> None:
@@ -32,6 +49,26 @@ def check_base(plan: Plan, state) -> None:
         )
 
 
+def check_snapshots_kept(plan: Plan, state) -> None:
+    """The stored snapshots the plan reuses must still exist: if the janitor deleted one after the
+    plan was built, its table and intervals are gone too, and the plan's backfill would miss them.
+
+    Snapshots the (unchanged, see `check_base`) environment record references are exempt: the
+    janitor never deletes those, so if one is missing the store lost it before the plan was built,
+    and the plan already rebuilt it from the record.
+    """
+    new = {s.snapshot_id for s in plan.new_snapshots}
+    kept_by_base = {s.snapshot_id for s in plan.base_environment.snapshots} if plan.base_environment else set()
+    reused = {s.snapshot_id for s in [*plan.snapshots.values(), *plan.previous.values()]} - new - kept_by_base
+    missing = sorted(reused - state.snapshots_exist(reused))
+    if missing:
+        names = ", ".join(sid.name for sid in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ConflictingPlanError(
+            f"Snapshots this plan reuses were deleted from the state store after it was built (by the janitor?): "
+            f"{names}. Nothing was changed; re-run `mesh plan {plan.environment}`."
+        )
+
+
 def physical_snapshots(plan: Plan) -> list[Snapshot]:
     """Snapshots whose physical object this apply may have to create."""
     reused = {n for n, prev in plan.previous.items() if prev.version == plan.snapshots[n].version}
@@ -39,34 +76,65 @@ def physical_snapshots(plan: Plan) -> list[Snapshot]:
     return [plan.snapshots[n] for n in plan.snapshots if n in names and not plan.snapshots[n].model.kind.is_symbolic]
 
 
-def changed_views(plan: Plan) -> tuple[list[Snapshot], list[str]]:
-    """Views to create or replace, and model names whose views go away."""
+def changed_views(plan: Plan, replaced: Environment | None = None) -> tuple[list[Snapshot], list[str]]:
+    """Views to create or replace, and model names whose views go away.
+
+    Against a finalized record only the differences move. An unfinalized one (an apply stopped
+    while moving views) may show any mix of itself and `replaced`: every view is re-created, and
+    the views of every model either of them showed but the plan does not are dropped.
+    """
     base = plan.base_environment
     before = base.snapshot_by_name() if base else {}
     shown_before = set(base.promoted) if base else set()
+    settled = base is not None and base.finalized_ts is not None and replaced is None
+    if replaced is not None:
+        shown_before |= set(replaced.promoted)
     promote = [
         plan.snapshots[n] for n in plan.promoted
-        if n not in shown_before or before.get(n) is None or before[n].identifier != plan.snapshots[n].identifier
-        or plan.is_new_environment
+        if not settled or n not in shown_before or before.get(n) is None
+        or before[n].identifier != plan.snapshots[n].identifier
     ]
     demote = sorted(shown_before - set(plan.promoted))
     return promote, demote
 
 
+def needs_apply(plan: Plan) -> bool:
+    """Whether applying does anything: changes, backfill, a new environment — or repairing the
+    views of an environment whose last apply stopped before it was finalized."""
+    unfinished = plan.base_environment is not None and plan.base_environment.finalized_ts is None
+    return plan.has_changes or plan.requires_backfill or plan.is_new_environment or unfinished
+
+
 def apply_plan(plan: Plan, project: Project, state, engine, listener: ApplyListener | None = None,
                owner: str | None = None) -> None:
     """Apply under the environment's lock; the plan must still be based on the environment's state."""
-    with environment_lock(state, plan.environment, owner):
-        apply_locked(plan, project, state, engine, listener)
+    with environment_lock(state, plan.environment, owner) as lease:
+        apply_locked(plan, project, state, engine, listener, lease=lease)
 
 
-def apply_locked(plan: Plan, project: Project, state, engine, listener: ApplyListener | None = None) -> None:
-    """`apply_plan` for a caller that already holds the environment's lock (and built the plan under it)."""
-    listener = listener or ApplyListener()
-    check_base(plan, state)
-    state.push_snapshots(plan.new_snapshots)
+def apply_locked(plan: Plan, project: Project, state, engine, listener: ApplyListener | None = None, *,
+                 lease: Lease) -> None:
+    """`apply_plan` for a caller that already holds the environment's lock (and its `lease`)."""
+    guarded = _LeaseGuard(listener or ApplyListener(), lease)
+    recorded = False
+    try:
+        lease.check()
+        check_base(plan, state)
+        check_snapshots_kept(plan, state)
+        state.push_snapshots(plan.new_snapshots)
+        _build(plan, project, state, engine, guarded)
+        replaced = state.replaced_environment(plan.environment)
+        state.promote_environment(plan.target_environment(_expiration(plan, project)), lease=lease)
+        recorded = True
+        _move_views(plan, project, engine, guarded, replaced, lease)
+        state.finalize_environment(plan.environment, plan.plan_id, lease=lease)
+    except LockLostError as e:
+        raise LockLostError(_lost_message(plan, str(e), recorded)) from e
+
+
+def _build(plan: Plan, project: Project, state, engine, listener: ApplyListener) -> None:
+    """Physical tables and backfill: nothing an environment shows yet."""
     evaluator = SnapshotEvaluator(project, engine, plan.snapshots)
-
     creating = physical_snapshots(plan) if (plan.new_snapshots or plan.empty_backfill) else []
     if creating:
         listener.physical_start(len(creating))
@@ -89,13 +157,50 @@ def apply_locked(plan: Plan, project: Project, state, engine, listener: ApplyLis
     else:
         listener.log("SKIP: No model batches to execute")
 
-    promote, demote = changed_views(plan)
+
+def _move_views(plan: Plan, project: Project, engine, listener: ApplyListener, replaced: Environment | None,
+                lease: Lease) -> None:
+    promote, demote = changed_views(plan, replaced)
     if promote or demote:
+        lease.check()
         update_views(engine, plan.environment, promote, demote, project, listener)
     else:
         listener.log("SKIP: No virtual layer updates to perform")
-    expiration = None
-    if not plan.is_prod and plan.environment not in project.config.pinned_environments:
-        expiration = now_ms() + parse_ttl(project.config.environment_ttl)
-    state.promote_environment(plan.target_environment(expiration))
-    state.finalize_environment(plan.environment, plan.plan_id)
+
+
+def _expiration(plan: Plan, project: Project) -> int | None:
+    if plan.is_prod or plan.environment in project.config.pinned_environments:
+        return None
+    return now_ms() + parse_ttl(project.config.environment_ttl)
+
+
+def _lost_message(plan: Plan, reason: str, recorded: bool) -> str:
+    env = plan.environment
+    if not recorded:
+        return (f"{reason} while applying plan {plan.plan_id}: stopped before recording '{env}', so its record "
+                f"and views are unchanged (tables built so far are kept). Re-run `mesh plan {env}`.")
+    return (f"{reason} while moving the views of '{env}': its record is written but not finalized; the next "
+            f"`mesh plan {env}` completes its views.")
+
+
+class _LeaseGuard(ApplyListener):
+    """Forwards progress events, then checks the lease: each event marks the end of one step
+    (a table created, a batch recorded, a view moved), so a lost lock stops the next one."""
+
+    def __init__(self, inner: ApplyListener, lease: Lease):
+        self._inner = inner
+        self._lease = lease
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("_"):
+            return object.__getattribute__(self, name)
+        method = getattr(self._inner, name)
+        if not callable(method):
+            return method
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            result = method(*args, **kwargs)
+            self._lease.check()
+            return result
+
+        return forward

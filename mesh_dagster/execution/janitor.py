@@ -1,59 +1,114 @@
-"""The janitor: removes expired environments and the physical tables nothing references."""
+"""The janitor: removes expired environments and the physical tables nothing references.
+
+It must never touch what a plan uses, so it runs under the exclusive lock (`janitor_lock`): it
+waits for running applies and promotions to finish, and none starts until it is done. A plan
+built before the janitor ran and applied after it is refused by the apply's own check
+(`apply.check_snapshots_kept`) if the janitor deleted a snapshot it reuses.
+
+What counts as used: every snapshot an environment references, plus, for an environment whose
+last apply stopped before it was finalized, the snapshots of the records it replaced (its views
+may still read their tables). A table is dropped only when no snapshot that survives this run
+uses it — two snapshots of one version share one table and one interval history.
+
+Order: state first, then the warehouse. Snapshot records and the interval history of the tables
+about to go are deleted in one transaction, then the tables are dropped. A crash in between leaves
+an unreferenced table (wasted space), never a record pointing at a table that is gone.
+"""
 
 from __future__ import annotations
 
 from typing import Callable
 
 from mesh_dagster.core.dates import now_ms, parse_ttl
-from mesh_dagster.core.environment import Environment
+from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.project import Project
-from mesh_dagster.core.snapshot import SnapshotId, view_name, view_schema
+from mesh_dagster.core.snapshot import Snapshot, view_name, view_schema
+from mesh_dagster.execution.locking import janitor_lock
+from mesh_dagster.state.store import Lease
 
 
-def _drop_environment_views(engine, env: Environment) -> None:
-    for name in env.promoted:
+def run_janitor(project: Project, state, engine_factory: Callable, ignore_ttl: bool = False,
+                timeout_s: float = 600) -> dict[str, list[str]]:
+    """Delete expired environments, then unreferenced snapshots past their TTL and their tables."""
+    with janitor_lock(state, timeout_s=timeout_s) as lease:
+        removed_envs = _remove_expired_environments(state, engine_factory, lease)
+        ttl = 0 if ignore_ttl else parse_ttl(project.config.snapshot_ttl)
+        doomed, live_tables = _expired_snapshots(state, now_ms() - ttl)
+        dropped = _remove_snapshots(state, engine_factory, doomed, live_tables, lease)
+        dropped += _drop_leftover_staging(engine_factory, live_tables | set(dropped), lease)
+    return {"environments": removed_envs, "tables": dropped}
+
+
+def _remove_expired_environments(state, engine_factory: Callable, lease: Lease) -> list[str]:
+    removed = []
+    for env in state.expired_environments(now_ms()):
+        lease.check()
+        replaced = state.replaced_environment(env.name)
+        _drop_environment_views(engine_factory(), env, replaced)
+        state.delete_environment(env.name)
+        removed.append(env.name)
+    return removed
+
+
+def _drop_environment_views(engine, env: Environment, replaced: Environment | None) -> None:
+    shown = sorted({*env.promoted, *(replaced.promoted if replaced else [])})
+    for name in shown:
         engine.drop_view(view_name(name, env.name))
-    for schema in sorted({view_schema(n.rpartition(".")[0] or "default", env.name) for n in env.promoted}):
+    for schema in sorted({view_schema(n.rpartition(".")[0] or "default", env.name) for n in shown}):
         if not engine.list_objects(schema):
             engine.drop_schema(schema, cascade=False)
 
 
-def run_janitor(project: Project, state, engine_factory: Callable, ignore_ttl: bool = False) -> dict[str, list[str]]:
-    """Delete expired environments, then unreferenced snapshots past their TTL and their tables."""
-    now = now_ms()
-    removed_envs, dropped_tables = [], []
-    for env in state.expired_environments(now):
-        _drop_environment_views(engine_factory(), env)
-        state.delete_environment(env.name)
-        removed_envs.append(env.name)
-
-    referenced: set[SnapshotId] = set()
-    live_tables: set[str] = set()
+def _in_use(state) -> list[EnvironmentSnapshot]:
+    """Snapshots some environment uses: its record's, and while it is unfinalized, the replaced
+    records' too (its views may still point at their tables)."""
+    used: list[EnvironmentSnapshot] = []
     for env in state.get_environments():
-        for s in env.snapshots:
-            referenced.add(s.snapshot_id)
-            if s.table_name:
-                live_tables.add(s.table_name)
-    ttl = 0 if ignore_ttl else parse_ttl(project.config.snapshot_ttl)
-    candidates = [sid for sid in state.all_snapshot_ids() if sid not in referenced]
-    snapshots = state.get_snapshots(candidates)
-    expired = [s for s in snapshots.values() if s.created_ts + ttl <= now]
-    for snap in expired:
-        if snap.version and not snap.model.kind.is_symbolic and snap.table_name not in live_tables:
-            engine = engine_factory()
-            if snap.model.kind.name.value == "VIEW":
-                engine.drop_view(snap.table_name)
-            else:
-                engine.drop_table(snap.table_name)
-            live_tables.add(snap.table_name)  # drop each table once
-            dropped_tables.append(snap.table_name)
-            state.delete_intervals([snap.interval_key])
-    state.delete_snapshots([s.snapshot_id for s in expired])
-    dropped_tables += _drop_leftover_staging(engine_factory, live_tables)
-    return {"environments": removed_envs, "tables": dropped_tables}
+        replaced = state.replaced_environment(env.name) if env.finalized_ts is None else None
+        used += env.snapshots + (replaced.snapshots if replaced else [])
+    return used
 
 
-def _drop_leftover_staging(engine_factory: Callable, live_tables: set[str]) -> list[str]:
+def _expired_snapshots(state, created_before_ms: int) -> tuple[list[Snapshot], set[str]]:
+    """(unreferenced snapshots created at or before the cut-off, the tables every other one uses)."""
+    used = _in_use(state)
+    referenced = {s.snapshot_id for s in used}
+    live_tables = {s.table_name for s in used if s.table_name}
+    doomed = []
+    for snap in state.get_snapshots(state.all_snapshot_ids() - referenced).values():
+        if snap.created_ts <= created_before_ms:
+            doomed.append(snap)
+        elif _has_table(snap):
+            live_tables.add(snap.table_name)
+    return doomed, live_tables
+
+
+def _has_table(snapshot: Snapshot) -> bool:
+    return bool(snapshot.version) and not snapshot.model.kind.is_symbolic
+
+
+def _remove_snapshots(state, engine_factory: Callable, doomed: list[Snapshot], live_tables: set[str],
+                      lease: Lease) -> list[str]:
+    """Forget `doomed` (with the intervals of tables no survivor uses), then drop those tables."""
+    if not doomed:
+        return []
+    tables: dict[str, Snapshot] = {}
+    for snap in doomed:
+        if _has_table(snap) and snap.table_name not in live_tables:
+            tables.setdefault(snap.table_name, snap)
+    lease.check()
+    state.forget_snapshots([s.snapshot_id for s in doomed], [s.interval_key for s in tables.values()])
+    for table, snap in tables.items():
+        lease.check()
+        engine = engine_factory()
+        if snap.model.kind.name.value == "VIEW":
+            engine.drop_view(table)
+        else:
+            engine.drop_table(table)
+    return list(tables)
+
+
+def _drop_leftover_staging(engine_factory: Callable, live_tables: set[str], lease: Lease) -> list[str]:
     """Staging tables a crashed write left behind in the physical schemas."""
     from mesh_dagster.engine.adapter import TEMP_PREFIX
 
@@ -65,6 +120,7 @@ def _drop_leftover_staging(engine_factory: Callable, live_tables: set[str]) -> l
     for schema in schemas:
         for name, kind in engine.list_objects(schema).items():
             if name.startswith(TEMP_PREFIX) and kind == "table":
+                lease.check()
                 engine.drop_table(f"{schema}.{name}")
                 dropped.append(f"{schema}.{name}")
     return dropped

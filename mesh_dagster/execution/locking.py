@@ -1,8 +1,16 @@
-"""The per-environment apply lock, with recovery from holders that died.
+"""The locks that keep concurrent processes apart: one per environment, and the janitor's.
 
-The lease is short and renewed while the holder lives, so a crashed process frees the lock within
+- Applying or promoting an environment holds `environment:<name>`: applies to one environment
+  run one at a time, applies to different ones in parallel.
+- The janitor holds the exclusive lock, which excludes every environment lock and is excluded by
+  any: it never deletes while an apply runs, and no apply starts while it deletes.
+
+Each lock has a short lease, renewed while its holder lives, so a crashed process frees it within
 a minute anywhere; on the same machine a dead holder is noticed at once (its pid is gone), so a
-`mesh plan` re-run right after a kill does not wait at all.
+`mesh plan` re-run right after a kill does not wait at all. The check that the holder is dead and
+the takeover happen in one state-store transaction, by the holder's token. The holder receives a
+`Lease` and checks it before every step that must not run once another process may hold the
+lock (see `execution/apply.py`).
 """
 
 from __future__ import annotations
@@ -12,10 +20,14 @@ import os
 import re
 import socket
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import Iterator
+
+from mesh_dagster.state.store import EXCLUSIVE_LOCK, Lease, LockInfo
 
 LEASE_S = 60.0
 _OWNER = re.compile(r"\(pid (\d+) by .*@(.+)\)$")
+_ENVIRONMENT = "environment:"
 
 
 def lock_owner(what: str = "mesh") -> str:
@@ -26,8 +38,13 @@ def lock_owner(what: str = "mesh") -> str:
     return f"{what} (pid {os.getpid()} by {user}@{socket.gethostname()})"
 
 
-def _holder_is_dead(owner: str) -> bool:
-    match = _OWNER.search(owner)
+def holder_is_dead(holder: LockInfo) -> bool:
+    """True only when the holder ran on this machine and its process no longer exists.
+
+    Another machine's holder, an unreadable owner or a pid we may not signal count as alive:
+    those locks are freed by their lease running out, never by guessing.
+    """
+    match = _OWNER.search(holder.owner)
     if not match or match.group(2) != socket.gethostname():
         return False
     pid = int(match.group(1))
@@ -42,11 +59,47 @@ def _holder_is_dead(owner: str) -> bool:
     return False
 
 
+def environment_lock_name(environment: str) -> str:
+    return f"{_ENVIRONMENT}{environment}"
+
+
+def describe_lock(name: str) -> str:
+    if name == EXCLUSIVE_LOCK:
+        return "the janitor"
+    if name.startswith(_ENVIRONMENT):
+        return f"environment '{name[len(_ENVIRONMENT):]}'"
+    return f"lock '{name}'"
+
+
+def _since(holder: LockInfo) -> str:
+    return datetime.fromtimestamp(holder.acquired_ts / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 @contextmanager
-def environment_lock(state, environment: str, owner: str | None = None, timeout_s: float = 600) -> Iterator[None]:
-    name = f"environment:{environment}"
-    holder = state.lock_holder(name)
-    if holder is not None and _holder_is_dead(holder.owner):
-        state.break_lock(name)
-    with state.lock(name, owner or lock_owner(), timeout_s=timeout_s, lease_s=LEASE_S):
-        yield
+def environment_lock(state, environment: str, owner: str | None = None, timeout_s: float = 600) -> Iterator[Lease]:
+    """Hold `environment`'s lock; yields the `Lease` the holder checks before each step."""
+
+    def busy(holder: LockInfo) -> str:
+        if holder.name == EXCLUSIVE_LOCK:
+            return (f"Environment '{environment}' cannot be changed while the janitor runs ({holder.owner}, since "
+                    f"{_since(holder)}); waiting timed out. Try again when it has finished.")
+        return (f"Environment '{environment}' is being changed by {holder.owner} since {_since(holder)}; "
+                "waiting timed out. Try again when it has finished.")
+
+    with state.lock(environment_lock_name(environment), owner or lock_owner(), timeout_s=timeout_s,
+                    lease_s=LEASE_S, holder_is_dead=holder_is_dead, busy=busy) as lease:
+        yield lease
+
+
+@contextmanager
+def janitor_lock(state, owner: str | None = None, timeout_s: float = 600) -> Iterator[Lease]:
+    """Hold the exclusive lock: no apply or promotion runs until the block ends."""
+
+    def busy(holder: LockInfo) -> str:
+        what = "another janitor run" if holder.name == EXCLUSIVE_LOCK else describe_lock(holder.name)
+        return (f"The janitor waited for {what} ({holder.owner}, since {_since(holder)}) to finish and timed "
+                "out; nothing was deleted. Run it again later.")
+
+    with state.lock(EXCLUSIVE_LOCK, owner or lock_owner("mesh janitor"), timeout_s=timeout_s, lease_s=LEASE_S,
+                    holder_is_dead=holder_is_dead, busy=busy) as lease:
+        yield lease

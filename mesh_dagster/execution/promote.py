@@ -17,7 +17,7 @@ from mesh_dagster.core.intervals import Interval, format_interval_range
 from mesh_dagster.core.plan import ALL_TIME, Plan, build_plan
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import normalize_environment
-from mesh_dagster.execution.apply import apply_locked
+from mesh_dagster.execution.apply import apply_locked, needs_apply
 from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.events import ApplyListener
 
@@ -66,16 +66,17 @@ def promote_environment(project: Project, state, engine_factory: Callable[[], ob
 
     The plan is built while holding the environment's lock: a promotion that waited for another
     one to finish plans against what that one did, and finds nothing left to do instead of
-    failing on a stale plan.
+    failing on a stale plan. An environment whose last apply stopped before it was finalized is
+    re-applied even without changes, which repairs its views.
     """
     listener = listener or ApplyListener()
-    with environment_lock(state, normalize_environment(environment)):
+    with environment_lock(state, normalize_environment(environment)) as lease:
         plan = build_plan(project, state, environment)
         gaps = environment_gaps(plan)
         if gaps:
             raise PromotionRefused(plan.environment, gaps)
-        if not plan.has_changes and not plan.is_new_environment:
+        if not needs_apply(plan):
             listener.log(f"Environment '{plan.environment}' is up to date: nothing to promote")
             return plan
-        apply_locked(plan, project, state, engine_factory(), listener)
+        apply_locked(plan, project, state, engine_factory(), listener, lease=lease)
     return plan

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from sqlalchemy import Connection, delete, func, insert, inspect, select
+from sqlalchemy import Connection, delete, func, insert, inspect, select, text
 
 from mesh_dagster import __version__
 from mesh_dagster.core.errors import StateError
-from mesh_dagster.state.schema import SCHEMA_VERSION, metadata, versions
+from mesh_dagster.state.schema import SCHEMA_VERSION, environments, metadata, versions
 
 Migration = Callable[[Connection], None]
 
@@ -24,7 +24,14 @@ def _v1_baseline(conn: Connection) -> None:
     metadata.create_all(conn, checkfirst=True)
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1_baseline}
+def _v2_replaced_views(conn: Connection) -> None:
+    """Environments remember the records they replaced until finalized (crash repair, janitor)."""
+    columns = {c["name"] for c in inspect(conn).get_columns(environments.name)}
+    if "replaced_payload" not in columns:  # a v1 baseline run just now already created it
+        conn.execute(text(f"ALTER TABLE {environments.name} ADD COLUMN replaced_payload TEXT"))
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1_baseline, 2: _v2_replaced_views}
 
 
 def stored_schema_version(conn: Connection) -> int | None:

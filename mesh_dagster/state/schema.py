@@ -22,7 +22,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # SQLite only auto-increments an `INTEGER PRIMARY KEY`; elsewhere the id is a BIGINT identity.
 _AutoId = BigInteger().with_variant(Integer(), "sqlite")
@@ -51,6 +51,9 @@ environments = Table(
     Column("previous_plan_id", String(64)),
     Column("expiration_ts", BigInteger),
     Column("finalized_ts", BigInteger),
+    # v2. While unfinalized: the records replaced since the last finalized one (JSON of an
+    # `Environment`), whose views may still be live — repaired by the next apply, kept by the janitor.
+    Column("replaced_payload", Text),
 )
 
 intervals = Table(

@@ -12,6 +12,10 @@ processes share it at once — the CLI beside Dagster's webserver, daemon and ru
 
 Environments use optimistic concurrency: a plan remembers the `plan_id` it was computed
 against (`previous_plan_id`) and may only replace an environment still at that plan.
+
+Every database failure reaches the caller as one `StateError` line naming the store and what
+failed (connect, read, write); a SQLite file is created atomically, so a 0-byte `state.db` is never
+ours and is refused instead of being initialised over.
 """
 
 from __future__ import annotations
@@ -19,14 +23,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
+import sqlite3
 import threading
 import time
 import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy import (
@@ -69,6 +75,8 @@ logger = logging.getLogger(__name__)
 BATCH_SIZE = 500
 SQLITE_BUSY_TIMEOUT_S = 30
 POSTGRES_CONNECT_TIMEOUT_S = 10
+# The lock that excludes every other lock, and that any other lock excludes (the janitor's).
+EXCLUSIVE_LOCK = "*"
 
 IntervalKey = tuple[str, str]
 T = TypeVar("T")
@@ -97,8 +105,13 @@ class PlanRecord(BaseModel):
 class LockInfo(BaseModel):
     name: str
     owner: str
+    token: str  # random per acquisition: breaking a lock names the exact holder it looked at
     acquired_ts: int
     expires_ts: int
+
+
+class LockLostError(StateError):
+    """A lock this process held was taken over (its lease ran out, or it was broken)."""
 
 
 class StateStore:
@@ -111,6 +124,8 @@ class StateStore:
         """
         self._url = _parse_url(url)
         self.url = self._url.render_as_string(hide_password=True)
+        if self._url.get_backend_name() == "sqlite" and not _is_memory_sqlite(self._url):
+            _prepare_sqlite_file(Path(self._url.database or ""), self.url)
         self._engine = _create_engine(self._url)
         self._is_postgres = self._engine.dialect.name == "postgresql"
         try:
@@ -155,21 +170,18 @@ class StateStore:
             raise StateError(f"Cannot connect to the state store at {self.url}: {_reason(e)}") from None
 
     def _initialize(self) -> int:
-        try:
-            with self._read() as conn:
-                stored = stored_schema_version(conn)
-            if stored is not None:
-                return stored
-            with self._write() as conn:
-                self._serialize(conn, "schema")
-                stored = stored_schema_version(conn)
-                if stored is None:
-                    schema.metadata.create_all(conn)
-                    stamp(conn, schema.SCHEMA_VERSION)
-                    stored = schema.SCHEMA_VERSION
+        """The stored schema version; an empty database (a new Postgres one) gets the tables."""
+        with self._read() as conn:
+            stored = stored_schema_version(conn)
+        if stored is not None:
             return stored
-        except DBAPIError as e:
-            raise StateError(f"Cannot initialise the state store at {self.url}: {_reason(e)}") from None
+        with self._write("initialise") as conn:
+            self._serialize(conn, "schema")
+            stored = stored_schema_version(conn)
+            if stored is None:
+                _create_tables(conn)
+                stored = schema.SCHEMA_VERSION
+        return stored
 
     # ------------------------------------------------------------------ snapshots
 
@@ -253,6 +265,19 @@ class StateStore:
             for chunk in _chunks(_unique_ids(ids), BATCH_SIZE):
                 conn.execute(delete(table).where(key.in_(chunk)))
 
+    def forget_snapshots(self, ids: Iterable[SnapshotId], interval_keys: Iterable[IntervalKey]) -> None:
+        """Delete snapshots and the interval history of versions whose tables are about to be
+        dropped, in one transaction: state never names a table that is gone, nor keeps half of a
+        deletion (a crash afterwards leaves an unreferenced table behind, never a dangling record)."""
+        snapshots, intervals = schema.snapshots, schema.intervals
+        snapshot_key = tuple_(snapshots.c.name, snapshots.c.identifier)
+        interval_key = tuple_(intervals.c.name, intervals.c.version)
+        with self._write() as conn:
+            for chunk in _chunks(list(dict.fromkeys((n, v) for n, v in interval_keys)), BATCH_SIZE):
+                conn.execute(delete(intervals).where(interval_key.in_(chunk)))
+            for chunk in _chunks(_unique_ids(ids), BATCH_SIZE):
+                conn.execute(delete(snapshots).where(snapshot_key.in_(chunk)))
+
     def _existing_snapshot_ids(self, conn: Connection, ids: Sequence[SnapshotId]) -> set[SnapshotId]:
         table = schema.snapshots
         key = tuple_(table.c.name, table.c.identifier)
@@ -275,32 +300,40 @@ class StateStore:
         with self._read() as conn:
             return [_to_environment(r) for r in conn.execute(select(table).order_by(table.c.name))]
 
-    def promote_environment(self, env: Environment) -> None:
-        """Make `env` the environment's record, unless another plan got there first.
+    def promote_environment(self, env: Environment, lease: Lease | None = None) -> None:
+        """Record `env` (unfinalized) as the environment, unless another plan got there first.
 
         Re-promoting the plan that is already current is allowed, so a retried apply is a no-op.
+        With `lease`, the record is only written if that lock is still held, in the same
+        transaction. The records whose views may still be live until `env` is finalized are kept
+        (`replaced_environment`): a crash before the views moved is repaired from them, and the
+        janitor keeps their tables.
         """
         table = schema.environments
         with self._write() as conn:
             self._serialize(conn, f"environment:{env.name}")
-            current = conn.execute(
-                select(table.c.plan_id).where(table.c.name == env.name).with_for_update()
-            ).scalar()
+            if lease is not None:
+                self._hold(conn, lease)
+            current = conn.execute(select(table).where(table.c.name == env.name).with_for_update()).first()
             if current is None and env.previous_plan_id is not None:
                 raise ConflictingPlanError(
                     f"Environment '{env.name}' was removed while this plan ({env.plan_id}) was in "
                     f"progress. Re-run `mesh plan {env.name}`."
                 )
-            if current is not None and current not in (env.previous_plan_id, env.plan_id):
-                raise _conflict(env.name, current, env.plan_id)
-            row = _environment_row(env)
+            if current is not None and current.plan_id not in (env.previous_plan_id, env.plan_id):
+                raise _conflict(env.name, current.plan_id, env.plan_id)
+            row = {**_environment_row(env), "replaced_payload": _replaced_payload(current, env.plan_id)}
             self._upsert(conn, table, row, ["name"])
 
-    def finalize_environment(self, name: str, plan_id: str, now_ms: int | None = None) -> None:
-        """Mark the environment complete (views swapped) — only if `plan_id` is still current."""
+    def finalize_environment(self, name: str, plan_id: str, now_ms: int | None = None,
+                             lease: Lease | None = None) -> None:
+        """Mark the environment complete (views swapped) — only if `plan_id` is still current
+        (and, with `lease`, the lock still held)."""
         table = schema.environments
         with self._write() as conn:
             self._serialize(conn, f"environment:{name}")
+            if lease is not None:
+                self._hold(conn, lease)
             current = conn.execute(select(table.c.plan_id).where(table.c.name == name).with_for_update()).scalar()
             if current is None:
                 raise ConflictingPlanError(
@@ -309,7 +342,21 @@ class StateStore:
                 )
             if current != plan_id:
                 raise _conflict(name, current, plan_id)
-            conn.execute(update(table).where(table.c.name == name).values(finalized_ts=_or_now(now_ms)))
+            conn.execute(
+                update(table).where(table.c.name == name).values(finalized_ts=_or_now(now_ms), replaced_payload=None)
+            )
+
+    def replaced_environment(self, name: str) -> Environment | None:
+        """While `name` is unfinalized: what its views may still show besides its record (the
+        records it replaced since it was last finalized, merged). None once finalized."""
+        table = schema.environments
+        with self._read() as conn:
+            row = conn.execute(
+                select(table.c.replaced_payload, table.c.finalized_ts).where(table.c.name == name)
+            ).first()
+        if row is None or row.finalized_ts is not None or row.replaced_payload is None:
+            return None
+        return Environment.model_validate_json(row.replaced_payload)
 
     def invalidate_environment(self, name: str, now_ms: int | None = None) -> None:
         """Let the janitor remove the environment from `now_ms` on."""
@@ -459,30 +506,41 @@ class StateStore:
     # ------------------------------------------------------------------ locks
 
     @contextmanager
-    def lock(self, name: str, owner: str, timeout_s: float = 600, lease_s: float = 3600) -> Iterator[None]:
-        """Hold the named (environment) lock across processes for the duration of the block.
+    def lock(
+        self,
+        name: str,
+        owner: str,
+        timeout_s: float = 600,
+        lease_s: float = 3600,
+        *,
+        holder_is_dead: Callable[[LockInfo], bool] | None = None,
+        busy: Callable[[LockInfo], str] | None = None,
+    ) -> Iterator[Lease]:
+        """Hold the named lock across processes for the duration of the block; yields its `Lease`.
 
-        The lease is renewed in the background every `lease_s / 3`, so a long backfill keeps it;
-        a process that dies stops renewing and the lock frees itself after `lease_s`.
+        `EXCLUSIVE_LOCK` excludes every other lock and is excluded by any. A holder whose lease
+        ran out, or that `holder_is_dead` says is gone, is replaced inside the transaction that
+        finds it, by its token — so two waiters behind a dead holder never both get the lock.
+        The lease is renewed in the background; the holder calls `Lease.check()` before each step
+        that must not run once someone else may hold the lock. `busy(holder)` words the timeout.
         """
         token = uuid.uuid4().hex
         deadline = time.monotonic() + timeout_s
         delay = 0.05
-        while (holder := self._try_lock(name, owner, token, lease_s)) is not None:
+        while (holder := self._try_lock(name, owner, token, lease_s, *filter(None, [holder_is_dead]))) is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise StateError(
-                    f"Environment '{name}' is being changed by {holder.owner} since "
-                    f"{_format_ms(holder.acquired_ts)}; waiting timed out"
-                )
+                raise StateError(busy(holder) if busy else (
+                    f"Lock '{name}' is held by {holder.owner} since {_format_ms(holder.acquired_ts)}; "
+                    "waiting timed out"
+                ))
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 1.0)
-        renewer = _LeaseRenewer(self, name, token, lease_s)
-        renewer.start()
+        lease = Lease(self, name, owner, token, lease_s)
         try:
-            yield
+            yield lease
         finally:
-            renewer.stop()
+            lease.stop()
             self._unlock(name, token)
 
     def lock_holder(self, name: str) -> LockInfo | None:
@@ -491,27 +549,37 @@ class StateStore:
             row = conn.execute(select(table).where(table.c.name == name)).first()
         return _lock_info(row) if row else None
 
-    def break_lock(self, name: str) -> None:
-        """Free a lock whose holder is known to be dead (operator action)."""
+    def lock_holders(self) -> list[LockInfo]:
+        table = schema.locks
+        with self._read() as conn:
+            return [_lock_info(r) for r in conn.execute(select(table).order_by(table.c.name))]
+
+    def break_lock(self, name: str, token: str) -> bool:
+        """Free the lock held under `token` (an operator's action on a holder known to be dead);
+        False if that holder no longer has it — a newer holder is never broken by mistake."""
         table = schema.locks
         with self._write() as conn:
-            conn.execute(delete(table).where(table.c.name == name))
+            return conn.execute(delete(table).where(table.c.name == name, table.c.token == token)).rowcount == 1
 
-    def _try_lock(self, name: str, owner: str, token: str, lease_s: float) -> LockInfo | None:
-        """Take the lock if it is free or its lease ran out; otherwise return who holds it."""
+    def _try_lock(self, name: str, owner: str, token: str, lease_s: float,
+                  holder_is_dead: Callable[[LockInfo], bool] = lambda _holder: False) -> LockInfo | None:
+        """Take the lock unless a live holder of it (or of a lock excluding it) remains; that
+        holder is returned. Expired and dead holders are removed by their token first."""
         table = schema.locks
         now = _now_ms()
-        values = {"owner": owner, "token": token, "acquired_ts": now, "expires_ts": now + int(lease_s * 1000)}
         with self._write() as conn:
-            self._serialize(conn, f"lock:{name}")
-            row = conn.execute(select(table).where(table.c.name == name).with_for_update()).first()
-            if row is None:
-                conn.execute(insert(table).values(name=name, **values))
-            elif row.expires_ts <= now:
-                logger.warning("Taking over the lock on '%s' from %s: its lease expired", name, row.owner)
-                conn.execute(update(table).where(table.c.name == name).values(**values))
-            else:
-                return _lock_info(row)
+            self._serialize(conn, "locks")  # every acquisition: the exclusive lock spans all names
+            query = select(table).order_by(table.c.name).with_for_update()
+            if name != EXCLUSIVE_LOCK:
+                query = query.where(table.c.name.in_([name, EXCLUSIVE_LOCK]))
+            for holder in [_lock_info(row) for row in conn.execute(query)]:
+                if holder.expires_ts > now and not holder_is_dead(holder):
+                    return holder
+                reason = "its lease expired" if holder.expires_ts <= now else "its process is gone"
+                logger.warning("Taking over the lock '%s' from %s: %s", holder.name, holder.owner, reason)
+                conn.execute(delete(table).where(table.c.name == holder.name, table.c.token == holder.token))
+            conn.execute(insert(table).values(name=name, owner=owner, token=token, acquired_ts=now,
+                                              expires_ts=now + int(lease_s * 1000)))
         return None
 
     def _unlock(self, name: str, token: str) -> None:
@@ -523,28 +591,44 @@ class StateStore:
             logger.warning("Could not release the lock on '%s' (it frees itself when its lease ends): %s", name, e)
 
     def _renew_lock(self, name: str, token: str, lease_s: float) -> bool:
-        table = schema.locks
         with self._write() as conn:
-            result = conn.execute(
-                update(table)
-                .where(table.c.name == name, table.c.token == token)
-                .values(expires_ts=_now_ms() + int(lease_s * 1000))
-            )
-            return result.rowcount == 1
+            return self._extend(conn, name, token, lease_s)
+
+    def _hold(self, conn: Connection, lease: Lease) -> None:
+        """Inside a write: extend `lease`, or raise if its lock is no longer ours."""
+        if not self._extend(conn, lease.name, lease.token, lease.lease_s):
+            lease.mark_lost()
+            lease.check()
+
+    def _extend(self, conn: Connection, name: str, token: str, lease_s: float) -> bool:
+        table = schema.locks
+        result = conn.execute(
+            update(table)
+            .where(table.c.name == name, table.c.token == token)
+            .values(expires_ts=_now_ms() + int(lease_s * 1000))
+        )
+        return result.rowcount == 1
 
     # ------------------------------------------------------------------ plumbing
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn, conn.begin():
-            yield conn
+        try:
+            with self._engine.connect() as conn, conn.begin():
+                yield conn
+        except DBAPIError as e:
+            raise StateError(f"Cannot read the state store at {self.url}: {_reason(e)}") from e
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
-            conn.execution_options(mesh_write=True)
-            with conn.begin():
-                yield conn
+    def _write(self, what: str = "write to") -> Iterator[Connection]:
+        """One transaction; a database failure becomes one line (nothing of it was written)."""
+        try:
+            with self._engine.connect() as conn:
+                conn.execution_options(mesh_write=True)
+                with conn.begin():
+                    yield conn
+        except DBAPIError as e:
+            raise StateError(f"Cannot {what} the state store at {self.url}: {_reason(e)}") from e
 
     def _serialize(self, conn: Connection, key: str) -> None:
         """Postgres: hold a transaction-scoped advisory lock on `key` (SQLite writers are
@@ -563,29 +647,75 @@ class StateStore:
         conn.execute(stmt.on_conflict_do_update(index_elements=[table.c[k] for k in keys], set_=changes))
 
 
-class _LeaseRenewer(threading.Thread):
-    """Extends a held lock's lease until stopped."""
+def _lease_clock() -> float:
+    """Seconds on a clock that keeps running while the machine sleeps (unlike `monotonic` on
+    Linux): a laptop that wakes up must not believe its lease is still fresh."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic()
 
-    def __init__(self, store: StateStore, name: str, token: str, lease_s: float):
-        super().__init__(name=f"mesh-lock-{name}", daemon=True)
+
+class Lease:
+    """Proof that this process holds a lock, renewed in the background until released.
+
+    Other processes take the lock over once the lease has run out (e.g. this process was paused
+    or cut off from the database), so the holder must `check()` before each step that may only
+    run under the lock: the check is free while the last renewal is recent (well inside the
+    lease) and otherwise renews synchronously, raising `LockLostError` if someone took over.
+    """
+
+    def __init__(self, store: StateStore, name: str, owner: str, token: str, lease_s: float):
+        self.name = name
+        self.owner = owner
+        self.token = token
+        self.lease_s = lease_s
         self._store = store
-        self._lock_name = name
-        self._token = token
-        self._lease_s = lease_s
+        self._confirmed = _lease_clock()
+        self._lost = False
         self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._renew_until_stopped, name=f"mesh-lock-{name}", daemon=True)
+        self._thread.start()
 
-    def run(self) -> None:
-        while not self._stopped.wait(max(self._lease_s / 3, 0.01)):
-            try:
-                if not self._store._renew_lock(self._lock_name, self._token, self._lease_s):
-                    logger.warning("Lost the lock on '%s': another process took it over", self._lock_name)
-                    return
-            except Exception as e:  # keep trying: the database may be back before the lease ends
-                logger.warning("Could not renew the lock on '%s': %s", self._lock_name, e)
+    @property
+    def lost(self) -> bool:
+        return self._lost
+
+    def mark_lost(self) -> None:
+        self._lost = True
+
+    def check(self) -> None:
+        """Raise `LockLostError` unless the lock is provably still ours."""
+        if not self._lost and _lease_clock() - self._confirmed > self.lease_s / 2:
+            self.verify()
+        if self._lost:
+            holder = self._store.lock_holder(self.name)
+            now = f"{holder.owner} holds it now" if holder is not None else "nobody holds it now"
+            raise LockLostError(
+                f"Lost the lock '{self.name}' (its lease of {self.lease_s:g} s ran out or it was broken; {now})"
+            )
+
+    def verify(self) -> None:
+        """Renew now (one round trip); raise `LockLostError` if the lock is no longer ours."""
+        if not self._lost:
+            if self._store._renew_lock(self.name, self.token, self.lease_s):
+                self._confirmed = _lease_clock()
+            else:
+                self._lost = True
+        if self._lost:
+            self.check()
 
     def stop(self) -> None:
         self._stopped.set()
-        self.join()
+        self._thread.join()
+
+    def _renew_until_stopped(self) -> None:
+        while not self._stopped.wait(max(self.lease_s / 3, 0.01)):
+            try:
+                if not self._store._renew_lock(self.name, self.token, self.lease_s):
+                    logger.warning("Lost the lock on '%s': another process took it over", self.name)
+                    self._lost = True
+                    return
+                self._confirmed = _lease_clock()
+            except Exception as e:  # keep trying: the database may be back before the lease ends
+                logger.warning("Could not renew the lock on '%s': %s", self.name, e)
 
 
 # ---------------------------------------------------------------------- engine
@@ -625,20 +755,64 @@ def _create_engine(url: URL) -> Engine:
         raise StateError(f"Cannot use the state store at {url.render_as_string(hide_password=True)}: {e}") from None
 
 
+def _prepare_sqlite_file(path: Path, shown: str) -> None:
+    """Create a missing store atomically; refuse a 0-byte one.
+
+    A new store is built in a temporary file and linked into place complete, so a `state.db`
+    that mesh wrote is never empty — not even after a crash during the very first run. A 0-byte
+    `state.db` therefore comes from outside (truncated by a full disk, a failed copy, `touch`,
+    `> state.db`): initialising it would silently forget every environment and interval while
+    the warehouse still holds their tables, so it is refused. An absent file is the first run.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StateError(f"Cannot connect to the state store at {shown}: cannot create {path.parent}: "
+                         f"{e.strerror or e}") from None
+    if path.is_file() and path.stat().st_size == 0:
+        raise StateError(
+            f"The state store at {shown} is an empty (0-byte) file: it was truncated or replaced (mesh never "
+            "leaves one), and starting over would forget every environment the warehouse still holds. "
+            "Restore it from a backup, or delete it if this project was never applied."
+        )
+    if not path.exists():
+        _create_sqlite_file(path, shown)
+
+
+def _create_sqlite_file(path: Path, shown: str) -> None:
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        engine = create_engine(f"sqlite:///{temp}")
+        try:
+            with engine.begin() as conn:
+                _create_tables(conn)
+        finally:
+            engine.dispose()
+        try:
+            os.link(temp, path)  # fails if another process created it first: theirs is as good
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links on this filesystem
+            if not path.exists():
+                os.replace(temp, path)
+    except (OSError, DBAPIError) as e:
+        reason = _reason(e) if isinstance(e, DBAPIError) else (e.strerror or str(e))
+        raise StateError(f"Cannot create the state store at {shown}: {reason}") from None
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def _create_tables(conn: Connection) -> None:
+    schema.metadata.create_all(conn)
+    stamp(conn, schema.SCHEMA_VERSION)
+
+
 def _create_sqlite_engine(url: URL) -> Engine:
     memory = _is_memory_sqlite(url)
     if memory:
         # One shared connection, or every checkout would see its own empty database.
         engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
-        path = Path(url.database or "")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StateError(
-                f"Cannot connect to the state store at {url.render_as_string(hide_password=True)}: "
-                f"cannot create {path.parent}: {e.strerror or e}"
-            ) from None
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
     @event.listens_for(engine, "connect")
@@ -649,7 +823,11 @@ def _create_sqlite_engine(url: URL) -> Engine:
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
         if not memory:
-            cursor.execute("PRAGMA journal_mode = WAL")
+            try:
+                cursor.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as e:  # a read-only store can still be read
+                if "readonly" not in str(e):
+                    raise
             cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
 
@@ -708,8 +886,28 @@ def _to_environment(row: Any) -> Environment:
     )
 
 
+def _replaced_payload(current: Any, plan_id: str) -> str | None:
+    """What the views may still show once `plan_id` replaces the `current` row: the current
+    record if it was finalized, else everything an unfinished apply may have left live."""
+    if current is None:
+        return None
+    if current.plan_id == plan_id:  # a retry of the same plan replaces nothing new
+        return current.replaced_payload
+    record = _to_environment(current)
+    if current.finalized_ts is not None or current.replaced_payload is None:
+        return record.model_dump_json()
+    return _merge_environments(Environment.model_validate_json(current.replaced_payload), record).model_dump_json()
+
+
+def _merge_environments(older: Environment, newer: Environment) -> Environment:
+    snapshots = {s.snapshot_id: s for s in [*older.snapshots, *newer.snapshots]}
+    return newer.model_copy(update={"snapshots": list(snapshots.values()),
+                                    "promoted": sorted({*older.promoted, *newer.promoted})})
+
+
 def _lock_info(row: Any) -> LockInfo:
-    return LockInfo(name=row.name, owner=row.owner, acquired_ts=row.acquired_ts, expires_ts=row.expires_ts)
+    return LockInfo(name=row.name, owner=row.owner, token=row.token, acquired_ts=row.acquired_ts,
+                    expires_ts=row.expires_ts)
 
 
 def _conflict(environment: str, current: str, plan_id: str) -> ConflictingPlanError:

@@ -14,8 +14,8 @@ from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.errors import ConflictingPlanError, StateError
 from mesh_dagster.core.model import AuditRef, KindName, Model, ModelKind
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot, SnapshotFingerprint, SnapshotId, hash_values
-from mesh_dagster.state import SCHEMA_VERSION, StateStore
-from mesh_dagster.state.migrations import pending_migrations
+from mesh_dagster.state import SCHEMA_VERSION, LockLostError, StateStore
+from mesh_dagster.state.migrations import MIGRATIONS, pending_migrations
 
 DAY = 86_400_000
 
@@ -363,9 +363,7 @@ def test_plans(store: StateStore) -> None:
 # ---------------------------------------------------------------------- locks
 
 
-LOCK_TIMEOUT = re.compile(
-    r"Environment 'dev' is being changed by alice since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC; waiting timed out"
-)
+LOCK_TIMEOUT = re.compile(r"Lock 'dev' is held by alice since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC; waiting timed out")
 
 
 def test_lock_contention_between_stores(open_store: Callable[..., StateStore]) -> None:
@@ -442,12 +440,21 @@ def test_live_lease_is_renewed(open_store: Callable[..., StateStore]) -> None:
         assert LOCK_TIMEOUT.fullmatch(str(error.value)), str(error.value)
 
 
-def test_break_lock(open_store: Callable[..., StateStore]) -> None:
+def test_break_lock_by_token(open_store: Callable[..., StateStore]) -> None:
     alice, bob = open_store(), open_store()
-    with alice.lock("dev", "alice"):
-        bob.break_lock("dev")
+    with alice.lock("dev", "alice") as lease:
+        seen = bob.lock_holder("dev")
+        assert seen.token == lease.token
+        assert bob.break_lock("dev", seen.token)
         with bob.lock("dev", "bob", timeout_s=1):
             assert bob.lock_holder("dev").owner == "bob"
+            assert not alice.break_lock("dev", seen.token)  # a stale look never breaks the new holder
+            assert bob.lock_holder("dev").owner == "bob"
+        lease.check()  # cheap: trusts the recent renewal (a break is noticed at the next one)
+        with pytest.raises(LockLostError, match="Lost the lock 'dev'"):
+            lease.verify()
+        with pytest.raises(LockLostError):
+            lease.check()
 
 
 # ---------------------------------------------------------------------- schema versions
@@ -483,7 +490,7 @@ def test_older_schema_needs_migrate(store: StateStore, state_url: str, raw_engin
     )
 
     with StateStore(state_url, check_version=False) as migrating:
-        assert migrating.migrate() == [1]
+        assert migrating.migrate() == list(range(1, SCHEMA_VERSION + 1))
         assert migrating.migrate() == []
     with StateStore(state_url) as migrated:
         assert migrated.schema_version == SCHEMA_VERSION
@@ -498,9 +505,10 @@ def test_migration_steps_run_in_order(store: StateStore) -> None:
     def fill_table(conn) -> None:
         conn.execute(text("INSERT INTO mesh_extra (x) VALUES (2)"))
 
-    steps = {1: lambda conn: None, 2: add_table, 3: fill_table}
-    assert store.migrate(target=3, migrations=steps) == [2, 3]
-    assert store.schema_version == 3
+    v = SCHEMA_VERSION
+    steps = {**MIGRATIONS, v + 1: add_table, v + 2: fill_table}
+    assert store.migrate(target=v + 2, migrations=steps) == [v + 1, v + 2]
+    assert store.schema_version == v + 2
     with store._read() as conn:
         assert conn.execute(text("SELECT x FROM mesh_extra")).scalars().all() == [2]
 
@@ -512,19 +520,20 @@ def test_failing_migration_writes_nothing(store: StateStore, state_url: str) -> 
     def broken(conn) -> None:
         raise RuntimeError("step 3 failed")
 
+    v = SCHEMA_VERSION
     with pytest.raises(RuntimeError, match="step 3 failed"):
-        store.migrate(target=3, migrations={2: add_table, 3: broken})
+        store.migrate(target=v + 2, migrations={v + 1: add_table, v + 2: broken})
 
-    with StateStore(state_url) as reopened:  # still v1, and the v2 table was rolled back
+    with StateStore(state_url) as reopened:  # still current, and the next step's table was rolled back
         assert reopened.schema_version == SCHEMA_VERSION
         with reopened._read() as conn:
             assert conn.execute(text("SELECT COUNT(*) FROM mesh_versions")).scalar() == 1
-        assert reopened.migrate(target=2, migrations={2: add_table}) == [2]
+        assert reopened.migrate(target=v + 1, migrations={v + 1: add_table}) == [v + 1]
 
 
 def test_missing_migration_step_is_reported() -> None:
     with pytest.raises(StateError) as error:
-        pending_migrations(1, 3, {2: lambda conn: None})
+        pending_migrations(1, 3, {2: lambda conn: None})  # explicit versions: independent of SCHEMA_VERSION
     assert str(error.value) == "No migration to state schema v3; this mesh_dagster build is broken."
 
 
