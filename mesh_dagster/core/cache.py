@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 CACHE_FILE = "project.pickle"
-_FORMAT = 1
+_FORMAT = 2  # bumped whenever what is pickled changes shape
 
 
 def content_key(data: bytes) -> str:
@@ -28,6 +28,7 @@ class ProjectCache:
         self.salt = salt
         self._models: dict[str, tuple[str, Any]] = {}
         self._rendered: dict[str, str | None] = {}
+        self._other: dict[str, dict[str, Any]] = {}  # namespace -> content key -> value
         self._dirty = False
         self._load()
 
@@ -40,6 +41,7 @@ class ProjectCache:
         if isinstance(data, dict) and data.get("format") == _FORMAT and data.get("salt") == self.salt:
             self._models = data.get("models", {})
             self._rendered = data.get("rendered", {})
+            self._other = data.get("other", {})
 
     def model(self, rel_path: str, key: str) -> Any | None:
         entry = self._models.get(rel_path)
@@ -58,6 +60,14 @@ class ProjectCache:
         self._rendered[identifier] = sql
         self._dirty = True
 
+    def get(self, namespace: str, key: str) -> Any | None:
+        """A value stored under a content key (e.g. a seed's verdict, a model's output columns)."""
+        return self._other.get(namespace, {}).get(key)
+
+    def put(self, namespace: str, key: str, value: Any) -> None:
+        self._other.setdefault(namespace, {})[key] = value
+        self._dirty = True
+
     def save(self) -> None:
         """Write atomically; a cache that cannot be written is just not a cache."""
         if not self._dirty:
@@ -66,10 +76,13 @@ class ProjectCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if len(self._rendered) > 20000:  # keep the file from growing forever
                 self._rendered = dict(list(self._rendered.items())[-10000:])
+            for namespace, values in self._other.items():
+                if len(values) > 20000:
+                    self._other[namespace] = dict(list(values.items())[-10000:])
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".project.")
             with os.fdopen(fd, "wb") as f:
                 pickle.dump({"format": _FORMAT, "salt": self.salt, "models": self._models,
-                             "rendered": self._rendered}, f, protocol=pickle.HIGHEST_PROTOCOL)
+                             "rendered": self._rendered, "other": self._other}, f, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, self.path)
             self._dirty = False
         except OSError:

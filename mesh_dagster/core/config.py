@@ -30,10 +30,10 @@ class SparkConnectionConfig(_Strict):
 
     type: Literal["spark"] = "spark"
     master: str = "local[*]"
-    remote: str | None = None
+    remote: str | None = None  # Spark Connect: used instead of `master` (the scaffold says so)
     config: dict[str, Any] = Field(default_factory=dict)
     catalog: str | None = None
-    concurrent_tasks: int = 1
+    concurrent_tasks: int = 1  # models are evaluated one at a time: any other value is refused
 
     @property
     def is_local(self) -> bool:
@@ -77,6 +77,7 @@ class ModelDefaults(_Strict):
     cron: str = "@daily"
     owner: str | None = None
     storage_format: str | None = None
+    # Audits attached to every model that holds data, written like a model's `audits` entries.
     audits: list[str] = Field(default_factory=list)
 
     @field_validator("start", mode="before")
@@ -84,6 +85,44 @@ class ModelDefaults(_Strict):
     def _stringify_start(cls, value: Any) -> Any:
         # YAML turns `start: 2020-01-01` into a date object.
         return None if value is None else str(value)
+
+    @field_validator("start")
+    @classmethod
+    def _check_start(cls, value: str | None) -> str | None:
+        from mesh_dagster.core.dates import to_datetime
+
+        if value is not None:
+            to_datetime(value)  # ValueError names the value and what is accepted
+        return value
+
+    @field_validator("cron")
+    @classmethod
+    def _check_cron(cls, value: str) -> str:
+        from mesh_dagster.core.cron import validate_cron
+
+        return validate_cron(value)
+
+    @field_validator("dialect")
+    @classmethod
+    def _check_dialect(cls, value: str) -> str:
+        from mesh_dagster.core.types import check_dialect
+
+        return check_dialect(value)
+
+    @field_validator("storage_format")
+    @classmethod
+    def _check_storage_format(cls, value: str | None) -> str | None:
+        from mesh_dagster.core.model import check_storage_format
+
+        return None if value is None else check_storage_format(value)
+
+    @field_validator("audits")
+    @classmethod
+    def _check_audits(cls, value: list[str]) -> list[str]:
+        from mesh_dagster.core.model_reader import default_audit_refs
+
+        default_audit_refs(tuple(value))  # ValueError names the entry that cannot be read
+        return value
 
 
 class PlanDefaults(_Strict):
@@ -103,7 +142,23 @@ class ProjectConfig(_Strict):
     default_target_environment: str = "prod"
     plan: PlanDefaults = Field(default_factory=PlanDefaults)
     state_connection: StateConnectionConfig | None = None
+    # Parsed so that `linter: {enabled: false}` stays valid; anything that asks for linting is refused.
     linter: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("snapshot_ttl", "environment_ttl")
+    @classmethod
+    def _check_ttl(cls, value: str) -> str:
+        from mesh_dagster.core.dates import parse_ttl
+
+        parse_ttl(value)
+        return value
+
+    @field_validator("default_target_environment")
+    @classmethod
+    def _check_environment(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name an environment, e.g. prod or dev")
+        return value
 
     def gateway(self, name: str | None = None) -> GatewayConfig:
         name = name or self.default_gateway or next(iter(self.gateways), None)
@@ -138,27 +193,108 @@ def find_config_file(project_dir: Path) -> Path | None:
 
 
 def load_config(project_dir: Path) -> ProjectConfig:
-    """Read and validate config.yaml; a missing file means all defaults."""
+    """Read and validate config.yaml: every key is honoured, or refused with its file and line."""
+    from mesh_dagster.core.files import read_text
+
     path = find_config_file(project_dir)
     if path is None:
         raise ConfigError(f"No config.yaml found in {project_dir}. Run `mesh init spark` to create a project.")
+    shown = path.name  # errors name the file as the user sees it in the project
+    text = _expand_env_vars(read_text(path, shown, ConfigError))
     try:
-        raw = yaml.safe_load(_expand_env_vars(path.read_text())) or {}
+        raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
         line = getattr(getattr(e, "problem_mark", None), "line", None)
-        raise ConfigError(f"Invalid YAML: {getattr(e, 'problem', e)}", path, line + 1 if line is not None else None) from None
+        raise ConfigError(f"Invalid YAML: {getattr(e, 'problem', e)}", shown, line + 1 if line is not None else None) from None
     if not isinstance(raw, dict):
-        raise ConfigError("The configuration must be a mapping", path, 1)
+        raise ConfigError("The configuration must be a mapping", shown, 1)
     try:
-        return ProjectConfig.model_validate(raw)
+        config = ProjectConfig.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"{loc}: {err['msg']}", path, _line_of_key(path, str(err["loc"][0]))) from None
+        raise ConfigError(_describe(err), shown, line_of(text, err["loc"])) from None
+    for loc, message in _refusals(config):
+        raise ConfigError(f"{'.'.join(map(str, loc))}: {message}", shown, line_of(text, loc))
+    return config
 
 
-def _line_of_key(path: Path, key: str) -> int | None:
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if line.lstrip().startswith(f"{key}:"):
-            return i
-    return None
+def _describe(err: dict[str, Any]) -> str:
+    """pydantic's error as `dotted.key: what is wrong`."""
+    loc = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        return f"{loc}: unknown setting"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {message}"
+
+
+Loc = tuple[str | int, ...]
+_POSTGRES_ONLY = ("host", "port", "user", "password")
+
+
+def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
+    """Settings that parse but that mesh_dagster cannot honour (the first one is reported)."""
+    out: list[tuple[Loc, str]] = []
+    if config.linter and config.linter != {"enabled": False}:
+        out.append((("linter",), "linting is not supported by mesh_dagster yet (only `enabled: false` is accepted)"))
+    if config.default_gateway is not None and config.default_gateway not in config.gateways:
+        out.append((("default_gateway",), f"unknown gateway '{config.default_gateway}'. "
+                                          f"Known: {', '.join(config.gateways) or 'none'}"))
+    out += _variable_clashes(config.variables, ("variables",))
+    if config.state_connection is not None:
+        out += _state_connection_refusals(config.state_connection, ("state_connection",))
+    for name, gateway in config.gateways.items():
+        conn = gateway.connection
+        if conn.concurrent_tasks != 1:
+            out.append((("gateways", name, "connection", "concurrent_tasks"),
+                        "only 1 is supported by mesh_dagster yet (models are evaluated one at a time)"))
+        out += _variable_clashes(gateway.variables, ("gateways", name, "variables"))
+        if gateway.state_connection is not None:
+            out += _state_connection_refusals(gateway.state_connection, ("gateways", name, "state_connection"))
+    return out
+
+
+def _state_connection_refusals(conn: StateConnectionConfig, loc: Loc) -> list[tuple[Loc, str]]:
+    given = conn.model_fields_set
+    if conn.url is not None:
+        others = sorted(given - {"url"})
+        if others:
+            return [(loc + (others[0],), "is ignored when `url` is set: give either `url` or the separate fields")]
+        return []
+    if conn.type == "sqlite":
+        for key in _POSTGRES_ONLY:
+            if key in given:
+                return [(loc + (key,), "applies to `type: postgres` only (a sqlite state store is a file: `database`)")]
+    return []
+
+
+def _variable_clashes(variables: dict[str, Any], loc: Loc) -> list[tuple[Loc, str]]:
+    """Variable names are case-insensitive: `A` and `a` would silently overwrite each other."""
+    seen: dict[str, str] = {}
+    for key in variables:
+        other = seen.setdefault(str(key).lower(), str(key))
+        if other != key:
+            return [(loc + (key,), f"clashes with '{other}' (variable names are case-insensitive)")]
+    return []
+
+
+def line_of(text: str, loc: Loc) -> int | None:
+    """1-based line of the YAML key at `loc` (a path of keys and list indexes), or of its closest
+    enclosing key that exists."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if str(k.value) == str(part)), None)
+            if match is None:
+                break
+            line = match[0].start_mark.line + 1
+            node = match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

@@ -14,7 +14,7 @@ from typing import Any
 from sqlglot import exp
 
 from mesh_dagster.core.errors import MacroError
-from mesh_dagster.core.macros import SQL, Arg, Call, Lambda, MacroEvaluator, normalize_name
+from mesh_dagster.core.macros import SQL, Arg, Call, Lambda, MacroEvaluator, columns_pending, normalize_name
 
 Builtin = Callable[[MacroEvaluator, Call], Any]
 BUILTINS: dict[str, Builtin] = {}
@@ -164,11 +164,13 @@ def star(ev: MacroEvaluator, call: Call) -> list[exp.Expression]:
     args = _signature(ev, call, ["relation", "alias", "exclude", "prefix", "suffix", "quote_identifiers"], 1)
     relation = ev.to_exp(ev.evaluate(args["relation"]), call.line)
     name = normalize_name(relation)
+    alias = _name_arg(ev, args.get("alias"), call) or relation.alias or name.split(".")[-1]
     columns = ev.columns_to_types(name)
+    if not columns and columns_pending():
+        return [exp.column(exp.Star(), table=alias)]  # dependency discovery: the columns come later
     if not columns:
         raise MacroError(f"@STAR: the columns of {name} are not known (declare them with `columns` or make "
                          "its query's columns inferrable)", ev.path, call.line)
-    alias = _name_arg(ev, args.get("alias"), call) or relation.alias or name.split(".")[-1]
     exclude = set()
     if "exclude" in args:
         exclude = {normalize_name(e) for e in ev.items(ev.evaluate(args["exclude"]), call.line)}

@@ -15,6 +15,8 @@ vanishes, taking an adjacent comma with it).
 
 from __future__ import annotations
 
+import contextvars
+import importlib.machinery
 import importlib.util
 import inspect
 import re
@@ -22,7 +24,8 @@ import sys
 import traceback
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
@@ -136,35 +139,55 @@ _CALL_NAMES = re.compile(r"@([A-Za-z_]\w*)[ \t]*\(")
 
 
 def load_macros(macros_dir: Path) -> MacroRegistry:
-    """Import every `macros/*.py` as `mesh_user_macros.<stem>` and collect its `@macro` functions."""
+    """Import `macros/` as the package `mesh_user_macros` (its `__init__.py` included) and every
+    `macros/*.py` as `mesh_user_macros.<stem>`, and collect their `@macro` functions.
+
+    A file the package's `__init__.py` already imported (`from .helpers import x`) is not run a
+    second time. A file that fails to import is one error naming the file and line.
+    """
     registry = MacroRegistry()
     macros_dir = Path(macros_dir)
     if not macros_dir.is_dir():
         return registry
-    package = types.ModuleType(USER_MACROS_PACKAGE)
-    package.__path__ = [str(macros_dir)]
-    sys.modules[USER_MACROS_PACKAGE] = package
-    origin: dict[str, str] = {}
-    for file in sorted(macros_dir.glob("*.py")):
-        if file.name.startswith("__"):
-            continue
-        shown = _shown_path(file, macros_dir)
-        module = _import_macro_file(file, shown)
-        for value in list(vars(module).values()):
-            spec = getattr(value, _MACRO_ATTR, None) if callable(value) else None
-            if not isinstance(spec, MacroSpec):
-                continue
-            existing = registry.get(spec.name)
-            if existing is not None and existing is not value:
-                raise ModelError(f"Macro '{spec.name}' is defined twice (also in {origin[spec.name]})", shown,
-                                 _definition_line(value))
-            origin.setdefault(spec.name, shown)
-            registry.register(value)
+    _forget_user_modules()
+    try:
+        modules = [_import_package(macros_dir)]
+        for file in sorted(macros_dir.glob("*.py")):
+            if not file.name.startswith("__"):
+                modules.append(_import_macro_file(file, macros_dir))
+    except ModelError:
+        _forget_user_modules()
+        raise
+    for module in modules:
+        _collect(module, registry, macros_dir)
     return registry
+
+
+def _collect(module: types.ModuleType, registry: MacroRegistry, macros_dir: Path) -> None:
+    for value in list(vars(module).values()):
+        spec = getattr(value, _MACRO_ATTR, None) if callable(value) else None
+        if not isinstance(spec, MacroSpec):
+            continue
+        existing = registry.get(spec.name)
+        if existing is not None and existing is not value:
+            raise ModelError(f"Macro '{spec.name}' is defined twice (also in {_defined_in(existing, macros_dir)})",
+                             _defined_in(value, macros_dir), _definition_line(value))
+        registry.register(value)
+
+
+def _forget_user_modules() -> None:
+    """A project's macros never leak into the next project loaded in this process."""
+    for name in [n for n in sys.modules if n == USER_MACROS_PACKAGE or n.startswith(USER_MACROS_PACKAGE + ".")]:
+        del sys.modules[name]
 
 
 def _shown_path(file: Path, macros_dir: Path) -> str:
     return f"{macros_dir.name}/{file.name}"
+
+
+def _defined_in(fn: Callable, macros_dir: Path) -> str:
+    code = getattr(fn, "__code__", None)
+    return _shown_path(Path(code.co_filename), macros_dir) if code is not None else macros_dir.name
 
 
 def _definition_line(fn: Callable) -> int | None:
@@ -172,24 +195,75 @@ def _definition_line(fn: Callable) -> int | None:
     return code.co_firstlineno if code is not None else None
 
 
-def _import_macro_file(file: Path, shown: str) -> types.ModuleType:
+def _import_package(macros_dir: Path) -> types.ModuleType:
+    """The package itself: `macros/__init__.py` when there is one, else an empty package."""
+    init = macros_dir / "__init__.py"
+    if not init.is_file():
+        package = types.ModuleType(USER_MACROS_PACKAGE)
+        package.__path__ = [str(macros_dir)]
+        sys.modules[USER_MACROS_PACKAGE] = package
+        return package
+    spec = importlib.util.spec_from_file_location(USER_MACROS_PACKAGE, init,
+                                                  submodule_search_locations=[str(macros_dir)])
+    return _execute(spec, init, macros_dir)
+
+
+def _import_macro_file(file: Path, macros_dir: Path) -> types.ModuleType:
     name = f"{USER_MACROS_PACKAGE}.{file.stem}"
-    spec = importlib.util.spec_from_file_location(name, file)
+    if name in sys.modules:  # imported by __init__.py or by another macro file
+        return sys.modules[name]
+    return _execute(importlib.util.spec_from_file_location(name, file), file, macros_dir)
+
+
+def _execute(spec: importlib.machinery.ModuleSpec | None, file: Path, macros_dir: Path) -> types.ModuleType:
     if spec is None or spec.loader is None:
-        raise ModelError("Cannot import macro file", shown)
+        raise ModelError("Cannot import macro file", _shown_path(file, macros_dir))
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules[spec.name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # the user's code may raise anything while importing
-        sys.modules.pop(name, None)
-        line = e.lineno if isinstance(e, SyntaxError) and e.filename == str(file) else None
-        if line is None:
-            frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == str(file)]
-            line = frames[-1].lineno if frames else None
+        sys.modules.pop(spec.name, None)
+        where, line = _failure_location(e, file, macros_dir)
         message = e.msg if isinstance(e, SyntaxError) else str(e)
-        raise ModelError(f"Cannot import macros: {type(e).__name__}: {message}", shown, line) from None
+        raise ModelError(f"Cannot import macros: {type(e).__name__}: {message}", where, line) from None
     return module
+
+
+def _failure_location(error: Exception, file: Path, macros_dir: Path) -> tuple[str, int | None]:
+    """The macro file and line where an import failed: a syntax error's own file, else the
+    innermost frame inside macros/ (a file imported by the one being imported counts)."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return _shown_path(Path(error.filename), macros_dir), error.lineno
+    root = str(macros_dir.resolve())
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if str(Path(f.filename).resolve()).startswith(root)]
+    if frames:
+        return _shown_path(Path(frames[-1].filename), macros_dir), frames[-1].lineno
+    return _shown_path(file, macros_dir), None
+
+
+# ---------------------------------------------------------------------------------------------
+# Dependency discovery
+
+
+_DISCOVERING = contextvars.ContextVar("mesh_discovering_dependencies", default=False)
+
+
+@contextmanager
+def discovering_dependencies() -> Iterator[None]:
+    """While the loader finds which models a query reads, no model's columns are known yet (they
+    depend on the parents being found). Macros that need a relation's columns (`@STAR`) stand in
+    for them instead of failing; the loader renders every query again, with its parents'
+    columns, once the graph is known, and that render reports what really is missing."""
+    token = _DISCOVERING.set(True)
+    try:
+        yield
+    finally:
+        _DISCOVERING.reset(token)
+
+
+def columns_pending() -> bool:
+    return _DISCOVERING.get()
 
 
 # ---------------------------------------------------------------------------------------------

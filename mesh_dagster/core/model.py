@@ -11,6 +11,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Table formats Spark can write (`USING <format>`); avro, delta, iceberg and hudi need the user's
+# Spark to ship their jars (we cannot download them at run time).
+STORAGE_FORMATS = ("parquet", "orc", "avro", "json", "csv", "delta", "iceberg", "hudi")
+
+
+def check_storage_format(value: str) -> str:
+    """A known `storage_format`, lower case; anything else would only fail when the table is created."""
+    key = value.strip().lower()
+    if key not in STORAGE_FORMATS:
+        raise ValueError(f"unknown storage_format '{value}'. Known: {', '.join(STORAGE_FORMATS)}")
+    return key
+
 
 class KindName(str, Enum):
     SEED = "SEED"
@@ -78,6 +90,7 @@ class AuditRef(BaseModel):
     name: str
     args: dict[str, str] = Field(default_factory=dict)  # arg name -> SQL text of the value
     blocking: bool | None = None
+    default: bool = False  # attached by `model_defaults.audits`, not by the model itself (for messages)
 
 
 class Audit(BaseModel):
@@ -88,7 +101,7 @@ class Audit(BaseModel):
     dialect: str = "spark"
     blocking: bool = True
     defaults: dict[str, str] = Field(default_factory=dict)
-    skip: bool = False
+    description: str | None = None
     path: str | None = None
     line: int | None = None
 
@@ -124,6 +137,7 @@ class Model(BaseModel):
     path: str | None = None  # file it came from (relative to the project)
     line: int = 1  # line of the MODEL block
     query_line: int = 1  # line where the query starts
+    property_lines: dict[str, int] = Field(default_factory=dict)  # MODEL property -> its line (for errors)
 
     @property
     def schema_name(self) -> str:
@@ -145,6 +159,10 @@ class Model(BaseModel):
         if self.kind.is_incremental and tc and tc not in cols:
             cols.insert(0, tc)
         return cols
+
+    def line_of(self, prop: str) -> int:
+        """Line of a MODEL property as written, else of the MODEL block (defaults have no line)."""
+        return self.property_lines.get(prop, self.line)
 
     def where(self) -> str:
         """`file:line` for error messages."""

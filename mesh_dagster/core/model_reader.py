@@ -1,21 +1,25 @@
 """Turns a parsed definition file into a `Model` (and its inline audits).
 
 Every property is checked here, once, with the file and line it came from, so nothing later has
-to wonder whether a model is well-formed.
+to wonder whether a model is well-formed. A property is either honoured somewhere or refused here
+("accepted means honoured"): tests/unit/test_accepted_keys.py walks the tables below.
 """
 
 from __future__ import annotations
 
-import csv
+from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 from mesh_dagster.core.config import ModelDefaults
-from mesh_dagster.core.cron import validate_cron
+from mesh_dagster.core.cron import IntervalUnit, interval_unit, validate_cron
 from mesh_dagster.core.dates import to_datetime
-from mesh_dagster.core.definition import DefinitionFile, Entry, Statement, Value, read_blocks, read_definition
+from mesh_dagster.core.definition import DefinitionFile, Entry, Statement, Value, _Reader, read_blocks, read_definition, tokenize
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.model import Audit, AuditRef, KindName, Model, ModelKind
+from mesh_dagster.core.model import Audit, AuditRef, KindName, Model, ModelKind, check_storage_format
+from mesh_dagster.core.names import check_identifier, check_model_name
+from mesh_dagster.core.types import check_dialect, to_spark_type
 
 SUPPORTED_PROPERTIES = {
     "name", "kind", "dialect", "cron", "start", "end", "grain", "grains", "columns", "audits", "tags",
@@ -38,8 +42,20 @@ KIND_PROPERTIES = {
     KindName.SEED: {"path", "batch_size", "csv_settings"},
     KindName.VIEW: {"materialized"},
 }
+# Kind properties SQLMesh has and we parse, but do not implement yet (issue 10: forward-only
+# models and schema-change policies). `partition_by_time_column true` is what we always do.
+UNSUPPORTED_KIND_PROPERTIES = {
+    "forward_only": "forward-only models are",
+    "on_destructive_change": "schema change policies are",
+    "on_additive_change": "schema change policies are",
+}
+# The CSV settings the seed reader honours (pandas.read_csv arguments of the same name).
+CSV_SETTINGS = {"delimiter": "char", "quotechar": "char", "escapechar": "char", "encoding": "string",
+                "na_values": "strings", "keep_default_na": "bool"}
 QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE"}
 AUDIT_PROPERTIES = {"name", "dialect", "blocking", "defaults", "skip", "standalone", "description"}
+# Kinds without data of their own: model_defaults.audits are not attached to them.
+KINDS_WITHOUT_DATA = {KindName.EMBEDDED, KindName.EXTERNAL}
 
 
 def _bool(value: Value, path: str) -> bool:
@@ -51,11 +67,14 @@ def _bool(value: Value, path: str) -> bool:
     raise ModelError(f"Expected true or false, got '{value.text}'", path, value.line)
 
 
-def _int(value: Value, path: str, what: str) -> int:
+def _int(value: Value, path: str, what: str, minimum: int | None = None) -> int:
     try:
-        return int(value.text)
+        number = int(value.text)
     except ValueError:
         raise ModelError(f"{what} must be an integer, got '{value.text}'", path, value.line) from None
+    if minimum is not None and number < minimum:
+        raise ModelError(f"{what} must be at least {minimum}, got {number}", path, value.line)
+    return number
 
 
 def _date_text(value: Value, path: str, what: str) -> str:
@@ -64,6 +83,22 @@ def _date_text(value: Value, path: str, what: str) -> str:
     except ValueError as e:
         raise ModelError(f"Invalid {what} '{value.text}': {e}", path, value.line) from None
     return value.text
+
+
+def _checked(check: Callable[[str], str], text: str, path: str, line: int) -> str:
+    """Run a name/value check that raises ValueError, as a ModelError at `path:line`."""
+    try:
+        return check(text)
+    except ValueError as e:
+        raise ModelError(str(e), path, line) from None
+
+
+def _column(text: str, path: str, line: int, what: str = "Column name") -> str:
+    return _checked(lambda t: check_identifier(t, what), text, path, line)
+
+
+# ---------------------------------------------------------------------------------------------
+# kind (...)
 
 
 def _kind(entry: Entry, path: str) -> ModelKind:
@@ -86,25 +121,7 @@ def _kind(entry: Entry, path: str) -> ModelKind:
             raise ModelError(f"Unknown property '{prop.key}' for kind {name}", path, prop.line)
         pv = prop.value
         assert pv is not None
-        if key == "time_column":
-            parts = pv.as_list()
-            props["time_column"] = parts[0].lower()
-            if len(parts) > 1:
-                props["time_column_format"] = parts[1]
-        elif key == "batch_size":
-            props["batch_size"] = _int(pv, path, "batch_size")
-        elif key == "lookback":
-            props["lookback"] = _int(pv, path, "lookback")
-        elif key == "batch_concurrency":
-            props["batch_concurrency"] = _int(pv, path, "batch_concurrency")
-            if props["batch_concurrency"] < 1:
-                raise ModelError("batch_concurrency must be at least 1", path, pv.line)
-        elif key == "materialized":
-            props["materialized"] = _bool(pv, path)
-        elif key == "path":
-            props["path"] = pv.text
-        elif key == "csv_settings":
-            props["csv_settings"] = {i.key: i.value.text for i in pv.items if i.key and i.value}
+        _KIND_HANDLERS[key](props, kind_name, pv, path)
     if kind_name == KindName.INCREMENTAL_BY_TIME_RANGE and not props.get("time_column"):
         raise ModelError("INCREMENTAL_BY_TIME_RANGE models need a time_column, e.g. "
                          "`kind INCREMENTAL_BY_TIME_RANGE (time_column event_date)`", path, value.line)
@@ -113,19 +130,130 @@ def _kind(entry: Entry, path: str) -> ModelKind:
     return ModelKind(**props)
 
 
-def _columns(value: Value, path: str) -> dict[str, str]:
-    from mesh_dagster.core.types import to_spark_type
+def _time_column(props: dict, kind: KindName, v: Value, path: str) -> None:
+    parts = v.as_list()
+    if not 1 <= len(parts) <= 2:
+        raise ModelError("time_column is written `time_column col` or `time_column (col, '%Y-%m-%d')`", path, v.line)
+    props["time_column"] = _column(parts[0], path, v.line, "time_column")
+    if len(parts) > 1:
+        props["time_column_format"] = parts[1]
 
+
+def _batch_size(props: dict, kind: KindName, v: Value, path: str) -> None:
+    if kind == KindName.SEED:
+        raise ModelError("batch_size for SEED models is not supported by mesh_dagster yet (a seed is loaded "
+                         "in one write)", path, v.line)
+    props["batch_size"] = _int(v, path, "batch_size", minimum=1)
+
+
+def _unsupported_kind_property(key: str) -> Callable[[dict, KindName, Value, str], None]:
+    def refuse(props: dict, kind: KindName, v: Value, path: str) -> None:
+        raise ModelError(f"{key} is not supported by mesh_dagster yet ({UNSUPPORTED_KIND_PROPERTIES[key]} "
+                         "planned)", path, v.line)
+
+    return refuse
+
+
+def _partition_by_time_column(props: dict, kind: KindName, v: Value, path: str) -> None:
+    if not _bool(v, path):
+        raise ModelError("partition_by_time_column false is not supported by mesh_dagster yet: incremental "
+                         "tables are always partitioned by their time column", path, v.line)
+
+
+def _csv_settings(props: dict, kind: KindName, v: Value, path: str) -> None:
+    if v.kind != "group":
+        raise ModelError("csv_settings is written `csv_settings (delimiter = ';', ...)`", path, v.line)
+    settings: dict[str, Any] = {}
+    for item in v.items:
+        key = (item.key or "").lower()
+        if key not in CSV_SETTINGS or item.value is None:
+            raise ModelError(f"Unsupported csv_settings entry '{item.raw}'. Supported: "
+                             f"{', '.join(f'{k} = ...' for k in CSV_SETTINGS)}", path, item.line)
+        settings[key] = _csv_value(key, item.value, path)
+    props["csv_settings"] = settings
+
+
+def _csv_value(key: str, v: Value, path: str) -> Any:
+    """A CSV setting as the Python value pandas expects (`keep_default_na = false` is False, not
+    the truthy string 'false')."""
+    shape = CSV_SETTINGS[key]
+    if shape == "bool":
+        return _bool(v, path)
+    if shape == "strings":
+        return [x for x in v.as_list()] if v.kind == "group" else [v.text]
+    if v.kind not in ("string", "scalar", "number"):
+        raise ModelError(f"csv_settings {key} must be a string", path, v.line)
+    if shape == "char" and len(v.text) != 1:
+        raise ModelError(f"csv_settings {key} must be one character, got '{v.text}'", path, v.line)
+    if key == "encoding":
+        import codecs
+
+        try:
+            codecs.lookup(v.text)
+        except LookupError:
+            raise ModelError(f"Unknown csv_settings encoding '{v.text}'", path, v.line) from None
+    return v.text
+
+
+_KIND_HANDLERS: dict[str, Callable[[dict, KindName, Value, str], None]] = {
+    "time_column": _time_column,
+    "batch_size": _batch_size,
+    "lookback": lambda props, kind, v, path: props.update(lookback=_int(v, path, "lookback", minimum=0)),
+    "batch_concurrency": lambda props, kind, v, path: props.update(
+        batch_concurrency=_int(v, path, "batch_concurrency", minimum=1)),
+    "materialized": lambda props, kind, v, path: props.update(materialized=_bool(v, path)),
+    "path": lambda props, kind, v, path: props.update(path=v.text),
+    "csv_settings": _csv_settings,
+    "partition_by_time_column": _partition_by_time_column,
+    **{key: _unsupported_kind_property(key) for key in UNSUPPORTED_KIND_PROPERTIES},
+}
+
+
+def _check_time_format(kind: ModelKind, cron: str, path: str, line: int) -> None:
+    """A custom time_column format must tell the model's intervals apart: with `'%Y-%m'` on a
+    daily model every day of a month would bound the same rows."""
+    unit = interval_unit(cron)
+    sample = {IntervalUnit.YEAR: datetime(2021, 1, 1), IntervalUnit.MONTH: datetime(2021, 3, 1),
+              IntervalUnit.DAY: datetime(2021, 3, 4), IntervalUnit.HOUR: datetime(2021, 3, 4, 5)}.get(
+        unit, datetime(2021, 3, 4, 5, 30))
+    fmt = kind.time_column_format
+    try:
+        same = datetime.strptime(sample.strftime(fmt), fmt) == sample
+    except ValueError:
+        same = False
+    if not same:
+        raise ModelError(f"time_column format '{fmt}' cannot tell the {unit.value} intervals of this model apart "
+                         "(it must hold every part down to the interval, e.g. '%Y-%m-%d' or '%Y%m%d')", path, line)
+
+
+# ---------------------------------------------------------------------------------------------
+# MODEL properties
+
+
+def _columns(value: Value, path: str) -> dict[str, str]:
+    if value.kind != "group":
+        raise ModelError("columns is written `columns (name TYPE, ...)`", path, value.line)
     columns: dict[str, str] = {}
     for item in value.items:
-        name, _, type_text = item.raw.strip().partition(" ")
-        if not type_text.strip():
+        name_token, type_text = _column_and_type(item)
+        name = _column(name_token, path, item.line)
+        if not type_text:
             raise ModelError(f"Column '{name}' needs a type, e.g. `{name} INT`", path, item.line)
+        if name in columns:
+            raise ModelError(f"Column '{name}' is declared twice", path, item.line)
         try:
-            columns[name.strip("`\"").lower()] = to_spark_type(type_text.strip(), "spark")
+            columns[name] = to_spark_type(type_text, "spark")
         except ValueError as e:
             raise ModelError(f"Invalid type for column '{name}': {e}", path, item.line) from None
     return columns
+
+
+def _column_and_type(item: Entry) -> tuple[str, str]:
+    """`name TYPE`: the first token is the name (quoted or not), the rest of the item its type."""
+    if item.reader is None or len(item.tokens) < 2:
+        return item.raw.strip(), ""
+    start, end = item.span
+    return item.tokens[0].text, item.reader.span_text(start + 1, end).strip()
 
 
 def _column_descriptions(value: Value, path: str) -> dict[str, str]:
@@ -137,7 +265,7 @@ def _column_descriptions(value: Value, path: str) -> dict[str, str]:
         if not item.key or item.value is None or item.value.kind != "string":
             raise ModelError(f"Column descriptions are written `column = 'description'`, got '{item.raw}'",
                              path, item.line)
-        out[item.key.strip("`\"").lower()] = item.value.text
+        out[_column(item.key, path, item.line)] = item.value.text
     return out
 
 
@@ -156,13 +284,92 @@ def _audit_refs(value: Value, path: str) -> list[AuditRef]:
                 else:
                     args[arg.key.lower()] = arg.value.text if arg.value.kind != "string" else f"'{arg.value.text}'"
             refs.append(AuditRef(name=v.head.lower(), args=args, blocking=blocking))
-        else:
+        elif v.kind in ("scalar", "string") and check_identifier_or_none(v.text):
             refs.append(AuditRef(name=v.text.strip().lower()))
+        else:
+            raise ModelError(f"Audits are written `name` or `name(arg := value, ...)`, got '{item.raw}'", path, item.line)
     return refs
 
 
-def _name(text: str) -> str:
-    return ".".join(p.strip("`\"") for p in text.strip().split(".")).lower()
+def check_identifier_or_none(text: str) -> str | None:
+    try:
+        return check_identifier(text)
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=64)
+def default_audit_refs(entries: tuple[str, ...]) -> tuple[AuditRef, ...]:
+    """`model_defaults.audits` entries (`not_null(columns := (id))`, `my_audit`) read exactly like a
+    model's `audits (...)`; a ValueError names the entry that cannot be read."""
+    refs: list[AuditRef] = []
+    for entry in entries:
+        try:
+            tokens = tokenize(entry, "model_defaults.audits")
+            if not tokens:
+                raise ModelError("empty entry", "model_defaults.audits")
+            value = _Reader(entry, tokens, "model_defaults.audits").value(0, len(tokens))
+            if value.kind == "group":
+                raise ModelError("one audit per entry", "model_defaults.audits")
+            refs += [ref.model_copy(update={"default": True}) for ref in _audit_refs(value, "model_defaults.audits")]
+        except ModelError as e:
+            raise ValueError(f"cannot read the audit '{entry}': {e.message}") from None
+    return tuple(refs)
+
+
+def _attach_default_audits(own: list[AuditRef], defaults: ModelDefaults, kind: ModelKind) -> list[AuditRef]:
+    """The model's audits, then the defaults it does not attach itself (its own attachment of an
+    audit wins, with its own arguments). Kinds without data of their own get none."""
+    if not defaults.audits or kind.name in KINDS_WITHOUT_DATA:
+        return own
+    names = {ref.name for ref in own}
+    return own + [ref for ref in default_audit_refs(tuple(defaults.audits)) if ref.name not in names]
+
+
+def _names(v: Value, path: str) -> list[str]:
+    """Column names (`grain`, `partitioned_by`): plain identifiers, not expressions."""
+    if v.kind == "call":
+        raise ModelError(f"Expected column names, got the expression '{v.text}'", path, v.line)
+    return [_column(x, path, v.line) for x in v.as_list()]
+
+
+def _list(v: Value, path: str) -> list[str]:
+    return [x.strip("`\"").lower() if v.kind != "string" else x for x in v.as_list()]
+
+
+def _cron(v: Value, path: str) -> str:
+    return _checked(validate_cron, v.text, path, v.line)
+
+
+def _model_name(v: Value, path: str) -> str:
+    return _checked(check_model_name, v.text, path, v.line)
+
+
+_PROPERTY_HANDLERS: dict[str, Callable[[Value, str], Any]] = {
+    "name": _model_name,
+    "dialect": lambda v, p: _checked(check_dialect, v.text, p, v.line),
+    "cron": _cron,
+    "start": lambda v, p: _date_text(v, p, "start"),
+    "end": lambda v, p: _date_text(v, p, "end"),
+    "grain": _names,
+    "grains": _names,
+    "columns": _columns,
+    "audits": _audit_refs,
+    "tags": _list,
+    "owner": lambda v, p: v.text,
+    "description": lambda v, p: v.text,
+    "partitioned_by": _names,
+    "storage_format": lambda v, p: _checked(check_storage_format, v.text, p, v.line),
+    "depends_on": lambda v, p: [_model_name(Value(x, v.line, "scalar"), p) for x in v.as_list()],
+    "enabled": _bool,
+    "stamp": lambda v, p: v.text,
+    "column_descriptions": _column_descriptions,
+}
+_PROPERTY_FIELDS = {"grains": "grain"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Statements and audits
 
 
 def _split_statements(statements: list[Statement], path: str) -> tuple[list[str], list[str], Statement | None, list[str], list[Audit]]:
@@ -201,11 +408,18 @@ def _audit(block: DefinitionFile, query: Statement | None, path: str, line: int)
             raise ModelError(f"Unknown audit property '{entry.key}'", path, entry.line)
         v = entry.value
         if key == "name":
-            props["name"] = v.text.lower()
+            props["name"] = _column(v.text, path, v.line, "Audit name")
         elif key == "dialect":
-            props["dialect"] = v.text.lower()
-        elif key in ("blocking", "skip"):
-            props[key] = _bool(v, path)
+            props["dialect"] = _checked(check_dialect, v.text, path, v.line)
+        elif key == "blocking":
+            props["blocking"] = _bool(v, path)
+        elif key == "description":
+            props["description"] = v.text
+        elif key == "skip" and _bool(v, path):
+            raise ModelError("skip true is not supported by mesh_dagster yet (remove the audit from the models' "
+                             "audits instead)", path, v.line)
+        elif key == "standalone" and _bool(v, path):
+            raise ModelError("Standalone audits are not supported by mesh_dagster yet", path, v.line)
         elif key == "defaults":
             props["defaults"] = {i.key.lower(): i.value.text if i.value.kind != "string" else f"'{i.value.text}'"
                                  for i in v.items if i.key}
@@ -216,6 +430,14 @@ def _audit(block: DefinitionFile, query: Statement | None, path: str, line: int)
     return Audit(query=query.text, **props)
 
 
+def read_audit_file(text: str, path: str) -> list[Audit]:
+    return [_audit(block, query, path, block.block_line) for block, query in read_blocks(text, path)]
+
+
+# ---------------------------------------------------------------------------------------------
+# A model file
+
+
 def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaults) -> Model:
     """Parse one `models/*.sql` file into a Model (not yet checked against other models)."""
     definition = read_definition(text, path)
@@ -224,28 +446,31 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
     props: dict[str, Any] = {"path": path, "line": definition.block_line, "dialect": defaults.dialect,
                              "cron": defaults.cron, "start": defaults.start, "owner": defaults.owner,
                              "storage_format": defaults.storage_format}
-    seen: set[str] = set()
+    lines: dict[str, int] = {}
     kind_entry = None
     for entry in definition.properties:
         key = (entry.key or "").lower()
         v = entry.value
         assert v is not None
-        if key in seen:
+        if key in lines:
             raise ModelError(f"Property '{entry.key}' is set twice", path, entry.line)
-        seen.add(key)
+        lines[key] = entry.line
         if key in UNSUPPORTED_PROPERTIES:
             raise ModelError(f"Property '{entry.key}' is not supported by mesh_dagster yet", path, entry.line)
         if key not in SUPPORTED_PROPERTIES:
             raise ModelError(f"Unknown model property '{entry.key}'", path, entry.line)
-        handler = _PROPERTY_HANDLERS.get(key)
         if key == "kind":
             kind_entry = entry
-        elif handler:
-            props[_PROPERTY_FIELDS.get(key, key)] = handler(v, path)
+        else:
+            props[_PROPERTY_FIELDS.get(key, key)] = _PROPERTY_HANDLERS[key](v, path)
     if "name" not in props:
         raise ModelError("The MODEL block needs a name, e.g. `name my_schema.my_model`", path, definition.block_line)
     kind = _kind(kind_entry, path) if kind_entry else ModelKind(name=KindName.VIEW)
+    if "time_column_format" in kind.model_fields_set:
+        _check_time_format(kind, props["cron"], path, kind_entry.line if kind_entry else definition.block_line)
+    _check_start_before_end(props, lines, path)
     props["kind"] = kind
+    props["audits"] = _attach_default_audits(props.get("audits", []), defaults, kind)
     macro_defs, pre, query, post, audits = _split_statements(definition.statements, path)
     if kind.name == KindName.SEED:
         if query is not None or pre or post:
@@ -256,68 +481,12 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
         if query is None:
             raise ModelError(f"Model {props['name']} has no query after its MODEL block", path, definition.block_line)
         props.update(query=query.text, query_line=query.line)
-    props.update(macro_definitions=macro_defs, pre_statements=pre, post_statements=post, inline_audits=audits)
+    props.update(macro_definitions=macro_defs, pre_statements=pre, post_statements=post, inline_audits=audits,
+                 property_lines=lines)
     return Model(**props)
 
 
-def _string(v: Value, path: str) -> str:
-    return v.text
-
-
-def _list(v: Value, path: str) -> list[str]:
-    return [x.strip("`\"").lower() if v.kind != "string" else x for x in v.as_list()]
-
-
-def _cron(v: Value, path: str) -> str:
-    try:
-        return validate_cron(v.text)
-    except ValueError as e:
-        raise ModelError(str(e), path, v.line) from None
-
-
-_PROPERTY_HANDLERS: dict[str, Callable[[Value, str], Any]] = {
-    "name": lambda v, p: _name(v.text),
-    "dialect": lambda v, p: v.text.lower(),
-    "cron": _cron,
-    "start": lambda v, p: _date_text(v, p, "start"),
-    "end": lambda v, p: _date_text(v, p, "end"),
-    "grain": _list,
-    "grains": _list,
-    "columns": _columns,
-    "audits": _audit_refs,
-    "tags": _list,
-    "owner": _string,
-    "description": _string,
-    "partitioned_by": _list,
-    "storage_format": lambda v, p: v.text.lower(),
-    "depends_on": lambda v, p: [_name(x) for x in v.as_list()],
-    "enabled": _bool,
-    "stamp": _string,
-    "column_descriptions": _column_descriptions,
-}
-_PROPERTY_FIELDS = {"grains": "grain"}
-
-
-def read_audit_file(text: str, path: str) -> list[Audit]:
-    return [_audit(block, query, path, block.block_line) for block, query in read_blocks(text, path)]
-
-
-def seed_header(model: Model) -> list[str]:
-    """Column names of a seed CSV, checked against the declared `columns`."""
-    csv_path = Path(model.kind.path or "")
-    if not csv_path.is_file():
-        raise ModelError(f"Seed file not found: {csv_path}", model.path, model.line)
-    delimiter = str(model.kind.csv_settings.get("delimiter", ","))
-    with csv_path.open(newline="", encoding="utf-8") as f:
-        header = next(csv.reader(f, delimiter=delimiter), None)
-    if not header:
-        raise ModelError("Seed CSV is empty: it needs a header row", str(csv_path), 1)
-    header = [h.strip().lower() for h in header]
-    if model.columns is not None and set(header) != set(model.columns):
-        missing = [c for c in model.columns if c not in header]
-        extra = [c for c in header if c not in model.columns]
-        detail = "; ".join(filter(None, [missing and f"missing in CSV: {', '.join(missing)}",
-                                         extra and f"not declared in columns: {', '.join(extra)}"]))
-        raise ModelError(f"Seed CSV header does not match the columns of {model.name} ({model.path}:{model.line}): {detail}",
-                         str(csv_path), 1)
-    return header
+def _check_start_before_end(props: dict[str, Any], lines: dict[str, int], path: str) -> None:
+    start, end = props.get("start"), props.get("end")
+    if start and end and to_datetime(end) < to_datetime(start):
+        raise ModelError(f"end '{end}' is before start '{start}'", path, lines.get("end"))

@@ -1,11 +1,18 @@
 """Loading a project directory: config, macros, audits, models, seeds, external models.
 
-Loading validates everything that can be validated without Spark — unknown references, cycles,
-duplicate names, seed headers, audits — and reports each problem with its file and line.
+Loading validates everything that can be validated without Spark, and reports each problem with
+its file and line: unreadable files, names Spark cannot hold, unknown references, cycles,
+duplicate names, seeds (header, row shape, every value against its type), audits, and each
+model's output columns against what the model says about them (time column, grain, partitioning,
+column descriptions, duplicates). A project that loads is one whose apply cannot fail on any of
+these after tables were built. Where a model's columns cannot be known without Spark (`SELECT *`
+over an external table with no declared columns), the column checks are left to Spark, which
+fails the model's table creation before any of its rows are written and before any view moves.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,13 +21,17 @@ import yaml
 
 from mesh_dagster import __version__
 from mesh_dagster.core.cache import ProjectCache, content_key
-from mesh_dagster.core.config import ProjectConfig, load_config
+from mesh_dagster.core.config import ProjectConfig, find_config_file, line_of, load_config
 from mesh_dagster.core.dag import DAG, CycleError
 from mesh_dagster.core.definition import relative_path
-from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.macros import MacroRegistry, load_macros
+from mesh_dagster.core.errors import ConfigError, ModelError
+from mesh_dagster.core.files import read_text
+from mesh_dagster.core.macros import MacroRegistry, discovering_dependencies, load_macros
 from mesh_dagster.core.model import Audit, KindName, Model, ModelKind
-from mesh_dagster.core.model_reader import read_audit_file, read_model_file, seed_header
+from mesh_dagster.core.model_reader import default_audit_refs, read_audit_file, read_model_file
+from mesh_dagster.core.names import check_identifier, check_model_name
+from mesh_dagster.core.output_columns import OutputColumns, check_output_columns, query_output
+from mesh_dagster.core.seeds import SeedFile, check_seed
 from mesh_dagster.core.types import to_spark_type
 
 EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
@@ -38,7 +49,8 @@ class Project:
     test_files: list[Path] = field(default_factory=list)
     gateway: str | None = None
     cache: ProjectCache | None = None
-    _columns: dict[str, dict[str, str | None] | None] = field(default_factory=dict)
+    seeds: dict[str, SeedFile] = field(default_factory=dict)  # seed model → header and content hash
+    _outputs: dict[str, OutputColumns] = field(default_factory=dict)
 
     @property
     def mesh_dir(self) -> Path:
@@ -49,23 +61,29 @@ class Project:
 
     def columns(self, name: str) -> dict[str, str | None] | None:
         """Output columns of a model (name → type or None), or None when they cannot be known."""
-        if name not in self._columns:
-            model = self.models[name]
-            if model.columns is not None:
-                self._columns[name] = dict(model.columns)
-            elif model.kind.name == KindName.SEED:
-                self._columns[name] = {c: None for c in seed_header(model)}
-            elif model.query is None:
-                self._columns[name] = None
-            else:
-                from mesh_dagster.core.renderer import output_columns
-
-                schemas = {p: cols for p in self.parents(name) if (cols := self.columns(p)) is not None}
-                self._columns[name] = output_columns(model, self.macros, self.variables, schemas)
-        return self._columns[name]
+        return self.output(name).columns
 
     def parent_schemas(self, name: str) -> dict[str, dict[str, str | None]]:
         return {p: cols for p in self.parents(name) if (cols := self.columns(p)) is not None}
+
+    def output(self, name: str) -> OutputColumns:
+        """What a model outputs: declared columns, a seed's header, or its query's columns (the
+        query is rendered even when columns are declared, to check it against them)."""
+        if name not in self._outputs:
+            model = self.models[name]
+            found = OutputColumns(None)
+            if model.query is not None:
+                found = query_output(model, self.macros, self.variables, self.parent_schemas(name), self.cache)
+            if model.columns is not None:
+                found = OutputColumns(dict(model.columns), found.projections)
+            elif model.kind.name == KindName.SEED:
+                seed = self.seeds.get(name) or check_seed(model, self._shown(model.kind.path or ""))
+                found = OutputColumns({c: None for c in seed.header})
+            self._outputs[name] = found
+        return self._outputs[name]
+
+    def _shown(self, path: str) -> str:
+        return relative_path(Path(path), self.path)
 
 
 def _cache_salt(root: Path, config: ProjectConfig, variables: dict[str, Any], macros: MacroRegistry) -> str:
@@ -96,17 +114,18 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     parents = _infer_dependencies(models, macros, variables, known_refs)
     dag = DAG(parents)
     try:
-        dag.sorted()
+        order = dag.sorted()
     except CycleError as e:
         first = models[e.cycle[0]]
         raise ModelError(f"Models depend on each other in a cycle: {' -> '.join(e.cycle)}", first.path, first.line) from None
+    _check_default_audits(root, config, audits)
     _check_audits(models, audits)
     tests_dir = root / "tests"
     tests = sorted([*tests_dir.glob("test*.yaml"), *tests_dir.glob("test*.yml")]) if tests_dir.is_dir() else []
     project = Project(root, config, models, audits, macros, dag, variables, tests, gateway, cache)
-    for model in models.values():
-        if model.kind.name == KindName.SEED:
-            seed_header(model)  # validates the CSV header now, not at apply time
+    project.seeds = _check_seeds(project, _seed_values_checked(config, gateway))
+    for name in order:  # parents first: a child's columns need its parents'
+        check_output_columns(models[name], project.output(name))
     if cache is not None:
         _store_parsed(cache, models, parents, known_refs)
         cache.save()
@@ -130,6 +149,20 @@ def _add_model(models: dict[str, Model], model: Model) -> None:
     models[model.name] = model
 
 
+def _model_files(models_dir: Path, root: Path) -> list[Path]:
+    """The SQL model files; a Python model is refused rather than silently skipped."""
+    files = []
+    for folder, _, names in os.walk(models_dir):
+        for name in names:
+            suffix = os.path.splitext(name)[1].lower()
+            if suffix == ".py" and name != "__init__.py":
+                raise ModelError("Python models are not supported by mesh_dagster yet: write the model in SQL "
+                                 "(helper functions belong in macros/)", relative_path(Path(folder, name), root))
+            if suffix == ".sql":
+                files.append(Path(folder, name))
+    return sorted(files)
+
+
 def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None) -> tuple[dict[str, Model], dict]:
     """Models by name, and what the cache already knew: `{model name: inferred refs}` plus the
     content keys of every file under `__keys__` (for storing new entries)."""
@@ -138,7 +171,7 @@ def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None) 
     models_dir = root / "models"
     if not models_dir.is_dir():
         return models, known
-    for file in sorted(models_dir.rglob("*.sql")):
+    for file in _model_files(models_dir, root):
         rel = relative_path(file, root)
         data = file.read_bytes()
         key = content_key(data)
@@ -148,7 +181,7 @@ def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None) 
             model, refs = hit
             known[model.name] = set(refs)
         else:
-            model = read_model_file(data.decode("utf-8"), rel, file, config.model_defaults)
+            model = read_model_file(read_text(file, rel), rel, file, config.model_defaults)
         if model.enabled:
             _add_model(models, model)
     return models, known
@@ -160,7 +193,8 @@ def _load_audits(root: Path) -> dict[str, Audit]:
     if not audits_dir.is_dir():
         return audits
     for file in sorted(audits_dir.rglob("*.sql")):
-        for audit in read_audit_file(file.read_text(encoding="utf-8"), relative_path(file, root)):
+        rel = relative_path(file, root)
+        for audit in read_audit_file(read_text(file, rel), rel):
             if audit.name in audits:
                 raise ModelError(f"Duplicate audit name '{audit.name}': also defined in {audits[audit.name].path}",
                                  audit.path, audit.line)
@@ -176,51 +210,76 @@ def _load_external_models(root: Path) -> list[Model]:
     else:
         return []
     rel = relative_path(file, root)
+    text = read_text(file, rel)
     try:
-        entries = yaml.safe_load(file.read_text(encoding="utf-8")) or []
+        entries = yaml.safe_load(text) or []
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise ModelError(f"Invalid YAML: {getattr(e, 'problem', e)}", rel, mark.line + 1 if mark else None) from None
     if not isinstance(entries, list):
         raise ModelError("external_models.yaml must be a list of `- name: schema.table` entries", rel, 1)
-    lines = file.read_text(encoding="utf-8").splitlines()
-    out = []
-    for entry in entries:
-        if not isinstance(entry, dict) or "name" not in entry:
-            raise ModelError(f"Each external model needs a name, got {entry!r}", rel, 1)
-        name = str(entry["name"]).replace("`", "").replace('"', "").lower()
-        line = next((i for i, text in enumerate(lines, 1) if name in text.lower()), 1)
-        columns = entry.get("columns")
+    return [_external_model(entry, index, text, rel) for index, entry in enumerate(entries)]
+
+
+def _external_model(entry: Any, index: int, text: str, rel: str) -> Model:
+    line = line_of(text, (index,)) or 1
+    if not isinstance(entry, dict) or "name" not in entry:
+        raise ModelError(f"Each external model needs a name, got {entry!r}", rel, line)
+    unknown = sorted(set(entry) - {"name", "columns", "description", "dialect"})
+    if unknown:
+        raise ModelError(f"Unknown external model key '{unknown[0]}' (known: name, columns, description, dialect)",
+                         rel, line_of(text, (index, unknown[0])) or line)
+    try:
+        name = check_model_name(str(entry["name"]))
+    except ValueError as e:
+        raise ModelError(str(e), rel, line_of(text, (index, "name")) or line) from None
+    columns = entry.get("columns")
+    if columns is not None and not isinstance(columns, dict):
+        raise ModelError(f"External model {name}: columns must be a mapping of name: type", rel, line)
+    typed: dict[str, str] = {}
+    for column, type_text in (columns or {}).items():
         try:
-            typed = {str(c).lower(): to_spark_type(str(t), entry.get("dialect", "spark")) for c, t in (columns or {}).items()}
+            typed[check_identifier(str(column))] = to_spark_type(str(type_text), str(entry.get("dialect", "spark")))
         except ValueError as e:
-            raise ModelError(f"External model {name}: {e}", rel, line) from None
-        out.append(Model(name=name, kind=ModelKind(name=KindName.EXTERNAL), columns=typed if columns else None,
-                         description=entry.get("description"), path=rel, line=line))
-    return out
+            raise ModelError(f"External model {name}: {e}", rel, line_of(text, (index, "columns", column)) or line) from None
+    return Model(name=name, kind=ModelKind(name=KindName.EXTERNAL), columns=typed if columns else None,
+                 description=entry.get("description"), path=rel, line=line)
 
 
 def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variables: dict[str, Any],
                         known_refs: dict[str, Any]) -> dict[str, set[str]]:
-    parents: dict[str, set[str]] = {}
-    for model in models.values():
-        refs = set(model.depends_on)
-        if model.name in known_refs:
-            refs |= known_refs[model.name]
-        elif model.query is not None:
-            from mesh_dagster.core.renderer import referenced_tables
+    from mesh_dagster.core.renderer import referenced_tables
 
-            refs |= referenced_tables(model, macros, variables)
-        refs.discard(model.name)
-        unknown = sorted(r for r in refs if r not in models)
-        if unknown:
-            raise ModelError(
-                f"Model {model.name} references unknown model{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}. "
-                "Declare tables that mesh does not build in external_models.yaml.",
-                model.path, model.query_line if model.query else model.line,
-            )
-        parents[model.name] = refs
+    parents: dict[str, set[str]] = {}
+    with discovering_dependencies():  # parents' columns are not known yet: @STAR waits for them
+        for model in models.values():
+            refs = set(model.depends_on)
+            if model.name in known_refs:
+                refs |= known_refs[model.name]
+            elif model.query is not None:
+                refs |= referenced_tables(model, macros, variables)
+            refs.discard(model.name)
+            unknown = sorted(r for r in refs if r not in models)
+            if unknown:
+                raise ModelError(
+                    f"Model {model.name} references unknown model{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}. "
+                    "Declare tables that mesh does not build in external_models.yaml.",
+                    model.path, model.query_line if model.query else model.line,
+                )
+            parents[model.name] = refs
     return parents
+
+
+def _seed_values_checked(config: ProjectConfig, gateway: str | None) -> bool:
+    """Seed values are checked against Spark's ANSI casts unless the user turned ANSI mode off
+    (then Spark turns a bad value into NULL, which is what they asked for)."""
+    ansi = config.gateway(gateway).connection.config.get("spark.sql.ansi.enabled", True)
+    return str(ansi).strip().lower() != "false"
+
+
+def _check_seeds(project: Project, check_values: bool) -> dict[str, SeedFile]:
+    return {name: check_seed(model, project._shown(model.kind.path or ""), project.cache, check_values=check_values)
+            for name, model in project.models.items() if model.kind.name == KindName.SEED}
 
 
 BUILTIN_AUDITS = {"not_null", "unique_values", "accepted_values", "number_of_rows", "forall", "at_least_one",
@@ -228,10 +287,20 @@ BUILTIN_AUDITS = {"not_null", "unique_values", "accepted_values", "number_of_row
                   "number_of_rows_non_blocking", "forall_non_blocking", "at_least_one_non_blocking"}
 
 
+def _check_default_audits(root: Path, config: ProjectConfig, audits: dict[str, Audit]) -> None:
+    """`model_defaults.audits` naming an unknown audit is reported at its line in config.yaml."""
+    refs = default_audit_refs(tuple(config.model_defaults.audits))
+    for index, ref in enumerate(refs):
+        if ref.name not in audits and ref.name not in BUILTIN_AUDITS:
+            path = find_config_file(root)
+            line = line_of(read_text(path, path.name, ConfigError), ("model_defaults", "audits", index)) if path else None
+            raise ConfigError(f"model_defaults.audits: unknown audit '{ref.name}'", path.name if path else None, line)
+
+
 def _check_audits(models: dict[str, Model], audits: dict[str, Audit]) -> None:
     for model in models.values():
         for ref in model.audits:
             if ref.name not in audits and ref.name not in BUILTIN_AUDITS:
-                raise ModelError(f"Model {model.name} uses unknown audit '{ref.name}'", model.path, model.line)
+                raise ModelError(f"Model {model.name} uses unknown audit '{ref.name}'", model.path, model.line_of("audits"))
         if model.audits and model.kind.name == KindName.EMBEDDED:
-            raise ModelError("EMBEDDED models cannot have audits", model.path, model.line)
+            raise ModelError("EMBEDDED models cannot have audits", model.path, model.line_of("audits"))
