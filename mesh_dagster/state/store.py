@@ -527,7 +527,11 @@ class StateStore:
         token = uuid.uuid4().hex
         deadline = time.monotonic() + timeout_s
         delay = 0.05
+        waited = False
         while (holder := self._try_lock(name, owner, token, lease_s, *filter(None, [holder_is_dead]))) is not None:
+            if not waited:
+                logger.info("Waiting for the lock '%s': held by %s", name, holder.owner)
+                waited = True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StateError(busy(holder) if busy else (
