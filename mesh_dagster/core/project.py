@@ -119,7 +119,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
         first = models[e.cycle[0]]
         raise ModelError(f"Models depend on each other in a cycle: {' -> '.join(e.cycle)}", first.path, first.line) from None
     _check_default_audits(root, config, audits)
-    _check_audits(models, audits)
+    _check_audits(models, audits, macros, variables)
     tests_dir = root / "tests"
     tests = sorted([*tests_dir.glob("test*.yaml"), *tests_dir.glob("test*.yml")]) if tests_dir.is_dir() else []
     project = Project(root, config, models, audits, macros, dag, variables, tests, gateway, cache)
@@ -282,25 +282,28 @@ def _check_seeds(project: Project, check_values: bool) -> dict[str, SeedFile]:
             for name, model in project.models.items() if model.kind.name == KindName.SEED}
 
 
-BUILTIN_AUDITS = {"not_null", "unique_values", "accepted_values", "number_of_rows", "forall", "at_least_one",
-                  "not_null_non_blocking", "unique_values_non_blocking", "accepted_values_non_blocking",
-                  "number_of_rows_non_blocking", "forall_non_blocking", "at_least_one_non_blocking"}
-
-
 def _check_default_audits(root: Path, config: ProjectConfig, audits: dict[str, Audit]) -> None:
     """`model_defaults.audits` naming an unknown audit is reported at its line in config.yaml."""
+    from mesh_dagster.core.audits import is_known_audit
+
     refs = default_audit_refs(tuple(config.model_defaults.audits))
     for index, ref in enumerate(refs):
-        if ref.name not in audits and ref.name not in BUILTIN_AUDITS:
+        if not is_known_audit(ref.name, audits):
             path = find_config_file(root)
             line = line_of(read_text(path, path.name, ConfigError), ("model_defaults", "audits", index)) if path else None
             raise ConfigError(f"model_defaults.audits: unknown audit '{ref.name}'", path.name if path else None, line)
 
 
-def _check_audits(models: dict[str, Model], audits: dict[str, Audit]) -> None:
+def _check_audits(models: dict[str, Model], audits: dict[str, Audit], macros: MacroRegistry,
+                  variables: dict[str, Any]) -> None:
+    """Every attachment names a known audit with arguments it takes (core.audits decides)."""
+    from mesh_dagster.core.audits import check_audit_refs, is_known_audit
+
     for model in models.values():
-        for ref in model.audits:
-            if ref.name not in audits and ref.name not in BUILTIN_AUDITS:
-                raise ModelError(f"Model {model.name} uses unknown audit '{ref.name}'", model.path, model.line_of("audits"))
         if model.audits and model.kind.name == KindName.EMBEDDED:
             raise ModelError("EMBEDDED models cannot have audits", model.path, model.line_of("audits"))
+        for ref in model.audits:
+            if not is_known_audit(ref.name, audits):
+                raise ModelError(f"Model {model.name} uses unknown audit '{ref.name}'", model.path, model.line_of("audits"))
+        if model.audits:
+            check_audit_refs(model, audits, macros, variables)
