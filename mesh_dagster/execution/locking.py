@@ -4,6 +4,9 @@
   run one at a time, applies to different ones in parallel.
 - The janitor holds the exclusive lock, which excludes every environment lock and is excluded by
   any: it never deletes while an apply runs, and no apply starts while it deletes.
+- Work that writes snapshots and tables outside an apply (`mesh run`, Dagster materializations)
+  holds a lock of its own name (`snapshots_in_use`): such locks exclude only the janitor, so they
+  run side by side.
 
 Each lock has a short lease, renewed while its holder lives, so a crashed process frees it within
 a minute anywhere; on the same machine a dead holder is noticed at once (its pid is gone), so a
@@ -19,6 +22,7 @@ import getpass
 import os
 import re
 import socket
+import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Iterator
@@ -28,6 +32,7 @@ from mesh_dagster.state.store import EXCLUSIVE_LOCK, Lease, LockInfo
 LEASE_S = 60.0
 _OWNER = re.compile(r"\(pid (\d+) by .*@(.+)\)$")
 _ENVIRONMENT = "environment:"
+_IN_USE = "in-use:"
 
 
 def lock_owner(what: str = "mesh") -> str:
@@ -68,6 +73,8 @@ def describe_lock(name: str) -> str:
         return "the janitor"
     if name.startswith(_ENVIRONMENT):
         return f"environment '{name[len(_ENVIRONMENT):]}'"
+    if name.startswith(_IN_USE):
+        return "a run writing snapshots"
     return f"lock '{name}'"
 
 
@@ -101,5 +108,19 @@ def janitor_lock(state, owner: str | None = None, timeout_s: float = 600) -> Ite
                 "out; nothing was deleted. Run it again later.")
 
     with state.lock(EXCLUSIVE_LOCK, owner or lock_owner("mesh janitor"), timeout_s=timeout_s, lease_s=LEASE_S,
+                    holder_is_dead=holder_is_dead, busy=busy) as lease:
+        yield lease
+
+
+@contextmanager
+def snapshots_in_use(state, owner: str | None = None, timeout_s: float = 600) -> Iterator[Lease]:
+    """Keep the janitor away while this block writes snapshots or tables outside an apply; any
+    number of such blocks run at once."""
+
+    def busy(holder: LockInfo) -> str:
+        return (f"The janitor is running ({holder.owner}, since {_since(holder)}); waiting for it timed out. "
+                "Try again when it has finished.")
+
+    with state.lock(f"{_IN_USE}{uuid.uuid4().hex}", owner or lock_owner(), timeout_s=timeout_s, lease_s=LEASE_S,
                     holder_is_dead=holder_is_dead, busy=busy) as lease:
         yield lease

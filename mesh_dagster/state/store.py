@@ -167,7 +167,14 @@ class StateStore:
             with self._engine.connect():
                 pass
         except DBAPIError as e:
-            raise StateError(f"Cannot connect to the state store at {self.url}: {_reason(e)}") from None
+            raise StateError(f"Cannot connect to the state store at {self.url}: {_reason(e)}{self._hint()}") from None
+
+    def _hint(self) -> str:
+        """SQLite opens a store by creating `-wal`/`-shm` files beside it: say so when it cannot."""
+        if self._url.get_backend_name() != "sqlite" or _is_memory_sqlite(self._url):
+            return ""
+        folder = Path(self._url.database or "").parent
+        return "" if os.access(folder, os.W_OK) else f" (the folder {folder} is read-only)"
 
     def _initialize(self) -> int:
         """The stored schema version; an empty database (a new Postgres one) gets the tables."""

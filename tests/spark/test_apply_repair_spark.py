@@ -1,0 +1,84 @@
+"""Issue 8 on Spark: an apply records the environment before moving its views; one that fails
+half-way through the views is repaired by the next apply, even one without changes, and the
+janitor keeps the tables those half-moved views still read until then."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mesh_dagster.context import Context
+from mesh_dagster.core.errors import EngineError
+from mesh_dagster.execution.apply import needs_apply
+from tests.project_builder import write_project
+
+
+@pytest.fixture
+def schema(engine):
+    name = f"rep_{uuid.uuid4().hex[:8]}"
+    yield name
+    for s in (name, f"mesh__{name}"):
+        engine.drop_schema(s, cascade=True)
+
+
+class ViewsFailAfter:
+    """The real engine, except that creating the `n`-th view fails (as a Spark error would)."""
+
+    def __init__(self, engine: Any, n: int):
+        self._engine, self._left = engine, n
+
+    def create_view(self, *args: Any, **kwargs: Any) -> None:
+        self._left -= 1
+        if self._left == 0:
+            raise EngineError("metastore went away")
+        self._engine.create_view(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+def _model(schema: str, name: str, query: str) -> str:
+    return f"MODEL (name {schema}.{name}, kind FULL);\n{query}\n"
+
+
+def _rows(ctx: Context, view: str) -> list[tuple]:
+    return [tuple(r) for r in ctx.engine.fetchall(f"SELECT * FROM {view}")]
+
+
+def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine, schema: str) -> None:
+    root = write_project(tmp_path / "p", {
+        "models/a.sql": _model(schema, "a", "SELECT 1 AS x"),
+        "models/b.sql": _model(schema, "b", f"SELECT x FROM {schema}.a"),
+        "models/c.sql": _model(schema, "c", "SELECT 2 AS y"),
+    })
+    ctx = Context(root, engine=engine)
+    ctx.apply(ctx.plan())
+    old_b = ctx.state.get_environment("prod").snapshot_by_name()[f"{schema}.b"].table_name
+
+    (root / "models/a.sql").write_text(_model(schema, "a", "SELECT 10 AS x"))
+    (root / "models/c.sql").unlink()
+    ctx.reload()
+    failing = Context(root, engine=ViewsFailAfter(engine, 2), state_url=ctx.state.url)
+    with pytest.raises(EngineError, match="metastore went away"):
+        failing.apply(failing.plan())
+    failing.close()
+    assert ctx.state.get_environment("prod").finalized_ts is None
+    assert _rows(ctx, f"{schema}.a") == [(10,)] and _rows(ctx, f"{schema}.b") == [(1,)]  # half moved
+    assert _rows(ctx, f"{schema}.c") == [(2,)]
+
+    ctx.janitor(ignore_ttl=True)
+    assert engine.table_exists(old_b)  # the view of b still reads it
+
+    repair = ctx.plan()
+    assert not repair.has_changes and needs_apply(repair)
+    ctx.apply(repair)
+    assert ctx.state.get_environment("prod").finalized_ts is not None
+    assert _rows(ctx, f"{schema}.a") == [(10,)] and _rows(ctx, f"{schema}.b") == [(10,)]
+    assert not engine.table_exists(f"{schema}.c")
+
+    ctx.janitor(ignore_ttl=True)
+    assert not engine.table_exists(old_b)
+    ctx.close()
