@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlglot
@@ -32,6 +32,7 @@ from mesh_dagster.core.macros import (
     temporal_locals,
 )
 from mesh_dagster.core.model import Model
+from mesh_dagster.core.time_column import TimeColumnError, find_type, interval_condition
 
 SPARK = get_dialect("spark")
 T = TypeVar("T")
@@ -54,6 +55,9 @@ class RenderContext:
     schemas: dict[str, dict[str, str | None]] = field(default_factory=dict)
     embedded: dict[str, Model] = field(default_factory=dict)  # EMBEDDED models, inlined as subqueries
     gateway: str | None = None
+    # Type of the model's time column in its physical table (what decides interval bounds, see
+    # core/time_column.py); None when no table is at hand, then the declared `columns` decide.
+    time_column_type: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,7 +93,7 @@ def render_statements(statements: list[str], model: Model, ctx: RenderContext, m
 def render_audit(
     query: str,
     dialect: str,
-    args: dict[str, str],
+    args: dict[str, str | exp.Expression],
     model: Model,
     ctx: RenderContext,
     macros: MacroRegistry,
@@ -101,13 +105,14 @@ def render_audit(
 
     `@this_model` is the model's table; for an INCREMENTAL_BY_TIME_RANGE model rendered for an
     interval it becomes a subquery holding only that interval's rows, so an audit never fails on
-    rows some other run wrote. `args` (`@column`...) are SQL texts and shadow everything else.
+    rows some other run wrote. `args` (`@column`...) are parsed values (or SQL texts) and shadow
+    everything else.
     """
     this_model = ctx.this_model or model.name
     evaluator = _evaluator(ctx, macros, dialect or model.dialect, this_model, model.kind.name.value,
                            path or model.path, line)
     for name, value in args.items():
-        evaluator.locals[name.lower()] = SQL(value)
+        evaluator.locals[name.lower()] = SQL(value) if isinstance(value, str) else value
     text = evaluator.expand(query, line)
     tree = _parse_query(text, dialect or model.dialect, path or model.path, line, "audit")
     if model.kind.is_incremental and model.time_column and ctx.start is not None and ctx.end is not None:
@@ -380,26 +385,13 @@ def _filter_this_model(tree: exp.Expression, model: Model, ctx: RenderContext, t
 
 
 def _interval_condition(model: Model, ctx: RenderContext) -> exp.Expression:
-    """`time_column BETWEEN start AND inclusive end`, with literals of the column's type."""
+    """`time_column BETWEEN low AND high` for the context's interval, bounded exactly as writes are."""
     column = model.time_column or ""
-    start = _as_utc(ctx.start)
-    end = _as_utc(ctx.end) - timedelta(microseconds=1)
-    type_text = ((model.columns or {}).get(column) or (ctx.schemas.get(model.name) or {}).get(column) or "").upper()
-    if type_text.startswith(("STRING", "VARCHAR", "CHAR", "TEXT")):
-        fmt = model.kind.time_column_format
-        low: exp.Expression = exp.Literal.string(start.strftime(fmt))
-        high: exp.Expression = exp.Literal.string(end.strftime(fmt))
-    elif type_text == "DATE":
-        low = exp.cast(exp.Literal.string(start.strftime("%Y-%m-%d")), "DATE")
-        high = exp.cast(exp.Literal.string(end.strftime("%Y-%m-%d")), "DATE")
-    else:
-        low = exp.cast(exp.Literal.string(start.replace(tzinfo=None).isoformat(sep=" ")), "TIMESTAMP")
-        high = exp.cast(exp.Literal.string(end.replace(tzinfo=None).isoformat(sep=" ")), "TIMESTAMP")
-    return exp.Between(this=exp.column(column), low=low, high=high)
-
-
-def _as_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    column_type = ctx.time_column_type or find_type(model.columns, column)
+    try:
+        return interval_condition(column, ctx.start, ctx.end, column_type, model.kind.time_column_format)
+    except TimeColumnError as e:
+        raise ModelError(f"Cannot bound time_column {column}: {e}", model.path, model.line) from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -99,7 +99,8 @@ def spec_metadata(asset: ModelAsset) -> dict:
         meta["mesh/file"] = model.where()
     if asset.columns:
         meta["dagster/column_schema"] = TableSchema(
-            columns=[TableColumn(name=c, type=(t or "unknown")) for c, t in asset.columns.items()]
+            columns=[TableColumn(name=c, type=(t or "unknown"), description=model.column_descriptions.get(c))
+                     for c, t in asset.columns.items()]
         )
     if model.query:
         meta["mesh/query"] = MetadataValue.md(f"```sql\n{model.query.strip()}\n```")

@@ -185,8 +185,10 @@ class SparkEngine:
         partitioned_by: Sequence[str] = (),
         storage_format: str = "parquet",
         columns: Mapping[str, str] | None = None,
+        comments: Mapping[str, str] | None = None,
     ) -> None:
-        """CREATE TABLE IF NOT EXISTS with `columns`, or the query's columns (analyzed, not run)."""
+        """CREATE TABLE IF NOT EXISTS with `columns`, or the query's columns (analyzed, not run);
+        `comments` (column -> text) become column comments."""
         if columns is None:
             if query_sql is None:
                 raise EngineError(f"Cannot create {table}: neither columns nor a query were given")
@@ -195,7 +197,8 @@ class SparkEngine:
         schema, _ = _split(table)
         if schema:
             self.create_schema(schema)
-        definition = ", ".join(f"{quote_identifier(name)} {_ddl_type(kind)}" for name, kind in columns.items())
+        definition = ", ".join(f"{quote_identifier(name)} {_ddl_type(kind)}{_comment(comments, name)}"
+                               for name, kind in columns.items())
         ddl = f"CREATE TABLE IF NOT EXISTS {quote_name(table)} ({definition}) USING {_storage_format(storage_format)}"
         if partitioned_by:
             ddl += f" PARTITIONED BY ({', '.join(quote_identifier(p) for p in partitioned_by)})"
@@ -209,6 +212,7 @@ class SparkEngine:
         partitioned_by: Sequence[str] = (),
         storage_format: str = "parquet",
         columns: Mapping[str, str] | None = None,
+        comments: Mapping[str, str] | None = None,
     ) -> None:
         """Full refresh: afterwards the table holds exactly the query's output.
 
@@ -217,7 +221,7 @@ class SparkEngine:
         """
         produced = self.query_columns(query_sql)
         wanted = dict(columns) if columns is not None else produced
-        table_columns, partition_columns = self._ensure_table(table, wanted, partitioned_by, storage_format)
+        table_columns, partition_columns = self._ensure_table(table, wanted, partitioned_by, storage_format, comments)
         select = self._select_for(table, query_sql, table_columns, produced)
         self._overwrite(table, select, partition_columns, scope=None)
 
@@ -255,7 +259,8 @@ class SparkEngine:
         select = self._select_for(table, query_sql, table_columns, self.query_columns(query_sql))
         self._rewrite_via_staging(table, select, self.partition_columns(table))
 
-    def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str]) -> None:
+    def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
+                  comments: Mapping[str, str] | None = None) -> None:
         """(Re)create `table` with exactly `columns` and fill it from the frame, casting in Spark.
 
         Values travel as booleans, 64-bit integers, doubles or text and are cast to the declared
@@ -271,7 +276,7 @@ class SparkEngine:
             if extra:
                 problems.append(f"undeclared column(s) {', '.join(extra)}")
             raise EngineError(f"Cannot load seed into {table}: the data has {' and '.join(problems)}")
-        table_columns, _ = self._ensure_table(table, dict(columns), (), "parquet")
+        table_columns, _ = self._ensure_table(table, dict(columns), (), "parquet", comments)
 
         names = list(columns)
         series = [df[frame_columns[name.lower()]] for name in names]
@@ -291,12 +296,19 @@ class SparkEngine:
         finally:
             self._drop_temp_view(view)
 
-    def create_view(self, view: str, select_sql: str) -> None:
-        """CREATE OR REPLACE, every time, so the view picks up columns added to its tables."""
+    def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:
+        """CREATE OR REPLACE, every time, so the view picks up columns added to its tables.
+
+        Column comments need the view's column list, which must name every output column: it is
+        read from the query's analysis (one round trip, only when there are comments)."""
         schema, _ = _split(view)
         if schema:
             self.create_schema(schema)
-        self.execute(f"CREATE OR REPLACE VIEW {quote_name(view)} AS\n{_strip(select_sql)}")
+        column_list = ""
+        if comments:
+            names = self.query_columns(select_sql)
+            column_list = " (" + ", ".join(f"{quote_identifier(n)}{_comment(comments, n)}" for n in names) + ")"
+        self.execute(f"CREATE OR REPLACE VIEW {quote_name(view)}{column_list} AS\n{_strip(select_sql)}")
 
     def drop_view(self, name: str) -> None:
         self.execute(f"DROP VIEW IF EXISTS {quote_name(name)}")
@@ -307,7 +319,12 @@ class SparkEngine:
     # -- write strategies --------------------------------------------------------------------
 
     def _ensure_table(
-        self, table: str, columns: dict[str, str], partitioned_by: Sequence[str], storage_format: str
+        self,
+        table: str,
+        columns: dict[str, str],
+        partitioned_by: Sequence[str],
+        storage_format: str,
+        comments: Mapping[str, str] | None = None,
     ) -> tuple[dict[str, str], list[str]]:
         """Create the table, or recreate it when columns or partitioning differ from the wanted ones.
 
@@ -320,7 +337,7 @@ class SparkEngine:
             if same_columns and same_partitions:
                 return current, current_partitions
             self.drop_table(table)
-        self.create_table(table, None, partitioned_by, storage_format, columns)
+        self.create_table(table, None, partitioned_by, storage_format, columns, comments)
         return self.columns(table), self.partition_columns(table)
 
     def _select_for(
@@ -425,6 +442,12 @@ def _find_column(columns: Mapping[str, Any], name: str) -> str | None:
     """The key of `columns` matching `name` case-insensitively (Spark's default)."""
     lowered = name.lower()
     return next((key for key in columns if key.lower() == lowered), None)
+
+
+def _comment(comments: Mapping[str, str] | None, column: str) -> str:
+    """` COMMENT '...'` for a column that has a description (matched case-insensitively)."""
+    key = _find_column(comments or {}, column)
+    return f" COMMENT {sql_string(comments[key])}" if key is not None else ""
 
 
 def _normalized(columns: Mapping[str, str]) -> dict[str, str]:

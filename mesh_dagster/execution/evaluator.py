@@ -6,17 +6,36 @@ and Dagster materializations write exactly the same way.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime
 from pathlib import Path
 
 from mesh_dagster.core.audits import audit_query
 from mesh_dagster.core.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.errors import AuditError, EngineError, ModelError
-from mesh_dagster.core.model import KindName, Model
+from mesh_dagster.core.model import KindName, Model, ModelKind
+from mesh_dagster.core.plan import ALL_TIME
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.renderer import RenderContext, render_query, render_statements
 from mesh_dagster.core.snapshot import Snapshot
+from mesh_dagster.core.time_column import TimeColumnError, find_type, interval_bounds
+
+
+def builds_view(kind: ModelKind) -> bool:
+    """Whether the physical object is a Spark view: a VIEW model, unless `materialized` (Spark has
+    no materialized views, so a table holding the query's result stands in, rebuilt like FULL)."""
+    return kind.name == KindName.VIEW and not kind.materialized
+
+
+def builds_table(kind: ModelKind) -> bool:
+    """Whether the physical object is a table (SEED, FULL, INCREMENTAL_BY_TIME_RANGE, VIEW materialized)."""
+    return kind.is_materialized or (kind.name == KindName.VIEW and kind.materialized)
+
+
+def is_timeless(kind: ModelKind) -> bool:
+    """Seeds and (non-materialized) views are complete once built: one interval spans all time."""
+    return kind.name == KindName.SEED or builds_view(kind)
 
 
 @dataclass
@@ -31,7 +50,11 @@ class AuditResult:
 
 
 class SnapshotEvaluator:
-    """Renders snapshots against the physical tables of their parents and runs them on Spark."""
+    """Renders snapshots against the physical tables of their parents and runs them on Spark.
+
+    Batches of one model may be evaluated from several threads at once (`batch_concurrency`): the
+    per-apply memos below are guarded by a lock; everything else is per call.
+    """
 
     def __init__(self, project: Project, engine, snapshots: dict[str, Snapshot]):
         self.project = project
@@ -40,13 +63,25 @@ class SnapshotEvaluator:
         # Per-apply memo of Spark catalog answers: each costs a round trip per batch otherwise.
         self._created: set[str] = set()
         self._column_types: dict[str, dict[str, str]] = {}
+        self._lock = threading.RLock()
 
     # -- rendering -------------------------------------------------------------------------
     def parents(self, snapshot: Snapshot) -> list[Snapshot]:
         return [self.snapshots[p.name] for p in snapshot.parents if p.name in self.snapshots]
 
+    def sources(self, snapshot: Snapshot) -> list[Snapshot]:
+        """Parents, and the parents of EMBEDDED parents (recursively): an embedded model is inlined
+        into the query, so what it reads is read by the query too."""
+        out: list[Snapshot] = []
+        for parent in self.parents(snapshot):
+            if parent not in out:
+                out.append(parent)
+            if parent.model.kind.name == KindName.EMBEDDED:
+                out += [p for p in self.sources(parent) if p not in out]
+        return out
+
     def table_mapping(self, snapshot: Snapshot) -> dict[str, str]:
-        return {p.name: p.table_name for p in self.parents(snapshot) if not p.model.kind.is_symbolic}
+        return {p.name: p.table_name for p in self.sources(snapshot) if not p.model.kind.is_symbolic}
 
     def schemas(self, snapshot: Snapshot) -> dict[str, dict[str, str | None]]:
         """Parents' columns, when the local project still defines those same snapshots."""
@@ -56,16 +91,17 @@ class SnapshotEvaluator:
 
     def render_context(self, snapshot: Snapshot, start: int | None = None, end: int | None = None,
                        execution_time: int | None = None, stage: str = "evaluating") -> RenderContext:
+        low, high = _interval_datetimes(start, end)
         return RenderContext(
-            start=ms_to_datetime(start) if start is not None else None,
-            end=ms_to_datetime(end) if end is not None else None,
+            start=low,
+            end=high,
             execution_time=ms_to_datetime(execution_time if execution_time is not None else now_ms()),
             runtime_stage=stage,
             table_mapping=self.table_mapping(snapshot),
             this_model=snapshot.table_name if not snapshot.model.kind.is_symbolic else None,
             variables=self.project.variables,
             schemas=self.schemas(snapshot),
-            embedded={p.name: p.model for p in self.parents(snapshot) if p.model.kind.name == KindName.EMBEDDED},
+            embedded={p.name: p.model for p in self.sources(snapshot) if p.model.kind.name == KindName.EMBEDDED},
             gateway=self.project.gateway,
         )
 
@@ -78,76 +114,91 @@ class SnapshotEvaluator:
     def create(self, snapshot: Snapshot) -> None:
         """Create the physical table (or view) of a snapshot if it does not exist yet."""
         model = snapshot.model
-        if model.kind.name != KindName.VIEW and snapshot.table_name in self._created:
-            return
+        kind = model.kind
+        with self._lock:
+            if not builds_view(kind) and snapshot.table_name in self._created:
+                return
+            self._created.add(snapshot.table_name)
         self.engine.create_schema(snapshot.physical_schema)
-        self._created.add(snapshot.table_name)
-        if model.kind.name == KindName.VIEW:
-            self.engine.create_view(snapshot.table_name, self.render(snapshot, stage="creating"))
-        elif model.kind.name == KindName.SEED:
+        comments = model.column_descriptions
+        if builds_view(kind):
+            self.engine.create_view(snapshot.table_name, self.render(snapshot, stage="creating"), comments)
+        elif kind.name == KindName.SEED:
             # Created empty now so children can be validated; filled by `evaluate`.
             types = seed_types(model, self.project.columns(model.name))
             empty = "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in types.items())
-            self.engine.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types)
-        elif model.kind.is_materialized:
+            self.engine.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types,
+                                     comments)
+        elif builds_table(kind):
             query = self.render(snapshot, stage="creating")
             self.engine.create_table(snapshot.table_name, query, model.effective_partitioned_by,
-                                     model.storage_format or "parquet", model.columns)
+                                     model.storage_format or "parquet", model.columns, comments)
 
     # -- evaluation ------------------------------------------------------------------------
     def evaluate(self, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
-        """Write `[start, end)` of a snapshot into its physical table (idempotent)."""
+        """Write `[start, end)` of a snapshot into its physical table (idempotent).
+
+        Seeds and views have no interval: they are (re)built whole, whatever the range says.
+        """
         model = snapshot.model
-        kind = model.kind.name
-        if kind == KindName.SEED:
-            self.engine.load_seed(snapshot.table_name, read_seed(model, self.project.columns(model.name)),
-                                  seed_types(model, self.project.columns(model.name)))
+        kind = model.kind
+        if kind.is_symbolic:
             return
-        if kind == KindName.VIEW:
-            self.engine.create_view(snapshot.table_name, self.render(snapshot, start, end, execution_time))
+        if kind.name == KindName.SEED:
+            types = seed_types(model, self.project.columns(model.name))
+            self.engine.load_seed(snapshot.table_name, read_seed(model, self.project.columns(model.name)), types,
+                                  model.column_descriptions)
             return
-        if model.kind.is_symbolic:
+        if builds_view(kind):
+            self.engine.create_view(snapshot.table_name, self.render(snapshot, execution_time=execution_time),
+                                    model.column_descriptions)
             return
         ctx = self.render_context(snapshot, start, end, execution_time)
         for statement in render_statements(model.pre_statements, model, ctx, self.project.macros):
             self.engine.execute(statement)
         query = render_query(model, ctx, self.project.macros).sql(dialect="spark")
-        if kind == KindName.FULL:
-            self.engine.replace_table(snapshot.table_name, query, model.effective_partitioned_by,
-                                      model.storage_format or "parquet", model.columns)
-        else:
+        if kind.is_incremental:
             self.create(snapshot)
             low, high = self.time_bounds(snapshot, start, end)
-            self.engine.insert_overwrite_interval(snapshot.table_name, query, model.kind.time_column, low, high)
+            self.engine.insert_overwrite_interval(snapshot.table_name, query, kind.time_column, low, high)
+        else:
+            self.engine.replace_table(snapshot.table_name, query, model.effective_partitioned_by,
+                                      model.storage_format or "parquet", model.columns, model.column_descriptions)
         for statement in render_statements(model.post_statements, model, ctx, self.project.macros):
             self.engine.execute(statement)
 
+    def time_column_type(self, snapshot: Snapshot) -> str | None:
+        """The time column's type in the physical table: the rows are stored as that type, so it,
+        not the declared or inferred one, decides how an interval is bounded (writes and audits)."""
+        table = snapshot.table_name
+        with self._lock:
+            known = self._column_types.get(table)
+        if known is None:
+            known = self.engine.columns(table)
+            with self._lock:
+                self._column_types[table] = known
+        return find_type(known, snapshot.model.kind.time_column or "")
+
     def time_bounds(self, snapshot: Snapshot, start: int, end: int) -> tuple[str, str]:
-        """SQL literals bounding the time column for `[start, end)`, typed like the column."""
+        """Spark SQL literals bounding the time column for `[start, end)` (see core/time_column.py)."""
         model = snapshot.model
-        column = model.kind.time_column or ""
-        if snapshot.table_name not in self._column_types:
-            self._column_types[snapshot.table_name] = self.engine.columns(snapshot.table_name)
-        col_type = (self._column_types[snapshot.table_name].get(column) or "").lower()
-        low_dt = ms_to_datetime(start)
-        high_dt = ms_to_datetime(end) - timedelta(microseconds=1)
-        if col_type == "date":
-            return f"CAST('{low_dt:%Y-%m-%d}' AS DATE)", f"CAST('{high_dt:%Y-%m-%d}' AS DATE)"
-        if col_type.startswith("timestamp"):
-            cast = "TIMESTAMP_NTZ" if col_type == "timestamp_ntz" else "TIMESTAMP"
-            return (f"CAST('{low_dt:%Y-%m-%d %H:%M:%S.%f}' AS {cast})",
-                    f"CAST('{high_dt:%Y-%m-%d %H:%M:%S.%f}' AS {cast})")
-        if col_type in ("int", "bigint", "smallint", "tinyint", "long"):
-            fmt = model.kind.time_column_format
-            return low_dt.strftime(fmt), high_dt.strftime(fmt)
-        fmt = model.kind.time_column_format
-        return f"'{low_dt.strftime(fmt)}'", f"'{high_dt.strftime(fmt)}'"
+        try:
+            low, high = interval_bounds(ms_to_datetime(start), ms_to_datetime(end), self.time_column_type(snapshot),
+                                        model.kind.time_column_format)
+        except TimeColumnError as e:
+            raise ModelError(f"Cannot bound time_column {model.kind.time_column}: {e}", model.path, model.line) from None
+        return low.sql(dialect="spark"), high.sql(dialect="spark")
 
     # -- audits ----------------------------------------------------------------------------
     def audit(self, snapshot: Snapshot, start: int | None, end: int | None, execution_time: int) -> list[AuditResult]:
+        """Run the model's audits; with an interval, an incremental model's audits see only its rows."""
         results = []
         model = snapshot.model
+        if not model.audits:
+            return results
         ctx = self.render_context(snapshot, start, end, execution_time, stage="auditing")
+        if model.kind.is_incremental and ctx.start is not None:
+            ctx.time_column_type = self.time_column_type(snapshot)
         for ref in model.audits:
             sql, blocking = audit_query(ref, model, self.project.audits, ctx, self.project.macros)
             count = int(self.engine.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0])
@@ -163,6 +214,14 @@ class SnapshotEvaluator:
                     "Nothing was promoted; the environment's views are unchanged.",
                     audit=result.name, model=model.name, count=result.count, path=model.path, line=model.line,
                 )
+
+
+def _interval_datetimes(start: int | None, end: int | None) -> tuple[datetime | None, datetime | None]:
+    """An interval as datetimes; `ALL_TIME` (and any end past it) means no interval at all: its end,
+    the year 10000, is no datetime, and a timeless build has no `@start_ds` to speak of."""
+    if end is not None and end >= ALL_TIME[1]:
+        return None, None
+    return (ms_to_datetime(start) if start is not None else None), (ms_to_datetime(end) if end is not None else None)
 
 
 def read_seed(model: Model, columns: dict[str, str | None] | None):

@@ -26,11 +26,9 @@ from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, build_plan, compute_backfills, model_start_ms
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, view_name
-from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
+from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator, is_timeless
 from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.scheduler import TIMELESS_KINDS, execute_batch, plan_batches
-
-# Kinds whose physical object does not depend on the interval: built once, valid for all time.
+from mesh_dagster.execution.scheduler import execute_model_batches, plan_batches
 
 
 class Outcome(str, Enum):
@@ -76,7 +74,7 @@ def model_window(snapshot: Snapshot, project: Project, start: int, end: int) -> 
     backfill of that range would.
     """
     model = snapshot.model
-    if model.kind.name in TIMELESS_KINDS:
+    if is_timeless(model.kind):
         return ALL_TIME
     window = _clip_to_lifetime(snapshot, project, (start, end))
     if window is None or not model.kind.lookback:
@@ -162,8 +160,8 @@ def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, re
     full = not model.kind.is_incremental
     batches = plan_batches({snap.name: snap}, {snap.name: Backfill(snap.name, [window], full)}, [snap.name])
     result = ModelMaterialization(snap.name, snap, Outcome.EVALUATED, window)
-    for b in batches:
-        batch = execute_batch(b, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment))
+    for batch in execute_model_batches(batches, evaluator, state, execution_ms, listener,
+                                       lambda n: view_name(n, environment)):
         result.audits += batch.audits
         if batch.error is not None:
             result.error = batch.error
@@ -187,7 +185,7 @@ def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval,
             )
     present = state.get_intervals([p.interval_key for p in parents])
     for parent in parents:
-        wanted = need if parent.model.kind.name in TIMELESS_KINDS else _clip_to_lifetime(parent, evaluator.project, need)
+        wanted = need if is_timeless(parent.model.kind) else _clip_to_lifetime(parent, evaluator.project, need)
         missing = subtract_intervals([wanted], present.get(parent.interval_key, [])) if wanted else []
         if missing:
             unit = interval_unit(parent.model.cron)

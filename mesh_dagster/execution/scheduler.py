@@ -8,7 +8,10 @@ its data (writes are idempotent overwrites).
 from __future__ import annotations
 
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from itertools import groupby
+from typing import Callable, Iterator
 
 from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.errors import AuditError
@@ -16,7 +19,7 @@ from mesh_dagster.core.intervals import Interval, batch, expand_range, format_in
 from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import ALL_TIME, Backfill
 from mesh_dagster.core.snapshot import Snapshot
-from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
+from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator, builds_view, is_timeless
 from mesh_dagster.execution.events import ApplyListener
 
 
@@ -29,10 +32,10 @@ class Batch:
     full_refresh: bool
 
     def describe(self, env_view: str) -> str:
-        kind = self.snapshot.model.kind.name
-        if kind == KindName.SEED:
+        kind = self.snapshot.model.kind
+        if kind.name == KindName.SEED:
             return "insert seed file"
-        if kind == KindName.VIEW:
+        if builds_view(kind):
             return "recreate view"
         if self.full_refresh:
             return "full refresh"
@@ -63,10 +66,6 @@ def _unit_pieces(snap: Snapshot, ranges: list[Interval]) -> list[Interval]:
     return [piece for start, end in ranges for piece in expand_range(unit, start, end)]
 
 
-# Seeds and views are complete once built: their single interval spans all time.
-TIMELESS_KINDS = (KindName.SEED, KindName.VIEW)
-
-
 @dataclass
 class BatchResult:
     audits: list[AuditResult]
@@ -74,18 +73,31 @@ class BatchResult:
     error: AuditError | None = None
 
 
-def execute_batch(b: Batch, evaluator: SnapshotEvaluator, state, execution_time: int,
-                  listener: ApplyListener, view_of) -> BatchResult:
-    """Evaluate one batch, audit it, and record its interval only if no blocking audit failed.
+@dataclass
+class _Evaluated:
+    """What the Spark side of a batch produced, before anything is recorded."""
 
-    The one sequence behind `mesh plan`, `mesh run` and Dagster materializations.
-    """
+    batch: Batch
+    audits: list[AuditResult]
+    seconds: float
+
+
+def _evaluate_batch(b: Batch, evaluator: SnapshotEvaluator, execution_time: int) -> _Evaluated:
+    """Write a batch and run its audits: Spark work only, safe to run on a worker thread."""
     began = time.perf_counter()
     start, end = b.interval
     snap = b.snapshot
     evaluator.evaluate(snap, start, end, execution_time)
     whole_table = b.full_refresh or not snap.model.kind.is_incremental
     audits = evaluator.audit(snap, None if whole_table else start, None if whole_table else end, execution_time)
+    return _Evaluated(b, audits, time.perf_counter() - began)
+
+
+def _record_batch(done: _Evaluated, evaluator: SnapshotEvaluator, state, listener: ApplyListener,
+                  view_of: Callable[[str], str]) -> BatchResult:
+    """Record a batch's interval unless a blocking audit failed (on the caller's thread: the state
+    store and the listener are never used from two threads)."""
+    b, audits, snap = done.batch, done.audits, done.batch.snapshot
     failed = [a for a in audits if not a.passed]
     for a in failed:
         if not a.blocking:
@@ -94,11 +106,71 @@ def execute_batch(b: Batch, evaluator: SnapshotEvaluator, state, execution_time:
         evaluator.check_audits(snap, audits)
     except AuditError as e:
         return BatchResult(audits, None, e)
-    recorded = ALL_TIME if snap.model.kind.name in TIMELESS_KINDS else b.interval
+    recorded = ALL_TIME if is_timeless(snap.model.kind) else b.interval
     state.add_interval(snap.name, snap.version, *recorded)
-    listener.batch_done(view_of(snap.name), b.index, b.count, b.describe(""), time.perf_counter() - began,
+    listener.batch_done(view_of(snap.name), b.index, b.count, b.describe(""), done.seconds,
                         len(audits) - len(failed), len(failed))
     return BatchResult(audits, recorded)
+
+
+def execute_batch(b: Batch, evaluator: SnapshotEvaluator, state, execution_time: int,
+                  listener: ApplyListener, view_of: Callable[[str], str]) -> BatchResult:
+    """Evaluate one batch, audit it, and record its interval only if no blocking audit failed.
+
+    The one sequence behind `mesh plan`, `mesh run` and Dagster materializations.
+    """
+    return _record_batch(_evaluate_batch(b, evaluator, execution_time), evaluator, state, listener, view_of)
+
+
+def execute_model_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state, execution_time: int,
+                          listener: ApplyListener, view_of: Callable[[str], str]) -> Iterator[BatchResult]:
+    """The batches of ONE model, up to its `batch_concurrency` at once; a result per recorded batch.
+
+    Intervals are independent, so batches may overlap; each records its own interval only after
+    its own audits passed. The first failure stops the rest: nothing new starts, the batches
+    already running finish (and are recorded if they pass: their data is complete), then the
+    failing result is the last one yielded (an exception is raised instead). Nothing is ever left
+    running on return, so a caller releasing a lock afterwards cannot race a write.
+    """
+    concurrency = batches[0].snapshot.model.kind.batch_concurrency if batches else 1
+    if concurrency <= 1 or len(batches) <= 1:
+        for b in batches:
+            result = execute_batch(b, evaluator, state, execution_time, listener, view_of)
+            yield result
+            if result.error is not None:
+                return
+        return
+    yield from _concurrent_batches(batches, concurrency, evaluator, state, execution_time, listener, view_of)
+
+
+def _concurrent_batches(batches: list[Batch], concurrency: int, evaluator: SnapshotEvaluator, state,
+                        execution_time: int, listener: ApplyListener,
+                        view_of: Callable[[str], str]) -> Iterator[BatchResult]:
+    waiting = list(reversed(batches))
+    running: set[Future] = set()
+    failure: BatchResult | None = None
+    error: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="mesh-batch") as pool:
+        try:
+            while running or (waiting and failure is None and error is None):
+                while waiting and failure is None and error is None and len(running) < concurrency:
+                    running.add(pool.submit(_evaluate_batch, waiting.pop(), evaluator, execution_time))
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    if future.exception() is not None:
+                        error = error or future.exception()
+                        continue
+                    result = _record_batch(future.result(), evaluator, state, listener, view_of)
+                    if result.error is None:
+                        yield result
+                    else:
+                        failure = failure or result
+        finally:
+            wait(running)  # a stopped caller still must not return while a batch is writing
+    if error is not None:
+        raise error
+    if failure is not None:
+        yield failure
 
 
 def run_batches(
@@ -107,12 +179,12 @@ def run_batches(
     state,
     execution_time: int,
     listener: ApplyListener,
-    view_of,
+    view_of: Callable[[str], str],
 ) -> None:
-    """Evaluate, audit and record each batch; stop at the first failure."""
+    """Evaluate, audit and record each batch, model by model in order; stop at the first failure."""
     listener.backfill_start(len(batches))
-    for b in batches:
-        result = execute_batch(b, evaluator, state, execution_time, listener, view_of)
-        if result.error is not None:
-            raise result.error
+    for _, group in groupby(batches, key=lambda b: b.snapshot.name):
+        for result in execute_model_batches(list(group), evaluator, state, execution_time, listener, view_of):
+            if result.error is not None:
+                raise result.error
     listener.backfill_done(len(batches))

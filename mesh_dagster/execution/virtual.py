@@ -28,7 +28,7 @@ def update_views(
     for schema in sorted({view_schema(s.model.schema_name, environment) for s in promote}):
         engine.create_schema(schema)
     for snap in promote:
-        engine.create_view(view_name(snap.name, environment), view_sql(snap, project))
+        engine.create_view(view_name(snap.name, environment), view_sql(snap, project), snap.model.column_descriptions)
         listener.virtual_progress(snap.name)
     for name in demote:
         engine.drop_view(view_name(name, environment))

@@ -485,3 +485,19 @@ def test_recreated_view_shows_new_physical_columns(engine, unique_schema) -> Non
     assert engine.columns(view) == {"a": "int", "b": "string"}
     assert engine.fetchdf(f"SELECT * FROM {view}").to_dict("records") == [{"a": 1, "b": "b"}]
     engine.drop_schema(f"{unique_schema}__dev")
+
+
+def test_column_comments_on_tables_and_views(engine, unique_schema) -> None:
+    """Comments are escaped like any literal, matched to columns case-insensitively, and a view's
+    column list (needed for comments) follows the query's output columns."""
+    table, view = f"{unique_schema}.t", f"{unique_schema}.v"
+    comments = {"ID": "it's the \\key\\", "name": 'a "name"'}
+    engine.replace_table(table, "SELECT 1 AS id, 'a' AS name, 2 AS other", [], comments=comments)
+    engine.create_view(view, f"SELECT name, other, id * 10 AS id FROM {table}", {"id": "tenfold"})
+
+    def described(name: str) -> dict:
+        return {r[0]: r[2] for r in engine.fetchall(f"DESCRIBE TABLE {name}")}
+
+    assert described(table) == {"id": "it's the \\key\\", "name": 'a "name"', "other": None}
+    assert described(view) == {"name": 'a "name"', "other": None, "id": "tenfold"}  # name's comes from the table
+    assert rows(engine, f"SELECT * FROM {view}") == [("a", 2, 10)]

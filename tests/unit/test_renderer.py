@@ -245,18 +245,19 @@ def test_audit_on_incremental_model_is_filtered_to_the_interval() -> None:
     m = model(INCREMENTAL_QUERY, kind=incremental(), columns={"id": "INT", "event_date": "DATE"})
     ctx = RenderContext(start=JAN1, end=JAN3, this_model="mesh__x.x__1", runtime_stage="auditing")
     assert render_audit(AUDIT, "duckdb", {"column": "id"}, m, ctx, EMPTY) == (
-        "SELECT * FROM (SELECT * FROM mesh__x.x__1 WHERE event_date BETWEEN CAST('2024-01-01' AS DATE) "
+        "SELECT * FROM (SELECT * FROM mesh__x.x__1 WHERE `event_date` BETWEEN CAST('2024-01-01' AS DATE) "
         "AND CAST('2024-01-02' AS DATE)) AS x__1 WHERE id IS NULL")
 
 
 def test_audit_time_filter_for_timestamp_and_string_columns() -> None:
     ctx = RenderContext(start=JAN1, end=JAN3, this_model="mesh__x.x__1")
     ts = model(INCREMENTAL_QUERY, kind=incremental("ts"))
-    assert "WHERE ts BETWEEN CAST('2024-01-01 00:00:00' AS TIMESTAMP) AND CAST('2024-01-02 23:59:59.999999' AS TIMESTAMP)" \
+    assert ("WHERE `ts` BETWEEN CAST('2024-01-01 00:00:00.000000' AS TIMESTAMP) "
+            "AND CAST('2024-01-02 23:59:59.999999' AS TIMESTAMP)") \
         in render_audit("SELECT * FROM @this_model AS t", "spark", {}, ts, ctx, EMPTY)
     ds = model(INCREMENTAL_QUERY, kind=incremental("ds", time_column_format="%Y%m%d"), columns={"ds": "STRING"})
     assert render_audit("SELECT * FROM @this_model AS t", "spark", {}, ds, ctx, EMPTY) == (
-        "SELECT * FROM (SELECT * FROM mesh__x.x__1 WHERE ds BETWEEN '20240101' AND '20240102') AS t")
+        "SELECT * FROM (SELECT * FROM mesh__x.x__1 WHERE `ds` BETWEEN '20240101' AND '20240102') AS t")
 
 
 def test_audit_on_full_model_and_args_with_each() -> None:
