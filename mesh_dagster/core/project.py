@@ -32,9 +32,11 @@ from mesh_dagster.core.model_reader import default_audit_refs, read_audit_file, 
 from mesh_dagster.core.names import check_identifier, check_model_name
 from mesh_dagster.core.output_columns import OutputColumns, check_output_columns, query_output
 from mesh_dagster.core.seeds import SeedFile, check_seed
-from mesh_dagster.core.types import to_spark_type
+from mesh_dagster.core.types import check_dialect, to_spark_type
 
 EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
+# What an external model entry may say: `columns` typed in `dialect` (Spark by default).
+EXTERNAL_MODEL_KEYS = ("name", "columns", "description", "dialect")
 
 
 @dataclass
@@ -225,9 +227,9 @@ def _external_model(entry: Any, index: int, text: str, rel: str) -> Model:
     line = line_of(text, (index,)) or 1
     if not isinstance(entry, dict) or "name" not in entry:
         raise ModelError(f"Each external model needs a name, got {entry!r}", rel, line)
-    unknown = sorted(set(entry) - {"name", "columns", "description", "dialect"})
+    unknown = sorted(set(entry) - set(EXTERNAL_MODEL_KEYS))
     if unknown:
-        raise ModelError(f"Unknown external model key '{unknown[0]}' (known: name, columns, description, dialect)",
+        raise ModelError(f"Unknown external model key '{unknown[0]}' (known: {', '.join(EXTERNAL_MODEL_KEYS)})",
                          rel, line_of(text, (index, unknown[0])) or line)
     try:
         name = check_model_name(str(entry["name"]))
@@ -236,10 +238,14 @@ def _external_model(entry: Any, index: int, text: str, rel: str) -> Model:
     columns = entry.get("columns")
     if columns is not None and not isinstance(columns, dict):
         raise ModelError(f"External model {name}: columns must be a mapping of name: type", rel, line)
+    try:
+        dialect = check_dialect(str(entry.get("dialect", "spark")))
+    except ValueError as e:
+        raise ModelError(f"External model {name}: {e}", rel, line_of(text, (index, "dialect")) or line) from None
     typed: dict[str, str] = {}
     for column, type_text in (columns or {}).items():
         try:
-            typed[check_identifier(str(column))] = to_spark_type(str(type_text), str(entry.get("dialect", "spark")))
+            typed[check_identifier(str(column))] = to_spark_type(str(type_text), dialect)
         except ValueError as e:
             raise ModelError(f"External model {name}: {e}", rel, line_of(text, (index, "columns", column)) or line) from None
     return Model(name=name, kind=ModelKind(name=KindName.EXTERNAL), columns=typed if columns else None,

@@ -1,0 +1,622 @@
+"""Accepted means honoured: every key the parsers accept changes behaviour, or is refused.
+
+The keys are enumerated from the parsers themselves (the MODEL/kind/audit/CSV tables of
+core.model_reader, the external model keys of core.project, the pydantic models of core.config),
+so a key added to a parser without a probe here fails `test_every_*_key_has_a_probe`. Each probe
+shows the key's effect on something the rest of mesh_dagster acts on: the loaded project, the
+snapshot fingerprint, the plan, the rendered SQL, the Spark session settings, the CLI's answer -
+or shows that it is refused with a message naming it. Two config keys can only be seen on Spark;
+their probes are in tests/spark/test_config_keys.py (checked to exist here).
+"""
+
+from __future__ import annotations
+
+import importlib
+import textwrap
+import typing
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from pydantic import BaseModel
+
+from mesh_dagster.core import model_reader
+from mesh_dagster.core.config import ProjectConfig, SparkConnectionConfig, load_config
+from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.fingerprint import build_snapshots
+from mesh_dagster.core.model import KindName
+from mesh_dagster.core.plan import build_plan
+from mesh_dagster.core.project import EXTERNAL_MODEL_KEYS, Project, load_project
+from mesh_dagster.core.seeds import check_seed
+from mesh_dagster.state.store import StateStore
+
+from project_builder import CONFIG, write_project
+
+# ---------------------------------------------------------------------------------------------
+# What the parsers accept
+
+
+def config_keys(model: type[BaseModel] = ProjectConfig, prefix: str = "") -> set[str]:
+    """Dotted keys of every field, through nested models (`gateways.*` for mappings of models)."""
+    keys = set()
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{name}"
+        keys.add(key)
+        nested, wildcard = _nested_model(field.annotation)
+        if nested is not None:
+            keys |= config_keys(nested, f"{key}.*." if wildcard else f"{key}.")
+    return keys
+
+
+def _nested_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    args = typing.get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    if typing.get_origin(annotation) is dict and len(args) == 2:
+        inner, _ = _nested_model(args[1])
+        return inner, inner is not None
+    for arg in args:
+        inner, wildcard = _nested_model(arg)
+        if inner is not None:
+            return inner, wildcard
+    return None, False
+
+
+MODEL_KEYS = model_reader.SUPPORTED_PROPERTIES | model_reader.UNSUPPORTED_PROPERTIES
+KIND_KEYS = {(kind.value, prop) for kind, props in model_reader.KIND_PROPERTIES.items() for prop in props}
+AUDIT_KEYS = set(model_reader.AUDIT_PROPERTIES)
+CSV_KEYS = set(model_reader.CSV_SETTINGS)
+EXTERNAL_KEYS = set(EXTERNAL_MODEL_KEYS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Observing a project
+
+
+PARENT = "MODEL (name s.p, kind VIEW);\nSELECT 1 AS a\n"
+MODEL = """MODEL (
+  name s.m,
+  kind {kind}{props}
+);
+
+SELECT 1 AS a, CAST('2020-01-01' AS DATE) AS ds, CAST('2020-01-01' AS DATE) AS ds2
+"""
+INCREMENTAL = "INCREMENTAL_BY_TIME_RANGE (time_column ds{kind_props})"
+SEED_MODEL = "MODEL (\n  name s.m,\n  kind SEED (path '../seeds/{csv}'{kind_props}){props}\n);\n"
+CSVS = {"seeds/s.csv": "a,ds\n1,2020-01-01\n", "seeds/t.csv": "a,ds\n2,2020-01-02\n", "seeds/semi.csv": "a;ds\n1;2020-01-01\n"}
+
+
+def project_with(tmp_path: Path, kind: str = "FULL", props: str = "", kind_props: str = "", csv: str = "s.csv",
+                 files: dict[str, str] | None = None, config: str = CONFIG) -> Path:
+    root = tmp_path / f"p{len(list(tmp_path.iterdir())) if tmp_path.exists() else 0}"
+    if kind == "SEED":
+        text = SEED_MODEL.format(csv=csv, kind_props=kind_props, props=props)
+    else:
+        kind_text = INCREMENTAL.format(kind_props=kind_props) if kind == "INCREMENTAL" else kind + (
+            f" ({kind_props.lstrip(', ')})" if kind_props else "")
+        text = MODEL.format(kind=kind_text, props=props)
+    return write_project(root, {"models/p.sql": PARENT, "models/m.sql": text, **CSVS, **(files or {})}, config)
+
+
+def observe(root: Path, tmp_path: Path) -> dict[str, Any]:
+    """Everything the rest of mesh_dagster acts on: models, parents, columns, fingerprints, plan."""
+    project = load_project(root, use_cache=False)
+    with StateStore(f"sqlite:///{tmp_path / (root.name + '_state.db')}") as state:
+        plan = build_plan(project, state, execution_time="2020-01-04")
+    snapshots = build_snapshots(project)
+    return {
+        "models": sorted(project.models),
+        "parents": {n: project.parents(n) for n in project.models},
+        "columns": {n: project.columns(n) for n in project.models},
+        "fingerprints": {n: s.fingerprint for n, s in snapshots.items()},
+        "backfills": {n: bf.intervals for n, bf in plan.backfills.items()},
+    }
+
+
+def refused(build: Callable[[], Any], *fragments: str) -> None:
+    with pytest.raises(MeshError) as e:
+        build()
+    for fragment in fragments:
+        assert fragment in str(e.value), str(e.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# MODEL properties
+
+MODEL_VARIANTS = {
+    "name": ",\n  name s.renamed",  # replaces `name s.m` below
+    "kind": "VIEW",
+    "dialect": ",\n  dialect duckdb",
+    "cron": ",\n  cron '@hourly'",
+    "start": ",\n  start '2020-01-02'",
+    "end": ",\n  end '2020-01-02'",
+    "grain": ",\n  grain a",
+    "grains": ",\n  grains (a, ds)",
+    "columns": ",\n  columns (a BIGINT, ds DATE, ds2 DATE)",
+    "audits": ",\n  audits (not_null(columns := (a)))",
+    "tags": ",\n  tags (finance)",
+    "owner": ",\n  owner 'jen'",
+    "description": ",\n  description 'Orders per item'",
+    "partitioned_by": ",\n  partitioned_by ds",
+    "storage_format": ",\n  storage_format orc",
+    "depends_on": ",\n  depends_on (s.p)",
+    "enabled": ",\n  enabled false",
+    "stamp": ",\n  stamp 'v2'",
+    "column_descriptions": ",\n  column_descriptions (a = 'The a')",
+}
+
+
+def test_every_model_key_has_a_probe() -> None:
+    assert set(MODEL_VARIANTS) | model_reader.UNSUPPORTED_PROPERTIES == MODEL_KEYS
+
+
+@pytest.mark.parametrize("key", sorted(MODEL_VARIANTS))
+def test_model_property_changes_what_is_built(tmp_path: Path, key: str) -> None:
+    base = observe(project_with(tmp_path), tmp_path)
+    if key == "kind":
+        root = project_with(tmp_path, kind=MODEL_VARIANTS[key])
+    elif key == "name":
+        root = project_with(tmp_path)
+        path = root / "models" / "m.sql"
+        path.write_text(path.read_text().replace("name s.m", "name s.renamed"))
+    else:
+        root = project_with(tmp_path, props=MODEL_VARIANTS[key])
+    changed = observe(root, tmp_path)
+    assert changed != base, f"MODEL property {key} changed nothing"
+
+
+@pytest.mark.parametrize("key", sorted(model_reader.UNSUPPORTED_PROPERTIES))
+def test_unsupported_model_property_is_refused(tmp_path: Path, key: str) -> None:
+    root = project_with(tmp_path, props=f",\n  {key} 'x'")
+    refused(lambda: load_project(root, use_cache=False), "models/m.sql:4:", f"Property '{key}' is not supported")
+
+
+# ---------------------------------------------------------------------------------------------
+# kind properties
+
+KIND_VARIANTS: dict[tuple[str, str], dict[str, str]] = {
+    ("INCREMENTAL_BY_TIME_RANGE", "time_column"): {"kind": "INCREMENTAL", "kind_props": "2"},  # ds → ds2
+    ("INCREMENTAL_BY_TIME_RANGE", "batch_size"): {"kind": "INCREMENTAL", "kind_props": ", batch_size 2"},
+    ("INCREMENTAL_BY_TIME_RANGE", "lookback"): {"kind": "INCREMENTAL", "kind_props": ", lookback 2"},
+    ("INCREMENTAL_BY_TIME_RANGE", "batch_concurrency"): {"kind": "INCREMENTAL", "kind_props": ", batch_concurrency 2"},
+    ("SEED", "path"): {"kind": "SEED", "csv": "t.csv"},
+    ("SEED", "csv_settings"): {"kind": "SEED", "csv": "semi.csv", "kind_props": ", csv_settings (delimiter = ';')"},
+    ("VIEW", "materialized"): {"kind": "VIEW", "kind_props": "materialized true"},
+}
+KIND_BASES = {"INCREMENTAL_BY_TIME_RANGE": {"kind": "INCREMENTAL"}, "SEED": {"kind": "SEED"}, "VIEW": {"kind": "VIEW"}}
+REFUSED_KIND_PROPERTIES = {
+    ("INCREMENTAL_BY_TIME_RANGE", "forward_only"): (", forward_only true", "forward_only is not supported"),
+    ("INCREMENTAL_BY_TIME_RANGE", "on_destructive_change"): (", on_destructive_change 'warn'", "on_destructive_change"),
+    ("INCREMENTAL_BY_TIME_RANGE", "on_additive_change"): (", on_additive_change 'allow'", "on_additive_change"),
+    ("SEED", "batch_size"): (", batch_size 10", "batch_size for SEED models is not supported"),
+}
+
+
+def test_every_kind_key_has_a_probe() -> None:
+    accepted_as_default = {("INCREMENTAL_BY_TIME_RANGE", "partition_by_time_column")}
+    assert set(KIND_VARIANTS) | set(REFUSED_KIND_PROPERTIES) | accepted_as_default == KIND_KEYS
+
+
+@pytest.mark.parametrize("key", sorted(KIND_VARIANTS), ids="-".join)
+def test_kind_property_changes_what_is_built(tmp_path: Path, key: tuple[str, str]) -> None:
+    variant = dict(KIND_VARIANTS[key])
+    if key == ("INCREMENTAL_BY_TIME_RANGE", "time_column"):
+        base_root = project_with(tmp_path, kind="INCREMENTAL")
+        root = project_with(tmp_path, kind="INCREMENTAL")
+        path = root / "models" / "m.sql"
+        path.write_text(path.read_text().replace("time_column ds", "time_column ds2"))
+    else:
+        base_root = project_with(tmp_path, **KIND_BASES[key[0]])
+        root = project_with(tmp_path, **variant)
+    assert observe(root, tmp_path) != observe(base_root, tmp_path), f"{key} changed nothing"
+
+
+@pytest.mark.parametrize("key", sorted(REFUSED_KIND_PROPERTIES), ids="-".join)
+def test_unsupported_kind_property_is_refused(tmp_path: Path, key: tuple[str, str]) -> None:
+    text, message = REFUSED_KIND_PROPERTIES[key]
+    root = project_with(tmp_path, kind="INCREMENTAL" if key[0] != "SEED" else "SEED", kind_props=text)
+    refused(lambda: load_project(root, use_cache=False), "models/m.sql:3:", message)
+
+
+def test_partition_by_time_column_true_is_what_happens_anyway_and_false_is_refused(tmp_path: Path) -> None:
+    base = load_project(project_with(tmp_path, kind="INCREMENTAL"), use_cache=False).models["s.m"]
+    explicit = load_project(project_with(tmp_path, kind="INCREMENTAL", kind_props=", partition_by_time_column true"),
+                            use_cache=False).models["s.m"]
+    assert explicit.effective_partitioned_by == base.effective_partitioned_by == ["ds"]
+    assert explicit.kind == base.kind
+    root = project_with(tmp_path, kind="INCREMENTAL", kind_props=", partition_by_time_column false")
+    refused(lambda: load_project(root, use_cache=False), "models/m.sql:3:", "partition_by_time_column false")
+
+
+# ---------------------------------------------------------------------------------------------
+# csv_settings: each one changes how the seed is read (the evaluator passes the same keys to pandas)
+
+CSV_PROBES: dict[str, tuple[bytes, str, str]] = {
+    # key: (CSV bytes, the setting, declared columns) - refused without the setting, read with it
+    "delimiter": (b"a;b\n1;2\n", "delimiter = ';'", "a INT, b INT"),
+    "quotechar": (b"a,b\n|1,5|,2\n", "quotechar = '|'", "a STRING, b INT"),
+    "escapechar": (b"a,b\nx^,y,2\n", "escapechar = '^'", "a STRING, b INT"),
+    "encoding": ("a,b\ncaf\xe9,2\n".encode("latin-1"), "encoding = 'latin-1'", "a STRING, b INT"),
+    "na_values": (b"a,b\nmissing,2\n", "na_values = ('missing')", "a INT, b INT"),
+    "keep_default_na": (b"a,b\n,2\n", "keep_default_na = false", "a INT, b INT"),
+}
+
+
+def test_every_csv_setting_has_a_probe() -> None:
+    assert set(CSV_PROBES) == CSV_KEYS
+
+
+def _seed_project(tmp_path: Path, data: bytes, settings: str, columns: str) -> Project:
+    root = tmp_path / f"seed{len(list(tmp_path.iterdir()))}"
+    kind = f"SEED (path '../seeds/x.csv'{', csv_settings (' + settings + ')' if settings else ''})"
+    write_project(root, {"models/m.sql": f"MODEL (\n  name s.m,\n  kind {kind},\n  columns ({columns})\n);\n"})
+    (root / "seeds").mkdir()
+    (root / "seeds" / "x.csv").write_bytes(data)
+    return root
+
+
+@pytest.mark.parametrize("key", sorted(CSV_PROBES))
+def test_csv_setting_changes_how_the_seed_is_read(tmp_path: Path, key: str) -> None:
+    data, setting, columns = CSV_PROBES[key]
+    with_setting = _seed_project(tmp_path, data, setting, columns)
+    without = _seed_project(tmp_path, data, "", columns)
+    if key == "keep_default_na":  # the empty value is NULL by default, text (not an INT) without it
+        load_project(without, use_cache=False)
+        refused(lambda: load_project(with_setting, use_cache=False), "seeds/x.csv:2:", "column a")
+    else:
+        project = load_project(with_setting, use_cache=False)
+        assert project.columns("s.m") is not None
+        refused(lambda: load_project(without, use_cache=False), "seeds/x.csv")
+    model = load_project(with_setting, use_cache=False).models["s.m"] if key != "keep_default_na" else None
+    if model is not None:
+        assert check_seed(model, "seeds/x.csv").header == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------------------------
+# AUDIT properties
+
+AUDIT = "AUDIT (\n  name positive{props}\n);\nSELECT * FROM @this_model WHERE a < @threshold\n"
+AUDITED = ",\n  audits (positive(threshold := 0))"
+AUDIT_VARIANTS = {
+    "dialect": ",\n  dialect duckdb",
+    "blocking": ",\n  blocking false",
+}
+
+
+def _audited(tmp_path: Path, audit_props: str = "", attach: str = AUDITED) -> Project:
+    root = project_with(tmp_path, props=attach, files={"audits/a.sql": AUDIT.format(props=audit_props)})
+    return load_project(root, use_cache=False)
+
+
+def test_every_audit_key_has_a_probe() -> None:
+    probed = set(AUDIT_VARIANTS) | {"name", "defaults", "skip", "standalone", "description"}
+    assert probed == AUDIT_KEYS
+
+
+@pytest.mark.parametrize("key", sorted(AUDIT_VARIANTS))
+def test_audit_property_changes_the_fingerprint(tmp_path: Path, key: str) -> None:
+    base = build_snapshots(_audited(tmp_path))["s.m"].fingerprint
+    changed = build_snapshots(_audited(tmp_path, AUDIT_VARIANTS[key]))["s.m"].fingerprint
+    assert changed != base
+
+
+def test_audit_name_is_what_models_attach(tmp_path: Path) -> None:
+    assert "positive" in _audited(tmp_path).audits
+    refused(lambda: _audited(tmp_path, attach=",\n  audits (negative)"), "unknown audit 'negative'")
+
+
+def test_audit_defaults_change_the_rendered_audit(tmp_path: Path) -> None:
+    from mesh_dagster.core.audits import audit_query
+    from mesh_dagster.core.renderer import RenderContext
+
+    def rendered(project: Project) -> str:
+        model = project.models["s.m"]
+        sql, _ = audit_query(model.audits[0], model, project.audits, RenderContext(), project.macros)
+        return sql
+
+    base = rendered(_audited(tmp_path, attach=",\n  audits (positive(threshold := 0))"))
+    defaulted = rendered(_audited(tmp_path, ",\n  defaults (threshold = 5)", attach=",\n  audits (positive)"))
+    assert "< 0" in base and "< 5" in defaulted
+
+
+@pytest.mark.parametrize("key", ["skip", "standalone"])
+def test_audit_skip_and_standalone_false_change_nothing_and_true_is_refused(tmp_path: Path, key: str) -> None:
+    base = build_snapshots(_audited(tmp_path))["s.m"].fingerprint
+    assert build_snapshots(_audited(tmp_path, f",\n  {key} false"))["s.m"].fingerprint == base
+    refused(lambda: _audited(tmp_path, f",\n  {key} true"), "audits/a.sql:3:", "not supported by mesh_dagster yet")
+
+
+def test_audit_description_is_kept(tmp_path: Path) -> None:
+    assert _audited(tmp_path, ",\n  description 'No negative a'").audits["positive"].description == "No negative a"
+
+
+# ---------------------------------------------------------------------------------------------
+# external models
+
+
+def test_every_external_model_key_has_a_probe() -> None:
+    assert EXTERNAL_KEYS == {"name", "columns", "description", "dialect"}
+
+
+def test_external_model_keys(tmp_path: Path) -> None:
+    def external(entry: str) -> Project:
+        root = project_with(tmp_path, files={"external_models.yaml": textwrap.dedent(entry).lstrip()})
+        return load_project(root, use_cache=False)
+
+    plain = external("- name: raw.events\n")
+    assert "raw.events" in plain.models and plain.columns("raw.events") is None
+    typed = external("- name: raw.events\n  columns:\n    ts: TIMESTAMP\n")
+    assert typed.columns("raw.events") == {"ts": "TIMESTAMP"}
+    assert external("- name: raw.events\n  columns:\n    ts: TIMESTAMP\n  dialect: duckdb\n").columns("raw.events") == {
+        "ts": "TIMESTAMP_NTZ"}
+    assert external("- name: raw.events\n  description: Raw events\n").models["raw.events"].description == "Raw events"
+    refused(lambda: external("- name: raw.events\n  owner: jen\n"), "external_models.yaml:2:", "owner")
+
+
+# ---------------------------------------------------------------------------------------------
+# config.yaml
+
+SPARK_PROBES = {
+    "gateways.*.connection.catalog": "test_connection_catalog_is_set_on_the_session",
+    "plan.auto_apply": "test_plan_auto_apply_applies_without_asking",
+}
+
+
+def _config(tmp_path: Path, text: str) -> ProjectConfig:
+    root = tmp_path / f"c{len(list(tmp_path.iterdir())) if tmp_path.exists() else 0}"
+    root.mkdir(parents=True)
+    (root / "config.yaml").write_text(textwrap.dedent(text).lstrip())
+    return load_config(root)
+
+
+def _session_settings(tmp_path: Path, conn: SparkConnectionConfig) -> dict[str, str]:
+    from mesh_dagster.engine.session import local_session_config
+
+    return local_session_config(conn, tmp_path / "mesh")
+
+
+def _cli(root: Path, *args: str, input: str | None = None) -> str:
+    from click.testing import CliRunner
+
+    from mesh_dagster.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["-p", str(root), *args], input=input)
+    return result.output
+
+
+def probe_gateways(tmp_path: Path) -> None:
+    config = _config(tmp_path, "gateways:\n  a:\n    variables: {x: 1}\n  b:\n    variables: {x: 2}\n")
+    assert config.variables_for("a") == {"x": 1} and config.variables_for("b") == {"x": 2}
+
+
+def probe_default_gateway(tmp_path: Path) -> None:
+    config = _config(tmp_path, "gateways:\n  a: {}\n  b:\n    variables: {x: 2}\ndefault_gateway: b\n")
+    assert config.variables_for() == {"x": 2}
+
+
+def probe_connection(tmp_path: Path) -> None:
+    """The connection section as a whole selects the Spark the session is built for."""
+    probe_connection_master(tmp_path)
+
+
+def probe_connection_type(tmp_path: Path) -> None:
+    refused(lambda: _config(tmp_path, "gateways:\n  a:\n    connection:\n      type: duckdb\n"),
+            "gateways.a.connection.type")
+
+
+def probe_connection_master(tmp_path: Path) -> None:
+    local = _session_settings(tmp_path, SparkConnectionConfig(master="local[2]"))
+    cluster = _session_settings(tmp_path, SparkConnectionConfig(master="spark://host:7077"))
+    assert "spark.sql.warehouse.dir" in local and "spark.sql.warehouse.dir" not in cluster
+
+
+def probe_connection_remote(tmp_path: Path) -> None:
+    remote = SparkConnectionConfig(remote="sc://spark.example.com:15002")
+    assert not remote.is_local and "spark.sql.warehouse.dir" not in _session_settings(tmp_path, remote)
+
+
+def probe_connection_config(tmp_path: Path) -> None:
+    settings = _session_settings(tmp_path, SparkConnectionConfig(config={"spark.executor.cores": 3}))
+    assert settings["spark.executor.cores"] == "3"
+
+
+def probe_connection_concurrent_tasks(tmp_path: Path) -> None:
+    assert _config(tmp_path, "gateways:\n  a:\n    connection:\n      concurrent_tasks: 1\n")
+    refused(lambda: _config(tmp_path, "gateways:\n  a:\n    connection:\n      concurrent_tasks: 4\n"),
+            "config.yaml:4:", "concurrent_tasks")
+
+
+STATE_FIELDS = {"type": "postgres", "database": "mesh", "host": "db.example.com", "port": 6543, "user": "me",
+                "password": "secret", "url": "postgresql+psycopg://other/db"}
+
+
+def _state_url(tmp_path: Path, section: str, body: dict[str, Any]) -> str:
+    import yaml
+
+    raw = {"gateways": {"a": {"state_connection": body}}} if section == "gateway" else {"state_connection": body}
+    return _config(tmp_path, yaml.safe_dump(raw)).state_connection_for().to_url(tmp_path)
+
+
+def state_probe(section: str, field: str) -> Callable[[Path], None]:
+    """The state store's URL without and with the field (postgres fields on a postgres store)."""
+
+    def probe(tmp_path: Path) -> None:
+        base = {"type": "postgres"} if field not in ("type", "url") else {}
+        with_field = _state_url(tmp_path, section, {**base, field: STATE_FIELDS[field]})
+        assert _state_url(tmp_path, section, base) != with_field, f"state_connection.{field} changed nothing"
+
+    return probe
+
+
+def probe_gateway_state_connection(tmp_path: Path) -> None:
+    config = _config(tmp_path, "state_connection: {database: top.db}\ngateways:\n  a:\n    state_connection: {database: a.db}\n")
+    assert config.state_connection_for().to_url(tmp_path).endswith("/a.db")
+
+
+def probe_state_connection(tmp_path: Path) -> None:
+    assert _config(tmp_path, "state_connection: {database: top.db}\n").state_connection_for().to_url(tmp_path).endswith("/top.db")
+
+
+def probe_gateway_variables(tmp_path: Path) -> None:
+    config = _config(tmp_path, "variables: {x: 1}\ngateways:\n  a:\n    variables: {x: 2}\n")
+    assert config.variables_for() == {"x": 2}
+
+
+def _defaults_model(tmp_path: Path, defaults: str) -> Any:
+    root = write_project(tmp_path / f"d{len(list(tmp_path.iterdir()))}", {"models/m.sql": MODEL.format(kind="FULL", props="")},
+                         "model_defaults:\n" + textwrap.indent(textwrap.dedent(defaults), "  "))
+    return load_project(root, use_cache=False).models["s.m"]
+
+
+def defaults_probe(key: str, value: str, field: str, expected: Any) -> Callable[[Path], None]:
+    def probe(tmp_path: Path) -> None:
+        model = _defaults_model(tmp_path, f"{key}: {value}\n")
+        found = getattr(model, field)
+        assert (expected(found) if callable(expected) else found == expected), found
+
+    return probe
+
+
+def probe_variables(tmp_path: Path) -> None:
+    query = "MODEL (name s.m, kind FULL);\nSELECT @threshold AS a\n"
+    fingerprints = []
+    for value in (1, 2):
+        root = write_project(tmp_path / f"v{value}", {"models/m.sql": query}, CONFIG + f"variables:\n  threshold: {value}\n")
+        fingerprints.append(build_snapshots(load_project(root, use_cache=False))["s.m"].fingerprint.data_hash)
+    assert fingerprints[0] != fingerprints[1]
+
+
+def probe_snapshot_ttl(tmp_path: Path) -> None:
+    """The janitor forgets unreferenced snapshots older than the TTL (symbolic models: no engine)."""
+    from mesh_dagster.execution.janitor import run_janitor
+
+    files = {"external_models.yaml": "- name: raw.events\n",
+             "models/m.sql": "MODEL (name s.m, kind EMBEDDED);\nSELECT 1 AS a FROM raw.events\n"}
+    kept = []
+    for ttl in ("in 1 week", "0 seconds"):
+        root = write_project(tmp_path / f"ttl{len(kept)}", files, CONFIG + f"snapshot_ttl: {ttl}\n")
+        project = load_project(root, use_cache=False)
+        with StateStore(f"sqlite:///{root / 'state.db'}") as state:
+            state.push_snapshots(build_plan(project, state, "dev", execution_time="2020-01-04").new_snapshots)
+            run_janitor(project, state, engine_factory=_no_engine)
+            kept.append(len(state.all_snapshot_ids()))
+    assert kept == [2, 0]
+
+
+def _no_engine() -> None:
+    raise AssertionError("the janitor needed Spark for symbolic models")
+
+
+def _expiration(tmp_path: Path, extra: str, environment: str) -> int | None:
+    from mesh_dagster.execution.apply import _expiration
+
+    root = write_project(tmp_path / f"e{len(list(tmp_path.iterdir()))}", {"models/p.sql": PARENT}, CONFIG + extra)
+    project = load_project(root, use_cache=False)
+    with StateStore(f"sqlite:///{root / 'state.db'}") as state:
+        plan = build_plan(project, state, environment, execution_time="2020-01-04")
+    return _expiration(plan, project)
+
+
+def probe_environment_ttl(tmp_path: Path) -> None:
+    from mesh_dagster.core.dates import now_ms
+
+    week = _expiration(tmp_path, "environment_ttl: in 1 week\n", "dev")
+    year = _expiration(tmp_path, "environment_ttl: in 1 year\n", "dev")
+    assert week is not None and year is not None and year - week > 300 * 86_400_000 and week > now_ms()
+
+
+def probe_pinned_environments(tmp_path: Path) -> None:
+    assert _expiration(tmp_path, "", "dev") is not None
+    assert _expiration(tmp_path, "pinned_environments: [dev]\n", "dev") is None
+
+
+def probe_default_target_environment(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "dte", {"models/p.sql": PARENT}, CONFIG + "default_target_environment: feature_x\n")
+    assert "New environment `feature_x`" in _cli(root, "plan", "--explain")
+
+
+def probe_plan(tmp_path: Path) -> None:
+    probe_plan_include_unmodified(tmp_path)
+
+
+def probe_plan_include_unmodified(tmp_path: Path) -> None:
+    promoted = []
+    for flag in ("false", "true"):
+        root = write_project(tmp_path / f"inc_{flag}", {"models/p.sql": PARENT, "models/m.sql": MODEL.format(kind="FULL", props="")},
+                             CONFIG + f"plan:\n  include_unmodified: {flag}\n")
+        project = load_project(root, use_cache=False)
+        with StateStore(f"sqlite:///{root / 'state.db'}") as state:
+            from project_builder import record_plan
+
+            record_plan(build_plan(project, state, execution_time="2020-01-04"), state)
+            (root / "models" / "m.sql").write_text((root / "models" / "m.sql").read_text().replace("1 AS a", "2 AS a"))
+            plan = build_plan(load_project(root, use_cache=False), state, "dev", execution_time="2020-01-04")
+            promoted.append(sorted(plan.promoted))
+    assert promoted == [["s.m"], ["s.m", "s.p"]]
+
+
+def probe_plan_no_prompts(tmp_path: Path) -> None:
+    outputs = []
+    for extra in ("", "plan:\n  no_prompts: true\n"):
+        root = write_project(tmp_path / f"np{len(outputs)}", {"models/p.sql": PARENT}, CONFIG + extra)
+        outputs.append(_cli(root, "plan", "--skip-tests", input="n\n"))
+    assert "Apply - " in outputs[0] and "Plan not applied." in outputs[0]
+    assert "Apply - " not in outputs[1] and "use --auto-apply" in outputs[1]
+
+
+def probe_linter(tmp_path: Path) -> None:
+    assert _config(tmp_path, "linter:\n  enabled: false\n")
+    refused(lambda: _config(tmp_path, "linter:\n  enabled: true\n"), "config.yaml:1:", "linter", "not supported")
+
+
+def probe_model_defaults(tmp_path: Path) -> None:
+    defaults_probe("owner", "jen", "owner", "jen")(tmp_path)
+
+
+CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
+    "gateways": probe_gateways,
+    "default_gateway": probe_default_gateway,
+    "gateways.*.connection": probe_connection,
+    "gateways.*.connection.type": probe_connection_type,
+    "gateways.*.connection.master": probe_connection_master,
+    "gateways.*.connection.remote": probe_connection_remote,
+    "gateways.*.connection.config": probe_connection_config,
+    "gateways.*.connection.concurrent_tasks": probe_connection_concurrent_tasks,
+    "gateways.*.state_connection": probe_gateway_state_connection,
+    **{f"gateways.*.state_connection.{f}": state_probe("gateway", f) for f in STATE_FIELDS},
+    "gateways.*.variables": probe_gateway_variables,
+    "model_defaults": probe_model_defaults,
+    "model_defaults.dialect": defaults_probe("dialect", "duckdb", "dialect", "duckdb"),
+    "model_defaults.start": defaults_probe("start", "2021-03-04", "start", "2021-03-04"),
+    "model_defaults.cron": defaults_probe("cron", "'@hourly'", "cron", "@hourly"),
+    "model_defaults.owner": defaults_probe("owner", "jen", "owner", "jen"),
+    "model_defaults.storage_format": defaults_probe("storage_format", "orc", "storage_format", "orc"),
+    "model_defaults.audits": defaults_probe("audits", "['not_null(columns := (a))']", "audits",
+                                            lambda refs: [r.name for r in refs] == ["not_null"]),
+    "variables": probe_variables,
+    "snapshot_ttl": probe_snapshot_ttl,
+    "environment_ttl": probe_environment_ttl,
+    "pinned_environments": probe_pinned_environments,
+    "default_target_environment": probe_default_target_environment,
+    "plan": probe_plan,
+    "plan.include_unmodified": probe_plan_include_unmodified,
+    "plan.no_prompts": probe_plan_no_prompts,
+    "state_connection": probe_state_connection,
+    **{f"state_connection.{f}": state_probe("top", f) for f in STATE_FIELDS},
+    "linter": probe_linter,
+}
+
+
+def test_every_config_key_has_a_probe() -> None:
+    assert set(CONFIG_PROBES) | set(SPARK_PROBES) == config_keys()
+
+
+def test_spark_probes_exist() -> None:
+    module = importlib.import_module("tests.spark.test_config_keys")
+    for test_name in SPARK_PROBES.values():
+        assert callable(getattr(module, test_name, None)), test_name
+
+
+@pytest.mark.parametrize("key", sorted(CONFIG_PROBES))
+def test_config_key_is_honoured_or_refused(tmp_path: Path, key: str) -> None:
+    CONFIG_PROBES[key](tmp_path)
