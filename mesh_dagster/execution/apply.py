@@ -26,11 +26,10 @@ from typing import Any
 from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.errors import ConflictingPlanError
-from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import ALL_TIME, Plan
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluator import SnapshotEvaluator, is_timeless
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.scheduler import plan_batches, run_batches
@@ -53,16 +52,18 @@ def check_snapshots_kept(plan: Plan, state) -> None:
     """The stored snapshots the plan reuses must still exist: if the janitor deleted one after the
     plan was built, its table and intervals are gone too, and the plan's backfill would miss them.
 
-    Snapshots the (unchanged, see `check_base`) environment record references are exempt: the
-    janitor never deletes those, so if one is missing the store lost it before the plan was built,
-    and the plan already rebuilt it from the record.
+    Snapshots the environment's record (unchanged, see `check_base`) or, for a new environment,
+    its source's current record references are exempt: the janitor never deletes those, so if one
+    is missing the store lost it before the plan was built, and the plan rebuilt it from the record.
     """
     new = {s.snapshot_id for s in plan.new_snapshots}
-    kept_by_base = {s.snapshot_id for s in plan.base_environment.snapshots} if plan.base_environment else set()
+    base = plan.base_environment or (state.get_environment(plan.create_from) if plan.create_from else None)
+    kept_by_base = {s.snapshot_id for s in base.snapshots} if base else set()
     reused = {s.snapshot_id for s in [*plan.snapshots.values(), *plan.previous.values()]} - new - kept_by_base
     missing = sorted(reused - state.snapshots_exist(reused))
     if missing:
-        names = ", ".join(sid.name for sid in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        names = ", ".join(sid.name for sid in missing[:5]) + more
         raise ConflictingPlanError(
             f"Snapshots this plan reuses were deleted from the state store after it was built (by the janitor?): "
             f"{names}. Nothing was changed; re-run `mesh plan {plan.environment}`."
@@ -147,8 +148,8 @@ def _build(plan: Plan, project: Project, state, engine, listener: ApplyListener)
 
     if plan.empty_backfill:
         state.add_intervals([
-            (b.name, plan.snapshots[b.name].version, *(ALL_TIME if plan.snapshots[b.name].model.kind.name
-                                                       in (KindName.SEED, KindName.VIEW) else interval))
+            (b.name, plan.snapshots[b.name].version,
+             *(ALL_TIME if is_timeless(plan.snapshots[b.name].model.kind) else interval))
             for b in plan.backfills.values() for interval in b.intervals
         ])
     elif plan.requires_backfill:

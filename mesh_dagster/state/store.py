@@ -535,7 +535,7 @@ class StateStore:
         deadline = time.monotonic() + timeout_s
         delay = 0.05
         waited = False
-        while (holder := self._try_lock(name, owner, token, lease_s, *filter(None, [holder_is_dead]))) is not None:
+        while (holder := self._try_lock(name, owner, token, lease_s, holder_is_dead or _never_dead)) is not None:
             if not waited:
                 logger.info("Waiting for the lock '%s': held by %s", name, holder.owner)
                 waited = True
@@ -573,7 +573,7 @@ class StateStore:
             return conn.execute(delete(table).where(table.c.name == name, table.c.token == token)).rowcount == 1
 
     def _try_lock(self, name: str, owner: str, token: str, lease_s: float,
-                  holder_is_dead: Callable[[LockInfo], bool] = lambda _holder: False) -> LockInfo | None:
+                  holder_is_dead: Callable[[LockInfo], bool] | None = None) -> LockInfo | None:
         """Take the lock unless a live holder of it (or of a lock excluding it) remains; that
         holder is returned. Expired and dead holders are removed by their token first."""
         table = schema.locks
@@ -584,7 +584,7 @@ class StateStore:
             if name != EXCLUSIVE_LOCK:
                 query = query.where(table.c.name.in_([name, EXCLUSIVE_LOCK]))
             for holder in [_lock_info(row) for row in conn.execute(query)]:
-                if holder.expires_ts > now and not holder_is_dead(holder):
+                if holder.expires_ts > now and not (holder_is_dead or _never_dead)(holder):
                     return holder
                 reason = "its lease expired" if holder.expires_ts <= now else "its process is gone"
                 logger.warning("Taking over the lock '%s' from %s: %s", holder.name, holder.owner, reason)
@@ -656,6 +656,11 @@ class StateStore:
         stmt = self._insert(table).values(**row)
         changes = {c: stmt.excluded[c] for c in row if c not in keys and c not in keep}
         conn.execute(stmt.on_conflict_do_update(index_elements=[table.c[k] for k in keys], set_=changes))
+
+
+def _never_dead(_holder: LockInfo) -> bool:
+    """Without a way to tell, a holder is alive until its lease runs out."""
+    return False
 
 
 def _lease_clock() -> float:

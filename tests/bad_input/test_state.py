@@ -45,7 +45,8 @@ def _with_dev(project: Path) -> None:
 def _use_state(project: Path, url: str) -> None:
     (project / ".mesh").mkdir(exist_ok=True)  # where the log goes: not what this case is about
     config = project / "config.yaml"
-    config.write_text(config.read_text().replace("gateways:\n  local:\n", f"gateways:\n  local:\n    state_connection:\n      url: '{url}'\n", 1))
+    setting = f"gateways:\n  local:\n    state_connection:\n      url: '{url}'\n"
+    config.write_text(config.read_text().replace("gateways:\n  local:\n", setting, 1))
 
 
 def test_read_only_state_file(project: Path) -> None:
@@ -111,7 +112,8 @@ def test_postgres_database_that_does_not_exist(project: Path) -> None:
     _use_state(project, f"{POSTGRES}/{name}")
     with nothing_written(project):
         refused = mesh(project, "environments")
-    assert_refused(refused, f"Cannot connect to the state store at {POSTGRES}/{name}: ", f'database "{name}" does not exist')
+    assert_refused(refused, f"Cannot connect to the state store at {POSTGRES}/{name}: ",
+                   f'database "{name}" does not exist')
 
 
 @pytest.fixture

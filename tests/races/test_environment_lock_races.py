@@ -64,8 +64,8 @@ def test_waiters_behind_a_dead_holder_take_turns(race: Race) -> None:
 
     events = race.path("events")
     with writes_held(race.url):
-        waiters = [race.start("waiter", f"w{i}", environment="prod", events=str(events), ready=str(race.path(f"ready{i}")))
-                   for i in range(WAITERS)]
+        waiters = [race.start("waiter", f"w{i}", environment="prod", events=str(events),
+                              ready=str(race.path(f"ready{i}"))) for i in range(WAITERS)]
         for i in range(WAITERS):
             wait_for(race.path(f"ready{i}"))
         time.sleep(0.5)  # let each reach its first write (not an assertion: lining them up only)
@@ -84,7 +84,8 @@ def test_apply_that_lost_its_lock_stops_before_recording_or_moving_views(race: R
     """A holder whose lock was taken over while it computed must not touch views or the record,
     even after the new holder applied its own plan (before issue 8 it overwrote its views)."""
     mine = write_project(race.path("mine"), MODELS_V1)
-    theirs = write_project(race.path("theirs"), {**MODELS_V1, "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT x + 1 AS x FROM s.a\n"})
+    theirs = write_project(race.path("theirs"),
+                           {**MODELS_V1, "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT x + 1 AS x FROM s.a\n"})
     paused, resume = race.path("paused"), race.path("resume")
     first = race.start("apply", "first", project=str(mine), environment="prod",
                        hooks={"replace_table": {"pause": str(paused), "resume": str(resume)}})
@@ -111,7 +112,8 @@ def test_crash_between_recording_and_moving_views_is_repaired_by_the_next_apply(
     """The environment is recorded before its views move; a kill in between leaves it unfinalized
     with some views old. The janitor keeps the tables those views still read, and the next apply
     — even with nothing changed — re-creates every view and drops those of removed models."""
-    project = write_project(race.path("project"), {**MODELS_V1, "models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT 2 AS y\n"})
+    project = write_project(race.path("project"),
+                            {**MODELS_V1, "models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT 2 AS y\n"})
     setup = RecordingEngine(race.calls, "setup")
     with StateStore(race.url) as store:
         first = build_plan(load_project(project), store, "prod")

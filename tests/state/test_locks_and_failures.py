@@ -40,7 +40,8 @@ def test_holder_whose_lease_ran_out_notices_before_its_next_step(open_store: Cal
         with bob.lock("dev", "bob", timeout_s=30):  # taken over once the lease ran out
             with pytest.raises(LockLostError) as error:
                 lease.check()
-            assert str(error.value) == "Lost the lock 'dev' (its lease of 0.4 s ran out or it was broken; bob holds it now)"
+            assert str(error.value) == ("Lost the lock 'dev' (its lease of 0.4 s ran out or it was broken; "
+                                        "bob holds it now)")
         assert lease.lost
     assert alice.lock_holder("dev") is None  # releasing did not touch bob's (already released) lock
 
@@ -92,7 +93,8 @@ def test_runs_writing_snapshots_exclude_only_the_janitor(open_store: Callable[..
 def test_lock_waits_say_who_holds_them(store: StateStore) -> None:
     with store.lock("environment:dev", "alice"):
         with pytest.raises(StateError) as error:
-            with store.lock("environment:dev", "bob", timeout_s=0.1, busy=lambda h: f"busy: {h.owner} since {h.acquired_ts > 0}"):
+            with store.lock("environment:dev", "bob", timeout_s=0.1,
+                            busy=lambda h: f"busy: {h.owner} since {h.acquired_ts > 0}"):
                 pass
     assert str(error.value) == "busy: alice since True"
 
@@ -170,7 +172,8 @@ def test_zero_byte_store_is_refused_and_left_alone(tmp_path: Path) -> None:
     path.touch()
     with pytest.raises(StateError) as error:
         StateStore(f"sqlite:///{path}")
-    assert str(error.value).startswith(f"The state store at sqlite:///{path} is an empty (0-byte) file: it was truncated")
+    assert str(error.value).startswith(
+        f"The state store at sqlite:///{path} is an empty (0-byte) file: it was truncated")
     assert "Restore it from a backup, or delete it" in str(error.value)
     assert path.stat().st_size == 0 and sorted(p.name for p in path.parent.iterdir()) == ["state.db"]
 
