@@ -113,12 +113,14 @@ class SnapshotEvaluator:
     # -- physical layer --------------------------------------------------------------------
     def create(self, snapshot: Snapshot) -> None:
         """Create the physical table (or view) of a snapshot if it does not exist yet."""
+        with self._lock:  # held while creating: a concurrent batch must not write before the table exists
+            if builds_view(snapshot.model.kind) or snapshot.table_name not in self._created:
+                self._create(snapshot)
+                self._created.add(snapshot.table_name)
+
+    def _create(self, snapshot: Snapshot) -> None:
         model = snapshot.model
         kind = model.kind
-        with self._lock:
-            if not builds_view(kind) and snapshot.table_name in self._created:
-                return
-            self._created.add(snapshot.table_name)
         self.engine.create_schema(snapshot.physical_schema)
         comments = model.column_descriptions
         if builds_view(kind):

@@ -244,6 +244,18 @@ def test_batches_of_one_model_run_concurrently_and_report_progress(tmp_path, spa
     assert _rows(engine, f"SELECT id FROM {schema}.daily") == [(1,), (2,), (3,), (4,)]
 
 
+def test_concurrent_batches_of_a_materialization_create_the_table_once(tmp_path, spark, schema) -> None:
+    """Dagster's path: no apply created the table first, the concurrent batches must not race to."""
+    engine = MeetingEngine(spark, parties=2)
+    ctx = Context(_concurrent_project(tmp_path, schema), engine=engine)
+    [result] = list(ctx.materialize([f"{schema}.daily"], "2020-01-01", "2020-01-05", environment="dev",
+                                    execution_time="2020-01-05"))
+    assert result.succeeded and len(engine.threads) == 2
+    assert sorted(result.recorded) == [(1577836800000 + i * 86_400_000, 1577836800000 + (i + 1) * 86_400_000)
+                                       for i in range(4)]
+    assert _rows(engine, f"SELECT id FROM {result.snapshot.table_name}") == [(1,), (2,), (3,), (4,)]
+
+
 def test_a_failing_concurrent_batch_records_nothing_of_its_own(tmp_path, engine, schema) -> None:
     ctx = Context(_concurrent_project(tmp_path, schema, bad_day="2020-01-02"), engine=engine)
     plan = ctx.plan(execution_time="2020-01-05")
