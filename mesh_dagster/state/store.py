@@ -170,11 +170,9 @@ class StateStore:
             raise StateError(f"Cannot connect to the state store at {self.url}: {_reason(e)}{self._hint()}") from None
 
     def _hint(self) -> str:
-        """SQLite opens a store by creating `-wal`/`-shm` files beside it: say so when it cannot."""
         if self._url.get_backend_name() != "sqlite" or _is_memory_sqlite(self._url):
             return ""
-        folder = Path(self._url.database or "").parent
-        return "" if os.access(folder, os.W_OK) else f" (the folder {folder} is read-only)"
+        return _read_only_hint(Path(self._url.database or "").parent)
 
     def _initialize(self) -> int:
         """The stored schema version; an empty database (a new Postgres one) gets the tables."""
@@ -813,9 +811,14 @@ def _create_sqlite_file(path: Path, shown: str) -> None:
                 os.replace(temp, path)
     except (OSError, DBAPIError) as e:
         reason = _reason(e) if isinstance(e, DBAPIError) else (e.strerror or str(e))
-        raise StateError(f"Cannot create the state store at {shown}: {reason}") from None
+        raise StateError(f"Cannot create the state store at {shown}: {reason}{_read_only_hint(path.parent)}") from None
     finally:
         temp.unlink(missing_ok=True)
+
+
+def _read_only_hint(folder: Path) -> str:
+    """SQLite creates files beside the store (the store itself, `-wal`, `-shm`): say when it cannot."""
+    return "" if os.access(folder, os.W_OK) else f" (the folder {folder} is read-only)"
 
 
 def _create_tables(conn: Connection) -> None:

@@ -80,7 +80,8 @@ def test_read_only_folder_on_the_first_run(project: Path) -> None:
     _db(project).parent.mkdir()
     with read_only(_db(project).parent), nothing_written(project):
         refused = mesh(project, "environments")
-    assert_refused(refused, f"Cannot create the state store at {_url(project)}: ")
+    assert_refused(refused, f"Cannot create the state store at {_url(project)}: ",
+                   f"(the folder {_db(project).parent} is read-only)")
     assert list(_db(project).parent.iterdir()) == []
 
 
