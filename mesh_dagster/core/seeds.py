@@ -30,7 +30,7 @@ from sqlglot import exp
 
 from mesh_dagster.core.cache import ProjectCache, content_key
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.files import decode_text
+from mesh_dagster.core.files import UTF8_BOM, decode_text
 from mesh_dagster.core.model import Model
 
 # pandas.read_csv's default NA strings (pandas._libs.parsers.STR_NA_VALUES): these become NULL.
@@ -46,7 +46,7 @@ class SeedFile:
     """What the loader learnt about a seed CSV: its header and the hash of its bytes."""
 
     header: list[str]
-    content_hash: str
+    content_hash: str  # of the bytes without a byte-order mark: an editor adding one changes no data
 
 
 def check_seed(model: Model, shown: str, cache: ProjectCache | None = None, *, check_values: bool = True) -> SeedFile:
@@ -60,13 +60,12 @@ def check_seed(model: Model, shown: str, cache: ProjectCache | None = None, *, c
     key = content_key(b"\0".join([data, repr(sorted((model.columns or {}).items())).encode(),
                                   repr(sorted(settings.items())).encode(), str(check_values).encode()]))
     cached = cache.get(_CACHE_NAMESPACE, key) if cache is not None else None
-    if cached is not None:
-        return SeedFile(list(cached), content_key(data))
-    text = decode_text(data, shown, ModelError, str(settings.get("encoding", "utf-8")))
-    header = _check_rows(model, shown, text, check_values)
-    if cache is not None:
-        cache.put(_CACHE_NAMESPACE, key, tuple(header))
-    return SeedFile(header, content_key(data))
+    if cached is None:
+        text = decode_text(data, shown, ModelError, str(settings.get("encoding", "utf-8")))
+        cached = tuple(_check_rows(model, shown, text, check_values))
+        if cache is not None:
+            cache.put(_CACHE_NAMESPACE, key, cached)
+    return SeedFile(list(cached), content_key(data.removeprefix(UTF8_BOM)))
 
 
 def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> list[str]:
@@ -237,8 +236,9 @@ def _date_part(text: str) -> tuple[re.Match, str] | None:
     if m is None:
         return None
     year, month, day = int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1)
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
     try:
-        date(year, month, day)  # years 1..9999, like Spark's casts
+        date(2000 if leap else 2001, month, day)  # Spark takes any year of 4 to 7 digits, even 0000
     except ValueError:
         return None
     return m, text[m.end():]

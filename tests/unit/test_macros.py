@@ -477,3 +477,51 @@ def test_macro_error_messages(query: str, message: str) -> None:
 def test_lambda_used_as_a_value() -> None:
     with pytest.raises(MacroError, match="A lambda cannot be used as a value"):
         render("SELECT @f", defs=["@DEF(f, x -> x)"])
+
+
+# -- macros/__init__.py and loading a real project ------------------------------------------------
+
+
+def test_package_init_is_imported_and_files_are_not_run_twice(tmp_path: Path) -> None:
+    """The scaffold writes macros/__init__.py: macros defined there exist, and a file that
+    __init__.py imports is run once (its side effects are not repeated)."""
+    macros_dir = tmp_path / "macros"
+    macros_dir.mkdir()
+    runs = tmp_path / "runs.txt"
+    (macros_dir / "__init__.py").write_text(
+        "from mesh_dagster import macro\nfrom .helpers import twice\n\n@macro()\ndef one(evaluator):\n    return '1'\n")
+    (macros_dir / "helpers.py").write_text(
+        f"from pathlib import Path\nfrom mesh_dagster import macro\n\nwith Path({str(runs)!r}).open('a') as f:\n"
+        "    f.write('run\\n')\n\n@macro()\ndef twice(evaluator, x):\n    return f'{x.sql()} * 2'\n")
+    registry = load_macros(macros_dir)
+    assert registry.names() == ["one", "twice"]
+    assert runs.read_text() == "run\n"
+    assert render("SELECT @one() AS a, @twice(b) AS c", macros=registry) == "SELECT 1 AS a, b * 2 AS c"
+
+
+def test_macros_of_one_project_do_not_leak_into_the_next(tmp_path: Path) -> None:
+    for name in ("first", "second"):
+        macros_dir = tmp_path / name / "macros"
+        macros_dir.mkdir(parents=True)
+        (macros_dir / "__init__.py").write_text(f"from mesh_dagster import macro\n\n@macro()\ndef {name}(evaluator):\n"
+                                                "    return '1'\n")
+        assert load_macros(macros_dir).names() == [name]
+
+
+def test_star_over_a_parent_with_declared_columns_loads_in_a_project(tmp_path: Path) -> None:
+    """Dependencies are found before any model's columns are known: @STAR must not fail then."""
+    from mesh_dagster.core.project import load_project
+    from mesh_dagster.core.renderer import RenderContext, render_sql
+
+    from project_builder import write_project
+
+    root = write_project(tmp_path / "p", {
+        "models/parent.sql": "MODEL (name s.parent, kind FULL, columns (id INT, name STRING));\n"
+                             "SELECT 1 AS id, 'a' AS name\n",
+        "models/child.sql": "MODEL (name s.child, kind VIEW);\nSELECT @STAR(s.parent, exclude := [name]) FROM s.parent\n",
+    })
+    project = load_project(root, use_cache=False)
+    assert project.parents("s.child") == ["s.parent"]
+    assert project.columns("s.child") == {"id": "INT"}
+    ctx = RenderContext(schemas=project.parent_schemas("s.child"))
+    assert render_sql(project.models["s.child"], ctx, project.macros) == "SELECT CAST(parent.id AS INT) AS id FROM s.parent"

@@ -114,3 +114,74 @@ def test_audit_file_with_several_audits():
 def test_audit_without_query():
     with pytest.raises(ModelError, match="has no query"):
         read_audit_file("AUDIT (name a);", "audits/x.sql")
+
+
+# -- model_defaults.audits ------------------------------------------------------------------------
+
+DEFAULT_AUDITS = ModelDefaults(audits=["not_null(columns := (a))", "assert_positive"])
+
+
+@pytest.mark.parametrize("kind, attached", [("FULL", ["not_null", "assert_positive"]), ("VIEW", ["not_null", "assert_positive"]),
+                                            ("EMBEDDED", [])])
+def test_default_audits_attach_to_models_with_data(kind: str, attached: list[str]) -> None:
+    m = read_model_file(f"MODEL (name s.m, kind {kind});\nSELECT 1 AS a", "models/m.sql", Path("/p/models/m.sql"),
+                        DEFAULT_AUDITS)
+    assert [r.name for r in m.audits] == attached
+    assert all(r.default for r in m.audits)
+
+
+def test_a_models_own_attachment_wins_over_the_default() -> None:
+    m = read_model_file("MODEL (name s.m, kind FULL, audits (not_null(columns := (b), blocking := false)));\n"
+                        "SELECT 1 AS a, 2 AS b", "models/m.sql", Path("/p/models/m.sql"), DEFAULT_AUDITS)
+    assert [(r.name, r.args, r.blocking, r.default) for r in m.audits] == [
+        ("not_null", {"columns": "(b)"}, False, False), ("assert_positive", {}, None, True)]
+
+
+def test_unreadable_default_audit_is_a_value_error_naming_it() -> None:
+    from mesh_dagster.core.model_reader import default_audit_refs
+
+    with pytest.raises(ValueError, match=r"cannot read the audit 'not_null\(\(a\)\)'"):
+        default_audit_refs(("not_null((a))",))
+
+
+# -- names, kinds, csv_settings --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, name", [("S.T", "s.t"), ("`s`.`t`", "s.t"), ('"s"."t1"', "s.t1"), ("t", "t"),
+                                        ("s_1.t_2", "s_1.t_2")])
+def test_model_names(text: str, name: str) -> None:
+    assert read(f"MODEL (name {text}, kind FULL);\nSELECT 1 AS a").name == name
+
+
+@pytest.mark.parametrize("text", ["c.s.t", "s.", ".t", "`s.t`.u", "s.`t x`", "s.`t;drop`", "s.t-1", "s.tâble"])
+def test_model_names_spark_cannot_hold_are_refused(text: str) -> None:
+    with pytest.raises(ModelError) as e:
+        read(f"MODEL (\n  name {text},\n  kind FULL\n);\nSELECT 1 AS a")
+    assert e.value.line == 2 and "not supported" in e.value.message
+
+
+def test_csv_settings_are_read_as_the_values_pandas_expects() -> None:
+    m = read("MODEL (name s.seed, kind SEED (path 'x.csv', csv_settings (delimiter = ';', keep_default_na = false, "
+             "na_values = ('-', 'n/a'), encoding = 'latin-1')), columns (a INT));")
+    assert m.kind.csv_settings == {"delimiter": ";", "keep_default_na": False, "na_values": ["-", "n/a"],
+                                   "encoding": "latin-1"}
+
+
+@pytest.mark.parametrize("cron, fmt, ok", [("@daily", "%Y%m%d", True), ("@daily", "%d/%m/%Y", True),
+                                           ("@monthly", "%Y-%m", True), ("@daily", "%Y-%m", False),
+                                           ("@hourly", "%Y-%m-%d", False), ("@hourly", "%Y-%m-%d %H", True),
+                                           ("@daily", "nope", False)])
+def test_time_column_format_must_tell_the_intervals_apart(cron: str, fmt: str, ok: bool) -> None:
+    text = (f"MODEL (\n  name s.m,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column (ds, '{fmt}')),\n  cron '{cron}'\n);\n"
+            "SELECT '1' AS ds")
+    if ok:
+        assert read(text).kind.time_column_format == fmt
+    else:
+        with pytest.raises(ModelError, match="cannot tell the .* intervals") as e:
+            read(text)
+        assert e.value.line == 3
+
+
+def test_property_lines_are_kept_for_later_messages() -> None:
+    m = read(INCREMENTAL)
+    assert (m.line_of("kind"), m.line_of("grain"), m.line_of("audits"), m.line_of("columns")) == (3, 10, 13, 1)
