@@ -112,6 +112,9 @@ def _kind(entry: Entry, path: str) -> ModelKind:
     except ValueError:
         known = ", ".join(k.value for k in KindName)
         raise ModelError(f"Unknown model kind '{name}'. Known kinds: {known}", path, value.line) from None
+    if kind_name == KindName.EXTERNAL:
+        raise ModelError("EXTERNAL models are declared in external_models.yaml (`- name: schema.table`), not in "
+                         "models/", path, value.line)
     props: dict[str, Any] = {"name": kind_name}
     allowed = KIND_PROPERTIES.get(kind_name, set())
     for item in (value.items if value.kind == "call" else []):
@@ -230,7 +233,8 @@ def _check_time_format(kind: ModelKind, cron: str, path: str, line: int) -> None
 # MODEL properties
 
 
-def _columns(value: Value, path: str) -> dict[str, str]:
+def _columns(value: Value, path: str, dialect: str = "spark") -> dict[str, str]:
+    """`columns (name TYPE, ...)`, types written in the model's dialect, kept in Spark's spelling."""
     if value.kind != "group":
         raise ModelError("columns is written `columns (name TYPE, ...)`", path, value.line)
     columns: dict[str, str] = {}
@@ -242,7 +246,7 @@ def _columns(value: Value, path: str) -> dict[str, str]:
         if name in columns:
             raise ModelError(f"Column '{name}' is declared twice", path, item.line)
         try:
-            columns[name] = to_spark_type(type_text, "spark")
+            columns[name] = to_spark_type(type_text, dialect)
         except ValueError as e:
             raise ModelError(f"Invalid type for column '{name}': {e}", path, item.line) from None
     return columns
@@ -353,7 +357,6 @@ _PROPERTY_HANDLERS: dict[str, Callable[[Value, str], Any]] = {
     "end": lambda v, p: _date_text(v, p, "end"),
     "grain": _names,
     "grains": _names,
-    "columns": _columns,
     "audits": _audit_refs,
     "tags": _list,
     "owner": lambda v, p: v.text,
@@ -447,7 +450,7 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
                              "cron": defaults.cron, "start": defaults.start, "owner": defaults.owner,
                              "storage_format": defaults.storage_format}
     lines: dict[str, int] = {}
-    kind_entry = None
+    kind_entry = columns_entry = None
     for entry in definition.properties:
         key = (entry.key or "").lower()
         v = entry.value
@@ -461,10 +464,14 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
             raise ModelError(f"Unknown model property '{entry.key}'", path, entry.line)
         if key == "kind":
             kind_entry = entry
+        elif key == "columns":
+            columns_entry = entry  # read once the dialect is known (it may come later)
         else:
             props[_PROPERTY_FIELDS.get(key, key)] = _PROPERTY_HANDLERS[key](v, path)
     if "name" not in props:
         raise ModelError("The MODEL block needs a name, e.g. `name my_schema.my_model`", path, definition.block_line)
+    if columns_entry is not None:
+        props["columns"] = _columns(columns_entry.value, path, props["dialect"])
     kind = _kind(kind_entry, path) if kind_entry else ModelKind(name=KindName.VIEW)
     if "time_column_format" in kind.model_fields_set:
         _check_time_format(kind, props["cron"], path, kind_entry.line if kind_entry else definition.block_line)

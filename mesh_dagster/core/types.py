@@ -8,13 +8,29 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 
+_T = exp.DataType.Type
+# The types a Spark table column can have (what `CREATE TABLE` accepts).
+SPARK_TYPES = frozenset({
+    _T.BOOLEAN, _T.TINYINT, _T.SMALLINT, _T.INT, _T.BIGINT, _T.FLOAT, _T.DOUBLE, _T.DECIMAL, _T.TEXT, _T.VARCHAR,
+    _T.CHAR, _T.BINARY, _T.DATE, _T.TIMESTAMP, _T.TIMESTAMPTZ, _T.TIMESTAMPNTZ, _T.TIMESTAMPLTZ, _T.ARRAY, _T.MAP,
+    _T.STRUCT, _T.INTERVAL, _T.VARIANT,
+})
+
+
 @lru_cache(maxsize=4096)
 def to_spark_type(type_text: str, dialect: str = "spark") -> str:
-    """Normalise a type written in `dialect` to Spark's spelling (`INTEGER` → `INT`)."""
+    """Normalise a type written in `dialect` to Spark's spelling (`INTEGER` → `INT`); a type Spark
+    has no column type for (`BIGNUMERIC`, `GEOGRAPHY`, ...) is a ValueError now, not a failed
+    CREATE TABLE halfway through an apply."""
     try:
-        return exp.DataType.build(type_text, dialect=dialect).sql(dialect="spark")
+        spark_text = exp.DataType.build(type_text, dialect=dialect).sql(dialect="spark")
+        spark_type = exp.DataType.build(spark_text, dialect="spark")
     except (ParseError, ValueError) as e:
         raise ValueError(f"unknown type '{type_text}'") from e
+    for node in spark_type.find_all(exp.DataType):
+        if isinstance(node.this, _T) and node.this not in SPARK_TYPES:
+            raise ValueError(f"type '{type_text}' has no Spark column type ({node.sql(dialect='spark')})")
+    return spark_text
 
 
 @lru_cache(maxsize=None)

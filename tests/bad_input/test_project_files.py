@@ -220,6 +220,10 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
     ("time_column format that loses the day", [model("MODEL (\n  name s.x,\n  kind INCREMENTAL_BY_TIME_RANGE "
                                                      "(time_column (ds, '%Y-%m'))\n);\nSELECT '2020-01' AS ds")],
      ("models/x.sql:3:", "'%Y-%m'", "day")),
+    ("kind EXTERNAL in a model file", [model("MODEL (\n  name s.x,\n  kind EXTERNAL\n);\nSELECT 1 AS a")],
+     ("models/x.sql:3:", "external_models.yaml")),
+    ("declared type Spark has no column for", [full(",\n  dialect bigquery,\n  columns (a BIGNUMERIC, b INT64)")],
+     ("models/x.sql:5:", "BIGNUMERIC", "no Spark column type")),
     ("unknown model dialect", [full(",\n  dialect sparkle")], ("models/x.sql:4:", "unknown SQL dialect")),
     ("unknown storage_format", [full(",\n  storage_format excel")], ("models/x.sql:4:", "storage_format 'excel'")),
     ("batch_size 0", [replace("models/incremental_model.sql", "time_column event_date", "time_column event_date,\n"

@@ -185,3 +185,10 @@ def test_time_column_format_must_tell_the_intervals_apart(cron: str, fmt: str, o
 def test_property_lines_are_kept_for_later_messages() -> None:
     m = read(INCREMENTAL)
     assert (m.line_of("kind"), m.line_of("grain"), m.line_of("audits"), m.line_of("columns")) == (3, 10, 13, 1)
+
+
+def test_declared_column_types_are_read_in_the_models_dialect() -> None:
+    m = read("MODEL (name s.m, kind FULL, columns (a INT64, b TIMESTAMP), dialect bigquery);\nSELECT 1 AS a, 2 AS b")
+    assert m.columns == {"a": "BIGINT", "b": "TIMESTAMP"}
+    m = read("MODEL (name s.m, kind FULL, dialect duckdb, columns (b TIMESTAMP));\nSELECT 1 AS b")
+    assert m.columns == {"b": "TIMESTAMP_NTZ"}
