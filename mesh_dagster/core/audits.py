@@ -138,12 +138,23 @@ def parse_argument(name: str, text: str, dialect: str, audit: str, model: Model)
     try:
         parsed = _parse(text, dialect)
     except (ParseError, TokenError) as e:
-        detail = re.sub(r"\.? Line \d+, Col: \d+\.?$", "", str(e).strip().splitlines()[0])
-        raise ModelError(f"Cannot parse argument `{name} := {text}` of audit '{audit}': {detail}",
+        raise ModelError(f"Cannot parse argument `{name} := {text}` of audit '{audit}': {_problem(e)}",
                          model.path, _line(model)) from None
     if parsed is None:
         raise ModelError(f"Argument `{name}` of audit '{audit}' is empty", model.path, _line(model))
     return parsed.copy()
+
+
+def _problem(error: ParseError | TokenError) -> str:
+    """What is wrong, in words (sqlglot's own text names its internal classes)."""
+    if isinstance(error, TokenError):
+        return "a string or quoted name is not closed"
+    found = error.errors[0] if error.errors else {}
+    description = str(found.get("description") or error).strip().splitlines()[0]
+    if description.startswith("Required keyword"):
+        description = "the expression is incomplete"
+    column = found.get("col")
+    return f"{description} (column {column})" if column else description
 
 
 def _expand(name: str, text: str, evaluator: Callable[[], MacroEvaluator], audit: str, model: Model) -> str:

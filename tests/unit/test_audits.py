@@ -72,7 +72,7 @@ USER = Audit(name="positive", query="SELECT * FROM @this_model WHERE @column < 0
      "Audit 'accepted_values_non_blocking' needs the argument `column := ...`"),
     (AuditRef(name="not_null", args={"columns": "(a, "}), "Cannot parse argument `columns := (a, ` of audit 'not_null'"),
     (AuditRef(name="accepted_values", args={"column": "a", "is_in": "('x)"}),
-     "Cannot parse argument `is_in := ('x)` of audit 'accepted_values'"),
+     "Cannot parse argument `is_in := ('x)` of audit 'accepted_values': a string or quoted name is not closed"),
     (AuditRef(name="positive"), "Audit 'positive' needs the argument `column := ...`"),
     (AuditRef(name="positive", args={"column": "a", "colum": "b"}),
      "Audit 'positive' has no argument 'colum' (its query in audits/positive.sql:1 never uses @colum)"),
