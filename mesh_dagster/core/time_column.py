@@ -63,6 +63,13 @@ def interval_condition(column: str, start: datetime, end: datetime, column_type:
     return exp.Between(this=exp.column(column, quoted=True), low=low, high=high)
 
 
+def check_time_column(column_type: str | None, time_format: str) -> None:
+    """Raise `TimeColumnError` now if intervals could not be bounded on such a column later (for
+    the loader, when the column's type is known before anything runs)."""
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    interval_bounds(epoch, epoch + timedelta(days=1), column_type, time_format)
+
+
 def find_type(columns: dict[str, str | None] | None, column: str) -> str | None:
     """The type of `column` in `columns`, matched case-insensitively like Spark does."""
     lowered = column.lower()

@@ -9,7 +9,7 @@ import pytest
 from mesh_dagster.core.macros import MacroRegistry
 from mesh_dagster.core.model import KindName, Model, ModelKind
 from mesh_dagster.core.renderer import RenderContext, render_audit
-from mesh_dagster.core.time_column import TimeColumnError, interval_bounds
+from mesh_dagster.core.time_column import TimeColumnError, check_time_column, interval_bounds
 from mesh_dagster.core.errors import ModelError
 
 JAN1 = datetime(2020, 1, 1, tzinfo=timezone.utc)
@@ -47,6 +47,13 @@ def test_a_numeric_column_needs_a_numeric_format() -> None:
 def test_a_column_that_cannot_hold_time_is_refused() -> None:
     with pytest.raises(TimeColumnError, match="type boolean cannot hold time"):
         _bounds("boolean")
+
+
+def test_the_loader_can_check_a_declared_type_before_anything_runs() -> None:
+    check_time_column("INT", "%Y%m%d")
+    check_time_column("STRING", "%d/%m/%Y")
+    with pytest.raises(TimeColumnError, match="not a number"):
+        check_time_column("BIGINT", "%Y-%m-%d")
 
 
 def _incremental(columns: dict[str, str] | None, fmt: str = "%Y%m%d") -> Model:
