@@ -2,6 +2,11 @@
 
 Registered by `cli/main.py` with `cli.add_command(spark)`. The commands never start an embedded
 session: `start` only launches the server, the others only read `.mesh/connect.json`.
+
+They never print the server's token: terminal output ends up in scrollback, CI logs and bug
+reports, and the token is all another account of the machine needs to run SQL as this user. They
+say where it is instead (`connect.json`, readable by its owner only); the project's own processes
+read it from there.
 """
 
 from __future__ import annotations
@@ -67,7 +72,8 @@ def start(ctx: click.Context, port: int | None, timeout_s: float) -> None:
         click.echo(f"Started the Spark Connect server (pid {info.pid}) in {time.monotonic() - started:.1f} s.")
     else:
         click.echo(f"The Spark Connect server is already running (pid {info.pid}).")
-    click.echo(info.client_url)
+    click.echo(info.url)
+    click.echo(_token_note(mesh_dir))
 
 
 @spark.command()
@@ -98,6 +104,13 @@ def status(ctx: click.Context) -> None:
         click.echo("No Spark Connect server is running for this project.")
         ctx.exit(1)
     uptime_s = max(0, now_ms() - info.started_ts) // 1000
-    click.echo(f"Running: {info.client_url}")
+    click.echo(f"Running: {info.url}")
     click.echo(f"pid {info.pid}, master {info.master}, up {uptime_s // 3600}h{uptime_s % 3600 // 60:02d}m{uptime_s % 60:02d}s")
+    click.echo(_token_note(_mesh_dir(project_dir)))
     click.echo(f"log {info.log_path}")
+
+
+def _token_note(mesh_dir: Path) -> str:
+    from mesh_dagster.engine.connect_server import INFO_FILE
+
+    return f"token: set, in {mesh_dir / INFO_FILE} (readable by you only)"

@@ -37,17 +37,19 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from pyspark.sql import SparkSession
 
 from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.core.dates import now_ms
 from mesh_dagster.core.errors import EngineError
+from mesh_dagster.engine.metastore import MetastoreHolder
 from mesh_dagster.engine.session import (
     _configure,
     build_session,
     check_java,
     local_session_config,
+    metastore_in_use,
     quiet_pyspark_error_logs,
     spark_error_message,
     to_engine_error,
@@ -99,7 +101,7 @@ class ServerInfo(BaseModel):
     pid: int
     port: int
     url: str
-    token: str
+    token: str = Field(repr=False)  # a secret: kept out of reprs that may reach a log
     started_ts: int
     log_path: str
     mesh_dir: str
@@ -140,6 +142,7 @@ def start_server(
             _terminate(info.pid, mesh_dir)  # half-started or wedged: it would hold Derby's lock
             _info_path(mesh_dir).unlink(missing_ok=True)
         _refuse_if_embedded_here(mesh_dir)
+        _refuse_if_held_elsewhere(conn, mesh_dir)
         check_java()
         return _launch(conn, mesh_dir, port, timeout_s)
 
@@ -318,12 +321,8 @@ def _await_ready(info: ServerInfo, process: subprocess.Popen, timeout_s: float) 
         _probe(info)
     except Exception as e:  # noqa: BLE001 - any failure of the first query means the server is unusable
         log = Path(info.log_path).read_text(errors="replace") if Path(info.log_path).exists() else ""
-        if "XSDB6" in log or "XSDB6" in str(e):
-            raise EngineError(
-                f"The Spark Connect server cannot open the metastore in {info.mesh_dir}: another process "
-                f"(an embedded Spark session of this project) holds its Derby lock. Stop that process, "
-                f"then run `mesh spark start` again."
-            ) from None
+        if "XSDB6" in log or "XSDB6" in str(e):  # another process booted Derby after we checked
+            raise EngineError(_held_elsewhere(Path(info.mesh_dir), MetastoreHolder())) from None
         raise EngineError(
             f"The Spark Connect server started but does not answer queries: {spark_error_message(e)}. "
             f"{_log_tail(info)}"
@@ -435,6 +434,21 @@ def _refuse_if_embedded_here(mesh_dir: Path) -> None:
             f"holds its Derby lock until it exits, so the shared Spark Connect server could not open it. "
             f"Start the server before any embedded session: `mesh spark start`, or set {SHARED_ENV}=1."
         )
+
+
+def _refuse_if_held_elsewhere(conn: SparkConnectionConfig, mesh_dir: Path) -> None:
+    """Another process's embedded session has Derby: the server would start, then fail its probe."""
+    in_use = metastore_in_use(conn, mesh_dir)
+    if in_use is not None:
+        raise EngineError(_held_elsewhere(mesh_dir, in_use[1]))
+
+
+def _held_elsewhere(mesh_dir: Path, holder: MetastoreHolder) -> str:
+    return (
+        f"The Spark Connect server cannot open the metastore in {mesh_dir}: {holder.describe()} holds its "
+        f"Derby lock (an embedded Spark session of this project). Stop that process, then run "
+        f"`mesh spark start` again."
+    )
 
 
 # -- connect.json, the lock and processes ---------------------------------------------------------

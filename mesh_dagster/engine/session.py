@@ -27,26 +27,39 @@ from pyspark.sql import SparkSession
 from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.java import MINIMUM_JAVA, check_java, find_java, parse_java_major
+from mesh_dagster.engine.metastore import (
+    MetastoreHolder,
+    busy_message,
+    derby_busy_database,
+    derby_database,
+    metastore_holder,
+)
 
 __all__ = [
     "MINIMUM_JAVA",
+    "MetastoreBusyError",
     "SparkSQLError",
     "build_session",
     "check_java",
     "find_java",
     "local_session_config",
+    "metastore_in_use",
     "parse_java_major",
     "quiet_pyspark_error_logs",
+    "redact_secrets",
     "spark_error_message",
     "to_engine_error",
 ]
 
 LOG4J2_FILE = "log4j2.properties"
+_METASTORE_URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
 
 # Errors only, to stderr: JVM startup otherwise prints NativeCodeLoader, Hive and metastore WARNs
 # that drown the CLI's own output. The PySpark gateway logger is pinned to the root level so Spark
 # does not announce "Setting default log level"; the metastore handler logs (with a stack trace)
-# every exception it then hands to Spark, which reaches us as an exception anyway.
+# every exception it then hands to Spark, which reaches us as an exception anyway. DataNucleus does
+# the same for a metastore it cannot open (~900 lines per Hive retry when another process holds
+# Derby); the Java exception, causes included, still reaches us and any log file we write.
 _LOG4J2_PROPERTIES = """\
 status = error
 rootLogger.level = error
@@ -60,6 +73,8 @@ logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
 logger.gateway.level = error
 logger.hms.name = org.apache.hadoop.hive.metastore.RetryingHMSHandler
 logger.hms.level = off
+logger.datanucleus.name = DataNucleus
+logger.datanucleus.level = off
 """
 
 # Settings every session gets at runtime, Spark Connect ones included (a Connect server's default
@@ -73,6 +88,19 @@ SESSION_CONFIG = {
     "hive.exec.dynamic.partition.mode": "nonstrict",
 }
 
+# A local master runs driver and executors in one JVM: nothing needs to reach it from another
+# machine. Spark's defaults would still bind the driver's RPC endpoint and block manager to the
+# host's external address (and a UI on every interface), where anyone on the network could submit
+# work that reads and writes every file of this user. So every listener is on loopback, and
+# `spark.authenticate` (Spark generates the secret itself for local masters) keeps other accounts
+# of this machine, who can reach loopback too, from talking to the driver.
+LOOPBACK_CONFIG = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.authenticate": "true",
+}
+
 _MAX_MESSAGE = 600
 
 
@@ -83,6 +111,10 @@ class SparkSQLError(EngineError):
         self.condition = condition
         self.sql = sql
         super().__init__(message)
+
+
+class MetastoreBusyError(SparkSQLError):
+    """Another process has the project's embedded Derby metastore open (Derby admits one JVM)."""
 
 
 def build_session(
@@ -100,14 +132,18 @@ def build_session(
         try:
             spark = builder.getOrCreate()
         except Exception as e:  # noqa: BLE001 - any startup failure becomes one message
-            raise to_engine_error(e, f"Cannot connect to Spark Connect at {conn.remote}") from e
+            raise to_engine_error(e, f"Cannot connect to Spark Connect at {redact_secrets(conn.remote)}") from e
         _configure(spark, conn)
         return spark
 
     if not _jvm_running():
+        in_use = metastore_in_use(conn, mesh_dir)
+        if in_use is not None:
+            raise MetastoreBusyError(busy_message(*in_use))
         check_java()
+    settings = local_session_config(conn, mesh_dir)
     builder = SparkSession.builder.master(conn.master).appName(app_name).enableHiveSupport()
-    for key, value in local_session_config(conn, mesh_dir).items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     try:
         with _filter_jvm_stderr():
@@ -147,12 +183,10 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
         java_options = f'"-Dderby.system.home={mesh_dir}" {java_options}'
         settings.update(
             {
-                "spark.hadoop.javax.jdo.option.ConnectionURL": (
-                    f"jdbc:derby:;databaseName={mesh_dir / 'metastore_db'};create=true"
-                ),
+                _METASTORE_URL: _embedded_metastore_url(mesh_dir),
                 "spark.sql.warehouse.dir": str(mesh_dir / "warehouse"),
-                "spark.ui.enabled": "false",
                 "spark.sql.shuffle.partitions": "4",
+                **LOOPBACK_CONFIG,
             }
         )
     settings["spark.driver.extraJavaOptions"] = java_options
@@ -164,12 +198,32 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
     return settings
 
 
+def metastore_in_use(conn: SparkConnectionConfig, mesh_dir: Path) -> tuple[Path, MetastoreHolder] | None:
+    """The embedded Derby metastore a local session of `conn` would open, and the other process
+    that has it open; None when it is free or not Derby. Asked before a JVM starts (see
+    `engine.metastore`); writes nothing."""
+    if not conn.is_local:
+        return None
+    url = conn.config.get(_METASTORE_URL)
+    database = derby_database(_embedded_metastore_url(mesh_dir) if url is None else str(url))
+    holder = metastore_holder(database) if database is not None else None
+    return (database, holder) if holder is not None else None
+
+
+def _embedded_metastore_url(mesh_dir: Path) -> str:
+    return f"jdbc:derby:;databaseName={Path(mesh_dir).resolve() / 'metastore_db'};create=true"
+
+
 def spark_error_message(exc: BaseException) -> str:
     """One line from a Spark failure: `[ERROR_CLASS] first line of the message`.
 
     Spark messages carry the analyzed plan and the JVM stack trace after the first line; users
-    need neither to fix their SQL.
+    need neither to fix their SQL. A metastore that another process holds is said as such: its
+    first line would be "Unable to instantiate SessionHiveMetaStoreClient".
     """
+    busy = _busy_message(exc)
+    if busy is not None:
+        return busy
     condition = _condition(exc)
     text = _message_text(exc)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -178,11 +232,29 @@ def spark_error_message(exc: BaseException) -> str:
         first = f"[{condition}] {first}"
     if len(first) > _MAX_MESSAGE:
         first = first[: _MAX_MESSAGE - 3] + "..."
-    return first
+    return redact_secrets(first)
+
+
+def _busy_message(exc: BaseException) -> str | None:
+    database = derby_busy_database(exc)
+    if database is None:
+        return None
+    return busy_message(database, metastore_holder(database) or MetastoreHolder())
+
+
+_URL_SECRET = re.compile(r"(;\s*token\s*=)[^;/\s]*", re.IGNORECASE)
+
+
+def redact_secrets(text: str) -> str:
+    """`sc://host:port/;token=abc` -> `sc://host:port/;token=***`: messages reach terminals and logs."""
+    return _URL_SECRET.sub(r"\1***", text)
 
 
 def to_engine_error(exc: BaseException, context: str | None = None, sql: str | None = None) -> SparkSQLError:
     """Wrap any Spark/Py4J/Connect exception as the EngineError users see."""
+    busy = _busy_message(exc)
+    if busy is not None:  # says all there is to say: no "Spark query failed" in front
+        return MetastoreBusyError(busy, condition="XSDB6", sql=sql)
     message = spark_error_message(exc)
     return SparkSQLError(f"{context}: {message}" if context else message, _condition(exc), sql)
 

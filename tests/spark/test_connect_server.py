@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.listening_sockets import descendants, is_loopback, listening
 from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.connect_server import (
@@ -199,6 +200,19 @@ def test_server_uses_the_project_metastore_and_binds_loopback(shared):
     assert not (shared["project"] / "metastore_db").exists()
 
 
+def test_server_listens_on_loopback_only_and_authenticates(shared):
+    pid = shared["starts"][0]["pid"]
+    sockets = listening(descendants(pid))
+    info = server_status(shared["mesh_dir"])
+    assert (pid, "127.0.0.1", info.port) in sockets  # gRPC
+    assert len(sockets) > 1  # and Spark's own driver endpoints
+    exposed = [s for s in sockets if not is_loopback(s[1])]
+    assert exposed == [], f"listening beyond loopback: {exposed}"
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    assert "spark.authenticate=true" in command
+    assert not any(info.token in c for c in command)  # the token travels in the environment only
+
+
 def test_start_is_idempotent(shared):
     info = start_server(CONN, shared["mesh_dir"])
     again = start_server(CONN, shared["mesh_dir"])
@@ -223,9 +237,12 @@ def test_cli_status_shows_the_running_server(shared):
     result = _mesh(shared["project"], "spark", "status")
     assert result.returncode == 0, result.stderr
     info = server_status(shared["mesh_dir"])
-    assert f"Running: {info.client_url}" in result.stdout
+    assert f"Running: {info.url}" in result.stdout
     assert f"pid {info.pid}, master local[1]" in result.stdout
+    assert f"token: set, in {shared['project'].resolve() / '.mesh' / INFO_FILE} (readable by you only)" \
+        in result.stdout
     assert f"log {info.log_path}" in result.stdout
+    assert info.token not in result.stdout + result.stderr
 
 
 def test_cli_lifecycle(tmp_path):
@@ -239,10 +256,14 @@ def test_cli_lifecycle(tmp_path):
         assert info is not None
         pids.add(info.pid)
         assert "Started the Spark Connect server" in started.stdout
-        assert started.stdout.strip().splitlines()[-1] == info.client_url
+        assert started.stdout.strip().splitlines()[-2:] == [
+            info.url, f"token: set, in {mesh_dir.resolve() / INFO_FILE} (readable by you only)"]
 
         again = _mesh(tmp_path, "spark", "start")
         assert f"already running (pid {info.pid})" in again.stdout
+        for output in (started, again):
+            assert info.token not in output.stdout + output.stderr
+        assert info.token not in Path(info.log_path).read_text()
         assert server_status(mesh_dir).pid == info.pid
 
         stopped = _mesh(tmp_path, "spark", "stop")
@@ -301,7 +322,8 @@ def test_a_project_held_by_an_embedded_session_cannot_go_shared(tmp_path):
         with pytest.raises(EngineError) as exc:
             start_server(CONN, mesh_dir)
         assert "cannot open the metastore" in str(exc.value)
-        assert "another process (an embedded Spark session of this project) holds its Derby lock" in str(exc.value)
+        assert f"another process (pid {holder.pid}: python -c" in str(exc.value)  # said before starting a JVM
+        assert "holds its Derby lock (an embedded Spark session of this project)" in str(exc.value)
         assert server_status(mesh_dir) is None
         assert not (mesh_dir / INFO_FILE).exists()
     finally:
