@@ -1,7 +1,9 @@
 """The Context API: what both front doors (the `mesh` CLI and Dagster) call.
 
 Everything is lazy: building a plan loads the project and reads the state store but never starts
-Spark; only commands that touch data create a session.
+Spark; only commands that touch data create a session. Commands that only need the state store or
+Spark's connection read `config.yaml` alone, so a broken model file does not stop
+`mesh environments`, `invalidate`, `migrate` or `fetchdf`.
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
-from mesh_dagster.core.errors import MeshError, PlanError
+from mesh_dagster.core.config import MESH_DIR, ProjectConfig, load_config
+from mesh_dagster.core.dates import now_ms, time_range, to_end_ms, to_ms
+from mesh_dagster.core.errors import ConfigError, MeshError, PlanError
 from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import Plan, build_plan
 from mesh_dagster.core.project import Project, load_project
-from mesh_dagster.core.snapshot import PROD, Snapshot, normalize_environment, view_name
+from mesh_dagster.core.snapshot import PROD, Snapshot, check_environment_fits, normalize_environment, view_name
 from mesh_dagster.execution.events import ApplyListener
 
 
@@ -42,6 +45,7 @@ class Context:
         self.gateway = gateway
         self._state_url = state_url
         self._project: Project | None = None
+        self._config: ProjectConfig | None = None
         self._state = None
         self._engine = engine
 
@@ -54,15 +58,33 @@ class Context:
 
     def reload(self) -> Project:
         self._project = None
+        self._config = None
         return self.project
+
+    @property
+    def config(self) -> ProjectConfig:
+        """`config.yaml` alone (the loaded project's, once there is one): what the state store
+        and Spark need, without reading a single model."""
+        if self._project is not None:
+            return self._project.config
+        if self._config is None:
+            if not self.path.is_dir():
+                raise ConfigError(f"Project directory not found: {self.path}")
+            config = load_config(self.path)
+            config.gateway(self.gateway)  # validates the gateway name
+            self._config = config
+        return self._config
+
+    @property
+    def state_url(self) -> str:
+        return self._state_url or self.config.state_connection_for(self.gateway).to_url(self.path)
 
     @property
     def state(self):
         if self._state is None:
             from mesh_dagster.state.store import StateStore
 
-            url = self._state_url or self.project.config.state_connection_for(self.gateway).to_url(self.path)
-            self._state = StateStore(url)
+            self._state = StateStore(self.state_url)
         return self._state
 
     @property
@@ -72,8 +94,8 @@ class Context:
             from mesh_dagster.engine.connect_server import project_session
 
             # Embedded Spark, or a client of the project's shared Connect server when it runs.
-            conn = self.project.config.gateway(self.gateway).connection
-            self._engine = SparkEngine(project_session(conn, self.project.mesh_dir))
+            conn = self.config.gateway(self.gateway).connection
+            self._engine = SparkEngine(project_session(conn, self.path / MESH_DIR))
         return self._engine
 
     def close(self) -> None:
@@ -83,7 +105,12 @@ class Context:
 
     # -- plans -------------------------------------------------------------------------------
     def plan(self, environment: str = PROD, **options) -> Plan:
+        self._check_environment(environment)
         return build_plan(self.project, self.state, environment, **options)
+
+    def _check_environment(self, environment: str) -> None:
+        """Refuse a name the metastore cannot hold before a plan creates anything for it."""
+        check_environment_fits(environment, {name.rpartition(".")[0] or "default" for name in self.project.models})
 
     def apply(self, plan: Plan, listener: ApplyListener | None = None) -> None:
         from mesh_dagster.execution.apply import apply_plan
@@ -93,6 +120,8 @@ class Context:
     def run(self, environment: str = PROD, listener: ApplyListener | None = None, **options) -> int:
         from mesh_dagster.execution.run import run_environment
 
+        if options.get("start") and options.get("end"):
+            time_range(options["start"], options["end"])
         return run_environment(self.project, self.state, self.engine, environment, listener=listener, **options)
 
     # -- materializing and promoting (what Dagster calls) ----------------------------------
@@ -117,6 +146,7 @@ class Context:
         """Virtual update of `environment` to the current snapshots; refuses while any has gaps."""
         from mesh_dagster.execution.promote import promote_environment
 
+        self._check_environment(environment)
         return promote_environment(self.project, self.state, lambda: self.engine, environment, listener)
 
     def pending_intervals(self, environment: str = PROD, models: list[str] | None = None,
@@ -166,12 +196,13 @@ class Context:
         from mesh_dagster.execution.evaluator import SnapshotEvaluator
 
         name = self.model_name(model)
+        definition = self.project.models[name]
+        if definition.query is None:
+            raise MeshError(f"Model {name} is a {definition.kind.name.value} model and has no query")
+        s, e = self._range(definition.cron, start, end)  # a bad range is refused before state is read
         snapshots = self.local_snapshots()
         snap = snapshots[name]
-        if snap.model.query is None:
-            raise MeshError(f"Model {name} is a {snap.model.kind.name.value} model and has no query")
         evaluator = SnapshotEvaluator(self.project, None, snapshots)
-        s, e = self._range(snap, start, end)
         ctx = evaluator.render_context(snap, s, e, to_ms(execution_time) if execution_time else None)
         return render_query(snap.model, ctx, self.project.macros).sql(dialect="spark", pretty=pretty)
 
@@ -181,14 +212,14 @@ class Context:
         sql = self.render(model, start, end, execution_time, pretty=False)
         return self.engine.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
 
-    def _range(self, snap: Snapshot, start: str | None, end: str | None) -> tuple[int, int]:
+    @staticmethod
+    def _range(cron: str, start: str | None, end: str | None) -> tuple[int, int]:
+        """`[start, end)` to render: by default the model's last complete interval."""
         from mesh_dagster.core.cron import interval_unit
 
-        unit = interval_unit(snap.model.cron)
+        unit = interval_unit(cron)
         end_ms = to_end_ms(end) if end else unit.floor(now_ms())
-        if start:
-            return to_ms(start), end_ms
-        return unit.start_of(unit.index(end_ms) - 1), end_ms
+        return time_range(start or unit.start_of(unit.index(end_ms) - 1), end or end_ms)
 
     def audit(self, models: list[str] | None = None, environment: str = PROD) -> list[tuple[str, str, int, bool]]:
         """Run the audits of an environment's models on their current data."""
@@ -238,6 +269,17 @@ class Context:
     # -- environments ------------------------------------------------------------------------
     def environments(self):
         return self.state.get_environments()
+
+    def migrate(self) -> int:
+        """Bring the state store's schema up to this version; returns the schema version."""
+        from mesh_dagster.state.store import StateStore
+
+        store = StateStore(self.state_url, check_version=False)
+        try:
+            store.migrate()
+        finally:
+            store.close()
+        return store.schema_version
 
     def invalidate(self, environment: str, sync: bool = False) -> None:
         environment = normalize_environment(environment)

@@ -1,17 +1,20 @@
-"""The `mesh` command line: thin wrappers over `Context`, formatting only."""
+"""The `mesh` command line: thin wrappers over `Context`, formatting only.
+
+Failures are handled once, by the group (`cli/errors.py`): every command, `mesh spark ...`
+included, ends a failure with one line and a log file.
+"""
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from pathlib import Path
 
 import click
 
+from mesh_dagster.cli.errors import EXIT_ERROR, MeshGroup
+from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name
 from mesh_dagster.core.errors import MeshError
-
-EXIT_ERROR = 1
 
 
 def _context(ctx: click.Context):
@@ -23,51 +26,24 @@ def _context(ctx: click.Context):
     return obj["context"]
 
 
-def _error_message(exc: BaseException) -> str | None:
-    if isinstance(exc, MeshError):
-        return str(exc)
-    module = type(exc).__module__ or ""
-    if module.startswith(("pyspark", "py4j")):
-        from mesh_dagster.engine.session import spark_error_message
-
-        return spark_error_message(exc)
-    return None
-
-
 def handle_errors(fn):
-    """Show one clear line for our errors and Spark's, with exit code 1; no stack traces."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except (click.exceptions.Exit, click.Abort, click.ClickException):
-            raise
-        except KeyboardInterrupt:
-            click.echo("Interrupted.", err=True)
-            sys.exit(130)
-        except Exception as exc:  # noqa: BLE001 - every error becomes one message
-            message = _error_message(exc)
-            if message is None or os.environ.get("MESH_DEBUG"):
-                raise
-            from mesh_dagster.cli.console import err_console
-
-            err_console.print(f"[red]Error:[/red] {message}", markup=True)
-            sys.exit(EXIT_ERROR)
-
-    return wrapper
+    """Kept for `cli/spark_commands.py`'s decorator: the `mesh` group now handles every
+    command's failures itself (see `MeshGroup`), so this adds nothing."""
+    return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=MeshGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-p", "--paths", "path", default=".", show_default=True, type=click.Path(file_okay=False),
               help="Path of the project directory.")
 @click.option("--gateway", default=None, help="Gateway from config.yaml to use (default: default_gateway).")
+@click.option("--debug", is_flag=True, envvar="MESH_DEBUG",
+              help="On failure, print the full traceback too (it is always in the log file).")
 @click.version_option(package_name="mesh_dagster")
 @click.pass_context
-def cli(ctx: click.Context, path: str, gateway: str | None) -> None:
+def cli(ctx: click.Context, path: str, gateway: str | None, debug: bool) -> None:
     """mesh: SQLMesh-style plans and virtual data environments on Apache Spark."""
     ctx.ensure_object(dict)
-    ctx.obj.update(path=path, gateway=gateway)
+    ctx.obj.update(path=path, gateway=gateway, debug=debug)
 
 
 @cli.command()
@@ -75,7 +51,6 @@ def cli(ctx: click.Context, path: str, gateway: str | None) -> None:
 @click.option("-t", "--template", type=click.Choice(["default", "empty"]), default=None,
               help="default: the quickstart example project; empty: configuration and folders only.")
 @click.pass_context
-@handle_errors
 def init(ctx: click.Context, engine: str | None, template: str | None) -> None:
     """Create a new project (the quickstart example by default). `mesh init spark` asks nothing."""
     from mesh_dagster.scaffold import init as scaffold
@@ -105,11 +80,13 @@ def _choose(question: str, options) -> str:
 
 
 @cli.command()
-@click.argument("environment", required=False)
-@click.option("-s", "--start", help="Start of the backfill range (development environments only).")
-@click.option("-e", "--end", help="End of the backfill range, inclusive for dates (development environments only).")
-@click.option("--execution-time", help="The 'now' used for intervals and @execution_* macros.")
-@click.option("--create-from", default="prod", show_default=True, help="Environment a new environment starts from.")
+@click.argument("environment", required=False, type=ENVIRONMENT)
+@click.option("-s", "--start", type=TIME, help="Start of the backfill range (development environments only).")
+@click.option("-e", "--end", type=TIME,
+              help="End of the backfill range, inclusive for dates (development environments only).")
+@click.option("--execution-time", type=TIME, help="The 'now' used for intervals and @execution_* macros.")
+@click.option("--create-from", default="prod", show_default=True, type=ENVIRONMENT,
+              help="Environment a new environment starts from.")
 @click.option("--skip-tests", is_flag=True, help="Do not run unit tests before planning.")
 @click.option("--skip-backfill", "--dry-run", "skip_backfill", is_flag=True, help="Only update views; compute nothing.")
 @click.option("--empty-backfill", is_flag=True, help="Record missing intervals as done without computing them.")
@@ -119,7 +96,6 @@ def _choose(question: str, options) -> str:
 @click.option("--no-prompts", is_flag=True, help="Never ask: without --auto-apply the plan is only shown.")
 @click.option("--no-diff", is_flag=True, help="Do not show text diffs of changed models.")
 @click.pass_context
-@handle_errors
 def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_backfill, empty_backfill,
          include_unmodified, explain, auto_apply, no_prompts, no_diff) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
@@ -127,7 +103,8 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
 
     context = _context(ctx)
     config = context.project.config
-    environment = environment or config.default_target_environment
+    if environment is None:  # an empty name is refused by its type, never taken for the default
+        environment = config.default_target_environment
     no_prompts = no_prompts or config.plan.no_prompts
     auto_apply = auto_apply or config.plan.auto_apply
     if not skip_tests and not explain and context.project.test_files:
@@ -160,14 +137,13 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
 
 
 @cli.command()
-@click.argument("environment", required=False, default="prod")
-@click.option("-s", "--start", help="Only intervals from this time.")
-@click.option("-e", "--end", help="Only intervals up to this time.")
-@click.option("--execution-time", help="The 'now' deciding which intervals are due.")
+@click.argument("environment", required=False, default="prod", type=ENVIRONMENT)
+@click.option("-s", "--start", type=TIME, help="Only intervals from this time.")
+@click.option("-e", "--end", type=TIME, help="Only intervals up to this time.")
+@click.option("--execution-time", type=TIME, help="The 'now' deciding which intervals are due.")
 @click.option("--ignore-cron", is_flag=True, help="Process every missing interval, due or not.")
 @click.option("--select-model", multiple=True, help="Only these models.")
 @click.pass_context
-@handle_errors
 def run(ctx, environment, start, end, execution_time, ignore_cron, select_model) -> None:
     """Process the missing intervals whose cron is due, for ENVIRONMENT's models."""
     from mesh_dagster.cli.console import ConsoleListener
@@ -185,7 +161,6 @@ def run(ctx, environment, start, end, execution_time, ignore_cron, select_model)
 @cli.command()
 @click.argument("sql")
 @click.pass_context
-@handle_errors
 def fetchdf(ctx, sql) -> None:
     """Run SQL on Spark and print the result."""
     import pandas as pd
@@ -197,12 +172,11 @@ def fetchdf(ctx, sql) -> None:
 
 @cli.command()
 @click.argument("model")
-@click.option("-s", "--start")
-@click.option("-e", "--end")
-@click.option("--execution-time")
+@click.option("-s", "--start", type=TIME, help="Start of the interval to render (default: the last complete one).")
+@click.option("-e", "--end", type=TIME, help="End of the interval to render, inclusive for dates.")
+@click.option("--execution-time", type=TIME, help="The 'now' of @execution_* macros.")
 @click.option("--no-format", is_flag=True, help="Print on one line.")
 @click.pass_context
-@handle_errors
 def render(ctx, model, start, end, execution_time, no_format) -> None:
     """Print MODEL's query as it would run (macros expanded, physical tables)."""
     click.echo(_context(ctx).render(model, start, end, execution_time, pretty=not no_format))
@@ -210,12 +184,11 @@ def render(ctx, model, start, end, execution_time, no_format) -> None:
 
 @cli.command()
 @click.argument("model")
-@click.option("-s", "--start")
-@click.option("-e", "--end")
-@click.option("--execution-time")
-@click.option("--limit", default=1000, show_default=True)
+@click.option("-s", "--start", type=TIME, help="Start of the interval to evaluate (default: the last complete one).")
+@click.option("-e", "--end", type=TIME, help="End of the interval to evaluate, inclusive for dates.")
+@click.option("--execution-time", type=TIME, help="The 'now' of @execution_* macros.")
+@click.option("--limit", default=1000, show_default=True, type=click.IntRange(min=0), help="Rows to show at most.")
 @click.pass_context
-@handle_errors
 def evaluate(ctx, model, start, end, execution_time, limit) -> None:
     """Run MODEL's query and print rows, writing nothing."""
     df = _context(ctx).evaluate(model, start, end, execution_time, limit)
@@ -223,9 +196,8 @@ def evaluate(ctx, model, start, end, execution_time, limit) -> None:
 
 
 @cli.command()
-@click.argument("environment")
+@click.argument("environment", type=ENVIRONMENT)
 @click.pass_context
-@handle_errors
 def diff(ctx, environment) -> None:
     """Show the differences between the project and ENVIRONMENT."""
     from mesh_dagster.cli.console import show_plan
@@ -237,14 +209,13 @@ def diff(ctx, environment) -> None:
 @click.argument("source_target")
 @click.argument("model")
 @click.option("-o", "--on", multiple=True, help="Join columns (default: the model's grain).")
-@click.option("--limit", default=20, show_default=True, help="Rows of differences to show.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=0), help="Rows of differences to show.")
 @click.pass_context
-@handle_errors
 def table_diff(ctx, source_target, model, on, limit) -> None:
     """Compare MODEL's data between two environments: `mesh table_diff prod:dev my.model`."""
     if ":" not in source_target:
         raise MeshError("Write the environments as SOURCE:TARGET, e.g. prod:dev")
-    source, target = source_target.split(":", 1)
+    source, target = (environment_name(e) for e in source_target.split(":", 1))
     d = _context(ctx).table_diff(source, target, model, list(on) or None, limit)
     click.echo(f"Table diff {d.source} -> {d.target} on {', '.join(d.on)}")
     if d.schema_added or d.schema_removed:
@@ -260,10 +231,9 @@ def table_diff(ctx, source_target, model, on, limit) -> None:
 
 
 @cli.command()
-@click.argument("environment")
+@click.argument("environment", type=ENVIRONMENT)
 @click.option("-s", "--sync", is_flag=True, help="Delete the environment now instead of at the next janitor run.")
 @click.pass_context
-@handle_errors
 def invalidate(ctx, environment, sync) -> None:
     """Mark ENVIRONMENT expired so the janitor removes it."""
     _context(ctx).invalidate(environment, sync)
@@ -273,7 +243,6 @@ def invalidate(ctx, environment, sync) -> None:
 @cli.command()
 @click.option("--ignore-ttl", is_flag=True, help="Delete unreferenced snapshots now, whatever their age.")
 @click.pass_context
-@handle_errors
 def janitor(ctx, ignore_ttl) -> None:
     """Delete expired environments and the physical tables no environment references."""
     result = _context(ctx).janitor(ignore_ttl)
@@ -286,7 +255,6 @@ def janitor(ctx, ignore_ttl) -> None:
 @click.argument("tests", nargs=-1)
 @click.option("-k", "pattern", help="Only tests whose name matches.")
 @click.pass_context
-@handle_errors
 def test(ctx, tests, pattern) -> None:
     """Run the project's YAML unit tests on Spark."""
     from mesh_dagster.cli.console import show_test_report
@@ -299,9 +267,8 @@ def test(ctx, tests, pattern) -> None:
 
 @cli.command()
 @click.option("--model", "models", multiple=True, help="Only these models.")
-@click.option("--environment", default="prod", show_default=True)
+@click.option("--environment", default="prod", show_default=True, type=ENVIRONMENT)
 @click.pass_context
-@handle_errors
 def audit(ctx, models, environment) -> None:
     """Run the models' audits on the data they currently hold."""
     results = _context(ctx).audit(list(models) or None, environment)
@@ -317,7 +284,6 @@ def audit(ctx, models, environment) -> None:
 
 @cli.command()
 @click.pass_context
-@handle_errors
 def info(ctx) -> None:
     """Show the project's models, audits, tests and connections."""
     data = _context(ctx).info()
@@ -327,7 +293,6 @@ def info(ctx) -> None:
 
 @cli.command()
 @click.pass_context
-@handle_errors
 def environments(ctx) -> None:
     """List environments and when they expire."""
     from mesh_dagster.core.dates import ms_to_datetime
@@ -340,7 +305,6 @@ def environments(ctx) -> None:
 @cli.command("table_name")
 @click.argument("model")
 @click.pass_context
-@handle_errors
 def table_name(ctx, model) -> None:
     """Print the physical table of MODEL's current version."""
     click.echo(_context(ctx).physical_table(model))
@@ -348,28 +312,17 @@ def table_name(ctx, model) -> None:
 
 @cli.command()
 @click.pass_context
-@handle_errors
 def migrate(ctx) -> None:
     """Migrate the state store's schema to this version of mesh_dagster."""
-    from mesh_dagster.state.store import StateStore
-
-    context = _context(ctx)
-    url = context.project.config.state_connection_for(context.gateway).to_url(context.path)
-    store = StateStore(url, check_version=False)
-    try:
-        store.migrate()
-    finally:
-        store.close()
-    click.echo(f"State store is up to date (schema v{store.schema_version}).")
+    click.echo(f"State store is up to date (schema v{_context(ctx).migrate()}).")
 
 
 @cli.command()
-@click.option("-e", "--environment", "environments", multiple=True,
+@click.option("-e", "--environment", "environments", multiple=True, type=ENVIRONMENT,
               help="Environment to serve as a code location (repeatable). Default: prod and $MESH_DEV_ENVIRONMENT (dev).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address the webserver listens on.")
-@click.option("--port", default=3000, show_default=True, type=int, help="Port of the webserver.")
+@click.option("--port", default=3000, show_default=True, type=click.IntRange(1, 65535), help="Port of the webserver.")
 @click.pass_context
-@handle_errors
 def ui(ctx, environments, host, port) -> None:
     """Start the Dagster UI (webserver + daemon) for this project: models as assets, backfills, promote jobs."""
     from mesh_dagster.dagster.ui import dagster_dev_command, dagster_env, dev_environment, write_workspace

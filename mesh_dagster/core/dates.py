@@ -5,8 +5,9 @@ YAML); the state store and interval arithmetic want plain epoch-millisecond inte
 is the single door between the two, so every other module can assume an `int` or a tz-aware UTC
 `datetime`.
 
-Errors are plain `ValueError`s: the caller knows which file and line the text came from and wraps
-them into a `MeshError`.
+Errors are `DateError`s: a `MeshError`, so a bad `--start` on the command line is one clear line,
+and a `ValueError`, so callers that know the file and line a value came from keep wrapping it
+with them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import re
 import time
 from datetime import date, datetime, timedelta, timezone
 from typing import Union
+
+from mesh_dagster.core.errors import MeshError
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -63,6 +66,18 @@ _EXPECTED = (
     "epoch milliseconds, or a relative expression like 'now', 'yesterday', '1 week ago', "
     "'in 2 days'"
 )
+_OUT_OF_RANGE = "out of the supported range"
+_EXPECTED_TTL = "expected a duration like 'in 1 week' or '2 days'"
+
+
+class DateError(MeshError, ValueError):
+    """A time or duration users wrote cannot be read; `reason` says what is accepted."""
+
+    def __init__(self, value: object, reason: str = _EXPECTED, what: str = "date/time"):
+        self.value = value
+        self.reason = reason
+        shown = f"'{value}'" if isinstance(value, str) else repr(value)
+        super().__init__(f"Invalid {what} {shown}: {reason}")
 
 
 def to_datetime(value: TimeLike, relative_base: datetime | None = None) -> datetime:
@@ -75,7 +90,7 @@ def to_datetime(value: TimeLike, relative_base: datetime | None = None) -> datet
     try:
         return _to_datetime(value, relative_base)
     except OverflowError:
-        raise ValueError(f"Invalid date/time {value!r}: out of the supported range") from None
+        raise DateError(value, _OUT_OF_RANGE) from None
 
 
 def _to_datetime(value: TimeLike, relative_base: datetime | None) -> datetime:
@@ -84,16 +99,16 @@ def _to_datetime(value: TimeLike, relative_base: datetime | None) -> datetime:
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day, tzinfo=UTC)
     if isinstance(value, bool):
-        raise ValueError(f"Invalid date/time {value!r}: {_EXPECTED}")
+        raise DateError(value)
     if isinstance(value, int):
         return ms_to_datetime(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError(f"Invalid date/time {value!r}: {_EXPECTED}")
+            raise DateError(value)
         return ms_to_datetime(round(value))
     if isinstance(value, str):
         return _parse_text(value, relative_base)
-    raise ValueError(f"Invalid date/time {value!r}: {_EXPECTED}")
+    raise DateError(value)
 
 
 def to_ms(value: TimeLike, relative_base: datetime | None = None) -> int:
@@ -110,6 +125,21 @@ def to_end_ms(value: TimeLike, relative_base: datetime | None = None) -> int:
     """
     ms = to_ms(value, relative_base)
     return ms + MS_PER_DAY if is_date_only(value) else ms
+
+
+def time_range(start: TimeLike, end: TimeLike, relative_base: datetime | None = None) -> tuple[int, int]:
+    """`[start, end)` in epoch ms, a date-only end naming its whole day.
+
+    An empty range is refused rather than computed: it would do nothing, silently, and a start
+    after the end is always a mistake (swapped or mistyped dates).
+    """
+    start_ms, end_ms = to_ms(start, relative_base), to_end_ms(end, relative_base)
+    if start_ms < end_ms:
+        return start_ms, end_ms
+    shown_end = to_ts_str(end) if isinstance(end, int) and not isinstance(end, bool) else end
+    if start_ms > to_ms(end, relative_base):
+        raise DateError(start, f"it is after the end '{shown_end}'", what="start")
+    raise DateError(start, f"it is not before the end '{shown_end}', so the range is empty", what="start")
 
 
 def ms_to_datetime(ms: int) -> datetime:
@@ -170,15 +200,15 @@ def parse_ttl(text: str | int) -> int:
     """
     if isinstance(text, int) and not isinstance(text, bool):
         if text < 0:
-            raise ValueError(f"Invalid TTL {text!r}: must not be negative")
+            raise DateError(text, "must not be negative", what="TTL")
         return text
     if not isinstance(text, str):
-        raise ValueError(f"Invalid TTL {text!r}: expected a duration like 'in 1 week' or '2 days'")
+        raise DateError(text, _EXPECTED_TTL, what="TTL")
     cleaned = text.strip().lower()
     match = _IN.match(cleaned) or _BARE.match(cleaned)
     unit = _UNIT_ALIASES.get(match.group("unit")) if match else None
     if match is None or unit is None:
-        raise ValueError(f"Invalid TTL '{text}': expected a duration like 'in 1 week' or '2 days'")
+        raise DateError(text, _EXPECTED_TTL, what="TTL")
     unit_ms = _FIXED_UNIT_MS[unit] if unit in _FIXED_UNIT_MS else _TTL_CALENDAR_MS[unit]
     return _amount(match.group("amount")) * unit_ms
 
@@ -191,7 +221,7 @@ def _as_utc(dt: datetime) -> datetime:
 def _parse_text(text: str, relative_base: datetime | None) -> datetime:
     cleaned = text.strip()
     if not cleaned:
-        raise ValueError(f"Invalid date/time '{text}': {_EXPECTED}")
+        raise DateError(text)
     if _YYYYMMDD.match(cleaned):
         try:
             return datetime.strptime(cleaned, "%Y%m%d").replace(tzinfo=UTC)
@@ -205,8 +235,10 @@ def _parse_text(text: str, relative_base: datetime | None) -> datetime:
     iso = cleaned[:-4].rstrip() if cleaned.upper().endswith(" UTC") else cleaned
     try:
         return _as_utc(datetime.fromisoformat(iso))
-    except ValueError:
-        raise ValueError(f"Invalid date/time '{text}': {_EXPECTED}") from None
+    except ValueError as e:
+        # `2020-99-99` has the right shape: say which part is wrong rather than list every shape.
+        detail = str(e)
+        raise DateError(text, _EXPECTED if detail.startswith("Invalid isoformat") else detail) from None
 
 
 def _relative_datetime(text: str, relative_base: datetime | None) -> datetime | None:
@@ -218,7 +250,7 @@ def _relative_datetime(text: str, relative_base: datetime | None) -> datetime | 
     try:
         shifted = _shift(base, amount, unit)
     except (OverflowError, ValueError):
-        raise ValueError(f"Invalid date/time '{text}': out of the supported range") from None
+        raise DateError(text, _OUT_OF_RANGE) from None
     if unit in _SUB_DAY_UNITS:
         return shifted
     return shifted.replace(hour=0, minute=0, second=0, microsecond=0)

@@ -15,6 +15,7 @@ from typing import Iterable, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.model import Model
 
 PHYSICAL_SCHEMA_PREFIX = "mesh__"
@@ -150,9 +151,73 @@ def physical_table(model_name: str, version: str) -> str:
     return f"{physical_schema(schema)}.{_sanitize(schema)}__{_sanitize(table)}__{version}"
 
 
+# The Hive metastore stores schema names in DBS.NAME VARCHAR(128) (hive-metastore 2.3's
+# package.jdo, the schema Spark's embedded Derby and a Postgres-backed metastore both use); a
+# 129-character name fails inside CREATE SCHEMA, i.e. in the middle of an apply.
+MAX_SCHEMA_NAME = 128
+_NOT_IN_NAMES = re.compile(r"[^a-z0-9_]")
+
+
+class EnvironmentNameError(PlanError):
+    """An environment name that cannot be used; `reason` says why."""
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.reason = reason
+        super().__init__(f"Invalid environment name '{name}': {reason}")
+
+
 def normalize_environment(name: str) -> str:
-    """Environment names become part of schema names: only `[a-z0-9_]` survive."""
-    return re.sub(r"[^a-z0-9_]", "_", name.strip().lower()) or PROD
+    """The environment `name` stands for. Names become part of schema names (`schema__env`), so
+    they are lower-cased and every character outside `[a-z0-9_]` becomes `_` (`feature/x` ->
+    `feature_x`, so git branch names work; the CLI warns when the name changes).
+
+    Refused rather than guessed: an empty name (it used to mean prod, so `mesh plan ""` planned
+    production), a name with no letter or digit, and any spelling of prod but `prod` itself:
+    every other normalised name lands in a development sandbox, but prod is where plans replace
+    what everyone reads, with different rules (no --start, approvals, no expiry), so `PROD` or a
+    git branch named `Prod` must not reach it by lower-casing.
+    """
+    normalized = _NOT_IN_NAMES.sub("_", name.strip().lower())
+    if not name.strip():
+        raise EnvironmentNameError(name, "it is empty")
+    if not normalized.strip("_"):
+        raise EnvironmentNameError(name, "it has no letter or digit")
+    if normalized == PROD and name != PROD:
+        raise EnvironmentNameError(name, "only 'prod' names the production environment")
+    return normalized
+
+
+def environment_spelling_notice(name: str) -> str | None:
+    """What to tell users when the name they gave is not the name used (`my-env` -> `my_env`).
+
+    Two spellings can land on one environment (`my-env` and `my_env`); saying so each time is
+    how neither is merged silently.
+    """
+    normalized = normalize_environment(name)
+    return None if normalized == name else f"environment '{name}' is used as '{normalized}'"
+
+
+def check_environment_fits(environment: str, schemas: Iterable[str]) -> None:
+    """Refuse an environment whose view schemas (`schema__env`) the metastore cannot store.
+
+    Checked when planning, before anything is created, instead of failing in CREATE SCHEMA.
+    """
+    env = normalize_environment(environment)
+    if env == PROD:
+        return
+    longest = max((view_schema(s, env) for s in schemas), key=len, default="")
+    if len(longest) > MAX_SCHEMA_NAME:
+        allowed = len(env) - (len(longest) - MAX_SCHEMA_NAME)
+        raise EnvironmentNameError(
+            _shorten(env),
+            f"{len(env)} characters make the schema '{_shorten(longest)}' {len(longest)} characters long, "
+            f"over the metastore's limit of {MAX_SCHEMA_NAME}; use at most {max(allowed, 0)} characters",
+        )
+
+
+def _shorten(text: str, keep: int = 40) -> str:
+    return text if len(text) <= keep else text[:keep] + "..."
 
 
 def view_name(model_name: str, environment: str) -> str:

@@ -1,0 +1,53 @@
+"""Command-line values checked when the command line is read, so the error names the option.
+
+A bad `--start` used to surface as a traceback deep in planning; as a click parameter type it is
+one line naming the option, the value and what is accepted, before any file is read.
+"""
+
+from __future__ import annotations
+
+import click
+
+from mesh_dagster.core.dates import DateError, to_ms
+from mesh_dagster.core.snapshot import EnvironmentNameError, environment_spelling_notice, normalize_environment
+
+
+class TimeParam(click.ParamType):
+    """A point in time (`2020-01-01`, `1 week ago`, epoch ms...). The text is passed on as typed:
+    relative times are resolved by the command against its own `now`, and a date-only end
+    names its whole day, which only the text tells."""
+
+    name = "time"
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):
+            return value
+        try:
+            to_ms(value)
+        except DateError as e:
+            self.fail(f"'{value}' is not a date or time: {e.reason}", param, ctx)
+        return value
+
+
+class EnvironmentParam(click.ParamType):
+    """An environment name, normalised (`my-env` -> `my_env`, with a warning), or refused."""
+
+    name = "environment"
+
+    def convert(self, value, param, ctx):
+        try:
+            return environment_name(value)
+        except EnvironmentNameError as e:
+            self.fail(f"'{value}' is not an environment name: {e.reason}", param, ctx)
+
+
+def environment_name(value: str) -> str:
+    """The name `value` stands for; warns on stderr when it differs from what was typed."""
+    notice = environment_spelling_notice(value)
+    if notice is not None:
+        click.echo(f"{click.style('Warning:', fg='yellow')} {notice}", err=True)
+    return normalize_environment(value)
+
+
+TIME = TimeParam()
+ENVIRONMENT = EnvironmentParam()
