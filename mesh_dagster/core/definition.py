@@ -206,6 +206,14 @@ def read_definition(text: str, path: str, block_names: tuple[str, ...] = ("MODEL
     return DefinitionFile(path, None, 1, [], reader.statements(0))
 
 
+def read_value(text: str, path: str) -> Value:
+    """One property value written on its own (a `model_defaults.audits` entry in config.yaml)."""
+    tokens = tokenize(text, path)
+    if not tokens:
+        raise ModelError("Empty value", path)
+    return _Reader(text, tokens, path).value(0, len(tokens))
+
+
 def read_blocks(text: str, path: str, block_name: str = "AUDIT") -> list[tuple[DefinitionFile, Statement | None]]:
     """Files holding several `AUDIT (...); SELECT ...;` pairs (audits/*.sql)."""
     tokens = tokenize(text, path)

@@ -15,10 +15,10 @@ from typing import Any, Callable
 from mesh_dagster.core.config import ModelDefaults
 from mesh_dagster.core.cron import IntervalUnit, interval_unit, validate_cron
 from mesh_dagster.core.dates import to_datetime
-from mesh_dagster.core.definition import DefinitionFile, Entry, Statement, Value, _Reader, read_blocks, read_definition, tokenize
+from mesh_dagster.core.definition import DefinitionFile, Entry, Statement, Value, read_blocks, read_definition, read_value
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.model import Audit, AuditRef, KindName, Model, ModelKind, check_storage_format
-from mesh_dagster.core.names import check_identifier, check_model_name
+from mesh_dagster.core.names import IDENTIFIER, check_identifier, check_model_name
 from mesh_dagster.core.types import check_dialect, to_spark_type
 
 SUPPORTED_PROPERTIES = {
@@ -183,7 +183,7 @@ def _csv_value(key: str, v: Value, path: str) -> Any:
     if shape == "bool":
         return _bool(v, path)
     if shape == "strings":
-        return [x for x in v.as_list()] if v.kind == "group" else [v.text]
+        return v.as_list()
     if v.kind not in ("string", "scalar", "number"):
         raise ModelError(f"csv_settings {key} must be a string", path, v.line)
     if shape == "char" and len(v.text) != 1:
@@ -288,34 +288,25 @@ def _audit_refs(value: Value, path: str) -> list[AuditRef]:
                 else:
                     args[arg.key.lower()] = arg.value.text if arg.value.kind != "string" else f"'{arg.value.text}'"
             refs.append(AuditRef(name=v.head.lower(), args=args, blocking=blocking))
-        elif v.kind in ("scalar", "string") and check_identifier_or_none(v.text):
+        elif v.kind in ("scalar", "string") and IDENTIFIER.fullmatch(v.text.strip()):
             refs.append(AuditRef(name=v.text.strip().lower()))
         else:
             raise ModelError(f"Audits are written `name` or `name(arg := value, ...)`, got '{item.raw}'", path, item.line)
     return refs
 
 
-def check_identifier_or_none(text: str) -> str | None:
-    try:
-        return check_identifier(text)
-    except ValueError:
-        return None
-
-
 @lru_cache(maxsize=64)
 def default_audit_refs(entries: tuple[str, ...]) -> tuple[AuditRef, ...]:
     """`model_defaults.audits` entries (`not_null(columns := (id))`, `my_audit`) read exactly like a
     model's `audits (...)`; a ValueError names the entry that cannot be read."""
+    where = "model_defaults.audits"
     refs: list[AuditRef] = []
     for entry in entries:
         try:
-            tokens = tokenize(entry, "model_defaults.audits")
-            if not tokens:
-                raise ModelError("empty entry", "model_defaults.audits")
-            value = _Reader(entry, tokens, "model_defaults.audits").value(0, len(tokens))
+            value = read_value(entry, where)
             if value.kind == "group":
-                raise ModelError("one audit per entry", "model_defaults.audits")
-            refs += [ref.model_copy(update={"default": True}) for ref in _audit_refs(value, "model_defaults.audits")]
+                raise ModelError("one audit per entry", where)
+            refs += [ref.model_copy(update={"default": True}) for ref in _audit_refs(value, where)]
         except ModelError as e:
             raise ValueError(f"cannot read the audit '{entry}': {e.message}") from None
     return tuple(refs)

@@ -32,6 +32,7 @@ from mesh_dagster.core.cache import ProjectCache, content_key
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.files import UTF8_BOM, decode_text
 from mesh_dagster.core.model import Model
+from mesh_dagster.core.names import IDENTIFIER
 
 # pandas.read_csv's default NA strings (pandas._libs.parsers.STR_NA_VALUES): these become NULL.
 DEFAULT_NA_VALUES = frozenset({
@@ -70,7 +71,7 @@ def check_seed(model: Model, shown: str, cache: ProjectCache | None = None, *, c
 
 def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> list[str]:
     settings = model.kind.csv_settings
-    rows = _rows(text, settings)
+    rows = _rows(text, settings, shown)
     first = next(rows, None)
     if first is None:
         raise ModelError("Seed CSV is empty: it needs a header row", shown, 1)
@@ -90,8 +91,9 @@ def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> list
     return header
 
 
-def _rows(text: str, settings: dict) -> Iterator[tuple[int, list[str]]]:
-    """(first line, fields) of every non-blank row, read like pandas reads it."""
+def _rows(text: str, settings: dict, shown: str) -> Iterator[tuple[int, list[str]]]:
+    """(first line, fields) of every row but blank lines (pandas skips those), read like pandas
+    reads it: same delimiter, quoting and escaping."""
     options = {"delimiter": str(settings.get("delimiter", ",")), "quotechar": str(settings.get("quotechar", '"'))}
     if settings.get("escapechar"):
         options["escapechar"] = str(settings["escapechar"])
@@ -99,11 +101,11 @@ def _rows(text: str, settings: dict) -> Iterator[tuple[int, list[str]]]:
     line = 1
     try:
         for row in reader:
-            if row and any(field for field in row):
+            if row and not (len(row) == 1 and not row[0].strip()):
                 yield line, row
             line = reader.line_num + 1
     except csv.Error as e:
-        raise ModelError(f"Cannot read the CSV: {e}", None, None) from None
+        raise ModelError(f"Cannot read the CSV: {e}", shown, reader.line_num) from None
 
 
 def _check_header(model: Model, shown: str, line: int, header: list[str]) -> None:
@@ -111,6 +113,9 @@ def _check_header(model: Model, shown: str, line: int, header: list[str]) -> Non
     for name in header:
         if not name:
             raise ModelError("The header has an empty column name", shown, line)
+        if not IDENTIFIER.fullmatch(name):
+            raise ModelError(f"Column name '{name}' is not supported: use letters, digits and underscores only",
+                             shown, line)
         if name in seen:
             raise ModelError(f"Column '{name}' appears twice in the header", shown, line)
         seen.add(name)

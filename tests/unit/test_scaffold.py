@@ -200,3 +200,17 @@ def test_next_steps_message(tmp_path: Path) -> None:
     assert str(tmp_path / "config.yaml") in message
     assert "- Run command in CLI: mesh plan" in message
     assert "- (Optional) Explain a plan: mesh plan --explain" in message
+
+
+def test_macros_in_the_scaffolded_package_init_are_usable(tmp_path: Path) -> None:
+    """`mesh init` writes macros/__init__.py; what a user defines there is a macro like any other."""
+    init_project(tmp_path, today=TODAY)
+    (tmp_path / "macros" / "__init__.py").write_text(
+        "from mesh_dagster import macro\n\n\n@macro()\ndef positive(evaluator, column):\n"
+        "    return f'{column.sql()} > 0'\n")
+    (tmp_path / "models" / "positive_items.sql").write_text(
+        "MODEL (name sqlmesh_example.positive_items, kind VIEW);\n\n"
+        "SELECT item_id FROM sqlmesh_example.full_model WHERE @positive(num_orders)\n")
+    project = load_project(tmp_path, use_cache=False)
+    assert project.macros.names() == ["positive"]
+    assert project.parents("sqlmesh_example.positive_items") == ["sqlmesh_example.full_model"]

@@ -122,3 +122,15 @@ def test_verdict_is_cached_by_content(tmp_path: Path) -> None:
     assert list(cached._other.get("seeds", {}).values()) == [("id", "d", "x")]
     (root / "seeds" / "s.csv").write_text("id,d,x\n1,2020-01-01,a\nbad,2020-01-01,b\n")
     assert "Value 'bad' of column id" in refusal(root)  # new content, new key: checked again
+
+
+def test_rows_of_empty_fields_are_rows_and_blank_lines_are_not(tmp_path: Path) -> None:
+    load_project(seed_project(tmp_path, "id,d,x\n\n1,2020-01-01,a\n,,\n   \n"), use_cache=False)
+    assert refusal(seed_project(tmp_path, "id,d,x\n,,,,\n")).startswith("seeds/s.csv:2: Row has 5 fields")
+
+
+def test_undeclared_header_names_must_be_column_names(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "h", {"models/seed.sql": "MODEL (name s.seed, kind SEED (path '../seeds/s.csv'));\n"})
+    (root / "seeds").mkdir()
+    (root / "seeds" / "s.csv").write_text("id,order date\n1,2020-01-01\n")
+    assert refusal(root) == "seeds/s.csv:1: Column name 'order date' is not supported: use letters, digits and underscores only"
