@@ -211,6 +211,7 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
     ("SQL syntax error", [model("MODEL (name s.x, kind FULL);\n\nSELECT 1 AS a,\nFROM WHERE")], ("models/x.sql:", "Cannot parse")),
     ("unknown reference", [model("MODEL (name s.x, kind FULL);\n\nSELECT a FROM s.nowhere")],
      ("models/x.sql:3:", "unknown model s.nowhere")),
+    ("depends_on an unknown model", [full(",\n  depends_on (s.nowhere)")], ("models/x.sql:", "unknown model s.nowhere")),
     ("cycle", [model("MODEL (name s.x, kind FULL);\nSELECT a FROM s.y"),
                model("MODEL (name s.y, kind FULL);\nSELECT a FROM s.x", "models/y.sql")], ("models/x.sql:1:", "cycle")),
     ("duplicate model names", [model("MODEL (name sqlmesh_example.full_model, kind FULL);\nSELECT 1 AS a")],

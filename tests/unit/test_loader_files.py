@@ -64,3 +64,16 @@ def test_python_models_are_refused_not_skipped(tmp_path: Path) -> None:
     (root / "models" / "__init__.py").write_text("")
     with pytest.raises(ModelError, match=r"^models/py_model\.py: Python models are not supported by mesh_dagster yet"):
         load_project(root, use_cache=False)
+
+
+def test_column_checks_wait_for_spark_when_the_columns_cannot_be_known(tmp_path: Path) -> None:
+    """`SELECT *` over an external table with no declared columns: the loader cannot see whether
+    the time column exists, so it does not guess; Spark refuses the model's table creation, before
+    any row is written and before any view moves (the apply stops there and resumes after a fix)."""
+    root = write_project(tmp_path / "p", {
+        "external_models.yaml": "- name: raw.events\n",
+        "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), grain id);\n"
+                        "SELECT * FROM raw.events WHERE ds BETWEEN @start_ds AND @end_ds\n",
+    })
+    project = load_project(root, use_cache=False)
+    assert project.columns("s.m") is None
