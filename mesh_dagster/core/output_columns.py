@@ -113,10 +113,24 @@ def check_output_columns(model: Model, output: OutputColumns) -> None:
                  "columns declares {names}, which the query does not output")
     if model.kind.is_incremental and model.time_column:
         _require(model, "kind", [model.time_column], columns, "time_column {names} is not an output column of {model}")
+        _check_time_column_type(model, columns[model.time_column])
     for prop in ("grain", "partitioned_by", "column_descriptions"):
         _require(model, prop, list(getattr(model, prop)), columns, prop + " names {names}, not an output column of {model}")
     for ref in model.audits:
         _check_audit_columns(model, ref, known)
+
+
+def _check_time_column_type(model: Model, column_type: str | None) -> None:
+    """Intervals must be expressible on the time column's type in its format (an INT `ds` needs a
+    numeric format such as '%Y%m%d'): core.time_column decides, for writes and audits alike."""
+    from mesh_dagster.core.time_column import TimeColumnError, check_time_column
+
+    if column_type is None:
+        return
+    try:
+        check_time_column(column_type, model.kind.time_column_format)
+    except TimeColumnError as e:
+        raise ModelError(f"time_column {model.time_column}: {e}", model.path, model.line_of("kind")) from None
 
 
 def _writes_table(model: Model) -> bool:

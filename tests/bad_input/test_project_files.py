@@ -116,6 +116,12 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
     # -- properties naming columns the model does not output
     ("time_column not in the query", [model("MODEL (\n  name s.x,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds)\n);"
                                             "\nSELECT 1 AS a")], ("models/x.sql:3:", "time_column 'ds' is not an output column", "it outputs: a")),
+    ("INT time_column with a date format", [model("MODEL (\n  name s.x,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds)\n);"
+                                                  "\nSELECT 20200101 AS ds")],
+     ("models/x.sql:3:", "time_column ds", "not a number", "'%Y%m%d'")),
+    ("time_column of a type that holds no time", [model("MODEL (\n  name s.x,\n  kind INCREMENTAL_BY_TIME_RANGE "
+                                                        "(time_column ok)\n);\nSELECT TRUE AS ok")],
+     ("models/x.sql:3:", "BOOLEAN cannot hold time")),
     ("grain names a missing column", [full(",\n  grain (a, nope)")], ("models/x.sql:4:", "grain names 'nope', not an output column of s.x")),
     ("partitioned_by names a missing column", [full(",\n  partitioned_by nope")], ("models/x.sql:4:", "partitioned_by names 'nope'")),
     ("column_descriptions names a missing column", [full(",\n  column_descriptions (a = 'A', nope = 'N')")],
