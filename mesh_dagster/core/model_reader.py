@@ -110,7 +110,7 @@ def _kind(entry: Entry, path: str) -> ModelKind:
     try:
         kind_name = KindName(name)
     except ValueError:
-        known = ", ".join(k.value for k in KindName)
+        known = ", ".join(k.value for k in KindName if k != KindName.EXTERNAL)
         raise ModelError(f"Unknown model kind '{name}'. Known kinds: {known}", path, value.line) from None
     if kind_name == KindName.EXTERNAL:
         raise ModelError("EXTERNAL models are declared in external_models.yaml (`- name: schema.table`), not in "

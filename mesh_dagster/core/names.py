@@ -18,7 +18,7 @@ MAX_DATABASE_NAME = 128  # Hive metastore DBS.NAME
 MAX_TABLE_NAME = 256  # Hive metastore TBLS.TBL_NAME
 PHYSICAL_SCHEMA_PREFIX = "mesh__"
 _VERSION_DIGITS = 10  # versions are unsigned crc32 values written in decimal
-_QUOTES = "`\""
+_QUOTES = "`\"'"
 
 
 def unquote(part: str) -> str:
@@ -32,7 +32,7 @@ def check_identifier(name: str, what: str = "Column name") -> str:
     """`name` without quotes, lower case; ValueError when Spark or the metastore cannot hold it."""
     bare = unquote(name)
     if not IDENTIFIER.fullmatch(bare):
-        raise ValueError(f"{what} '{name.strip()}' is not supported: use letters, digits and underscores only")
+        raise ValueError(f"{what} '{bare}' is not supported: use letters, digits and underscores only")
     return bare.lower()
 
 

@@ -177,8 +177,9 @@ def _check_audit_columns(model: Model, ref: AuditRef, known: set[str]) -> None:
     missing = [c for c in _column_names(ref.args[arg], model.dialect) if c not in known]
     if missing:
         source = " (attached by model_defaults.audits in config.yaml)" if ref.default else ""
-        raise ModelError(f"Audit {ref.name}{source}: column {', '.join(missing)} is not an output column of "
-                         f"{model.name}", model.path, model.line_of("audits"))
+        names = ", ".join(f"'{c}'" for c in missing)
+        raise ModelError(f"Audit {ref.name}{source}: column {names} is not an output column of {model.name}",
+                         model.path, model.line_of("audits"))
 
 
 def _column_names(text: str, dialect: str) -> list[str]:

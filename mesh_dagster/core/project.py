@@ -265,15 +265,17 @@ def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variabl
             elif model.query is not None:
                 refs |= referenced_tables(model, macros, variables)
             refs.discard(model.name)
-            unknown = sorted(r for r in refs if r not in models)
-            if unknown:
-                raise ModelError(
-                    f"Model {model.name} references unknown model{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}. "
-                    "Declare tables that mesh does not build in external_models.yaml.",
-                    model.path, model.query_line if model.query else model.line,
-                )
+            _check_known(model, [r for r in model.depends_on if r not in models], model.line_of("depends_on"))
+            _check_known(model, sorted(r for r in refs if r not in models), model.query_line if model.query else model.line)
             parents[model.name] = refs
     return parents
+
+
+def _check_known(model: Model, unknown: list[str], line: int) -> None:
+    if unknown:
+        raise ModelError(f"Model {model.name} references unknown model{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(unknown)}. Declare tables that mesh does not build in external_models.yaml.",
+                         model.path, line)
 
 
 def _seed_values_checked(config: ProjectConfig, gateway: str | None) -> bool:
