@@ -50,15 +50,23 @@ class MeshGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.Abort, OneLineUsageError, BrokenPipeError):
+        except click.Abort as e:
+            if not isinstance(e.__context__, KeyboardInterrupt):
+                raise  # a prompt got no answer (end of input): click says "Aborted!"
+            _interrupted(ctx)  # Ctrl-C at a prompt: click turns it into Abort
+        except (click.exceptions.Exit, OneLineUsageError, BrokenPipeError):
             raise  # click ends these itself (BrokenPipe: output piped into `head`)
         except click.ClickException as e:
             raise OneLineUsageError(e) from None
         except KeyboardInterrupt:
-            click.echo("Interrupted.", err=True)
-            ctx.exit(EXIT_INTERRUPTED)
+            _interrupted(ctx)
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line and a log
             ctx.exit(report_failure(exc, _project_dir(ctx), ctx.meta.get(ARGV_KEY, []), _debug(ctx)))
+
+
+def _interrupted(ctx: click.Context) -> None:
+    click.echo("Interrupted.", err=True)
+    ctx.exit(EXIT_INTERRUPTED)
 
 
 class OneLineUsageError(click.ClickException):

@@ -144,3 +144,35 @@ def test_usage_errors_are_one_line_with_exit_code_1(project):
     assert_refused(mesh(project, "plna"), "No such command 'plna'", "--help")
     assert_refused(mesh(project, "--bogus"), "No such option '--bogus'")
     assert_refused(mesh(project, "render"), "Missing argument 'MODEL'", "render --help")
+
+
+def test_ctrl_c_at_the_apply_prompt_of_a_real_process(tmp_path):
+    """A real `mesh plan` waiting at its prompt gets SIGINT: "Interrupted.", 130, nothing applied."""
+    import os
+    import selectors
+    import signal
+    import subprocess
+    import sys
+
+    root = copy_example(tmp_path / "p")
+    for test in (root / "tests").glob("*.yaml"):
+        test.unlink()  # unit tests would start Spark before the prompt
+    proc = subprocess.Popen([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(root), "plan"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    out = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while b"[y/n]" not in out and sel.select(timeout=120):
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            out += chunk
+    assert b"Apply - Backfill Tables [y/n]" in out, out.decode()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert [line for line in err.decode().splitlines() if line.strip()] == ["Interrupted."]
+    from mesh_dagster.context import Context
+
+    assert Context(root).environments() == []
