@@ -199,13 +199,7 @@ def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval,
 
 def _data_parents(evaluator: SnapshotEvaluator, snap: Snapshot) -> list[Snapshot]:
     """Parents with a physical object, looking through EMBEDDED ones (they are inlined)."""
-    out: list[Snapshot] = []
-    for parent in evaluator.parents(snap):
-        if parent.model.kind.name == KindName.EMBEDDED:
-            out += [p for p in _data_parents(evaluator, parent) if p not in out]
-        elif parent not in out:
-            out.append(parent)
-    return out
+    return [p for p in evaluator.sources(snap) if p.model.kind.name != KindName.EMBEDDED]
 
 
 def pending_intervals(project: Project, state, environment: str, names: list[str] | None = None, *,
