@@ -14,6 +14,7 @@ import functools
 import getpass
 import os
 import platform
+import shlex
 import sys
 import sysconfig
 import tempfile
@@ -179,18 +180,12 @@ def _log_text(exc: BaseException, argv: list[str], message: str) -> str:
         mesh_version = "unknown"
     header = [
         f"time: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
-        f"command: mesh {' '.join(_quote(a) for a in argv)}".rstrip(),
+        f"command: mesh {shlex.join(argv)}".rstrip(),
         f"cwd: {os.getcwd()}",
         f"mesh_dagster {mesh_version}, Python {platform.python_version()}, {platform.platform()}",
         f"error: {message}",
     ]
     return "\n".join(header) + "\n\n" + "".join(traceback.format_exception(exc))
-
-
-def _quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)
 
 
 def _redact(text: str) -> str:
