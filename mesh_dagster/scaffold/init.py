@@ -175,8 +175,9 @@ def _add_gitignore(path: Path) -> list[Path]:
     if not path.exists():
         path.write_text(text, encoding="utf-8")
         return [path]
-    existing = path.read_text(encoding="utf-8")
-    if any(line.strip() in (".mesh", ".mesh/", "/.mesh", "/.mesh/") for line in existing.splitlines()):
+    existing = path.read_bytes()  # the user's file, in whatever encoding: only appended to, never re-encoded
+    if any(line.strip() in (b".mesh", b".mesh/", b"/.mesh", b"/.mesh/") for line in existing.splitlines()):
         return []
-    path.write_text(existing + ("" if existing.endswith("\n") or not existing else "\n") + text, encoding="utf-8")
+    separator = b"" if existing.endswith(b"\n") or not existing else b"\n"
+    path.write_bytes(existing + separator + text.encode("utf-8"))
     return [path]

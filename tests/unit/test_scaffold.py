@@ -214,3 +214,11 @@ def test_macros_in_the_scaffolded_package_init_are_usable(tmp_path: Path) -> Non
     project = load_project(tmp_path, use_cache=False)
     assert project.macros.names() == ["positive"]
     assert project.parents("sqlmesh_example.positive_items") == ["sqlmesh_example.full_model"]
+
+
+def test_an_existing_gitignore_in_another_encoding_is_appended_to_untouched(tmp_path: Path) -> None:
+    original = "# r\xe9sum\xe9 files\n*.pdf\n".encode("latin-1")
+    (tmp_path / ".gitignore").write_bytes(original)
+    init_project(tmp_path, template="empty", today=TODAY)
+    data = (tmp_path / ".gitignore").read_bytes()
+    assert data.startswith(original) and b".mesh/" in data.splitlines()
