@@ -24,7 +24,6 @@ from mesh_dagster.core import model_reader
 from mesh_dagster.core.config import ProjectConfig, SparkConnectionConfig, load_config
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.fingerprint import build_snapshots
-from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import build_plan
 from mesh_dagster.core.project import EXTERNAL_MODEL_KEYS, Project, load_project
 from mesh_dagster.core.seeds import check_seed
