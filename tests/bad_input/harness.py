@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import sqlite3
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -87,7 +87,7 @@ def _files_digest(root: Path) -> dict[str, str]:
     out = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        if rel.startswith(_OURS) or "__pycache__" in rel or path.name.startswith("state.db"):
+        if rel == ".mesh" or rel.startswith(_OURS) or "__pycache__" in rel or path.name.startswith("state.db"):
             continue
         out[rel] = "dir" if path.is_dir() else hashlib.sha1(path.read_bytes()).hexdigest()
     return out
@@ -97,7 +97,7 @@ def _state_rows(root: Path) -> dict[str, list[tuple]] | None:
     db = root / ".mesh" / "state.db"
     if not db.exists():
         return None
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
         return {t: sorted(map(repr, conn.execute(f'SELECT * FROM "{t}"'))) for t in tables}
 
