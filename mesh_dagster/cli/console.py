@@ -140,7 +140,7 @@ def show_explain(plan: Plan) -> None:
         branch = tree.add("Validate SQL and create physical layer tables and views if they do not exist")
         for snap in creating:
             node = branch.add(f"{snap.name} -> {snap.table_name}")
-            if snap.model.kind.name.value == "VIEW":
+            if snap.model.kind.is_view:
                 node.add("Create view if it doesn't exist")
             else:
                 if snap.model.query:
@@ -154,7 +154,7 @@ def show_explain(plan: Plan) -> None:
             kind = snap.model.kind.name.value
             if kind == "SEED":
                 node.add("Insert seed file")
-            elif kind == "VIEW":
+            elif snap.model.kind.is_view:
                 node.add("Recreate view")
             elif bf.full_refresh:
                 node.add("Fully refresh table")

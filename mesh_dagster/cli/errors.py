@@ -15,7 +15,6 @@ import getpass
 import os
 import platform
 import shlex
-import sys
 import sysconfig
 import tempfile
 import traceback

@@ -57,8 +57,21 @@ class ModelKind(BaseModel):
 
     @property
     def is_materialized(self) -> bool:
-        """Kinds that own a physical table (VIEW owns a physical view, EMBEDDED/EXTERNAL nothing)."""
-        return self.name in (KindName.SEED, KindName.FULL, KindName.INCREMENTAL_BY_TIME_RANGE)
+        """Kinds whose physical object is a table: SEED, FULL, INCREMENTAL_BY_TIME_RANGE and a
+        materialized VIEW (Spark has no materialized views: a table holding the query's result
+        stands in, rebuilt like FULL). A plain VIEW owns a view, EMBEDDED/EXTERNAL nothing."""
+        return self.name in (KindName.SEED, KindName.FULL, KindName.INCREMENTAL_BY_TIME_RANGE) or (
+            self.name == KindName.VIEW and self.materialized)
+
+    @property
+    def is_view(self) -> bool:
+        """Whether the physical object is a Spark view (a VIEW model that is not materialized)."""
+        return self.name == KindName.VIEW and not self.materialized
+
+    @property
+    def is_timeless(self) -> bool:
+        """Seeds and plain views are complete once built: their one interval spans all time."""
+        return self.name == KindName.SEED or self.is_view
 
     @property
     def is_symbolic(self) -> bool:

@@ -134,7 +134,7 @@ def _check_time_column_type(model: Model, column_type: str | None) -> None:
 
 
 def _writes_table(model: Model) -> bool:
-    return model.kind.is_materialized or (model.kind.name == KindName.VIEW and model.kind.materialized)
+    return model.kind.is_materialized
 
 
 def _check_projections(model: Model, projections: tuple[Projection, ...]) -> None:

@@ -425,7 +425,7 @@ def compute_backfills(
     for snap in candidates:
         model = snap.model
         present = intervals.get(snap.interval_key, [])
-        if model.kind.name in (KindName.SEED, KindName.VIEW):
+        if model.kind.is_timeless:
             if not present:
                 backfills[snap.name] = Backfill(snap.name, [ALL_TIME], True)
             continue
@@ -448,7 +448,7 @@ def compute_backfills(
             merged=True,
         )
         if missing:
-            backfills[snap.name] = Backfill(snap.name, missing, model.kind.name == KindName.FULL)
+            backfills[snap.name] = Backfill(snap.name, missing, not model.kind.is_incremental)
     return backfills
 
 

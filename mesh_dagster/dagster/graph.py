@@ -21,7 +21,6 @@ from mesh_dagster.core.model import Audit, KindName, Model
 from mesh_dagster.core.plan import Plan, model_start_ms
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import view_name
-from mesh_dagster.execution.evaluator import is_timeless
 
 UNCHANGED = "Unchanged"
 ADDED = "Added"
@@ -73,7 +72,7 @@ class ModelAsset:
     def is_timeless(self) -> bool:
         """Seeds and views are built once for all time, whatever partition is asked for (a
         materialized VIEW is a table rebuilt on its cron, like FULL)."""
-        return is_timeless(self.model.kind)
+        return self.model.kind.is_timeless
 
 
 @dataclass

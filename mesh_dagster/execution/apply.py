@@ -29,7 +29,7 @@ from mesh_dagster.core.errors import ConflictingPlanError
 from mesh_dagster.core.plan import ALL_TIME, Plan
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot
-from mesh_dagster.execution.evaluator import SnapshotEvaluator, is_timeless
+from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.scheduler import plan_batches, run_batches
@@ -149,7 +149,7 @@ def _build(plan: Plan, project: Project, state, engine, listener: ApplyListener)
     if plan.empty_backfill:
         state.add_intervals([
             (b.name, plan.snapshots[b.name].version,
-             *(ALL_TIME if is_timeless(plan.snapshots[b.name].model.kind) else interval))
+             *(ALL_TIME if plan.snapshots[b.name].model.kind.is_timeless else interval))
             for b in plan.backfills.values() for interval in b.intervals
         ])
     elif plan.requires_backfill:

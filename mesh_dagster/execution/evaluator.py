@@ -14,28 +14,12 @@ from pathlib import Path
 from mesh_dagster.core.audits import audit_query
 from mesh_dagster.core.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.errors import AuditError, EngineError, ModelError
-from mesh_dagster.core.model import KindName, Model, ModelKind
+from mesh_dagster.core.model import KindName, Model
 from mesh_dagster.core.plan import ALL_TIME
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.renderer import RenderContext, render_query, render_statements
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.core.time_column import TimeColumnError, find_type, interval_bounds
-
-
-def builds_view(kind: ModelKind) -> bool:
-    """Whether the physical object is a Spark view: a VIEW model, unless `materialized` (Spark has
-    no materialized views, so a table holding the query's result stands in, rebuilt like FULL)."""
-    return kind.name == KindName.VIEW and not kind.materialized
-
-
-def builds_table(kind: ModelKind) -> bool:
-    """Whether the physical object is a table (SEED, FULL, INCREMENTAL_BY_TIME_RANGE, VIEW materialized)."""
-    return kind.is_materialized or (kind.name == KindName.VIEW and kind.materialized)
-
-
-def is_timeless(kind: ModelKind) -> bool:
-    """Seeds and (non-materialized) views are complete once built: one interval spans all time."""
-    return kind.name == KindName.SEED or builds_view(kind)
 
 
 @dataclass
@@ -114,7 +98,7 @@ class SnapshotEvaluator:
     def create(self, snapshot: Snapshot) -> None:
         """Create the physical table (or view) of a snapshot if it does not exist yet."""
         with self._lock:  # held while creating: a concurrent batch must not write before the table exists
-            if builds_view(snapshot.model.kind) or snapshot.table_name not in self._created:
+            if snapshot.model.kind.is_view or snapshot.table_name not in self._created:
                 self._create(snapshot)
                 self._created.add(snapshot.table_name)
 
@@ -123,7 +107,7 @@ class SnapshotEvaluator:
         kind = model.kind
         self.engine.create_schema(snapshot.physical_schema)
         comments = model.column_descriptions
-        if builds_view(kind):
+        if kind.is_view:
             self.engine.create_view(snapshot.table_name, self.render(snapshot, stage="creating"), comments)
         elif kind.name == KindName.SEED:
             # Created empty now so children can be validated; filled by `evaluate`.
@@ -131,7 +115,7 @@ class SnapshotEvaluator:
             empty = "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in types.items())
             self.engine.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types,
                                      comments)
-        elif builds_table(kind):
+        elif kind.is_materialized:
             query = self.render(snapshot, stage="creating")
             self.engine.create_table(snapshot.table_name, query, model.effective_partitioned_by,
                                      model.storage_format or "parquet", model.columns, comments)
@@ -151,7 +135,7 @@ class SnapshotEvaluator:
             self.engine.load_seed(snapshot.table_name, read_seed(model, self.project.columns(model.name)), types,
                                   model.column_descriptions)
             return
-        if builds_view(kind):
+        if kind.is_view:
             self.engine.create_view(snapshot.table_name, self.render(snapshot, execution_time=execution_time),
                                     model.column_descriptions)
             return

@@ -101,7 +101,7 @@ def _remove_snapshots(state, engine_factory: Callable, doomed: list[Snapshot], l
     for table, snap in tables.items():
         lease.check()
         engine = engine_factory()
-        if snap.model.kind.name.value == "VIEW":
+        if snap.model.kind.is_view:
             engine.drop_view(table)
         else:
             engine.drop_table(table)

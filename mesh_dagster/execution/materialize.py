@@ -26,7 +26,7 @@ from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, build_plan, compute_backfills, model_start_ms
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, view_name
-from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator, is_timeless
+from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.scheduler import execute_model_batches, plan_batches
 
@@ -74,7 +74,7 @@ def model_window(snapshot: Snapshot, project: Project, start: int, end: int) -> 
     backfill of that range would.
     """
     model = snapshot.model
-    if is_timeless(model.kind):
+    if model.kind.is_timeless:
         return ALL_TIME
     window = _clip_to_lifetime(snapshot, project, (start, end))
     if window is None or not model.kind.lookback:
@@ -185,7 +185,7 @@ def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval,
             )
     present = state.get_intervals([p.interval_key for p in parents])
     for parent in parents:
-        wanted = need if is_timeless(parent.model.kind) else _clip_to_lifetime(parent, evaluator.project, need)
+        wanted = need if parent.model.kind.is_timeless else _clip_to_lifetime(parent, evaluator.project, need)
         missing = subtract_intervals([wanted], present.get(parent.interval_key, [])) if wanted else []
         if missing:
             unit = interval_unit(parent.model.cron)

@@ -19,7 +19,7 @@ from mesh_dagster.core.intervals import Interval, batch, expand_range, format_in
 from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import ALL_TIME, Backfill
 from mesh_dagster.core.snapshot import Snapshot
-from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator, builds_view, is_timeless
+from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 
 
@@ -35,7 +35,7 @@ class Batch:
         kind = self.snapshot.model.kind
         if kind.name == KindName.SEED:
             return "insert seed file"
-        if builds_view(kind):
+        if kind.is_view:
             return "recreate view"
         if self.full_refresh:
             return "full refresh"
@@ -106,7 +106,7 @@ def _record_batch(done: _Evaluated, evaluator: SnapshotEvaluator, state, listene
         evaluator.check_audits(snap, audits)
     except AuditError as e:
         return BatchResult(audits, None, e)
-    recorded = ALL_TIME if is_timeless(snap.model.kind) else b.interval
+    recorded = ALL_TIME if snap.model.kind.is_timeless else b.interval
     state.add_interval(snap.name, snap.version, *recorded)
     listener.batch_done(view_of(snap.name), b.index, b.count, b.describe(""), done.seconds,
                         len(audits) - len(failed), len(failed))

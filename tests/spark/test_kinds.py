@@ -306,3 +306,14 @@ def test_a_materialized_view_is_a_table_with_a_new_version_when_a_parent_has_one
     ctx.apply(second)
     assert _rows(engine, f"SELECT id FROM {mv}") == [(2,)]
     assert _kind_of(engine, second.snapshots[mv].table_name) == "table"
+
+
+def test_a_materialized_view_is_rebuilt_by_each_run(tmp_path, engine, schema) -> None:
+    """A materialized VIEW follows its cron in `mesh run`: rebuilt whole when due, like FULL."""
+    ctx = Context(_materialized_project(tmp_path, engine, schema), engine=engine)
+    ctx.apply(ctx.plan(execution_time="2020-01-02"))
+    engine.execute(f"INSERT INTO {schema}_raw.src VALUES (2)")
+    assert _rows(engine, f"SELECT id FROM {schema}.mv") == [(1,)]
+    assert ctx.run(execution_time="2020-01-03") == 2  # up and mv: both crons are due again, both rebuilt
+    assert _rows(engine, f"SELECT id FROM {schema}.mv") == [(1,), (2,)]
+    assert ctx.run(execution_time="2020-01-03") == 0
