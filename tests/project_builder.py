@@ -25,8 +25,9 @@ def write_project(root: Path, files: dict[str, str], config: str = CONFIG) -> Pa
     return root
 
 
-def record_plan(plan: Plan, state) -> None:
-    """Apply a plan to the state store only, as if every backfill succeeded (no Spark)."""
+def record_plan(plan: Plan, state, finalize: bool = True) -> None:
+    """Apply a plan to the state store only, as if every backfill succeeded (no Spark);
+    `finalize=False` leaves it as an apply killed before its views moved."""
     state.push_snapshots(plan.new_snapshots)
     items = []
     for name, bf in plan.backfills.items():
@@ -36,4 +37,5 @@ def record_plan(plan: Plan, state) -> None:
     if items:
         state.add_intervals(items)
     state.promote_environment(plan.target_environment(None if plan.is_prod else now_ms() + 10**9))
-    state.finalize_environment(plan.environment, plan.plan_id)
+    if finalize:
+        state.finalize_environment(plan.environment, plan.plan_id)

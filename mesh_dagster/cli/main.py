@@ -119,7 +119,7 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
     if explain:
         show_explain(p)
         return
-    if not p.has_changes and not p.requires_backfill and not p.is_new_environment:
+    if not p.needs_apply:
         return
     if not auto_apply:
         if no_prompts:

@@ -87,6 +87,17 @@ class Plan:
         return bool(self.changed or self.removed)
 
     @property
+    def finishes_interrupted_apply(self) -> bool:
+        """The environment's last apply recorded it but stopped before all its views moved."""
+        return self.base_environment is not None and self.base_environment.finalized_ts is None
+
+    @property
+    def needs_apply(self) -> bool:
+        """Whether applying does anything: changes, backfill, a new environment, or completing
+        the views of an interrupted apply (see execution/apply.py)."""
+        return self.has_changes or self.requires_backfill or self.is_new_environment or self.finishes_interrupted_apply
+
+    @property
     def requires_backfill(self) -> bool:
         return bool(self.backfills) and not self.skip_backfill
 

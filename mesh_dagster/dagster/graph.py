@@ -137,8 +137,8 @@ def build_graph(project: Project, plan: Plan) -> ProjectGraph:
         parents = [p for p in sorted(_asset_parents(project, name)) if p in keys]
         if name in added:
             change = ADDED
-        elif name in changed and snap.change_category is not None:
-            change = snap.change_category.label
+        elif name in changed and (category := plan.category(name)) is not None:
+            change = category.label  # judged against this environment, as `mesh plan` shows it
         else:
             change = UNCHANGED
         assets[name] = ModelAsset(

@@ -14,7 +14,7 @@ before it could change what another holder is changing:
 
 A crash between 3 and 5 leaves the environment recorded but unfinalized, its views partly moved.
 The store keeps the records it replaced (`replaced_environment`) until it is finalized: the next
-apply of the environment, even one without changes (`needs_apply`), re-creates every view of its
+apply of the environment, even one without changes (`Plan.needs_apply`), re-creates every view of its
 record and drops the views of the replaced records' models it no longer shows; meanwhile the
 janitor keeps the replaced snapshots' tables, which those views may still read.
 """
@@ -97,13 +97,6 @@ def changed_views(plan: Plan, replaced: Environment | None = None) -> tuple[list
     ]
     demote = sorted(shown_before - set(plan.promoted))
     return promote, demote
-
-
-def needs_apply(plan: Plan) -> bool:
-    """Whether applying does anything: changes, backfill, a new environment — or repairing the
-    views of an environment whose last apply stopped before it was finalized."""
-    unfinished = plan.base_environment is not None and plan.base_environment.finalized_ts is None
-    return plan.has_changes or plan.requires_backfill or plan.is_new_environment or unfinished
 
 
 def apply_plan(plan: Plan, project: Project, state, engine, listener: ApplyListener | None = None,

@@ -17,7 +17,7 @@ from mesh_dagster.core.intervals import Interval, format_interval_range
 from mesh_dagster.core.plan import ALL_TIME, Plan, build_plan
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import normalize_environment
-from mesh_dagster.execution.apply import apply_locked, needs_apply
+from mesh_dagster.execution.apply import apply_locked
 from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.events import ApplyListener
 
@@ -75,7 +75,7 @@ def promote_environment(project: Project, state, engine_factory: Callable[[], ob
         gaps = environment_gaps(plan)
         if gaps:
             raise PromotionRefused(plan.environment, gaps)
-        if not needs_apply(plan):
+        if not plan.needs_apply:
             listener.log(f"Environment '{plan.environment}' is up to date: nothing to promote")
             return plan
         apply_locked(plan, project, state, engine_factory(), listener, lease=lease)

@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, text
 
 from mesh_dagster.core.plan import build_plan
 from mesh_dagster.core.project import load_project
-from mesh_dagster.execution.apply import apply_plan, needs_apply
+from mesh_dagster.execution.apply import apply_plan
 from mesh_dagster.execution.janitor import run_janitor
 from mesh_dagster.state import StateStore
 from tests.project_builder import write_project
@@ -138,7 +138,7 @@ def test_crash_between_recording_and_moving_views_is_repaired_by_the_next_apply(
         assert old_b in warehouse(race.calls)  # view s.b still reads it
 
         repair = build_plan(load_project(project), store, "prod")
-        assert not repair.has_changes and needs_apply(repair)
+        assert not repair.has_changes and repair.needs_apply
         apply_plan(repair, load_project(project), store, setup)  # the dead holder's lock is taken at once
         env = store.get_environment("prod")
         assert env.finalized_ts is not None and store.replaced_environment("prod") is None

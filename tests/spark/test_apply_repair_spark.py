@@ -12,7 +12,6 @@ import pytest
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import EngineError
-from mesh_dagster.execution.apply import needs_apply
 from tests.project_builder import write_project
 
 
@@ -73,7 +72,7 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
     assert engine.table_exists(old_b)  # the view of b still reads it
 
     repair = ctx.plan()
-    assert not repair.has_changes and needs_apply(repair)
+    assert not repair.has_changes and repair.needs_apply
     ctx.apply(repair)
     assert ctx.state.get_environment("prod").finalized_ts is not None
     assert _rows(ctx, f"{schema}.a") == [(10,)] and _rows(ctx, f"{schema}.b") == [(10,)]
