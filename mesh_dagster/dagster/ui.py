@@ -2,7 +2,7 @@
 
 The workspace and the Dagster instance live in the project's `.mesh/dagster/`, so run history,
 schedules and sensor state survive restarts. Nothing here imports dagster: it writes files and
-starts `dagster dev` in its own process.
+names the command `mesh ui` runs, `dagster dev` under a supervisor (`ui_supervisor`).
 """
 
 from __future__ import annotations
@@ -63,6 +63,13 @@ def _location(project: Path, environment: str) -> str:
 
 
 def dagster_dev_command(workspace: Path, host: str, port: int) -> list[str]:
+    """What `mesh ui` runs: `dagster dev` under our supervisor, which makes Ctrl-C and SIGTERM stop
+    every process Dagster starts, runs included (see `ui_supervisor`)."""
+    return [sys.executable, "-m", "mesh_dagster.dagster.ui_supervisor", str(workspace), host, str(port)]
+
+
+def dagster_dev_args(workspace: Path, host: str, port: int) -> list[str]:
+    """`dagster dev` itself, as the supervisor starts it."""
     return [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", host, "-p", str(port)]
 
 

@@ -1,0 +1,236 @@
+"""`mesh ui`'s supervisor: runs `dagster dev`, and stops everything it started when told to.
+
+`dagster dev` alone does not. On Ctrl-C it asks its webserver and daemon to stop and exits, but the
+code servers and the run workers they spawned (each with `tail` and orphan-watcher helpers) live
+on: a run busy in Spark kept all of them alive for minutes, and a SIGTERM sent to `dagster dev`
+afterwards reached nobody. So `mesh ui` runs this module (`python -m
+mesh_dagster.dagster.ui_supervisor WORKSPACE HOST PORT`), which:
+
+1. starts `dagster dev` in a session of its own. Every process Dagster starts, at any depth, keeps
+   that session id (none starts a new session), even once its parent died and it was re-parented,
+   so the session is the exact list of what must stop. The project's Spark Connect server starts
+   itself in a session of its own and survives: the `mesh` CLI shares it.
+2. on SIGINT, SIGTERM or SIGHUP: marks the runs in progress CANCELING (Dagster's run worker then
+   reports its interruption as a cancellation), interrupts `dagster dev` (which stops its webserver
+   and daemon) and sends SIGTERM to the rest of the session: the run workers and code servers.
+3. after `GRACE_S` (at once on a second signal), SIGKILLs whatever of the session is left;
+4. marks the runs still in progress CANCELED: no process is left that could.
+
+One supervisor per project (a lock in `.mesh/dagster/`): the Dagster instance is the project's, so
+the runs in progress when it stops are this supervisor's runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from mesh_dagster.dagster.ui import dagster_dev_args, dagster_env
+
+GRACE_S = 5.0  # for `dagster dev` to stop its services and for runs to end as canceled
+KILL_WAIT_S = 3.0  # for the kernel to take down what was SIGKILLed
+LOCK_FILE = "ui.lock"
+_POLL_S = 0.2
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_IN_PROGRESS = ("STARTING", "STARTED", "CANCELING")
+CANCEL_MESSAGE = "Canceled: `mesh ui` was stopped while this run was in progress."
+
+
+class UiError(Exception):
+    """A refusal of the supervisor, shown as one line."""
+
+
+def main(argv: list[str]) -> int:
+    workspace, host, port = Path(argv[0]), argv[1], int(argv[2])
+    try:
+        with _only_ui(workspace.parent):
+            return Supervisor(dagster_dev_args(workspace, host, port), dagster_env(workspace), workspace.parent).run()
+    except UiError as e:
+        print(f"Error: {e}", file=sys.stderr, flush=True)
+        return 1
+
+
+class Supervisor:
+    """`dagster dev` as a child in its own session; `run()` returns once all of that session is gone."""
+
+    def __init__(self, command: list[str], env: dict[str, str], dagster_home: Path):
+        self._command = command
+        self._env = env
+        self._runs = Runs(dagster_home)
+        self._signals: list[int] = []
+        self._wake = threading.Event()
+
+    def run(self) -> int:
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, self._on_signal)
+        child = subprocess.Popen(self._command, env=self._env, stdin=subprocess.DEVNULL, start_new_session=True)
+        self._runs.load_in_background()
+        while child.poll() is None and not self._signals:
+            self._wake.wait(1.0)
+        canceled = self._stop(child)
+        if canceled:
+            print(f"Marked {canceled} run(s) in progress as canceled.", flush=True)
+        return 128 + self._signals[0] if self._signals else child.returncode
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        self._signals.append(signum)
+        self._wake.set()
+
+    def _stop(self, child: subprocess.Popen) -> int:
+        """Steps 2-4 of the module doc; returns how many runs had to be marked canceled by us."""
+        session = child.pid
+        self._runs.mark(self._runs.canceling)
+        _send(child.pid, signal.SIGINT)
+        services = {child.pid, *_children(child.pid)}  # webserver, daemon: `dagster dev` stops them
+        for pid in _session_members(session):
+            if pid not in services:
+                _send(pid, signal.SIGTERM)
+        self._wait_gone(child, session, time.monotonic() + GRACE_S, hurry=True)
+        for pid in _session_members(session):
+            _send(pid, signal.SIGKILL)
+        self._wait_gone(child, session, time.monotonic() + KILL_WAIT_S, hurry=False)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=KILL_WAIT_S)
+        return self._runs.mark(self._runs.canceled)
+
+    def _wait_gone(self, child: subprocess.Popen, session: int, deadline: float, hurry: bool) -> None:
+        while time.monotonic() < deadline and not (hurry and len(self._signals) > 1):
+            child.poll()  # reaps `dagster dev`: a zombie still counts as a session member
+            if not _session_members(session):
+                return
+            time.sleep(_POLL_S)
+
+
+class Runs:
+    """The project's Dagster runs in progress, through its instance.
+
+    Dagster is imported while `dagster dev` starts, but the instance is opened only when needed:
+    opening it alongside `dagster dev` on a new project would run two schema migrations of the
+    same SQLite files at once (seen: "alembic_version has more than one head").
+    """
+
+    def __init__(self, dagster_home: Path):
+        self._home = dagster_home
+        self._instance = None
+        self._importer: threading.Thread | None = None
+
+    def load_in_background(self) -> None:
+        self._importer = threading.Thread(target=_import_dagster, name="mesh-ui-import", daemon=True)
+        self._importer.start()
+
+    def mark(self, report) -> int:
+        """`report(instance, run)` for every run in progress; how many there were."""
+        instance = self._get()
+        if instance is None:
+            return 0
+        from dagster import DagsterRunStatus, RunsFilter
+
+        runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus[s] for s in _IN_PROGRESS]))
+        for run in runs:
+            report(instance, run)
+        return len(runs)
+
+    @staticmethod
+    def canceling(instance, run) -> None:
+        if run.status.value != "CANCELING":
+            instance.report_run_canceling(run, message="`mesh ui` is stopping: canceling this run.")
+
+    @staticmethod
+    def canceled(instance, run) -> None:
+        instance.report_run_canceled(run, message=CANCEL_MESSAGE)
+
+    def _get(self):
+        if self._instance is None and (self._home / "storage").exists():  # no storage yet: no run ever
+            if self._importer is not None:
+                self._importer.join(timeout=GRACE_S)
+            from dagster import DagsterInstance
+
+            self._instance = DagsterInstance.from_config(str(self._home))
+        return self._instance
+
+
+def _import_dagster() -> None:
+    import dagster  # noqa: F401 - warms the import for `Runs._get`
+
+
+@contextlib.contextmanager
+def _only_ui(dagster_home: Path) -> Iterator[None]:
+    """One `mesh ui` per project: a second would run every schedule and sensor twice, and stopping
+    either would cancel the other's runs."""
+    import fcntl
+
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    with open(dagster_home / LOCK_FILE, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise UiError(
+                f"`mesh ui` already runs for this project (pid {holder}, instance {dagster_home}): use its "
+                f"webserver, or stop it (Ctrl-C) before starting another."
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+# -- processes -----------------------------------------------------------------------------------
+
+
+def _session_members(session: int) -> list[int]:
+    """Live (not zombie) processes of a session."""
+    return [pid for pid, _, sid, zombie in _processes() if sid == session and not zombie]
+
+
+def _children(parent: int) -> list[int]:
+    return [pid for pid, ppid, _, zombie in _processes() if ppid == parent and not zombie]
+
+
+def _processes() -> list[tuple[int, int, int, bool]]:
+    """(pid, ppid, session, zombie) of every process: /proc on Linux, `ps` elsewhere."""
+    if not Path("/proc/self/stat").exists():
+        return _processes_from_ps()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:  # the command name may hold spaces and parentheses: fields start after the last ")"
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        out.append((int(entry.name), int(fields[1]), int(fields[3]), fields[0] == "Z"))
+    return out
+
+
+def _processes_from_ps() -> list[tuple[int, int, int, bool]]:
+    done = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,stat="], capture_output=True, text=True, check=False)
+    out = []
+    for line in done.stdout.splitlines():
+        pid, ppid, state = line.split(None, 2)
+        try:
+            out.append((int(pid), int(ppid), os.getsid(int(pid)), state.startswith("Z")))
+        except (ProcessLookupError, PermissionError):
+            continue
+    return out
+
+
+def _send(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,115 @@
+"""`mesh ui`'s supervisor with real processes but no Dagster: a stand-in for `dagster dev` whose
+descendants resist (ignore SIGTERM, outlive their parent, sit in another process group) must all
+be gone after one stop signal; a process that starts its own session (as the project's Spark
+Connect server does) must survive."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from mesh_dagster.dagster.ui import dagster_dev_command
+from mesh_dagster.dagster.ui_supervisor import GRACE_S, KILL_WAIT_S, _only_ui
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find processes")
+
+# Stands in for `dagster dev`: a stubborn tree, reported as JSON once it is up.
+STAND_IN = textwrap.dedent("""
+    import json, os, signal, subprocess, sys, time
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    orphan_maker = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {stubborn!r}])"
+    kids = [subprocess.Popen([sys.executable, "-c", stubborn]),                       # ignores SIGTERM
+            subprocess.Popen([sys.executable, "-c", orphan_maker]),                   # exits, leaves an orphan
+            subprocess.Popen([sys.executable, "-c", stubborn], process_group=0),      # a group of its own
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],  # a session of its own
+                             start_new_session=True)]
+    time.sleep(1.5)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)                                      # deaf to Ctrl-C
+    print(json.dumps({"pid": os.getpid(), "own_session": kids[-1].pid}), flush=True)
+    time.sleep(600)
+""")
+SUPERVISE = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from mesh_dagster.dagster.ui_supervisor import Supervisor
+    sys.exit(Supervisor([sys.executable, "-c", sys.argv[1]], None, Path(sys.argv[2])).run())
+""")
+
+
+def _session(sid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def supervised(tmp_path):
+    """A supervisor over the stand-in: (its Popen, the stand-in's session members, the own-session pid)."""
+    supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISE, STAND_IN, str(tmp_path / "dagster")],
+                                  stdout=subprocess.PIPE, text=True)
+    started = json.loads(supervisor.stdout.readline())
+    tree = _session(started["pid"])
+    try:
+        yield supervisor, tree, started["own_session"]
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+        for pid in [*_session(started["pid"]), started["own_session"]]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_one_signal_ends_the_whole_tree_but_not_a_session_of_its_own(supervised):
+    supervisor, tree, own_session = supervised
+    assert len(tree) == 4, tree  # the stand-in, two children and the orphan
+    supervisor.send_signal(signal.SIGTERM)
+    supervisor.wait(timeout=GRACE_S + 2 * KILL_WAIT_S + 5)
+    assert supervisor.returncode == 128 + signal.SIGTERM
+    assert [pid for pid in tree if _alive(pid)] == []
+    assert _alive(own_session)
+
+
+def test_a_second_signal_does_not_wait_for_the_grace_period(supervised):
+    supervisor, tree, _ = supervised
+    supervisor.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    started = time.monotonic()
+    supervisor.send_signal(signal.SIGINT)
+    supervisor.wait(timeout=GRACE_S + 2 * KILL_WAIT_S + 5)
+    assert time.monotonic() - started < GRACE_S  # the stubborn ones were killed without waiting
+    assert supervisor.returncode == 128 + signal.SIGINT
+    assert [pid for pid in tree if _alive(pid)] == []
+
+
+def test_a_second_mesh_ui_for_the_project_is_refused(tmp_path):
+    home = tmp_path / ".mesh" / "dagster"
+    with _only_ui(home):
+        done = subprocess.run(dagster_dev_command(home / "workspace.yaml", "127.0.0.1", 1), capture_output=True,
+                              text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"Error: `mesh ui` already runs for this project (pid {os.getpid()}, instance {home}): use its webserver, "
+        f"or stop it (Ctrl-C) before starting another.")
+    assert "dagster" not in done.stdout.lower()  # refused before starting anything
