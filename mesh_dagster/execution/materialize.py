@@ -28,6 +28,7 @@ from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, view_name
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.locking import snapshots_in_use
 from mesh_dagster.execution.scheduler import execute_model_batches, plan_batches
 
 
@@ -109,7 +110,25 @@ def materialize(
     """Evaluate `names` of `environment` for `[start, end)`; yields one result per model.
 
     Lazy: nothing happens until iterated. Spark is only started when something is evaluated.
+    The janitor keeps away meanwhile: the snapshots pushed here belong to no environment yet.
     """
+    with snapshots_in_use(state):
+        yield from _materialize(project, state, engine_factory, environment, names, start, end,
+                                execution_time=execution_time, listener=listener)
+
+
+def _materialize(
+    project: Project,
+    state,
+    engine_factory: Callable[[], object],
+    environment: str,
+    names: list[str],
+    start: int | str,
+    end: int | str,
+    *,
+    execution_time: int | str | None,
+    listener: ApplyListener | None,
+) -> Iterator[ModelMaterialization]:
     listener = listener or ApplyListener()
     start_ms, end_ms = to_ms(start), to_ms(end)
     execution_ms = now_ms() if execution_time is None else to_ms(execution_time)

@@ -13,6 +13,7 @@ from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import normalize_environment, view_name
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.locking import snapshots_in_use
 from mesh_dagster.execution.scheduler import plan_batches, run_batches
 
 
@@ -29,20 +30,21 @@ def run_environment(project: Project, state, engine, environment: str = "prod", 
                     start: str | None = None, end: str | None = None,
                     select: set[str] | None = None, listener: ApplyListener | None = None) -> int:
     """Evaluate every due, missing interval; returns the number of batches executed."""
-    listener = listener or ApplyListener()
-    environment = normalize_environment(environment)
-    execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
-    _, snapshots = environment_snapshots(state, environment)
-    order = snapshot_order(snapshots)
-    scope = set(snapshots) if select is None else set(select) & set(snapshots)
-    backfills = compute_backfills(state, snapshots, scope, {}, order=order,
-                                  default_start=project.config.model_defaults.start,
-                                  start=start, end=end, execution_ms=execution_ms,
-                                  ignore_cron=ignore_cron, end_bounded=False)
-    batches = plan_batches(snapshots, backfills, order)
-    if not batches:
-        listener.log("All intervals are up to date: nothing to run")
-        return 0
-    evaluator = SnapshotEvaluator(project, engine, snapshots)
-    run_batches(batches, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment))
-    return len(batches)
+    with snapshots_in_use(state):  # the janitor keeps away from what this run writes
+        listener = listener or ApplyListener()
+        environment = normalize_environment(environment)
+        execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
+        _, snapshots = environment_snapshots(state, environment)
+        order = snapshot_order(snapshots)
+        scope = set(snapshots) if select is None else set(select) & set(snapshots)
+        backfills = compute_backfills(state, snapshots, scope, {}, order=order,
+                                      default_start=project.config.model_defaults.start,
+                                      start=start, end=end, execution_ms=execution_ms,
+                                      ignore_cron=ignore_cron, end_bounded=False)
+        batches = plan_batches(snapshots, backfills, order)
+        if not batches:
+            listener.log("All intervals are up to date: nothing to run")
+            return 0
+        evaluator = SnapshotEvaluator(project, engine, snapshots)
+        run_batches(batches, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment))
+        return len(batches)

@@ -78,6 +78,18 @@ def steal(spec: dict[str, Any]) -> dict[str, Any]:
     return apply(spec)
 
 
+def materialize(spec: dict[str, Any]) -> dict[str, Any]:
+    """What a Dagster partition materialization does: the environment's current snapshots of
+    `models`, evaluated for a range and recorded, views untouched."""
+    from mesh_dagster.execution.materialize import materialize as run
+
+    store = _store(spec)
+    project = load_project(Path(spec["project"]))
+    engine = _engine(spec)
+    results = list(run(project, store, lambda: engine, spec["environment"], spec["models"], spec["start"], spec["end"]))
+    return {"recorded": {r.name: [list(i) for i in r.recorded] for r in results}}
+
+
 def janitor(spec: dict[str, Any]) -> dict[str, Any]:
     store = _store(spec)
     project = load_project(Path(spec["project"]))
@@ -87,6 +99,7 @@ def janitor(spec: dict[str, Any]) -> dict[str, Any]:
 
 ROLES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "hold": hold, "waiter": waiter, "apply": apply, "steal": steal, "janitor": janitor,
+    "materialize": materialize,
 }
 
 

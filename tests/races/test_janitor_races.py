@@ -85,3 +85,28 @@ def test_plan_built_before_the_janitor_is_refused_after_it(race: Race) -> None:
 
         replan = build_plan(loaded, store, "prod")  # the re-plan recomputes it
         assert list(replan.backfills) == ["s.b"]
+
+
+def test_janitor_waits_for_a_running_materialization(race: Race) -> None:
+    """A Dagster materialization pushes snapshots no environment references yet; the janitor
+    (even with --ignore-ttl) must not drop their tables while it writes them."""
+    project = write_project(race.path("project"), MODELS_V1)
+    with StateStore(race.url) as store:
+        _apply(project, store, RecordingEngine(race.calls, "setup"))
+    (project / "models/b.sql").write_text(B_V2)
+
+    paused, resume, log = race.path("paused"), race.path("resume"), race.path("janitor.log")
+    writing = race.start("materialize", "materialize", project=str(project), environment="prod", models=["s.b"],
+                         start="2020-01-01", end="2020-01-02",
+                         hooks={"replace_table": {"pause": str(paused), "resume": str(resume)}})
+    wait_for(paused)  # the new s.b table exists and is being filled
+    janitor = race.start("janitor", "janitor", project=str(project), log=str(log))
+    while janitor.proc.poll() is None and "Waiting for the lock" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.05)  # until the janitor waits (or, without the in-use lock, ran through)
+    dropped_meanwhile = [c["name"] for c in calls(race.calls) if c["actor"] == "janitor"]
+    resume.write_text("go")
+
+    outcome = writing.outcome()
+    assert outcome["ok"] is True and outcome["recorded"]["s.b"], outcome
+    assert janitor.outcome()["ok"] is True
+    assert dropped_meanwhile == [], "the janitor dropped tables while the materialization wrote them"
