@@ -294,7 +294,7 @@ class Context:
     def janitor(self, ignore_ttl: bool = False) -> dict[str, list[str]]:
         from mesh_dagster.execution.janitor import run_janitor
 
-        return run_janitor(self.project, self.state, lambda: self.engine, ignore_ttl=ignore_ttl)
+        return run_janitor(self.config, self.state, lambda: self.engine, ignore_ttl=ignore_ttl)
 
     def test(self, names: list[str] | None = None, pattern: str | None = None):
         from mesh_dagster.testing.runner import run_tests

@@ -21,18 +21,20 @@ from typing import Callable
 
 from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
-from mesh_dagster.core.project import Project
+from mesh_dagster.core.config import ProjectConfig
 from mesh_dagster.core.snapshot import Snapshot, view_name, view_schema
 from mesh_dagster.execution.locking import janitor_lock
 from mesh_dagster.state.store import Lease
 
 
-def run_janitor(project: Project, state, engine_factory: Callable, ignore_ttl: bool = False,
+def run_janitor(config: ProjectConfig, state, engine_factory: Callable, ignore_ttl: bool = False,
                 timeout_s: float = 600) -> dict[str, list[str]]:
-    """Delete expired environments, then unreferenced snapshots past their TTL and their tables."""
+    """Delete expired environments, then unreferenced snapshots past their TTL and their tables.
+
+    Only the configuration is needed (no model is read): a broken model file never blocks it."""
     with janitor_lock(state, timeout_s=timeout_s) as lease:
         removed_envs = _remove_expired_environments(state, engine_factory, lease)
-        ttl = 0 if ignore_ttl else parse_ttl(project.config.snapshot_ttl)
+        ttl = 0 if ignore_ttl else parse_ttl(config.snapshot_ttl)
         doomed, live_tables = _expired_snapshots(state, now_ms() - ttl)
         dropped = _remove_snapshots(state, engine_factory, doomed, live_tables, lease)
         dropped += _drop_leftover_staging(engine_factory, live_tables | set(dropped), lease)

@@ -55,6 +55,8 @@ def test_state_commands_work_with_a_broken_model_file(tmp_path):
     assert mesh_in_process(root, "migrate").exit_code == 0
     listed = mesh_in_process(root, "environments")
     assert listed.exit_code == 0 and listed.stderr == ""
+    janitor = mesh_in_process(root, "janitor", "--ignore-ttl")
+    assert janitor.exit_code == 0, janitor.stderr
     refused = mesh_in_process(root, "invalidate", "dev")
     assert refused.error_lines[0].startswith("Error: Environment 'dev' does not exist")
     assert mesh_in_process(root, "plan", "--explain").exit_code == 1  # while planning still needs the models

@@ -94,7 +94,7 @@ def janitor(spec: dict[str, Any]) -> dict[str, Any]:
     store = _store(spec)
     project = load_project(Path(spec["project"]))
     engine = _engine(spec)
-    return run_janitor(project, store, lambda: engine, ignore_ttl=True)
+    return run_janitor(project.config, store, lambda: engine, ignore_ttl=True)
 
 
 ROLES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {

@@ -134,7 +134,7 @@ def test_crash_between_recording_and_moving_views_is_repaired_by_the_next_apply(
     assert views["s.b"] == f"SELECT `x` FROM {old_b}" and "s.c" in views  # half moved
 
     with StateStore(race.url) as store:
-        run_janitor(load_project(project), store, lambda: setup, ignore_ttl=True)
+        run_janitor(load_project(project).config, store, lambda: setup, ignore_ttl=True)
         assert old_b in warehouse(race.calls)  # view s.b still reads it
 
         repair = build_plan(load_project(project), store, "prod")
@@ -144,5 +144,5 @@ def test_crash_between_recording_and_moving_views_is_repaired_by_the_next_apply(
         assert env.finalized_ts is not None and store.replaced_environment("prod") is None
         assert _views(race.calls) == {n: f"SELECT `x` FROM {new_tables[n]}" for n in ("s.a", "s.b")}
 
-        run_janitor(load_project(project), store, lambda: setup, ignore_ttl=True)
+        run_janitor(load_project(project).config, store, lambda: setup, ignore_ttl=True)
         assert old_b not in warehouse(race.calls)  # nothing shows it any more

@@ -75,7 +75,7 @@ def test_plan_built_before_the_janitor_is_refused_after_it(race: Race) -> None:
         loaded = load_project(project)
         plan = build_plan(loaded, store, "prod")
         assert not plan.backfills  # the first s.b's table and intervals are reused
-        run_janitor(loaded, store, lambda: engine, ignore_ttl=True)  # deletes that snapshot and table
+        run_janitor(loaded.config, store, lambda: engine, ignore_ttl=True)  # deletes that snapshot and table
         views_before = [c for c in calls(race.calls) if c["call"] in ("create_view", "drop_view")]
 
         with pytest.raises(ConflictingPlanError, match=r"deleted from the state store after it was built.*s\.b"):
