@@ -18,7 +18,7 @@ from mesh_dagster.core.errors import ConfigError, MeshError, PlanError
 from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import Plan, build_plan
 from mesh_dagster.core.project import Project, load_project
-from mesh_dagster.core.snapshot import PROD, Snapshot, check_environment_fits, normalize_environment, view_name
+from mesh_dagster.core.snapshot import PROD, Snapshot, normalize_environment, view_name
 from mesh_dagster.execution.events import ApplyListener
 
 
@@ -105,12 +105,7 @@ class Context:
 
     # -- plans -------------------------------------------------------------------------------
     def plan(self, environment: str = PROD, **options) -> Plan:
-        self._check_environment(environment)
         return build_plan(self.project, self.state, environment, **options)
-
-    def _check_environment(self, environment: str) -> None:
-        """Refuse a name the metastore cannot hold before a plan creates anything for it."""
-        check_environment_fits(environment, {name.rpartition(".")[0] or "default" for name in self.project.models})
 
     def apply(self, plan: Plan, listener: ApplyListener | None = None) -> None:
         from mesh_dagster.execution.apply import apply_plan
@@ -146,7 +141,6 @@ class Context:
         """Virtual update of `environment` to the current snapshots; refuses while any has gaps."""
         from mesh_dagster.execution.promote import promote_environment
 
-        self._check_environment(environment)
         return promote_environment(self.project, self.state, lambda: self.engine, environment, listener)
 
     def pending_intervals(self, environment: str = PROD, models: list[str] | None = None,

@@ -18,7 +18,15 @@ from mesh_dagster.core.fingerprint import build_snapshots
 from mesh_dagster.core.intervals import Interval, compute_missing, format_interval_range
 from mesh_dagster.core.model import KindName, Model
 from mesh_dagster.core.project import Project
-from mesh_dagster.core.snapshot import PROD, ChangeCategory, Snapshot, SnapshotId, normalize_environment, view_name
+from mesh_dagster.core.snapshot import (
+    PROD,
+    ChangeCategory,
+    Snapshot,
+    SnapshotId,
+    check_environment_fits,
+    normalize_environment,
+    view_name,
+)
 
 # Non-incremental kinds are complete once built; their single interval spans all time.
 ALL_TIME: Interval = (0, 253402300800000)  # 9999-12-31
@@ -154,6 +162,7 @@ def build_plan(
 ) -> Plan:
     """Compare the project with `environment` (or, if new, with `create_from`) and categorise."""
     environment = normalize_environment(environment)
+    check_environment_fits(environment, {model.schema_name for model in project.models.values()})
     is_prod = environment == PROD
     if is_prod and (start or end):
         raise PlanError("--start and --end can only be set for development environments, not prod")

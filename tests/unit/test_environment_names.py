@@ -90,3 +90,17 @@ def test_environment_fits_the_metastore_schema_limit():
 def test_prod_has_no_suffix_to_fit():
     check_environment_fits("prod", {"s" * MAX_SCHEMA_NAME})
     check_environment_fits("dev", set())
+
+
+def test_every_plan_refuses_an_environment_the_metastore_cannot_hold(tmp_path):
+    """Checked inside build_plan, so Dagster's materialize/promote paths refuse it too."""
+    from mesh_dagster.core.plan import build_plan
+    from mesh_dagster.core.project import load_project
+    from mesh_dagster.state.store import StateStore
+    from project_builder import write_project
+
+    root = write_project(tmp_path / "p", {"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 1 AS x\n"})
+    with StateStore("sqlite://") as state:
+        with pytest.raises(PlanError, match="over the metastore's limit of 128"):
+            build_plan(load_project(root, use_cache=False), state, "e" * 126)
+        assert build_plan(load_project(root, use_cache=False), state, "e" * 125).environment == "e" * 125
