@@ -1,7 +1,8 @@
 """`mesh spark start|stop|status`: the project's shared local Spark Connect server.
 
-Registered by `cli/main.py` with `cli.add_command(spark)`. The commands never start an embedded
-session: `start` only launches the server, the others only read `.mesh/connect.json`.
+Registered by `cli/main.py` with `cli.add_command(spark)`, whose group turns any failure into one
+line and a log file (`cli/errors.py`). The commands never start an embedded session: `start`
+only launches the server, the others only read `.mesh/connect.json`.
 
 They never print the server's token: terminal output ends up in scrollback, CI logs and bug
 reports, and the token is all another account of the machine needs to run SQL as this user. They
@@ -11,25 +12,12 @@ read it from there.
 
 from __future__ import annotations
 
-import functools
 import time
 from pathlib import Path
 
 import click
 
 from mesh_dagster.core.config import MESH_DIR
-
-
-def _handle_errors(fn):
-    # main.py imports this module to register the group, so its error handler is looked up
-    # when a command runs rather than at import time.
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from mesh_dagster.cli.main import handle_errors
-
-        return handle_errors(fn)(*args, **kwargs)
-
-    return wrapper
 
 
 def _project(ctx: click.Context) -> tuple[Path, dict]:
@@ -56,7 +44,6 @@ def spark() -> None:
 @click.option("--timeout", "timeout_s", type=float, default=120, show_default=True,
               help="Seconds to wait for the server to answer.")
 @click.pass_context
-@_handle_errors
 def start(ctx: click.Context, port: int | None, timeout_s: float) -> None:
     """Start the shared server (if it is not running) and print its URL."""
     from mesh_dagster.core.config import load_config
@@ -78,7 +65,6 @@ def start(ctx: click.Context, port: int | None, timeout_s: float) -> None:
 
 @spark.command()
 @click.pass_context
-@_handle_errors
 def stop(ctx: click.Context) -> None:
     """Stop the shared server; the project's processes go back to embedded Spark."""
     from mesh_dagster.engine.connect_server import stop_server
@@ -92,7 +78,6 @@ def stop(ctx: click.Context) -> None:
 
 @spark.command()
 @click.pass_context
-@_handle_errors
 def status(ctx: click.Context) -> None:
     """Show whether the shared server runs, its URL, pid, uptime and log. Exit code 1 when it does not."""
     from mesh_dagster.core.dates import now_ms

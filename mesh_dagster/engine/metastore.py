@@ -75,6 +75,11 @@ def metastore_holder(database: Path) -> MetastoreHolder | None:
 
 def busy_message(database: Path, holder: MetastoreHolder) -> str:
     """One line: who holds the metastore, why that stops us, and what to do."""
+    if holder.connect_server:  # not answering yet, or this process would have become its client
+        return (
+            f"The project's metastore ({database}) is held by {holder.describe()}, which does not answer "
+            f"yet: run this again once `mesh spark status` shows it running, or stop it with `mesh spark stop`."
+        )
     return (
         f"The project's metastore ({database}) is in use by {holder.describe()}: embedded Spark admits one "
         f"process at a time. Wait for it to finish and run this again; to run several commands at once, "

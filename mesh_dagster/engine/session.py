@@ -242,7 +242,7 @@ def _busy_message(exc: BaseException) -> str | None:
     return busy_message(database, metastore_holder(database) or MetastoreHolder())
 
 
-_URL_SECRET = re.compile(r"(;\s*token\s*=)[^;/\s]*", re.IGNORECASE)
+_URL_SECRET = re.compile(r"(;\s*token\s*=\s*)[^;/\s]*", re.IGNORECASE)
 
 
 def redact_secrets(text: str) -> str:

@@ -102,3 +102,10 @@ def test_derby_busy_database_is_found_deep_in_the_java_causes():
     captured._origin = chain
     assert derby_busy_database(captured) == Path("/p/.mesh/metastore_db")
     assert derby_busy_database(Exception("Unable to instantiate SessionHiveMetaStoreClient")) is None
+
+
+def test_a_connect_server_holding_the_metastore_is_waited_for_not_stopped():
+    message = busy_message(Path("/p/.mesh/metastore_db"), MetastoreHolder(7, None, connect_server=True))
+    assert message == ("The project's metastore (/p/.mesh/metastore_db) is held by the project's Spark Connect "
+                       "server (pid 7), which does not answer yet: run this again once `mesh spark status` shows "
+                       "it running, or stop it with `mesh spark stop`.")

@@ -13,3 +13,38 @@ class _Unreachable(grpc.RpcError):
 
 def test_grpc_failure_reads_as_one_line():
     assert spark_error_message(_Unreachable()) == "Spark Connect server unreachable: failed to connect to all addresses"
+
+
+def test_tokens_in_connect_urls_are_redacted():
+    from mesh_dagster.engine.session import redact_secrets
+
+    assert redact_secrets("Cannot connect to Spark Connect at sc://h:1/;user_id=me;token=s3cr3t;use_ssl=true") == \
+        "Cannot connect to Spark Connect at sc://h:1/;user_id=me;token=***;use_ssl=true"
+    assert redact_secrets("sc://h:1/;TOKEN = abc") == "sc://h:1/;TOKEN = ***"
+
+
+class _Java:
+    """A Java exception as Py4J shows it: getMessage/getCause."""
+
+    def __init__(self, message, cause=None):
+        self._message, self._cause = message, cause
+
+    def getMessage(self):  # noqa: N802 - Java's name
+        return self._message
+
+    def getCause(self):  # noqa: N802
+        return self._cause
+
+
+def test_a_metastore_booted_elsewhere_reads_as_busy_without_the_query_context(tmp_path):
+    from mesh_dagster.engine.session import MetastoreBusyError, to_engine_error
+
+    database = tmp_path / "metastore_db"
+    exc = Exception("[_LEGACY_ERROR_TEMP_3065] Unable to instantiate SessionHiveMetaStoreClient")
+    exc._origin = _Java("Unable to instantiate SessionHiveMetaStoreClient", _Java(
+        f"Failed to start database '{database}'", _Java(
+            f"Another instance of Derby may have already booted the database {database}.")))
+    error = to_engine_error(exc, "Spark query failed", "SHOW DATABASES")
+    assert isinstance(error, MetastoreBusyError)
+    assert str(error).startswith(f"The project's metastore ({database}) is in use by another process: ")
+    assert spark_error_message(exc) == str(error)
