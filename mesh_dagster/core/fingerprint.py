@@ -8,25 +8,11 @@ gives every descendant a new identifier without rendering a single query.
 
 from __future__ import annotations
 
-import hashlib
 import re
-from functools import lru_cache
-from pathlib import Path
 
 from mesh_dagster.core.model import Audit, KindName, Model
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, SnapshotFingerprint, SnapshotId, hash_values
-
-
-@lru_cache(maxsize=None)
-def _file_hash(path: str, mtime_ns: int, size: int) -> str:
-    return hashlib.sha1(Path(path).read_bytes()).hexdigest()
-
-
-def seed_content_hash(model: Model) -> str:
-    path = Path(model.kind.path or "")
-    stat = path.stat()
-    return _file_hash(str(path), stat.st_mtime_ns, stat.st_size)
 
 
 def _sql_text(model: Model) -> str:
@@ -62,7 +48,7 @@ def data_hash(model: Model, project: Project) -> str:
     for name in project.macros.used_by(_sql_text(model)):
         values.append(project.macros.source(name))
     if model.kind.name == KindName.SEED:
-        values.append(seed_content_hash(model))
+        values.append(project.seeds[model.name].content_hash)  # hashed once, when the loader checked it
     return hash_values(values)
 
 

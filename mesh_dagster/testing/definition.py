@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mesh_dagster.core.dates import to_datetime
 from mesh_dagster.core.definition import relative_path
 from mesh_dagster.core.errors import UnitTestError
+from mesh_dagster.core.files import read_text
 from mesh_dagster.core.types import to_spark_type
 
 TEST_KEYS = {"model", "description", "inputs", "outputs", "vars", "schema", "gateway"}
@@ -118,7 +119,7 @@ class _RawTest:
 
 
 def _read_file(path: Path, shown: str) -> list[_RawTest]:
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, shown, UnitTestError)
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
@@ -354,7 +355,7 @@ class _Builder:
         path = path if path.is_absolute() else Path(self.project.path) / path
         if not path.is_file():
             raise self.error(f"fixture file not found: {file}", line)
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, str(file), UnitTestError)
         if fmt == "csv" or path.suffix.lower() == ".csv":
             return parse_csv(text, settings)
         try:

@@ -317,3 +317,16 @@ def test_input_rows_from_a_csv_file(project_dir: Path) -> None:
     """)
     (test,) = load(project_dir, names=["test_file"])
     assert test.inputs["sqlmesh_example.seed_model"].rows == [{"id": 7, "item_id": 1, "event_date": "2020-01-05"}]
+
+
+def test_latin1_test_file_is_one_error_naming_it(project_dir: Path) -> None:
+    (project_dir / "tests" / "test_extra.yaml").write_bytes("test_a:\n  model: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(UnitTestError) as info:
+        load(project_dir)
+    assert str(info.value).startswith("tests/test_extra.yaml:2: Not UTF-8 text: byte 0xe9")
+
+
+def test_byte_order_mark_is_accepted_in_test_files(project_dir: Path) -> None:
+    path = project_dir / "tests" / "test_full_model.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert [t.name for t in load(project_dir)] == ["test_example_full_model"]
