@@ -113,8 +113,9 @@ def check_specs(asset: ModelAsset) -> list[AssetCheckSpec]:
             check.check_name,
             asset=AssetKey(list(asset.key)),
             blocking=check.blocking,
-            description=f"Audit `{check.audit}`" + (f" ({', '.join(f'{k} := {v}' for k, v in check.args)})"
-                                                      if check.args else "")
+            description=(f"{check.description}\n\n" if check.description else "")
+            + f"Audit `{check.audit}`" + (f" ({', '.join(f'{k} := {v}' for k, v in check.args)})"
+                                          if check.args else "")
             + (" — blocking: a failure stops downstream models and promotion" if check.blocking else ""),
         )
         for check in asset.checks

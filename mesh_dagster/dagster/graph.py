@@ -34,6 +34,7 @@ class AuditCheck:
     audit: str
     blocking: bool
     args: tuple[tuple[str, str], ...] = ()
+    description: str | None = None  # the AUDIT block's own `description`
 
 
 @dataclass
@@ -230,7 +231,9 @@ def audit_checks(model: Model, audits: dict[str, Audit]) -> list[AuditCheck]:
         base = re.sub(r"[^A-Za-z0-9_]", "_", ref.name)
         seen[base] = seen.get(base, 0) + 1
         check_name = base if seen[base] == 1 else f"{base}_{seen[base]}"
-        checks.append(AuditCheck(check_name, ref.name, is_blocking(ref, audits), tuple(sorted(ref.args.items()))))
+        audit = audits.get(ref.name)
+        checks.append(AuditCheck(check_name, ref.name, is_blocking(ref, audits), tuple(sorted(ref.args.items())),
+                                 audit.description if audit is not None else None))
     return checks
 
 
