@@ -126,16 +126,24 @@ class Runs:
         self._importer.start()
 
     def mark(self, report) -> int:
-        """`report(instance, run)` for every run in progress; how many there were."""
-        instance = self._get()
-        if instance is None:
-            return 0
-        from dagster import DagsterRunStatus, RunsFilter
+        """`report(instance, run)` for every run in progress; how many there were.
 
-        runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus[s] for s in _IN_PROGRESS]))
-        for run in runs:
-            report(instance, run)
-        return len(runs)
+        Never raises: a broken instance must not stop the supervisor from stopping the processes.
+        """
+        try:
+            instance = self._get()
+            if instance is None:
+                return 0
+            from dagster import DagsterRunStatus, RunsFilter
+
+            runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus[s] for s in _IN_PROGRESS]))
+            for run in runs:
+                report(instance, run)
+            return len(runs)
+        except Exception as e:  # noqa: BLE001
+            first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+            print(f"Error: cannot mark the runs in progress in {self._home}: {first}", file=sys.stderr, flush=True)
+            return 0
 
     @staticmethod
     def canceling(instance, run) -> None:
