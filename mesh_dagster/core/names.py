@@ -14,7 +14,10 @@ from __future__ import annotations
 import re
 
 IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
-MAX_DATABASE_NAME = 128  # Hive metastore DBS.NAME
+# The Hive metastore stores schema names in DBS.NAME VARCHAR(128) (hive-metastore 2.3's
+# package.jdo, the schema Spark's embedded Derby and a Postgres-backed metastore both use); a
+# 129-character name fails inside CREATE SCHEMA, i.e. in the middle of an apply.
+MAX_DATABASE_NAME = 128
 MAX_TABLE_NAME = 256  # Hive metastore TBLS.TBL_NAME
 PHYSICAL_SCHEMA_PREFIX = "mesh__"
 _VERSION_DIGITS = 10  # versions are unsigned crc32 values written in decimal

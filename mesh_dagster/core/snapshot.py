@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.model import Model
+from mesh_dagster.core.names import MAX_DATABASE_NAME, PHYSICAL_SCHEMA_PREFIX
 
-PHYSICAL_SCHEMA_PREFIX = "mesh__"
 PROD = "prod"
 
 
@@ -151,10 +151,6 @@ def physical_table(model_name: str, version: str) -> str:
     return f"{physical_schema(schema)}.{_sanitize(schema)}__{_sanitize(table)}__{version}"
 
 
-# The Hive metastore stores schema names in DBS.NAME VARCHAR(128) (hive-metastore 2.3's
-# package.jdo, the schema Spark's embedded Derby and a Postgres-backed metastore both use); a
-# 129-character name fails inside CREATE SCHEMA, i.e. in the middle of an apply.
-MAX_SCHEMA_NAME = 128
 _NOT_IN_NAMES = re.compile(r"[^a-z0-9_]")
 
 
@@ -207,12 +203,12 @@ def check_environment_fits(environment: str, schemas: Iterable[str]) -> None:
     if env == PROD:
         return
     longest = max((view_schema(s, env) for s in schemas), key=len, default="")
-    if len(longest) > MAX_SCHEMA_NAME:
-        allowed = len(env) - (len(longest) - MAX_SCHEMA_NAME)
+    if len(longest) > MAX_DATABASE_NAME:
+        allowed = len(env) - (len(longest) - MAX_DATABASE_NAME)
         raise EnvironmentNameError(
             _shorten(env),
             f"{len(env)} characters make the schema '{_shorten(longest)}' {len(longest)} characters long, "
-            f"over the metastore's limit of {MAX_SCHEMA_NAME}; use at most {max(allowed, 0)} characters",
+            f"over the metastore's limit of {MAX_DATABASE_NAME}; use at most {max(allowed, 0)} characters",
         )
 
 

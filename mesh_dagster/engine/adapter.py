@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,16 +29,16 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from mesh_dagster.core.errors import EngineError
+from mesh_dagster.core.names import IDENTIFIER  # the one rule for names Spark can hold
 from mesh_dagster.engine.session import quiet_pyspark_error_logs, to_engine_error
 
-_IDENTIFIER = re.compile(r"^[A-Za-z0-9_]+$")
 _HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _DROP_PARTITIONS_PER_STATEMENT = 100
 TEMP_PREFIX = "__mesh_tmp_"
 
 
 def quote_identifier(name: str) -> str:
-    if not _IDENTIFIER.match(name or ""):
+    if not IDENTIFIER.fullmatch(name or ""):
         raise EngineError(f"Invalid identifier {name!r}: only letters, digits and underscores are allowed")
     return f"`{name}`"
 
@@ -76,7 +75,7 @@ def type_sql(data_type: T.DataType) -> str:
 
 
 def _struct_field_name(name: str) -> str:
-    return name if _IDENTIFIER.match(name) else "`" + name.replace("`", "``") + "`"
+    return name if IDENTIFIER.fullmatch(name) else "`" + name.replace("`", "``") + "`"
 
 
 class SparkEngine:
@@ -460,7 +459,7 @@ def _ddl_type(kind: str) -> str:
 
 def _storage_format(storage_format: str | None) -> str:
     fmt = (storage_format or "parquet").strip()
-    if not _IDENTIFIER.match(fmt):
+    if not IDENTIFIER.fullmatch(fmt):
         raise EngineError(f"Invalid storage format {storage_format!r}")
     return fmt.lower()
 

@@ -3,8 +3,8 @@
 import pytest
 
 from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.names import MAX_DATABASE_NAME as MAX_SCHEMA_NAME
 from mesh_dagster.core.snapshot import (
-    MAX_SCHEMA_NAME,
     EnvironmentNameError,
     check_environment_fits,
     environment_spelling_notice,
@@ -94,10 +94,11 @@ def test_prod_has_no_suffix_to_fit():
 
 def test_every_plan_refuses_an_environment_the_metastore_cannot_hold(tmp_path):
     """Checked inside build_plan, so Dagster's materialize/promote paths refuse it too."""
+    from project_builder import write_project
+
     from mesh_dagster.core.plan import build_plan
     from mesh_dagster.core.project import load_project
     from mesh_dagster.state.store import StateStore
-    from project_builder import write_project
 
     root = write_project(tmp_path / "p", {"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 1 AS x\n"})
     with StateStore("sqlite://") as state:
