@@ -26,12 +26,6 @@ def _context(ctx: click.Context):
     return obj["context"]
 
 
-def handle_errors(fn):
-    """Kept for `cli/spark_commands.py`'s decorator: the `mesh` group now handles every
-    command's failures itself (see `MeshGroup`), so this adds nothing."""
-    return fn
-
-
 @click.group(cls=MeshGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-p", "--paths", "path", default=".", show_default=True, type=click.Path(file_okay=False),
               help="Path of the project directory.")
@@ -325,15 +319,23 @@ def migrate(ctx) -> None:
 @click.pass_context
 def ui(ctx, environments, host, port) -> None:
     """Start the Dagster UI (webserver + daemon) for this project: models as assets, backfills, promote jobs."""
-    from mesh_dagster.dagster.ui import dagster_dev_command, dagster_env, dev_environment, write_workspace
+    from mesh_dagster.dagster.ui import (
+        check_ui_free,
+        dagster_dev_command,
+        dagster_env,
+        dev_environment,
+        ui_home,
+        write_workspace,
+    )
 
     context = _context(ctx)
     context.project  # a broken project fails here, with its file and line
+    check_ui_free(ui_home(context.path))
     workspace = write_workspace(context.path, list(environments) or ["prod", dev_environment()])
     click.echo(f"Dagster UI on http://{host}:{port} (workspace {workspace}); Ctrl-C stops it.")
     command = dagster_dev_command(workspace, host, port)
     sys.stdout.flush()
-    os.execve(command[0], command, dagster_env(workspace))  # signals reach dagster dev directly
+    os.execve(command[0], command, dagster_env(workspace))  # the supervisor (ui_supervisor) gets Ctrl-C/SIGTERM
 
 
 from mesh_dagster.cli.spark_commands import spark  # noqa: E402

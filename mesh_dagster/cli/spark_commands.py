@@ -40,8 +40,8 @@ def spark() -> None:
 
 
 @spark.command()
-@click.option("--port", type=int, default=None, help="Port to listen on (default: any free port).")
-@click.option("--timeout", "timeout_s", type=float, default=120, show_default=True,
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port to listen on (default: any free port).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=120, show_default=True,
               help="Seconds to wait for the server to answer.")
 @click.pass_context
 def start(ctx: click.Context, port: int | None, timeout_s: float) -> None:

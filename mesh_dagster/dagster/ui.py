@@ -7,13 +7,17 @@ names the command `mesh ui` runs, `dagster dev` under a supervisor (`ui_supervis
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.snapshot import normalize_environment
 
 LOCATIONS_FILE = "locations.py"
+LOCK_FILE = "ui.lock"
 INSTANCE_CONFIG = """# Written by `mesh ui`: the Dagster instance of this project (see Dagster's dagster.yaml docs).
 telemetry:
   enabled: false
@@ -32,7 +36,7 @@ def dev_environment() -> str:
 def write_workspace(project_dir: str | Path, environments: list[str]) -> Path:
     """`.mesh/dagster/workspace.yaml` loading the project once per environment; returns its path."""
     project = Path(project_dir).resolve()
-    home = project / ".mesh" / "dagster"
+    home = ui_home(project)
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
         (home / "dagster.yaml").write_text(INSTANCE_CONFIG)
@@ -75,3 +79,45 @@ def dagster_dev_args(workspace: Path, host: str, port: int) -> list[str]:
 
 def dagster_env(workspace: Path) -> dict[str, str]:
     return {**os.environ, "DAGSTER_HOME": str(workspace.parent)}
+
+
+def ui_home(project_dir: str | Path) -> Path:
+    """The project's Dagster instance and workspace folder."""
+    return Path(project_dir).resolve() / ".mesh" / "dagster"
+
+
+class UiAlreadyRunning(MeshError):
+    """Another `mesh ui` serves this project."""
+
+
+@contextlib.contextmanager
+def only_ui(dagster_home: Path) -> Iterator[None]:
+    """One `mesh ui` per project: a second would run every schedule and sensor twice, and stopping
+    either would cancel the other's runs."""
+    import fcntl
+
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    with open(dagster_home / LOCK_FILE, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise UiAlreadyRunning(
+                f"`mesh ui` already runs for this project (pid {holder}, instance {dagster_home}): use its "
+                f"webserver, or stop it (Ctrl-C) before starting another."
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def check_ui_free(dagster_home: Path) -> None:
+    """Refuse early (before printing where the UI will be) when another `mesh ui` holds the lock."""
+    with only_ui(dagster_home):
+        pass

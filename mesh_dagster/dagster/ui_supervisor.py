@@ -29,30 +29,29 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from mesh_dagster.dagster.ui import dagster_dev_args, dagster_env
+from mesh_dagster.dagster.ui import (
+    UiAlreadyRunning,
+    dagster_dev_args,
+    dagster_env,
+    only_ui,
+)
 
 GRACE_S = 5.0  # for `dagster dev` to stop its services and for runs to end as canceled
 KILL_WAIT_S = 3.0  # for the kernel to take down what was SIGKILLed
-LOCK_FILE = "ui.lock"
 _POLL_S = 0.2
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _IN_PROGRESS = ("STARTING", "STARTED", "CANCELING")
 CANCEL_MESSAGE = "Canceled: `mesh ui` was stopped while this run was in progress."
 
 
-class UiError(Exception):
-    """A refusal of the supervisor, shown as one line."""
-
-
 def main(argv: list[str]) -> int:
     workspace, host, port = Path(argv[0]), argv[1], int(argv[2])
     try:
-        with _only_ui(workspace.parent):
+        with only_ui(workspace.parent):
             return Supervisor(dagster_dev_args(workspace, host, port), dagster_env(workspace), workspace.parent).run()
-    except UiError as e:
+    except UiAlreadyRunning as e:
         print(f"Error: {e}", file=sys.stderr, flush=True)
         return 1
 
@@ -166,33 +165,6 @@ class Runs:
 
 def _import_dagster() -> None:
     import dagster  # noqa: F401 - warms the import for `Runs._get`
-
-
-@contextlib.contextmanager
-def _only_ui(dagster_home: Path) -> Iterator[None]:
-    """One `mesh ui` per project: a second would run every schedule and sensor twice, and stopping
-    either would cancel the other's runs."""
-    import fcntl
-
-    dagster_home.mkdir(parents=True, exist_ok=True)
-    with open(dagster_home / LOCK_FILE, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            raise UiError(
-                f"`mesh ui` already runs for this project (pid {holder}, instance {dagster_home}): use its "
-                f"webserver, or stop it (Ctrl-C) before starting another."
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 # -- processes -----------------------------------------------------------------------------------

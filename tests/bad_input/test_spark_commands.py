@@ -67,3 +67,25 @@ def test_start_with_a_cluster_master(project: Path):
         outcome = mesh(project, "spark", "start")
     assert_refused(outcome, "The shared Spark Connect server is only for local masters; this connection uses "
                             "spark://spark.example:7077")
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (("--port", "70000"), "Invalid value for '--port': 70000 is not in the range 1<=x<=65535."),
+    (("--port", "0"), "Invalid value for '--port': 0 is not in the range 1<=x<=65535."),
+    (("--timeout", "0"), "Invalid value for '--timeout': 0.0 is not in the range x>0."),
+    (("--timeout", "soon"), "Invalid value for '--timeout': 'soon' is not a valid float range."),
+])
+def test_start_with_an_invalid_option(project: Path, args: tuple[str, ...], fragment: str):
+    with nothing_written(project):
+        outcome = mesh(project, "spark", "start", *args)
+    assert_refused(outcome, fragment)
+
+
+def test_a_second_mesh_ui_is_refused_before_it_announces_itself(project: Path):
+    from mesh_dagster.dagster.ui import only_ui, ui_home
+
+    with only_ui(ui_home(project)):
+        with nothing_written(project):
+            outcome = mesh(project, "ui")
+    assert "Dagster UI on" not in outcome.stdout
+    assert_refused(outcome, "`mesh ui` already runs for this project", "stop it (Ctrl-C) before starting another")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mesh_dagster.dagster.ui import dagster_dev_command
-from mesh_dagster.dagster.ui_supervisor import GRACE_S, KILL_WAIT_S, _only_ui
+from mesh_dagster.dagster.ui import dagster_dev_command, only_ui
+from mesh_dagster.dagster.ui_supervisor import GRACE_S, KILL_WAIT_S
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find processes")
 
@@ -105,7 +105,7 @@ def test_a_second_signal_does_not_wait_for_the_grace_period(supervised):
 
 def test_a_second_mesh_ui_for_the_project_is_refused(tmp_path):
     home = tmp_path / ".mesh" / "dagster"
-    with _only_ui(home):
+    with only_ui(home):
         done = subprocess.run(dagster_dev_command(home / "workspace.yaml", "127.0.0.1", 1), capture_output=True,
                               text=True, timeout=120)
     assert done.returncode == 1
