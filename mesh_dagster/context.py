@@ -8,18 +8,23 @@ Spark's connection read `config.yaml` alone, so a broken model file does not sto
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.config import MESH_DIR, ProjectConfig, load_config
 from mesh_dagster.core.dates import now_ms, time_range, to_end_ms, to_ms
 from mesh_dagster.core.errors import ConfigError, MeshError, PlanError
-from mesh_dagster.core.model import KindName
+from mesh_dagster.core.intervals import Interval
 from mesh_dagster.core.plan import Plan, build_plan
 from mesh_dagster.core.project import Project, load_project
 from mesh_dagster.core.snapshot import PROD, Snapshot, normalize_environment, view_name
 from mesh_dagster.execution.events import ApplyListener
+
+if TYPE_CHECKING:
+    from mesh_dagster.engine.connect_server import ServerInfo
+    from mesh_dagster.state.store import StateStore
 
 
 @dataclass
@@ -38,6 +43,15 @@ class TableDiff:
     sample: Any = None
 
 
+@dataclass(frozen=True)
+class PlanExplanation:
+    """What applying a plan would do to the two layers (what `plan --explain` shows)."""
+
+    creating: list[Snapshot]  # physical tables and views the apply may have to create
+    promote: list[Snapshot]  # views of the environment to create or replace
+    demote: list[str]  # models whose views go away
+
+
 class Context:
     def __init__(self, path: str | Path = ".", gateway: str | None = None, *, state_url: str | None = None,
                  engine: Any = None):
@@ -46,7 +60,7 @@ class Context:
         self._state_url = state_url
         self._project: Project | None = None
         self._config: ProjectConfig | None = None
-        self._state = None
+        self._state: StateStore | None = None
         self._engine = engine
 
     # -- lazily built parts ------------------------------------------------------------------
@@ -80,7 +94,7 @@ class Context:
         return self._state_url or self.config.state_connection_for(self.gateway).to_url(self.path)
 
     @property
-    def state(self):
+    def state(self) -> StateStore:
         if self._state is None:
             from mesh_dagster.state.store import StateStore
 
@@ -95,7 +109,7 @@ class Context:
 
             # Embedded Spark, or a client of the project's shared Connect server when it runs.
             conn = self.config.gateway(self.gateway).connection
-            self._engine = SparkEngine(project_session(conn, self.path / MESH_DIR))
+            self._engine = SparkEngine(project_session(conn, self._mesh_dir))
         return self._engine
 
     def close(self) -> None:
@@ -111,6 +125,14 @@ class Context:
         from mesh_dagster.execution.apply import apply_plan
 
         apply_plan(plan, self.project, self.state, self.engine, listener)
+
+    @staticmethod
+    def explain(plan: Plan) -> PlanExplanation:
+        """What `apply(plan)` would create and which views it would move, without doing it."""
+        from mesh_dagster.execution.apply import changed_views, physical_snapshots
+
+        promote, demote = changed_views(plan)
+        return PlanExplanation(physical_snapshots(plan) if plan.new_snapshots else [], promote, demote)
 
     def run(self, environment: str = PROD, listener: ApplyListener | None = None, **options) -> int:
         from mesh_dagster.execution.run import run_environment
@@ -172,7 +194,7 @@ class Context:
         return self.plan(PROD, allow_empty=True).snapshots if self._has_prod() else self._fresh_snapshots()
 
     def _has_prod(self) -> bool:
-        return self.state.get_environment(PROD) is not None
+        return self.environment_exists(PROD)
 
     def _fresh_snapshots(self) -> dict[str, Snapshot]:
         from mesh_dagster.core.fingerprint import build_snapshots
@@ -213,7 +235,7 @@ class Context:
 
         unit = interval_unit(cron)
         end_ms = to_end_ms(end) if end else unit.floor(now_ms())
-        return time_range(start or unit.start_of(unit.index(end_ms) - 1), end or end_ms)
+        return time_range(start or unit.start_of(unit.index_of(end_ms) - 1), end or end_ms)
 
     def audit(self, models: list[str] | None = None, environment: str = PROD) -> list[tuple[str, str, int, bool]]:
         """Run the audits of an environment's models on their current data."""
@@ -264,6 +286,13 @@ class Context:
     def environments(self):
         return self.state.get_environments()
 
+    def environment_exists(self, environment: str) -> bool:
+        return self.state.get_environment(normalize_environment(environment)) is not None
+
+    def intervals(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[Interval]]:
+        """Processed intervals per `(model, version)` as the state store records them."""
+        return self.state.get_intervals(keys)
+
     def migrate(self) -> int:
         """Bring the state store's schema up to this version; returns the schema version."""
         from mesh_dagster.state.store import StateStore
@@ -279,7 +308,7 @@ class Context:
         environment = normalize_environment(environment)
         if environment == PROD:
             raise PlanError("The prod environment cannot be invalidated")
-        if self.state.get_environment(environment) is None:
+        if not self.environment_exists(environment):
             raise PlanError(f"Environment '{environment}' does not exist")
         self.state.invalidate_environment(environment, now_ms())
         if sync:
@@ -293,7 +322,7 @@ class Context:
     def test(self, names: list[str] | None = None, pattern: str | None = None):
         from mesh_dagster.testing.runner import run_tests
 
-        return run_tests(self.project, self.engine, names=names, pattern=pattern)
+        return run_tests(self.project, lambda: self.engine, names=names, pattern=pattern)
 
     def info(self) -> dict[str, Any]:
         project = self.project
@@ -318,5 +347,44 @@ class Context:
             raise MeshError(f"{snap.name} is {snap.model.kind.name.value}: it has no physical table")
         return snap.table_name
 
-    def is_materialized(self, name: str) -> bool:
-        return self.project.models[name].kind.name not in (KindName.EMBEDDED, KindName.EXTERNAL)
+    # -- the project's shared Spark Connect server -------------------------------------------
+    # Only `start` reads `config.yaml` (for the connection); `status` and `stop` read the
+    # server's record alone, so they work while the configuration is broken.
+    @property
+    def _mesh_dir(self) -> Path:
+        return self.path / MESH_DIR
+
+    def spark_server(self) -> ServerInfo | None:
+        """The project's shared server if it is running and answering."""
+        from mesh_dagster.engine.connect_server import server_status
+
+        return server_status(self._mesh_dir)
+
+    def start_spark_server(self, port: int | None = None, timeout_s: float = 120) -> ServerInfo:
+        """The project's shared server, started first if there is none."""
+        from mesh_dagster.engine.connect_server import start_server
+
+        return start_server(self.config.gateway(self.gateway).connection, self._mesh_dir, port=port,
+                            timeout_s=timeout_s)
+
+    def stop_spark_server(self) -> bool:
+        """Stop the shared server; False when none was running."""
+        from mesh_dagster.engine.connect_server import stop_server
+
+        return stop_server(self._mesh_dir)
+
+    @property
+    def spark_server_record(self) -> Path:
+        """The file recording the running server (its token included, readable by its owner only)."""
+        from mesh_dagster.engine.connect_server import INFO_FILE
+
+        return self._mesh_dir / INFO_FILE
+
+    @staticmethod
+    def prefer_shared_spark() -> None:
+        """Ask, for this process and its children, for the project's shared Spark Connect server
+        (an explicit `MESH_SPARK_SHARED` in the environment wins): Dagster run workers then reach
+        one warehouse with concurrent runs and the `mesh` CLI instead of fighting over Derby."""
+        from mesh_dagster.engine.connect_server import SHARED_ENV
+
+        os.environ.setdefault(SHARED_ENV, "1")

@@ -13,17 +13,28 @@ from pathlib import Path
 _LISTEN = "0A"
 
 
+def _processes() -> dict[int, list[str]]:
+    """pid -> the fields of /proc/<pid>/stat after the command name (state, ppid, pgrp, session...)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                out[int(entry.name)] = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+    return out
+
+
+def session_members(sid: int) -> list[int]:
+    """Live (not zombie) processes of session `sid`, e.g. the one `dagster dev` leads."""
+    return [pid for pid, fields in _processes().items() if int(fields[3]) == sid and fields[0] != "Z"]
+
+
 def descendants(pid: int) -> list[int]:
     """`pid` and every process below it."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    for child, fields in _processes().items():
+        children.setdefault(int(fields[1]), []).append(child)
     tree, todo = [], [pid]
     while todo:
         current = todo.pop()

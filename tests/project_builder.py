@@ -39,3 +39,19 @@ def record_plan(plan: Plan, state, finalize: bool = True) -> None:
     state.promote_environment(plan.target_environment(None if plan.is_prod else now_ms() + 10**9))
     if finalize:
         state.finalize_environment(plan.environment, plan.plan_id)
+
+
+def applied_example(dest: Path, finalize: bool = True) -> Path:
+    """A copy of the quickstart project whose first plan (execution time 2025-06-20) is recorded
+    in its state store as applied (`record_plan`: no Spark)."""
+    from bad_input.harness import copy_example
+
+    from mesh_dagster.context import Context
+
+    root = copy_example(dest)
+    ctx = Context(root)
+    try:
+        record_plan(ctx.plan(execution_time="2025-06-20"), ctx.state, finalize=finalize)
+    finally:
+        ctx.close()
+    return root

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.plan import Plan
 from mesh_dagster.execution.events import ApplyListener
 
-def _console(stderr: bool = False) -> Console:
-    probe = Console(stderr=stderr)
+if TYPE_CHECKING:
+    from mesh_dagster.context import PlanExplanation
+
+
+def _console() -> Console:
+    probe = Console()
     # Piped output (CI logs, tests) must not be cropped at rich's default 80 columns.
     width = None if probe.is_terminal else 250
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+    return Console(highlight=False, soft_wrap=True, width=width)
 
 
 console = _console()
-err_console = _console(stderr=True)
 
 
 class Tree:
@@ -29,7 +34,7 @@ class Tree:
         self.label = label
         self.children: list[Tree] = []
 
-    def add(self, label: str) -> "Tree":
+    def add(self, label: str) -> Tree:
         node = Tree(label)
         self.children.append(node)
         return node
@@ -66,7 +71,9 @@ def show_test_report(report, engine_name: str = "spark") -> None:
             if not r.passed:
                 console.print(f"[red]FAIL[/red] {r.name} ({r.path})")
                 console.print(r.message)
-        console.print(f"Ran {report.total} tests against {engine_name}: {report.failed} failed, {report.passed} passed.")
+        console.print(
+            f"Ran {report.total} tests against {engine_name}: {report.failed} failed, {report.passed} passed."
+        )
     console.print("-" * 70)
 
 
@@ -133,14 +140,11 @@ def _show_directly_modified(plan: Plan) -> None:
         print_tree(tree)
 
 
-def show_explain(plan: Plan) -> None:
-    from mesh_dagster.execution.apply import changed_views, physical_snapshots
-
+def show_explain(plan: Plan, explanation: PlanExplanation) -> None:
     tree = _tree("Explained plan")
-    creating = physical_snapshots(plan) if plan.new_snapshots else []
-    if creating:
+    if explanation.creating:
         branch = tree.add("Validate SQL and create physical layer tables and views if they do not exist")
-        for snap in creating:
+        for snap in explanation.creating:
             node = branch.add(f"{snap.name} -> {snap.table_name}")
             if snap.model.kind.is_view:
                 node.add("Create view if it doesn't exist")
@@ -163,10 +167,10 @@ def show_explain(plan: Plan) -> None:
             else:
                 unit = interval_unit(snap.model.cron)
                 node.add(f"Insert {bf.describe(unit)[1:-1]}"
-                         + (f" in batches of {snap.model.kind.batch_size}" if snap.model.kind.batch_size else ""))
+                         + (f" in batches of {snap.model.batch_size}" if snap.model.batch_size else ""))
             for audit in snap.model.audits:
                 node.add(f"Run '{audit.name}' audit")
-    promote, demote = changed_views(plan)
+    promote, demote = explanation.promote, explanation.demote
     console.print()
     if promote or demote:
         branch = tree.add(f"Update the virtual layer for environment '{plan.environment}'")
@@ -205,7 +209,7 @@ class ConsoleListener(ApplyListener):
 
     def __init__(self) -> None:
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def _start(self, title: str, total: int) -> None:
         console.print()
@@ -216,7 +220,7 @@ class ConsoleListener(ApplyListener):
         self._task = self._progress.add_task(title, total=total)
 
     def _advance(self) -> None:
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.advance(self._task)
 
     def _stop(self, message: str) -> None:

@@ -18,7 +18,7 @@ import shlex
 import sysconfig
 import tempfile
 import traceback
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -156,7 +156,7 @@ def _user() -> str:
 
 
 def _log_name() -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
     return f"mesh-{stamp}-{os.getpid()}.log"
 
 
@@ -178,7 +178,7 @@ def _log_text(exc: BaseException, argv: list[str], message: str) -> str:
     except PackageNotFoundError:
         mesh_version = "unknown"
     header = [
-        f"time: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+        f"time: {datetime.now(UTC).isoformat(timespec='seconds')}",
         f"command: mesh {shlex.join(argv)}".rstrip(),
         f"cwd: {os.getcwd()}",
         f"mesh_dagster {mesh_version}, Python {platform.python_version()}, {platform.platform()}",
@@ -200,9 +200,10 @@ def _raised_at(exc: BaseException) -> tuple[str, bool]:
     it is our code: the innermost frame that is not Python's or an installed library's."""
     frames = traceback.extract_tb(exc.__traceback__)
     relevant = [f for f in frames if _is_ours(f.filename) or not _is_library(f.filename)]
-    frame = (relevant or frames or [None])[-1]
-    if frame is None:
+    chosen = relevant or frames
+    if not chosen:
         return "an unknown place", False
+    frame = chosen[-1]
     if _is_ours(frame.filename):
         return f"{Path(frame.filename).resolve().relative_to(_PACKAGE_ROOT.parent).as_posix()}:{frame.lineno}", True
     return f"{_display_path(Path(frame.filename))}:{frame.lineno}", False

@@ -14,16 +14,8 @@ import click
 
 from mesh_dagster.cli.errors import EXIT_ERROR, MeshGroup
 from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name
+from mesh_dagster.cli.project import project_context
 from mesh_dagster.core.errors import MeshError
-
-
-def _context(ctx: click.Context):
-    from mesh_dagster.context import Context
-
-    obj = ctx.find_object(dict)
-    if "context" not in obj:
-        obj["context"] = Context(obj["path"], obj.get("gateway"))
-    return obj["context"]
 
 
 @click.group(cls=MeshGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -84,7 +76,9 @@ def _choose(question: str, options) -> str:
 @click.option("--skip-tests", is_flag=True, help="Do not run unit tests before planning.")
 @click.option("--skip-backfill", "--dry-run", "skip_backfill", is_flag=True, help="Only update views; compute nothing.")
 @click.option("--empty-backfill", is_flag=True, help="Record missing intervals as done without computing them.")
-@click.option("--include-unmodified", is_flag=True, help="Give the environment views for all models, not just changed ones.")
+@click.option(
+    "--include-unmodified", is_flag=True, help="Give the environment views for all models, not just changed ones."
+)
 @click.option("--explain", is_flag=True, help="Show what applying would do, without applying.")
 @click.option("--auto-apply", is_flag=True, help="Apply without asking.")
 @click.option("--no-prompts", is_flag=True, help="Never ask: without --auto-apply the plan is only shown.")
@@ -95,7 +89,7 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
     from mesh_dagster.cli.console import ConsoleListener, console, show_explain, show_plan, show_test_report
 
-    context = _context(ctx)
+    context = project_context(ctx)
     config = context.project.config
     if environment is None:  # an empty name is refused by its type, never taken for the default
         environment = config.default_target_environment
@@ -111,7 +105,7 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
                      empty_backfill=empty_backfill)
     show_plan(p, no_diff=no_diff)
     if explain:
-        show_explain(p)
+        show_explain(p, context.explain(p))
         return
     if not p.needs_apply:
         return
@@ -142,7 +136,7 @@ def run(ctx, environment, start, end, execution_time, ignore_cron, select_model)
     """Process the missing intervals whose cron is due, for ENVIRONMENT's models."""
     from mesh_dagster.cli.console import ConsoleListener
 
-    context = _context(ctx)
+    context = project_context(ctx)
     select = {context.model_name(m) for m in select_model} or None
     listener = ConsoleListener()
     try:
@@ -159,7 +153,7 @@ def fetchdf(ctx, sql) -> None:
     """Run SQL on Spark and print the result."""
     import pandas as pd
 
-    df = _context(ctx).fetchdf(sql)
+    df = project_context(ctx).fetchdf(sql)
     with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
         click.echo(df.to_string() if not df.empty else f"Empty result. Columns: {', '.join(df.columns)}")
 
@@ -173,7 +167,7 @@ def fetchdf(ctx, sql) -> None:
 @click.pass_context
 def render(ctx, model, start, end, execution_time, no_format) -> None:
     """Print MODEL's query as it would run (macros expanded, physical tables)."""
-    click.echo(_context(ctx).render(model, start, end, execution_time, pretty=not no_format))
+    click.echo(project_context(ctx).render(model, start, end, execution_time, pretty=not no_format))
 
 
 @cli.command()
@@ -185,7 +179,7 @@ def render(ctx, model, start, end, execution_time, no_format) -> None:
 @click.pass_context
 def evaluate(ctx, model, start, end, execution_time, limit) -> None:
     """Run MODEL's query and print rows, writing nothing."""
-    df = _context(ctx).evaluate(model, start, end, execution_time, limit)
+    df = project_context(ctx).evaluate(model, start, end, execution_time, limit)
     click.echo(df.to_string())
 
 
@@ -196,7 +190,7 @@ def diff(ctx, environment) -> None:
     """Show the differences between the project and ENVIRONMENT."""
     from mesh_dagster.cli.console import show_plan
 
-    show_plan(_context(ctx).plan(environment, allow_empty=True))
+    show_plan(project_context(ctx).plan(environment, allow_empty=True))
 
 
 @cli.command("table_diff")
@@ -210,7 +204,7 @@ def table_diff(ctx, source_target, model, on, limit) -> None:
     if ":" not in source_target:
         raise MeshError("Write the environments as SOURCE:TARGET, e.g. prod:dev")
     source, target = (environment_name(e) for e in source_target.split(":", 1))
-    d = _context(ctx).table_diff(source, target, model, list(on) or None, limit)
+    d = project_context(ctx).table_diff(source, target, model, list(on) or None, limit)
     click.echo(f"Table diff {d.source} -> {d.target} on {', '.join(d.on)}")
     if d.schema_added or d.schema_removed:
         click.echo(f"Schema: added {d.schema_added or '-'}, removed {d.schema_removed or '-'}")
@@ -230,7 +224,7 @@ def table_diff(ctx, source_target, model, on, limit) -> None:
 @click.pass_context
 def invalidate(ctx, environment, sync) -> None:
     """Mark ENVIRONMENT expired so the janitor removes it."""
-    _context(ctx).invalidate(environment, sync)
+    project_context(ctx).invalidate(environment, sync)
     click.echo(f"Environment '{environment}' invalidated." + (" Deleted." if sync else ""))
 
 
@@ -239,7 +233,7 @@ def invalidate(ctx, environment, sync) -> None:
 @click.pass_context
 def janitor(ctx, ignore_ttl) -> None:
     """Delete expired environments and the physical tables no environment references."""
-    result = _context(ctx).janitor(ignore_ttl)
+    result = project_context(ctx).janitor(ignore_ttl)
     click.echo(f"Removed {len(result['environments'])} environment(s) and {len(result['tables'])} table(s).")
     for t in result["tables"]:
         click.echo(f"  dropped {t}")
@@ -253,7 +247,7 @@ def test(ctx, tests, pattern) -> None:
     """Run the project's YAML unit tests on Spark."""
     from mesh_dagster.cli.console import show_test_report
 
-    report = _context(ctx).test(list(tests) or None, pattern)
+    report = project_context(ctx).test(list(tests) or None, pattern)
     show_test_report(report)
     if not report.ok:
         sys.exit(EXIT_ERROR)
@@ -265,7 +259,7 @@ def test(ctx, tests, pattern) -> None:
 @click.pass_context
 def audit(ctx, models, environment) -> None:
     """Run the models' audits on the data they currently hold."""
-    results = _context(ctx).audit(list(models) or None, environment)
+    results = project_context(ctx).audit(list(models) or None, environment)
     failed = 0
     for model, name, count, blocking in results:
         ok = count == 0
@@ -280,7 +274,7 @@ def audit(ctx, models, environment) -> None:
 @click.pass_context
 def info(ctx) -> None:
     """Show the project's models, audits, tests and connections."""
-    data = _context(ctx).info()
+    data = project_context(ctx).info()
     for key, value in data.items():
         click.echo(f"{key}: {value}")
 
@@ -291,7 +285,7 @@ def environments(ctx) -> None:
     """List environments and when they expire."""
     from mesh_dagster.core.dates import ms_to_datetime
 
-    for env in _context(ctx).environments():
+    for env in project_context(ctx).environments():
         expiry = ms_to_datetime(env.expiration_ts).strftime("%Y-%m-%d %H:%M") if env.expiration_ts else "never"
         click.echo(f"{env.name:<20} {len(env.snapshots):>5} models   expires {expiry}")
 
@@ -301,19 +295,25 @@ def environments(ctx) -> None:
 @click.pass_context
 def table_name(ctx, model) -> None:
     """Print the physical table of MODEL's current version."""
-    click.echo(_context(ctx).physical_table(model))
+    click.echo(project_context(ctx).physical_table(model))
 
 
 @cli.command()
 @click.pass_context
 def migrate(ctx) -> None:
     """Migrate the state store's schema to this version of mesh_dagster."""
-    click.echo(f"State store is up to date (schema v{_context(ctx).migrate()}).")
+    click.echo(f"State store is up to date (schema v{project_context(ctx).migrate()}).")
 
 
 @cli.command()
-@click.option("-e", "--environment", "environments", multiple=True, type=ENVIRONMENT,
-              help="Environment to serve as a code location (repeatable). Default: prod and $MESH_DEV_ENVIRONMENT (dev).")
+@click.option(
+    "-e",
+    "--environment",
+    "environments",
+    multiple=True,
+    type=ENVIRONMENT,
+    help="Environment to serve as a code location (repeatable). Default: prod and $MESH_DEV_ENVIRONMENT (dev).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address the webserver listens on.")
 @click.option("--port", default=3000, show_default=True, type=click.IntRange(1, 65535), help="Port of the webserver.")
 @click.pass_context
@@ -328,8 +328,8 @@ def ui(ctx, environments, host, port) -> None:
         write_workspace,
     )
 
-    context = _context(ctx)
-    context.project  # a broken project fails here, with its file and line
+    context = project_context(ctx)
+    context.project  # noqa: B018  # a broken project fails here, with its file and line
     check_ui_free(ui_home(context.path))
     workspace = write_workspace(context.path, list(environments) or ["prod", dev_environment()])
     click.echo(f"Dagster UI on http://{host}:{port} (workspace {workspace}); Ctrl-C stops it.")

@@ -17,16 +17,7 @@ from pathlib import Path
 
 import click
 
-from mesh_dagster.core.config import MESH_DIR
-
-
-def _project(ctx: click.Context) -> tuple[Path, dict]:
-    obj = ctx.find_object(dict) or {}
-    return Path(obj.get("path", ".")).resolve(), obj
-
-
-def _mesh_dir(project_dir: Path) -> Path:
-    return project_dir / MESH_DIR
+from mesh_dagster.cli.project import project_context
 
 
 @click.group()
@@ -46,31 +37,23 @@ def spark() -> None:
 @click.pass_context
 def start(ctx: click.Context, port: int | None, timeout_s: float) -> None:
     """Start the shared server (if it is not running) and print its URL."""
-    from mesh_dagster.core.config import load_config
-    from mesh_dagster.engine.connect_server import server_status, start_server
-
-    project_dir, obj = _project(ctx)
-    conn = load_config(project_dir).gateway(obj.get("gateway")).connection
-    mesh_dir = _mesh_dir(project_dir)
-    running = server_status(mesh_dir)
+    context = project_context(ctx)
+    running = context.spark_server()
     started = time.monotonic()
-    info = running or start_server(conn, mesh_dir, port=port, timeout_s=timeout_s)
+    info = running or context.start_spark_server(port=port, timeout_s=timeout_s)
     if running is None:
         click.echo(f"Started the Spark Connect server (pid {info.pid}) in {time.monotonic() - started:.1f} s.")
     else:
         click.echo(f"The Spark Connect server is already running (pid {info.pid}).")
     click.echo(info.url)
-    click.echo(_token_note(mesh_dir))
+    click.echo(_token_note(context.spark_server_record))
 
 
 @spark.command()
 @click.pass_context
 def stop(ctx: click.Context) -> None:
     """Stop the shared server; the project's processes go back to embedded Spark."""
-    from mesh_dagster.engine.connect_server import stop_server
-
-    project_dir, _ = _project(ctx)
-    if stop_server(_mesh_dir(project_dir)):
+    if project_context(ctx).stop_spark_server():
         click.echo("Stopped the Spark Connect server.")
     else:
         click.echo("No Spark Connect server is running for this project.")
@@ -81,21 +64,20 @@ def stop(ctx: click.Context) -> None:
 def status(ctx: click.Context) -> None:
     """Show whether the shared server runs, its URL, pid, uptime and log. Exit code 1 when it does not."""
     from mesh_dagster.core.dates import now_ms
-    from mesh_dagster.engine.connect_server import server_status
 
-    project_dir, _ = _project(ctx)
-    info = server_status(_mesh_dir(project_dir))
+    context = project_context(ctx)
+    info = context.spark_server()
     if info is None:
         click.echo("No Spark Connect server is running for this project.")
         ctx.exit(1)
     uptime_s = max(0, now_ms() - info.started_ts) // 1000
     click.echo(f"Running: {info.url}")
-    click.echo(f"pid {info.pid}, master {info.master}, up {uptime_s // 3600}h{uptime_s % 3600 // 60:02d}m{uptime_s % 60:02d}s")
-    click.echo(_token_note(_mesh_dir(project_dir)))
+    click.echo(
+        f"pid {info.pid}, master {info.master}, up {uptime_s // 3600}h{uptime_s % 3600 // 60:02d}m{uptime_s % 60:02d}s"
+    )
+    click.echo(_token_note(context.spark_server_record))
     click.echo(f"log {info.log_path}")
 
 
-def _token_note(mesh_dir: Path) -> str:
-    from mesh_dagster.engine.connect_server import INFO_FILE
-
-    return f"token: set, in {mesh_dir / INFO_FILE} (readable by you only)"
+def _token_note(record: Path) -> str:
+    return f"token: set, in {record} (readable by you only)"

@@ -13,19 +13,26 @@ attachment is refused before anything is built, not after the model's table was 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from mesh_dagster.core.errors import MacroError, ModelError
-from mesh_dagster.core.macros import MacroEvaluator, MacroRegistry, get_dialect, temporal_locals
+from mesh_dagster.core.macros import (
+    MacroEvaluator,
+    MacroRegistry,
+    get_dialect,
+    temporal_locals,
+)
 from mesh_dagster.core.model import Audit, AuditRef, Model
+from mesh_dagster.core.parse_errors import describe
 
-Arguments = dict[str, exp.Expression]
+Arguments = dict[str, exp.Expr]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,11 +52,11 @@ class BuiltinAudit:
         return self.required + self.optional
 
 
-def _sql(node: exp.Expression) -> str:
+def _sql(node: exp.Expr) -> str:
     return node.sql(dialect="spark")
 
 
-def _items(value: exp.Expression) -> list[exp.Expression]:
+def _items(value: exp.Expr) -> list[exp.Expr]:
     """`(a, b)`, `[a, b]`, `(a)` or `a` → its elements."""
     if isinstance(value, (exp.Tuple, exp.Array)):
         return list(value.expressions)
@@ -58,7 +65,7 @@ def _items(value: exp.Expression) -> list[exp.Expression]:
     return [value]
 
 
-def _where(args: Arguments, condition: exp.Expression | None = None) -> str:
+def _where(args: Arguments, condition: exp.Expr | None = None) -> str:
     """` WHERE ...` combining an audit's own condition with the optional `condition` argument."""
     parts = [c for c in (condition, args.get("condition")) if c is not None]
     if len(parts) > 1:
@@ -129,11 +136,11 @@ def _line(model: Model) -> int:
 
 
 @lru_cache(maxsize=4096)
-def _parse(text: str, dialect: str) -> exp.Expression | None:
+def _parse(text: str, dialect: str) -> exp.Expr | None:
     return sqlglot.parse_one(text, read=get_dialect(dialect))
 
 
-def parse_argument(name: str, text: str, dialect: str, audit: str, model: Model) -> exp.Expression:
+def parse_argument(name: str, text: str, dialect: str, audit: str, model: Model) -> exp.Expr:
     """One argument's SQL as a tree of the caller's own (the parse is cached, the tree copied)."""
     try:
         parsed = _parse(text, dialect)
@@ -150,9 +157,7 @@ def _problem(error: ParseError | TokenError) -> str:
     if isinstance(error, TokenError):
         return "a string or quoted name is not closed"
     found = error.errors[0] if error.errors else {}
-    description = str(found.get("description") or error).strip().splitlines()[0]
-    if description.startswith("Required keyword"):
-        description = "the expression is incomplete"
+    description = describe(error)
     column = found.get("col")
     return f"{description} (column {column})" if column else description
 
@@ -180,7 +185,7 @@ def audit_arguments(ref: AuditRef, model: Model, audits: dict[str, Audit],
         raise ModelError(f"Model {model.name} uses unknown audit '{ref.name}'", model.path, _line(model))
     if builtin is not None:
         _check_builtin_names(ref, builtin, model)
-    else:
+    elif audit is not None:
         _check_user_names(ref, audit, model)
     parsed: Arguments = {}
     if audit is not None:

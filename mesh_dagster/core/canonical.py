@@ -29,7 +29,7 @@ Schemas = dict[str, dict[str, str | None]]  # model name -> ordered column -> Sp
 _UNKNOWN_TYPE = "UNKNOWN"
 
 
-def parse_query(sql: str | None) -> exp.Expression | None:
+def parse_query(sql: str | None) -> exp.Expr | None:
     """A rendered query as a tree, or None when it cannot be parsed (e.g. stored by an older sqlglot)."""
     if sql is None:
         return None
@@ -39,7 +39,7 @@ def parse_query(sql: str | None) -> exp.Expression | None:
         return None
 
 
-def canonical_query(tree: exp.Expression, schemas: Schemas) -> exp.Expression | None:
+def canonical_query(tree: exp.Expr, schemas: Schemas) -> exp.Expr | None:
     """The canonical tree of a parsed rendered query (left untouched), or None when it cannot be
     built with certainty.
 
@@ -72,14 +72,14 @@ def _mapping_schema(schemas: Schemas) -> MappingSchema:
     return MappingSchema(nested, dialect="spark")
 
 
-def _output_select(tree: exp.Expression) -> exp.Select | None:
+def _output_select(tree: exp.Expr) -> exp.Select | None:
     """The SELECT whose projections name the query's output (the left-most one of a set operation)."""
     while isinstance(tree, (exp.SetOperation, exp.Subquery)):
         tree = tree.this
     return tree if isinstance(tree, exp.Select) else None
 
 
-def _output_names(tree: exp.Expression) -> list[str] | None:
+def _output_names(tree: exp.Expr) -> list[str] | None:
     """The output column names Spark gives the query, as written; None if they cannot be known."""
     select = _output_select(tree)
     if select is None:
@@ -92,7 +92,7 @@ def _output_names(tree: exp.Expression) -> list[str] | None:
     return names
 
 
-def _spark_name(projection: exp.Expression) -> str:
+def _spark_name(projection: exp.Expr) -> str:
     if isinstance(projection, exp.Alias):
         return projection.alias
     if isinstance(projection, exp.Column):
@@ -101,7 +101,7 @@ def _spark_name(projection: exp.Expression) -> str:
     return projection.sql(dialect="spark", comments=False)
 
 
-def _restore_output_names(tree: exp.Expression, names: list[str]) -> bool:
+def _restore_output_names(tree: exp.Expr, names: list[str]) -> bool:
     """Put the original output names back on the qualified output projections."""
     select = _output_select(tree)
     if select is None or len(select.expressions) != len(names):

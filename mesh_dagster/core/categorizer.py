@@ -16,14 +16,15 @@ import difflib
 from sqlglot import exp
 
 from mesh_dagster.core.canonical import Schemas, canonical_query, parse_query
-from mesh_dagster.core.model import KindName, Model
+from mesh_dagster.core.kinds import IncrementalByTimeRangeKind
+from mesh_dagster.core.model import Model
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
 
 _UDTF = (exp.Explode, exp.Posexplode, exp.Inline, exp.Unnest, exp.ExplodeOuter)
 _BREAKING = (ChangeCategory.BREAKING, ChangeCategory.INDIRECT_BREAKING)
 
 
-def only_projection_additions(old: exp.Expression, new: exp.Expression) -> bool:
+def only_projection_additions(old: exp.Expr, new: exp.Expr) -> bool:
     """True when `new` equals `old` but for projections added safely to some SELECTs."""
     return old != new and _compatible(old, new)
 
@@ -40,7 +41,7 @@ def _compatible(old, new) -> bool:
     keys = set(old.args) | set(new.args)
     for key in keys:
         a, b = old.args.get(key), new.args.get(key)
-        if isinstance(old, exp.Select) and key == "expressions":
+        if isinstance(old, exp.Select) and isinstance(new, exp.Select) and key == "expressions":
             if not _projections_added_safely(old, new):
                 return False
         elif not _compatible(_norm(a), _norm(b)):
@@ -59,7 +60,7 @@ def _projections_added_safely(old: exp.Select, new: exp.Select) -> bool:
     before, after = old.expressions, new.expressions
     i = 0
     inserted_before_existing = False
-    added: list[exp.Expression] = []
+    added: list[exp.Expr] = []
     for projection in after:
         if i < len(before) and (projection == before[i] or _compatible(before[i], projection)):
             i += 1
@@ -84,7 +85,7 @@ def _projections_added_safely(old: exp.Select, new: exp.Select) -> bool:
     return True
 
 
-def _has_aggregate(node: exp.Expression) -> bool:
+def _has_aggregate(node: exp.Expr) -> bool:
     for agg in node.find_all(exp.AggFunc):
         if not agg.find_ancestor(exp.Window, exp.Subquery):
             return True
@@ -123,12 +124,10 @@ def categorize_direct(new: Snapshot, old: Snapshot, schemas: Schemas | None = No
         return None
     if nm.kind.name != om.kind.name:
         return ChangeCategory.BREAKING
-    if nm.kind.name == KindName.SEED:
-        return ChangeCategory.BREAKING
-    if nm.kind.name == KindName.EXTERNAL:
+    if nm.kind.is_external:  # someone else's table: only the columns it is declared with can change
         return ChangeCategory.NON_BREAKING if _columns_kept(om.columns, nm.columns) else ChangeCategory.BREAKING
-    if new.rendered_query is None or old.rendered_query is None or nm.kind.lookback != om.kind.lookback:
-        return ChangeCategory.BREAKING
+    if not nm.kind.has_query or new.rendered_query is None or old.rendered_query is None:
+        return ChangeCategory.BREAKING  # nothing to compare (a seed's new content is new rows)
     return _worst(_query_change(old.rendered_query, new.rendered_query, schemas or {}), _settings_change(om, nm))
 
 
@@ -157,7 +156,7 @@ def _settings_change(old: Model, new: Model) -> ChangeCategory | None:
     """What a change of the settings outside the query does to the data.
 
     Settings that decide *which* rows a table holds or their types (time column and its format,
-    declared column types, pre/post statements) are breaking when they change: SQLMesh calls them
+    lookback, declared column types, pre/post statements) are breaking when they change: SQLMesh calls them
     non-breaking when the query is unchanged, which lets children keep data built on other rows.
     Physical settings (partitioning, storage format, a VIEW materialized as a table, a stamp) need
     a new table for this model only: non-breaking.
@@ -173,7 +172,10 @@ def _settings_change(old: Model, new: Model) -> ChangeCategory | None:
 
 
 def _time_settings(model: Model) -> tuple:
-    return (model.kind.time_column, model.kind.time_column_format) if model.kind.is_incremental else ()
+    kind = model.kind
+    if isinstance(kind, IncrementalByTimeRangeKind):
+        return (kind.time_column, kind.time_column_format, kind.lookback)
+    return ()
 
 
 def _physical_settings(model: Model) -> tuple:

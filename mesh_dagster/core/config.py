@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -38,6 +40,37 @@ class SparkConnectionConfig(_Strict):
     @property
     def is_local(self) -> bool:
         return self.remote is None and self.master.startswith("local")
+
+    @property
+    def remote_address(self) -> tuple[str, int]:
+        """(host, port) of the Spark Connect server in `remote`."""
+        assert self.remote is not None
+        return connect_address(self.remote)
+
+    @field_validator("remote")
+    @classmethod
+    def _remote_is_a_connect_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            connect_address(value)
+        return value
+
+
+CONNECT_DEFAULT_PORT = 15002
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """`sc://host:port/;params` -> (host, port), Spark Connect's default port when none is given.
+
+    The error never repeats the URL: its parameters may hold a token.
+    """
+    parsed = urlparse(url.split(";", 1)[0])
+    try:
+        port = parsed.port
+    except ValueError:
+        raise ValueError("the port of a Spark Connect URL is a number (sc://host:port)") from None
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise ValueError("a Spark Connect URL looks like sc://host:port")
+    return parsed.hostname, port or CONNECT_DEFAULT_PORT
 
 
 class StateConnectionConfig(_Strict):
@@ -205,7 +238,9 @@ def load_config(project_dir: Path) -> ProjectConfig:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
         line = getattr(getattr(e, "problem_mark", None), "line", None)
-        raise ConfigError(f"Invalid YAML: {getattr(e, 'problem', e)}", shown, line + 1 if line is not None else None) from None
+        raise ConfigError(
+            f"Invalid YAML: {getattr(e, 'problem', e)}", shown, line + 1 if line is not None else None
+        ) from None
     if not isinstance(raw, dict):
         raise ConfigError("The configuration must be a mapping", shown, 1)
     try:
@@ -218,7 +253,7 @@ def load_config(project_dir: Path) -> ProjectConfig:
     return config
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: Mapping[str, Any]) -> str:
     """pydantic's error as `dotted.key: what is wrong`."""
     loc = ".".join(str(p) for p in err["loc"])
     if err["type"] == "extra_forbidden":

@@ -93,7 +93,7 @@ class IntervalUnit(str, Enum):
         """Whole days or more: printed and rendered as dates rather than timestamps."""
         return self in (IntervalUnit.YEAR, IntervalUnit.MONTH, IntervalUnit.DAY)
 
-    def index(self, ms: int) -> int:
+    def index_of(self, ms: int) -> int:
         """Number of the unit interval containing `ms` (0 = the one starting at the epoch)."""
         if self is IntervalUnit.MONTH:
             year, month, _ = _civil_from_days(ms // MS_PER_DAY)
@@ -114,7 +114,7 @@ class IntervalUnit(str, Enum):
     def floor(self, ms: int) -> int:
         """Latest unit boundary <= ms."""
         step = self.milliseconds
-        return ms - ms % step if step else self.start_of(self.index(ms))
+        return ms - ms % step if step else self.start_of(self.index_of(ms))
 
     def ceil(self, ms: int) -> int:
         """Earliest unit boundary >= ms."""
@@ -123,7 +123,7 @@ class IntervalUnit(str, Enum):
 
     def ceil_index(self, ms: int) -> int:
         """Index of the first unit interval starting at or after `ms`."""
-        index = self.index(ms)
+        index = self.index_of(ms)
         return index if self.start_of(index) == ms else index + 1
 
     def shift(self, boundary_ms: int, count: int) -> int:
@@ -131,7 +131,7 @@ class IntervalUnit(str, Enum):
         step = self.milliseconds
         if step:
             return boundary_ms + count * step
-        return self.start_of(self.index(boundary_ms) + count)
+        return self.start_of(self.index_of(boundary_ms) + count)
 
 
 _SECONDS = {
@@ -271,8 +271,8 @@ def _fixed_period(cron: str) -> tuple[int, int] | None:
         return MS_PER_HOUR, int(minute) * MS_PER_MINUTE
     if hour == "*" and (minute == "*" or _divisor_step(minute, 60)):
         return (_divisor_step(minute, 60) or 1) * MS_PER_MINUTE, 0
-    if minute.isdigit() and _divisor_step(hour, 24):
-        return _divisor_step(hour, 24) * MS_PER_HOUR, int(minute) * MS_PER_MINUTE
+    if minute.isdigit() and (hours := _divisor_step(hour, 24)):
+        return hours * MS_PER_HOUR, int(minute) * MS_PER_MINUTE
     return None
 
 

@@ -15,19 +15,18 @@ from __future__ import annotations
 import math
 import re
 import time
-from datetime import date, datetime, timedelta, timezone
-from typing import Union
+from datetime import UTC, date, datetime, timedelta
 
 from mesh_dagster.core.errors import MeshError
 
-UTC = timezone.utc
+UTC = UTC
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MS_PER_SECOND = 1_000
 MS_PER_MINUTE = 60 * MS_PER_SECOND
 MS_PER_HOUR = 60 * MS_PER_MINUTE
 MS_PER_DAY = 24 * MS_PER_HOUR
 
-TimeLike = Union[datetime, date, int, float, str]
+TimeLike = datetime | date | int | float | str
 
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _INTEGER = re.compile(r"^-?\d+$")

@@ -9,7 +9,7 @@ taken over the text as written, and rendering happens later with real dates.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from sqlglot import Dialect
@@ -22,7 +22,7 @@ _OPEN = {TokenType.L_PAREN: TokenType.R_PAREN, TokenType.L_BRACKET: TokenType.R_
 _CLOSE = {TokenType.R_PAREN, TokenType.R_BRACKET}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tokenizer(dialect: str):
     return Dialect.get_or_raise(dialect).tokenizer_class()
 
@@ -42,7 +42,13 @@ class Value:
     line: int
     kind: str  # "scalar" | "string" | "number" | "group" | "call"
     head: str | None = None  # name of a call
-    items: list["Entry"] = field(default_factory=list)
+    items: list[Entry] = field(default_factory=list)
+    quoted: str | None = None  # a string as written, quotes and escapes included
+
+    @property
+    def source(self) -> str:
+        """The value as written: what to hand on to a SQL parser."""
+        return self.quoted if self.quoted is not None else self.text
 
     @property
     def is_group(self) -> bool:
@@ -67,10 +73,10 @@ class Entry:
     tokens: list[Token]
     key: str | None = None
     value: Value | None = None
-    reader: "_Reader | None" = field(default=None, repr=False)
+    reader: _Reader | None = field(default=None, repr=False)
     span: tuple[int, int] = (0, 0)
 
-    def as_property(self) -> "Entry":
+    def as_property(self) -> Entry:
         """Re-read a bare item as `key value` (kind properties inside `KIND (...)`)."""
         if self.key is not None or self.reader is None:
             return self
@@ -157,7 +163,7 @@ class _Reader:
             return Value(self.span_text(start, end), first.line, "call", head=first.text,
                          items=self.entries(start + 2, end - 1))
         if end - start == 1 and first.token_type == TokenType.STRING:
-            return Value(first.text, first.line, "string")
+            return Value(first.text, first.line, "string", quoted=self.span_text(start, end))
         if end - start == 1 and first.token_type == TokenType.NUMBER:
             return Value(first.text, first.line, "number")
         return Value(self.span_text(start, end), first.line, "scalar")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from mesh_dagster.core.model import Audit, KindName, Model
+from mesh_dagster.core.kinds import SeedKind
+from mesh_dagster.core.model import Audit, Model
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, SnapshotFingerprint, SnapshotId, hash_values
 
@@ -47,7 +48,7 @@ def data_hash(model: Model, project: Project) -> str:
     ]
     for name in project.macros.used_by(_sql_text(model)):
         values.append(project.macros.source(name))
-    if model.kind.name == KindName.SEED:
+    if isinstance(model.kind, SeedKind):
         values.append(project.seeds[model.name].content_hash)  # hashed once, when the loader checked it
     return hash_values(values)
 

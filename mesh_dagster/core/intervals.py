@@ -8,7 +8,7 @@ integers — and expands to unit-sized tuples only for what is actually missing.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from mesh_dagster.core.cron import IntervalUnit, cron_floor_ms, cron_prev_ms, interval_unit
 from mesh_dagster.core.dates import (
@@ -73,7 +73,7 @@ def expand_range(unit: IntervalUnit | str, start_ms: int, end_ms: int) -> list[I
     floored too (an incomplete last interval is not an interval yet).
     """
     unit = IntervalUnit.parse(unit)
-    return _expand_runs(unit, [(unit.index(start_ms), unit.index(end_ms))])
+    return _expand_runs(unit, [(unit.index_of(start_ms), unit.index_of(end_ms))])
 
 
 def missing_intervals(
@@ -222,13 +222,13 @@ def _missing_runs(
     if lookback < 0:
         raise ValueError(f"Invalid lookback {lookback}: must not be negative")
     cap = _end_cap(end_ms, model_end_ms)
-    first = unit.index(start_ms)
-    stop = unit.ceil_index(cap) if allow_partials else unit.index(cap)
+    first = unit.index_of(start_ms)
+    stop = unit.ceil_index(cap) if allow_partials else unit.index_of(cap)
     if first >= stop:
         return []
     window = (unit.start_of(first), min(unit.start_of(stop), cap))
     runs = [
-        (max(unit.index(gap_start) - lookback, first), min(unit.ceil_index(gap_end), stop))
+        (max(unit.index_of(gap_start) - lookback, first), min(unit.ceil_index(gap_end), stop))
         for gap_start, gap_end in subtract_intervals([window], present)
     ]
     return merge_intervals(runs)

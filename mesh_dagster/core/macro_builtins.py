@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from sqlglot import exp
 
@@ -159,7 +159,7 @@ def _connect(ev: MacroEvaluator, call: Call, connector: str, empty: str) -> SQL:
 
 
 @builtin("STAR")
-def star(ev: MacroEvaluator, call: Call) -> list[exp.Expression]:
+def star(ev: MacroEvaluator, call: Call) -> list[exp.Expr]:
     """`@STAR(relation, alias, exclude, prefix, suffix)`: the relation's known columns, typed."""
     args = _signature(ev, call, ["relation", "alias", "exclude", "prefix", "suffix", "quote_identifiers"], 1)
     relation = ev.to_exp(ev.evaluate(args["relation"]), call.line)
@@ -178,11 +178,11 @@ def star(ev: MacroEvaluator, call: Call) -> list[exp.Expression]:
     suffix = _name_arg(ev, args.get("suffix"), call) or ""
     quote = "quote_identifiers" in args and bool(constant(ev.to_exp(ev.evaluate(args["quote_identifiers"])), ev,
                                                           call.line))
-    projections: list[exp.Expression] = []
+    projections: list[exp.Expr] = []
     for column, type_text in columns.items():
         if column.lower() in exclude:
             continue
-        ref: exp.Expression = exp.column(column, table=alias, quoted=quote or None)
+        ref: exp.Expr = exp.column(column, table=alias, quoted=quote or None)
         if type_text:
             ref = exp.Cast(this=ref, to=_spark_type(type_text))
         projections.append(exp.alias_(ref, f"{prefix}{column}{suffix}", quoted=quote or None))
@@ -210,7 +210,7 @@ def _spark_type(type_text: str) -> exp.DataType:
 
 
 @builtin("GENERATE_SURROGATE_KEY")
-def generate_surrogate_key(ev: MacroEvaluator, call: Call) -> exp.Expression:
+def generate_surrogate_key(ev: MacroEvaluator, call: Call) -> exp.Expr:
     """MD5 (or `hash_function`) of the columns cast to text, NULLs marked, joined by '|'."""
     unknown = set(call.kwargs) - {"hash_function"}
     if unknown or not call.args:
@@ -219,7 +219,7 @@ def generate_surrogate_key(ev: MacroEvaluator, call: Call) -> exp.Expression:
     hash_function = "MD5"
     if "hash_function" in call.kwargs:
         hash_function = _name_arg(ev, call.kwargs["hash_function"], call) or "MD5"
-    parts: list[exp.Expression] = []
+    parts: list[exp.Expr] = []
     for arg in call.args:
         for column in ev.items(ev.evaluate(arg), arg.line):
             if parts:
@@ -262,7 +262,7 @@ def safe_div(ev: MacroEvaluator, call: Call) -> SQL:
 
 
 class _NotConstant(Exception):
-    def __init__(self, node: exp.Expression):
+    def __init__(self, node: exp.Expr):
         self.node = node
 
 
@@ -272,7 +272,7 @@ def truthy(ev: MacroEvaluator, value: Any, line: int) -> bool:
     return bool(constant(ev.to_exp(value, line), ev, line))
 
 
-def constant(node: exp.Expression, ev: MacroEvaluator, line: int) -> Any:
+def constant(node: exp.Expr, ev: MacroEvaluator, line: int) -> Any:
     """The Python value of a constant SQL expression (`'a' = 'a'`, `1 + 2 > 2 AND NOT FALSE`)."""
     try:
         return _fold(node)
@@ -293,7 +293,7 @@ _ARITHMETIC: dict[type, Callable[[Any, Any], Any]] = {
 }
 
 
-def _fold(node: exp.Expression) -> Any:
+def _fold(node: exp.Expr) -> Any:
     kind = type(node)
     if kind is exp.Literal:
         if node.is_string:
@@ -336,7 +336,7 @@ def _fold(node: exp.Expression) -> Any:
     if kind in (exp.Array, exp.Tuple):
         return [_fold(e) for e in node.expressions]
     if kind in (exp.Cast, exp.TryCast):
-        return _cast(_fold(node.this), node.to)
+        return _cast(_fold(node.this), cast(exp.Cast, node).to)
     if kind is exp.If:
         branch = node.args.get("true") if _fold(node.this) else node.args.get("false")
         return _fold(branch) if branch is not None else None

@@ -27,8 +27,8 @@ import typing
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from datetime import UTC, datetime, timedelta
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +37,11 @@ from sqlglot import Dialect, exp
 from sqlglot.errors import ParseError, TokenError
 
 from mesh_dagster.core.errors import MacroError, ModelError
+from mesh_dagster.core.parse_errors import describe
 
 USER_MACROS_PACKAGE = "mesh_user_macros"
 RUNTIME_STAGES = ("loading", "creating", "evaluating", "promoting", "demoting", "testing", "auditing")
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MACRO_ATTR = "__mesh_macro__"
 
 
@@ -222,7 +223,7 @@ def _execute(spec: importlib.machinery.ModuleSpec | None, file: Path, macros_dir
     sys.modules[spec.name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as e:  # the user's code may raise anything while importing
+    except Exception as e:  # noqa: BLE001 - the user's code may raise anything while importing
         sys.modules.pop(spec.name, None)
         where, line = _failure_location(e, file, macros_dir)
         message = e.msg if isinstance(e, SyntaxError) else str(e)
@@ -273,7 +274,7 @@ def columns_pending() -> bool:
 def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 @lru_cache(maxsize=1024)
@@ -305,7 +306,7 @@ def temporal_locals(start: datetime | None, end: datetime | None, execution_time
     elif start is None and end is None:
         execution = EPOCH
     else:
-        execution = datetime.now(timezone.utc)
+        execution = datetime.now(UTC)
     return dict(_temporal_locals(start_utc, end_utc - timedelta(microseconds=1), execution))
 
 
@@ -313,7 +314,7 @@ def temporal_locals(start: datetime | None, end: datetime | None, execution_time
 # The scanner
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_dialect(name: str) -> Dialect:
     """One sqlglot Dialect instance per name: passing a name makes sqlglot build a new one per call."""
     return Dialect.get_or_raise(name)
@@ -336,7 +337,7 @@ class _Patterns:
     template: re.Pattern
 
 
-@lru_cache(maxsize=None)
+@cache
 def _patterns(backslash_escapes: bool) -> _Patterns:
     if backslash_escapes:
         sq, dq = r"'(?:[^'\\]|\\.|'')*'", r'"(?:[^"\\]|\\.|"")*"'
@@ -434,17 +435,17 @@ class MacroEvaluator:
         """A config variable (names are case-insensitive)."""
         return self.variables.get(name.lower(), default)
 
-    def columns_to_types(self, model_name: str | exp.Expression) -> dict[str, str | None] | None:
+    def columns_to_types(self, model_name: str | exp.Expr) -> dict[str, str | None] | None:
         """Known columns (→ Spark type text or None) of an upstream model, or None."""
         found = _lookup(self._schemas, normalize_name(model_name))
         return dict(found) if found is not None else None
 
-    def resolve_table(self, model_name: str | exp.Expression) -> str:
+    def resolve_table(self, model_name: str | exp.Expr) -> str:
         """What a reference to `model_name` reads at this stage (physical table, view or itself)."""
         key = normalize_name(model_name)
         return _lookup(self._table_mapping, key) or key
 
-    def parse(self, sql: str) -> exp.Expression:
+    def parse(self, sql: str) -> exp.Expr:
         """Parse SQL text in the model's dialect (for user macros building expressions)."""
         return self.parse_expression(sql, self.line).copy()
 
@@ -687,11 +688,11 @@ class MacroEvaluator:
         if embed and isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
         try:
-            return _python_sql(value, type(value), self.dialect)
+            return _python_sql(value, type(value), self.dialect)  # type: ignore[arg-type]  # typeshed: a type is Hashable
         except TypeError:  # unhashable (dict, ...)
             return exp.convert(value).sql(dialect=self._sqlglot_dialect)
 
-    def to_exp(self, value: Any, line: int | None = None) -> exp.Expression:
+    def to_exp(self, value: Any, line: int | None = None) -> exp.Expr:
         if isinstance(value, exp.Expression):
             return value
         if isinstance(value, SQL):
@@ -719,12 +720,12 @@ class MacroEvaluator:
             return [value.this]
         return [value]
 
-    def parse_expression(self, sql: str, line: int) -> exp.Expression:
+    def parse_expression(self, sql: str, line: int) -> exp.Expr:
         """Parsed argument text; cached and shared, so callers must copy before changing it."""
         try:
             parsed = _parse_argument(sql, self.dialect)
         except (ParseError, TokenError) as e:
-            message = f"Cannot parse macro argument `{sql.strip()}`: {_first_line(e)}"
+            message = f"Cannot parse macro argument `{sql.strip()}`: {describe(e)}"
             raise MacroError(message, self.path, line) from None
         if parsed is None:
             raise MacroError("Empty macro argument", self.path, line)
@@ -752,7 +753,7 @@ class MacroEvaluator:
             raise MacroError(f"Macro @{call.name} failed: {type(e).__name__}: {e}", self.path, call.line) from e
         return _from_python(result)
 
-    def _python_arg(self, arg: Arg) -> exp.Expression:
+    def _python_arg(self, arg: Arg) -> exp.Expr:
         return self.to_exp(self.evaluate(arg), arg.line).copy()  # the user's macro may change it
 
 
@@ -767,7 +768,7 @@ def _python_sql(value: Any, kind: type, dialect: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _parse_argument(sql: str, dialect: str) -> exp.Expression | None:
+def _parse_argument(sql: str, dialect: str) -> exp.Expr | None:
     return sqlglot.parse_one(sql, read=get_dialect(dialect))
 
 
@@ -799,12 +800,7 @@ def _is_atomic(sql: str, patterns: _Patterns) -> bool:
     return False
 
 
-def _first_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return re.sub(r"\.? Line \d+, Col: \d+\.?$", "", text)
-
-
-def normalize_name(name: str | exp.Expression) -> str:
+def normalize_name(name: str | exp.Expr) -> str:
     """`Schema.Table`, `"schema"."table"`, a sqlglot Table or Column → `schema.table`."""
     if isinstance(name, exp.Table):
         return ".".join(p.name for p in name.parts).lower()
@@ -836,13 +832,13 @@ def _lookup(mapping: Mapping[str, Any], key: str) -> Any:
 _Param = tuple[str, Any]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parameters(fn: Callable) -> tuple[list[_Param], _Param | None, dict[str, _Param], _Param | None]:
     """(positional params after the evaluator, *args, params by name, **kwargs) with annotations."""
     signature = inspect.signature(fn)
     try:
         hints = typing.get_type_hints(fn)
-    except Exception:  # unresolvable string annotations: fall back to the simple names
+    except Exception:  # noqa: BLE001 - unresolvable string annotations: fall back to the simple names
         hints = {k: _SIMPLE_HINTS.get(v, Any) if isinstance(v, str) else v
                  for k, v in getattr(fn, "__annotations__", {}).items()}
     params = list(signature.parameters.values())[1:]
@@ -865,14 +861,14 @@ def _parameters(fn: Callable) -> tuple[list[_Param], _Param | None, dict[str, _P
 _SIMPLE_HINTS: dict[str, Any] = {"int": int, "str": str, "float": float, "bool": bool, "list": list, "SQL": SQL}
 
 
-def _coerce(value: exp.Expression, annotation: Any, ev: MacroEvaluator, call: Call, param: str) -> Any:
+def _coerce(value: exp.Expr, annotation: Any, ev: MacroEvaluator, call: Call, param: str) -> Any:
     try:
         return _coerce_value(value, annotation, ev)
     except (ValueError, TypeError) as e:
         raise MacroError(f"Macro @{call.name}: argument '{param}' {e}", ev.path, call.line) from None
 
 
-def _coerce_value(value: exp.Expression, annotation: Any, ev: MacroEvaluator) -> Any:
+def _coerce_value(value: exp.Expr, annotation: Any, ev: MacroEvaluator) -> Any:
     if annotation is Any or annotation is inspect.Parameter.empty or annotation is None:
         return value
     origin = typing.get_origin(annotation)
@@ -929,7 +925,7 @@ def _coerce_value(value: exp.Expression, annotation: Any, ev: MacroEvaluator) ->
     return value
 
 
-def _number(value: exp.Expression) -> float | int | None:
+def _number(value: exp.Expr) -> float | int | None:
     if isinstance(value, exp.Literal) and not value.is_string:
         text = str(value.this)
         return float(text) if any(c in text for c in ".eE") else int(text)

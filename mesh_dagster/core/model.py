@@ -6,10 +6,16 @@ renderer needs; it holds no sqlglot objects so it pickles and hashes cheaply.
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
+
+from mesh_dagster.core.kinds import AnyKind, IncrementalByTimeRangeKind, KindName, ModelKind
+
+__all__ = ["STORAGE_FORMATS", "MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", "ModelKind",
+           "check_storage_format"]
+
+# Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
+# written by another shape is dropped rather than unpickled into the wrong classes.
+MODEL_FORMAT = 2  # 2: one class per kind
 
 # Table formats Spark can write (`USING <format>`); avro, delta, iceberg and hudi need the user's
 # Spark to ship their jars (we cannot download them at run time).
@@ -22,77 +28,6 @@ def check_storage_format(value: str) -> str:
     if key not in STORAGE_FORMATS:
         raise ValueError(f"unknown storage_format '{value}'. Known: {', '.join(STORAGE_FORMATS)}")
     return key
-
-
-class KindName(str, Enum):
-    SEED = "SEED"
-    FULL = "FULL"
-    VIEW = "VIEW"
-    INCREMENTAL_BY_TIME_RANGE = "INCREMENTAL_BY_TIME_RANGE"
-    EMBEDDED = "EMBEDDED"
-    EXTERNAL = "EXTERNAL"
-
-
-class ModelKind(BaseModel):
-    """A kind and its own properties (those written inside `kind NAME (...)`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: KindName
-    # INCREMENTAL_BY_TIME_RANGE
-    time_column: str | None = None
-    time_column_format: str = "%Y-%m-%d"
-    batch_size: int | None = None
-    batch_concurrency: int = 1  # batches of one model evaluated at once (intervals are independent)
-    lookback: int = 0
-    # VIEW
-    materialized: bool = False  # `VIEW (materialized true)`: Spark has no materialized views; a table stands in
-    # SEED
-    path: str | None = None
-    csv_settings: dict[str, Any] = Field(default_factory=dict)
-
-    @property
-    def is_incremental(self) -> bool:
-        return self.name == KindName.INCREMENTAL_BY_TIME_RANGE
-
-    @property
-    def is_materialized(self) -> bool:
-        """Kinds whose physical object is a table: SEED, FULL, INCREMENTAL_BY_TIME_RANGE and a
-        materialized VIEW (Spark has no materialized views: a table holding the query's result
-        stands in, rebuilt like FULL). A plain VIEW owns a view, EMBEDDED/EXTERNAL nothing."""
-        return self.name in (KindName.SEED, KindName.FULL, KindName.INCREMENTAL_BY_TIME_RANGE) or (
-            self.name == KindName.VIEW and self.materialized)
-
-    @property
-    def is_view(self) -> bool:
-        """Whether the physical object is a Spark view (a VIEW model that is not materialized)."""
-        return self.name == KindName.VIEW and not self.materialized
-
-    @property
-    def is_timeless(self) -> bool:
-        """Seeds and plain views are complete once built: their one interval spans all time."""
-        return self.name == KindName.SEED or self.is_view
-
-    @property
-    def is_symbolic(self) -> bool:
-        """Kinds with no physical object at all."""
-        return self.name in (KindName.EMBEDDED, KindName.EXTERNAL)
-
-    def data_hash_values(self) -> list[str]:
-        values = [self.name.value]
-        if self.is_incremental:
-            values += [self.time_column or "", self.time_column_format, str(self.lookback)]
-        if self.name == KindName.SEED:
-            values += [f"{k}={v}" for k, v in sorted(self.csv_settings.items())]
-        if self.materialized:
-            values.append("materialized")
-        return values
-
-    def metadata_hash_values(self) -> list[str]:
-        values = [str(self.batch_size)] if self.batch_size is not None else []
-        if self.batch_concurrency != 1:
-            values.append(f"batch_concurrency={self.batch_concurrency}")
-        return values
 
 
 class AuditRef(BaseModel):
@@ -123,7 +58,7 @@ class Model(BaseModel):
     """A model as loaded from `models/*.sql` or `external_models.yaml`."""
 
     name: str  # normalised `schema.table`, lower case
-    kind: ModelKind
+    kind: AnyKind
     dialect: str = "spark"
     cron: str = "@daily"
     start: str | None = None
@@ -162,14 +97,30 @@ class Model(BaseModel):
 
     @property
     def time_column(self) -> str | None:
-        return self.kind.time_column
+        """The time column of an INCREMENTAL_BY_TIME_RANGE model; other kinds have none."""
+        return self.kind.time_column if isinstance(self.kind, IncrementalByTimeRangeKind) else None
+
+    @property
+    def lookback(self) -> int:
+        """Intervals before a run's range that are recomputed with it (only incremental kinds have any)."""
+        return self.kind.lookback if isinstance(self.kind, IncrementalByTimeRangeKind) else 0
+
+    @property
+    def batch_size(self) -> int | None:
+        """Intervals per batch; None when a backfill is one batch (always, for kinds built whole)."""
+        return self.kind.batch_size if isinstance(self.kind, IncrementalByTimeRangeKind) else None
+
+    @property
+    def batch_concurrency(self) -> int:
+        """Batches of this model evaluated at once (1 for kinds built whole: they have one batch)."""
+        return self.kind.batch_concurrency if isinstance(self.kind, IncrementalByTimeRangeKind) else 1
 
     @property
     def effective_partitioned_by(self) -> list[str]:
         """Incremental tables are always partitioned by their time column (first)."""
         cols = list(self.partitioned_by)
-        tc = self.kind.time_column
-        if self.kind.is_incremental and tc and tc not in cols:
+        tc = self.time_column
+        if tc and tc not in cols:
             cols.insert(0, tc)
         return cols
 

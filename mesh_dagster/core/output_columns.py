@@ -20,8 +20,9 @@ from sqlglot.errors import ParseError, TokenError
 
 from mesh_dagster.core.cache import ProjectCache, content_key
 from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.kinds import IncrementalByTimeRangeKind
 from mesh_dagster.core.macros import MacroRegistry
-from mesh_dagster.core.model import AuditRef, KindName, Model
+from mesh_dagster.core.model import AuditRef, Model
 from mesh_dagster.core.names import IDENTIFIER
 
 _CACHE_NAMESPACE = "output_columns"
@@ -57,14 +58,14 @@ def query_output(model: Model, macros: MacroRegistry, variables: dict, schemas: 
 
 
 def _render_output(model: Model, macros: MacroRegistry, variables: dict, schemas: Schemas) -> OutputColumns:
-    from mesh_dagster.core.renderer import RenderContext, _cte_queries, _query_columns, render_query
+    from mesh_dagster.core.renderer import RenderContext, query_columns, render_query
 
     tree = render_query(model, RenderContext(variables=variables, schemas=schemas), macros)
     projections = _projections(tree, model.query_line)
-    return OutputColumns(_query_columns(tree, schemas, _cte_queries(tree)), projections)
+    return OutputColumns(query_columns(tree, schemas), projections)
 
 
-def _projections(query: exp.Expression, first_line: int) -> tuple[Projection, ...] | None:
+def _projections(query: exp.Expr, first_line: int) -> tuple[Projection, ...] | None:
     """The outermost SELECT's projections (the left-most one of a set operation); None while a
     `*` remains (its columns are not known)."""
     while isinstance(query, (exp.Subquery, exp.Paren, exp.SetOperation)):
@@ -73,7 +74,9 @@ def _projections(query: exp.Expression, first_line: int) -> tuple[Projection, ..
         return None
     out = []
     for projection in query.expressions:
-        if isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)):
+        if isinstance(projection, exp.Star) or (
+            isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+        ):
             return None
         if isinstance(projection, exp.Alias):
             name = projection.alias or None
@@ -87,7 +90,7 @@ def _projections(query: exp.Expression, first_line: int) -> tuple[Projection, ..
     return tuple(out)
 
 
-def _relative_line(node: exp.Expression) -> int:
+def _relative_line(node: exp.Expr) -> int:
     for child in node.walk():
         line = child.meta.get("line") if child.meta else None
         if line:
@@ -111,16 +114,19 @@ def check_output_columns(model: Model, output: OutputColumns) -> None:
         produced = {p.name.lower() for p in output.projections if p.name}
         _require(model, "columns", [c for c in model.columns if c not in produced], sorted(produced),
                  "columns declares {names}, which the query does not output")
-    if model.kind.is_incremental and model.time_column:
-        _require(model, "kind", [model.time_column], columns, "time_column {names} is not an output column of {model}")
-        _check_time_column_type(model, columns[model.time_column])
+    if isinstance(model.kind, IncrementalByTimeRangeKind):
+        time_column = model.kind.time_column
+        _require(model, "kind", [time_column], columns, "time_column {names} is not an output column of {model}")
+        _check_time_column_type(model, model.kind, columns[time_column])
     for prop in ("grain", "partitioned_by", "column_descriptions"):
-        _require(model, prop, list(getattr(model, prop)), columns, prop + " names {names}, not an output column of {model}")
+        _require(
+            model, prop, list(getattr(model, prop)), columns, prop + " names {names}, not an output column of {model}"
+        )
     for ref in model.audits:
         _check_audit_columns(model, ref, known)
 
 
-def _check_time_column_type(model: Model, column_type: str | None) -> None:
+def _check_time_column_type(model: Model, kind: IncrementalByTimeRangeKind, column_type: str | None) -> None:
     """Intervals must be expressible on the time column's type in its format (an INT `ds` needs a
     numeric format such as '%Y%m%d'): core.time_column decides, for writes and audits alike."""
     from mesh_dagster.core.time_column import TimeColumnError, check_time_column
@@ -128,9 +134,9 @@ def _check_time_column_type(model: Model, column_type: str | None) -> None:
     if column_type is None:
         return
     try:
-        check_time_column(column_type, model.kind.time_column_format)
+        check_time_column(column_type, kind.time_column_format)
     except TimeColumnError as e:
-        raise ModelError(f"time_column {model.time_column}: {e}", model.path, model.line_of("kind")) from None
+        raise ModelError(f"time_column {kind.time_column}: {e}", model.path, model.line_of("kind")) from None
 
 
 def _writes_table(model: Model) -> bool:
@@ -138,7 +144,7 @@ def _writes_table(model: Model) -> bool:
 
 
 def _check_projections(model: Model, projections: tuple[Projection, ...]) -> None:
-    if model.kind.name == KindName.EMBEDDED:
+    if model.kind.is_inlined:
         return  # inlined as a subquery: only the columns its readers select matter
     seen: dict[str, Projection] = {}
     for projection in projections:
@@ -188,5 +194,9 @@ def _column_names(text: str, dialect: str) -> list[str]:
         tree = sqlglot.parse_one(text, read=dialect)
     except (ParseError, TokenError):
         return []  # the audit's own rendering reports what is wrong with its arguments
-    items = tree.expressions if isinstance(tree, (exp.Tuple, exp.Array)) else [tree.this if isinstance(tree, exp.Paren) else tree]
+    items = (
+        tree.expressions
+        if isinstance(tree, (exp.Tuple, exp.Array))
+        else [tree.this if isinstance(tree, exp.Paren) else tree]
+    )
     return [item.name.lower() for item in items if isinstance(item, exp.Column) and not item.table]

@@ -1,22 +1,35 @@
 """Plans: the local project compared with a target environment.
 
 Building a plan reads the project and the state store only — never Spark — so it is fast and can
-run anywhere (a laptop, a CI job, a Dagster sensor).
+run anywhere (a laptop, a CI job, a Dagster sensor). It goes in named steps (resolve the base,
+categorize the changes, pick the promoted models, validate the time range, compute the
+backfills), none of which modifies the project, the stored snapshots or the environment records
+it is given: a plan can be built, shown and thrown away. The one thing written is the project's
+render cache (a memo of canonical query texts, by snapshot identifier).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from mesh_dagster.core.categorizer import categorize_direct, categorize_indirect, downstream_category, text_diff
+# ALL_TIME is re-exported: dagster/ may take plan vocabulary from core.plan only (the layer
+# contracts in pyproject.toml), and execution/ and tests import it from here too.
+from mesh_dagster.core.backfills import (  # noqa: F401
+    ALL_TIME,
+    Backfill,
+    IntervalReader,
+    compute_backfills,
+)
+from mesh_dagster.core.changes import ChangeSet, categorize_changes
+from mesh_dagster.core.dag import DAG
 from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.fingerprint import build_snapshots
-from mesh_dagster.core.intervals import Interval, compute_missing, format_interval_range
-from mesh_dagster.core.model import KindName, Model
+from mesh_dagster.core.model import Model
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import (
     PROD,
@@ -28,26 +41,10 @@ from mesh_dagster.core.snapshot import (
     view_name,
 )
 
-# Non-incremental kinds are complete once built; their single interval spans all time.
-ALL_TIME: Interval = (0, 253402300800000)  # 9999-12-31
 
-
-class StateReader(Protocol):
+class StateReader(IntervalReader, Protocol):
     def get_environment(self, name: str) -> Environment | None: ...
-    def get_snapshots(self, ids) -> dict[SnapshotId, Snapshot]: ...
-    def get_intervals(self, keys) -> dict[tuple[str, str], list[tuple[int, int]]]: ...
-
-
-@dataclass
-class Backfill:
-    """Work for one snapshot: its missing intervals (or a full refresh)."""
-
-    name: str
-    intervals: list[Interval]
-    full_refresh: bool
-
-    def describe(self, unit) -> str:
-        return "[full refresh]" if self.full_refresh else f"[{format_interval_range(self.intervals, unit)}]"
+    def get_snapshots(self, ids: Iterable[SnapshotId]) -> dict[SnapshotId, Snapshot]: ...
 
 
 @dataclass
@@ -169,88 +166,35 @@ def build_plan(
     include_unmodified = project.config.plan.include_unmodified if include_unmodified is None else include_unmodified
     execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
 
-    target = state.get_environment(environment)
-    base = target
-    source_name = None
-    if base is None and not is_prod:
-        source_name = normalize_environment(create_from)
-        base = state.get_environment(source_name)
-        if base is None and source_name != PROD:
-            raise PlanError(f"Cannot create environment '{environment}' from '{source_name}': it does not exist")
-    base_by_name = base.snapshot_by_name() if base else {}
-
+    base = resolve_base(state, environment, create_from)
     local = build_snapshots(project)
-    stored = state.get_snapshots([s.snapshot_id for s in local.values()])
-    replaced_ids = [es.snapshot_id for name, es in base_by_name.items()
-                    if name in local and es.identifier != local[name].identifier]
-    previous = {sid.name: s for sid, s in state.get_snapshots(replaced_ids).items()}
-
-    snapshots: dict[str, Snapshot] = {}
-    new_snapshots: list[Snapshot] = []
-    changes = _Changes()
-    for name in project.dag.sorted():
-        snap = local[name]
-        in_base = base_by_name.get(name)
-        if in_base is not None and in_base.identifier == snap.identifier:
-            snapshots[name] = stored.get(snap.snapshot_id) or _recategorize_missing(snap, in_base)
-            continue
-        old = previous.get(name)
-        existing = stored.get(snap.snapshot_id)
-        if existing is None:
-            snap.rendered_query = _rendered(project, snap)
-        else:
-            snap = existing
-        category = _categorize(project, changes, snap, old)
-        if existing is None:
-            snap.categorize(category, old)
-            snap.created_ts = now_ms()
-            new_snapshots.append(snap)
-        changes.record(snap, old, category, project.parents(name))
-        snapshots[name] = snap
-    added, direct, metadata = changes.added, changes.direct, changes.metadata
-    indirect_of = changes.indirectly_modified()
-
+    stored, previous = known_snapshots(state, local, base)
+    changes = categorize_changes(project, local, stored, base.snapshots, previous)
     if project.cache is not None:
-        project.cache.save()
-    removed = [es for name, es in base_by_name.items() if name not in local]
-    if not is_prod and target is None and not (added or direct or indirect_of or metadata or removed) \
-            and not include_unmodified and not allow_empty:
+        project.cache.save()  # the new snapshots' renderings, for the next plan
+    removed = [es for name, es in base.snapshots.items() if name not in local]
+    if base.create_from is not None and not (changes.changed or removed or include_unmodified or allow_empty):
         raise PlanError(
             f"Creating a new environment requires a change, but the project files match the "
-            f"`{source_name or PROD}` environment. Make a change or use --include-unmodified."
+            f"`{base.create_from}` environment. Make a change or use --include-unmodified."
         )
-
-    if is_prod or include_unmodified:
-        promoted = [n for n, s in snapshots.items() if not s.model.kind.is_symbolic]
-    else:
-        changed = {*added, *direct, *metadata, *(c for cs in indirect_of.values() for c in cs)}
-        kept = set(target.promoted) if target else set()
-        promoted = [n for n, s in snapshots.items() if (n in changed or n in kept) and not s.model.kind.is_symbolic]
-
-    plan_start = _plan_start(project, snapshots, start, execution_ms)
-    plan_end = to_end_ms(end) if end else execution_ms
-    if plan_end > execution_ms:
-        raise PlanError("The plan end cannot be in the future")
-    if start and to_ms(start) > plan_end:
-        raise PlanError(f"The plan start {start} is after its end")
-
-    scope = set(snapshots) if is_prod else {*added, *direct, *metadata, *(c for cs in indirect_of.values() for c in cs)}
-    backfills = compute_backfills(state, snapshots, scope, previous, order=project.dag.sorted(),
-                                  default_start=project.config.model_defaults.start, start=start, end=end,
-                                  execution_ms=execution_ms)
+    promoted = promoted_models(changes, base.target, promote_all=is_prod or include_unmodified)
+    plan_start, plan_end = validate_range(project, changes.snapshots, start, end, execution_ms)
+    backfills = plan_backfills(project, state, changes, previous, is_prod=is_prod, start=start, end=end,
+                               execution_ms=execution_ms)
 
     return Plan(
         plan_id=uuid.uuid4().hex,
         environment=environment,
-        base_environment=target,
-        create_from=source_name,
-        snapshots=snapshots,
-        new_snapshots=new_snapshots,
-        added=added,
+        base_environment=base.target,
+        create_from=base.create_from,
+        snapshots=changes.snapshots,
+        new_snapshots=changes.new_snapshots,
+        added=changes.added,
         removed=removed,
-        directly_modified=direct,
-        indirectly_modified=indirect_of,
-        metadata_updated=metadata,
+        directly_modified=changes.directly_modified,
+        indirectly_modified=changes.indirectly_modified,
+        metadata_updated=changes.metadata_updated,
         previous=previous,
         backfills=backfills,
         promoted=promoted,
@@ -265,215 +209,94 @@ def build_plan(
     )
 
 
-@dataclass
-class _Changes:
-    """What comparing the project with the base environment found, model by model (DAG order).
+@dataclass(frozen=True)
+class Base:
+    """What a plan compares the project with."""
 
-    `categories` say what each change means relative to the base environment (what the plan
-    shows); `downstream` what each changed model passes to its children, where a breaking change
-    anywhere above wins over the model's own category; `roots` the added, directly modified or
-    metadata-updated models each change descends from.
+    target: Environment | None  # the environment's current record (None if new)
+    create_from: str | None  # the environment a new development environment starts from
+    snapshots: dict[str, EnvironmentSnapshot]  # by model: the target's, else `create_from`'s (if any)
+
+
+def resolve_base(state: StateReader, environment: str, create_from: str = PROD) -> Base:
+    """The environment's own record, or for a new development environment the one it starts from.
+
+    A new prod compares with nothing; a new environment may start from an empty prod, but not from
+    another development environment that does not exist (a typo would otherwise plan everything).
     """
-
-    added: list[str] = field(default_factory=list)
-    direct: list[str] = field(default_factory=list)
-    metadata: list[str] = field(default_factory=list)
-    indirect: dict[str, set[str]] = field(default_factory=dict)  # model -> the roots it is listed under
-    categories: dict[str, ChangeCategory] = field(default_factory=dict)
-    downstream: dict[str, ChangeCategory] = field(default_factory=dict)
-    roots: dict[str, set[str]] = field(default_factory=dict)
-    diffs: dict[str, str] = field(default_factory=dict)
-
-    def parent_categories(self, parents: list[str]) -> list[ChangeCategory]:
-        return [self.downstream[p] for p in parents if p in self.downstream]
-
-    def record(self, snap: Snapshot, old: Snapshot | None, category: ChangeCategory, parents: list[str]) -> None:
-        name = snap.name
-        category = _effective_category(snap, old, category)
-        if category == ChangeCategory.METADATA and name in self.direct:
-            self.direct.remove(name)  # its data is the base's: a metadata update after all
-            self.metadata.append(name)
-        self.categories[name] = category
-        self.downstream[name] = downstream_category(category, self.parent_categories(parents))
-        own = self.indirect.get(name, {name})
-        self.roots[name] = own.union(*(self.roots[p] for p in parents if p in self.roots))
-
-    def indirectly_modified(self) -> dict[str, list[str]]:
-        """Each root with the indirectly modified models below it (a model may sit under several)."""
-        out: dict[str, list[str]] = {}
-        for name, roots in self.indirect.items():
-            for root in sorted(roots):
-                out.setdefault(root, []).append(name)
-        return out
+    target = state.get_environment(environment)
+    if target is not None or environment == PROD:
+        return Base(target, None, target.snapshot_by_name() if target else {})
+    source = normalize_environment(create_from)
+    record = state.get_environment(source)
+    if record is None and source != PROD:
+        raise PlanError(f"Cannot create environment '{environment}' from '{source}': it does not exist")
+    return Base(None, source, record.snapshot_by_name() if record else {})
 
 
-def _categorize(project: Project, changes: _Changes, snap: Snapshot, old: Snapshot | None) -> ChangeCategory:
-    """Category of a changed model relative to its snapshot in the base environment (`old`)."""
-    name = snap.name
-    parents = project.parents(name)
-    if old is None:
-        changes.added.append(name)
-        return ChangeCategory.BREAKING
-    self_changed = (snap.fingerprint.data_hash != old.fingerprint.data_hash
-                    or snap.fingerprint.metadata_hash != old.fingerprint.metadata_hash)
-    direct = categorize_direct(snap, old, project.parent_schemas(name)) if self_changed else None
-    if direct is not None:
-        changes.direct.append(name)
-        changes.diffs[name] = _diff(old, snap)
-        return direct
-    parent_categories = changes.parent_categories(parents)
-    if parent_categories:
-        changes.indirect[name] = set().union(*(changes.roots[p] for p in parents if p in changes.roots))
-        return categorize_indirect(parent_categories)
-    if snap.fingerprint.parent_data_hash != old.fingerprint.parent_data_hash:
-        # No parent changed in this plan, yet the base built this model on other parent data (an
-        # environment holding mixed versions): what changed in between is unknown, so rebuild.
-        moved = {p.name for p in snap.parents if p not in old.parents}
-        changes.indirect[name] = moved or {name}
-        return ChangeCategory.INDIRECT_BREAKING
-    changes.metadata.append(name)
-    changes.diffs[name] = _diff(old, snap)
-    return ChangeCategory.METADATA
+def known_snapshots(
+    state: StateReader, local: dict[str, Snapshot], base: Base
+) -> tuple[dict[SnapshotId, Snapshot], dict[str, Snapshot]]:
+    """The local snapshots the state store already holds, and the base's snapshots that local
+    ones replace (by model name)."""
+    stored = state.get_snapshots([s.snapshot_id for s in local.values()])
+    replaced = [es.snapshot_id for name, es in base.snapshots.items()
+                if name in local and es.identifier != local[name].identifier]
+    return stored, {sid.name: s for sid, s in state.get_snapshots(replaced).items()}
 
 
-def _diff(old: Snapshot, new: Snapshot) -> str:
-    return text_diff(_definition_text(old.model), _definition_text(new.model), new.name)
+def promoted_models(changes: ChangeSet, target: Environment | None, *, promote_all: bool) -> list[str]:
+    """The models that get a view in the environment, in DAG order.
 
-
-def _effective_category(snap: Snapshot, old: Snapshot | None, category: ChangeCategory) -> ChangeCategory:
-    """The category relative to the base, reconciled with the version the snapshot really has.
-
-    When the snapshot's version is the base's own table, no data changes in this plan, whatever
-    the two definitions compare as: a snapshot stored by an earlier plan keeps the version that
-    plan chose (e.g. after several additive steps that, compared at once, the categorizer cannot
-    prove additive), and a change called breaking whose data and parents' data hashes are the
-    base's gets the base's version back.
+    All of them in prod or with --include-unmodified; otherwise a development environment shows
+    what it changes, plus what it already showed. Symbolic kinds (EMBEDDED, EXTERNAL) never get one.
     """
-    if old is None or not old.version or snap.version != old.version or category.reuses_previous_version:
-        return category
-    stored = snap.change_category
-    return stored if stored is not None and stored.reuses_previous_version else ChangeCategory.METADATA
+    shown = changes.changed | set(target.promoted if target else ())
+    return [n for n, s in changes.snapshots.items()
+            if not s.model.kind.is_symbolic and (promote_all or n in shown)]
 
 
-def _recategorize_missing(snap: Snapshot, in_base: EnvironmentSnapshot) -> Snapshot:
-    """The environment references a snapshot the store lost: rebuild its version from the record."""
-    snap.version = in_base.version
-    snap.change_category = ChangeCategory.BREAKING
-    return snap
-
-
-def _rendered(project: Project, snapshot: Snapshot) -> str | None:
-    """The canonical rendering of a new snapshot (cached by identifier: it determines the text)."""
-    cache = project.cache
-    if cache is not None:
-        hit, sql = cache.rendered(snapshot.identifier)
-        if hit:
-            return sql
-    sql = _render_canonical(project, snapshot.model)
-    if cache is not None:
-        cache.put_rendered(snapshot.identifier, sql)
-    return sql
-
-
-def _render_canonical(project: Project, model: Model) -> str | None:
-    if model.query is None:
-        return None
-    from mesh_dagster.core.renderer import RenderContext, render_query
-
-    ctx = RenderContext(variables=project.variables, schemas=project.parent_schemas(model.name),
-                        embedded={p: project.models[p] for p in project.parents(model.name)
-                                  if project.models[p].kind.name == KindName.EMBEDDED})
-    # Canonical text: comments and formatting do not count as changes.
-    return render_query(model, ctx, project.macros).sql(dialect="spark", comments=False)
-
-
-def _definition_text(model: Model) -> str:
-    """What plans diff: the model's properties and its query, as written."""
-    props = [f"  name {model.name}", f"  kind {model.kind.name.value}"]
-    if model.kind.time_column:
-        props.append(f"  time_column {model.kind.time_column}")
-    for key in ("cron", "start", "end", "owner", "description", "storage_format", "stamp"):
-        value = getattr(model, key)
-        if value:
-            props.append(f"  {key} {value}")
-    for key in ("grain", "tags", "partitioned_by"):
-        value = getattr(model, key)
-        if value:
-            props.append(f"  {key} ({', '.join(value)})")
-    if model.audits:
-        props.append(f"  audits ({', '.join(a.name for a in model.audits)})")
-    if model.columns:
-        props.append(f"  columns ({', '.join(f'{c} {t}' for c, t in model.columns.items())})")
-    text = "MODEL (\n" + ",\n".join(props) + "\n);\n"
-    statements = [*model.macro_definitions, *model.pre_statements]
-    if statements:
-        text += "\n" + ";\n".join(statements) + ";\n"
-    if model.query:
-        text += "\n" + model.query.strip() + "\n"
-    if model.post_statements:
-        text += ";\n" + ";\n".join(model.post_statements) + "\n"
-    return text
-
-
-def _plan_start(project: Project, snapshots: dict[str, Snapshot], start: str | None, execution_ms: int) -> int:
+def validate_range(
+    project: Project, snapshots: dict[str, Snapshot], start: str | None, end: str | None, execution_ms: int
+) -> tuple[int, int]:
+    """The plan's start and end (ms): as given, else from the earliest model start to the
+    execution time. Refuses an end in the future (intervals not over yet would be recorded as
+    done) and a start after the end."""
     if start:
-        return to_ms(start)
-    starts = [s for snap in snapshots.values() if (s := model_start_ms(snap.model, project)) is not None]
-    return min(starts) if starts else execution_ms
+        first = to_ms(start)
+    else:
+        starts = [s for snap in snapshots.values() if (s := model_start_ms(snap.model, project)) is not None]
+        first = min(starts, default=execution_ms)
+    last = to_end_ms(end) if end else execution_ms
+    if last > execution_ms:
+        raise PlanError("The plan end cannot be in the future")
+    if start and first > last:
+        raise PlanError(f"The plan start {start} is after its end")
+    return first, last
 
 
-def compute_backfills(
-    state: StateReader,
-    snapshots: dict[str, Snapshot],
-    scope: set[str],
+def plan_backfills(
+    project: Project,
+    state: IntervalReader,
+    changes: ChangeSet,
     previous: dict[str, Snapshot],
     *,
-    order: list[str],
-    default_start: str | None,
+    is_prod: bool,
     start: str | None,
     end: str | None,
     execution_ms: int,
-    ignore_cron: bool = False,
-    end_bounded: bool = True,
 ) -> dict[str, Backfill]:
-    """Missing intervals of the snapshots in `scope` (in DAG order)."""
-    candidates = [snapshots[n] for n in order if n in scope and not snapshots[n].model.kind.is_symbolic]
-    keys = [s.interval_key for s in candidates]
-    prev_keys = [p.interval_key for p in previous.values() if p.version]
-    intervals = state.get_intervals(keys + prev_keys) if candidates else {}
-    backfills: dict[str, Backfill] = {}
-    for snap in candidates:
-        model = snap.model
-        present = intervals.get(snap.interval_key, [])
-        if model.kind.is_timeless:
-            if not present:
-                backfills[snap.name] = Backfill(snap.name, [ALL_TIME], True)
-            continue
-        bound = None
-        prev = previous.get(snap.name)
-        if end_bounded and prev is not None and prev.version and prev.version != snap.version:
-            prev_present = intervals.get(prev.interval_key, [])
-            bound = max((e for _, e in prev_present), default=None)
-        missing = compute_missing(
-            cron=model.cron,
-            model_start=model.start or default_start,
-            model_end=model.end,
-            plan_start=start,
-            plan_end=end,
-            execution_time=execution_ms,
-            present=present,
-            lookback=model.kind.lookback,
-            end_bounded_by=bound,
-            ignore_cron=ignore_cron,
-            merged=True,
-        )
-        if missing:
-            backfills[snap.name] = Backfill(snap.name, missing, not model.kind.is_incremental)
-    return backfills
+    """The intervals to compute before the environment may use its snapshots.
+
+    Prod fills in every model's gaps; a development environment only its changed models' (the
+    others are the base's snapshots, which it reads as they are).
+    """
+    scope = set(changes.snapshots) if is_prod else changes.changed
+    return compute_backfills(state, changes.snapshots, scope, previous, order=project.dag.sorted(),
+                             default_start=project.config.model_defaults.start, start=start, end=end,
+                             execution_ms=execution_ms)
 
 
 def snapshot_order(snapshots: dict[str, Snapshot]) -> list[str]:
     """Parents before children, from the snapshots' own parent lists (no project needed)."""
-    from mesh_dagster.core.dag import DAG
-
     return DAG({n: [p.name for p in s.parents if p.name in snapshots] for n, s in snapshots.items()}).sorted()

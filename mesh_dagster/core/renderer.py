@@ -12,16 +12,17 @@ import dataclasses
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.kinds import IncrementalByTimeRangeKind
 from mesh_dagster.core.macros import (
     SQL,
     MacroEvaluator,
@@ -32,6 +33,7 @@ from mesh_dagster.core.macros import (
     temporal_locals,
 )
 from mesh_dagster.core.model import Model
+from mesh_dagster.core.parse_errors import describe
 from mesh_dagster.core.time_column import TimeColumnError, find_type, interval_condition
 
 SPARK = get_dialect("spark")
@@ -93,7 +95,7 @@ def render_statements(statements: list[str], model: Model, ctx: RenderContext, m
 def render_audit(
     query: str,
     dialect: str,
-    args: dict[str, str | exp.Expression],
+    args: Mapping[str, str | exp.Expr],
     model: Model,
     ctx: RenderContext,
     macros: MacroRegistry,
@@ -155,6 +157,11 @@ def output_columns(
     if model.query is None:
         return None
     tree = render_query(model, RenderContext(variables=variables, schemas=schemas), macros)
+    return query_columns(tree, schemas)
+
+
+def query_columns(tree: exp.Expr, schemas: dict) -> dict[str, str | None] | None:
+    """Ordered output columns of a rendered query → Spark type (None when not cheaply known)."""
     return _query_columns(tree, schemas, _cte_queries(tree))
 
 
@@ -208,13 +215,13 @@ def _model_evaluator(model: Model, ctx: RenderContext, macros: MacroRegistry, li
 # Parsing
 
 
-_PARSED: OrderedDict[tuple[str, str], exp.Expression | None] = OrderedDict()
+_PARSED: OrderedDict[tuple[str, str], exp.Expr | None] = OrderedDict()
 _PARSED_MAX = 2048
 _PARSED_LOCK = threading.Lock()
 _MISSING: Any = object()
 
 
-def _parse_text(text: str, dialect: str, reader: Callable[[exp.Expression | None], T] | None = None) -> Any:
+def _parse_text(text: str, dialect: str, reader: Callable[[exp.Expr | None], T] | None = None) -> Any:
     """Parse once per text: a `reader` sees a cached tree (under a lock, so nobody takes it from
     under it); without one the caller gets a tree of its own to change, taken out of the cache
     when there is one. Nothing is ever copied: sqlglot's deep copy costs more than a parse."""
@@ -240,7 +247,7 @@ def _parse_query(text: str, dialect: str, path: str | None, line: int, what: str
                  reader: Callable[[exp.Query], T] | None = None) -> Any:
     """The parsed query (the caller's to change), or what `reader` returns from the shared tree."""
 
-    def checked(tree: exp.Expression | None) -> exp.Query:
+    def checked(tree: exp.Expr | None) -> exp.Query:
         if tree is None:
             raise ModelError(f"The {what} is empty", path, line)
         if not isinstance(tree, exp.Query):
@@ -254,29 +261,24 @@ def _parse_query(text: str, dialect: str, path: str | None, line: int, what: str
             return checked(_parse_text(text, dialect))
         return _parse_text(text, dialect, lambda tree: reader(checked(tree)))
     except ParseError as e:
-        raise ModelError(f"Cannot parse {what}: {_message(e)}", path, _error_line(e, line)) from None
+        raise ModelError(f"Cannot parse {what}: {describe(e)}", path, _error_line(e, line)) from None
     except TokenError as e:
-        raise ModelError(f"Cannot parse {what}: {_message(e)}", path, line + _token_error_line(e, text) - 1) from None
+        raise ModelError(f"Cannot parse {what}: {describe(e)}", path, line + _token_error_line(e, text) - 1) from None
 
 
-def _parse_statements(text: str, dialect: str, path: str | None, line: int) -> list[exp.Expression]:
+def _parse_statements(text: str, dialect: str, path: str | None, line: int) -> list[exp.Expr]:
     try:
         return [s for s in sqlglot.parse(text, read=get_dialect(dialect)) if s is not None]
     except ParseError as e:
-        raise ModelError(f"Cannot parse statement: {_message(e)}", path, _error_line(e, line)) from None
+        raise ModelError(f"Cannot parse statement: {describe(e)}", path, _error_line(e, line)) from None
     except TokenError as e:
-        raise ModelError(f"Cannot parse statement: {_message(e)}", path, line) from None
+        raise ModelError(f"Cannot parse statement: {describe(e)}", path, line) from None
 
 
 def _error_line(error: ParseError, first_line: int) -> int:
     """sqlglot counts lines from the start of the text; the file line is offset by where it starts."""
     relative = error.errors[0].get("line") if error.errors else None
     return first_line + max(relative or 1, 1) - 1
-
-
-def _message(error: Exception) -> str:
-    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return re.sub(r"\.? Line \d+, Col: \d+\.?$", "", first)
 
 
 def _token_error_line(error: TokenError, text: str) -> int:
@@ -296,19 +298,19 @@ class _Collected:
     has_star: bool = False
 
 
-def _collect(tree: exp.Expression) -> _Collected:
+def _collect(tree: exp.Expr) -> _Collected:
     """One walk: everything the rewrites need."""
     found = _Collected()
     for node in tree.walk():
         kind = type(node)
         if kind is exp.Table:
-            found.tables.append(node)
+            found.tables.append(cast(exp.Table, node))
         elif kind is exp.Star:
             found.has_star = True
         elif kind is exp.CTE:
-            found.ctes[node.alias_or_name.lower()] = node
+            found.ctes[node.alias_or_name.lower()] = cast(exp.CTE, node)
         elif kind is exp.Column and node.args.get("db") is not None:
-            found.qualified_columns.append(node)
+            found.qualified_columns.append(cast(exp.Column, node))
     return found
 
 
@@ -326,7 +328,7 @@ def _table_key(table: exp.Table) -> str:
     return ".".join(p.name for p in table.parts).lower()
 
 
-def _rewrite_references(tree: exp.Expression, ctx: RenderContext, macros: MacroRegistry, found: _Collected,
+def _rewrite_references(tree: exp.Expr, ctx: RenderContext, macros: MacroRegistry, found: _Collected,
                         depth: int) -> None:
     """Model references → mapped tables (aliased by their old name); EMBEDDED models → subqueries."""
     if not (ctx.table_mapping or ctx.embedded):
@@ -372,7 +374,7 @@ def _inline(table: exp.Table, model: Model, ctx: RenderContext, macros: MacroReg
     table.replace(exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(alias))))
 
 
-def _filter_this_model(tree: exp.Expression, model: Model, ctx: RenderContext, this_key: str) -> None:
+def _filter_this_model(tree: exp.Expr, model: Model, ctx: RenderContext, this_key: str) -> None:
     condition = _interval_condition(model, ctx)
     for table in list(tree.find_all(exp.Table)):
         if _table_key(table) != this_key:
@@ -384,12 +386,15 @@ def _filter_this_model(tree: exp.Expression, model: Model, ctx: RenderContext, t
         table.replace(exp.Subquery(this=subquery, alias=exp.TableAlias(this=exp.to_identifier(alias))))
 
 
-def _interval_condition(model: Model, ctx: RenderContext) -> exp.Expression:
+def _interval_condition(model: Model, ctx: RenderContext) -> exp.Expr:
     """`time_column BETWEEN low AND high` for the context's interval, bounded exactly as writes are."""
     column = model.time_column or ""
     column_type = ctx.time_column_type or find_type(model.columns, column)
+    kind = model.kind
+    # The caller filters incremental models rendered for an interval only.
+    assert isinstance(kind, IncrementalByTimeRangeKind) and ctx.start is not None and ctx.end is not None
     try:
-        return interval_condition(column, ctx.start, ctx.end, column_type, model.kind.time_column_format)
+        return interval_condition(column, ctx.start, ctx.end, column_type, kind.time_column_format)
     except TimeColumnError as e:
         raise ModelError(f"Cannot bound time_column {column}: {e}", model.path, model.line) from None
 
@@ -398,7 +403,7 @@ def _interval_condition(model: Model, ctx: RenderContext) -> exp.Expression:
 # Star expansion and output columns
 
 
-def _expand_stars(tree: exp.Expression, schemas: dict[str, dict[str, str | None]], ctes: dict[str, exp.CTE]) -> None:
+def _expand_stars(tree: exp.Expr, schemas: dict[str, dict[str, str | None]], ctes: dict[str, exp.CTE]) -> None:
     """`*` / `t.*` over sources whose columns are all known → explicit columns.
 
     Inner selects go first, and the passes repeat so a CTE reading another CTE sees its columns.
@@ -412,7 +417,7 @@ def _expand_stars(tree: exp.Expression, schemas: dict[str, dict[str, str | None]
         selects = remaining
 
 
-def _is_star(projection: exp.Expression) -> bool:
+def _is_star(projection: exp.Expr) -> bool:
     return isinstance(projection, exp.Star) or (
         isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
     )
@@ -423,7 +428,7 @@ def _expand_select(select: exp.Select, schemas: dict, ctes: dict[str, exp.CTE]) 
     sources = _sources(select, schemas, ctes)
     if sources is None:
         return False
-    projections: list[exp.Expression] = []
+    projections: list[exp.Expr] = []
     complete = True
     visible = [(alias, cols) for alias, cols, hidden in sources if not hidden]
     for projection in select.expressions:
@@ -436,7 +441,7 @@ def _expand_select(select: exp.Select, schemas: dict, ctes: dict[str, exp.CTE]) 
                 continue
             qualify = len(visible) > 1
             for alias, cols in visible:
-                projections += [exp.column(c, table=alias if qualify else None) for c in cols
+                projections += [exp.column(c, table=alias if qualify else None) for c in cols or []
                                 if c.lower() not in excluded]
         elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
             alias = projection.table.lower()
@@ -473,7 +478,7 @@ def _sources(select: exp.Select, schemas: dict, ctes: dict[str, exp.CTE]) -> lis
     return sources
 
 
-def _source_columns(item: exp.Expression, schemas: dict, ctes: dict[str, exp.CTE]) -> list[str] | None:
+def _source_columns(item: exp.Expr, schemas: dict, ctes: dict[str, exp.CTE]) -> list[str] | None:
     alias = item.args.get("alias")
     if isinstance(alias, exp.TableAlias) and alias.columns:
         return [c.name for c in alias.columns]
@@ -494,7 +499,7 @@ def _source_columns(item: exp.Expression, schemas: dict, ctes: dict[str, exp.CTE
     return None
 
 
-def _query_names(query: exp.Expression) -> list[str] | None:
+def _query_names(query: exp.Expr) -> list[str] | None:
     while isinstance(query, (exp.Subquery, exp.Paren)):
         query = query.this
     if isinstance(query, exp.SetOperation):
@@ -510,7 +515,7 @@ def _query_names(query: exp.Expression) -> list[str] | None:
     return names
 
 
-def _output_name(projection: exp.Expression) -> str | None:
+def _output_name(projection: exp.Expr) -> str | None:
     """The column name a projection produces; None for stars and unaliased expressions (Spark
     would invent a name like `count(1)` that nobody should rely on)."""
     if isinstance(projection, exp.Alias):
@@ -520,11 +525,11 @@ def _output_name(projection: exp.Expression) -> str | None:
     return None
 
 
-def _cte_queries(tree: exp.Expression) -> dict[str, exp.CTE]:
+def _cte_queries(tree: exp.Expr) -> dict[str, exp.CTE]:
     return {cte.alias_or_name.lower(): cte for cte in tree.find_all(exp.CTE)}
 
 
-def _query_columns(query: exp.Expression, schemas: dict, ctes: dict[str, exp.CTE]) -> dict[str, str | None] | None:
+def _query_columns(query: exp.Expr, schemas: dict, ctes: dict[str, exp.CTE]) -> dict[str, str | None] | None:
     while isinstance(query, (exp.Subquery, exp.Paren)):
         query = query.this
     if isinstance(query, exp.SetOperation):
@@ -561,7 +566,7 @@ def _typed_sources(select: exp.Select, schemas: dict, ctes: dict[str, exp.CTE]) 
     return out
 
 
-def _projection_type(projection: exp.Expression, sources: dict[str, dict[str, str | None]]) -> str | None:
+def _projection_type(projection: exp.Expr, sources: dict[str, dict[str, str | None]]) -> str | None:
     node = projection.this if isinstance(projection, exp.Alias) else projection
     if isinstance(node, (exp.Cast, exp.TryCast)):
         return node.to.sql(dialect=SPARK)

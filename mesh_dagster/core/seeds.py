@@ -21,16 +21,18 @@ import io
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from datetime import date
 from decimal import ROUND_HALF_UP, Context, Decimal
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from sqlglot import exp
 
 from mesh_dagster.core.cache import ProjectCache, content_key
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.files import UTF8_BOM, decode_text
+from mesh_dagster.core.kinds import SeedKind
 from mesh_dagster.core.model import Model
 from mesh_dagster.core.names import IDENTIFIER
 
@@ -52,12 +54,14 @@ class SeedFile:
 
 def check_seed(model: Model, shown: str, cache: ProjectCache | None = None, *, check_values: bool = True) -> SeedFile:
     """The seed's header, after checking the whole file (see the module docstring)."""
-    path = Path(model.kind.path or "")
+    kind = model.kind
+    assert isinstance(kind, SeedKind)  # only seed models are read from a CSV
+    path = Path(kind.path or "")
     try:
         data = path.read_bytes()
     except OSError:
         raise ModelError(f"Seed file not found: {shown}", model.path, model.line_of("kind")) from None
-    settings = model.kind.csv_settings
+    settings = kind.csv_settings
     key = content_key(b"\0".join([data, repr(sorted((model.columns or {}).items())).encode(),
                                   repr(sorted(settings.items())).encode(), str(check_values).encode()]))
     cached = cache.get(_CACHE_NAMESPACE, key) if cache is not None else None
@@ -70,7 +74,9 @@ def check_seed(model: Model, shown: str, cache: ProjectCache | None = None, *, c
 
 
 def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> list[str]:
-    settings = model.kind.csv_settings
+    kind = model.kind
+    assert isinstance(kind, SeedKind)  # only seed models are read from a CSV
+    settings = kind.csv_settings
     rows = _rows(text, settings, shown)
     first = next(rows, None)
     if first is None:
@@ -94,7 +100,9 @@ def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> list
 def _rows(text: str, settings: dict, shown: str) -> Iterator[tuple[int, list[str]]]:
     """(first line, fields) of every row but blank lines (pandas skips those), read like pandas
     reads it: same delimiter, quoting and escaping."""
-    options = {"delimiter": str(settings.get("delimiter", ",")), "quotechar": str(settings.get("quotechar", '"'))}
+    options: dict[str, Any] = {
+        "delimiter": str(settings.get("delimiter", ",")), "quotechar": str(settings.get("quotechar", '"'))
+    }
     if settings.get("escapechar"):
         options["escapechar"] = str(settings["escapechar"])
     reader = csv.reader(io.StringIO(text, newline=""), **options)
@@ -122,8 +130,8 @@ def _check_header(model: Model, shown: str, line: int, header: list[str]) -> Non
     if model.columns is not None and set(header) != set(model.columns):
         missing = [c for c in model.columns if c not in header]
         extra = [c for c in header if c not in model.columns]
-        detail = "; ".join(filter(None, [missing and f"missing in CSV: {', '.join(missing)}",
-                                         extra and f"not declared in columns: {', '.join(extra)}"]))
+        detail = "; ".join(filter(None, [f"missing in CSV: {', '.join(missing)}" if missing else None,
+                                         f"not declared in columns: {', '.join(extra)}" if extra else None]))
         raise ModelError(f"Seed CSV header does not match the columns of {model.name} ({model.where()}): {detail}",
                          shown, line)
 
@@ -229,7 +237,9 @@ def _decimal_check(precision: int, scale: int) -> Callable[[str], bool]:
         number = Decimal(text)
         if number and number.adjusted() + 1 > precision - scale:
             return False
-        rounded = number.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=Context(prec=precision + 2))
+        rounded = number.quantize(
+            Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=Context(prec=precision + 2)
+        )
         return not rounded or rounded.adjusted() + 1 <= precision - scale
 
     return check

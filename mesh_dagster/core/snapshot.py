@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Iterable
 from enum import IntEnum
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.kinds import ViewKind
 from mesh_dagster.core.model import Model
 from mesh_dagster.core.names import MAX_DATABASE_NAME, PHYSICAL_SCHEMA_PREFIX
 
@@ -98,7 +100,7 @@ class Snapshot(BaseModel):
     def is_categorized(self) -> bool:
         return self.version is not None
 
-    def categorize(self, category: ChangeCategory, previous: "Snapshot | None") -> None:
+    def categorize(self, category: ChangeCategory, previous: Snapshot | None) -> None:
         """Fix the category and, from it, the version (the physical table this snapshot uses)."""
         self.change_category = category
         if previous is not None and previous.version and self.can_reuse(category, previous):
@@ -108,7 +110,7 @@ class Snapshot(BaseModel):
         if previous is not None and previous.version and previous.version != self.version:
             self.previous_versions = [previous.version, *previous.previous_versions][:10]
 
-    def can_reuse(self, category: ChangeCategory, previous: "Snapshot") -> bool:
+    def can_reuse(self, category: ChangeCategory, previous: Snapshot) -> bool:
         """Whether this snapshot may keep `previous`'s physical table.
 
         A VIEW model's physical object is a view over its parents' physical tables, so it must get
@@ -116,7 +118,7 @@ class Snapshot(BaseModel):
         """
         if not category.reuses_previous_version:
             return False
-        if self.model.kind.name.value == "VIEW":
+        if isinstance(self.model.kind, ViewKind):  # materialized or not, as always
             return self.fingerprint.parent_data_hash == previous.fingerprint.parent_data_hash
         return True
 

@@ -13,7 +13,8 @@ as): callers that can ask the engine pass it; the declared `columns` are the fal
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 from sqlglot import exp
@@ -32,7 +33,7 @@ class TimeColumnError(ValueError):
 
 
 def interval_bounds(start: datetime, end: datetime, column_type: str | None,
-                    time_format: str) -> tuple[exp.Expression, exp.Expression]:
+                    time_format: str) -> tuple[exp.Expr, exp.Expr]:
     """Inclusive low and high bounds of `[start, end)` as literals of the column's type.
 
     `end` is exclusive; the high bound is the last microsecond before it, formatted. Without a
@@ -63,14 +64,16 @@ def interval_condition(column: str, start: datetime, end: datetime, column_type:
     return exp.Between(this=exp.column(column, quoted=True), low=low, high=high)
 
 
+@lru_cache(maxsize=256)
 def check_time_column(column_type: str | None, time_format: str) -> None:
     """Raise `TimeColumnError` now if intervals could not be bounded on such a column later (for
-    the loader, when the column's type is known before anything runs)."""
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    the loader, when the column's type is known before anything runs). Memoised: a project's
+    models share a handful of (type, format) pairs and the loader checks every model each load."""
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
     interval_bounds(epoch, epoch + timedelta(days=1), column_type, time_format)
 
 
-def find_type(columns: dict[str, str | None] | None, column: str) -> str | None:
+def find_type(columns: Mapping[str, str | None] | None, column: str) -> str | None:
     """The type of `column` in `columns`, matched case-insensitively like Spark does."""
     lowered = column.lower()
     return next((t for c, t in (columns or {}).items() if c.lower() == lowered), None)
@@ -86,7 +89,7 @@ def _data_type(column_type: str | None) -> exp.DataType | None:
         raise TimeColumnError(f"unknown time column type {column_type!r}") from None
 
 
-def _number(moment: datetime, time_format: str, column_type: str | None) -> exp.Literal:
+def _number(moment: datetime, time_format: str, column_type: str | None) -> exp.Expr:
     text = moment.strftime(time_format)
     if not text.isdigit():
         raise TimeColumnError(f"the time column is {column_type}, but its format {time_format!r} gives "
@@ -99,4 +102,4 @@ def _timestamp_text(moment: datetime) -> str:
 
 
 def _as_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from sqlglot import exp
 from sqlglot.errors import ParseError
-
 
 _T = exp.DataType.Type
 # The types a Spark table column can have (what `CREATE TABLE` accepts).
@@ -33,7 +32,7 @@ def to_spark_type(type_text: str, dialect: str = "spark") -> str:
     return spark_text
 
 
-@lru_cache(maxsize=None)
+@cache
 def check_dialect(name: str) -> str:
     """A sqlglot dialect name, lower case; an unknown one is a ValueError naming it (not a traceback
     from the first render that needs it)."""

@@ -6,7 +6,7 @@ evaluation per model, not 365. The step calls `Context.materialize`, the same co
 uses to evaluate, audit and record intervals; it never moves an environment's views.
 """
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from dagster import (
     AssetCheckKey,
@@ -28,6 +28,7 @@ from dagster import (
     multi_asset,
 )
 
+from mesh_dagster.context import Context
 from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.errors import MeshError
@@ -171,20 +172,20 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
                 )
                 if run.outcome == Outcome.EVALUATED:
                     computed.add(run.name)
-            restamp_children(context, graph, partitions, mesh_context.state, computed, set(names))
+            restamp_children(context, graph, partitions, mesh_context, computed, set(names))
         except MeshError as e:
             raise Failure(description=str(e)) from None
 
     return _models
 
 
-def restamp_children(context: AssetExecutionContext, graph: ProjectGraph, partitions: dict, state,
+def restamp_children(context: AssetExecutionContext, graph: ProjectGraph, partitions: dict, mesh_context: Context,
                      computed: set[str], selected: set[str]) -> None:
     """Stamp the unselected children of freshly computed models whose data stays valid."""
     children = [c for c in graph.children(computed) if c not in selected]
     if not children:
         return
-    stamper = Stamper(graph, partitions, state, context.instance)
+    stamper = Stamper(graph, partitions, mesh_context, context.instance)
     for event in stamper.stamp(children, STAMP_LIMIT):
         context.log_event(event)
 

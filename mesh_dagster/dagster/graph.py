@@ -59,7 +59,7 @@ class ModelAsset:
 
     @property
     def is_external(self) -> bool:
-        return self.kind == KindName.EXTERNAL
+        return self.model.kind.is_external
 
     @property
     def unit(self) -> IntervalUnit:
@@ -107,7 +107,7 @@ class ProjectGraph:
         starts = [a.start_ms for a in self.by_unit().get(unit, []) if a.start_ms is not None]
         if starts:
             return unit.floor(min(starts))
-        return unit.start_of(unit.index(now_ms()) - 1)
+        return unit.start_of(unit.index_of(now_ms()) - 1)
 
 
 def asset_key(model_name: str, environment: str) -> tuple[str, ...]:
@@ -130,10 +130,9 @@ def build_graph(project: Project, plan: Plan) -> ProjectGraph:
     assets: dict[str, ModelAsset] = {}
     for name in project.dag.sorted():
         model = project.models[name]
-        kind = model.kind.name
-        if kind == KindName.EMBEDDED:
+        if model.kind.is_inlined:
             continue
-        keys[name] = external_key(name) if kind == KindName.EXTERNAL else asset_key(name, environment)
+        keys[name] = external_key(name) if model.kind.is_external else asset_key(name, environment)
         snap = plan.snapshots[name]
         parents = [p for p in sorted(_asset_parents(project, name)) if p in keys]
         if name in added:
@@ -153,7 +152,7 @@ def build_graph(project: Project, plan: Plan) -> ProjectGraph:
             deps=[keys[p] for p in parents],
             parents=parents,
             checks=audit_checks(model, project.audits),
-            start_ms=None if kind == KindName.EXTERNAL else model_start_ms(model, project),
+            start_ms=None if model.kind.is_external else model_start_ms(model, project),
             end_ms=_end_ms(model),
             columns=column_cache.columns(project, name, snap.identifier),
         )
@@ -217,7 +216,7 @@ def _asset_parents(project: Project, name: str) -> set[str]:
     """Parents, looking through EMBEDDED models (they are inlined, not assets)."""
     out: set[str] = set()
     for parent in project.parents(name):
-        if project.models[parent].kind.name == KindName.EMBEDDED:
+        if project.models[parent].kind.is_inlined:
             out |= _asset_parents(project, parent)
         else:
             out.add(parent)

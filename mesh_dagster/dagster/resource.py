@@ -7,7 +7,6 @@ Spark Connect server when it runs, so concurrent runs and the `mesh` CLI reach o
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 from dagster import ConfigurableResource, InitResourceContext
@@ -31,10 +30,8 @@ class MeshResource(ConfigurableResource):
     def get_context(self) -> Context:
         if self._context is None:
             if self.shared_spark:
-                from mesh_dagster.engine.connect_server import SHARED_ENV
-
                 # A run worker is a process of its own: asking for the shared server here affects this run only.
-                os.environ.setdefault(SHARED_ENV, "1")
+                Context.prefer_shared_spark()
             self._context = Context(self.project_dir, self.gateway, state_url=self.state_url)
         return self._context
 

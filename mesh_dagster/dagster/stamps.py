@@ -24,8 +24,9 @@ stale until materialized — exactly what the change would recompute.
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
+from typing import cast
 
 from dagster import (
     AssetKey,
@@ -53,6 +54,7 @@ from dagster._core.definitions.data_version import (
 )
 from dagster._core.events import DagsterEventType
 
+from mesh_dagster.context import Context
 from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.intervals import Interval
 from mesh_dagster.core.plan import ALL_TIME
@@ -93,10 +95,10 @@ def confirmation(asset: ModelAsset, present: list[Interval]) -> str:
 class Stamper:
     """Finds the partitions to re-stamp for one environment's assets and builds their events."""
 
-    def __init__(self, graph: ProjectGraph, partitions: dict, state, instance: DagsterInstance):
+    def __init__(self, graph: ProjectGraph, partitions: dict, context: Context, instance: DagsterInstance):
         self.graph = graph
         self.partitions = partitions  # IntervalUnit -> TimeWindowPartitionsDefinition
-        self.state = state
+        self.context = context  # the project's: where the intervals the tables hold are recorded
         self.instance = instance
         # model -> partition -> physical version of its latest event, including stamps emitted here
         self._versions: dict[str, dict[str, str | None]] = {}
@@ -129,7 +131,8 @@ class Stamper:
     def _todo(self, asset: ModelAsset, present: dict[tuple[str, str], list[Interval]]) -> list[tuple[str, bool]]:
         """(partition key, holds data) still carrying another code version, or built on a parent
         version that the parent's newer data has since replaced."""
-        covered, outside = self._candidates(asset, present.get((asset.name, asset.version), []))
+        # No version: nothing present (the "" key is never there).
+        covered, outside = self._candidates(asset, present.get((asset.name, asset.version or ""), []))
         if not covered and not outside:
             return []
         latest = self._latest(asset, [*covered, *outside])
@@ -152,7 +155,7 @@ class Stamper:
         latest_ids = self._latest_ids(models)
         moved = {name for name, storage_id in latest_ids.items() if storage_id > seen.get(name, -1)}
         present = self._present(models)
-        tokens = {a.name: confirmation(a, present.get((a.name, a.version), [])) for a in models}
+        tokens = {a.name: confirmation(a, present.get((a.name, a.version or ""), [])) for a in models}
         names = [a.name for a in models if confirmed.get(a.name) != tokens[a.name] or moved.intersection(a.parents)]
         return Suspects(names, tokens, latest_ids)
 
@@ -166,7 +169,7 @@ class Stamper:
         return out
 
     def _present(self, models: list[ModelAsset]) -> dict[tuple[str, str], list[Interval]]:
-        return self.state.get_intervals([(a.name, a.version) for a in models if a.version])
+        return self.context.intervals([(a.name, a.version) for a in models if a.version])
 
     def _behind(self, asset: ModelAsset, keys: list[str], latest: dict[str, LatestEvent]) -> list[str]:
         """Partitions built on an older version of a parent whose current version now holds the
@@ -235,7 +238,7 @@ class Stamper:
             keys = self._parent_keys(asset, parent, partition)
             versions = set(self._parent_versions(parent, set(keys)).values()) if keys else set()
             if len(versions) == 1 and None not in versions:
-                out[parent.name] = versions.pop()
+                out[parent.name] = cast(str, versions.pop())  # None was excluded above
             elif before is not None and parent.name in before.built_on:
                 out[parent.name] = before.built_on[parent.name]
         return out
@@ -316,8 +319,7 @@ def stamp_job(graph: ProjectGraph, partitions: dict):
     @op(name=f"restamp_{environment}_partitions", out={}, required_resource_keys={"mesh"},
         description="Mark partitions whose data the current versions reuse as materialized, without recomputing.")
     def _restamp(context: OpExecutionContext):
-        state = context.resources.mesh.get_context().state
-        stamper = Stamper(graph, partitions, state, context.instance)
+        stamper = Stamper(graph, partitions, context.resources.mesh.get_context(), context.instance)
         stamped: Counter[AssetKey] = Counter()
         for event in stamper.stamp(None, STAMP_LIMIT):
             stamped[event.asset_key] += 1
@@ -356,8 +358,6 @@ def read_cursor(cursor: str | None) -> tuple[dict[str, str], dict[str, int]]:
 def stamp_sensor(graph: ProjectGraph, partitions: dict, job, project_dir: str, gateway: str | None,
                  state_url: str | None, running: bool):
     """Launches the re-stamp job whenever some reused data carries an outdated code version."""
-    from mesh_dagster.context import Context
-
     keys = {AssetKey(list(a.key)) for a in graph.materializable}
 
     @sensor(name=f"restamp_{graph.environment}_sensor", job=job, minimum_interval_seconds=60,
@@ -372,10 +372,10 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, job, project_dir: str, g
         confirmed, seen = read_cursor(context.cursor)
         ctx = Context(project_dir, gateway, state_url=state_url)
         try:
-            if graph.environment != PROD and ctx.state.get_environment(graph.environment) is None:
+            if graph.environment != PROD and not ctx.environment_exists(graph.environment):
                 return SkipReason(f"Environment '{graph.environment}' does not exist yet: nothing of it to show "
                                   f"until it is planned or promoted")
-            stamper = Stamper(graph, partitions, ctx.state, context.instance)
+            stamper = Stamper(graph, partitions, ctx, context.instance)
             suspects = stamper.suspects(confirmed, seen)
             pending = stamper.pending(suspects.names) if suspects.names else {}
         finally:

@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mesh_dagster.dagster.ui import (
     UiAlreadyRunning,
@@ -37,6 +38,9 @@ from mesh_dagster.dagster.ui import (
     dagster_env,
     only_ui,
 )
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 GRACE_S = 5.0  # for `dagster dev` to stop its services and for runs to end as canceled
 KILL_WAIT_S = 3.0  # for the kernel to take down what was SIGKILLed
@@ -117,7 +121,7 @@ class Runs:
 
     def __init__(self, dagster_home: Path):
         self._home = dagster_home
-        self._instance = None
+        self._instance: DagsterInstance | None = None
         self._importer: threading.Thread | None = None
 
     def load_in_background(self) -> None:
@@ -153,7 +157,7 @@ class Runs:
     def canceled(instance, run) -> None:
         instance.report_run_canceled(run, message=CANCEL_MESSAGE)
 
-    def _get(self):
+    def _get(self) -> DagsterInstance | None:
         if self._instance is None and (self._home / "storage").exists():  # no storage yet: no run ever
             if self._importer is not None:
                 self._importer.join(timeout=GRACE_S)

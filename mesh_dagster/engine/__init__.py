@@ -9,10 +9,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from mesh_dagster.engine.adapter import SparkEngine, quote_identifier, quote_name
-    from mesh_dagster.engine.java import MINIMUM_JAVA, check_java, find_java
-    from mesh_dagster.engine.session import SparkSQLError, build_session, spark_error_message, to_engine_error
+if TYPE_CHECKING:  # re-exported lazily by __getattr__ below; imported here for type checkers
+    from mesh_dagster.engine.adapter import SparkEngine, quote_identifier, quote_name  # noqa: F401
+    from mesh_dagster.engine.java import MINIMUM_JAVA, check_java, find_java  # noqa: F401
+    from mesh_dagster.engine.session import SparkSQLError, build_session, spark_error_message, to_engine_error  # noqa: F401
 
 _EXPORTS = {
     "SparkEngine": "adapter",

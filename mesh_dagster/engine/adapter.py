@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
+import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
@@ -30,9 +32,14 @@ from pyspark.sql import types as T
 
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.core.names import IDENTIFIER  # the one rule for names Spark can hold
-from mesh_dagster.engine.session import quiet_pyspark_error_logs, to_engine_error
+from mesh_dagster.engine.session import (
+    SparkSQLError,
+    quiet_pyspark_error_logs,
+    to_engine_error,
+)
 
 _HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+SQL_TRACE_ENV = "MESH_SQL_TRACE"  # a file path: every call to Spark is appended with its duration
 _DROP_PARTITIONS_PER_STATEMENT = 100
 TEMP_PREFIX = "__mesh_tmp_"
 
@@ -83,6 +90,11 @@ class SparkEngine:
 
     def __init__(self, spark: SparkSession):
         self.spark = spark
+        self._trace = os.environ.get(SQL_TRACE_ENV) or None
+        # Schemas known to exist: a metastore round trip each otherwise, several per model. Another
+        # process may drop one (the janitor drops empty environment schemas): `_in_schema` then
+        # recreates it and retries, so a stale entry costs one failed statement, never a failure.
+        self._schemas: set[str] = set()
         quiet_pyspark_error_logs()
         # The write strategies rely on it: in Spark's default STATIC mode, INSERT OVERWRITE into a
         # partitioned table first deletes every partition, not just the ones written.
@@ -109,12 +121,32 @@ class SparkEngine:
     def create_schema(self, name: str) -> None:
         # Checked first: on an existing schema, Hive's metastore logs an AlreadyExistsException
         # even under IF NOT EXISTS.
-        if self.schema_exists(name):
+        if name.lower() in self._schemas:
             return
-        self.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_schema(name)}")
+        if not self.schema_exists(name):
+            self.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_schema(name)}")
+        self._schemas.add(name.lower())
 
     def drop_schema(self, name: str, cascade: bool = True) -> None:
+        self._schemas.discard(name.lower())
         self.execute(f"DROP SCHEMA IF EXISTS {_quote_schema(name)}{' CASCADE' if cascade else ''}")
+
+    def _in_schema(self, name: str, ddl: str, context: str) -> None:
+        """Run DDL creating `name` after making sure its schema exists; when the schema was only
+        remembered and has been dropped meanwhile, create it again and retry once."""
+        schema, _ = _split(name)
+        if schema:
+            self.create_schema(schema)
+        try:
+            with self._errors(context, ddl):
+                self.spark.sql(ddl)
+        except SparkSQLError as e:
+            if not schema or e.condition != "SCHEMA_NOT_FOUND":
+                raise
+            self._schemas.discard(schema.lower())
+            self.create_schema(schema)
+            with self._errors(context, ddl):
+                self.spark.sql(ddl)
 
     def schema_exists(self, name: str) -> bool:
         _quote_schema(name)
@@ -193,16 +225,12 @@ class SparkEngine:
                 raise EngineError(f"Cannot create {table}: neither columns nor a query were given")
             columns = self.query_columns(query_sql)
         _check_partition_columns(table, columns, partitioned_by)
-        schema, _ = _split(table)
-        if schema:
-            self.create_schema(schema)
         definition = ", ".join(f"{quote_identifier(name)} {_ddl_type(kind)}{_comment(comments, name)}"
                                for name, kind in columns.items())
         ddl = f"CREATE TABLE IF NOT EXISTS {quote_name(table)} ({definition}) USING {_storage_format(storage_format)}"
         if partitioned_by:
             ddl += f" PARTITIONED BY ({', '.join(quote_identifier(p) for p in partitioned_by)})"
-        with self._errors(f"Cannot create table {table}", ddl):
-            self.spark.sql(ddl)
+        self._in_schema(table, ddl, f"Cannot create table {table}")
 
     def replace_table(
         self,
@@ -220,7 +248,8 @@ class SparkEngine:
         """
         produced = self.query_columns(query_sql)
         wanted = dict(columns) if columns is not None else produced
-        table_columns, partition_columns = self._ensure_table(table, wanted, partitioned_by, storage_format, comments)
+        table_columns, partition_columns = self._ensure_table(table, wanted, partitioned_by, storage_format, comments,
+                                                              spelled=columns is None)
         select = self._select_for(table, query_sql, table_columns, produced)
         self._overwrite(table, select, partition_columns, scope=None)
 
@@ -288,7 +317,8 @@ class SparkEngine:
         try:
             source = {name: f"c{i}" for i, name in enumerate(names)}
             select = ", ".join(
-                f"CAST({quote_identifier(source[_find_column(columns, name)])} AS {_ddl_type(kind)}) AS {quote_identifier(name)}"
+                f"CAST({quote_identifier(source[_known_column(columns, name)])} AS {_ddl_type(kind)})"
+                f" AS {quote_identifier(name)}"
                 for name, kind in table_columns.items()
             )
             self.execute(f"INSERT OVERWRITE TABLE {quote_name(table)} SELECT {select} FROM {quote_identifier(view)}")
@@ -300,14 +330,12 @@ class SparkEngine:
 
         Column comments need the view's column list, which must name every output column: it is
         read from the query's analysis (one round trip, only when there are comments)."""
-        schema, _ = _split(view)
-        if schema:
-            self.create_schema(schema)
         column_list = ""
         if comments:
             names = self.query_columns(select_sql)
             column_list = " (" + ", ".join(f"{quote_identifier(n)}{_comment(comments, n)}" for n in names) + ")"
-        self.execute(f"CREATE OR REPLACE VIEW {quote_name(view)}{column_list} AS\n{_strip(select_sql)}")
+        ddl = f"CREATE OR REPLACE VIEW {quote_name(view)}{column_list} AS\n{_strip(select_sql)}"
+        self._in_schema(view, ddl, "Spark SQL failed")
 
     def drop_view(self, name: str) -> None:
         self.execute(f"DROP VIEW IF EXISTS {quote_name(name)}")
@@ -324,14 +352,18 @@ class SparkEngine:
         partitioned_by: Sequence[str],
         storage_format: str,
         comments: Mapping[str, str] | None = None,
+        spelled: bool = False,
     ) -> tuple[dict[str, str], list[str]]:
         """Create the table, or recreate it when columns or partitioning differ from the wanted ones.
 
-        Returns the table's columns (in table order) and partition columns.
+        `spelled`: the types are already in Spark's spelling (a query's analysed columns), which
+        spares the round trip that canonicalises declared ones. Returns the table's columns (in
+        table order) and partition columns.
         """
         if self.table_exists(table):
             current, current_partitions = self.columns(table), self.partition_columns(table)
-            same_columns = _normalized(current) == _normalized(self.canonical_types(columns))
+            wanted = columns if spelled else self.canonical_types(columns)
+            same_columns = _normalized(current) == _normalized(wanted)
             same_partitions = [p.lower() for p in current_partitions] == [p.lower() for p in partitioned_by]
             if same_columns and same_partitions:
                 return current, current_partitions
@@ -347,7 +379,8 @@ class SparkEngine:
         if missing:
             raise EngineError(f"Cannot write {table}: the query does not produce column(s) {', '.join(missing)}")
         select = ", ".join(
-            f"CAST(_q.{quote_identifier(_find_column(produced, name))} AS {_ddl_type(kind)}) AS {quote_identifier(name)}"
+            f"CAST(_q.{quote_identifier(_known_column(produced, name))} AS {_ddl_type(kind)})"
+            f" AS {quote_identifier(name)}"
             for name, kind in table_columns.items()
         )
         return f"SELECT {select} FROM (\n{_strip(query_sql)}\n) AS _q"
@@ -361,16 +394,21 @@ class SparkEngine:
         Writing first and dropping second means a failure leaves old data, never a hole. The
         output is cached, not checkpointed: should Spark evict it, it recomputes the query, which
         for a deterministic query yields the same rows.
+
+        A table without any partition (a first write) has none the write could leave stale: there
+        the one INSERT is exact, and the query runs once instead of being cached, written and
+        scanned again.
         """
         quoted = quote_name(table)
-        if not partition_columns:
+        if not partition_columns or not self._has_partitions(table):
             self.execute(f"INSERT OVERWRITE TABLE {quoted} {select_sql}")
             return
         staged = _temp_name()
         self.execute(f"CACHE TABLE {quote_identifier(staged)} AS {select_sql}")
         try:
             self.execute(f"INSERT OVERWRITE TABLE {quoted} SELECT * FROM {quote_identifier(staged)}")
-            as_text = ", ".join(f"CAST({quote_identifier(p)} AS STRING) AS {quote_identifier(p)}" for p in partition_columns)
+            as_text = ", ".join(f"CAST({quote_identifier(p)} AS STRING) AS {quote_identifier(p)}"
+                                for p in partition_columns)
             where = f" WHERE {scope}" if scope else ""
             stale = self.fetchall(
                 f"SELECT DISTINCT {as_text} FROM {quoted}{where} "
@@ -379,6 +417,11 @@ class SparkEngine:
             self._drop_partitions(table, partition_columns, stale)
         finally:
             self._uncache(staged)
+
+    def _has_partitions(self, table: str) -> bool:
+        """Whether a partitioned table has any partition (from the metastore: no data is read)."""
+        with self._errors(f"Cannot list the partitions of {table}", f"SHOW PARTITIONS {quote_name(table)}"):
+            return bool(self.spark.sql(f"SHOW PARTITIONS {quote_name(table)}").take(1))
 
     def _rewrite_via_staging(self, table: str, select_sql: str, partition_columns: list[str]) -> None:
         """Rewrite a table from a query (columns in table order) that may read the table itself.
@@ -418,10 +461,23 @@ class SparkEngine:
 
     @contextmanager
     def _errors(self, context: str, sql: str | None = None) -> Iterator[None]:
+        """Every call to Spark passes here: Spark's exceptions become `EngineError`, and with
+        `MESH_SQL_TRACE` set the call is traced (the benchmark counts statements from it)."""
+        began = time.perf_counter() if self._trace else 0.0
         try:
             yield
         except (PySparkException, Py4JError) as e:
             raise to_engine_error(e, context, sql) from e
+        finally:
+            if self._trace:
+                _append_trace(self._trace, time.perf_counter() - began, sql or f"[{context}]")
+
+
+def _append_trace(path: str, seconds: float, what: str) -> None:
+    """One line per Spark call: duration in seconds, a tab, the statement on one line (or, for a
+    catalog call, its `[description]`)."""
+    with open(path, "a", encoding="utf-8") as trace:
+        trace.write(f"{seconds:.4f}\t{' '.join(what.split())}\n")
 
 
 def _quote_schema(name: str) -> str:
@@ -443,10 +499,19 @@ def _find_column(columns: Mapping[str, Any], name: str) -> str | None:
     return next((key for key in columns if key.lower() == lowered), None)
 
 
+def _known_column(columns: Mapping[str, Any], name: str) -> str:
+    """`_find_column` for a column the caller has checked is there."""
+    key = _find_column(columns, name)
+    if key is None:
+        raise EngineError(f"Column {name} is missing from {', '.join(columns)}")
+    return key
+
+
 def _comment(comments: Mapping[str, str] | None, column: str) -> str:
     """` COMMENT '...'` for a column that has a description (matched case-insensitively)."""
-    key = _find_column(comments or {}, column)
-    return f" COMMENT {sql_string(comments[key])}" if key is not None else ""
+    known = comments or {}
+    key = _find_column(known, column)
+    return f" COMMENT {sql_string(known[key])}" if key is not None else ""
 
 
 def _normalized(columns: Mapping[str, str]) -> dict[str, str]:
@@ -519,7 +584,9 @@ def _seed_kind(series: pd.Series) -> T.DataType:
 
 
 def _seed_values(series: pd.Series, kind: T.DataType) -> list[Any]:
-    convert = {T.BooleanType: bool, T.LongType: int, T.DoubleType: float}.get(type(kind), _seed_text)
+    converters: dict[type[T.DataType], Callable[[Any], Any]] = {T.BooleanType: bool, T.LongType: int,
+                                                                 T.DoubleType: float}
+    convert = converters.get(type(kind), _seed_text)
     return [None if _is_missing(value) else convert(value) for value in series.tolist()]
 
 

@@ -48,6 +48,8 @@ from mesh_dagster.engine.session import (
     _configure,
     build_session,
     check_java,
+    close_if_unreachable,
+    fail_fast,
     local_session_config,
     metastore_in_use,
     quiet_pyspark_error_logs,
@@ -77,7 +79,6 @@ _BIND_ADDRESS = "127.0.0.1"
 _CLIENT_HOST = "localhost"
 _STOP_GRACE_S = 30.0
 _LOG_TAIL_LINES = 15
-_CLIENT_RETRIES = 6
 # A setting only our servers have: tells this project's server from any other process by its
 # command line (pids are reused; the warehouse path can be overridden by the user's config).
 _MARKER = "spark.mesh_dagster.mesh_dir"
@@ -335,7 +336,7 @@ def _probe(info: ServerInfo) -> None:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     session = ConnectSession(connection=info.client_url)
-    _fail_fast(session)
+    fail_fast(session)
     try:
         session.sql("SHOW DATABASES").collect()
     finally:
@@ -361,7 +362,8 @@ def _log_tail(info: ServerInfo) -> str:
 def _client_session(info: ServerInfo, conn: SparkConnectionConfig) -> SparkSession:
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(info.client_url)
-        if session is None or session.is_stopped:
+        # A remote session, typed by pyspark's builder as the classic class (which has no is_stopped).
+        if session is None or session.is_stopped:  # type: ignore[attr-defined]
             session = _SESSIONS[info.client_url] = _new_client_session(info, conn)
         return session
 
@@ -375,8 +377,8 @@ def _new_client_session(info: ServerInfo, conn: SparkConnectionConfig) -> SparkS
     context = f"Cannot use the shared Spark Connect server at {info.url}"
     try:
         session = builder.create()
-        _fail_fast(session)
-        atexit.register(_close_if_unreachable, session, info.port)
+        fail_fast(session)
+        atexit.register(close_if_unreachable, session, _BIND_ADDRESS, info.port)
     except Exception as e:  # noqa: BLE001
         raise to_engine_error(e, context) from e
     _configure(session, conn, context)
@@ -390,24 +392,6 @@ def _stop_client(info: ServerInfo) -> None:
     if session is not None:
         with contextlib.suppress(Exception):
             session.stop()
-
-
-def _fail_fast(session: SparkSession) -> None:
-    """Give up on an unreachable server after ~25 s instead of PySpark's 10 minutes.
-
-    PySpark's default retries suit a cluster that restarts; a local server that is gone stays
-    gone (`mesh spark stop`), and every query would hang for 10 minutes before failing.
-    """
-    from pyspark.sql.connect.client.retries import DefaultPolicy
-
-    session.client.set_retry_policies([DefaultPolicy(max_retries=_CLIENT_RETRIES, max_backoff=10_000)])
-
-
-def _close_if_unreachable(session: SparkSession, port: int) -> None:
-    """At exit PySpark sends a clean-up request, retried for a long time when the server is gone."""
-    if not session.is_stopped and not _port_open(port):
-        with contextlib.suppress(Exception):
-            session.client.close()
 
 
 def _classic_running() -> bool:

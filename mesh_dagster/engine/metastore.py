@@ -49,7 +49,9 @@ class MetastoreHolder:
             return f"the project's Spark Connect server (pid {self.pid})"
         if self.pid is None:
             return "another process"
-        return f"another process (pid {self.pid}: {self.command})" if self.command else f"another process (pid {self.pid})"
+        return (
+            f"another process (pid {self.pid}: {self.command})" if self.command else f"another process (pid {self.pid})"
+        )
 
 
 def derby_database(url: str) -> Path | None:

@@ -12,21 +12,29 @@ first `build_session` in a process decides where the metastore and warehouse are
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
+import socket
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
 from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
-from mesh_dagster.engine.java import MINIMUM_JAVA, check_java, find_java, parse_java_major
+from mesh_dagster.engine.java import (
+    MINIMUM_JAVA,
+    check_java,
+    find_java,
+    parse_java_major,
+)
 from mesh_dagster.engine.metastore import (
     MetastoreHolder,
     busy_message,
@@ -35,12 +43,17 @@ from mesh_dagster.engine.metastore import (
     metastore_holder,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
 __all__ = [
     "MINIMUM_JAVA",
     "MetastoreBusyError",
     "SparkSQLError",
     "build_session",
     "check_java",
+    "close_if_unreachable",
+    "fail_fast",
     "find_java",
     "local_session_config",
     "metastore_in_use",
@@ -49,9 +62,13 @@ __all__ = [
     "redact_secrets",
     "spark_error_message",
     "to_engine_error",
+    "unreachable_reason",
 ]
 
 LOG4J2_FILE = "log4j2.properties"
+CONNECT_TIMEOUT_S = 10.0
+CLIENT_RETRIES = 6  # DefaultPolicy backoff 50 ms x4 up to 10 s: about 25 s in all
+PROBE_RETRIES = 3  # about 1 s: the server either answers the first request or is not there
 _METASTORE_URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
 
 # Errors only, to stderr: JVM startup otherwise prints NativeCodeLoader, Hive and metastore WARNs
@@ -126,15 +143,7 @@ def build_session(
     """
     quiet_pyspark_error_logs()
     if conn.remote:
-        builder = SparkSession.builder.remote(conn.remote)
-        for key, value in conn.config.items():
-            builder = builder.config(key, _conf_value(value))
-        try:
-            spark = builder.getOrCreate()
-        except Exception as e:  # noqa: BLE001 - any startup failure becomes one message
-            raise to_engine_error(e, f"Cannot connect to Spark Connect at {redact_secrets(conn.remote)}") from e
-        _configure(spark, conn)
-        return spark
+        return _remote_session(conn)
 
     if not _jvm_running():
         in_use = metastore_in_use(conn, mesh_dir)
@@ -153,6 +162,73 @@ def build_session(
     spark.sparkContext.setLogLevel("ERROR")
     _configure(spark, conn)
     return spark
+
+
+def _remote_session(conn: SparkConnectionConfig) -> SparkSession:
+    """A Connect session that gives up within seconds when the server is not there.
+
+    PySpark retries an unreachable server for ten minutes, which suits a cluster that restarts
+    mid-run but leaves a user with a typo in `remote:` staring at a silent terminal. So the first
+    contact is a plain TCP connect with a timeout and, once the server answers, the settings are
+    sent under a short retry policy; PySpark's own policy comes back for the run itself.
+    """
+    assert conn.remote is not None
+    url = redact_secrets(conn.remote)
+    host, port = conn.remote_address
+    reason = unreachable_reason(host, port)
+    if reason is not None:
+        raise SparkSQLError(
+            f"Cannot connect to Spark Connect at {url}: {reason}. Is the server running? "
+            "Check `remote:` in config.yaml (or start one with `mesh spark start`)"
+        )
+    spark = SparkSession.builder.remote(conn.remote).getOrCreate()  # no request sent yet
+    patient = spark.client.get_retry_policies()
+    try:
+        fail_fast(spark, retries=PROBE_RETRIES)
+        spark.version  # noqa: B018 - the first request: does a Connect server answer?
+    except Exception as e:  # noqa: BLE001 - any startup failure becomes one message
+        with suppress(Exception):
+            spark.client.close()
+        raise to_engine_error(e, f"Cannot connect to Spark Connect at {url}") from e
+    atexit.register(close_if_unreachable, spark, host, port)
+    fail_fast(spark)
+    try:
+        builder = SparkSession.builder.remote(conn.remote)
+        for key, value in conn.config.items():
+            builder = builder.config(key, _conf_value(value))
+        builder.getOrCreate()  # the same session: applies the settings, ignoring static ones
+    except Exception as e:  # noqa: BLE001
+        raise to_engine_error(e, f"Cannot configure Spark Connect at {url}") from e
+    _configure(spark, conn, f"Cannot use Spark Connect at {url}")
+    spark.client.set_retry_policies(patient)
+    return spark
+
+
+def unreachable_reason(host: str, port: int, timeout_s: float = CONNECT_TIMEOUT_S) -> str | None:
+    """Why nothing accepts a TCP connection at host:port (None when something does)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except TimeoutError:
+        return f"no answer within {timeout_s:g} s"
+    except OSError as e:
+        return (e.strerror or str(e)).lower()
+
+
+def fail_fast(session: SparkSession | ConnectSession, retries: int = CLIENT_RETRIES) -> None:
+    """Give up on an unreachable server after ~25 s (`retries` 6) instead of PySpark's 10 minutes."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    session.client.set_retry_policies([DefaultPolicy(max_retries=retries, max_backoff=10_000)])
+
+
+def close_if_unreachable(session: SparkSession, host: str, port: int) -> None:
+    """At exit PySpark sends a clean-up request, retried for minutes when the server is gone."""
+    # A remote session, typed by pyspark's builder as the classic class (which has no is_stopped).
+    stopped = session.is_stopped  # type: ignore[attr-defined]
+    if not stopped and unreachable_reason(host, port, timeout_s=1.0) is not None:
+        with suppress(Exception):
+            session.client.close()
 
 
 def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[str, str]:
@@ -206,7 +282,9 @@ def metastore_in_use(conn: SparkConnectionConfig, mesh_dir: Path) -> tuple[Path,
         return None
     url = conn.config.get(_METASTORE_URL)
     database = derby_database(_embedded_metastore_url(mesh_dir) if url is None else str(url))
-    holder = metastore_holder(database) if database is not None else None
+    if database is None:
+        return None
+    holder = metastore_holder(database)
     return (database, holder) if holder is not None else None
 
 
@@ -277,11 +355,15 @@ def quiet_pyspark_error_logs() -> None:
 
     We raise the same error as one line (see `to_engine_error`); the JSON dump would duplicate it
     with a stack trace on top. Users who want the records can lower these loggers' level again.
+    The Connect client also warns when its retries run out, just before raising the error we
+    report, and PySpark warns about its own use of a deprecated error getter.
     """
     from pyspark.logger import PySparkLogger
 
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]", category=UserWarning)
+    warnings.filterwarnings("ignore", message="Deprecated in 4.0.0, use getCondition", category=FutureWarning)
 
 
 def _conf_value(value: Any) -> str:
@@ -306,6 +388,9 @@ def _condition(exc: BaseException) -> str | None:
 _JAVA_EXCEPTION_LINE = re.compile(r"^\s*:?\s*((?:[a-z]\w*\.)+\w*(?:Exception|Error)\b.*)$", re.MULTILINE)
 
 
+_GRPC_DETAILS = re.compile(r'^\s*details = "(.*)"\s*$', re.MULTILINE)
+
+
 def _message_text(exc: BaseException) -> str:
     grpc = sys.modules.get("grpc")
     details = getattr(exc, "details", None)
@@ -316,14 +401,17 @@ def _message_text(exc: BaseException) -> str:
         except Exception:  # noqa: BLE001
             pass
     get_message = getattr(exc, "getMessage", None)
+    text = str(exc)
     if callable(get_message):
         try:
             message = get_message()
         except Exception:  # noqa: BLE001
             message = None
         if message:
-            return str(message)
-    text = str(exc)
+            text = str(message)
+    grpc_details = _GRPC_DETAILS.search(text)
+    if grpc_details:  # SparkConnectGrpcException wraps the gRPC error's repr
+        return f"Spark Connect server unreachable: {grpc_details.group(1)}"
     # Py4JJavaError: "An error occurred while calling o42.sql.\n: org.apache...Exception: msg\n\tat ..."
     if "An error occurred while calling" in text:
         match = _JAVA_EXCEPTION_LINE.search(text)

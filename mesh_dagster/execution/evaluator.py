@@ -10,16 +10,23 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mesh_dagster.core.audits import audit_query
 from mesh_dagster.core.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.errors import AuditError, EngineError, ModelError
-from mesh_dagster.core.model import KindName, Model
+from mesh_dagster.core.kinds import SeedKind
+from mesh_dagster.core.model import Model
 from mesh_dagster.core.plan import ALL_TIME
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.renderer import RenderContext, render_query, render_statements
 from mesh_dagster.core.snapshot import Snapshot
-from mesh_dagster.core.time_column import TimeColumnError, find_type, interval_bounds
+from mesh_dagster.core.time_column import find_type
+from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.strategies import strategy_for
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported when a seed is read: planning never needs it
 
 
 @dataclass
@@ -40,9 +47,9 @@ class SnapshotEvaluator:
     per-apply memos below are guarded by a lock; everything else is per call.
     """
 
-    def __init__(self, project: Project, engine, snapshots: dict[str, Snapshot]):
+    def __init__(self, project: Project, engine: Engine | None, snapshots: dict[str, Snapshot]):
         self.project = project
-        self.engine = engine
+        self._engine = engine  # None: rendering only
         self.snapshots = snapshots  # the snapshots in play, by model name
         # Per-apply memo of Spark catalog answers: each costs a round trip per batch otherwise.
         self._created: set[str] = set()
@@ -60,7 +67,7 @@ class SnapshotEvaluator:
         for parent in self.parents(snapshot):
             if parent not in out:
                 out.append(parent)
-            if parent.model.kind.name == KindName.EMBEDDED:
+            if parent.model.kind.is_inlined:
                 out += [p for p in self.sources(parent) if p not in out]
         return out
 
@@ -85,7 +92,7 @@ class SnapshotEvaluator:
             this_model=snapshot.table_name if not snapshot.model.kind.is_symbolic else None,
             variables=self.project.variables,
             schemas=self.schemas(snapshot),
-            embedded={p.name: p.model for p in self.sources(snapshot) if p.model.kind.name == KindName.EMBEDDED},
+            embedded={p.name: p.model for p in self.sources(snapshot) if p.model.kind.is_inlined},
             gateway=self.project.gateway,
         )
 
@@ -94,31 +101,32 @@ class SnapshotEvaluator:
         ctx = self.render_context(snapshot, start, end, execution_time, stage)
         return render_query(snapshot.model, ctx, self.project.macros).sql(dialect="spark")
 
+    def statements(self, snapshot: Snapshot, which: str, start: int, end: int, execution_time: int) -> list[str]:
+        """The model's rendered `pre` or `post` statements for an interval."""
+        model = snapshot.model
+        ctx = self.render_context(snapshot, start, end, execution_time)
+        return render_statements(model.pre_statements if which == "pre" else model.post_statements, model, ctx,
+                                 self.project.macros)
+
+    def seed(self, snapshot: Snapshot) -> tuple[pd.DataFrame, dict[str, str]]:
+        model = snapshot.model
+        columns = self.project.columns(model.name)
+        return read_seed(model, columns), seed_types(model, columns)
+
     # -- physical layer --------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            raise EngineError("This evaluator only renders: it was given no engine")
+        return self._engine
+
     def create(self, snapshot: Snapshot) -> None:
         """Create the physical table (or view) of a snapshot if it does not exist yet."""
         with self._lock:  # held while creating: a concurrent batch must not write before the table exists
             if snapshot.model.kind.is_view or snapshot.table_name not in self._created:
-                self._create(snapshot)
+                self.engine.create_schema(snapshot.physical_schema)
+                strategy_for(snapshot).create(self, snapshot)
                 self._created.add(snapshot.table_name)
-
-    def _create(self, snapshot: Snapshot) -> None:
-        model = snapshot.model
-        kind = model.kind
-        self.engine.create_schema(snapshot.physical_schema)
-        comments = model.column_descriptions
-        if kind.is_view:
-            self.engine.create_view(snapshot.table_name, self.render(snapshot, stage="creating"), comments)
-        elif kind.name == KindName.SEED:
-            # Created empty now so children can be validated; filled by `evaluate`.
-            types = seed_types(model, self.project.columns(model.name))
-            empty = "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in types.items())
-            self.engine.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types,
-                                     comments)
-        elif kind.is_materialized:
-            query = self.render(snapshot, stage="creating")
-            self.engine.create_table(snapshot.table_name, query, model.effective_partitioned_by,
-                                     model.storage_format or "parquet", model.columns, comments)
 
     # -- evaluation ------------------------------------------------------------------------
     def evaluate(self, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
@@ -126,32 +134,7 @@ class SnapshotEvaluator:
 
         Seeds and views have no interval: they are (re)built whole, whatever the range says.
         """
-        model = snapshot.model
-        kind = model.kind
-        if kind.is_symbolic:
-            return
-        if kind.name == KindName.SEED:
-            types = seed_types(model, self.project.columns(model.name))
-            self.engine.load_seed(snapshot.table_name, read_seed(model, self.project.columns(model.name)), types,
-                                  model.column_descriptions)
-            return
-        if kind.is_view:
-            self.engine.create_view(snapshot.table_name, self.render(snapshot, execution_time=execution_time),
-                                    model.column_descriptions)
-            return
-        ctx = self.render_context(snapshot, start, end, execution_time)
-        for statement in render_statements(model.pre_statements, model, ctx, self.project.macros):
-            self.engine.execute(statement)
-        query = render_query(model, ctx, self.project.macros).sql(dialect="spark")
-        if kind.is_incremental:
-            self.create(snapshot)
-            low, high = self.time_bounds(snapshot, start, end)
-            self.engine.insert_overwrite_interval(snapshot.table_name, query, kind.time_column, low, high)
-        else:
-            self.engine.replace_table(snapshot.table_name, query, model.effective_partitioned_by,
-                                      model.storage_format or "parquet", model.columns, model.column_descriptions)
-        for statement in render_statements(model.post_statements, model, ctx, self.project.macros):
-            self.engine.execute(statement)
+        strategy_for(snapshot).write(self, snapshot, start, end, execution_time)
 
     def time_column_type(self, snapshot: Snapshot) -> str | None:
         """The time column's type in the physical table: the rows are stored as that type, so it,
@@ -163,22 +146,12 @@ class SnapshotEvaluator:
             known = self.engine.columns(table)
             with self._lock:
                 self._column_types[table] = known
-        return find_type(known, snapshot.model.kind.time_column or "")
-
-    def time_bounds(self, snapshot: Snapshot, start: int, end: int) -> tuple[str, str]:
-        """Spark SQL literals bounding the time column for `[start, end)` (see core/time_column.py)."""
-        model = snapshot.model
-        try:
-            low, high = interval_bounds(ms_to_datetime(start), ms_to_datetime(end), self.time_column_type(snapshot),
-                                        model.kind.time_column_format)
-        except TimeColumnError as e:
-            raise ModelError(f"Cannot bound time_column {model.kind.time_column}: {e}", model.path, model.line) from None
-        return low.sql(dialect="spark"), high.sql(dialect="spark")
+        return find_type(known, snapshot.model.time_column or "")
 
     # -- audits ----------------------------------------------------------------------------
     def audit(self, snapshot: Snapshot, start: int | None, end: int | None, execution_time: int) -> list[AuditResult]:
         """Run the model's audits; with an interval, an incremental model's audits see only its rows."""
-        results = []
+        results: list[AuditResult] = []
         model = snapshot.model
         if not model.audits:
             return results
@@ -210,10 +183,12 @@ def _interval_datetimes(start: int | None, end: int | None) -> tuple[datetime | 
     return (ms_to_datetime(start) if start is not None else None), (ms_to_datetime(end) if end is not None else None)
 
 
-def read_seed(model: Model, columns: dict[str, str | None] | None):
+def read_seed(model: Model, columns: dict[str, str | None] | None) -> pd.DataFrame:
     """The seed CSV as a pandas DataFrame of strings (typed later by Spark)."""
     import pandas as pd
 
+    if not isinstance(model.kind, SeedKind):
+        raise ModelError(f"{model.name} is not a seed", model.path, model.line)
     settings = {k: v for k, v in model.kind.csv_settings.items()
                 if k in ("delimiter", "quotechar", "escapechar", "encoding", "na_values", "keep_default_na")}
     path = Path(model.kind.path or "")
@@ -230,8 +205,3 @@ def seed_types(model: Model, columns: dict[str, str | None] | None) -> dict[str,
         return dict(model.columns)
     return {c: (t or "STRING") for c, t in (columns or {}).items()}
 
-
-def engine_error(exc: Exception) -> EngineError:
-    from mesh_dagster.engine.session import spark_error_message
-
-    return EngineError(spark_error_message(exc))

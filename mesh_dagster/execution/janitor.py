@@ -17,11 +17,11 @@ an unreferenced table (wasted space), never a record pointing at a table that is
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
+from mesh_dagster.core.config import ProjectConfig
 from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
-from mesh_dagster.core.config import ProjectConfig
 from mesh_dagster.core.snapshot import Snapshot, view_name, view_schema
 from mesh_dagster.execution.locking import janitor_lock
 from mesh_dagster.state.store import Lease
@@ -114,7 +114,7 @@ def _drop_leftover_staging(engine_factory: Callable, live_tables: set[str], leas
     """Staging tables a crashed write left behind in the physical schemas."""
     from mesh_dagster.engine.adapter import TEMP_PREFIX
 
-    dropped = []
+    dropped: list[str] = []
     schemas = sorted({t.split(".")[0] for t in live_tables if "." in t})
     if not schemas:
         return dropped

@@ -23,9 +23,9 @@ import os
 import re
 import socket
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import Iterator
+from datetime import UTC, datetime
 
 from mesh_dagster.state.store import EXCLUSIVE_LOCK, Lease, LockInfo
 
@@ -79,7 +79,7 @@ def describe_lock(name: str) -> str:
 
 
 def _since(holder: LockInfo) -> str:
-    return datetime.fromtimestamp(holder.acquired_ts / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(holder.acquired_ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @contextmanager

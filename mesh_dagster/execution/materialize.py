@@ -14,18 +14,18 @@ recorded and nothing downstream is evaluated.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Iterator
 
 from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.errors import AuditError, MeshError
 from mesh_dagster.core.intervals import Interval, format_interval_range, intervals_cover, subtract_intervals
-from mesh_dagster.core.model import KindName
 from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, build_plan, compute_backfills, model_start_ms
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, view_name
+from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
@@ -78,10 +78,10 @@ def model_window(snapshot: Snapshot, project: Project, start: int, end: int) -> 
     if model.kind.is_timeless:
         return ALL_TIME
     window = _clip_to_lifetime(snapshot, project, (start, end))
-    if window is None or not model.kind.lookback:
+    if window is None or not model.lookback:
         return window
     unit = interval_unit(model.cron)
-    earlier = unit.shift(unit.floor(window[0]), -model.kind.lookback)
+    earlier = unit.shift(unit.floor(window[0]), -model.lookback)
     first = model_start_ms(model, project)
     return (earlier if first is None else max(earlier, unit.floor(first))), window[1]
 
@@ -98,7 +98,7 @@ def _clip_to_lifetime(snapshot: Snapshot, project: Project, interval: Interval) 
 def materialize(
     project: Project,
     state,
-    engine_factory: Callable[[], object],
+    engine_factory: Callable[[], Engine],
     environment: str,
     names: list[str],
     start: int | str,
@@ -120,7 +120,7 @@ def materialize(
 def _materialize(
     project: Project,
     state,
-    engine_factory: Callable[[], object],
+    engine_factory: Callable[[], Engine],
     environment: str,
     names: list[str],
     start: int | str,
@@ -185,6 +185,7 @@ def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, re
         if batch.error is not None:
             result.error = batch.error
             break
+        assert batch.recorded is not None  # only a failed batch records nothing
         result.recorded.append(batch.recorded)
     result.seconds = time.perf_counter() - began
     return result
@@ -194,7 +195,7 @@ def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval,
     """A child reads its parents' current versions: each must exist and hold the data of the range
     the child computes (within the parent's own start and end). Otherwise the child's interval
     would be recorded over missing rows and never recomputed; say what to materialize first."""
-    parents = [p for p in _data_parents(evaluator, snap) if p.model.kind.name != KindName.EXTERNAL]
+    parents = [p for p in _data_parents(evaluator, snap) if not p.model.kind.is_external]
     child = view_name(snap.name, environment)
     for parent in parents:
         if not evaluator.engine.table_exists(parent.table_name):
@@ -218,7 +219,7 @@ def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval,
 
 def _data_parents(evaluator: SnapshotEvaluator, snap: Snapshot) -> list[Snapshot]:
     """Parents with a physical object, looking through EMBEDDED ones (they are inlined)."""
-    return [p for p in evaluator.sources(snap) if p.model.kind.name != KindName.EMBEDDED]
+    return [p for p in evaluator.sources(snap) if not p.model.kind.is_inlined]
 
 
 def pending_intervals(project: Project, state, environment: str, names: list[str] | None = None, *,

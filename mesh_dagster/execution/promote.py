@@ -8,8 +8,8 @@ Otherwise it refuses and lists the gaps, and nothing moves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.errors import PlanError
@@ -18,8 +18,8 @@ from mesh_dagster.core.plan import ALL_TIME, Plan, build_plan
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import normalize_environment
 from mesh_dagster.execution.apply import apply_locked
-from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.locking import environment_lock
 
 
 @dataclass

@@ -8,10 +8,10 @@ its data (writes are idempotent overwrites).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Callable, Iterator
 
 from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.errors import AuditError
@@ -53,14 +53,14 @@ def plan_batches(snapshots: dict[str, Snapshot], backfills: dict[str, Backfill],
             span = (min(s for s, _ in bf.intervals), max(e for _, e in bf.intervals))
             out.append(Batch(snap, span, 1, 1, True))
             continue
-        pieces = batch(_unit_pieces(snap, bf.intervals), snap.model.kind.batch_size)
+        pieces = batch(_unit_pieces(snap, bf.intervals), snap.model.batch_size)
         out += [Batch(snap, piece, i, len(pieces), False) for i, piece in enumerate(pieces, 1)]
     return out
 
 
 def _unit_pieces(snap: Snapshot, ranges: list[Interval]) -> list[Interval]:
     """Split merged ranges into unit intervals only when batching needs it."""
-    if snap.model.kind.batch_size is None:
+    if snap.model.batch_size is None:
         return ranges
     unit = interval_unit(snap.model.cron)
     return [piece for start, end in ranges for piece in expand_range(unit, start, end)]
@@ -132,7 +132,7 @@ def execute_model_batches(batches: list[Batch], evaluator: SnapshotEvaluator, st
     failing result is the last one yielded (an exception is raised instead). Nothing is ever left
     running on return, so a caller releasing a lock afterwards cannot race a write.
     """
-    concurrency = batches[0].snapshot.model.kind.batch_concurrency if batches else 1
+    concurrency = batches[0].snapshot.model.batch_concurrency if batches else 1
     if concurrency <= 1 or len(batches) <= 1:
         for b in batches:
             result = execute_batch(b, evaluator, state, execution_time, listener, view_of)

@@ -7,7 +7,7 @@ and edited as the project it is. Only `config.yaml` has placeholders, filled wit
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
@@ -95,7 +95,7 @@ def init_project(
 
 def render_config(cli_mode: str = "default", today: date | None = None) -> str:
     """The text of `config.yaml`: Spark gateway `local`, defaults starting ten days ago."""
-    today = today or datetime.now(timezone.utc).date()
+    today = today or datetime.now(UTC).date()
     start = (today - timedelta(days=DEFAULT_START_DAYS_AGO)).isoformat()
     text = _templates().joinpath("config.yaml").read_text(encoding="utf-8")
     plan_section = _FLOW_PLAN_SECTION if cli_mode == "flow" else ""

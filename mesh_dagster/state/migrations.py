@@ -8,7 +8,7 @@ SQLite and Postgres), so a failing step leaves the store exactly as it was — n
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from sqlalchemy import Connection, delete, func, insert, inspect, select, text
 

@@ -29,10 +29,11 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy import (
@@ -46,7 +47,6 @@ from sqlalchemy import (
     func,
     insert,
     select,
-    text,
     tuple_,
     update,
 )
@@ -243,17 +243,6 @@ class StateStore:
                     found[SnapshotId(name, identifier)] = Snapshot.model_validate_json(payload)
         return found
 
-    def get_snapshots_by_names(self, names: Iterable[str]) -> list[Snapshot]:
-        """Every stored snapshot of these models, oldest first per model."""
-        table = schema.snapshots
-        rows: list[tuple[str, int, str]] = []
-        with self._read() as conn:
-            for chunk in _chunks(list(dict.fromkeys(names)), BATCH_SIZE):
-                query = select(table.c.name, table.c.created_ts, table.c.payload).where(table.c.name.in_(chunk))
-                rows.extend(tuple(r) for r in conn.execute(query))
-        rows.sort(key=lambda r: (r[0], r[1]))
-        return [Snapshot.model_validate_json(payload) for _, _, payload in rows]
-
     def snapshots_exist(self, ids: Iterable[SnapshotId]) -> set[SnapshotId]:
         with self._read() as conn:
             return self._existing_snapshot_ids(conn, _unique_ids(ids))
@@ -262,13 +251,6 @@ class StateStore:
         table = schema.snapshots
         with self._read() as conn:
             return {SnapshotId(n, i) for n, i in conn.execute(select(table.c.name, table.c.identifier))}
-
-    def delete_snapshots(self, ids: Iterable[SnapshotId]) -> None:
-        table = schema.snapshots
-        key = tuple_(table.c.name, table.c.identifier)
-        with self._write() as conn:
-            for chunk in _chunks(_unique_ids(ids), BATCH_SIZE):
-                conn.execute(delete(table).where(key.in_(chunk)))
 
     def forget_snapshots(self, ids: Iterable[SnapshotId], interval_keys: Iterable[IntervalKey]) -> None:
         """Delete snapshots and the interval history of versions whose tables are about to be
@@ -395,9 +377,6 @@ class StateStore:
         """Record processed intervals `[start_ts, end_ts)` (epoch ms), all or none."""
         self._append_intervals(items, removed=False)
 
-    def remove_interval(self, name: str, version: str, start_ts: int, end_ts: int) -> None:
-        self.remove_intervals([(name, version, start_ts, end_ts)])
-
     def remove_intervals(self, items: Iterable[tuple[str, str, int, int]]) -> None:
         """Forget processed intervals (restatement), all or none."""
         self._append_intervals(items, removed=True)
@@ -414,39 +393,6 @@ class StateStore:
                 for name, version, start, end, removed in conn.execute(query):
                     logs[(name, version)].append((start, end, bool(removed)))
         return {k: _replay(log) for k, log in logs.items()}
-
-    def delete_intervals(self, keys: Iterable[IntervalKey]) -> None:
-        """Drop the whole history of these versions (their tables are gone)."""
-        table = schema.intervals
-        key = tuple_(table.c.name, table.c.version)
-        with self._write() as conn:
-            for chunk in _chunks(list(dict.fromkeys((n, v) for n, v in keys)), BATCH_SIZE):
-                conn.execute(delete(table).where(key.in_(chunk)))
-
-    def compact_intervals(self) -> int:
-        """Replace the add/remove log by one row per merged interval; returns rows saved."""
-        table = schema.intervals
-        with self._write() as conn:
-            if self._is_postgres:
-                # Writers wait; readers continue. Without it a concurrent add could be deleted
-                # without having been merged.
-                conn.execute(text(f"LOCK TABLE {table.name} IN SHARE ROW EXCLUSIVE MODE"))
-            logs: dict[IntervalKey, list[tuple[int, int, bool]]] = {}
-            before = 0
-            query = select(table.c.name, table.c.version, table.c.start_ts, table.c.end_ts, table.c.is_removed)
-            for name, version, start, end, removed in conn.execute(query.order_by(table.c.id)):
-                logs.setdefault((name, version), []).append((start, end, bool(removed)))
-                before += 1
-            ts = _now_ms()
-            rows = [
-                {"name": n, "version": v, "start_ts": s, "end_ts": e, "is_removed": False, "created_ts": ts}
-                for (n, v), log in logs.items()
-                for s, e in _replay(log)
-            ]
-            conn.execute(delete(table))
-            for chunk in _chunks(rows, 1000):
-                conn.execute(insert(table), chunk)
-        return before - len(rows)
 
     def _append_intervals(self, items: Iterable[tuple[str, str, int, int]], removed: bool) -> None:
         ts = _now_ms()
@@ -596,7 +542,7 @@ class StateStore:
         try:
             with self._write() as conn:
                 conn.execute(delete(table).where(table.c.name == name, table.c.token == token))
-        except Exception as e:  # never mask the block's own outcome; the lease will run out
+        except Exception as e:  # noqa: BLE001 - never mask the block's own outcome; the lease will run out
             logger.warning("Could not release the lock on '%s' (it frees itself when its lease ends): %s", name, e)
 
     def _renew_lock(self, name: str, token: str, lease_s: float) -> bool:
@@ -728,7 +674,7 @@ class Lease:
                     self._lost = True
                     return
                 self._confirmed = _lease_clock()
-            except Exception as e:  # keep trying: the database may be back before the lease ends
+            except Exception as e:  # noqa: BLE001 - keep trying: the database may be back before the lease ends
                 logger.warning("Could not renew the lock on '%s': %s", self.name, e)
 
 
@@ -937,7 +883,7 @@ def _conflict(environment: str, current: str, plan_id: str) -> ConflictingPlanEr
 
 
 def _format_ms(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _unique_ids(ids: Iterable[SnapshotId]) -> list[SnapshotId]:

@@ -13,7 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -28,13 +28,13 @@ class Table:
     rows: list[tuple]
 
     @classmethod
-    def from_records(cls, records: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> "Table":
+    def from_records(cls, records: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> Table:
         lowered = [{str(k).lower(): v for k, v in r.items()} for r in records]
         names = list(columns) if columns is not None else _union_keys(lowered)
         return cls(names, [tuple(r.get(c) for c in names) for r in lowered])
 
     @classmethod
-    def from_frame(cls, frame: Any) -> "Table":
+    def from_frame(cls, frame: Any) -> Table:
         """A pandas DataFrame (as returned by the engine)."""
         columns = [str(c).lower() for c in frame.columns]
         return cls(columns, [tuple(row) for row in frame.itertuples(index=False, name=None)])
@@ -77,7 +77,7 @@ def canonical(value: Any) -> Any:
         return canonical(float(value)) if value.is_finite() else None
     if isinstance(value, datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(UTC).replace(tzinfo=None)
         return value
     if isinstance(value, (list, tuple)):
         return tuple(canonical(v) for v in value)

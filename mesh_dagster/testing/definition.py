@@ -95,13 +95,13 @@ class _Node:
     def line(self) -> int:
         return self.node.start_mark.line + 1
 
-    def items(self) -> list[tuple[str, int, "_Node"]]:
+    def items(self) -> list[tuple[str, int, _Node]]:
         """(key, line of the key, value) of a mapping node."""
         if not isinstance(self.node, yaml.MappingNode):
             return []
         return [(str(k.value), k.start_mark.line + 1, _Node(v)) for k, v in self.node.value]
 
-    def get(self, key: str) -> "_Node | None":
+    def get(self, key: str) -> _Node | None:
         return next((v for k, _, v in self.items() if k == key), None)
 
     def key_line(self, key: str) -> int:
@@ -311,7 +311,9 @@ class _Builder:
             return TestInput(model=name, query=query, columns=columns, line=line)
         fmt = str(spec.get("format", "yaml")).lower()
         if fmt not in ("yaml", "csv"):
-            raise self.error(f"unknown format '{fmt}' of input '{name}' (expected yaml or csv)", node.key_line("format"))
+            raise self.error(
+                f"unknown format '{fmt}' of input '{name}' (expected yaml or csv)", node.key_line("format")
+            )
         settings = self._csv_settings(spec.get("csv_settings"), node.key_line("csv_settings"))
         if "path" in sources:
             rows = self._rows_from_file(spec["path"], fmt, settings, node.key_line("path"))
@@ -320,7 +322,9 @@ class _Builder:
             rows_line = node.key_line("rows")
             if fmt == "csv":
                 if not isinstance(data, str):
-                    raise self.error(f"input '{name}' has `format: csv`: `rows` must be CSV text (`rows: |`)", rows_line)
+                    raise self.error(
+                        f"input '{name}' has `format: csv`: `rows` must be CSV text (`rows: |`)", rows_line
+                    )
                 rows = parse_csv(data, settings)
             else:
                 rows = self._rows(data if data is not None else [], rows_line)
@@ -420,7 +424,9 @@ class _Builder:
             if not isinstance(spec["query"], str):
                 raise self.error(f"the query of the output of {what} must be SQL text", node.key_line("query"))
             return ExpectedOutput(query=spec["query"], partial=partial, line=line)
-        return ExpectedOutput(rows=self._rows(spec.get("rows") or [], node.key_line("rows")), partial=partial, line=line)
+        return ExpectedOutput(
+            rows=self._rows(spec.get("rows") or [], node.key_line("rows")), partial=partial, line=line
+        )
 
     def _bool(self, value: Any, line: int) -> bool:
         if isinstance(value, bool):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 
 def quote(name: str) -> str:
@@ -99,10 +99,10 @@ def literal(value: Any, type_text: str | None = None) -> str:
         # Spark reads `1.5` as a DECIMAL literal and has no literal for NaN/inf: go through text.
         return f"CAST({string_literal(repr(value))} AS DOUBLE)"
     if isinstance(value, Decimal):
-        return f"CAST({string_literal(str(value))} AS DECIMAL(38, {max(-value.as_tuple().exponent, 0)}))"
+        return f"CAST({string_literal(str(value))} AS DECIMAL(38, {max(-cast(int, value.as_tuple().exponent), 0)}))"
     if isinstance(value, datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(UTC).replace(tzinfo=None)
         return f"TIMESTAMP {string_literal(value.isoformat(sep=' '))}"
     if isinstance(value, date):
         return f"DATE {string_literal(value.isoformat())}"
@@ -118,8 +118,10 @@ def literal(value: Any, type_text: str | None = None) -> str:
                      for k, v in value.items()]
             return "MAP(" + ", ".join(parts) + ")"
         fields = _struct_fields(type_text or "")
-        parts = [f"{string_literal(str(k))}, {_cast(literal(v, fields.get(str(k).lower())), fields.get(str(k).lower()))}"
-                 for k, v in value.items()]
+        parts = [
+            f"{string_literal(str(k))}, {_cast(literal(v, fields.get(str(k).lower())), fields.get(str(k).lower()))}"
+            for k, v in value.items()
+        ]
         return "NAMED_STRUCT(" + ", ".join(parts) + ")"
     return string_literal(str(value))
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import Any, Protocol, cast
 
 import sqlglot
 from sqlglot import exp
@@ -24,7 +25,7 @@ from sqlglot.errors import SqlglotError
 
 from mesh_dagster.core.dates import EPOCH, ms_to_datetime, now, to_datetime, to_end_ms
 from mesh_dagster.core.errors import MeshError, UnitTestError
-from mesh_dagster.core.model import KindName, Model
+from mesh_dagster.core.model import Model
 from mesh_dagster.core.renderer import RenderContext, render_query
 from mesh_dagster.testing.comparison import Table, compare
 from mesh_dagster.testing.definition import ExpectedOutput, TestInput, UnitTest, load_tests, normalize_name
@@ -80,13 +81,18 @@ class TestReport:
         return self.failed == 0
 
 
-def run_tests(project: Any, engine: Engine, names: list[str] | None = None, pattern: str | None = None) -> TestReport:
-    """Load the selected tests (malformed ones raise `UnitTestError`) and run each on `engine`."""
+def run_tests(project: Any, engine: Callable[[], Engine], names: list[str] | None = None,
+              pattern: str | None = None) -> TestReport:
+    """Load the selected tests (malformed ones raise `UnitTestError`) and run each on `engine()`.
+
+    The engine is asked for only once the tests are known to be good: a typo in a test name or
+    file is reported before Spark starts.
+    """
     tests = load_tests(project, names, pattern)
     report = TestReport()
     started = time.perf_counter()
     for test in tests:
-        report.results.append(run_test(project, engine, test))
+        report.results.append(run_test(project, engine(), test))
     report.seconds = time.perf_counter() - started
     return report
 
@@ -158,16 +164,20 @@ class _TestRun:
     def _interval(self) -> tuple[datetime, datetime, datetime]:
         """Without `vars.start`/`end` the whole history: 1970-01-01 up to the execution time."""
         variables = self.test.vars
-        execution_time = to_datetime(variables["execution_time"]) if variables.get("execution_time") is not None else now()
+        execution_time = (
+            to_datetime(variables["execution_time"]) if variables.get("execution_time") is not None else now()
+        )
         start = to_datetime(variables["start"]) if variables.get("start") is not None else EPOCH
         end = ms_to_datetime(to_end_ms(variables["end"])) if variables.get("end") is not None else execution_time
         if end <= start:
-            raise UnitTestError(f"Test '{self.test.name}': vars.end must be after vars.start", self.test.path, self.test.line)
+            raise UnitTestError(
+                f"Test '{self.test.name}': vars.end must be after vars.start", self.test.path, self.test.line
+            )
         return start, end, execution_time
 
     def _context(self, start: datetime, end: datetime, execution_time: datetime, mapped: bool) -> RenderContext:
         embedded = {name: m for name, m in self.project.models.items()
-                    if m.kind.name == KindName.EMBEDDED and name not in self.mapping}
+                    if m.kind.is_inlined and name not in self.mapping}
         variables = {**getattr(self.project, "variables", {}),
                      **{k: v for k, v in self.test.vars.items() if k not in ("start", "end", "execution_time")}}
         return RenderContext(
@@ -183,7 +193,7 @@ class _TestRun:
             gateway=getattr(self.project, "gateway", None),
         )
 
-    def _unmapped_references(self, tree: exp.Expression) -> list[str]:
+    def _unmapped_references(self, tree: exp.Expr) -> list[str]:
         """Project models the query reads for which the test gave no input."""
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
         names: list[str] = []
@@ -252,7 +262,7 @@ class _TestRun:
         return [f"{self.model.name} ({what}, {self.test.path}:{expected.line}):\n{result.message}"]
 
 
-def _is_ordered(query: exp.Expression) -> bool:
+def _is_ordered(query: exp.Expr) -> bool:
     return query.args.get("order") is not None
 
 
@@ -265,6 +275,7 @@ def _cte_query(tree: exp.Query, name: str, model: Model) -> exp.Query:
         raise UnitTestError(f"Model {model.name} has no top-level CTE named '{name}' "
                             f"(CTEs: {', '.join(names) or 'none'})", model.path, model.query_line)
     select = exp.select("*").from_(exp.to_table(quote(ctes[names.index(name)].alias_or_name), dialect=SPARK))
+    assert with_ is not None  # it holds the CTE found above
     select.set("with_", with_.copy())
     inner = ctes[names.index(name)].this
     if inner.args.get("order") is not None:
@@ -291,9 +302,9 @@ def _rewrite_tables(sql: str, dialect: str, mapping: dict[str, str]) -> str:
 
 def _freeze_now(tree: exp.Query, moment: datetime) -> exp.Query:
     """`vars.execution_time` also fixes CURRENT_DATE / CURRENT_TIMESTAMP / NOW()."""
-    moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    moment = moment.astimezone(UTC).replace(tzinfo=None)
 
-    def replace(node: exp.Expression) -> exp.Expression:
+    def replace(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.CurrentDate):
             return exp.cast(exp.Literal.string(moment.date().isoformat()), "DATE")
         if isinstance(node, exp.CurrentTimestamp) or (
@@ -301,4 +312,4 @@ def _freeze_now(tree: exp.Query, moment: datetime) -> exp.Query:
             return exp.cast(exp.Literal.string(moment.isoformat(sep=" ")), "TIMESTAMP")
         return node
 
-    return tree.transform(replace)
+    return cast(exp.Query, tree.transform(replace))  # the root is a query, never replaced

@@ -19,10 +19,12 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from click.testing import CliRunner
 
@@ -54,6 +56,14 @@ def mesh(project: Path, *args: str, input: str | None = None, env: dict[str, str
     return Outcome(result.exit_code, result.stdout, result.stderr)
 
 
+def mesh_process(project: Path, *args: str, timeout_s: float = 120) -> Outcome:
+    """`mesh -p project args...` in a new process: for commands that would change this process's
+    Spark mode (a Connect client turns every later session of the process into a Connect one)."""
+    done = subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(project), *args],
+                          capture_output=True, text=True, timeout=timeout_s)
+    return Outcome(done.returncode, done.stdout, done.stderr)
+
+
 def assert_refused(outcome: Outcome, *fragments: str) -> str:
     """Exit code 1 and one line on stderr holding every fragment; returns that line."""
     assert outcome.exit_code == 1, f"exit code {outcome.exit_code}\nstdout:\n{outcome.stdout}\nstderr:\n{outcome.stderr}"
@@ -72,7 +82,7 @@ def _record(line: str) -> None:
     """With MESH_BAD_INPUT_REPORT=file, append (test, message): the table of cases and messages."""
     report = os.environ.get("MESH_BAD_INPUT_REPORT")
     if report:
-        test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]  # "<node id> (call)"
         with open(report, "a", encoding="utf-8") as f:
             f.write(json.dumps({"test": test, "message": line}) + "\n")
 

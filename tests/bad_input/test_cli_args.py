@@ -58,6 +58,8 @@ CASES = [
     (["render", "sqlmesh_example.nope"], ["Unknown model 'sqlmesh_example.nope'"]),
     (["--gateway", "nope", "environments"], ["nope"]),
     (["plna"], ["No such command 'plna'"]),
+    # Refused before Spark starts (Spark would write .mesh/log4j2.properties first).
+    (["test", "test_nope"], ["No unit test matches 'test_nope'", "test_example_full_model"]),
     (["plan", "--bogus"], ["No such option '--bogus'", "plan --help"]),
 ]
 

@@ -5,21 +5,14 @@ planning, which reads the project and the state store only.
 """
 
 import pytest
+from project_builder import applied_example
 
-from bad_input.harness import assert_refused, copy_example, mesh, nothing_written
-from mesh_dagster.context import Context
-from project_builder import record_plan
+from bad_input.harness import assert_refused, mesh, nothing_written
 
 
 @pytest.fixture
 def project(tmp_path):
-    root = copy_example(tmp_path / "p")
-    ctx = Context(root)
-    try:
-        record_plan(ctx.plan(execution_time="2025-06-20"), ctx.state)
-    finally:
-        ctx.close()
-    return root
+    return applied_example(tmp_path / "p")
 
 
 CASES = [

@@ -8,8 +8,8 @@ a Postgres database that does not exist or refuses to create the tables.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -128,7 +128,7 @@ def role_without_create() -> Iterator[tuple[str, str]]:
             conn.execute(text(f'CREATE ROLE "{role}" LOGIN'))
             conn.execute(text(f'CREATE SCHEMA "{schema}"'))
             conn.execute(text(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"'))
-    except Exception as e:  # fail loudly: this case must not pass without Postgres
+    except Exception as e:  # noqa: BLE001 - fail loudly: this case must not pass without Postgres
         pytest.fail(f"Postgres at {POSTGRES}/test is needed: {e}", pytrace=False)
     yield role, schema
     with admin.connect() as conn:

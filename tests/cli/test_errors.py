@@ -5,6 +5,7 @@ import os
 from bad_input.harness import copy_example
 from bad_input.harness import mesh as mesh_in_process
 from project_builder import write_project
+
 from mesh_dagster.context import Context
 
 GOOD = {"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 1 AS x\n"}

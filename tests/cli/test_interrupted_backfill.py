@@ -13,7 +13,6 @@ import time
 from datetime import date, timedelta
 
 import pytest
-
 from project_builder import write_project
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 import pytest
-
 from bad_input.harness import assert_refused, copy_example, mesh
+
 from mesh_dagster.cli.errors import LOG_LIMIT, MeshGroup
 from mesh_dagster.cli.main import cli
 from mesh_dagster.cli.spark_commands import spark

@@ -6,24 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from bad_input.harness import copy_example
 from bad_input.harness import mesh as mesh_in_process
+from project_builder import applied_example
+
 from mesh_dagster.context import Context
-from project_builder import record_plan
 
 FULL = "sqlmesh_example.full_model"
 
 
 @pytest.fixture
 def project(tmp_path) -> Path:
-    root = copy_example(tmp_path / "p")
-    ctx = Context(root)
-    try:
-        record_plan(ctx.plan(execution_time="2025-06-20"), ctx.state)
-    finally:
-        ctx.close()
-    return root
+    return applied_example(tmp_path / "p")
 
 
 def _edit(path: Path, old: str, new: str) -> None:

@@ -3,19 +3,12 @@ the plan says so and applying completes the views, even though nothing changed."
 
 from __future__ import annotations
 
-from bad_input.harness import copy_example
 from bad_input.harness import mesh as mesh_in_process
-from mesh_dagster.context import Context
-from project_builder import record_plan
+from project_builder import applied_example
 
 
 def test_plan_offers_to_finish_an_interrupted_apply(tmp_path):
-    root = copy_example(tmp_path / "p")
-    ctx = Context(root)
-    try:
-        record_plan(ctx.plan(execution_time="2025-06-20"), ctx.state, finalize=False)
-    finally:
-        ctx.close()
+    root = applied_example(tmp_path / "p", finalize=False)
     out = mesh_in_process(root, "plan", "--no-prompts", "--skip-tests", "--execution-time", "2025-06-20")
     assert out.exit_code == 0, out.stderr
     assert "No changes to plan" in out.stdout
@@ -24,12 +17,7 @@ def test_plan_offers_to_finish_an_interrupted_apply(tmp_path):
 
 
 def test_finished_apply_with_no_changes_asks_nothing(tmp_path):
-    root = copy_example(tmp_path / "p")
-    ctx = Context(root)
-    try:
-        record_plan(ctx.plan(execution_time="2025-06-20"), ctx.state)
-    finally:
-        ctx.close()
+    root = applied_example(tmp_path / "p")
     out = mesh_in_process(root, "plan", "--no-prompts", "--skip-tests", "--execution-time", "2025-06-20")
     assert out.exit_code == 0, out.stderr
     assert "No changes to plan" in out.stdout and "Plan not applied" not in out.stdout

@@ -5,10 +5,9 @@ from __future__ import annotations
 import shutil
 
 import dagster as dg
+from project_copies import EXAMPLE
 
 from mesh_dagster.dagster import definitions
-
-from project_copies import EXAMPLE
 
 
 def test_column_descriptions_are_dagster_column_descriptions(tmp_path):

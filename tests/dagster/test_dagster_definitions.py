@@ -8,12 +8,14 @@ import shutil
 import subprocess
 import sys
 import traceback
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
 import yaml
+from project_builder import record_plan, write_project
+from project_copies import EXAMPLE, edit
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.cron import IntervalUnit
@@ -21,9 +23,6 @@ from mesh_dagster.core.dates import to_ms
 from mesh_dagster.dagster import ProjectLoadError, definitions
 from mesh_dagster.dagster.graph import ModelAsset
 from mesh_dagster.dagster.schedules import run_requests
-
-from project_builder import record_plan, write_project
-from project_copies import EXAMPLE, edit
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL = dg.AssetKey(["sqlmesh_example", "full_model"])
@@ -64,7 +63,7 @@ def test_example_project_as_assets(example):
     assert len(partitions) == 1
     daily = partitions.pop()
     assert isinstance(daily, dg.TimeWindowPartitionsDefinition)
-    assert daily.start == datetime(2020, 1, 1, tzinfo=timezone.utc)
+    assert daily.start == datetime(2020, 1, 1, tzinfo=UTC)
     assert daily.cron_schedule == "0 0 * * *"
     assert daily.get_partition_keys()[0] == "2020-01-01"
 
@@ -215,7 +214,7 @@ def test_workspace_loads_prod_and_named_dev_environment(tmp_path):
     shutil.copytree(EXAMPLE, tmp_path / "example_project", ignore=shutil.ignore_patterns(".mesh", "__pycache__"))
     spec = yaml.safe_load((ROOT / "workspace.yaml").read_text())
     assert [e["python_file"]["attribute"] for e in spec["load_from"]] == ["prod", "dev"]
-    broken = write_project(tmp_path / "broken", {
+    write_project(tmp_path / "broken", {
         "models/a.sql": "MODEL (name s.a, kind FULL);\n\nSELECT id FROM s.missing\n",
         "definitions.py": "from mesh_dagster.dagster import definitions\n\n\n"
                           "def prod():\n    return definitions(__file__.rpartition('/')[0])\n",

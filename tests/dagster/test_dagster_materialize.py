@@ -5,20 +5,19 @@ project_copies) and its schema renamed per module so tables never collide with o
 from __future__ import annotations
 
 import uuid
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from dagster._utils.test.data_versions import get_stale_status_resolver
+from project_copies import edit, recent_example
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.dates import to_ms
 from mesh_dagster.core.plan import ALL_TIME
 from mesh_dagster.dagster import definitions
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
-
-from project_copies import edit, recent_example
 
 pytestmark = pytest.mark.spark
 
@@ -90,7 +89,7 @@ def project(tmp_path_factory, spark) -> Project:
 
 def _tick() -> datetime:
     """Today's midnight tick of a daily schedule."""
-    return datetime.combine(date.today(), datetime.min.time(), tzinfo=timezone.utc)
+    return datetime.combine(date.today(), datetime.min.time(), tzinfo=UTC)
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:

@@ -17,12 +17,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster._core.instance.config import PoolGranularity
+from project_copies import edit
+from test_dagster_materialize import RANGE, Project, _drop, _new_project
 
 from mesh_dagster.dagster.ui import INSTANCE_CONFIG
 from mesh_dagster.execution.locking import environment_lock, lock_owner
-
-from project_copies import edit
-from test_dagster_materialize import RANGE, Project, _drop, _new_project
 
 pytestmark = pytest.mark.spark
 

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 import requests
+from project_copies import edit, recent_example
 
 from mesh_dagster.context import Context
-
-from project_copies import edit, recent_example
 
 pytestmark = pytest.mark.slow
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus
+from project_copies import recent_example
+from test_dagster_webserver import RUN, Dagster, _free_port
 
 from mesh_dagster.core.config import load_config
 from mesh_dagster.dagster.ui_supervisor import CANCEL_MESSAGE
 from mesh_dagster.engine.connect_server import server_status, start_server, stop_server
-
-from project_copies import recent_example
-from test_dagster_webserver import RUN, Dagster, _free_port
+from tests.listening_sockets import session_members
 
 pytestmark = pytest.mark.slow
 
@@ -34,20 +34,6 @@ SLOW_MODEL = """MODEL (
 
 SELECT 1 AS id, reflect('java.lang.Thread', 'sleep', CAST(300000 AS BIGINT)) AS slept
 """
-
-
-def _session_of(pid: int) -> list[int]:
-    """Live processes whose session is `pid`'s (the session `dagster dev` leads)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == pid and fields[0] != "Z":
-                members.append(int(entry.name))
-    return members
 
 
 def _dagster_dev(ui: int) -> int:
@@ -88,7 +74,7 @@ def test_ctrl_c_then_sigterm_stops_everything_and_cancels_the_run(tmp_path):
                                 [["sqlmesh_example", "slow"]])
         _wait_writing(dagster, run_id, mesh_dir / "warehouse" / "mesh__sqlmesh_example.db")
         assert dagster.query(RUN, id=run_id)["runOrError"]["status"] == "STARTED"
-        tree = _session_of(_dagster_dev(dagster.proc.pid))
+        tree = session_members(_dagster_dev(dagster.proc.pid))
         assert len(tree) >= 6, tree  # dagster dev, webserver, daemon, code servers, the run worker...
 
         dagster.proc.send_signal(signal.SIGINT)

@@ -12,8 +12,9 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mesh_dagster.core.plan import build_plan
 from mesh_dagster.core.project import load_project

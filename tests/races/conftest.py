@@ -12,9 +12,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -78,7 +79,7 @@ class Race:
 
 
 @pytest.fixture
-def race(tmp_path: Path, state_url: str) -> Iterator[Race]:
+def race(tmp_path: Path, state_url: str) -> Iterator[Race]:  # noqa: F811 (the imported fixture)
     race = Race(tmp_path, state_url)
     yield race
     race.stop_all()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from sqlalchemy import create_engine, text
 
@@ -22,7 +22,6 @@ from mesh_dagster.state import StateStore
 from tests.project_builder import write_project
 from tests.races.conftest import MODELS_V1, Race
 from tests.races.fake_engine import RecordingEngine, calls, wait_for, warehouse
-
 
 WAITERS = 3
 

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from project_builder import CONFIG, write_project
 
 from mesh_dagster.cli.main import cli
 from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
-
-from project_builder import CONFIG, write_project
 
 
 def test_connection_catalog_is_set_on_the_session(spark) -> None:

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.listening_sockets import descendants, is_loopback, listening
 from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.connect_server import (
@@ -33,6 +32,7 @@ from mesh_dagster.engine.connect_server import (
     start_server,
     stop_server,
 )
+from tests.listening_sockets import descendants, is_loopback, listening
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """\
@@ -225,7 +225,7 @@ def test_two_client_processes_share_the_warehouse(shared):
     a = _python(CLIENT, str(project), "client_a", "client_b")
     b = _python(CLIENT, str(project), "client_b", "client_a")
     out_a, out_b = _finish(a), _finish(b)
-    for out, other in ((out_a, "client_b"), (out_b, "client_a")):
+    for out, _other in ((out_a, "client_b"), (out_b, "client_a")):
         assert out["session"].startswith("pyspark.sql.connect")
         assert out["other_view"] == 4
         assert out["other_tables"] == ["t0", "t1", "t2", "v"]
@@ -330,3 +330,22 @@ def test_a_project_held_by_an_embedded_session_cannot_go_shared(tmp_path):
         holder.stdin.close()
         holder.wait(timeout=120)
         stop_server(mesh_dir)
+
+
+def test_a_project_with_remote_uses_that_server_and_its_settings(shared, tmp_path):
+    """`remote:` in config.yaml: the session reaches the server (token included) and sends the
+    project's SQL settings; the warehouse is the server's, not a new one in this project."""
+    info = server_status(shared["mesh_dir"])
+    assert info is not None
+    project = tmp_path / "remote_project"
+    project.mkdir()
+    (project / "config.yaml").write_text(
+        "gateways:\n  local:\n    connection:\n"
+        f"      remote: {info.client_url}\n"
+        "      config:\n        spark.sql.shuffle.partitions: 3\n"
+        "model_defaults:\n  dialect: spark\n")
+    done = _mesh(project, "fetchdf", "SET spark.sql.shuffle.partitions")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"spark\.sql\.shuffle\.partitions\s+3\s*$", done.stdout, re.MULTILINE), done.stdout
+    assert info.token not in done.stdout + done.stderr
+    assert not (project / ".mesh" / "warehouse").exists()

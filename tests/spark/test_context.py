@@ -5,13 +5,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from project_builder import write_project
 
 from mesh_dagster.context import Context
+from mesh_dagster.core.dates import to_ms
 from mesh_dagster.core.errors import AuditError, PlanError
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
-from mesh_dagster.core.dates import to_ms
-
-from project_builder import write_project
 
 
 def _project(tmp_path, schema: str, extra: dict[str, str] | None = None):

@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.adapter import SparkEngine, quote_name
-from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.engine.session import SparkSQLError, local_session_config, spark_error_message, to_engine_error
 
 pytestmark = pytest.mark.spark

@@ -10,13 +10,12 @@ import threading
 import uuid
 
 import pytest
+from project_builder import write_project
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import AuditError
 from mesh_dagster.engine.adapter import SparkEngine
 from mesh_dagster.execution.events import ApplyListener
-
-from project_builder import write_project
 
 pytestmark = pytest.mark.spark
 

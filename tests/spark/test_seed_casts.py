@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from mesh_dagster.engine.adapter import sql_string
-
 from tests.unit.test_seeds import CAST_CASES
 
 

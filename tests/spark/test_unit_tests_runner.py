@@ -215,13 +215,13 @@ def project(project_dir: Path):
 
 
 def run_one(project, engine, name: str):
-    report = run_tests(project, engine, names=[name])
+    report = run_tests(project, lambda: engine, names=[name])
     assert report.total == 1
     return report.results[0]
 
 
 def test_scaffold_test_passes(project, engine) -> None:
-    report = run_tests(project, engine, names=["tests/test_full_model.yaml"])
+    report = run_tests(project, lambda: engine, names=["tests/test_full_model.yaml"])
     assert [(r.name, r.passed, r.message) for r in report.results] == [("test_example_full_model", True, "")]
     assert report.ok and report.passed == 1 and report.failed == 0 and report.total == 1
     assert report.seconds >= report.results[0].seconds > 0
@@ -290,7 +290,7 @@ def test_nested_and_typed_values_of_an_external_model(project, engine) -> None:
 
 
 def test_sql_error_is_a_failed_test_not_a_crash(project, engine) -> None:
-    report = run_tests(project, engine, names=["test_sql_error", "tests/test_full_model.yaml"])
+    report = run_tests(project, lambda: engine, names=["test_sql_error", "tests/test_full_model.yaml"])
     assert [(r.name, r.passed) for r in report.results] == [("test_sql_error", False),
                                                             ("test_example_full_model", True)]
     assert "no_such_column" in report.results[0].message
@@ -300,7 +300,7 @@ def test_sql_error_is_a_failed_test_not_a_crash(project, engine) -> None:
 def test_nothing_is_written_to_the_warehouse(project, engine) -> None:
     databases = set(engine.fetchall("SHOW DATABASES"))
     tables = set(engine.fetchall("SHOW TABLES"))
-    report = run_tests(project, engine, names=["test_example_full_model", "test_ctes", "test_sql_error"])
+    report = run_tests(project, lambda: engine, names=["test_example_full_model", "test_ctes", "test_sql_error"])
     assert (report.total, report.passed) == (3, 2)
     assert set(engine.fetchall("SHOW DATABASES")) == databases
     assert set(engine.fetchall("SHOW TABLES")) == tables  # temporary views included

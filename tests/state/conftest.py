@@ -7,7 +7,7 @@ own schema (selected through `search_path` in the URL) that is dropped afterward
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
@@ -23,7 +23,7 @@ def postgres_admin() -> Iterator[Engine]:
     try:
         with engine.connect():
             pass
-    except Exception as e:  # fail loudly: these tests must not pass without Postgres
+    except Exception as e:  # noqa: BLE001 - fail loudly: these tests must not pass without Postgres
         pytest.fail(f"Postgres at {POSTGRES_URL} is unreachable; the state tests need it: {e}", pytrace=False)
     yield engine
     engine.dispose()

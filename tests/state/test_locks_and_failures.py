@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from sqlalchemy import Engine, text
@@ -18,7 +18,6 @@ from mesh_dagster.execution.locking import environment_lock, janitor_lock, snaps
 from mesh_dagster.state import EXCLUSIVE_LOCK, SCHEMA_VERSION, LockLostError, StateStore
 from tests.state.readonly import read_only
 from tests.state.test_store import make_env, make_snapshot
-
 
 # ---------------------------------------------------------------------- locks
 

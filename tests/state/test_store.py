@@ -4,8 +4,8 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from sqlalchemy import Engine, text
@@ -104,20 +104,6 @@ def test_many_snapshots_in_batches(store: StateStore, state_url: str) -> None:
     assert loaded[ids[999]] == snapshots[999]
     assert store.snapshots_exist(ids + [SnapshotId("x.y", "0")]) == set(ids)
     assert store.all_snapshot_ids() == set(ids)
-
-
-def test_snapshots_by_name_and_delete(store: StateStore) -> None:
-    first = make_snapshot("s.a", "SELECT 1 AS x")
-    second = make_snapshot("s.a", "SELECT 2 AS x")
-    other = make_snapshot("s.b")
-    store.push_snapshots([first])
-    store.push_snapshots([second, other])
-
-    assert store.get_snapshots_by_names(["s.a"]) == [first, second]
-    assert store.get_snapshots_by_names(["s.missing"]) == []
-
-    store.delete_snapshots([first.snapshot_id, other.snapshot_id])
-    assert store.all_snapshot_ids() == {second.snapshot_id}
 
 
 # ---------------------------------------------------------------------- environments
@@ -264,7 +250,7 @@ def test_intervals_merge_sorted_half_open(store: StateStore) -> None:
 
 def test_interval_removal_and_readd(store: StateStore) -> None:
     store.add_intervals([("s.a", "v1", 0, 10 * DAY), ("s.b", "v1", 0, DAY)])
-    store.remove_interval("s.a", "v1", 2 * DAY, 4 * DAY)
+    store.remove_intervals([("s.a", "v1", 2 * DAY, 4 * DAY)])
     assert store.get_intervals([("s.a", "v1")])[("s.a", "v1")] == [(0, 2 * DAY), (4 * DAY, 10 * DAY)]
 
     store.add_interval("s.a", "v1", 3 * DAY, 4 * DAY)  # a re-backfill after a restatement counts
@@ -280,21 +266,6 @@ def test_intervals_for_many_keys(store: StateStore) -> None:
     result = store.get_intervals([(f"s.m{i}", "v") for i in range(1100)])
     assert len(result) == 1100
     assert result[("s.m1099", "v")] == [(1099, 1100)]
-
-
-def test_compact_and_delete_intervals(store: StateStore) -> None:
-    for day in range(10):
-        store.add_interval("s.a", "v1", day * DAY, (day + 1) * DAY)
-    store.remove_interval("s.a", "v1", 4 * DAY, 5 * DAY)
-    store.add_interval("s.b", "v1", 0, DAY)
-    before = store.get_intervals([("s.a", "v1"), ("s.b", "v1")])
-
-    assert store.compact_intervals() == 12 - 3
-    assert store.get_intervals([("s.a", "v1"), ("s.b", "v1")]) == before
-    assert store.compact_intervals() == 0
-
-    store.delete_intervals([("s.a", "v1")])
-    assert store.get_intervals([("s.a", "v1"), ("s.b", "v1")]) == {("s.a", "v1"): [], ("s.b", "v1"): [(0, DAY)]}
 
 
 def test_invalid_interval_is_refused(store: StateStore) -> None:
@@ -322,7 +293,7 @@ def test_concurrent_writers(open_store: Callable[..., StateStore]) -> None:
             for i in range(25):
                 store.add_interval("s.a", "v", (worker * 25 + i) * 2, (worker * 25 + i) * 2 + 1)
                 store.promote_environment(make_env(f"env{worker}", f"p{i}", f"p{i - 1}" if i else None))
-        except BaseException as e:  # surfaced below; a thread's exception is otherwise lost
+        except BaseException as e:  # noqa: BLE001 - surfaced below; a thread's exception is otherwise lost
             errors.append(e)
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]

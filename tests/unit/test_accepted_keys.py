@@ -1,7 +1,7 @@
 """Accepted means honoured: every key the parsers accept changes behaviour, or is refused.
 
-The keys are enumerated from the parsers themselves (the MODEL/kind/audit/CSV tables of
-core.model_reader, the external model keys of core.project, the pydantic models of core.config),
+The keys are enumerated from the parsers themselves (the MODEL/audit tables of core.model_reader,
+each kind class's properties and the CSV settings of core.kinds, the external model keys of core.project, the pydantic models of core.config),
 so a key added to a parser without a probe here fails `test_every_*_key_has_a_probe`. Each probe
 shows the key's effect on something the rest of mesh_dagster acts on: the loaded project, the
 snapshot fingerprint, the plan, the rendered SQL, the Spark session settings, the CLI's answer -
@@ -14,22 +14,23 @@ from __future__ import annotations
 import importlib
 import textwrap
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from project_builder import CONFIG, write_project
 from pydantic import BaseModel
 
 from mesh_dagster.core import model_reader
 from mesh_dagster.core.config import ProjectConfig, SparkConnectionConfig, load_config
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.fingerprint import build_snapshots
+from mesh_dagster.core.kinds import CSV_SETTINGS, KIND_CLASSES
 from mesh_dagster.core.plan import build_plan
 from mesh_dagster.core.project import EXTERNAL_MODEL_KEYS, Project, load_project
 from mesh_dagster.core.seeds import check_seed
 from mesh_dagster.state.store import StateStore
-
-from project_builder import CONFIG, write_project
 
 # ---------------------------------------------------------------------------------------------
 # What the parsers accept
@@ -62,9 +63,9 @@ def _nested_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
 
 
 MODEL_KEYS = model_reader.SUPPORTED_PROPERTIES | model_reader.UNSUPPORTED_PROPERTIES
-KIND_KEYS = {(kind.value, prop) for kind, props in model_reader.KIND_PROPERTIES.items() for prop in props}
+KIND_KEYS = {(name.value, prop) for name, kind in KIND_CLASSES.items() for prop in kind.PROPERTY_READERS}
 AUDIT_KEYS = set(model_reader.AUDIT_PROPERTIES)
-CSV_KEYS = set(model_reader.CSV_SETTINGS)
+CSV_KEYS = set(CSV_SETTINGS)
 EXTERNAL_KEYS = set(EXTERNAL_MODEL_KEYS)
 
 

@@ -89,3 +89,28 @@ def test_good_attachments_pass_the_load_check() -> None:
     refs = [AuditRef(name="positive", args={"column": "a"}), AuditRef(name="not_null", args={"columns": "(a)"}),
             AuditRef(name="number_of_rows", args={"threshold": "@min_rows"})]
     check_audit_refs(_model(*refs), {"positive": USER}, EMPTY, {"min_rows": 1})
+
+
+def test_a_single_string_argument_keeps_its_escapes_from_the_model_file() -> None:
+    from pathlib import Path
+
+    from mesh_dagster.core.config import ModelDefaults
+    from mesh_dagster.core.model_reader import read_model_file
+
+    text = ("MODEL (name db.m, kind FULL,\n"
+            "  audits (accepted_values(column := x, is_in := 'it\\'s')));\n"
+            "SELECT 'a' AS x\n")
+    model = read_model_file(text, "models/m.sql", Path("models/m.sql"), ModelDefaults())
+    assert audit_query(model.audits[0], model, {}, CTX, EMPTY)[0] == \
+        r"SELECT * FROM mesh__db.db__m__1 WHERE NOT x IN ('it\'s')"
+
+
+def test_audit_defaults_keep_string_escapes_and_refuse_unnamed_items() -> None:
+    from mesh_dagster.core.model_reader import read_audit_file
+
+    [audit] = read_audit_file("AUDIT (name no_value, defaults (bad := 'it\\'s'));\n"
+                              "SELECT * FROM @this_model WHERE x = @bad", "audits/a.sql")
+    assert audit.defaults == {"bad": r"'it\'s'"}
+    with pytest.raises(ModelError, match=r"audits/a.sql:1: Audit defaults are written `name := value`, got "
+                                         r"'oops'"):
+        read_audit_file("AUDIT (name no_value, defaults ('oops'));\nSELECT 1", "audits/a.sql")

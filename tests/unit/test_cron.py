@@ -13,7 +13,7 @@ from mesh_dagster.core.cron import (
     interval_unit,
     validate_cron,
 )
-from mesh_dagster.core.dates import UTC, MS_PER_DAY, to_ms
+from mesh_dagster.core.dates import MS_PER_DAY, UTC, to_ms
 
 
 def utc(*args: int) -> datetime:
@@ -213,13 +213,13 @@ def test_fast_path_agrees_with_croniter_semantics():
 def test_unit_index_and_boundaries_fixed():
     day = IntervalUnit.DAY
     jan1 = to_ms("2020-01-01")
-    assert day.index(jan1) == jan1 // MS_PER_DAY
-    assert day.start_of(day.index(jan1 + 5)) == jan1
+    assert day.index_of(jan1) == jan1 // MS_PER_DAY
+    assert day.start_of(day.index_of(jan1 + 5)) == jan1
     assert day.floor(jan1 + 5) == jan1
     assert day.ceil(jan1 + 5) == jan1 + MS_PER_DAY
     assert day.ceil(jan1) == jan1
-    assert day.ceil_index(jan1) == day.index(jan1)
-    assert day.ceil_index(jan1 + 1) == day.index(jan1) + 1
+    assert day.ceil_index(jan1) == day.index_of(jan1)
+    assert day.ceil_index(jan1 + 1) == day.index_of(jan1) + 1
     assert day.shift(jan1, -2) == to_ms("2019-12-30")
     assert IntervalUnit.FIVE_MINUTE.floor(to_ms("2020-01-01 00:09:59")) == to_ms("2020-01-01 00:05")
     assert IntervalUnit.QUARTER_HOUR.floor(to_ms("2020-01-01 00:44")) == to_ms("2020-01-01 00:30")
@@ -229,8 +229,8 @@ def test_unit_index_and_boundaries_fixed():
 
 def test_unit_boundaries_calendar():
     month, year = IntervalUnit.MONTH, IntervalUnit.YEAR
-    assert month.index(to_ms("1970-01-31")) == 0
-    assert month.index(to_ms("2020-02-29 23:59")) == 50 * 12 + 1
+    assert month.index_of(to_ms("1970-01-31")) == 0
+    assert month.index_of(to_ms("2020-02-29 23:59")) == 50 * 12 + 1
     assert month.start_of(50 * 12 + 1) == to_ms("2020-02-01")
     assert month.floor(to_ms("2020-02-29 12:00")) == to_ms("2020-02-01")
     assert month.ceil(to_ms("2020-02-29 12:00")) == to_ms("2020-03-01")
@@ -241,7 +241,7 @@ def test_unit_boundaries_calendar():
     assert month.floor(to_ms("1900-03-15")) == to_ms("1900-03-01")
     assert year.floor(to_ms("2024-07-04")) == to_ms("2024-01-01")
     assert year.ceil(to_ms("2024-07-04")) == to_ms("2025-01-01")
-    assert year.index(to_ms("1969-06-01")) == -1
+    assert year.index_of(to_ms("1969-06-01")) == -1
     assert year.start_of(-1) == to_ms("1969-01-01")
     assert year.shift(to_ms("2000-01-01"), 100) == to_ms("2100-01-01")
 
@@ -251,5 +251,5 @@ def test_calendar_boundaries_match_datetime_for_every_month_of_four_centuries():
     for index in range(-12 * 170, 12 * 230, 7):
         year, month0 = divmod(index, 12)
         assert month.start_of(index) == to_ms(datetime(1970 + year, month0 + 1, 1, tzinfo=UTC))
-        assert month.index(month.start_of(index)) == index
-        assert month.index(month.start_of(index) - 1) == index - 1
+        assert month.index_of(month.start_of(index)) == index
+        assert month.index_of(month.start_of(index) - 1) == index - 1

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from sqlglot import exp
 
 from mesh_dagster.core.errors import MacroError, ModelError
-from mesh_dagster.core.macros import MacroEvaluator, MacroRegistry, SQL, load_macros, macro, temporal_locals
+from mesh_dagster.core.macros import SQL, MacroEvaluator, MacroRegistry, load_macros, macro, temporal_locals
 from mesh_dagster.core.model import KindName, Model, ModelKind
 from mesh_dagster.core.renderer import RenderContext, render_sql, render_statements
 
 EMPTY = MacroRegistry()
-JAN1 = datetime(2024, 1, 1, tzinfo=timezone.utc)
-JAN3 = datetime(2024, 1, 3, tzinfo=timezone.utc)  # exclusive end: the interval is Jan 1 .. Jan 2
+JAN1 = datetime(2024, 1, 1, tzinfo=UTC)
+JAN3 = datetime(2024, 1, 3, tzinfo=UTC)  # exclusive end: the interval is Jan 1 .. Jan 2
 
 
 def make_model(query: str, dialect: str = "spark", defs: list[str] | None = None, kind: KindName = KindName.FULL,
@@ -61,7 +61,7 @@ TEMPORAL = [
 
 @pytest.mark.parametrize(("macro_text", "expected"), TEMPORAL)
 def test_temporal_variables_render_like_sqlmesh_on_spark(macro_text: str, expected: str) -> None:
-    ctx = dict(start=JAN1, end=JAN3, execution_time=datetime(2024, 1, 5, 3, tzinfo=timezone.utc),
+    ctx = dict(start=JAN1, end=JAN3, execution_time=datetime(2024, 1, 5, 3, tzinfo=UTC),
                runtime_stage="evaluating")
     assert projection(macro_text, **ctx) == expected
 
@@ -510,10 +510,10 @@ def test_macros_of_one_project_do_not_leak_into_the_next(tmp_path: Path) -> None
 
 def test_star_over_a_parent_with_declared_columns_loads_in_a_project(tmp_path: Path) -> None:
     """Dependencies are found before any model's columns are known: @STAR must not fail then."""
+    from project_builder import write_project
+
     from mesh_dagster.core.project import load_project
     from mesh_dagster.core.renderer import RenderContext, render_sql
-
-    from project_builder import write_project
 
     root = write_project(tmp_path / "p", {
         "models/parent.sql": "MODEL (name s.parent, kind FULL, columns (id INT, name STRING));\n"

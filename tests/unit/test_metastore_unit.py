@@ -11,8 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from mesh_dagster.engine.metastore import MetastoreHolder, busy_message, derby_busy_database, derby_database, \
-    metastore_holder
+from mesh_dagster.engine.metastore import (
+    MetastoreHolder,
+    busy_message,
+    derby_busy_database,
+    derby_database,
+    metastore_holder,
+)
+from tests.fakes import JavaException
 
 HOLD = textwrap.dedent("""
     import fcntl, os, sys
@@ -82,21 +88,8 @@ def test_holder_descriptions():
     assert MetastoreHolder(12, None, connect_server=True).describe() == "the project's Spark Connect server (pid 12)"
 
 
-class _JavaError:
-    """Stands in for a Py4J JavaObject's cause chain (getMessage/getCause), as PySpark exposes it."""
-
-    def __init__(self, message, cause=None):
-        self._message, self._cause = message, cause
-
-    def getMessage(self):  # noqa: N802 - Java's name
-        return self._message
-
-    def getCause(self):  # noqa: N802
-        return self._cause
-
-
 def test_derby_busy_database_is_found_deep_in_the_java_causes():
-    chain = _JavaError("Unable to instantiate SessionHiveMetaStoreClient", _JavaError(None, _JavaError(
+    chain = JavaException("Unable to instantiate SessionHiveMetaStoreClient", JavaException(None, JavaException(
         "Another instance of Derby may have already booted the database /p/.mesh/metastore_db.")))
     captured = type("AnalysisException", (Exception,), {})("Unable to instantiate SessionHiveMetaStoreClient")
     captured._origin = chain

@@ -10,14 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from project_builder import record_plan, write_project
 
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.plan import Plan, build_plan
 from mesh_dagster.core.project import load_project
 from mesh_dagster.core.snapshot import ChangeCategory as C
 from mesh_dagster.state.store import StateStore
-
-from project_builder import record_plan, write_project
 
 WHEN = "2020-01-05"
 FILES = {

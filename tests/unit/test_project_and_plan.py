@@ -1,6 +1,7 @@
 """Project loading errors and plan categorisation, against a real SQLite state store (no Spark)."""
 
 import pytest
+from project_builder import record_plan, write_project
 
 from mesh_dagster.core.errors import ModelError, PlanError
 from mesh_dagster.core.plan import build_plan
@@ -8,8 +9,6 @@ from mesh_dagster.core.project import load_project
 from mesh_dagster.core.snapshot import ChangeCategory as C
 from mesh_dagster.core.snapshot import normalize_environment, view_name
 from mesh_dagster.state.store import StateStore
-
-from project_builder import record_plan, write_project
 
 SEED = """
 MODEL (

@@ -9,13 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from project_builder import CONFIG, write_project
 
 from mesh_dagster.core.cache import ProjectCache
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.project import load_project
 from mesh_dagster.core.seeds import cast_check
-
-from project_builder import CONFIG, write_project
 
 CAST_CASES: list[tuple[str, str, bool]] = [
     ("INT", "1", True), ("INT", " 1 ", True), ("INT", "+1", True), ("INT", "-1", True), ("INT", "\t7\n", True),

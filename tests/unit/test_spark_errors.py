@@ -1,6 +1,7 @@
 import grpc
 
 from mesh_dagster.engine.session import spark_error_message
+from tests.fakes import JavaException
 
 
 class _Unreachable(grpc.RpcError):
@@ -23,26 +24,13 @@ def test_tokens_in_connect_urls_are_redacted():
     assert redact_secrets("sc://h:1/;TOKEN = abc") == "sc://h:1/;TOKEN = ***"
 
 
-class _Java:
-    """A Java exception as Py4J shows it: getMessage/getCause."""
-
-    def __init__(self, message, cause=None):
-        self._message, self._cause = message, cause
-
-    def getMessage(self):  # noqa: N802 - Java's name
-        return self._message
-
-    def getCause(self):  # noqa: N802
-        return self._cause
-
-
 def test_a_metastore_booted_elsewhere_reads_as_busy_without_the_query_context(tmp_path):
     from mesh_dagster.engine.session import MetastoreBusyError, to_engine_error
 
     database = tmp_path / "metastore_db"
     exc = Exception("[_LEGACY_ERROR_TEMP_3065] Unable to instantiate SessionHiveMetaStoreClient")
-    exc._origin = _Java("Unable to instantiate SessionHiveMetaStoreClient", _Java(
-        f"Failed to start database '{database}'", _Java(
+    exc._origin = JavaException("Unable to instantiate SessionHiveMetaStoreClient", JavaException(
+        f"Failed to start database '{database}'", JavaException(
             f"Another instance of Derby may have already booted the database {database}.")))
     error = to_engine_error(exc, "Spark query failed", "SHOW DATABASES")
     assert isinstance(error, MetastoreBusyError)

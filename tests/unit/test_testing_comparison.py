@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pandas as pd
@@ -10,7 +10,6 @@ import pytest
 
 from mesh_dagster.testing.comparison import Table, canonical, coerce, compare
 from mesh_dagster.testing.fixtures import cell, fixture_columns, fixture_select, infer_type, literal
-
 
 # -- fixtures ------------------------------------------------------------------------------------
 
@@ -47,7 +46,7 @@ def test_literals() -> None:
     assert literal(float("nan")) == "CAST('nan' AS DOUBLE)"
     assert literal("it's a \\ test") == "'it\\'s a \\\\ test'"
     assert literal(date(2020, 1, 2)) == "DATE '2020-01-02'"
-    assert literal(datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone.utc)) == "TIMESTAMP '2020-01-02 03:04:05'"
+    assert literal(datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)) == "TIMESTAMP '2020-01-02 03:04:05'"
     assert literal([1, 2], "ARRAY<INT>") == "ARRAY(CAST(1 AS INT), CAST(2 AS INT))"
     assert literal({"a": 1}, "MAP<STRING, INT>") == "MAP(CAST('a' AS STRING), CAST(1 AS INT))"
     assert literal({"a": 1, "b": "x"}, "STRUCT<a: INT, b: STRING>") == \

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
+from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros import MacroRegistry
 from mesh_dagster.core.model import KindName, Model, ModelKind
 from mesh_dagster.core.renderer import RenderContext, render_audit
 from mesh_dagster.core.time_column import TimeColumnError, check_time_column, interval_bounds
-from mesh_dagster.core.errors import ModelError
 
-JAN1 = datetime(2020, 1, 1, tzinfo=timezone.utc)
-JAN3 = datetime(2020, 1, 3, tzinfo=timezone.utc)
+JAN1 = datetime(2020, 1, 1, tzinfo=UTC)
+JAN3 = datetime(2020, 1, 3, tzinfo=UTC)
 
 
 def _bounds(column_type: str | None, fmt: str = "%Y-%m-%d") -> tuple[str, str]:

@@ -18,6 +18,7 @@ import pytest
 
 from mesh_dagster.dagster.ui import dagster_dev_command, only_ui
 from mesh_dagster.dagster.ui_supervisor import GRACE_S, KILL_WAIT_S
+from tests.listening_sockets import session_members
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find processes")
 
@@ -44,19 +45,6 @@ SUPERVISE = textwrap.dedent("""
 """)
 
 
-def _session(sid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == sid and fields[0] != "Z":
-                members.append(int(entry.name))
-    return members
-
-
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
@@ -70,13 +58,13 @@ def supervised(tmp_path):
     supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISE, STAND_IN, str(tmp_path / "dagster")],
                                   stdout=subprocess.PIPE, text=True)
     started = json.loads(supervisor.stdout.readline())
-    tree = _session(started["pid"])
+    tree = session_members(started["pid"])
     try:
         yield supervisor, tree, started["own_session"]
     finally:
         if supervisor.poll() is None:
             supervisor.kill()
-        for pid in [*_session(started["pid"]), started["own_session"]]:
+        for pid in [*session_members(started["pid"]), started["own_session"]]:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
 

@@ -1,0 +1,84 @@
+"""Backfills: the intervals each snapshot still has to compute before an environment may use it.
+
+Plans (the changed models), `mesh run` (every model whose cron is due) and Dagster
+materialisations all ask the same question of the state store, so it is answered here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.intervals import Interval, compute_missing, format_interval_range
+from mesh_dagster.core.snapshot import Snapshot
+
+# Non-incremental kinds are complete once built; their single interval spans all time.
+ALL_TIME: Interval = (0, 253402300800000)  # 9999-12-31
+
+
+class IntervalReader(Protocol):
+    def get_intervals(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[int, int]]]: ...
+
+
+@dataclass
+class Backfill:
+    """Work for one snapshot: its missing intervals (or a full refresh)."""
+
+    name: str
+    intervals: list[Interval]
+    full_refresh: bool
+
+    def describe(self, unit: IntervalUnit | str) -> str:
+        return "[full refresh]" if self.full_refresh else f"[{format_interval_range(self.intervals, unit)}]"
+
+
+def compute_backfills(
+    state: IntervalReader,
+    snapshots: dict[str, Snapshot],
+    scope: set[str],
+    previous: dict[str, Snapshot],
+    *,
+    order: list[str],
+    default_start: str | None,
+    start: str | None,
+    end: str | None,
+    execution_ms: int,
+    ignore_cron: bool = False,
+    end_bounded: bool = True,
+) -> dict[str, Backfill]:
+    """Missing intervals of the snapshots in `scope` (in DAG order)."""
+    candidates = [snapshots[n] for n in order if n in scope and not snapshots[n].model.kind.is_symbolic]
+    keys = [s.interval_key for s in candidates]
+    prev_keys = [p.interval_key for p in previous.values() if p.version]
+    intervals = state.get_intervals(keys + prev_keys) if candidates else {}
+    backfills: dict[str, Backfill] = {}
+    for snap in candidates:
+        model = snap.model
+        present = intervals.get(snap.interval_key, [])
+        if model.kind.is_timeless:
+            if not present:
+                backfills[snap.name] = Backfill(snap.name, [ALL_TIME], True)
+            continue
+        bound = None
+        prev = previous.get(snap.name)
+        if end_bounded and prev is not None and prev.version and prev.version != snap.version:
+            prev_present = intervals.get(prev.interval_key, [])
+            bound = max((e for _, e in prev_present), default=None)
+        missing = compute_missing(
+            cron=model.cron,
+            model_start=model.start or default_start,
+            model_end=model.end,
+            plan_start=start,
+            plan_end=end,
+            execution_time=execution_ms,
+            present=present,
+            lookback=model.lookback,
+            end_bounded_by=bound,
+            ignore_cron=ignore_cron,
+            merged=True,
+        )
+        if missing:
+            backfills[snap.name] = Backfill(snap.name, missing, not model.kind.is_incremental)
+    return backfills

@@ -1,0 +1,235 @@
+"""Changes: every model of the project compared with its snapshot in a plan's base environment.
+
+Models are compared parents first, so a change's effect on its children (a breaking change
+anywhere above wins) is known when the children are reached. Nothing given is modified: new
+snapshots are copies of the local ones, categorised; snapshots from the state store are kept as
+stored (they carry the category of the plan that created them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mesh_dagster.core.categorizer import (
+    categorize_direct,
+    categorize_indirect,
+    downstream_category,
+    text_diff,
+)
+from mesh_dagster.core.dates import now_ms
+from mesh_dagster.core.environment import EnvironmentSnapshot
+from mesh_dagster.core.model import Model
+from mesh_dagster.core.project import Project
+from mesh_dagster.core.snapshot import ChangeCategory, Snapshot, SnapshotId
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """What comparing the project with a base environment found."""
+
+    snapshots: dict[str, Snapshot]  # every model, categorised, parents first
+    new_snapshots: list[Snapshot]  # not in the state store yet
+    added: list[str]
+    directly_modified: list[str]
+    indirectly_modified: dict[str, list[str]]  # directly modified -> its indirectly modified children
+    metadata_updated: list[str]
+    diffs: dict[str, str]
+    categories: dict[str, ChangeCategory]  # relative to the base, for every changed model
+
+    @property
+    def changed(self) -> set[str]:
+        indirect = (c for cs in self.indirectly_modified.values() for c in cs)
+        return {*self.added, *self.directly_modified, *self.metadata_updated, *indirect}
+
+
+def categorize_changes(
+    project: Project,
+    local: dict[str, Snapshot],
+    stored: dict[SnapshotId, Snapshot],
+    base: dict[str, EnvironmentSnapshot],
+    previous: dict[str, Snapshot],
+) -> ChangeSet:
+    """Compare each local snapshot with the base's (`base`, loaded in `previous` when it differs).
+
+    A snapshot the base already references is kept as stored; one the state store knows from an
+    earlier plan is reused with its version; any other is new, categorised here.
+    """
+    snapshots: dict[str, Snapshot] = {}
+    new_snapshots: list[Snapshot] = []
+    tally = _Tally()
+    for name in project.dag.sorted():
+        snap = local[name]
+        in_base = base.get(name)
+        if in_base is not None and in_base.identifier == snap.identifier:
+            snapshots[name] = stored.get(snap.snapshot_id) or _recategorize_missing(snap, in_base)
+            continue
+        old = previous.get(name)
+        existing = stored.get(snap.snapshot_id)
+        if existing is None:
+            snap = snap.model_copy(update={"rendered_query": _rendered(project, snap)})
+            category = tally.categorize(project, snap, old)
+            snap.categorize(category, old)
+            snap.created_ts = now_ms()
+            new_snapshots.append(snap)
+        else:
+            snap = existing
+            category = tally.categorize(project, snap, old)
+        tally.record(snap, old, category, project.parents(name))
+        snapshots[name] = snap
+    return ChangeSet(
+        snapshots=snapshots,
+        new_snapshots=new_snapshots,
+        added=tally.added,
+        directly_modified=tally.direct,
+        indirectly_modified=tally.indirectly_modified(),
+        metadata_updated=tally.metadata,
+        diffs=tally.diffs,
+        categories=tally.categories,
+    )
+
+
+@dataclass
+class _Tally:
+    """What the comparison found so far, model by model (DAG order).
+
+    `categories` say what each change means relative to the base environment (what the plan
+    shows); `downstream` what each changed model passes to its children, where a breaking change
+    anywhere above wins over the model's own category; `roots` the added, directly modified or
+    metadata-updated models each change descends from.
+    """
+
+    added: list[str] = field(default_factory=list)
+    direct: list[str] = field(default_factory=list)
+    metadata: list[str] = field(default_factory=list)
+    indirect: dict[str, set[str]] = field(default_factory=dict)  # model -> the roots it is listed under
+    categories: dict[str, ChangeCategory] = field(default_factory=dict)
+    downstream: dict[str, ChangeCategory] = field(default_factory=dict)
+    roots: dict[str, set[str]] = field(default_factory=dict)
+    diffs: dict[str, str] = field(default_factory=dict)
+
+    def parent_categories(self, parents: list[str]) -> list[ChangeCategory]:
+        return [self.downstream[p] for p in parents if p in self.downstream]
+
+    def categorize(self, project: Project, snap: Snapshot, old: Snapshot | None) -> ChangeCategory:
+        """Category of a changed model relative to its snapshot in the base environment (`old`)."""
+        name = snap.name
+        parents = project.parents(name)
+        if old is None:
+            self.added.append(name)
+            return ChangeCategory.BREAKING
+        self_changed = (snap.fingerprint.data_hash != old.fingerprint.data_hash
+                        or snap.fingerprint.metadata_hash != old.fingerprint.metadata_hash)
+        direct = categorize_direct(snap, old, project.parent_schemas(name)) if self_changed else None
+        if direct is not None:
+            self.direct.append(name)
+            self.diffs[name] = _diff(old, snap)
+            return direct
+        parent_categories = self.parent_categories(parents)
+        if parent_categories:
+            self.indirect[name] = set().union(*(self.roots[p] for p in parents if p in self.roots))
+            return categorize_indirect(parent_categories)
+        if snap.fingerprint.parent_data_hash != old.fingerprint.parent_data_hash:
+            # No parent changed in this plan, yet the base built this model on other parent data (an
+            # environment holding mixed versions): what changed in between is unknown, so rebuild.
+            moved = {p.name for p in snap.parents if p not in old.parents}
+            self.indirect[name] = moved or {name}
+            return ChangeCategory.INDIRECT_BREAKING
+        self.metadata.append(name)
+        self.diffs[name] = _diff(old, snap)
+        return ChangeCategory.METADATA
+
+    def record(self, snap: Snapshot, old: Snapshot | None, category: ChangeCategory, parents: list[str]) -> None:
+        name = snap.name
+        category = _effective_category(snap, old, category)
+        if category == ChangeCategory.METADATA and name in self.direct:
+            self.direct.remove(name)  # its data is the base's: a metadata update after all
+            self.metadata.append(name)
+        self.categories[name] = category
+        self.downstream[name] = downstream_category(category, self.parent_categories(parents))
+        own = self.indirect.get(name, {name})
+        self.roots[name] = own.union(*(self.roots[p] for p in parents if p in self.roots))
+
+    def indirectly_modified(self) -> dict[str, list[str]]:
+        """Each root with the indirectly modified models below it (a model may sit under several)."""
+        out: dict[str, list[str]] = {}
+        for name, roots in self.indirect.items():
+            for root in sorted(roots):
+                out.setdefault(root, []).append(name)
+        return out
+
+
+def _diff(old: Snapshot, new: Snapshot) -> str:
+    return text_diff(_definition_text(old.model), _definition_text(new.model), new.name)
+
+
+def _effective_category(snap: Snapshot, old: Snapshot | None, category: ChangeCategory) -> ChangeCategory:
+    """The category relative to the base, reconciled with the version the snapshot really has.
+
+    When the snapshot's version is the base's own table, no data changes in this plan, whatever
+    the two definitions compare as: a snapshot stored by an earlier plan keeps the version that
+    plan chose (e.g. after several additive steps that, compared at once, the categorizer cannot
+    prove additive), and a change called breaking whose data and parents' data hashes are the
+    base's gets the base's version back.
+    """
+    if old is None or not old.version or snap.version != old.version or category.reuses_previous_version:
+        return category
+    stored = snap.change_category
+    return stored if stored is not None and stored.reuses_previous_version else ChangeCategory.METADATA
+
+
+def _recategorize_missing(snap: Snapshot, in_base: EnvironmentSnapshot) -> Snapshot:
+    """The environment references a snapshot the store lost: rebuild its version from the record."""
+    return snap.model_copy(update={"version": in_base.version, "change_category": ChangeCategory.BREAKING})
+
+
+def _rendered(project: Project, snapshot: Snapshot) -> str | None:
+    """The canonical rendering of a new snapshot (cached by identifier: it determines the text)."""
+    cache = project.cache
+    if cache is not None:
+        hit, sql = cache.rendered(snapshot.identifier)
+        if hit:
+            return sql
+    sql = _render_canonical(project, snapshot.model)
+    if cache is not None:
+        cache.put_rendered(snapshot.identifier, sql)
+    return sql
+
+
+def _render_canonical(project: Project, model: Model) -> str | None:
+    if model.query is None:
+        return None
+    from mesh_dagster.core.renderer import RenderContext, render_query
+
+    ctx = RenderContext(variables=project.variables, schemas=project.parent_schemas(model.name),
+                        embedded={p: project.models[p] for p in project.parents(model.name)
+                                  if project.models[p].kind.is_inlined})
+    # Canonical text: comments and formatting do not count as changes.
+    return render_query(model, ctx, project.macros).sql(dialect="spark", comments=False)
+
+
+def _definition_text(model: Model) -> str:
+    """What plans diff: the model's properties and its query, as written."""
+    props = [f"  name {model.name}", f"  kind {model.kind.name.value}"]
+    if model.time_column:
+        props.append(f"  time_column {model.time_column}")
+    for key in ("cron", "start", "end", "owner", "description", "storage_format", "stamp"):
+        value = getattr(model, key)
+        if value:
+            props.append(f"  {key} {value}")
+    for key in ("grain", "tags", "partitioned_by"):
+        value = getattr(model, key)
+        if value:
+            props.append(f"  {key} ({', '.join(value)})")
+    if model.audits:
+        props.append(f"  audits ({', '.join(a.name for a in model.audits)})")
+    if model.columns:
+        props.append(f"  columns ({', '.join(f'{c} {t}' for c, t in model.columns.items())})")
+    text = "MODEL (\n" + ",\n".join(props) + "\n);\n"
+    statements = [*model.macro_definitions, *model.pre_statements]
+    if statements:
+        text += "\n" + ";\n".join(statements) + ";\n"
+    if model.query:
+        text += "\n" + model.query.strip() + "\n"
+    if model.post_statements:
+        text += ";\n" + ";\n".join(model.post_statements) + "\n"
+    return text

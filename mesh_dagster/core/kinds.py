@@ -1,0 +1,374 @@
+"""Model kinds: one class per kind, owning everything that differs between kinds.
+
+A kind class holds only the properties written inside its `kind NAME (...)` (a FULL kind has no
+`time_column` at all), reads them from the definition file, says which of them the fingerprint
+hashes, and answers what the rest of mesh_dagster asks about a kind (is it incremental, does it
+own a table, a view, nothing...). Adding a kind is adding a class here and to `AnyKind`.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from mesh_dagster.core.cron import IntervalUnit, interval_unit
+from mesh_dagster.core.definition import Entry, Value
+from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.property_values import read_bool, read_column, read_int
+
+
+class KindName(str, Enum):
+    SEED = "SEED"
+    FULL = "FULL"
+    VIEW = "VIEW"
+    INCREMENTAL_BY_TIME_RANGE = "INCREMENTAL_BY_TIME_RANGE"
+    EMBEDDED = "EMBEDDED"
+    EXTERNAL = "EXTERNAL"
+
+
+# Reads one property written inside `kind NAME (...)`: its value -> the fields it sets.
+PropertyReader = Callable[[Value, str], dict[str, Any]]
+
+# Every property of the one ModelKind class all kinds shared before kinds had classes, at its
+# default. Snapshots stored then carry all of them on every kind (see `_drop_old_defaults`).
+_OLD_DEFAULTS: dict[str, Any] = {
+    "time_column": None, "time_column_format": "%Y-%m-%d", "batch_size": None, "batch_concurrency": 1,
+    "lookback": 0, "materialized": False, "path": None, "csv_settings": {},
+}
+
+
+def _refused(message: str) -> PropertyReader:
+    """A property SQLMesh has that we parse but do not implement: refused at its line."""
+
+    def refuse(value: Value, path: str) -> dict[str, Any]:
+        raise ModelError(message, path, value.line)
+
+    return refuse
+
+
+class BaseKind(BaseModel):
+    """What every kind has: its name, its flags, and reading `kind NAME (...)`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: KindName
+
+    # Flags that hold for every model of a kind, whatever its properties.
+    is_incremental: ClassVar[bool] = False  # built interval by interval of its time column
+    is_symbolic: ClassVar[bool] = False  # no physical object at all
+    is_inlined: ClassVar[bool] = False  # its query is inlined into its readers' queries
+    is_external: ClassVar[bool] = False  # a table mesh reads but never builds
+    has_query: ClassVar[bool] = True  # whether a model of this kind is written as a query
+    # The properties written inside `kind NAME (...)`, and those that must be written.
+    PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {}
+    REQUIRED_PROPERTIES: ClassVar[dict[str, str]] = {}  # property -> the message when it is missing
+
+    @property
+    def is_materialized(self) -> bool:
+        """Whether its physical object is a table."""
+        return False
+
+    @property
+    def is_view(self) -> bool:
+        """Whether its physical object is a Spark view."""
+        return False
+
+    @property
+    def is_timeless(self) -> bool:
+        """Complete once built: its one interval spans all time."""
+        return False
+
+    def data_hash_values(self) -> list[str]:
+        """What of the kind can change the model's rows (part of its data hash)."""
+        return [self.name.value]
+
+    def metadata_hash_values(self) -> list[str]:
+        """What of the kind changes how the model is run, not its rows (part of its metadata hash)."""
+        return []
+
+    def located(self, directory: Path) -> BaseKind:
+        """This kind with the files it names made absolute from the model file's `directory`."""
+        return self
+
+    @classmethod
+    def kind_name(cls) -> KindName:
+        default = cls.model_fields["name"].default
+        assert isinstance(default, KindName), f"{cls.__name__} names no kind"
+        return default
+
+    @classmethod
+    def read(cls, items: list[Entry], path: str, line: int) -> BaseKind:
+        """The kind from the properties written inside `kind NAME (...)` at `path:line`."""
+        fields: dict[str, Any] = {}
+        for item in items:
+            prop = item.as_property()
+            reader = cls.PROPERTY_READERS.get((prop.key or "").lower())
+            if reader is None:
+                raise ModelError(f"Unknown property '{prop.key}' for kind {cls.kind_name().value}", path, prop.line)
+            assert prop.value is not None
+            fields.update(reader(prop.value, path))
+        for key, message in cls.REQUIRED_PROPERTIES.items():
+            if key not in fields:
+                raise ModelError(message, path, line)
+        return cls(**fields)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_old_defaults(cls, data: Any) -> Any:
+        """A stored kind written before kinds had classes loads: the other kinds' properties it
+        carries at their defaults are dropped; one set to anything else is refused."""
+        if not isinstance(data, dict):
+            return data
+        foreign = [key for key in data if key in _OLD_DEFAULTS and key not in cls.model_fields]
+        for key in foreign:
+            if data[key] != _OLD_DEFAULTS[key]:
+                raise ValueError(f"{key} is not a property of {cls.kind_name().value} models")
+        return {key: value for key, value in data.items() if key not in foreign} if foreign else data
+
+
+# ---------------------------------------------------------------------------------------------
+# SEED
+
+
+# The CSV settings the seed reader honours (pandas.read_csv arguments of the same name).
+CSV_SETTINGS = {"delimiter": "char", "quotechar": "char", "escapechar": "char", "encoding": "string",
+                "na_values": "strings", "keep_default_na": "bool"}
+
+
+def _csv_settings(value: Value, path: str) -> dict[str, Any]:
+    if value.kind != "group":
+        raise ModelError("csv_settings is written `csv_settings (delimiter = ';', ...)`", path, value.line)
+    settings: dict[str, Any] = {}
+    for item in value.items:
+        key = (item.key or "").lower()
+        if key not in CSV_SETTINGS or item.value is None:
+            raise ModelError(f"Unsupported csv_settings entry '{item.raw}'. Supported: "
+                             f"{', '.join(f'{k} = ...' for k in CSV_SETTINGS)}", path, item.line)
+        settings[key] = _csv_value(key, item.value, path)
+    return {"csv_settings": settings}
+
+
+def _csv_value(key: str, value: Value, path: str) -> Any:
+    """A CSV setting as the Python value pandas expects (`keep_default_na = false` is False, not
+    the truthy string 'false')."""
+    shape = CSV_SETTINGS[key]
+    if shape == "bool":
+        return read_bool(value, path)
+    if shape == "strings":
+        return value.as_list()
+    if value.kind not in ("string", "scalar", "number"):
+        raise ModelError(f"csv_settings {key} must be a string", path, value.line)
+    if shape == "char" and len(value.text) != 1:
+        raise ModelError(f"csv_settings {key} must be one character, got '{value.text}'", path, value.line)
+    if key == "encoding":
+        try:
+            codecs.lookup(value.text)
+        except LookupError:
+            raise ModelError(f"Unknown csv_settings encoding '{value.text}'", path, value.line) from None
+    return value.text
+
+
+class SeedKind(BaseKind):
+    """A CSV file loaded into a table, whole, each time it changes."""
+
+    name: Literal[KindName.SEED] = KindName.SEED
+    path: str = ""  # the CSV file, absolute once loaded (see `located`); the reader requires one
+    csv_settings: dict[str, Any] = Field(default_factory=dict)
+
+    has_query: ClassVar[bool] = False
+    PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
+        "path": lambda value, path: {"path": value.text},
+        "csv_settings": _csv_settings,
+        "batch_size": _refused("batch_size for SEED models is not supported by mesh_dagster yet (a seed is loaded "
+                               "in one write)"),
+    }
+    REQUIRED_PROPERTIES: ClassVar[dict[str, str]] = {
+        "path": "SEED models need a path, e.g. `kind SEED (path '../seeds/data.csv')`"}
+
+    @property
+    def is_materialized(self) -> bool:
+        return True
+
+    @property
+    def is_timeless(self) -> bool:
+        return True
+
+    def data_hash_values(self) -> list[str]:
+        # The file's content is hashed by the fingerprint (from the loader's check), not its path.
+        return [*super().data_hash_values(), *(f"{k}={v}" for k, v in sorted(self.csv_settings.items()))]
+
+    def located(self, directory: Path) -> SeedKind:
+        return self.model_copy(update={"path": str((directory / self.path).resolve())})
+
+
+# ---------------------------------------------------------------------------------------------
+# FULL, VIEW
+
+
+class FullKind(BaseKind):
+    """A table rebuilt whole from its query whenever it runs."""
+
+    name: Literal[KindName.FULL] = KindName.FULL
+
+    @property
+    def is_materialized(self) -> bool:
+        return True
+
+
+class ViewKind(BaseKind):
+    """A Spark view over the query; `materialized true` makes it a table rebuilt like FULL
+    (Spark has no materialized views: a table holding the query's result stands in)."""
+
+    name: Literal[KindName.VIEW] = KindName.VIEW
+    materialized: bool = False
+
+    PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
+        "materialized": lambda value, path: {"materialized": read_bool(value, path)},
+    }
+
+    @property
+    def is_materialized(self) -> bool:
+        return self.materialized
+
+    @property
+    def is_view(self) -> bool:
+        return not self.materialized
+
+    @property
+    def is_timeless(self) -> bool:
+        return not self.materialized
+
+    def data_hash_values(self) -> list[str]:
+        return [*super().data_hash_values(), *(["materialized"] if self.materialized else [])]
+
+
+# ---------------------------------------------------------------------------------------------
+# INCREMENTAL_BY_TIME_RANGE
+
+
+def _time_column(value: Value, path: str) -> dict[str, Any]:
+    parts = value.as_list()
+    if not 1 <= len(parts) <= 2:
+        raise ModelError(
+            "time_column is written `time_column col` or `time_column (col, '%Y-%m-%d')`", path, value.line
+        )
+    fields: dict[str, Any] = {"time_column": read_column(parts[0], path, value.line, "time_column")}
+    if len(parts) > 1:
+        fields["time_column_format"] = parts[1]
+    return fields
+
+
+def _partition_by_time_column(value: Value, path: str) -> dict[str, Any]:
+    """`partition_by_time_column true` is what we always do; false is refused."""
+    if not read_bool(value, path):
+        raise ModelError("partition_by_time_column false is not supported by mesh_dagster yet: incremental "
+                         "tables are always partitioned by their time column", path, value.line)
+    return {}
+
+
+def _not_yet(key: str, planned: str) -> PropertyReader:
+    return _refused(f"{key} is not supported by mesh_dagster yet ({planned} planned)")
+
+
+class IncrementalByTimeRangeKind(BaseKind):
+    """A table filled interval by interval of its time column; each interval is overwritten whole."""
+
+    name: Literal[KindName.INCREMENTAL_BY_TIME_RANGE] = KindName.INCREMENTAL_BY_TIME_RANGE
+    time_column: str
+    time_column_format: str = "%Y-%m-%d"
+    batch_size: int | None = None
+    batch_concurrency: int = 1  # batches of one model evaluated at once (intervals are independent)
+    lookback: int = 0
+
+    is_incremental: ClassVar[bool] = True
+    PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
+        "time_column": _time_column,
+        "batch_size": lambda value, path: {"batch_size": read_int(value, path, "batch_size", minimum=1)},
+        "lookback": lambda value, path: {"lookback": read_int(value, path, "lookback", minimum=0)},
+        "batch_concurrency": lambda value, path: {
+            "batch_concurrency": read_int(value, path, "batch_concurrency", minimum=1)},
+        "partition_by_time_column": _partition_by_time_column,
+        # Parsed, not implemented yet (issue 10: forward-only models and schema-change policies).
+        "forward_only": _not_yet("forward_only", "forward-only models are"),
+        "on_destructive_change": _not_yet("on_destructive_change", "schema change policies are"),
+        "on_additive_change": _not_yet("on_additive_change", "schema change policies are"),
+    }
+    REQUIRED_PROPERTIES: ClassVar[dict[str, str]] = {
+        "time_column": "INCREMENTAL_BY_TIME_RANGE models need a time_column, e.g. "
+                       "`kind INCREMENTAL_BY_TIME_RANGE (time_column event_date)`"}
+
+    @property
+    def is_materialized(self) -> bool:
+        return True
+
+    def data_hash_values(self) -> list[str]:
+        return [*super().data_hash_values(), self.time_column, self.time_column_format, str(self.lookback)]
+
+    def metadata_hash_values(self) -> list[str]:
+        values = [str(self.batch_size)] if self.batch_size is not None else []
+        if self.batch_concurrency != 1:
+            values.append(f"batch_concurrency={self.batch_concurrency}")
+        return values
+
+    def check_time_format(self, cron: str, path: str, line: int) -> None:
+        """A custom time_column format must tell the model's intervals apart: with `'%Y-%m'` on a
+        daily model every day of a month would bound the same rows."""
+        unit = interval_unit(cron)
+        sample = {IntervalUnit.YEAR: datetime(2021, 1, 1), IntervalUnit.MONTH: datetime(2021, 3, 1),
+                  IntervalUnit.DAY: datetime(2021, 3, 4), IntervalUnit.HOUR: datetime(2021, 3, 4, 5)}.get(
+            unit, datetime(2021, 3, 4, 5, 30))
+        fmt = self.time_column_format
+        try:
+            same = datetime.strptime(sample.strftime(fmt), fmt) == sample
+        except ValueError:
+            same = False
+        if not same:
+            raise ModelError(f"time_column format '{fmt}' cannot tell the {unit.value} intervals of this model apart "
+                             "(it must hold every part down to the interval, e.g. '%Y-%m-%d' or '%Y%m%d')", path, line)
+
+
+# ---------------------------------------------------------------------------------------------
+# EMBEDDED, EXTERNAL: no physical object
+
+
+class EmbeddedKind(BaseKind):
+    """A query inlined as a subquery wherever it is read; nothing is built."""
+
+    name: Literal[KindName.EMBEDDED] = KindName.EMBEDDED
+
+    is_symbolic: ClassVar[bool] = True
+    is_inlined: ClassVar[bool] = True
+
+
+class ExternalKind(BaseKind):
+    """A table built by someone else, declared in external_models.yaml so models may read it."""
+
+    name: Literal[KindName.EXTERNAL] = KindName.EXTERNAL
+
+    is_symbolic: ClassVar[bool] = True
+    is_external: ClassVar[bool] = True
+    has_query: ClassVar[bool] = False
+
+    @classmethod
+    def read(cls, items: list[Entry], path: str, line: int) -> BaseKind:
+        raise ModelError("EXTERNAL models are declared in external_models.yaml (`- name: schema.table`), not in "
+                         "models/", path, line)
+
+
+AnyKind = Annotated[
+    SeedKind | FullKind | ViewKind | IncrementalByTimeRangeKind | EmbeddedKind | ExternalKind,
+    Field(discriminator="name"),
+]
+KIND_CLASSES: dict[KindName, type[BaseKind]] = {cls.kind_name(): cls for cls in get_args(get_args(AnyKind)[0])}
+_ANY_KIND: TypeAdapter[AnyKind] = TypeAdapter(AnyKind)
+
+
+def ModelKind(**fields: Any) -> AnyKind:  # named like the one class every kind used to be
+    """The kind named by `fields["name"]` with its other fields, as a stored record names it."""
+    return _ANY_KIND.validate_python(fields)

@@ -1,0 +1,61 @@
+"""The engine as `execution/` sees it: the operations it calls, and nothing about Spark.
+
+`engine/adapter.SparkEngine` implements it on a SparkSession; tests implement it in memory
+(tests/execution/fake_engine.py), so the write path is tested without a JVM. `execution/` must
+never import `engine/` types: it only knows this Protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class Engine(Protocol):
+    """Names are `schema.table` strings; SQL is Spark SQL; column types are Spark DDL types."""
+
+    # -- statements
+    def execute(self, sql: str) -> None: ...
+
+    def fetchall(self, sql: str) -> list[tuple]: ...
+
+    # -- catalog
+    def create_schema(self, name: str) -> None: ...
+
+    def drop_schema(self, name: str, cascade: bool = True) -> None: ...
+
+    def table_exists(self, name: str) -> bool: ...
+
+    def list_objects(self, schema: str) -> dict[str, str]: ...
+
+    def columns(self, name: str) -> dict[str, str]: ...
+
+    # -- physical objects and writes
+    def create_table(self, table: str, query_sql: str | None, partitioned_by: Sequence[str] = (),
+                     storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
+                     comments: Mapping[str, str] | None = None) -> None:
+        """CREATE TABLE IF NOT EXISTS, with `columns` or the query's (analysed, not run)."""
+
+    def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
+                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
+                      comments: Mapping[str, str] | None = None) -> None:
+        """Afterwards the table holds exactly the query's output."""
+
+    def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str,
+                                  high_sql: str) -> None:
+        """Rows with `time_column BETWEEN low AND high` become exactly the query's output for that
+        range (empty partitions inside it cleared); other rows are untouched. Idempotent."""
+
+    def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
+                  comments: Mapping[str, str] | None = None) -> None:
+        """(Re)create the table with exactly `columns`, filled from the frame."""
+
+    def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:
+        """CREATE OR REPLACE VIEW."""
+
+    def drop_view(self, name: str) -> None: ...
+
+    def drop_table(self, name: str) -> None: ...

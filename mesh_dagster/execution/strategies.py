@@ -1,0 +1,154 @@
+"""How each model kind creates its physical object and writes an interval into it.
+
+One strategy per way of writing (full, time range, seed, view; EMBEDDED and EXTERNAL write
+nothing). Strategies decide *what* is written; rendering and the per-apply memos stay with the
+evaluator, which strategies reach through the `Evaluation` Protocol, and Spark stays behind the
+`Engine` Protocol. A new kind is one new class here and one line in `strategy_for`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from mesh_dagster.core.dates import ms_to_datetime
+from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.kinds import IncrementalByTimeRangeKind
+from mesh_dagster.core.model import KindName
+from mesh_dagster.core.snapshot import Snapshot
+from mesh_dagster.core.time_column import TimeColumnError, interval_bounds
+from mesh_dagster.execution.engine import Engine
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class Evaluation(Protocol):
+    """What a strategy needs from the evaluator of the current apply."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    def render(self, snapshot: Snapshot, start: int | None = None, end: int | None = None,
+               execution_time: int | None = None, stage: str = "evaluating") -> str: ...
+
+    def statements(self, snapshot: Snapshot, which: str, start: int, end: int, execution_time: int) -> list[str]:
+        """The model's rendered `pre` or `post` statements for an interval."""
+
+    def seed(self, snapshot: Snapshot) -> tuple[pd.DataFrame, dict[str, str]]:
+        """The seed's rows (as text) and its column types."""
+
+    def create(self, snapshot: Snapshot) -> None:
+        """Create the physical object once per apply (memoised)."""
+
+    def time_column_type(self, snapshot: Snapshot) -> str | None: ...
+
+
+class WriteStrategy:
+    """A kind that writes nothing (EMBEDDED is inlined into its children, EXTERNAL is not ours)."""
+
+    def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
+        """Create the physical object (the schema already exists)."""
+
+    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
+        """Write `[start, end)` into the physical object, idempotently."""
+
+
+class ViewStrategy(WriteStrategy):
+    """A view has no data and no interval: it is (re)defined whole, every time."""
+
+    def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
+        ev.engine.create_view(snapshot.table_name, ev.render(snapshot, stage="creating"),
+                              snapshot.model.column_descriptions)
+
+    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
+        ev.engine.create_view(snapshot.table_name, ev.render(snapshot, execution_time=execution_time),
+                              snapshot.model.column_descriptions)
+
+
+class SeedStrategy(WriteStrategy):
+    """Created empty (so children can be validated against it), then loaded whole from its file."""
+
+    def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
+        model = snapshot.model
+        _, types = ev.seed(snapshot)
+        empty = "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in types.items())
+        ev.engine.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types,
+                               model.column_descriptions)
+
+    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
+        frame, types = ev.seed(snapshot)
+        ev.engine.load_seed(snapshot.table_name, frame, types, snapshot.model.column_descriptions)
+
+
+class QueryStrategy(WriteStrategy):
+    """A table filled from the model's query, between its pre- and post-statements."""
+
+    def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
+        model = snapshot.model
+        ev.engine.create_table(snapshot.table_name, ev.render(snapshot, stage="creating"),
+                               model.effective_partitioned_by, model.storage_format or "parquet", model.columns,
+                               model.column_descriptions)
+
+    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
+        for statement in ev.statements(snapshot, "pre", start, end, execution_time):
+            ev.engine.execute(statement)
+        self.write_query(ev, snapshot, ev.render(snapshot, start, end, execution_time), start, end)
+        for statement in ev.statements(snapshot, "post", start, end, execution_time):
+            ev.engine.execute(statement)
+
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+        raise NotImplementedError
+
+
+class FullStrategy(QueryStrategy):
+    """Every write replaces the whole table (the interval only feeds `@start_ds`/`@end_ds`)."""
+
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+        model = snapshot.model
+        ev.engine.replace_table(snapshot.table_name, query, model.effective_partitioned_by,
+                                model.storage_format or "parquet", model.columns, model.column_descriptions)
+
+
+class TimeRangeStrategy(QueryStrategy):
+    """Each write replaces exactly the rows of its interval, bounded on the time column."""
+
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+        ev.create(snapshot)
+        low, high = time_bounds(ev, snapshot, start, end)
+        ev.engine.insert_overwrite_interval(snapshot.table_name, query, _time_kind(snapshot).time_column, low, high)
+
+
+def time_bounds(ev: Evaluation, snapshot: Snapshot, start: int, end: int) -> tuple[str, str]:
+    """Spark SQL literals bounding the time column for `[start, end)`: the only place an interval
+    becomes bounds. The stored column type decides them (see core/time_column.py)."""
+    model, kind = snapshot.model, _time_kind(snapshot)
+    try:
+        low, high = interval_bounds(ms_to_datetime(start), ms_to_datetime(end), ev.time_column_type(snapshot),
+                                    kind.time_column_format)
+    except TimeColumnError as e:
+        raise ModelError(f"Cannot bound time_column {kind.time_column}: {e}", model.path, model.line) from None
+    return low.sql(dialect="spark"), high.sql(dialect="spark")
+
+
+def _time_kind(snapshot: Snapshot) -> IncrementalByTimeRangeKind:
+    kind = snapshot.model.kind
+    if not isinstance(kind, IncrementalByTimeRangeKind):
+        raise ModelError(f"{snapshot.name} has no time column", snapshot.model.path, snapshot.model.line)
+    return kind
+
+
+NOTHING, SEED, VIEW = WriteStrategy(), SeedStrategy(), ViewStrategy()
+FULL, TIME_RANGE = FullStrategy(), TimeRangeStrategy()
+
+
+def strategy_for(snapshot: Snapshot) -> WriteStrategy:
+    """The one place a kind picks its strategy, from the kind's own flags (a materialized VIEW is
+    written like a FULL table)."""
+    kind = snapshot.model.kind
+    if kind.is_symbolic:
+        return NOTHING
+    if kind.name == KindName.SEED:
+        return SEED
+    if kind.is_view:
+        return VIEW
+    return TIME_RANGE if kind.is_incremental else FULL

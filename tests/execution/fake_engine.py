@@ -1,0 +1,107 @@
+"""An in-memory engine for fast tests of `execution/`: it records every call, in order, with its
+arguments, and keeps just enough of a catalog (schemas, tables with their columns, views) to
+answer what the evaluator asks. It implements `mesh_dagster.execution.engine.Engine`.
+
+(tests/races/fake_engine.py is a different tool: a log shared between processes, for ordering
+races; this one lives in one process and keeps full arguments.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+class FakeEngine:
+    def __init__(self, query_columns: Mapping[str, str] | None = None):
+        # Columns a table created from a query gets (the fake cannot analyse SQL).
+        self.query_columns = dict(query_columns or {"id": "int", "ds": "date", "value": "double"})
+        self.calls: list[Call] = []
+        self.schemas: set[str] = set()
+        self.tables: dict[str, dict[str, str]] = {}
+        self.views: dict[str, str] = {}
+
+    def methods(self) -> list[str]:
+        return [c.method for c in self.calls]
+
+    def _record(self, method: str, name: str, **args: Any) -> None:
+        self.calls.append(Call(method, name, args))
+
+    # -- statements
+    def execute(self, sql: str) -> None:
+        self._record("execute", "", sql=sql)
+
+    def fetchall(self, sql: str) -> list[tuple]:
+        self._record("fetchall", "", sql=sql)
+        return [(0,)]
+
+    # -- catalog
+    def create_schema(self, name: str) -> None:
+        self._record("create_schema", name)
+        self.schemas.add(name)
+
+    def drop_schema(self, name: str, cascade: bool = True) -> None:
+        self._record("drop_schema", name)
+        self.schemas.discard(name)
+
+    def table_exists(self, name: str) -> bool:
+        return name in self.tables or name in self.views
+
+    def list_objects(self, schema: str) -> dict[str, str]:
+        objects = {**{n: "table" for n in self.tables}, **{n: "view" for n in self.views}}
+        return {n.split(".", 1)[1]: kind for n, kind in objects.items() if n.split(".", 1)[0] == schema}
+
+    def columns(self, name: str) -> dict[str, str]:
+        self._record("columns", name)
+        return dict(self.tables[name])
+
+    # -- physical objects and writes
+    def _require_table(self, table: str) -> None:
+        assert table in self.tables, f"{table} written before it was created"
+        assert table.split(".", 1)[0] in self.schemas, f"{table} created before its schema"
+
+    def create_table(self, table: str, query_sql: str | None, partitioned_by: Sequence[str] = (),
+                     storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
+                     comments: Mapping[str, str] | None = None) -> None:
+        self._record("create_table", table, query=query_sql, partitioned_by=list(partitioned_by), columns=columns)
+        self.tables.setdefault(table, dict(columns) if columns else dict(self.query_columns))
+        self._require_table(table)
+
+    def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
+                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
+                      comments: Mapping[str, str] | None = None) -> None:
+        self._record("replace_table", table, query=query_sql, partitioned_by=list(partitioned_by))
+        self.tables[table] = dict(columns) if columns else dict(self.query_columns)
+
+    def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str,
+                                  high_sql: str) -> None:
+        self._require_table(table)
+        self._record("insert_overwrite_interval", table, query=query_sql, time_column=time_column, low=low_sql,
+                     high=high_sql)
+
+    def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
+                  comments: Mapping[str, str] | None = None) -> None:
+        self._record("load_seed", table, rows=len(df), columns=dict(columns))
+        self.tables[table] = dict(columns)
+
+    def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:
+        self._record("create_view", view, query=select_sql)
+        self.views[view] = select_sql
+
+    def drop_view(self, name: str) -> None:
+        self._record("drop_view", name)
+        self.views.pop(name, None)
+
+    def drop_table(self, name: str) -> None:
+        self._record("drop_table", name)
+        self.tables.pop(name, None)
