@@ -59,6 +59,11 @@ class Project:
     def mesh_dir(self) -> Path:
         return self.path / ".mesh"
 
+    @property
+    def concurrent_tasks(self) -> int:
+        """How many models (or batches) an apply or a run evaluates at once on the gateway's Spark."""
+        return self.config.gateway(self.gateway).connection.concurrent_tasks
+
     def parents(self, name: str) -> list[str]:
         return self.dag.parents.get(name, [])
 

@@ -32,7 +32,8 @@ from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
-from mesh_dagster.execution.scheduler import plan_batches, run_batches
+from mesh_dagster.execution.scheduler import plan_batches, run_batches, upstream_of
+from mesh_dagster.execution.tasks import run_tasks
 from mesh_dagster.execution.virtual import update_views
 from mesh_dagster.state.store import Lease, LockLostError
 
@@ -132,9 +133,7 @@ def _build(plan: Plan, project: Project, state, engine, listener: ApplyListener)
     creating = physical_snapshots(plan) if (plan.new_snapshots or plan.empty_backfill) else []
     if creating:
         listener.physical_start(len(creating))
-        for snap in creating:
-            evaluator.create(snap)
-            listener.physical_progress(snap.name)
+        create_physical(creating, evaluator, listener, project.concurrent_tasks)
         listener.physical_done(len(creating))
     else:
         listener.log("SKIP: No physical layer updates to perform")
@@ -147,9 +146,24 @@ def _build(plan: Plan, project: Project, state, engine, listener: ApplyListener)
         ])
     elif plan.requires_backfill:
         batches = plan_batches(plan.snapshots, plan.backfills, project.dag.sorted())
-        run_batches(batches, evaluator, state, plan.execution_time, listener, plan.view)
+        run_batches(batches, evaluator, state, plan.execution_time, listener, plan.view,
+                    concurrent_tasks=project.concurrent_tasks)
     else:
         listener.log("SKIP: No model batches to execute")
+
+
+def create_physical(creating: list[Snapshot], evaluator: SnapshotEvaluator, listener: ApplyListener,
+                    concurrent_tasks: int) -> None:
+    """Create physical objects, up to `concurrent_tasks` at once: a table is created from its
+    query's analysis, which needs the tables it reads, so it waits for those created here."""
+    by_name = {s.name: s for s in creating}
+
+    def created(snap: Snapshot, _: None) -> bool:
+        listener.physical_progress(snap.name)
+        return True
+
+    run_tasks(creating, key=lambda s: s.name, work=evaluator.create, done=created,
+              waits_for=upstream_of(by_name, evaluator.snapshots), limit=concurrent_tasks)
 
 
 def _move_views(plan: Plan, project: Project, engine, listener: ApplyListener, replaced: Environment | None,

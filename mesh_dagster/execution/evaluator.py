@@ -43,8 +43,9 @@ class AuditResult:
 class SnapshotEvaluator:
     """Renders snapshots against the physical tables of their parents and runs them on Spark.
 
-    Batches of one model may be evaluated from several threads at once (`batch_concurrency`): the
-    per-apply memos below are guarded by a lock; everything else is per call.
+    Several models, and batches of one model, may be evaluated from several threads at once
+    (`concurrent_tasks`, `batch_concurrency`): the per-apply memos below are guarded by a lock,
+    and each table's creation by its own; everything else is per call.
     """
 
     def __init__(self, project: Project, engine: Engine | None, snapshots: dict[str, Snapshot]):
@@ -54,7 +55,8 @@ class SnapshotEvaluator:
         # Per-apply memo of Spark catalog answers: each costs a round trip per batch otherwise.
         self._created: set[str] = set()
         self._column_types: dict[str, dict[str, str]] = {}
-        self._lock = threading.RLock()
+        self._table_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
 
     # -- rendering -------------------------------------------------------------------------
     def parents(self, snapshot: Snapshot) -> list[Snapshot]:
@@ -122,11 +124,16 @@ class SnapshotEvaluator:
 
     def create(self, snapshot: Snapshot) -> None:
         """Create the physical table (or view) of a snapshot if it does not exist yet."""
-        with self._lock:  # held while creating: a concurrent batch must not write before the table exists
+        with self._lock_for(snapshot.table_name):  # a concurrent batch must not write before the table exists
             if snapshot.model.kind.is_view or snapshot.table_name not in self._created:
                 self.engine.create_schema(snapshot.physical_schema)
                 strategy_for(snapshot).create(self, snapshot)
                 self._created.add(snapshot.table_name)
+
+    def _lock_for(self, table: str) -> threading.Lock:
+        """One lock per table: creating one table never waits for another being created."""
+        with self._lock:
+            return self._table_locks.setdefault(table, threading.Lock())
 
     # -- evaluation ------------------------------------------------------------------------
     def evaluate(self, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:

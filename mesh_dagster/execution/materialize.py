@@ -29,7 +29,7 @@ from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
-from mesh_dagster.execution.scheduler import execute_model_batches, plan_batches
+from mesh_dagster.execution.scheduler import execute_batches, plan_batches
 
 
 class Outcome(str, Enum):
@@ -179,8 +179,8 @@ def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, re
     full = not model.kind.is_incremental
     batches = plan_batches({snap.name: snap}, {snap.name: Backfill(snap.name, [window], full)}, [snap.name])
     result = ModelMaterialization(snap.name, snap, Outcome.EVALUATED, window)
-    for batch in execute_model_batches(batches, evaluator, state, execution_ms, listener,
-                                       lambda n: view_name(n, environment)):
+    for batch in execute_batches(batches, evaluator, state, execution_ms, listener,
+                                 lambda n: view_name(n, environment), concurrent_tasks=model.batch_concurrency):
         result.audits += batch.audits
         if batch.error is not None:
             result.error = batch.error

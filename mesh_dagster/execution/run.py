@@ -46,5 +46,6 @@ def run_environment(project: Project, state, engine, environment: str = "prod", 
             listener.log("All intervals are up to date: nothing to run")
             return 0
         evaluator = SnapshotEvaluator(project, engine, snapshots)
-        run_batches(batches, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment))
+        run_batches(batches, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment),
+                    concurrent_tasks=project.concurrent_tasks)
         return len(batches)

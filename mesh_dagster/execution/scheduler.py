@@ -8,10 +8,8 @@ its data (writes are idempotent overwrites).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from itertools import groupby
 
 from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.errors import AuditError
@@ -21,6 +19,7 @@ from mesh_dagster.core.plan import ALL_TIME, Backfill
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.tasks import run_tasks
 
 
 @dataclass
@@ -122,55 +121,49 @@ def execute_batch(b: Batch, evaluator: SnapshotEvaluator, state, execution_time:
     return _record_batch(_evaluate_batch(b, evaluator, execution_time), evaluator, state, listener, view_of)
 
 
-def execute_model_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state, execution_time: int,
-                          listener: ApplyListener, view_of: Callable[[str], str]) -> Iterator[BatchResult]:
-    """The batches of ONE model, up to its `batch_concurrency` at once; a result per recorded batch.
+def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state, execution_time: int,
+                    listener: ApplyListener, view_of: Callable[[str], str], *,
+                    concurrent_tasks: int = 1) -> list[BatchResult]:
+    """Evaluate, audit and record `batches` (in DAG order); a result per batch handed over.
 
-    Intervals are independent, so batches may overlap; each records its own interval only after
-    its own audits passed. The first failure stops the rest: nothing new starts, the batches
-    already running finish (and are recorded if they pass: their data is complete), then the
-    failing result is the last one yielded (an exception is raised instead). Nothing is ever left
-    running on return, so a caller releasing a lock afterwards cannot race a write.
+    Up to `concurrent_tasks` batches run at once, at most a model's `batch_concurrency` of one
+    model, and a model's batches start only once every batch of the models it reads (through any
+    chain of models) is recorded. The first failing audit stops the run: nothing new starts, the
+    batches already running finish (and are recorded if they pass: their data is complete), and
+    the failing result is the last one returned. Nothing is left running on return.
     """
-    concurrency = batches[0].snapshot.model.batch_concurrency if batches else 1
-    if concurrency <= 1 or len(batches) <= 1:
-        for b in batches:
-            result = execute_batch(b, evaluator, state, execution_time, listener, view_of)
-            yield result
-            if result.error is not None:
-                return
-        return
-    yield from _concurrent_batches(batches, concurrency, evaluator, state, execution_time, listener, view_of)
+    results: list[BatchResult] = []
+    failure: list[BatchResult] = []
+
+    def record(_b: Batch, evaluated: _Evaluated) -> bool:
+        result = _record_batch(evaluated, evaluator, state, listener, view_of)
+        (results if result.error is None else failure).append(result)
+        return result.error is None
+
+    snapshots = {b.snapshot.name: b.snapshot for b in batches}
+    run_tasks(batches, key=lambda b: b.snapshot.name, work=lambda b: _evaluate_batch(b, evaluator, execution_time),
+              done=record, waits_for=upstream_of(snapshots, evaluator.snapshots),
+              limit=concurrent_tasks, per_key=lambda name: snapshots[name].model.batch_concurrency)
+    return results + failure[:1]
 
 
-def _concurrent_batches(batches: list[Batch], concurrency: int, evaluator: SnapshotEvaluator, state,
-                        execution_time: int, listener: ApplyListener,
-                        view_of: Callable[[str], str]) -> Iterator[BatchResult]:
-    waiting = list(reversed(batches))
-    running: set[Future] = set()
-    failure: BatchResult | None = None
-    error: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="mesh-batch") as pool:
-        try:
-            while running or (waiting and failure is None and error is None):
-                while waiting and failure is None and error is None and len(running) < concurrency:
-                    running.add(pool.submit(_evaluate_batch, waiting.pop(), evaluator, execution_time))
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    if future.exception() is not None:
-                        error = error or future.exception()
-                        continue
-                    result = _record_batch(future.result(), evaluator, state, listener, view_of)
-                    if result.error is None:
-                        yield result
-                    else:
-                        failure = failure or result
-        finally:
-            wait(running)  # a stopped caller still must not return while a batch is writing
-    if error is not None:
-        raise error
-    if failure is not None:
-        yield failure
+def upstream_of(names: Mapping[str, object], snapshots: Mapping[str, Snapshot]) -> dict[str, set[str]]:
+    """For each of `names`, the others of `names` it reads, directly or through models that are
+    not among them (an EMBEDDED model, a model with nothing to do)."""
+    memo: dict[str, set[str]] = {}
+
+    def upstream(name: str) -> set[str]:
+        if name not in memo:
+            memo[name] = set()  # a guard: the DAG has no cycles, but a bad state must not recurse forever
+            found: set[str] = set()
+            for parent in snapshots[name].parents if name in snapshots else []:
+                if parent.name in names:
+                    found.add(parent.name)
+                found |= upstream(parent.name)
+            memo[name] = found
+        return memo[name]
+
+    return {name: upstream(name) for name in names}
 
 
 def run_batches(
@@ -180,11 +173,13 @@ def run_batches(
     execution_time: int,
     listener: ApplyListener,
     view_of: Callable[[str], str],
+    *,
+    concurrent_tasks: int = 1,
 ) -> None:
-    """Evaluate, audit and record each batch, model by model in order; stop at the first failure."""
+    """`execute_batches` framed by the listener's backfill events; the first failure is raised."""
     listener.backfill_start(len(batches))
-    for _, group in groupby(batches, key=lambda b: b.snapshot.name):
-        for result in execute_model_batches(list(group), evaluator, state, execution_time, listener, view_of):
-            if result.error is not None:
-                raise result.error
+    for result in execute_batches(batches, evaluator, state, execution_time, listener, view_of,
+                                  concurrent_tasks=concurrent_tasks):
+        if result.error is not None:
+            raise result.error
     listener.backfill_done(len(batches))

@@ -421,9 +421,11 @@ def probe_connection_config(tmp_path: Path) -> None:
 
 
 def probe_connection_concurrent_tasks(tmp_path: Path) -> None:
-    assert _config(tmp_path, "gateways:\n  a:\n    connection:\n      concurrent_tasks: 1\n")
-    refused(lambda: _config(tmp_path, "gateways:\n  a:\n    connection:\n      concurrent_tasks: 4\n"),
-            "config.yaml:4:", "concurrent_tasks")
+    config = _config(tmp_path, "gateways:\n  a:\n    connection:\n      concurrent_tasks: 3\n")
+    assert config.gateway("a").connection.concurrent_tasks == 3
+    assert SparkConnectionConfig().concurrent_tasks == 4  # SQLMesh's default on Spark
+    refused(lambda: _config(tmp_path, "gateways:\n  a:\n    connection:\n      concurrent_tasks: 0\n"),
+            "config.yaml:4:", "concurrent_tasks", "greater than or equal to 1")
 
 
 STATE_FIELDS = {"type": "postgres", "database": "mesh", "host": "db.example.com", "port": 6543, "user": "me",
