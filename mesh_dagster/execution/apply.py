@@ -29,16 +29,18 @@ from mesh_dagster.core.errors import ConflictingPlanError
 from mesh_dagster.core.plan import ALL_TIME, Plan
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot
+from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.scheduler import plan_batches, run_batches, upstream_of
+from mesh_dagster.execution.state import State
 from mesh_dagster.execution.tasks import run_tasks
 from mesh_dagster.execution.virtual import update_views
 from mesh_dagster.state.store import Lease, LockLostError
 
 
-def check_base(plan: Plan, state) -> None:
+def check_base(plan: Plan, state: State) -> None:
     current = state.get_environment(plan.environment)
     expected = plan.base_environment.plan_id if plan.base_environment else None
     actual = current.plan_id if current else None
@@ -49,7 +51,7 @@ def check_base(plan: Plan, state) -> None:
         )
 
 
-def check_snapshots_kept(plan: Plan, state) -> None:
+def check_snapshots_kept(plan: Plan, state: State) -> None:
     """The stored snapshots the plan reuses must still exist: if the janitor deleted one after the
     plan was built, its table and intervals are gone too, and the plan's backfill would miss them.
 
@@ -100,14 +102,14 @@ def changed_views(plan: Plan, replaced: Environment | None = None) -> tuple[list
     return promote, demote
 
 
-def apply_plan(plan: Plan, project: Project, state, engine, listener: ApplyListener | None = None,
+def apply_plan(plan: Plan, project: Project, state: State, engine: Engine, listener: ApplyListener | None = None,
                owner: str | None = None) -> None:
     """Apply under the environment's lock; the plan must still be based on the environment's state."""
     with environment_lock(state, plan.environment, owner) as lease:
         apply_locked(plan, project, state, engine, listener, lease=lease)
 
 
-def apply_locked(plan: Plan, project: Project, state, engine, listener: ApplyListener | None = None, *,
+def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, listener: ApplyListener | None = None, *,
                  lease: Lease) -> None:
     """`apply_plan` for a caller that already holds the environment's lock (and its `lease`)."""
     guarded = _LeaseGuard(listener or ApplyListener(), lease)
@@ -127,7 +129,7 @@ def apply_locked(plan: Plan, project: Project, state, engine, listener: ApplyLis
         raise LockLostError(_lost_message(plan, str(e), recorded)) from e
 
 
-def _build(plan: Plan, project: Project, state, engine, listener: ApplyListener) -> None:
+def _build(plan: Plan, project: Project, state: State, engine: Engine, listener: ApplyListener) -> None:
     """Physical tables and backfill: nothing an environment shows yet."""
     evaluator = SnapshotEvaluator(project, engine, plan.snapshots)
     creating = physical_snapshots(plan) if (plan.new_snapshots or plan.empty_backfill) else []
@@ -140,7 +142,7 @@ def _build(plan: Plan, project: Project, state, engine, listener: ApplyListener)
 
     if plan.empty_backfill:
         state.add_intervals([
-            (b.name, plan.snapshots[b.name].version,
+            (*plan.snapshots[b.name].interval_key,
              *(ALL_TIME if plan.snapshots[b.name].model.kind.is_timeless else interval))
             for b in plan.backfills.values() for interval in b.intervals
         ])
@@ -166,7 +168,7 @@ def create_physical(creating: list[Snapshot], evaluator: SnapshotEvaluator, list
               waits_for=upstream_of(by_name, evaluator.snapshots), limit=concurrent_tasks)
 
 
-def _move_views(plan: Plan, project: Project, engine, listener: ApplyListener, replaced: Environment | None,
+def _move_views(plan: Plan, project: Project, engine: Engine, listener: ApplyListener, replaced: Environment | None,
                 lease: Lease) -> None:
     promote, demote = changed_views(plan, replaced)
     if promote or demote:

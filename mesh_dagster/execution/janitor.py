@@ -23,11 +23,13 @@ from mesh_dagster.core.config import ProjectConfig
 from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.snapshot import Snapshot, view_name, view_schema
+from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.locking import janitor_lock
+from mesh_dagster.execution.state import State
 from mesh_dagster.state.store import Lease
 
 
-def run_janitor(config: ProjectConfig, state, engine_factory: Callable, ignore_ttl: bool = False,
+def run_janitor(config: ProjectConfig, state: State, engine_factory: Callable[[], Engine], ignore_ttl: bool = False,
                 timeout_s: float = 600) -> dict[str, list[str]]:
     """Delete expired environments, then unreferenced snapshots past their TTL and their tables.
 
@@ -41,7 +43,7 @@ def run_janitor(config: ProjectConfig, state, engine_factory: Callable, ignore_t
     return {"environments": removed_envs, "tables": dropped}
 
 
-def _remove_expired_environments(state, engine_factory: Callable, lease: Lease) -> list[str]:
+def _remove_expired_environments(state: State, engine_factory: Callable[[], Engine], lease: Lease) -> list[str]:
     removed = []
     for env in state.expired_environments(now_ms()):
         lease.check()
@@ -52,7 +54,7 @@ def _remove_expired_environments(state, engine_factory: Callable, lease: Lease) 
     return removed
 
 
-def _drop_environment_views(engine, env: Environment, replaced: Environment | None) -> None:
+def _drop_environment_views(engine: Engine, env: Environment, replaced: Environment | None) -> None:
     shown = sorted({*env.promoted, *(replaced.promoted if replaced else [])})
     for name in shown:
         engine.drop_view(view_name(name, env.name))
@@ -61,7 +63,7 @@ def _drop_environment_views(engine, env: Environment, replaced: Environment | No
             engine.drop_schema(schema, cascade=False)
 
 
-def _in_use(state) -> list[EnvironmentSnapshot]:
+def _in_use(state: State) -> list[EnvironmentSnapshot]:
     """Snapshots some environment uses: its record's, and while it is unfinalized, the replaced
     records' too (its views may still point at their tables)."""
     used: list[EnvironmentSnapshot] = []
@@ -71,7 +73,7 @@ def _in_use(state) -> list[EnvironmentSnapshot]:
     return used
 
 
-def _expired_snapshots(state, created_before_ms: int) -> tuple[list[Snapshot], set[str]]:
+def _expired_snapshots(state: State, created_before_ms: int) -> tuple[list[Snapshot], set[str]]:
     """(unreferenced snapshots created at or before the cut-off, the tables every other one uses)."""
     used = _in_use(state)
     referenced = {s.snapshot_id for s in used}
@@ -89,7 +91,7 @@ def _has_table(snapshot: Snapshot) -> bool:
     return bool(snapshot.version) and not snapshot.model.kind.is_symbolic
 
 
-def _remove_snapshots(state, engine_factory: Callable, doomed: list[Snapshot], live_tables: set[str],
+def _remove_snapshots(state: State, engine_factory: Callable[[], Engine], doomed: list[Snapshot], live_tables: set[str],
                       lease: Lease) -> list[str]:
     """Forget `doomed` (with the intervals of tables no survivor uses), then drop those tables."""
     if not doomed:
@@ -110,7 +112,7 @@ def _remove_snapshots(state, engine_factory: Callable, doomed: list[Snapshot], l
     return list(tables)
 
 
-def _drop_leftover_staging(engine_factory: Callable, live_tables: set[str], lease: Lease) -> list[str]:
+def _drop_leftover_staging(engine_factory: Callable[[], Engine], live_tables: set[str], lease: Lease) -> list[str]:
     """Staging tables a crashed write left behind in the physical schemas."""
     from mesh_dagster.engine.adapter import TEMP_PREFIX
 

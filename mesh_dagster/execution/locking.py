@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
+from mesh_dagster.execution.state import State
 from mesh_dagster.state.store import EXCLUSIVE_LOCK, Lease, LockInfo
 
 LEASE_S = 60.0
@@ -83,7 +84,8 @@ def _since(holder: LockInfo) -> str:
 
 
 @contextmanager
-def environment_lock(state, environment: str, owner: str | None = None, timeout_s: float = 600) -> Iterator[Lease]:
+def environment_lock(state: State, environment: str, owner: str | None = None,
+                     timeout_s: float = 600) -> Iterator[Lease]:
     """Hold `environment`'s lock; yields the `Lease` the holder checks before each step."""
 
     def busy(holder: LockInfo) -> str:
@@ -99,7 +101,7 @@ def environment_lock(state, environment: str, owner: str | None = None, timeout_
 
 
 @contextmanager
-def janitor_lock(state, owner: str | None = None, timeout_s: float = 600) -> Iterator[Lease]:
+def janitor_lock(state: State, owner: str | None = None, timeout_s: float = 600) -> Iterator[Lease]:
     """Hold the exclusive lock: no apply or promotion runs until the block ends."""
 
     def busy(holder: LockInfo) -> str:
@@ -113,7 +115,7 @@ def janitor_lock(state, owner: str | None = None, timeout_s: float = 600) -> Ite
 
 
 @contextmanager
-def snapshots_in_use(state, owner: str | None = None, timeout_s: float = 600) -> Iterator[Lease]:
+def snapshots_in_use(state: State, owner: str | None = None, timeout_s: float = 600) -> Iterator[Lease]:
     """Keep the janitor away while this block writes snapshots or tables outside an apply; any
     number of such blocks run at once."""
 

@@ -30,6 +30,7 @@ from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
 from mesh_dagster.execution.scheduler import execute_batches, plan_batches
+from mesh_dagster.execution.state import State
 
 
 class Outcome(str, Enum):
@@ -63,7 +64,7 @@ class ModelMaterialization:
         return format_interval_range([self.window], interval_unit(self.snapshot.model.cron))
 
 
-def current_plan(project: Project, state, environment: str, execution_time: int | None = None) -> Plan:
+def current_plan(project: Project, state: State, environment: str, execution_time: int | None = None) -> Plan:
     """The plan `mesh plan <environment>` would build now; its snapshots are the current ones."""
     return build_plan(project, state, environment, execution_time=execution_time, allow_empty=True)
 
@@ -97,7 +98,7 @@ def _clip_to_lifetime(snapshot: Snapshot, project: Project, interval: Interval) 
 
 def materialize(
     project: Project,
-    state,
+    state: State,
     engine_factory: Callable[[], Engine],
     environment: str,
     names: list[str],
@@ -119,7 +120,7 @@ def materialize(
 
 def _materialize(
     project: Project,
-    state,
+    state: State,
     engine_factory: Callable[[], Engine],
     environment: str,
     names: list[str],
@@ -170,7 +171,7 @@ def _check_names(names: list[str], snapshots: dict[str, Snapshot]) -> None:
         raise MeshError(f"Cannot materialize {kinds}: these kinds have no physical table")
 
 
-def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, requested: Interval, state,
+def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, requested: Interval, state: State,
               execution_ms: int, listener: ApplyListener, environment: str) -> ModelMaterialization:
     """Evaluate, audit and record each batch of one model, like a backfill does."""
     began = time.perf_counter()
@@ -191,7 +192,8 @@ def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, re
     return result
 
 
-def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval, state, environment: str) -> None:
+def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval, state: State,
+                   environment: str) -> None:
     """A child reads its parents' current versions: each must exist and hold the data of the range
     the child computes (within the parent's own start and end). Otherwise the child's interval
     would be recorded over missing rows and never recomputed; say what to materialize first."""
@@ -222,7 +224,7 @@ def _data_parents(evaluator: SnapshotEvaluator, snap: Snapshot) -> list[Snapshot
     return [p for p in evaluator.sources(snap) if not p.model.kind.is_inlined]
 
 
-def pending_intervals(project: Project, state, environment: str, names: list[str] | None = None, *,
+def pending_intervals(project: Project, state: State, environment: str, names: list[str] | None = None, *,
                       execution_time: int | str | None = None) -> dict[str, list[Interval]]:
     """Due, missing intervals of the current snapshots (what `mesh run` would process), by model."""
     execution_ms = now_ms() if execution_time is None else to_ms(execution_time)

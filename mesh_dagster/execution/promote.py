@@ -18,8 +18,10 @@ from mesh_dagster.core.plan import ALL_TIME, Plan, build_plan
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import normalize_environment
 from mesh_dagster.execution.apply import apply_locked
+from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
+from mesh_dagster.execution.state import State
 
 
 @dataclass
@@ -60,7 +62,7 @@ def environment_gaps(plan: Plan) -> list[Gap]:
     ]
 
 
-def promote_environment(project: Project, state, engine_factory: Callable[[], object], environment: str,
+def promote_environment(project: Project, state: State, engine_factory: Callable[[], Engine], environment: str,
                         listener: ApplyListener | None = None) -> Plan:
     """Swap `environment`'s views to the current snapshots if none of them has a gap.
 

@@ -11,13 +11,15 @@ from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan import compute_backfills, snapshot_order
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import normalize_environment, view_name
+from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
 from mesh_dagster.execution.scheduler import plan_batches, run_batches
+from mesh_dagster.execution.state import State
 
 
-def environment_snapshots(state, environment: str):
+def environment_snapshots(state: State, environment: str):
     env = state.get_environment(environment)
     if env is None:
         raise PlanError(f"Environment '{environment}' does not exist. Run `mesh plan {environment}` first.")
@@ -25,7 +27,7 @@ def environment_snapshots(state, environment: str):
     return env, {s.name: s for s in stored.values()}
 
 
-def run_environment(project: Project, state, engine, environment: str = "prod", *,
+def run_environment(project: Project, state: State, engine: Engine, environment: str = "prod", *,
                     execution_time: str | int | None = None, ignore_cron: bool = False,
                     start: str | None = None, end: str | None = None,
                     select: set[str] | None = None, listener: ApplyListener | None = None) -> int:

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.errors import AuditError
 from mesh_dagster.core.intervals import Interval, batch, expand_range, format_interval_range
-from mesh_dagster.core.model import KindName
+from mesh_dagster.core.kinds import SeedKind
 from mesh_dagster.core.plan import ALL_TIME, Backfill
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.state import State
 from mesh_dagster.execution.tasks import run_tasks
 
 
@@ -32,7 +33,7 @@ class Batch:
 
     def describe(self, env_view: str) -> str:
         kind = self.snapshot.model.kind
-        if kind.name == KindName.SEED:
+        if isinstance(kind, SeedKind):
             return "insert seed file"
         if kind.is_view:
             return "recreate view"
@@ -92,7 +93,7 @@ def _evaluate_batch(b: Batch, evaluator: SnapshotEvaluator, execution_time: int)
     return _Evaluated(b, audits, time.perf_counter() - began)
 
 
-def _record_batch(done: _Evaluated, evaluator: SnapshotEvaluator, state, listener: ApplyListener,
+def _record_batch(done: _Evaluated, evaluator: SnapshotEvaluator, state: State, listener: ApplyListener,
                   view_of: Callable[[str], str]) -> BatchResult:
     """Record a batch's interval unless a blocking audit failed (on the caller's thread: the state
     store and the listener are never used from two threads)."""
@@ -106,13 +107,13 @@ def _record_batch(done: _Evaluated, evaluator: SnapshotEvaluator, state, listene
     except AuditError as e:
         return BatchResult(audits, None, e)
     recorded = ALL_TIME if snap.model.kind.is_timeless else b.interval
-    state.add_interval(snap.name, snap.version, *recorded)
+    state.add_interval(*snap.interval_key, *recorded)
     listener.batch_done(view_of(snap.name), b.index, b.count, b.describe(""), done.seconds,
                         len(audits) - len(failed), len(failed))
     return BatchResult(audits, recorded)
 
 
-def execute_batch(b: Batch, evaluator: SnapshotEvaluator, state, execution_time: int,
+def execute_batch(b: Batch, evaluator: SnapshotEvaluator, state: State, execution_time: int,
                   listener: ApplyListener, view_of: Callable[[str], str]) -> BatchResult:
     """Evaluate one batch, audit it, and record its interval only if no blocking audit failed.
 
@@ -121,7 +122,7 @@ def execute_batch(b: Batch, evaluator: SnapshotEvaluator, state, execution_time:
     return _record_batch(_evaluate_batch(b, evaluator, execution_time), evaluator, state, listener, view_of)
 
 
-def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state, execution_time: int,
+def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: State, execution_time: int,
                     listener: ApplyListener, view_of: Callable[[str], str], *,
                     concurrent_tasks: int = 1) -> list[BatchResult]:
     """Evaluate, audit and record `batches` (in DAG order); a result per batch handed over.
@@ -169,7 +170,7 @@ def upstream_of(names: Mapping[str, object], snapshots: Mapping[str, Snapshot]) 
 def run_batches(
     batches: list[Batch],
     evaluator: SnapshotEvaluator,
-    state,
+    state: State,
     execution_time: int,
     listener: ApplyListener,
     view_of: Callable[[str], str],

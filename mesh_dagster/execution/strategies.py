@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.kinds import IncrementalByTimeRangeKind
-from mesh_dagster.core.model import KindName
+from mesh_dagster.core.kinds import IncrementalByTimeRangeKind, SeedKind
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.core.time_column import TimeColumnError, interval_bounds
 from mesh_dagster.execution.engine import Engine
@@ -147,7 +146,7 @@ def strategy_for(snapshot: Snapshot) -> WriteStrategy:
     kind = snapshot.model.kind
     if kind.is_symbolic:
         return NOTHING
-    if kind.name == KindName.SEED:
+    if isinstance(kind, SeedKind):
         return SEED
     if kind.is_view:
         return VIEW

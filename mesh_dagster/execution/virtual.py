@@ -5,6 +5,7 @@ from __future__ import annotations
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, view_name, view_schema
+from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
 
 
@@ -16,7 +17,7 @@ def view_sql(snapshot: Snapshot, project: Project | None) -> str:
 
 
 def update_views(
-    engine,
+    engine: Engine,
     environment: str,
     promote: list[Snapshot],
     demote: list[str],

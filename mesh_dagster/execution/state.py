@@ -1,0 +1,62 @@
+"""The state store as `execution/` sees it: the operations an apply, a run, a materialization and
+the janitor call, and nothing about SQLAlchemy.
+
+`state/store.StateStore` implements it (mypy checks that where Context hands it over); a test may
+implement only what the code under test calls. Plan building reads through the narrower
+`core.plan.StateReader`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from mesh_dagster.core.environment import Environment
+from mesh_dagster.core.snapshot import Snapshot, SnapshotId
+from mesh_dagster.state.store import Lease, LockInfo
+
+IntervalKey = tuple[str, str]  # (model name, version)
+Interval = tuple[int, int]
+
+
+class State(Protocol):
+    # -- snapshots
+    def push_snapshots(self, snapshots: Iterable[Snapshot]) -> None: ...
+
+    def get_snapshots(self, ids: Iterable[SnapshotId]) -> dict[SnapshotId, Snapshot]: ...
+
+    def snapshots_exist(self, ids: Iterable[SnapshotId]) -> set[SnapshotId]: ...
+
+    def all_snapshot_ids(self) -> set[SnapshotId]: ...
+
+    def forget_snapshots(self, ids: Iterable[SnapshotId], interval_keys: Iterable[IntervalKey]) -> None: ...
+
+    # -- intervals
+    def get_intervals(self, keys: Iterable[IntervalKey]) -> dict[IntervalKey, list[Interval]]: ...
+
+    def add_interval(self, name: str, version: str, start_ts: int, end_ts: int) -> None: ...
+
+    def add_intervals(self, items: Iterable[tuple[str, str, int, int]]) -> None: ...
+
+    # -- environments
+    def get_environment(self, name: str) -> Environment | None: ...
+
+    def get_environments(self) -> list[Environment]: ...
+
+    def replaced_environment(self, name: str) -> Environment | None: ...
+
+    def promote_environment(self, env: Environment, lease: Lease | None = None) -> None: ...
+
+    def finalize_environment(self, name: str, plan_id: str, now_ms: int | None = None,
+                             lease: Lease | None = None) -> None: ...
+
+    def expired_environments(self, now_ms: int | None = None) -> list[Environment]: ...
+
+    def delete_environment(self, name: str) -> None: ...
+
+    # -- locks
+    def lock(self, name: str, owner: str, timeout_s: float = 600, lease_s: float = 3600, *,
+             holder_is_dead: Callable[[LockInfo], bool] | None = None,
+             busy: Callable[[LockInfo], str] | None = None) -> AbstractContextManager[Lease]: ...
+
