@@ -2,10 +2,12 @@
 Spark: wall time, Spark calls issued and time per model; with `--sqlmesh`, SQLMesh's first apply
 of the same model files on the same kind of local Spark, and the ratio.
 
-    python benchmarks/bench_first_apply.py [--runs 2] [--sqlmesh] [--keep DIR] [--code CHECKOUT]
+    python benchmarks/bench_first_apply.py [--runs 2] [--sqlmesh] [--concurrent-tasks N] [--keep DIR]
+                                           [--code CHECKOUT]
 
-`--code` times another checkout of mesh_dagster (e.g. a `git worktree` of an older commit, for
-before/after numbers on the same machine).
+`--concurrent-tasks N` sets the connection's `concurrent_tasks` for both tools (default: each
+tool's own, 4 for both on Spark). `--code` times another checkout of mesh_dagster (e.g. a
+`git worktree` of an older commit, for before/after numbers on the same machine).
 
 Each run starts from a fresh project directory (fresh `.mesh`, metastore and warehouse). Spark
 calls are counted from the engine's opt-in trace (`MESH_SQL_TRACE`): one line per call, catalog
@@ -44,8 +46,8 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[f
     return elapsed, proc.stdout
 
 
-def ours(work: Path, code: Path | None) -> float:
-    project = generate(work / "mesh_project", "mesh")
+def ours(work: Path, code: Path | None, concurrent_tasks: int | None) -> float:
+    project = generate(work / "mesh_project", "mesh", concurrent_tasks=concurrent_tasks)
     trace = work / "sql_trace.tsv"
     trace.unlink(missing_ok=True)
     env = {**os.environ, "MESH_SQL_TRACE": str(trace)}
@@ -64,11 +66,11 @@ def ours(work: Path, code: Path | None) -> float:
     return elapsed
 
 
-def sqlmesh(work: Path) -> float:
+def sqlmesh(work: Path, concurrent_tasks: int | None) -> float:
     binary = SQLMESH_VENV / "bin" / "sqlmesh"
     if not binary.exists():
         raise SystemExit(f"{binary} not found: create the venv as the module docstring says")
-    project = generate(work / "sqlmesh_project", "sqlmesh")
+    project = generate(work / "sqlmesh_project", "sqlmesh", concurrent_tasks=concurrent_tasks)
     elapsed, _ = run([str(binary), "-p", str(project), "plan", "--auto-apply", "--no-prompts"], work)
     print(f"SQLMesh first apply: {elapsed:.1f} s wall")
     return elapsed
@@ -80,15 +82,16 @@ def main() -> None:
     parser.add_argument("--sqlmesh", action="store_true", help="also time SQLMesh's first apply")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     parser.add_argument("--code", type=Path, help="time the mesh_dagster of this checkout instead")
+    parser.add_argument("--concurrent-tasks", type=int, help="the connection's concurrent_tasks, for both tools")
     args = parser.parse_args()
     for i in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="first_apply_") as tmp:
             work = args.keep or Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
             print(f"-- run {i + 1}/{args.runs}")
-            mine = ours(work, args.code)
+            mine = ours(work, args.code, args.concurrent_tasks)
             if args.sqlmesh:
-                theirs = sqlmesh(work)
+                theirs = sqlmesh(work, args.concurrent_tasks)
                 print(f"ratio mesh/SQLMesh: {mine / theirs:.2f}")
 
 

@@ -112,8 +112,9 @@ FROM {model_name(parents[0])} AS {first}
 """
 
 
-def generate(root: Path, flavour: str = "mesh", seed: int = 7) -> Path:
-    """Write the project into `root` (replaced if it exists)."""
+def generate(root: Path, flavour: str = "mesh", seed: int = 7, concurrent_tasks: int | None = None) -> Path:
+    """Write the project into `root` (replaced if it exists); `concurrent_tasks` is written into
+    either tool's connection (both default to 4 on Spark)."""
     rng = random.Random(seed)
     kinds = KINDS[:]
     rng.shuffle(kinds)
@@ -121,7 +122,11 @@ def generate(root: Path, flavour: str = "mesh", seed: int = 7) -> Path:
         shutil.rmtree(root)
     (root / "models").mkdir(parents=True)
     (root / "seeds").mkdir()
-    (root / "config.yaml").write_text(MESH_CONFIG if flavour == "mesh" else sqlmesh_config(root))
+    config = MESH_CONFIG if flavour == "mesh" else sqlmesh_config(root)
+    if concurrent_tasks is not None:
+        setting = f"      type: spark\n      concurrent_tasks: {concurrent_tasks}\n"
+        config = config.replace("      type: spark\n", setting)
+    (root / "config.yaml").write_text(config)
     (root / "models" / "model_00.sql").write_text(SEED_MODEL)
     (root / "seeds" / "seed_00.csv").write_text(seed_csv(rng))
     for i, kind in enumerate(kinds, start=1):
