@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
+
 from mesh_dagster.dagster.ui import (
     UiAlreadyRunning,
     dagster_dev_args,
@@ -90,14 +92,14 @@ class Supervisor:
         """Steps 2-4 of the module doc; returns how many runs had to be marked canceled by us."""
         session = child.pid
         self._runs.mark(self._runs.canceling)
-        _send(child.pid, signal.SIGINT)
-        services = {child.pid, *_children(child.pid)}  # webserver, daemon: `dagster dev` stops them
-        for pid in _session_members(session):
-            if pid not in services:
-                _send(pid, signal.SIGTERM)
+        child.send_signal(signal.SIGINT)  # Popen's own: a no-op once `dagster dev` exited, never another process
+        services = {child.pid, *(p.pid for p in _children(child.pid))}  # webserver, daemon: `dagster dev` stops them
+        for process in _session_members(session):
+            if process.pid not in services:
+                _send(process, signal.SIGTERM)
         self._wait_gone(child, session, time.monotonic() + GRACE_S, hurry=True)
-        for pid in _session_members(session):
-            _send(pid, signal.SIGKILL)
+        for process in _session_members(session):
+            _send(process, signal.SIGKILL)
         self._wait_gone(child, session, time.monotonic() + KILL_WAIT_S, hurry=False)
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=KILL_WAIT_S)
@@ -174,46 +176,38 @@ def _import_dagster() -> None:
 # -- processes -----------------------------------------------------------------------------------
 
 
-def _session_members(session: int) -> list[int]:
-    """Live (not zombie) processes of a session."""
-    return [pid for pid, _, sid, zombie in _processes() if sid == session and not zombie]
+def _session_members(session: int) -> list[psutil.Process]:
+    """Live (not zombie) processes of a session. psutil has no session id: `os.getsid` asks the kernel."""
+    return [process for process in psutil.process_iter() if _sid(process) == session and _live(process)]
 
 
-def _children(parent: int) -> list[int]:
-    return [pid for pid, ppid, _, zombie in _processes() if ppid == parent and not zombie]
+def _sid(process: psutil.Process) -> int | None:
+    try:
+        return os.getsid(process.pid)
+    except OSError:  # gone since the listing
+        return None
 
 
-def _processes() -> list[tuple[int, int, int, bool]]:
-    """(pid, ppid, session, zombie) of every process: /proc on Linux, `ps` elsewhere."""
-    if not Path("/proc/self/stat").exists():
-        return _processes_from_ps()
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:  # the command name may hold spaces and parentheses: fields start after the last ")"
-            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        out.append((int(entry.name), int(fields[1]), int(fields[3]), fields[0] == "Z"))
-    return out
+def _children(parent: int) -> list[psutil.Process]:
+    """Direct, live children: `dagster dev`'s webserver and daemon."""
+    try:
+        children = psutil.Process(parent).children()
+    except psutil.Error:
+        return []
+    return [child for child in children if _live(child)]
 
 
-def _processes_from_ps() -> list[tuple[int, int, int, bool]]:
-    done = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,stat="], capture_output=True, text=True, check=False)
-    out = []
-    for line in done.stdout.splitlines():
-        pid, ppid, state = line.split(None, 2)
-        try:
-            out.append((int(pid), int(ppid), os.getsid(int(pid)), state.startswith("Z")))
-        except (ProcessLookupError, PermissionError):
-            continue
-    return out
+def _live(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
-def _send(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, sig)
+def _send(process: psutil.Process, sig: int) -> None:
+    """psutil refuses (NoSuchProcess) when the pid was reused by another process since it was listed."""
+    with contextlib.suppress(psutil.Error):
+        process.send_signal(sig)
 
 
 if __name__ == "__main__":

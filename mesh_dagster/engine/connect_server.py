@@ -37,6 +37,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
+from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 from pyspark.sql import SparkSession
 
@@ -471,37 +473,43 @@ def _remove_stale(mesh_dir: Path, pid: int | None) -> None:
 
 @contextlib.contextmanager
 def _lock(mesh_dir: Path, timeout_s: float) -> Iterator[None]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with _try_lock(mesh_dir) as locked:
-            if locked:
-                yield
-                return
-        if time.monotonic() > deadline:
-            raise EngineError(
-                f"Timed out after {timeout_s:g} s waiting for another process to finish starting or "
-                f"stopping the Spark Connect server of {mesh_dir.parent} (lock {mesh_dir / LOCK_FILE})."
-            )
-        time.sleep(0.2)
+    lock = _file_lock(mesh_dir)
+    try:
+        lock.acquire(timeout=timeout_s, poll_interval=0.2)
+    except Timeout:
+        raise EngineError(
+            f"Timed out after {timeout_s:g} s waiting for another process to finish starting or "
+            f"stopping the Spark Connect server of {mesh_dir.parent} (lock {mesh_dir / LOCK_FILE})."
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager
 def _try_lock(mesh_dir: Path) -> Iterator[bool]:
+    lock = _file_lock(mesh_dir)
     try:
-        import fcntl
-    except ImportError:
-        raise EngineError("The shared Spark Connect server needs a POSIX system (Linux or macOS).") from None
-    mesh_dir.mkdir(parents=True, exist_ok=True)
-    with open(mesh_dir / LOCK_FILE, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        lock.acquire(blocking=False)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
+def _file_lock(mesh_dir: Path) -> FileLock:
+    """An flock on `connect.lock` (`filelock.FileLock`): the kernel drops it with its process, so a
+    starter that dies leaves nothing stale. A new object per use: flock excludes other threads of this
+    process too, as it must (one starter per project, whatever the thread)."""
+    if os.name != "posix":  # the server's process group is stopped with killpg
+        raise EngineError("The shared Spark Connect server needs a POSIX system (Linux or macOS).")
+    # fallback_to_soft=False: on a filesystem without flock, fail rather than leave a marker that a
+    # crashed starter would leave behind for good.
+    return FileLock(mesh_dir / LOCK_FILE, fallback_to_soft=False)
 
 
 def _starting(mesh_dir: Path) -> bool:
@@ -524,22 +532,11 @@ def _is_server_process(pid: int, mesh_dir: Path) -> bool:
     child = _CHILDREN.get(pid)
     if child is not None:  # ours, and its pid cannot be reused before we reap it
         return child.poll() is None
-    command = _command_line(pid)
-    return command is not None and SERVER_CLASS in command and f"{_MARKER}={mesh_dir} " in command
-
-
-def _command_line(pid: int) -> str | None:
-    if Path("/proc/self/cmdline").exists():  # Linux: no subprocess needed
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            return None
     try:
-        done = subprocess.run(["ps", "-ww", "-p", str(pid), "-o", "command="], capture_output=True, text=True,
-                              timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{done.stdout.strip()} " if done.returncode == 0 else None
+        command = psutil.Process(pid).cmdline()  # a zombie's is empty (or raises ZombieProcess)
+    except (psutil.Error, ValueError):  # gone, not ours to read, or not a pid at all
+        return False
+    return any(SERVER_CLASS in arg for arg in command) and f"{_MARKER}={mesh_dir}" in command
 
 
 def _terminate(pid: int, mesh_dir: Path) -> bool:

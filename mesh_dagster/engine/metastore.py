@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 __all__ = [
     "MetastoreHolder",
     "busy_message",
@@ -112,7 +114,8 @@ def derby_busy_database(exc: BaseException) -> Path | None:
 
 
 def _posix_lock_owner(stat: os.stat_result) -> int | None:
-    """Linux: the pid holding a POSIX lock on the file, from `/proc/locks` (nothing is locked by asking)."""
+    """Linux: the pid holding a POSIX lock on the file, from `/proc/locks` (nothing is locked by asking;
+    psutil does not list locks)."""
     device = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
     try:
         lines = _PROC_LOCKS.read_text().splitlines()
@@ -128,7 +131,11 @@ def _posix_lock_owner(stat: os.stat_result) -> int | None:
 
 
 def _locked_elsewhere(lock: Path) -> bool:
-    """Elsewhere than Linux: try the lock Derby takes, and let go at once."""
+    """Elsewhere than Linux: try the lock Derby takes, and let go at once.
+
+    Derby (Java's `FileChannel.tryLock`) takes an fcntl record lock; `filelock.FileLock` takes an
+    flock, a separate lock that never conflicts with it, so it would call a booted Derby free.
+    """
     import fcntl
 
     try:
@@ -159,19 +166,16 @@ def _holder(pid: int) -> MetastoreHolder:
 
 def _command(pid: int) -> list[str] | None:
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        return psutil.Process(pid).cmdline() or None
+    except psutil.Error:
         return None
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part] or None
 
 
 def _parent(pid: int) -> int | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).ppid() or None
+    except psutil.Error:
         return None
-    fields = stat.rsplit(")", 1)[-1].split()
-    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
 
 
 def _short(command: list[str]) -> str:

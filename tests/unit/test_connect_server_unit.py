@@ -173,6 +173,43 @@ def test_stop_times_out_while_another_process_holds_the_lock(tmp_path):
     assert str(mesh_dir / LOCK_FILE) in str(exc.value)
 
 
+def test_the_lock_of_a_killed_process_is_taken_over(tmp_path):
+    # A starter killed while it held the lock (SIGKILL: nothing cleans up) does not block the next one.
+    mesh_dir = tmp_path / ".mesh"
+    path = _record(mesh_dir, _dead_pid())
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f.fileno(), fcntl.LOCK_EX); "
+         "print('locked', flush=True); time.sleep(600)", str(mesh_dir / LOCK_FILE)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    assert (mesh_dir / LOCK_FILE).exists()
+    assert stop_server(mesh_dir, timeout_s=5) is False
+    assert not path.exists()
+
+
+def test_status_removes_the_record_of_a_server_that_died_unreaped(tmp_path):
+    # A zombie keeps its pid (and the server's command line is gone with it): not a server any more.
+    mesh_dir = tmp_path / ".mesh"
+    server = _fake_server(mesh_dir)
+    try:
+        path = _record(mesh_dir, server.pid)
+        server.kill()
+        os.waitid(os.P_PID, server.pid, os.WEXITED | os.WNOWAIT)  # dead, not reaped
+        assert server_status(mesh_dir) is None
+        assert not path.exists()
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
+
+
 def test_start_refuses_a_remote_connection(tmp_path):
     conn = SparkConnectionConfig(remote="sc://spark.example.com:15002")
     with pytest.raises(EngineError) as exc:

@@ -14,10 +14,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from mesh_dagster.dagster.ui import dagster_dev_command, only_ui
-from mesh_dagster.dagster.ui_supervisor import GRACE_S, KILL_WAIT_S
+from mesh_dagster.dagster.ui import UiAlreadyRunning, check_ui_free, dagster_dev_command, only_ui
+from mesh_dagster.dagster.ui_supervisor import GRACE_S, KILL_WAIT_S, _children, _send, _session_members
 from tests.listening_sockets import session_members
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find processes")
@@ -47,8 +48,8 @@ SUPERVISE = textwrap.dedent("""
 
 def _alive(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
 
 
@@ -101,3 +102,75 @@ def test_a_second_mesh_ui_for_the_project_is_refused(tmp_path):
         f"Error: `mesh ui` already runs for this project (pid {os.getpid()}, instance {home}): use its webserver, "
         f"or stop it (Ctrl-C) before starting another.")
     assert "dagster" not in done.stdout.lower()  # refused before starting anything
+
+
+# Holds the `mesh ui` lock of a project until killed.
+HOLD_UI = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from mesh_dagster.dagster.ui import only_ui
+    with only_ui(Path(sys.argv[1])):
+        print("HOLDING", flush=True)
+        time.sleep(600)
+""")
+
+
+def test_the_lock_of_a_killed_mesh_ui_is_taken_over(tmp_path):
+    home = tmp_path / ".mesh" / "dagster"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_UI, str(home)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "HOLDING"
+        with pytest.raises(UiAlreadyRunning) as refused:
+            check_ui_free(home)
+        assert f"(pid {holder.pid}, instance {home})" in str(refused.value)
+        assert (home / "ui.lock").read_text() == str(holder.pid)  # a contender does not wipe the holder's pid
+    finally:
+        holder.kill()  # SIGKILL: no cleanup runs, the lock file stays behind
+        holder.wait(timeout=60)
+        holder.stdout.close()
+    assert (home / "ui.lock").exists()
+    with only_ui(home):
+        assert (home / "ui.lock").read_text() == str(os.getpid())
+    check_ui_free(home)  # released on exit
+
+
+# A session leader with a child, a child in a group of its own, and an orphan (its parent exited).
+TREE = textwrap.dedent("""
+    import json, os, subprocess, sys, time
+    sleep = "import time; time.sleep(600)"
+    orphan_maker = f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {sleep!r}]).pid)"
+    child = subprocess.Popen([sys.executable, "-c", sleep])
+    grouped = subprocess.Popen([sys.executable, "-c", sleep], process_group=0)
+    maker = subprocess.Popen([sys.executable, "-c", orphan_maker], stdout=subprocess.PIPE, text=True)
+    orphan = int(maker.stdout.readline())
+    maker.wait()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    os.waitid(os.P_PID, dead.pid, os.WEXITED | os.WNOWAIT)     # exited, left unreaped: a zombie
+    print(json.dumps({"children": [child.pid, grouped.pid], "orphan": orphan, "zombie": dead.pid}), flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_session_is_found_whole_and_stopped(tmp_path):
+    leader = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        tree = json.loads(leader.stdout.readline())
+        assert _alive(tree["orphan"]) and not _alive(tree["zombie"])
+        assert sorted(p.pid for p in _children(leader.pid)) == sorted(tree["children"])  # the zombie is left out
+        members = _session_members(leader.pid)
+        assert sorted(p.pid for p in members) == sorted([leader.pid, *tree["children"], tree["orphan"]])
+        assert _session_members(os.getsid(0)) and leader.pid not in [p.pid for p in _session_members(os.getsid(0))]
+        for process in members:
+            _send(process, signal.SIGKILL)
+        leader.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _session_members(leader.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _session_members(leader.pid) == []
+        _send(members[0], signal.SIGTERM)  # gone (its pid may even be reused): nothing is signalled, nothing raised
+    finally:
+        for pid in [leader.pid, *session_members(leader.pid)]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        leader.wait(timeout=30)
+        leader.stdout.close()
