@@ -1,9 +1,10 @@
 """Rendering a model's query for a stage: macros expanded, references rewritten, Spark SQL out.
 
 Rendering is on the hot path of every plan (a thousand models must load in seconds), so it parses
-each distinct text once (a small cache), walks the tree once to collect what it rewrites, and
-never runs sqlglot's optimizer. Transpiling from the model's dialect is sqlglot's generator's job:
-the tree is dialect-neutral, `.sql(dialect="spark")` writes Spark.
+each distinct text once (a small cache), walks the tree once to collect what it rewrites, and runs
+sqlglot's optimizer only where hand-written rules cannot be sure (`*` over USING / NATURAL joins,
+PIVOT, LATERAL VIEW: see core/columns.py). Transpiling from the model's dialect is sqlglot's
+generator's job: the tree is dialect-neutral, `.sql(dialect="spark")` writes Spark.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from mesh_dagster.core.columns import expand_stars, query_columns, table_key
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.kinds import IncrementalByTimeRangeKind
 from mesh_dagster.core.macros import (
@@ -121,7 +123,7 @@ def render_audit(
         _filter_this_model(tree, model, ctx, normalize_name(this_model))
     collected = _collect(tree)
     if collected.has_star:
-        _expand_stars(tree, ctx.schemas, collected.ctes)
+        expand_stars(tree, ctx.schemas, collected.ctes)
     _rewrite_references(tree, ctx, macros, collected, 0)
     return tree.sql(dialect=SPARK, copy=False)
 
@@ -142,7 +144,7 @@ def _table_names(tree: exp.Query) -> set[str]:
     for node in tree.walk():
         if type(node) is exp.Table:
             if isinstance(node.this, exp.Identifier):
-                names.add(_table_key(node))
+                names.add(table_key(node))
         elif type(node) is exp.CTE:
             ctes.add(node.alias_or_name.lower())
     return names - ctes
@@ -158,11 +160,6 @@ def output_columns(
         return None
     tree = render_query(model, RenderContext(variables=variables, schemas=schemas), macros)
     return query_columns(tree, schemas)
-
-
-def query_columns(tree: exp.Expr, schemas: dict) -> dict[str, str | None] | None:
-    """Ordered output columns of a rendered query → Spark type (None when not cheaply known)."""
-    return _query_columns(tree, schemas, _cte_queries(tree))
 
 
 def expand_query(model: Model, ctx: RenderContext, macros: MacroRegistry) -> str:
@@ -319,25 +316,26 @@ def _render_query(model: Model, ctx: RenderContext, macros: MacroRegistry, depth
     tree = _parse_query(text, model.dialect, model.path, model.query_line)
     collected = _collect(tree)
     if collected.has_star:
-        _expand_stars(tree, ctx.schemas, collected.ctes)
+        expand_stars(tree, ctx.schemas, collected.ctes)
     _rewrite_references(tree, ctx, macros, collected, depth)
     return tree
 
 
-def _table_key(table: exp.Table) -> str:
-    return ".".join(p.name for p in table.parts).lower()
-
-
 def _rewrite_references(tree: exp.Expr, ctx: RenderContext, macros: MacroRegistry, found: _Collected,
                         depth: int) -> None:
-    """Model references → mapped tables (aliased by their old name); EMBEDDED models → subqueries."""
+    """Model references → mapped tables (aliased by their old name); EMBEDDED models → subqueries.
+
+    Not sqlglot's `exp.replace_tables`: it writes the old name as a comment (`/* db.t */`, which
+    would change every rendering, and so every stored `rendered_query`), keeps no alias for
+    `t.col` to resolve through, and does not know that a CTE shadows a model of its name.
+    """
     if not (ctx.table_mapping or ctx.embedded):
         return
     rewritten: set[str] = set()
     for table in found.tables:
         if not isinstance(table.this, exp.Identifier):
             continue  # table-valued function
-        key = _table_key(table)
+        key = table_key(table)
         if table.args.get("db") is None and key in found.ctes:
             continue  # a CTE shadows a model of the same name
         embedded = _lookup(ctx.embedded, key) if ctx.embedded else None
@@ -377,7 +375,7 @@ def _inline(table: exp.Table, model: Model, ctx: RenderContext, macros: MacroReg
 def _filter_this_model(tree: exp.Expr, model: Model, ctx: RenderContext, this_key: str) -> None:
     condition = _interval_condition(model, ctx)
     for table in list(tree.find_all(exp.Table)):
-        if _table_key(table) != this_key:
+        if table_key(table) != this_key:
             continue
         alias = table.alias or table.name
         inner = table.copy()
@@ -397,193 +395,3 @@ def _interval_condition(model: Model, ctx: RenderContext) -> exp.Expr:
         return interval_condition(column, ctx.start, ctx.end, column_type, kind.time_column_format)
     except TimeColumnError as e:
         raise ModelError(f"Cannot bound time_column {column}: {e}", model.path, model.line) from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Star expansion and output columns
-
-
-def _expand_stars(tree: exp.Expr, schemas: dict[str, dict[str, str | None]], ctes: dict[str, exp.CTE]) -> None:
-    """`*` / `t.*` over sources whose columns are all known → explicit columns.
-
-    Inner selects go first, and the passes repeat so a CTE reading another CTE sees its columns.
-    """
-    selects = [s for s in tree.find_all(exp.Select) if any(_is_star(p) for p in s.expressions)]
-    selects.reverse()
-    while selects:
-        remaining = [s for s in selects if not _expand_select(s, schemas, ctes)]
-        if len(remaining) == len(selects):
-            return
-        selects = remaining
-
-
-def _is_star(projection: exp.Expr) -> bool:
-    return isinstance(projection, exp.Star) or (
-        isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
-    )
-
-
-def _expand_select(select: exp.Select, schemas: dict, ctes: dict[str, exp.CTE]) -> bool:
-    """Whether every star of `select` could be expanded (partial progress is kept)."""
-    sources = _sources(select, schemas, ctes)
-    if sources is None:
-        return False
-    projections: list[exp.Expr] = []
-    complete = True
-    visible = [(alias, cols) for alias, cols, hidden in sources if not hidden]
-    for projection in select.expressions:
-        if isinstance(projection, exp.Star):
-            excluded = {normalize_name(e) for e in (projection.args.get("except_") or [])}
-            special = any(projection.args.get(k) for k in ("replace", "rename", "ilike"))
-            if special or any(c is None for _, c in visible):
-                projections.append(projection)
-                complete = False
-                continue
-            qualify = len(visible) > 1
-            for alias, cols in visible:
-                projections += [exp.column(c, table=alias if qualify else None) for c in cols or []
-                                if c.lower() not in excluded]
-        elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
-            alias = projection.table.lower()
-            cols = next((c for a, c, _ in sources if a.lower() == alias), None)
-            if cols is None or projection.this.args.get("except_") or projection.this.args.get("replace"):
-                projections.append(projection)
-                complete = False
-                continue
-            projections += [exp.column(c, table=projection.table) for c in cols]
-        else:
-            projections.append(projection)
-    select.set("expressions", projections)
-    return complete
-
-
-_Source = tuple[str, list[str] | None, bool]
-
-
-def _sources(select: exp.Select, schemas: dict, ctes: dict[str, exp.CTE]) -> list[_Source] | None:
-    """(alias, columns or None, hidden by a semi/anti join) per FROM/JOIN item; None if `*` has
-    semantics we do not reproduce (USING / NATURAL joins merge columns)."""
-    from_ = select.args.get("from_")
-    if from_ is None or select.args.get("laterals") or from_.this.args.get("pivots"):
-        return None  # LATERAL VIEW / PIVOT change what `*` means
-    items = [(from_.this, False)]
-    for join in select.args.get("joins") or []:
-        if join.args.get("using") or (join.method or "").upper() == "NATURAL":
-            return None
-        kind = (join.kind or "").upper()
-        items.append((join.this, kind in ("SEMI", "ANTI")))
-    sources = []
-    for item, hidden in items:
-        sources.append((item.alias_or_name, _source_columns(item, schemas, ctes), hidden))
-    return sources
-
-
-def _source_columns(item: exp.Expr, schemas: dict, ctes: dict[str, exp.CTE]) -> list[str] | None:
-    alias = item.args.get("alias")
-    if isinstance(alias, exp.TableAlias) and alias.columns:
-        return [c.name for c in alias.columns]
-    if isinstance(item, exp.Table):
-        if not isinstance(item.this, exp.Identifier):
-            return None
-        key = _table_key(item)
-        if item.args.get("db") is None and key in ctes:
-            cte = ctes[key]
-            cte_alias = cte.args.get("alias")
-            if isinstance(cte_alias, exp.TableAlias) and cte_alias.columns:
-                return [c.name for c in cte_alias.columns]
-            return _query_names(cte.this)
-        cols = _lookup(schemas, key) if schemas else None
-        return list(cols) if cols else None
-    if isinstance(item, exp.Subquery):
-        return _query_names(item.this)
-    return None
-
-
-def _query_names(query: exp.Expr) -> list[str] | None:
-    while isinstance(query, (exp.Subquery, exp.Paren)):
-        query = query.this
-    if isinstance(query, exp.SetOperation):
-        return _query_names(query.this)
-    if not isinstance(query, exp.Select):
-        return None
-    names = []
-    for projection in query.expressions:
-        name = _output_name(projection)
-        if name is None:
-            return None
-        names.append(name)
-    return names
-
-
-def _output_name(projection: exp.Expr) -> str | None:
-    """The column name a projection produces; None for stars and unaliased expressions (Spark
-    would invent a name like `count(1)` that nobody should rely on)."""
-    if isinstance(projection, exp.Alias):
-        return projection.alias or None
-    if isinstance(projection, (exp.Column, exp.Dot)) and not isinstance(projection.this, exp.Star):
-        return projection.name or None
-    return None
-
-
-def _cte_queries(tree: exp.Expr) -> dict[str, exp.CTE]:
-    return {cte.alias_or_name.lower(): cte for cte in tree.find_all(exp.CTE)}
-
-
-def _query_columns(query: exp.Expr, schemas: dict, ctes: dict[str, exp.CTE]) -> dict[str, str | None] | None:
-    while isinstance(query, (exp.Subquery, exp.Paren)):
-        query = query.this
-    if isinstance(query, exp.SetOperation):
-        return _query_columns(query.this, schemas, ctes)
-    if not isinstance(query, exp.Select):
-        return None
-    sources = _typed_sources(query, schemas, ctes)
-    columns: dict[str, str | None] = {}
-    for projection in query.expressions:
-        name = _output_name(projection)
-        if name is None:
-            return None
-        columns.setdefault(name.lower(), _projection_type(projection, sources))
-    return columns
-
-
-def _typed_sources(select: exp.Select, schemas: dict, ctes: dict[str, exp.CTE]) -> dict[str, dict[str, str | None]]:
-    """alias → columns with types, for the FROM/JOIN items whose types we know."""
-    out: dict[str, dict[str, str | None]] = {}
-    from_ = select.args.get("from_")
-    items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
-    for item in items:
-        typed: dict[str, str | None] | None = None
-        if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
-            key = _table_key(item)
-            if item.args.get("db") is None and key in ctes:
-                typed = _query_columns(ctes[key].this, schemas, ctes)
-            elif schemas:
-                typed = _lookup(schemas, key)
-        elif isinstance(item, exp.Subquery):
-            typed = _query_columns(item.this, schemas, ctes)
-        if typed:
-            out[item.alias_or_name.lower()] = {k.lower(): v for k, v in typed.items()}
-    return out
-
-
-def _projection_type(projection: exp.Expr, sources: dict[str, dict[str, str | None]]) -> str | None:
-    node = projection.this if isinstance(projection, exp.Alias) else projection
-    if isinstance(node, (exp.Cast, exp.TryCast)):
-        return node.to.sql(dialect=SPARK)
-    if isinstance(node, exp.Literal):
-        if node.is_string:
-            return "STRING"
-        text = str(node.this)
-        if text.isdigit():
-            return "INT" if int(text) < 2**31 else "BIGINT"
-        return None
-    if isinstance(node, exp.Boolean):
-        return "BOOLEAN"
-    if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-        column = node.name.lower()
-        if node.table:
-            return (sources.get(node.table.lower()) or {}).get(column)
-        having = [cols[column] for cols in sources.values() if column in cols]
-        return having[0] if len(having) == 1 else None
-    return None
-
