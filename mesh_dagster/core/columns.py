@@ -28,6 +28,9 @@ from sqlglot.schema import MappingSchema
 from mesh_dagster.core.macros import _lookup, get_dialect, normalize_name
 
 SPARK = get_dialect("spark")
+# Part of the project cache's salt: bumped whenever a query's expansion or output columns may come
+# out differently, so cached output columns are recomputed (2: USING/NATURAL/PIVOT/LATERAL VIEW).
+COLUMN_RULES = 2
 Schemas = dict[str, dict[str, str | None]]  # model name -> ordered column -> Spark type (None if unknown)
 
 _TAG = "mesh_star_select"  # meta key marking a SELECT in the copy given to sqlglot

@@ -21,6 +21,7 @@ import yaml
 
 from mesh_dagster import __version__
 from mesh_dagster.core.cache import ProjectCache, content_key
+from mesh_dagster.core.columns import COLUMN_RULES
 from mesh_dagster.core.config import ProjectConfig, find_config_file, line_of, load_config
 from mesh_dagster.core.dag import DAG, CycleError
 from mesh_dagster.core.definition import relative_path
@@ -101,7 +102,7 @@ def _cache_salt(root: Path, config: ProjectConfig, variables: dict[str, Any], ma
     parts = [
         str(root),
         __version__,
-        f"model format {MODEL_FORMAT}",
+        f"model format {MODEL_FORMAT}, column rules {COLUMN_RULES}",
         sqlglot.__version__,
         config.model_defaults.model_dump_json(),
         repr(sorted(variables.items())),
