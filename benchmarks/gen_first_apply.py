@@ -14,6 +14,10 @@ import shutil
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gen_project import join_query  # noqa: E402 - a sibling script, not a package
+
 START = dt.date(2024, 1, 1)
 # The seed's rows cover the first SEED_DAYS days: every model still has ~1,050 daily intervals to
 # backfill, but incremental tables get SEED_DAYS partitions (2 years of partitions make each
@@ -87,15 +91,7 @@ def seed_csv(rng: random.Random) -> str:
 
 
 def query_model(i: int, kind: str, parents: list[int]) -> str:
-    aliases = [f"p{k}" for k in range(len(parents))]
-    first = aliases[0]
-    joins = "\n".join(
-        f"LEFT JOIN {model_name(p)} AS {a}\n  ON {first}.id = {a}.id AND {first}.ds = {a}.ds"
-        for p, a in zip(parents[1:], aliases[1:])
-    )
-    value = " + ".join(f"COALESCE({a}.value, 0)" for a in aliases)
     incremental = kind == "INCREMENTAL_BY_TIME_RANGE"
-    where = f"\nWHERE\n  {first}.ds BETWEEN @start_ds AND @end_ds" if incremental else ""
     kind_text = "INCREMENTAL_BY_TIME_RANGE (\n    time_column ds\n  )" if incremental else kind
     return f"""MODEL (
   name {model_name(i)},
@@ -103,13 +99,7 @@ def query_model(i: int, kind: str, parents: list[int]) -> str:
   grain (id, ds)
 );
 
-SELECT
-  {first}.id AS id,
-  {first}.ds AS ds,
-  {value} AS value
-FROM {model_name(parents[0])} AS {first}
-{joins}{where}
-"""
+{join_query(parents, incremental, model_name)}"""
 
 
 def generate(root: Path, flavour: str = "mesh", seed: int = 7, concurrent_tasks: int | None = None) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 CONFIG = """gateways:
@@ -53,16 +54,28 @@ def seed_csv(i: int, rng: random.Random) -> str:
     return "\n".join(rows) + "\n"
 
 
-def query_model(i: int, kind: str, parents: list[int]) -> str:
+def join_query(parents: list[int], incremental: bool, name_of: Callable[[int], str] = model_name) -> str:
+    """The SELECT of a generated model: its parents joined on (id, ds), their values summed."""
     aliases = [f"p{k}" for k in range(len(parents))]
     first = aliases[0]
     joins = "\n".join(
-        f"LEFT JOIN {model_name(p)} AS {a}\n  ON {first}.id = {a}.id AND {first}.ds = {a}.ds"
+        f"LEFT JOIN {name_of(p)} AS {a}\n  ON {first}.id = {a}.id AND {first}.ds = {a}.ds"
         for p, a in zip(parents[1:], aliases[1:])
     )
     value = " + ".join(f"COALESCE({a}.value, 0)" for a in aliases)
-    where = "\nWHERE\n  p0.ds BETWEEN @start_ds AND @end_ds" if kind == "INCREMENTAL_BY_TIME_RANGE" else ""
-    kind_text = "INCREMENTAL_BY_TIME_RANGE (\n    time_column ds\n  )" if kind == "INCREMENTAL_BY_TIME_RANGE" else kind
+    where = f"\nWHERE\n  {first}.ds BETWEEN @start_ds AND @end_ds" if incremental else ""
+    return f"""SELECT
+  {first}.id AS id,
+  {first}.ds AS ds,
+  {value} AS value
+FROM {name_of(parents[0])} AS {first}
+{joins}{where}
+"""
+
+
+def query_model(i: int, kind: str, parents: list[int]) -> str:
+    incremental = kind == "INCREMENTAL_BY_TIME_RANGE"
+    kind_text = "INCREMENTAL_BY_TIME_RANGE (\n    time_column ds\n  )" if incremental else kind
     return f"""MODEL (
   name {model_name(i)},
   kind {kind_text},
@@ -71,13 +84,7 @@ def query_model(i: int, kind: str, parents: list[int]) -> str:
   description 'Generated model {i} joining {len(parents)} upstream models'
 );
 
-SELECT
-  {first}.id AS id,
-  {first}.ds AS ds,
-  {value} AS value
-FROM {model_name(parents[0])} AS {first}
-{joins}{where}
-"""
+{join_query(parents, incremental)}"""
 
 
 def generate(root: Path, n: int, seed: int = 7) -> Path:
