@@ -158,14 +158,12 @@ def create_physical(creating: list[Snapshot], evaluator: SnapshotEvaluator, list
                     concurrent_tasks: int) -> None:
     """Create physical objects, up to `concurrent_tasks` at once: a table is created from its
     query's analysis, which needs the tables it reads, so it waits for those created here."""
-    by_name = {s.name: s for s in creating}
-
     def created(snap: Snapshot, _: None) -> bool:
         listener.physical_progress(snap.name)
         return True
 
     run_tasks(creating, key=lambda s: s.name, work=evaluator.create, done=created,
-              waits_for=upstream_of(by_name, evaluator.snapshots), limit=concurrent_tasks)
+              waits_for=upstream_of({s.name for s in creating}, evaluator.snapshots), limit=concurrent_tasks)
 
 
 def _move_views(plan: Plan, project: Project, engine: Engine, listener: ApplyListener, replaced: Environment | None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from mesh_dagster.core.cron import interval_unit
@@ -113,15 +114,6 @@ def _record_batch(done: _Evaluated, evaluator: SnapshotEvaluator, state: State, 
     return BatchResult(audits, recorded)
 
 
-def execute_batch(b: Batch, evaluator: SnapshotEvaluator, state: State, execution_time: int,
-                  listener: ApplyListener, view_of: Callable[[str], str]) -> BatchResult:
-    """Evaluate one batch, audit it, and record its interval only if no blocking audit failed.
-
-    The one sequence behind `mesh plan`, `mesh run` and Dagster materializations.
-    """
-    return _record_batch(_evaluate_batch(b, evaluator, execution_time), evaluator, state, listener, view_of)
-
-
 def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: State, execution_time: int,
                     listener: ApplyListener, view_of: Callable[[str], str], *,
                     concurrent_tasks: int = 1) -> list[BatchResult]:
@@ -132,6 +124,8 @@ def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: S
     chain of models) is recorded. The first failing audit stops the run: nothing new starts, the
     batches already running finish (and are recorded if they pass: their data is complete), and
     the failing result is the last one returned. Nothing is left running on return.
+
+    The one sequence behind `mesh plan`, `mesh run` and Dagster materializations.
     """
     results: list[BatchResult] = []
     failure: list[BatchResult] = []
@@ -143,12 +137,12 @@ def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: S
 
     snapshots = {b.snapshot.name: b.snapshot for b in batches}
     run_tasks(batches, key=lambda b: b.snapshot.name, work=lambda b: _evaluate_batch(b, evaluator, execution_time),
-              done=record, waits_for=upstream_of(snapshots, evaluator.snapshots),
+              done=record, waits_for=upstream_of(snapshots.keys(), evaluator.snapshots),
               limit=concurrent_tasks, per_key=lambda name: snapshots[name].model.batch_concurrency)
     return results + failure[:1]
 
 
-def upstream_of(names: Mapping[str, object], snapshots: Mapping[str, Snapshot]) -> dict[str, set[str]]:
+def upstream_of(names: AbstractSet[str], snapshots: Mapping[str, Snapshot]) -> dict[str, set[str]]:
     """For each of `names`, the others of `names` it reads, directly or through models that are
     not among them (an EMBEDDED model, a model with nothing to do)."""
     memo: dict[str, set[str]] = {}
