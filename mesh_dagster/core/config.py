@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mesh_dagster.core.errors import ConfigError
+from mesh_dagster.core.kinds import SchemaChangePolicy
 
 CONFIG_FILES = ("config.yaml", "config.yml")
 MESH_DIR = ".mesh"
@@ -113,6 +114,9 @@ class ModelDefaults(_Strict):
     storage_format: str | None = None
     # Audits attached to every model that holds data, written like a model's `audits` entries.
     audits: list[str] = Field(default_factory=list)
+    # Schema-change policies of every incremental model that does not set its own.
+    on_destructive_change: SchemaChangePolicy | None = None
+    on_additive_change: SchemaChangePolicy | None = None
 
     @field_validator("start", mode="before")
     @classmethod
@@ -128,6 +132,11 @@ class ModelDefaults(_Strict):
         if value is not None:
             to_datetime(value)  # ValueError names the value and what is accepted
         return value
+
+    @field_validator("on_destructive_change", "on_additive_change", mode="before")
+    @classmethod
+    def _lower_policy(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("cron")
     @classmethod

@@ -272,11 +272,74 @@ def _partition_by_time_column(value: Value, path: str) -> dict[str, Any]:
     return {}
 
 
-def _not_yet(key: str, planned: str) -> PropertyReader:
-    return _refused(f"{key} is not supported by mesh_dagster yet ({planned} planned)")
+class SchemaChangePolicy(str, Enum):
+    """What a plan or run does when a kept table's schema must change (`on_destructive_change`,
+    `on_additive_change`): refuse, warn and go on, go on, or go on without touching the table."""
+
+    ERROR = "error"
+    WARN = "warn"
+    ALLOW = "allow"
+    IGNORE = "ignore"
 
 
-class IncrementalByTimeRangeKind(BaseKind):
+def _policy(key: str) -> PropertyReader:
+    def read(value: Value, path: str) -> dict[str, Any]:
+        try:
+            return {key: SchemaChangePolicy(value.text.strip().lower())}
+        except ValueError:
+            known = ", ".join(p.value for p in SchemaChangePolicy)
+            raise ModelError(f"{key} must be one of {known}, got '{value.text}'", path, value.line) from None
+
+    return read
+
+
+class IncrementalKind(BaseKind):
+    """What every kind that keeps history across runs shares: how its table may evolve.
+
+    A forward-only model keeps its table when its query changes (the schema is migrated in
+    place and only new intervals see the new logic); `disable_restatement` protects history that
+    cannot be recomputed; the policies decide what a schema change of a kept table may do.
+    """
+
+    forward_only: bool = False
+    disable_restatement: bool = False
+    on_destructive_change: SchemaChangePolicy = SchemaChangePolicy.ERROR
+    on_additive_change: SchemaChangePolicy = SchemaChangePolicy.ALLOW
+
+    COMMON_READERS: ClassVar[dict[str, PropertyReader]] = {
+        "forward_only": lambda value, path: {"forward_only": read_bool(value, path)},
+        "disable_restatement": lambda value, path: {"disable_restatement": read_bool(value, path)},
+        "on_destructive_change": _policy("on_destructive_change"),
+        "on_additive_change": _policy("on_additive_change"),
+    }
+
+    @property
+    def is_materialized(self) -> bool:
+        return True
+
+    def metadata_hash_values(self) -> list[str]:
+        # Only what differs from the defaults, so models written before these existed keep their fingerprints.
+        values = super().metadata_hash_values()
+        for key in ("forward_only", "disable_restatement", "on_destructive_change", "on_additive_change"):
+            if key in self.model_fields_set and getattr(self, key) != type(self).model_fields[key].default:
+                value = getattr(self, key)
+                values.append(f"{key}={value.value if isinstance(value, Enum) else value}")
+        return values
+
+    def with_policy_defaults(self, destructive: SchemaChangePolicy | None,
+                             additive: SchemaChangePolicy | None) -> IncrementalKind:
+        """This kind with `model_defaults`' policies where the model wrote none."""
+        update: dict[str, Any] = {}
+        if destructive is not None and "on_destructive_change" not in self.model_fields_set:
+            update["on_destructive_change"] = destructive
+        if additive is not None and "on_additive_change" not in self.model_fields_set:
+            update["on_additive_change"] = additive
+        if not update:
+            return self
+        return type(self)(**{**{k: getattr(self, k) for k in self.model_fields_set}, **update})
+
+
+class IncrementalByTimeRangeKind(IncrementalKind):
     """A table filled interval by interval of its time column; each interval is overwritten whole."""
 
     name: Literal[KindName.INCREMENTAL_BY_TIME_RANGE] = KindName.INCREMENTAL_BY_TIME_RANGE
@@ -294,18 +357,11 @@ class IncrementalByTimeRangeKind(BaseKind):
         "batch_concurrency": lambda value, path: {
             "batch_concurrency": read_int(value, path, "batch_concurrency", minimum=1)},
         "partition_by_time_column": _partition_by_time_column,
-        # Parsed, not implemented yet (issue 10: forward-only models and schema-change policies).
-        "forward_only": _not_yet("forward_only", "forward-only models are"),
-        "on_destructive_change": _not_yet("on_destructive_change", "schema change policies are"),
-        "on_additive_change": _not_yet("on_additive_change", "schema change policies are"),
+        **IncrementalKind.COMMON_READERS,
     }
     REQUIRED_PROPERTIES: ClassVar[dict[str, str]] = {
         "time_column": "INCREMENTAL_BY_TIME_RANGE models need a time_column, e.g. "
                        "`kind INCREMENTAL_BY_TIME_RANGE (time_column event_date)`"}
-
-    @property
-    def is_materialized(self) -> bool:
-        return True
 
     def data_hash_values(self) -> list[str]:
         return [*super().data_hash_values(), self.time_column, self.time_column_format, str(self.lookback)]
@@ -314,7 +370,7 @@ class IncrementalByTimeRangeKind(BaseKind):
         values = [str(self.batch_size)] if self.batch_size is not None else []
         if self.batch_concurrency != 1:
             values.append(f"batch_concurrency={self.batch_concurrency}")
-        return values
+        return values + super().metadata_hash_values()
 
     def check_time_format(self, cron: str, path: str, line: int) -> None:
         """A custom time_column format must tell the model's intervals apart: with `'%Y-%m'` on a

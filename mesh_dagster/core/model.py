@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mesh_dagster.core.kinds import AnyKind, IncrementalByTimeRangeKind, KindName, ModelKind
+from mesh_dagster.core.kinds import (
+    AnyKind,
+    IncrementalByTimeRangeKind,
+    IncrementalKind,
+    KindName,
+    ModelKind,
+    SchemaChangePolicy,
+)
 
 __all__ = ["STORAGE_FORMATS", "MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", "ModelKind",
            "check_storage_format"]
@@ -114,6 +121,23 @@ class Model(BaseModel):
     def batch_concurrency(self) -> int:
         """Batches of this model evaluated at once (1 for kinds built whole: they have one batch)."""
         return self.kind.batch_concurrency if isinstance(self.kind, IncrementalByTimeRangeKind) else 1
+
+    @property
+    def forward_only(self) -> bool:
+        """Whether every change keeps the model's table (only kinds with history can be)."""
+        return isinstance(self.kind, IncrementalKind) and self.kind.forward_only
+
+    @property
+    def disable_restatement(self) -> bool:
+        """Whether restating this model is refused (its history cannot, or must not, be recomputed)."""
+        return isinstance(self.kind, IncrementalKind) and self.kind.disable_restatement
+
+    @property
+    def schema_change_policies(self) -> tuple[SchemaChangePolicy, SchemaChangePolicy]:
+        """(on_destructive_change, on_additive_change): kinds rebuilt whole never keep a table."""
+        if isinstance(self.kind, IncrementalKind):
+            return self.kind.on_destructive_change, self.kind.on_additive_change
+        return SchemaChangePolicy.ALLOW, SchemaChangePolicy.ALLOW
 
     @property
     def effective_partitioned_by(self) -> list[str]:

@@ -26,7 +26,14 @@ from mesh_dagster.core.definition import (
     read_value,
 )
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.kinds import KIND_CLASSES, BaseKind, IncrementalByTimeRangeKind, KindName, ViewKind
+from mesh_dagster.core.kinds import (
+    KIND_CLASSES,
+    BaseKind,
+    IncrementalByTimeRangeKind,
+    IncrementalKind,
+    KindName,
+    ViewKind,
+)
 from mesh_dagster.core.model import Audit, AuditRef, Model, check_storage_format
 from mesh_dagster.core.names import IDENTIFIER, check_model_name
 from mesh_dagster.core.property_values import checked, read_bool, read_column
@@ -332,6 +339,8 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
     if isinstance(kind, IncrementalByTimeRangeKind) and "time_column_format" in kind.model_fields_set:
         kind.check_time_format(props["cron"], path, kind_entry.line if kind_entry else definition.block_line)
     _check_start_before_end(props, lines, path)
+    if isinstance(kind, IncrementalKind):
+        kind = kind.with_policy_defaults(defaults.on_destructive_change, defaults.on_additive_change)
     props["kind"] = kind.located(file_path.parent)
     props["audits"] = _attach_default_audits(props.get("audits", []), defaults, kind)
     macro_defs, pre, query, post, audits = _split_statements(definition.statements, path)

@@ -182,12 +182,16 @@ KIND_VARIANTS: dict[tuple[str, str], dict[str, str]] = {
     ("SEED", "path"): {"kind": "SEED", "csv": "t.csv"},
     ("SEED", "csv_settings"): {"kind": "SEED", "csv": "semi.csv", "kind_props": ", csv_settings (delimiter = ';')"},
     ("VIEW", "materialized"): {"kind": "VIEW", "kind_props": "materialized true"},
+    ("INCREMENTAL_BY_TIME_RANGE", "forward_only"): {"kind": "INCREMENTAL", "kind_props": ", forward_only true"},
+    ("INCREMENTAL_BY_TIME_RANGE", "disable_restatement"): {"kind": "INCREMENTAL",
+                                                           "kind_props": ", disable_restatement true"},
+    ("INCREMENTAL_BY_TIME_RANGE", "on_destructive_change"): {"kind": "INCREMENTAL",
+                                                             "kind_props": ", on_destructive_change 'warn'"},
+    ("INCREMENTAL_BY_TIME_RANGE", "on_additive_change"): {"kind": "INCREMENTAL",
+                                                          "kind_props": ", on_additive_change error"},
 }
 KIND_BASES = {"INCREMENTAL_BY_TIME_RANGE": {"kind": "INCREMENTAL"}, "SEED": {"kind": "SEED"}, "VIEW": {"kind": "VIEW"}}
 REFUSED_KIND_PROPERTIES = {
-    ("INCREMENTAL_BY_TIME_RANGE", "forward_only"): (", forward_only true", "forward_only is not supported"),
-    ("INCREMENTAL_BY_TIME_RANGE", "on_destructive_change"): (", on_destructive_change 'warn'", "on_destructive_change"),
-    ("INCREMENTAL_BY_TIME_RANGE", "on_additive_change"): (", on_additive_change 'allow'", "on_additive_change"),
     ("SEED", "batch_size"): (", batch_size 10", "batch_size for SEED models is not supported"),
 }
 
@@ -479,6 +483,21 @@ def defaults_probe(key: str, value: str, field: str, expected: Any) -> Callable[
     return probe
 
 
+def policy_probe(key: str) -> Callable[[Path], None]:
+    """A model_defaults policy reaches incremental models that set none, and not those that do."""
+
+    def probe(tmp_path: Path) -> None:
+        own = f", {key} allow" if key == "on_destructive_change" else f", {key} error"
+        models = {"models/m.sql": MODEL.format(kind=INCREMENTAL.format(kind_props=""), props=""),
+                  "models/own.sql": MODEL.format(kind=INCREMENTAL.format(kind_props=own), props="").replace("s.m", "s.own")}
+        root = write_project(tmp_path, models, CONFIG + f"  {key}: warn\n")  # CONFIG ends in model_defaults
+        loaded = load_project(root, use_cache=False).models
+        assert getattr(loaded["s.m"].kind, key).value == "warn"
+        assert getattr(loaded["s.own"].kind, key).value != "warn"
+
+    return probe
+
+
 def probe_variables(tmp_path: Path) -> None:
     query = "MODEL (name s.m, kind FULL);\nSELECT @threshold AS a\n"
     fingerprints = []
@@ -595,6 +614,8 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "model_defaults.storage_format": defaults_probe("storage_format", "orc", "storage_format", "orc"),
     "model_defaults.audits": defaults_probe("audits", "['not_null(columns := (a))']", "audits",
                                             lambda refs: [r.name for r in refs] == ["not_null"]),
+    "model_defaults.on_destructive_change": policy_probe("on_destructive_change"),
+    "model_defaults.on_additive_change": policy_probe("on_additive_change"),
     "variables": probe_variables,
     "snapshot_ttl": probe_snapshot_ttl,
     "environment_ttl": probe_environment_ttl,
