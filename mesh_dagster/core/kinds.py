@@ -65,6 +65,9 @@ class BaseKind(BaseModel):
     is_inlined: ClassVar[bool] = False  # its query is inlined into its readers' queries
     is_external: ClassVar[bool] = False  # a table mesh reads but never builds
     has_query: ClassVar[bool] = True  # whether a model of this kind is written as a query
+    # Its intervals cannot be recomputed one by one (each write builds on the table's history), so
+    # restating any part of it rebuilds all of it, and its batches run in order.
+    restates_full_history: ClassVar[bool] = False
     # The properties written inside `kind NAME (...)`, and those that must be written.
     PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {}
     REQUIRED_PROPERTIES: ClassVar[dict[str, str]] = {}  # property -> the message when it is missing
