@@ -189,6 +189,10 @@ class Context:
             return f"{base}.{table}"
         raise MeshError(f"Unknown model '{name}'. Models: {', '.join(sorted(self.project.models)[:20])}")
 
+    def select(self, selectors: tuple[str, ...] | list[str], flag: str) -> set[str]:
+        """The models `selectors` choose (names for now; selector syntax arrives with core/selectors.py)."""
+        return {self.model_name(s) for s in selectors}
+
     def local_snapshots(self) -> dict[str, Snapshot]:
         """The project's snapshots, categorised against prod (or fresh) so they have versions."""
         return self.plan(PROD, allow_empty=True).snapshots if self._has_prod() else self._fresh_snapshots()

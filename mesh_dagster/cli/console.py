@@ -98,8 +98,22 @@ def show_plan(plan: Plan, no_diff: bool = False) -> None:
         tree = _tree("Models needing backfill:")
         for name, bf in plan.backfills.items():
             unit = interval_unit(plan.snapshots[name].model.cron)
-            tree.add(f"{plan.view(name)}: {bf.describe(unit)}")
+            preview = " (preview)" if name in plan.previews else ""
+            tree.add(f"{plan.view(name)}: {bf.describe(unit)}{preview}")
         print_tree(tree)
+    _show_schema_changes(plan)
+
+
+def _show_schema_changes(plan: Plan) -> None:
+    """What forward-only changes do to the tables they keep, and what their policies only warn of."""
+    if plan.schema_changes:
+        tree = _tree("Schema changes of kept tables:")
+        for name, change in plan.schema_changes.items():
+            what = "; ".join(t for t in (change.diff.describe_additive(), change.diff.describe_destructive()) if t)
+            tree.add(f"{plan.view(name)}: {what}")
+        print_tree(tree)
+    for warning in plan.warnings:
+        console.print(f"[yellow]Warning:[/yellow] {warning}")
 
 
 def _show_models(plan: Plan) -> None:

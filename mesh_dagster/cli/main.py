@@ -83,9 +83,19 @@ def _choose(question: str, options) -> str:
 @click.option("--auto-apply", is_flag=True, help="Apply without asking.")
 @click.option("--no-prompts", is_flag=True, help="Never ask: without --auto-apply the plan is only shown.")
 @click.option("--no-diff", is_flag=True, help="Do not show text diffs of changed models.")
+@click.option("--forward-only", is_flag=True,
+              help="Keep every changed model's table: migrate its schema, compute only new intervals with the new "
+                   "logic (development environments preview the change in tables of their own).")
+@click.option("--effective-from", type=TIME,
+              help="With forward-only changes: recompute their intervals from this date once deployed.")
+@click.option("--allow-destructive-model", multiple=True, metavar="SELECTOR",
+              help="Allow destructive schema changes (dropped or narrowed columns) of these models' kept tables.")
+@click.option("--allow-additive-model", multiple=True, metavar="SELECTOR",
+              help="Allow additive schema changes (added or widened columns) of these models' kept tables.")
 @click.pass_context
 def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_backfill, empty_backfill,
-         include_unmodified, explain, auto_apply, no_prompts, no_diff) -> None:
+         include_unmodified, explain, auto_apply, no_prompts, no_diff, forward_only, effective_from,
+         allow_destructive_model, allow_additive_model) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
     from mesh_dagster.cli.console import ConsoleListener, console, show_explain, show_plan, show_test_report
 
@@ -102,7 +112,9 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
             raise MeshError("Unit tests failed: fix them or use --skip-tests. Nothing was applied.")
     p = context.plan(environment, start=start, end=end, execution_time=execution_time, create_from=create_from,
                      include_unmodified=include_unmodified or None, skip_backfill=skip_backfill,
-                     empty_backfill=empty_backfill)
+                     empty_backfill=empty_backfill, forward_only=forward_only, effective_from=effective_from,
+                     allow_destructive=context.select(allow_destructive_model, "--allow-destructive-model"),
+                     allow_additive=context.select(allow_additive_model, "--allow-additive-model"))
     show_plan(p, no_diff=no_diff)
     if explain:
         show_explain(p, context.explain(p))

@@ -6,12 +6,12 @@ materialisations all ask the same question of the state store, so it is answered
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.intervals import Interval, compute_missing, format_interval_range
+from mesh_dagster.core.intervals import Interval, compute_missing, format_interval_range, subtract_intervals
 from mesh_dagster.core.snapshot import Snapshot
 
 # Non-incremental kinds are complete once built; their single interval spans all time.
@@ -47,8 +47,15 @@ def compute_backfills(
     execution_ms: int,
     ignore_cron: bool = False,
     end_bounded: bool = True,
+    start_of: Mapping[str, int] | None = None,
+    recompute_from: Mapping[str, int] | None = None,
 ) -> dict[str, Backfill]:
-    """Missing intervals of the snapshots in `scope` (in DAG order)."""
+    """Missing intervals of the snapshots in `scope` (in DAG order).
+
+    `start_of` overrides the start for some models (a preview covers a short range);
+    `recompute_from` treats their intervals from that time on as missing (`--effective-from`).
+    """
+    start_of, recompute_from = start_of or {}, recompute_from or {}
     candidates = [snapshots[n] for n in order if n in scope and not snapshots[n].model.kind.is_symbolic]
     keys = [s.interval_key for s in candidates]
     prev_keys = [p.interval_key for p in previous.values() if p.version]
@@ -57,6 +64,8 @@ def compute_backfills(
     for snap in candidates:
         model = snap.model
         present = intervals.get(snap.interval_key, [])
+        if snap.name in recompute_from:
+            present = subtract_intervals(present, [(recompute_from[snap.name], ALL_TIME[1])])
         if model.kind.is_timeless:
             if not present:
                 backfills[snap.name] = Backfill(snap.name, [ALL_TIME], True)
@@ -70,7 +79,7 @@ def compute_backfills(
             cron=model.cron,
             model_start=model.start or default_start,
             model_end=model.end,
-            plan_start=start,
+            plan_start=start_of.get(snap.name, start),
             plan_end=end,
             execution_time=execution_ms,
             present=present,

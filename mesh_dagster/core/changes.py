@@ -8,6 +8,7 @@ stored (they carry the category of the plan that created them).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mesh_dagster.core.categorizer import (
@@ -18,6 +19,7 @@ from mesh_dagster.core.categorizer import (
 )
 from mesh_dagster.core.dates import now_ms
 from mesh_dagster.core.environment import EnvironmentSnapshot
+from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.model import Model
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot, SnapshotId
@@ -48,34 +50,41 @@ def categorize_changes(
     stored: dict[SnapshotId, Snapshot],
     base: dict[str, EnvironmentSnapshot],
     previous: dict[str, Snapshot],
+    *,
+    forward_only: bool = False,
+    choices: Mapping[str, ChangeCategory] | None = None,
 ) -> ChangeSet:
     """Compare each local snapshot with the base's (`base`, loaded in `previous` when it differs).
 
-    A snapshot the base already references is kept as stored; one the state store knows from an
-    earlier plan is reused with its version; any other is new, categorised here.
+    A snapshot the base already references is kept as stored (read from the table the base
+    records for it: a preview, in a development environment); one the state store knows from an
+    earlier plan is reused with its version; any other is new, categorised here — forward-only
+    when the plan or the model says so, or as the user chose (`choices`, by model name).
     """
     snapshots: dict[str, Snapshot] = {}
     new_snapshots: list[Snapshot] = []
-    tally = _Tally()
+    tally = _Tally(forward_only=forward_only, choices=dict(choices or {}))
     for name in project.dag.sorted():
         snap = local[name]
         in_base = base.get(name)
         if in_base is not None and in_base.identifier == snap.identifier:
-            snapshots[name] = stored.get(snap.snapshot_id) or _recategorize_missing(snap, in_base)
+            kept = stored.get(snap.snapshot_id) or _recategorize_missing(snap, in_base)
+            snapshots[name] = kept.as_recorded(in_base.version)
             continue
         old = previous.get(name)
         existing = stored.get(snap.snapshot_id)
         if existing is None:
             snap = snap.model_copy(update={"rendered_query": _rendered(project, snap)})
-            category = tally.categorize(project, snap, old)
+            category = tally.categorize(project, snap, old, decide=True)
             snap.categorize(category, old)
             snap.created_ts = now_ms()
             new_snapshots.append(snap)
         else:
             snap = existing
-            category = tally.categorize(project, snap, old)
+            category = tally.categorize(project, snap, old, decide=False)
         tally.record(snap, old, category, project.parents(name))
         snapshots[name] = snap
+    tally.check()
     return ChangeSet(
         snapshots=snapshots,
         new_snapshots=new_snapshots,
@@ -106,12 +115,18 @@ class _Tally:
     downstream: dict[str, ChangeCategory] = field(default_factory=dict)
     roots: dict[str, set[str]] = field(default_factory=dict)
     diffs: dict[str, str] = field(default_factory=dict)
+    forward_only: bool = False  # the whole plan is forward-only (`--forward-only`)
+    choices: dict[str, ChangeCategory] = field(default_factory=dict)  # the user's categories, by model
+    refusals: list[str] = field(default_factory=list)  # why this set of changes cannot be planned
 
     def parent_categories(self, parents: list[str]) -> list[ChangeCategory]:
         return [self.downstream[p] for p in parents if p in self.downstream]
 
-    def categorize(self, project: Project, snap: Snapshot, old: Snapshot | None) -> ChangeCategory:
-        """Category of a changed model relative to its snapshot in the base environment (`old`)."""
+    def categorize(self, project: Project, snap: Snapshot, old: Snapshot | None, *, decide: bool) -> ChangeCategory:
+        """Category of a changed model relative to its snapshot in the base environment (`old`).
+
+        `decide`: the snapshot is new, so forward-only and the user's choices apply to it (a
+        stored one keeps the version an earlier plan chose for it)."""
         name = snap.name
         parents = project.parents(name)
         if old is None:
@@ -123,11 +138,19 @@ class _Tally:
         if direct is not None:
             self.direct.append(name)
             self.diffs[name] = _diff(old, snap)
-            return direct
+            return self._decide(snap, old, direct) if decide else direct
         parent_categories = self.parent_categories(parents)
         if parent_categories:
             self.indirect[name] = set().union(*(self.roots[p] for p in parents if p in self.roots))
-            return categorize_indirect(parent_categories)
+            category = categorize_indirect(parent_categories)
+            if category == ChangeCategory.INDIRECT_BREAKING and snap.model.forward_only and decide:
+                broken = sorted(p for p in parents if self.downstream.get(p) in (ChangeCategory.BREAKING,
+                                                                                  ChangeCategory.INDIRECT_BREAKING))
+                self.refusals.append(
+                    f"{name} is forward-only, but {', '.join(broken)} above it changes in a breaking way in this "
+                    f"plan: its kept history would mix rows built on the old and the new data. Plan the "
+                    f"breaking change with --forward-only, or in a plan of its own first")
+            return category
         if snap.fingerprint.parent_data_hash != old.fingerprint.parent_data_hash:
             # No parent changed in this plan, yet the base built this model on other parent data (an
             # environment holding mixed versions): what changed in between is unknown, so rebuild.
@@ -137,6 +160,30 @@ class _Tally:
         self.metadata.append(name)
         self.diffs[name] = _diff(old, snap)
         return ChangeCategory.METADATA
+
+    def _decide(self, snap: Snapshot, old: Snapshot, computed: ChangeCategory) -> ChangeCategory:
+        """The category of a new, directly modified snapshot: the user's choice, else forward-only
+        when the plan or the model asks for it and the change can keep the table, else `computed`."""
+        name, model = snap.name, snap.model
+        reason = _cannot_be_forward_only(snap, old)
+        choice = self.choices.get(name)
+        if choice is not None:
+            if choice == ChangeCategory.FORWARD_ONLY and reason:
+                self.refusals.append(f"{name} cannot be forward-only: {reason}")
+            elif model.forward_only and choice != ChangeCategory.FORWARD_ONLY and not reason:
+                self.refusals.append(f"{name} is a forward-only model: it cannot be categorized {choice.label}")
+            return choice
+        if self.forward_only or model.forward_only:
+            if reason is None:
+                return ChangeCategory.FORWARD_ONLY
+            if self.forward_only:
+                self.refusals.append(f"{name} cannot be forward-only: {reason}")
+        return computed
+
+    def check(self) -> None:
+        """Refuse a set of changes that cannot be planned together, naming every reason."""
+        if self.refusals:
+            raise PlanError("This plan cannot be built:\n  " + "\n  ".join(self.refusals))
 
     def record(self, snap: Snapshot, old: Snapshot | None, category: ChangeCategory, parents: list[str]) -> None:
         name = snap.name
@@ -156,6 +203,17 @@ class _Tally:
             for root in sorted(roots):
                 out.setdefault(root, []).append(name)
         return out
+
+
+def _cannot_be_forward_only(snap: Snapshot, old: Snapshot) -> str | None:
+    """Why a change must rebuild the model's table, if it must: a kept table holds the old kind's
+    rows, a seed's rows are its file, and a view holds no rows to keep."""
+    model = snap.model
+    if model.kind.name != old.model.kind.name:
+        return f"its kind changes ({old.model.kind.name.value} -> {model.kind.name.value})"
+    if not model.kind.is_materialized or not model.kind.has_query:
+        return f"{model.kind.name.value} models have no history to keep"
+    return None
 
 
 def _diff(old: Snapshot, new: Snapshot) -> str:

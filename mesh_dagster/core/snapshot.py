@@ -22,6 +22,9 @@ from mesh_dagster.core.model import Model
 from mesh_dagster.core.names import MAX_DATABASE_NAME, PHYSICAL_SCHEMA_PREFIX
 
 PROD = "prod"
+# The version suffix of a preview: a development environment's own table for a forward-only change
+# (or a model reading one), filled over a preview range only, so the table prod keeps is not touched.
+PREVIEW_SUFFIX = "__dev"
 
 
 def hash_values(values: Iterable[str | None]) -> str:
@@ -99,6 +102,21 @@ class Snapshot(BaseModel):
     @property
     def is_categorized(self) -> bool:
         return self.version is not None
+
+    @property
+    def is_preview(self) -> bool:
+        return bool(self.version) and str(self.version).endswith(PREVIEW_SUFFIX)
+
+    def preview(self) -> Snapshot:
+        """This snapshot writing to a preview table of its own (see PREVIEW_SUFFIX). The preview
+        is named after the version the change would have had as a rebuild, so two different
+        forward-only changes of one model never share a preview."""
+        return self.model_copy(update={"version": self.fingerprint.to_version() + PREVIEW_SUFFIX})
+
+    def as_recorded(self, version: str) -> Snapshot:
+        """This snapshot as an environment records it: a development environment may read it from
+        a preview table rather than the table its version names."""
+        return self if not version or version == self.version else self.model_copy(update={"version": version})
 
     def categorize(self, category: ChangeCategory, previous: Snapshot | None) -> None:
         """Fix the category and, from it, the version (the physical table this snapshot uses)."""

@@ -287,6 +287,49 @@ class SparkEngine:
         select = self._select_for(table, query_sql, table_columns, self.query_columns(query_sql))
         self._rewrite_via_staging(table, select, self.partition_columns(table))
 
+    def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
+        """ALTER TABLE ADD COLUMNS: existing rows read NULL for them (no data is rewritten)."""
+        if not columns:
+            return
+        added = ", ".join(f"{quote_identifier(name)} {_ddl_type(kind)}" for name, kind in columns.items())
+        sql = f"ALTER TABLE {quote_name(table)} ADD COLUMNS ({added})"
+        with self._errors(f"Cannot add columns to {table}", sql):
+            self.spark.sql(sql)
+        self._uncache_table(table)
+
+    def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
+        """Make the table hold exactly `columns` (name -> type, in order), keeping its rows: kept
+        columns are cast, dropped ones go, new ones read NULL. Parquet tables cannot drop or retype a
+        column in place, so the rows are copied to a staging table, the table recreated with the
+        same partitioning and format, and the rows copied back; the staging table goes last, so a
+        failure in between leaves the rows in it (`__mesh_tmp_...`), never lost."""
+        current = self.columns(table)
+        partitioned_by = self.partition_columns(table)
+        storage = self._storage_format_of(table)
+        select = ", ".join(
+            (f"CAST({quote_identifier(found)} AS {_ddl_type(kind)})" if (found := _find_column(current, name))
+             else f"CAST(NULL AS {_ddl_type(kind)})") + f" AS {quote_identifier(name)}"
+            for name, kind in columns.items())
+        schema, name = _split(table)
+        staging = f"{schema + '.' if schema else ''}{TEMP_PREFIX}{name[:40]}_{uuid.uuid4().hex[:12]}"
+        self.execute(f"CREATE TABLE {quote_name(staging)} USING parquet AS SELECT {select} FROM {quote_name(table)}")
+        self.drop_table(table)
+        ordered = {c: t for c, t in columns.items() if c not in partitioned_by}
+        ordered.update({c: columns[c] for c in partitioned_by if c in columns})
+        self.create_table(table, None, [p for p in partitioned_by if p in columns], storage, ordered)
+        names = ", ".join(quote_identifier(c) for c in ordered)
+        self.execute(f"INSERT INTO {quote_name(table)} SELECT {names} FROM {quote_name(staging)}")
+        self.drop_table(staging)
+
+    def _storage_format_of(self, table: str) -> str:
+        rows = self.fetchall(f"DESCRIBE TABLE EXTENDED {quote_name(table)}")
+        provider = next((str(r[1]) for r in rows if str(r[0]).strip().lower() == "provider"), "parquet")
+        return provider.strip().lower() or "parquet"
+
+    def _uncache_table(self, table: str) -> None:
+        with self._errors(f"Cannot refresh {table}"):
+            self.spark.catalog.refreshTable(quote_name(table))
+
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None) -> None:
         """(Re)create `table` with exactly `columns` and fill it from the frame, casting in Spark.

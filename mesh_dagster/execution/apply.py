@@ -28,7 +28,7 @@ from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.errors import ConflictingPlanError
 from mesh_dagster.core.plan import ALL_TIME, Plan
 from mesh_dagster.core.project import Project
-from mesh_dagster.core.snapshot import Snapshot
+from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
@@ -131,7 +131,8 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
 
 def _build(plan: Plan, project: Project, state: State, engine: Engine, listener: ApplyListener) -> None:
     """Physical tables and backfill: nothing an environment shows yet."""
-    evaluator = SnapshotEvaluator(project, engine, plan.snapshots)
+    evaluator = SnapshotEvaluator(project, engine, plan.snapshots, allow_destructive=plan.allow_destructive,
+                                  allow_additive=plan.allow_additive)
     creating = physical_snapshots(plan) if (plan.new_snapshots or plan.empty_backfill) else []
     if creating:
         listener.physical_start(len(creating))
@@ -139,6 +140,7 @@ def _build(plan: Plan, project: Project, state: State, engine: Engine, listener:
         listener.physical_done(len(creating))
     else:
         listener.log("SKIP: No physical layer updates to perform")
+    migrate_kept_tables(plan, evaluator, listener)
 
     if plan.empty_backfill:
         state.add_intervals([
@@ -152,6 +154,19 @@ def _build(plan: Plan, project: Project, state: State, engine: Engine, listener:
                     concurrent_tasks=project.concurrent_tasks)
     else:
         listener.log("SKIP: No model batches to execute")
+
+
+def migrate_kept_tables(plan: Plan, evaluator: SnapshotEvaluator, listener: ApplyListener) -> None:
+    """Migrate the schema of the tables forward-only changes keep, before any write or view reads
+    them (a view selecting a column the table lacks would fail). Development environments preview
+    forward-only changes in tables of their own: only tables this environment writes are touched."""
+    kept = [s for n, s in plan.snapshots.items()
+            if plan.category(n) == ChangeCategory.FORWARD_ONLY and not s.is_preview and not s.model.kind.is_symbolic]
+    for snap in kept:
+        evaluator.create(snap)
+        listener.log(f"Schema of {snap.table_name} checked for {snap.name}'s forward-only change")
+    for warning in evaluator.warnings:
+        listener.log(f"WARNING: {warning}")
 
 
 def create_physical(creating: list[Snapshot], evaluator: SnapshotEvaluator, listener: ApplyListener,

@@ -33,6 +33,19 @@ class Engine(Protocol):
 
     def columns(self, name: str) -> dict[str, str]: ...
 
+    def query_columns(self, query_sql: str) -> dict[str, str]:
+        """A query's output columns and types, from analysis only."""
+
+    def canonical_types(self, columns: Mapping[str, str]) -> dict[str, str]:
+        """Declared types in the engine's own spelling, so they compare with a table's."""
+
+    # -- schema migration of kept tables
+    def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
+        """Add columns in place; existing rows read NULL for them."""
+
+    def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
+        """Make the table hold exactly `columns`, keeping (casting) its rows."""
+
     # -- physical objects and writes
     def create_table(self, table: str, query_sql: str | None, partitioned_by: Sequence[str] = (),
                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,

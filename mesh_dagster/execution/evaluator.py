@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from mesh_dagster.core.audits import audit_query
 from mesh_dagster.core.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.errors import AuditError, EngineError, ModelError
-from mesh_dagster.core.kinds import SeedKind
+from mesh_dagster.core.kinds import IncrementalKind, SeedKind
 from mesh_dagster.core.model import Model
 from mesh_dagster.core.plan import ALL_TIME
 from mesh_dagster.core.project import Project
@@ -23,6 +23,7 @@ from mesh_dagster.core.renderer import RenderContext, render_query, render_state
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.core.time_column import find_type
 from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.migration import migrate_table
 from mesh_dagster.execution.strategies import strategy_for
 
 if TYPE_CHECKING:
@@ -48,10 +49,15 @@ class SnapshotEvaluator:
     and each table's creation by its own; everything else is per call.
     """
 
-    def __init__(self, project: Project, engine: Engine | None, snapshots: dict[str, Snapshot]):
+    def __init__(self, project: Project, engine: Engine | None, snapshots: dict[str, Snapshot], *,
+                 allow_destructive: frozenset[str] = frozenset(), allow_additive: frozenset[str] = frozenset()):
         self.project = project
         self._engine = engine  # None: rendering only
         self.snapshots = snapshots  # the snapshots in play, by model name
+        # Models whose schema-change policies a plan overrides (`--allow-*-model`).
+        self.allow_destructive, self.allow_additive = allow_destructive, allow_additive
+        self.warnings: list[str] = []  # schema changes allowed with a warning, for the caller to show
+        self._padding: dict[str, dict[str, str]] = {}  # table -> columns kept that queries no longer output
         # Per-apply memo of Spark catalog answers: each costs a round trip per batch otherwise.
         self._created: set[str] = set()
         self._column_types: dict[str, dict[str, str]] = {}
@@ -101,7 +107,12 @@ class SnapshotEvaluator:
     def render(self, snapshot: Snapshot, start: int | None = None, end: int | None = None,
                execution_time: int | None = None, stage: str = "evaluating") -> str:
         ctx = self.render_context(snapshot, start, end, execution_time, stage)
-        return render_query(snapshot.model, ctx, self.project.macros).sql(dialect="spark")
+        sql = render_query(snapshot.model, ctx, self.project.macros).sql(dialect="spark")
+        padding = self._padding.get(snapshot.table_name) if not snapshot.model.kind.is_symbolic else None
+        if padding and stage == "evaluating":  # the table keeps columns the query dropped: they read NULL
+            nulls = ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in padding.items())
+            sql = f"SELECT _padded.*, {nulls} FROM ({sql}) AS _padded"
+        return sql
 
     def statements(self, snapshot: Snapshot, which: str, start: int, end: int, execution_time: int) -> list[str]:
         """The model's rendered `pre` or `post` statements for an interval."""
@@ -126,9 +137,25 @@ class SnapshotEvaluator:
         """Create the physical table (or view) of a snapshot if it does not exist yet."""
         with self._lock_for(snapshot.table_name):  # a concurrent batch must not write before the table exists
             if snapshot.model.kind.is_view or snapshot.table_name not in self._created:
+                table = snapshot.table_name
+                kept = isinstance(snapshot.model.kind, IncrementalKind) and self.engine.table_exists(table)
                 self.engine.create_schema(snapshot.physical_schema)
                 strategy_for(snapshot).create(self, snapshot)
+                if kept:
+                    self._migrate(snapshot)
                 self._created.add(snapshot.table_name)
+
+    def _migrate(self, snapshot: Snapshot) -> None:
+        """Fit a kept table to what the query now outputs, as the model's policies allow (the
+        first write of each apply or run checks: the table may have been changed since)."""
+        migration = migrate_table(self.engine, snapshot, self.render(snapshot, stage="creating"),
+                                  allow_destructive=snapshot.name in self.allow_destructive,
+                                  allow_additive=snapshot.name in self.allow_additive)
+        if migration is not None:
+            with self._lock:
+                self._padding[snapshot.table_name] = migration.padding
+                self._column_types.pop(snapshot.table_name, None)
+                self.warnings += migration.warnings
 
     def _lock_for(self, table: str) -> threading.Lock:
         """One lock per table: creating one table never waits for another being created."""

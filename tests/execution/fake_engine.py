@@ -25,7 +25,7 @@ class Call:
 class FakeEngine:
     def __init__(self, query_columns: Mapping[str, str] | None = None):
         # Columns a table created from a query gets (the fake cannot analyse SQL).
-        self.query_columns = dict(query_columns or {"id": "int", "ds": "date", "value": "double"})
+        self.output = dict(query_columns or {"id": "int", "ds": "date", "value": "double"})
         self.calls: list[Call] = []
         self.schemas: set[str] = set()
         self.tables: dict[str, dict[str, str]] = {}
@@ -65,6 +65,21 @@ class FakeEngine:
         self._record("columns", name)
         return dict(self.tables[name])
 
+    def query_columns(self, query_sql: str) -> dict[str, str]:
+        self._record("query_columns", "", sql=query_sql)
+        return dict(self.output)
+
+    def canonical_types(self, columns: Mapping[str, str]) -> dict[str, str]:
+        return {c: t.lower() for c, t in columns.items()}
+
+    def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
+        self._record("add_columns", table, columns=dict(columns))
+        self.tables[table].update(columns)
+
+    def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
+        self._record("retype_table", table, columns=dict(columns))
+        self.tables[table] = dict(columns)
+
     # -- physical objects and writes
     def _require_table(self, table: str) -> None:
         assert table in self.tables, f"{table} written before it was created"
@@ -74,14 +89,14 @@ class FakeEngine:
                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
                      comments: Mapping[str, str] | None = None) -> None:
         self._record("create_table", table, query=query_sql, partitioned_by=list(partitioned_by), columns=columns)
-        self.tables.setdefault(table, dict(columns) if columns else dict(self.query_columns))
+        self.tables.setdefault(table, dict(columns) if columns else dict(self.output))
         self._require_table(table)
 
     def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
                       storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
                       comments: Mapping[str, str] | None = None) -> None:
         self._record("replace_table", table, query=query_sql, partitioned_by=list(partitioned_by))
-        self.tables[table] = dict(columns) if columns else dict(self.query_columns)
+        self.tables[table] = dict(columns) if columns else dict(self.output)
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str,
                                   high_sql: str) -> None:

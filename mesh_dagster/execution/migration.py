@@ -1,0 +1,78 @@
+"""Migrating the schema of a kept table to what its query now outputs.
+
+A forward-only change keeps its model's table; so does any history-keeping model written after
+someone changed its table by hand. Before the first write of an apply or run into such a table,
+its real columns (exact types) are compared with the query's, and the model's policies decide:
+additive changes become `ALTER TABLE ADD COLUMNS` (widened types a copy with casts, which Parquet
+tables need), destructive ones a copy without the dropped columns, each only where the policy
+allows it; `ignore` leaves the table as it is and the writes fit the query to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.schema_diff import SchemaDiff, diff_schemas, judge
+from mesh_dagster.core.snapshot import Snapshot
+from mesh_dagster.execution.engine import Engine
+
+logger = logging.getLogger(__name__)
+
+
+class SchemaChangeError(PlanError):
+    """A write refused because it would change a kept table in a way its model's policy refuses."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What was done to one table, and what the writes must fill in (`padding`: columns the table
+    keeps but the query no longer outputs, under `on_destructive_change ignore`)."""
+
+    diff: SchemaDiff
+    warnings: list[str]
+    padding: dict[str, str]
+
+
+def migrate_table(engine: Engine, snapshot: Snapshot, query_sql: str, *, allow_destructive: bool = False,
+                  allow_additive: bool = False) -> Migration | None:
+    """Fit the snapshot's existing table to `query_sql`'s output, as its policies allow; None when
+    they already match. Raises SchemaChangeError (naming the model and columns) when refused."""
+    table, model = snapshot.table_name, snapshot.model
+    current = engine.columns(table)
+    wanted = engine.canonical_types(model.columns) if model.columns else engine.query_columns(query_sql)
+    diff = diff_schemas(current, wanted)
+    if diff.is_empty:
+        return None
+    destructive, additive = model.schema_change_policies
+    verdict = judge(model.name, diff, destructive, additive, allow_destructive=allow_destructive,
+                    allow_additive=allow_additive)
+    if verdict.errors:
+        raise SchemaChangeError(f"Cannot write {table}: " + "; ".join(verdict.errors))
+    for warning in verdict.warnings:
+        logger.warning(warning)
+    target = _target_columns(current, wanted, diff, verdict.apply_additive, verdict.apply_destructive)
+    if target != current:
+        if _only_additions(current, target):
+            engine.add_columns(table, {c: t for c, t in target.items() if c not in current})
+        else:
+            engine.retype_table(table, target)
+    padding = {c: t for c, t in target.items() if c.lower() not in {w.lower() for w in wanted}}
+    return Migration(diff, verdict.warnings, padding)
+
+
+def _target_columns(current: Mapping[str, str], wanted: Mapping[str, str], diff: SchemaDiff, additive: bool,
+                    destructive: bool) -> dict[str, str]:
+    """The table's columns once the allowed parts of `diff` are applied (current order first)."""
+    dropped = {c.lower() for c in diff.dropped} if destructive else set()
+    retyped = {**(diff.widened if additive else {}), **(diff.narrowed if destructive else {})}
+    target = {c: (retyped[c][1] if c in retyped else t) for c, t in current.items() if c.lower() not in dropped}
+    if additive:
+        target.update({c: wanted[c] for c in diff.added})
+    return target
+
+
+def _only_additions(current: Mapping[str, str], target: Mapping[str, str]) -> bool:
+    return all(target.get(c) == t for c, t in current.items()) and list(target)[: len(current)] == list(current)
