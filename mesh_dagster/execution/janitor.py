@@ -22,7 +22,14 @@ from collections.abc import Callable
 from mesh_dagster.core.config import ProjectConfig
 from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
-from mesh_dagster.core.snapshot import Snapshot, view_name, view_schema
+from mesh_dagster.core.snapshot import (
+    PREVIEW_SUFFIX,
+    Snapshot,
+    physical_schema,
+    physical_table,
+    view_name,
+    view_schema,
+)
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.locking import janitor_lock
 from mesh_dagster.execution.state import State
@@ -39,7 +46,7 @@ def run_janitor(config: ProjectConfig, state: State, engine_factory: Callable[[]
         ttl = 0 if ignore_ttl else parse_ttl(config.snapshot_ttl)
         doomed, live_tables = _expired_snapshots(state, now_ms() - ttl)
         dropped = _remove_snapshots(state, engine_factory, doomed, live_tables, lease)
-        dropped += _drop_leftover_staging(engine_factory, live_tables | set(dropped), lease)
+        dropped += _drop_leftovers(state, engine_factory, live_tables, {*live_tables, *dropped}, lease)
     return {"environments": removed_envs, "tables": dropped}
 
 
@@ -112,19 +119,42 @@ def _remove_snapshots(state: State, engine_factory: Callable[[], Engine], doomed
     return list(tables)
 
 
-def _drop_leftover_staging(engine_factory: Callable[[], Engine], live_tables: set[str], lease: Lease) -> list[str]:
-    """Staging tables a crashed write left behind in the physical schemas."""
+def _drop_leftovers(state: State, engine_factory: Callable[[], Engine], live_tables: set[str], known: set[str],
+                    lease: Lease) -> list[str]:
+    """Tables nothing references any more that no snapshot record names: staging tables a crashed
+    write left behind, and previews (`..__dev`) no environment reads — with their intervals, so a
+    preview built again later starts empty rather than claiming rows it no longer holds."""
     from mesh_dagster.engine.adapter import TEMP_PREFIX
 
+    names = {sid.name for sid in state.all_snapshot_ids()}
+    prefixes = {physical_table(name, ""): name for name in names}
+    schemas = sorted({t.split(".")[0] for t in known if "." in t} | {physical_schema(n.rpartition(".")[0] or "default")
+                                                                      for n in names})
     dropped: list[str] = []
-    schemas = sorted({t.split(".")[0] for t in live_tables if "." in t})
     if not schemas:
         return dropped
     engine = engine_factory()
     for schema in schemas:
         for name, kind in engine.list_objects(schema).items():
-            if name.startswith(TEMP_PREFIX) and kind == "table":
+            table = f"{schema}.{name}"
+            if kind != "table" or table in live_tables:
+                continue
+            if name.startswith(TEMP_PREFIX):
                 lease.check()
-                engine.drop_table(f"{schema}.{name}")
-                dropped.append(f"{schema}.{name}")
+                engine.drop_table(table)
+                dropped.append(table)
+            elif name.endswith(PREVIEW_SUFFIX) and (key := _preview_key(table, prefixes)) is not None:
+                lease.check()
+                state.forget_snapshots([], [key])
+                engine.drop_table(table)
+                dropped.append(table)
     return dropped
+
+
+def _preview_key(table: str, prefixes: dict[str, str]) -> tuple[str, str] | None:
+    """The interval key of a preview table, from the model whose physical name prefixes it."""
+    matches = [p for p in prefixes if table.startswith(p)]
+    if not matches:
+        return None
+    prefix = max(matches, key=len)
+    return prefixes[prefix], table[len(prefix):]

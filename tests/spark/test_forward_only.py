@@ -86,6 +86,15 @@ def test_forward_only_previews_in_dev_then_migrates_prod_in_place(tmp_path, engi
     assert _rows(ctx, f"SELECT COUNT(*), COUNT(new_column) FROM {inc}") == [(7, 0)]  # history kept, not recomputed
     assert _rows(ctx, f"SELECT item_id, num_orders FROM {full} ORDER BY item_id") == prod_orders
 
+    # Once no environment reads them, the janitor drops the previews and forgets their intervals.
+    previews = [dev.snapshots[n] for n in (inc, full)]
+    ctx.invalidate("fo")
+    dropped = ctx.janitor(ignore_ttl=True)["tables"]
+    assert {p.table_name for p in previews} <= set(dropped)
+    assert not any(engine.table_exists(p.table_name) for p in previews)
+    assert not any(ctx.intervals([p.interval_key]).get(p.interval_key) for p in previews)
+    assert engine.table_exists(prod_table)
+
 
 def test_effective_from_recomputes_from_that_date_after_deploy(tmp_path, engine, schema):
     root = _quickstart(tmp_path / "qs", schema)
