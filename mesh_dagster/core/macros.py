@@ -587,7 +587,7 @@ class MacroEvaluator:
             pieces = []
         for a, b in pieces:
             piece = text[a:b]
-            arg_line = line + text.count("\n", open_index, a)
+            arg_line = line + text.count("\n", open_index, a + len(piece) - len(piece.lstrip()))  # where it starts
             if not piece.strip():
                 raise MacroError(f"Malformed macro call @{name}(...): empty argument", self.path, arg_line)
             kw = _KWARG.match(piece)
