@@ -41,6 +41,9 @@ from mesh_dagster.core.macro_types import SQL, CoercionError, UnsupportedAnnotat
 from mesh_dagster.core.parse_errors import describe
 
 USER_MACROS_PACKAGE = "mesh_user_macros"
+# Built-in macros whose value is a whole query, so that a model's query may be one of them
+# (`@UNION('all', a, b)`) or start with it (`@WITH(cond) c AS (...) SELECT ...`).
+QUERY_MACROS = frozenset({"UNION", "DEDUPLICATE", "DATE_SPINE", "WITH"})
 RUNTIME_STAGES = ("loading", "creating", "evaluating", "promoting", "demoting", "testing", "auditing")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MACRO_ATTR = "__mesh_macro__"
@@ -735,14 +738,18 @@ class MacroEvaluator:
         if isinstance(value, Lambda):
             raise MacroError("A lambda cannot be used as a value", self.path, value.line)
         if isinstance(value, Clause):
-            raise MacroError(f"@{value.keyword.replace(' ', '_')}(...) is a clause operator: write it where its clause "
-                             f"starts, e.g. `@{value.keyword.replace(' ', '_')}(condition) ...`", self.path, self.line)
+            raise self._misplaced(value)
         if embed and isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
         try:
             return _python_sql(value, type(value), self.dialect)  # type: ignore[arg-type]  # typeshed: a type is Hashable
         except TypeError:  # unhashable (dict, ...)
             return exp.convert(value).sql(dialect=self._sqlglot_dialect)
+
+    def _misplaced(self, clause: Clause) -> MacroError:
+        name = clause.keyword.replace(" ", "_")
+        return MacroError(f"@{name}(...) is a clause operator: write it where its clause starts, e.g. "
+                          f"`@{name}(condition) ...`", self.path, self.line)
 
     def to_exp(self, value: Any, line: int | None = None) -> exp.Expr:
         if isinstance(value, exp.Expression):
@@ -754,6 +761,8 @@ class MacroEvaluator:
         if isinstance(value, Lambda):
             return exp.Lambda(this=self.parse_expression(value.body, value.line),
                               expressions=[exp.to_identifier(p) for p in value.params])
+        if isinstance(value, Clause):
+            raise self._misplaced(value)
         if value is None:
             return exp.null()
         return exp.convert(value)
