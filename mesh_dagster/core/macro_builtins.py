@@ -3,8 +3,10 @@ control-flow macros (`@DEF`, `@VAR`, `@EACH`, `@IF`, ...) and the constant foldi
 
 Each built-in receives the evaluator and the call with its arguments *unevaluated*, so that
 `@IF` evaluates only the branch it takes and lambdas stay text until they are applied. The macros
-that build SQL (`@STAR`, `@UNION`, `@PIVOT`, ...) are in core/macro_library.py, the clause
-operators (`@WHERE(cond) ...`) in core/macro_clauses.py; both register here when first needed.
+that write expressions (`@STAR`, `@PIVOT`, ...) are in core/macro_library.py, those that write
+whole queries (`@UNION`, `@DEDUPLICATE`, `@DATE_SPINE`) in core/macro_queries.py, the clause
+operators (`@WHERE(cond) ...`) in core/macro_clauses.py; they register here when a macro is first
+looked up.
 """
 
 from __future__ import annotations

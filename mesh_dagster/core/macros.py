@@ -795,7 +795,7 @@ class MacroEvaluator:
     # -- Python macros ------------------------------------------------------------------------
 
     def _call_python(self, fn: Callable, call: Call) -> Any:
-        positional, keywords = _bind(_parameters(fn), call, (self.path, call.line))
+        positional, keywords = _bind(_parameters(fn), call, self.path)
         args = [self._typed_arg(call, param, arg) for param, arg in positional]
         kwargs = {key: self._typed_arg(call, param, arg) for key, (param, arg) in keywords.items()}
         try:
@@ -954,11 +954,10 @@ _SIMPLE_HINTS: dict[str, Any] = {"int": int, "str": str, "float": float, "bool":
                                  "date": date, "datetime": datetime}
 
 
-def _bind(signature: _Signature, call: Call, where: tuple[str | None, int]) -> tuple[list[tuple[_Parameter, Arg]],
-                                                                                   dict[str, tuple[_Parameter, Arg]]]:
+def _bind(signature: _Signature, call: Call, path: str | None) -> tuple[list[tuple[_Parameter, Arg]],
+                                                                       dict[str, tuple[_Parameter, Arg]]]:
     """Which parameter each argument of the call goes to; a call that does not fit is an error."""
-    path, line = where
-    name = f"Macro @{call.name}"
+    name, line = f"Macro @{call.name}", call.line
     if not signature.takes_evaluator:
         raise MacroError(f"{name} cannot be called: its first parameter must receive the evaluator", path, line)
     positional: list[tuple[_Parameter, Arg]] = []

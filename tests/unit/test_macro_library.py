@@ -78,7 +78,8 @@ def test_union_while_dependencies_are_discovered_reads_every_table() -> None:
             "SELECT * FROM db.a UNION SELECT * FROM db.b"
 
 
-def test_union_over_models_of_a_project(tmp_path: Path) -> None:
+def test_query_macros_as_the_query_of_models_in_a_project(tmp_path: Path) -> None:
+    """A model's query may be a query macro; its parents are found before their columns are known."""
     from project_builder import write_project
 
     from mesh_dagster.core.project import load_project
@@ -87,10 +88,14 @@ def test_union_over_models_of_a_project(tmp_path: Path) -> None:
         "models/a.sql": "MODEL (name s.a, kind FULL, columns (id INT, v STRING));\nSELECT 1 AS id, 'x' AS v\n",
         "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT CAST(2 AS INT) AS id, 'y' AS v, 3 AS w\n",
         "models/u.sql": "MODEL (name s.u, kind VIEW);\n@UNION('all', s.a, s.b)\n",
+        "models/w.sql": "MODEL (name s.w, kind VIEW);\n@WITH(TRUE) c AS (SELECT id FROM s.u) SELECT id FROM c\n",
+        "models/d.sql": "MODEL (name s.d, kind VIEW);\n@DEDUPLICATE(s.u, [id], ['v DESC'])\n",
     })
     project = load_project(root, use_cache=False)
     assert project.parents("s.u") == ["s.a", "s.b"]
     assert project.columns("s.u") == {"id": "INT", "v": "STRING"}
+    assert project.parents("s.w") == project.parents("s.d") == ["s.u"]
+    assert project.columns("s.d") == {"id": "INT", "v": "STRING"}
 
 
 @pytest.mark.parametrize(("query", "message"), [
