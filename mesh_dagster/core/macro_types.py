@@ -44,7 +44,7 @@ _DATE_CASTS = (exp.Cast, exp.TryCast, exp.DateStrToDate, exp.TimeStrToTime, exp.
 
 def coerce(value: exp.Expr, annotation: Any, dialect: str) -> Any:
     """`value` converted to `annotation`; raises CoercionError (or UnsupportedAnnotation)."""
-    if annotation is Any or annotation is inspect.Parameter.empty or annotation is None:
+    if annotation in (Any, object, inspect.Parameter.empty, None):
         return value
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
