@@ -1,20 +1,27 @@
-"""Built-in macro functions (`@EACH`, `@IF`, `@STAR`, ...) and the constant folding they need.
+"""Built-in macro functions: their registry, how they read their arguments, the variables and
+control-flow macros (`@DEF`, `@VAR`, `@EACH`, `@IF`, ...) and the constant folding they need.
 
 Each built-in receives the evaluator and the call with its arguments *unevaluated*, so that
-`@IF` evaluates only the branch it takes and lambdas stay text until they are applied.
+`@IF` evaluates only the branch it takes and lambdas stay text until they are applied. The macros
+that write expressions (`@STAR`, `@PIVOT`, ...) are in core/macro_library.py, those that write
+whole queries (`@UNION`, `@DEDUPLICATE`, `@DATE_SPINE`) in core/macro_queries.py, the clause
+operators (`@WHERE(cond) ...`) in core/macro_clauses.py; they register here when a macro is first
+looked up.
 """
 
 from __future__ import annotations
 
+import importlib
 import operator
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from typing import Any, cast
 
 from sqlglot import exp
 
 from mesh_dagster.core.errors import MacroError
-from mesh_dagster.core.macros import SQL, Arg, Call, Lambda, MacroEvaluator, columns_pending, normalize_name
+from mesh_dagster.core.macro_types import CoercionError, coerce
+from mesh_dagster.core.macros import SQL, Arg, Call, Lambda, MacroEvaluator
 
 Builtin = Callable[[MacroEvaluator, Call], Any]
 BUILTINS: dict[str, Builtin] = {}
@@ -29,7 +36,22 @@ def builtin(*names: str) -> Callable[[Builtin], Builtin]:
     return register
 
 
-def _signature(ev: MacroEvaluator, call: Call, names: list[str], required: int) -> dict[str, Arg]:
+def find_builtin(name: str) -> Builtin | None:
+    """The built-in macro called `name` (any case), or None."""
+    _register_library()
+    return BUILTINS.get(name.lower())
+
+
+@cache
+def _register_library() -> None:
+    for module in _LIBRARY:
+        importlib.import_module(module)
+
+
+_LIBRARY = ("mesh_dagster.core.macro_library", "mesh_dagster.core.macro_queries", "mesh_dagster.core.macro_clauses")
+
+
+def arguments(ev: MacroEvaluator, call: Call, names: list[str], required: int) -> dict[str, Arg]:
     """Positional and keyword arguments of a built-in, by parameter name."""
     if len(call.args) > len(names):
         raise MacroError(f"@{call.name.upper()} takes at most {len(names)} arguments, got {len(call.args)}",
@@ -45,6 +67,27 @@ def _signature(ev: MacroEvaluator, call: Call, names: list[str], required: int) 
     if missing:
         raise MacroError(f"@{call.name.upper()} is missing argument '{missing[0]}'", ev.path, call.line)
     return bound
+
+
+def typed(ev: MacroEvaluator, call: Call, arg: Arg, name: str, annotation: Any) -> Any:
+    """An argument converted like a typed Python macro's (core/macro_types.py)."""
+    value = ev.to_exp(ev.evaluate(arg), arg.line)
+    try:
+        return coerce(value, annotation, ev.dialect)
+    except CoercionError as e:
+        raise MacroError(f"@{call.name.upper()}: argument '{name}' {e}", ev.path, arg.line) from None
+
+
+def name_argument(ev: MacroEvaluator, arg: Arg | None, call: Call) -> str | None:
+    """A name given as `name`, `'name'` or `db.name`'s last part (None when not given)."""
+    if arg is None:
+        return None
+    value = ev.to_exp(ev.evaluate(arg), arg.line)
+    if isinstance(value, exp.Literal):
+        return str(value.this)
+    if isinstance(value, (exp.Column, exp.Identifier, exp.Table)):
+        return value.name
+    raise MacroError(f"@{call.name.upper()}: expected a name, got `{value.sql()}`", ev.path, arg.line)
 
 
 def _lambda(ev: MacroEvaluator, arg: Arg) -> Lambda:
@@ -72,7 +115,7 @@ def define(ev: MacroEvaluator, call: Call) -> None:
 @builtin("VAR", "BLUEPRINT_VAR")
 def var(ev: MacroEvaluator, call: Call) -> Any:
     """`@VAR('name', default)`: a config variable (case-insensitive), the default, or NULL."""
-    args = _signature(ev, call, ["name", "default"], 1)
+    args = arguments(ev, call, ["name", "default"], 1)
     name = constant(ev.to_exp(ev.evaluate(args["name"]), call.line), ev, call.line)
     if not isinstance(name, str):
         raise MacroError("@VAR needs the variable name as a string, e.g. @VAR('name')", ev.path, call.line)
@@ -88,14 +131,14 @@ def var(ev: MacroEvaluator, call: Call) -> Any:
 @builtin("EACH")
 def each(ev: MacroEvaluator, call: Call) -> list[Any]:
     """`@EACH(list, x -> expr)`: one expression per element (several projections in a SELECT)."""
-    args = _signature(ev, call, ["items", "func"], 2)
+    args = arguments(ev, call, ["items", "func"], 2)
     fn = _lambda(ev, args["func"])
     return [ev.apply(fn, [item], call.line) for item in ev.items(ev.evaluate(args["items"]), call.line)]
 
 
 @builtin("FILTER")
 def filter_(ev: MacroEvaluator, call: Call) -> list[Any]:
-    args = _signature(ev, call, ["items", "func"], 2)
+    args = arguments(ev, call, ["items", "func"], 2)
     fn = _lambda(ev, args["func"])
     items = ev.items(ev.evaluate(args["items"]), call.line)
     return [item for item in items if truthy(ev, ev.apply(fn, [item], call.line), call.line)]
@@ -103,7 +146,7 @@ def filter_(ev: MacroEvaluator, call: Call) -> list[Any]:
 
 @builtin("REDUCE")
 def reduce_(ev: MacroEvaluator, call: Call) -> Any:
-    args = _signature(ev, call, ["items", "func"], 2)
+    args = arguments(ev, call, ["items", "func"], 2)
     fn = _lambda(ev, args["func"])
     items = ev.items(ev.evaluate(args["items"]), call.line)
     if not items:
@@ -117,7 +160,7 @@ def reduce_(ev: MacroEvaluator, call: Call) -> Any:
 @builtin("IF")
 def if_(ev: MacroEvaluator, call: Call) -> Any:
     """`@IF(cond, then[, else])`: only the branch taken is evaluated; no else → the call vanishes."""
-    args = _signature(ev, call, ["condition", "true", "false"], 2)
+    args = arguments(ev, call, ["condition", "true", "false"], 2)
     if truthy(ev, ev.evaluate(args["condition"]), call.line):
         return ev.evaluate(args["true"])
     return ev.evaluate(args["false"]) if "false" in args else None
@@ -125,7 +168,7 @@ def if_(ev: MacroEvaluator, call: Call) -> Any:
 
 @builtin("EVAL")
 def eval_(ev: MacroEvaluator, call: Call) -> Any:
-    args = _signature(ev, call, ["expression"], 1)
+    args = arguments(ev, call, ["expression"], 1)
     value = constant(ev.to_exp(ev.evaluate(args["expression"]), call.line), ev, call.line)
     return exp.null() if value is None else value
 
@@ -155,115 +198,23 @@ def _connect(ev: MacroEvaluator, call: Call, connector: str, empty: str) -> SQL:
     return SQL(f" {connector} ".join(parts) if parts else empty)
 
 
-# -- SQL helpers --------------------------------------------------------------------------------
-
-
-@builtin("STAR")
-def star(ev: MacroEvaluator, call: Call) -> list[exp.Expr]:
-    """`@STAR(relation, alias, exclude, prefix, suffix)`: the relation's known columns, typed."""
-    args = _signature(ev, call, ["relation", "alias", "exclude", "prefix", "suffix", "quote_identifiers"], 1)
-    relation = ev.to_exp(ev.evaluate(args["relation"]), call.line)
-    name = normalize_name(relation)
-    alias = _name_arg(ev, args.get("alias"), call) or relation.alias or name.split(".")[-1]
-    columns = ev.columns_to_types(name)
-    if not columns and columns_pending():
-        return [exp.column(exp.Star(), table=alias)]  # dependency discovery: the columns come later
-    if not columns:
-        raise MacroError(f"@STAR: the columns of {name} are not known (declare them with `columns` or make "
-                         "its query's columns inferrable)", ev.path, call.line)
-    exclude = set()
-    if "exclude" in args:
-        exclude = {normalize_name(e) for e in ev.items(ev.evaluate(args["exclude"]), call.line)}
-    prefix = _name_arg(ev, args.get("prefix"), call) or ""
-    suffix = _name_arg(ev, args.get("suffix"), call) or ""
-    quote = "quote_identifiers" in args and bool(constant(ev.to_exp(ev.evaluate(args["quote_identifiers"])), ev,
-                                                          call.line))
-    projections: list[exp.Expr] = []
-    for column, type_text in columns.items():
-        if column.lower() in exclude:
-            continue
-        ref: exp.Expr = exp.column(column, table=alias, quoted=quote or None)
-        if type_text:
-            ref = exp.Cast(this=ref, to=_spark_type(type_text))
-        projections.append(exp.alias_(ref, f"{prefix}{column}{suffix}", quoted=quote or None))
-    return projections
-
-
-def _name_arg(ev: MacroEvaluator, arg: Arg | None, call: Call) -> str | None:
-    if arg is None:
-        return None
-    value = ev.to_exp(ev.evaluate(arg), arg.line)
-    if isinstance(value, exp.Literal):
-        return str(value.this)
-    if isinstance(value, (exp.Column, exp.Identifier, exp.Table)):
-        return value.name
-    raise MacroError(f"@{call.name.upper()}: expected a name, got `{value.sql()}`", ev.path, arg.line)
-
-
-@lru_cache(maxsize=1024)
-def _spark_type_cached(type_text: str) -> exp.DataType:
-    return exp.DataType.build(type_text, dialect="spark")
-
-
-def _spark_type(type_text: str) -> exp.DataType:
-    return _spark_type_cached(type_text).copy()
-
-
-@builtin("GENERATE_SURROGATE_KEY")
-def generate_surrogate_key(ev: MacroEvaluator, call: Call) -> exp.Expr:
-    """MD5 (or `hash_function`) of the columns cast to text, NULLs marked, joined by '|'."""
-    unknown = set(call.kwargs) - {"hash_function"}
-    if unknown or not call.args:
-        raise MacroError("@GENERATE_SURROGATE_KEY takes columns and optionally hash_function := 'MD5'",
-                         ev.path, call.line)
-    hash_function = "MD5"
-    if "hash_function" in call.kwargs:
-        hash_function = _name_arg(ev, call.kwargs["hash_function"], call) or "MD5"
-    parts: list[exp.Expr] = []
-    for arg in call.args:
-        for column in ev.items(ev.evaluate(arg), arg.line):
-            if parts:
-                parts.append(exp.Literal.string("|"))
-            value = ev.to_exp(column, arg.line).copy()
-            parts.append(exp.Coalesce(this=exp.Cast(this=value, to=exp.DataType.build("TEXT")),
-                                      expressions=[exp.Literal.string("_sqlmesh_surrogate_key_null_")]))
-    return exp.func(hash_function, exp.Concat(expressions=parts), dialect=ev.dialect)
-
-
-@builtin("SAFE_ADD")
-def safe_add(ev: MacroEvaluator, call: Call) -> SQL:
-    return _safe_arithmetic(ev, call, "+")
-
-
-@builtin("SAFE_SUB")
-def safe_sub(ev: MacroEvaluator, call: Call) -> SQL:
-    return _safe_arithmetic(ev, call, "-")
-
-
-def _safe_arithmetic(ev: MacroEvaluator, call: Call, op: str) -> SQL:
-    """NULL only when every operand is NULL; otherwise NULLs count as 0."""
-    operands = [ev.to_sql(ev.evaluate(a)) for a in call.args]
-    if len(operands) < 2 or call.kwargs:
-        raise MacroError(f"@{call.name.upper()} takes two or more operands", ev.path, call.line)
-    all_null = " AND ".join(f"({o}) IS NULL" for o in operands)
-    total = f" {op} ".join(f"COALESCE({o}, 0)" for o in operands)
-    return SQL(f"CASE WHEN {all_null} THEN NULL ELSE {total} END")
-
-
-@builtin("SAFE_DIV")
-def safe_div(ev: MacroEvaluator, call: Call) -> SQL:
-    args = _signature(ev, call, ["numerator", "denominator"], 2)
-    numerator = ev.to_sql(ev.evaluate(args["numerator"]))
-    denominator = ev.to_sql(ev.evaluate(args["denominator"]))
-    return SQL(f"({numerator}) / NULLIF({denominator}, 0)")
-
-
 # -- constant folding ---------------------------------------------------------------------------
 
 
 class _NotConstant(Exception):
     def __init__(self, node: exp.Expr):
         self.node = node
+
+
+NOT_CONSTANT: Any = object()
+
+
+def try_constant(node: exp.Expr) -> Any:
+    """The Python value of `node` if it is a constant expression, else NOT_CONSTANT."""
+    try:
+        return _fold(node)
+    except (_NotConstant, TypeError, ValueError, ZeroDivisionError):
+        return NOT_CONSTANT
 
 
 def truthy(ev: MacroEvaluator, value: Any, line: int) -> bool:

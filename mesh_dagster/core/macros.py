@@ -27,7 +27,7 @@ import typing
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -37,16 +37,16 @@ from sqlglot import Dialect, exp
 from sqlglot.errors import ParseError, TokenError
 
 from mesh_dagster.core.errors import MacroError, ModelError
+from mesh_dagster.core.macro_types import SQL, CoercionError, UnsupportedAnnotation, coerce
 from mesh_dagster.core.parse_errors import describe
 
 USER_MACROS_PACKAGE = "mesh_user_macros"
+# Built-in macros whose value is a whole query, so that a model's query may be one of them
+# (`@UNION('all', a, b)`) or start with it (`@WITH(cond) c AS (...) SELECT ...`).
+QUERY_MACROS = frozenset({"UNION", "DEDUPLICATE", "DATE_SPINE", "WITH"})
 RUNTIME_STAGES = ("loading", "creating", "evaluating", "promoting", "demoting", "testing", "auditing")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MACRO_ATTR = "__mesh_macro__"
-
-
-class SQL(str):
-    """SQL text produced by a macro; also an annotation asking for an argument as SQL text."""
 
 
 @dataclass(frozen=True)
@@ -335,6 +335,7 @@ class _Patterns:
     struct: re.Pattern
     bind: re.Pattern
     template: re.Pattern
+    clause: re.Pattern
 
 
 @cache
@@ -357,6 +358,11 @@ def _patterns(backslash_escapes: bool) -> _Patterns:
             re.S,
         ),
         template=re.compile(rf"@(?:\{{\s*(?P<brace>{name})\s*\}}|(?P<name>{name}))"),
+        clause=re.compile(
+            rf"(?P<skip>{skip})|(?P<open>[(\[{{])|(?P<close>[)\]}}])|(?P<semi>;)|(?P<comma>,)"
+            rf"|@(?P<macro>{name})(?=[ \t]*\()|(?P<word>(?<![\w.@$]){name})",
+            re.S,
+        ),
     )
 
 
@@ -381,6 +387,19 @@ class Call:
     args: list[Arg]
     kwargs: dict[str, Arg]
     line: int
+
+
+@dataclass(frozen=True)
+class Clause:
+    """The value of a clause operator (`@WHERE(cond) x > 1`): the clause's keyword when the
+    condition holds; otherwise the clause is left out, from the operator up to where the next
+    clause starts (a word or operator in `next_clauses`, the end of the enclosing parentheses, `;`)."""
+
+    keyword: str  # what the operator becomes: 'WHERE', 'GROUP BY', ...
+    keep: bool
+    next_clauses: frozenset[str]  # upper-case keywords, and operators as '@NAME'
+    leading: frozenset[str] = frozenset()  # words just before the operator that belong to it (LEFT OUTER)
+    ends_at_comma: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -474,6 +493,7 @@ class MacroEvaluator:
             start = m.start()
             out.append(text[pos:start])
             at_line = line + text.count("\n", 0, start)
+            clause = False
             embed = start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_")
             end = m.end()
             if m.group("brace"):
@@ -482,11 +502,16 @@ class MacroEvaluator:
                 rendered = self._template(m.group("tmpl"), at_line)
             elif m.group("call"):
                 call, end = self.read_call(text, m.group("name"), m.end() - 1, at_line)
-                rendered = self.to_sql(self.call(call), embed=embed)
+                value = self.call(call)
+                if isinstance(value, Clause):
+                    rendered, end = self._clause(value, out, text, end)
+                    clause = True
+                else:
+                    rendered = self.to_sql(value, embed=embed)
             else:
                 rendered = self.to_sql(self.variable(m.group("name"), at_line), embed=embed)
             newlines = text.count("\n", start, end)
-            if not rendered:
+            if not rendered and not clause:
                 end = self._drop_comma(out, text, end)
             elif "\n" in rendered and "--" not in rendered:
                 rendered = rendered.replace("\n", " ")
@@ -495,6 +520,32 @@ class MacroEvaluator:
             pos = end
         out.append(text[pos:])
         return "".join(out)
+
+    def _clause(self, clause: Clause, out: list[str], text: str, end: int) -> tuple[str, int]:
+        """A clause operator's text and where the text after it resumes."""
+        if clause.keep:
+            return clause.keyword, end
+        if out and clause.leading:
+            out[-1] = _drop_leading_words(out[-1], clause.leading)
+        depth = 0
+        for m in self._patterns.clause.finditer(text, end):
+            if m.group("skip") is not None:
+                continue
+            if m.group("open"):
+                depth += 1
+            elif m.group("close"):
+                if depth == 0:
+                    return "", m.start()
+                depth -= 1
+            elif depth:
+                continue
+            elif m.group("semi") or (m.group("comma") and clause.ends_at_comma):
+                return "", m.start()
+            elif m.group("macro") and "@" + m.group("macro").upper() in clause.next_clauses:
+                return "", m.start()
+            elif m.group("word") and m.group("word").upper() in clause.next_clauses:
+                return "", m.start()
+        return "", len(text)
 
     @staticmethod
     def _drop_comma(out: list[str], text: str, end: int) -> int:
@@ -539,7 +590,7 @@ class MacroEvaluator:
             pieces = []
         for a, b in pieces:
             piece = text[a:b]
-            arg_line = line + text.count("\n", open_index, a)
+            arg_line = line + text.count("\n", open_index, a + len(piece) - len(piece.lstrip()))  # where it starts
             if not piece.strip():
                 raise MacroError(f"Malformed macro call @{name}(...): empty argument", self.path, arg_line)
             kw = _KWARG.match(piece)
@@ -560,11 +611,12 @@ class MacroEvaluator:
         fn = self.registry.get(key)
         if fn is not None:
             return self._call_python(fn, call)
-        from mesh_dagster.core.macro_builtins import BUILTINS
+        from mesh_dagster.core.macro_builtins import find_builtin
 
-        builtin = BUILTINS.get(key)
+        builtin = find_builtin(key)
         if builtin is None:
-            raise MacroError(f"Unknown macro @{call.name}", self.path, call.line)
+            raise MacroError(f"Unknown macro @{call.name}: it is not a built-in macro, a @DEF function or a @macro in "
+                             "macros/*.py", self.path, call.line)
         return builtin(self, call)
 
     def variable(self, name: str, line: int) -> Any:
@@ -627,13 +679,13 @@ class MacroEvaluator:
             if word is not None:
                 if after in (".", "(") or _AS_BEFORE.search(text, max(0, m.start() - 12), m.start()):
                     continue
-                rendered = self._atomic_sql(value)
+                rendered = self.atomic_sql(value)
             elif m.group("name") is not None and text[m.end():m.end() + 1] == "(":
                 continue
             else:
                 embed = bool(m.group("brace")) or (m.start() > 0 and (text[m.start() - 1].isalnum()
                                                                      or text[m.start() - 1] == "_"))
-                rendered = self.to_sql(value, embed=True) if embed else self._atomic_sql(value)
+                rendered = self.to_sql(value, embed=True) if embed else self.atomic_sql(value)
             out.append(text[pos:m.start()])
             out.append(rendered)
             pos = m.end()
@@ -649,7 +701,7 @@ class MacroEvaluator:
 
         return self._patterns.template.sub(sub, template)
 
-    def _atomic_sql(self, value: Any) -> str:
+    def atomic_sql(self, value: Any) -> str:
         sql = self.to_sql(value)
         return sql if _is_atomic(sql, self._patterns) else f"({sql})"
 
@@ -685,12 +737,19 @@ class MacroEvaluator:
             return ", ".join(s for s in (self.to_sql(v, embed) for v in value) if s)
         if isinstance(value, Lambda):
             raise MacroError("A lambda cannot be used as a value", self.path, value.line)
+        if isinstance(value, Clause):
+            raise self._misplaced(value)
         if embed and isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
         try:
             return _python_sql(value, type(value), self.dialect)  # type: ignore[arg-type]  # typeshed: a type is Hashable
         except TypeError:  # unhashable (dict, ...)
             return exp.convert(value).sql(dialect=self._sqlglot_dialect)
+
+    def _misplaced(self, clause: Clause) -> MacroError:
+        name = clause.keyword.replace(" ", "_")
+        return MacroError(f"@{name}(...) is a clause operator: write it where its clause starts, e.g. "
+                          f"`@{name}(condition) ...`", self.path, self.line)
 
     def to_exp(self, value: Any, line: int | None = None) -> exp.Expr:
         if isinstance(value, exp.Expression):
@@ -702,6 +761,8 @@ class MacroEvaluator:
         if isinstance(value, Lambda):
             return exp.Lambda(this=self.parse_expression(value.body, value.line),
                               expressions=[exp.to_identifier(p) for p in value.params])
+        if isinstance(value, Clause):
+            raise self._misplaced(value)
         if value is None:
             return exp.null()
         return exp.convert(value)
@@ -734,17 +795,9 @@ class MacroEvaluator:
     # -- Python macros ------------------------------------------------------------------------
 
     def _call_python(self, fn: Callable, call: Call) -> Any:
-        positional, var_positional, by_name, var_keyword = _parameters(fn)
-        args = []
-        for i, arg in enumerate(call.args):
-            value = self._python_arg(arg)
-            param = positional[i] if i < len(positional) else var_positional
-            args.append(_coerce(value, param[1] if param else Any, self, call, param[0] if param else str(i)))
-        kwargs = {}
-        for key, arg in call.kwargs.items():
-            value = self._python_arg(arg)
-            param = by_name.get(key) or var_keyword
-            kwargs[key] = _coerce(value, param[1] if param else Any, self, call, key)
+        positional, keywords = _bind(_parameters(fn), call, self.path)
+        args = [self._typed_arg(call, param, arg) for param, arg in positional]
+        kwargs = {key: self._typed_arg(call, param, arg) for key, (param, arg) in keywords.items()}
         try:
             result = fn(self, *args, **kwargs)
         except MacroError:
@@ -752,6 +805,16 @@ class MacroEvaluator:
         except Exception as e:  # user code
             raise MacroError(f"Macro @{call.name} failed: {type(e).__name__}: {e}", self.path, call.line) from e
         return _from_python(result)
+
+    def _typed_arg(self, call: Call, param: _Parameter, arg: Arg) -> Any:
+        """The argument parsed and converted to the parameter's annotation."""
+        value = self._python_arg(arg)
+        try:
+            return coerce(value, param.annotation, self.dialect)
+        except UnsupportedAnnotation as e:
+            raise MacroError(f"Macro @{call.name}: parameter '{param.name}' {e}", self.path, arg.line) from None
+        except CoercionError as e:
+            raise MacroError(f"Macro @{call.name}: argument '{param.name}' {e}", self.path, arg.line) from None
 
     def _python_arg(self, arg: Arg) -> exp.Expr:
         return self.to_exp(self.evaluate(arg), arg.line).copy()  # the user's macro may change it
@@ -780,6 +843,16 @@ def _from_python(result: Any) -> Any:
     if isinstance(result, (list, tuple)):
         return [_from_python(r) for r in result]
     return exp.convert(result)
+
+
+def _drop_leading_words(text: str, words: frozenset[str]) -> str:
+    """`text` without the trailing run of `words` (`... LEFT OUTER ` → `... `), keeping its line breaks."""
+    cut = len(text)
+    for m in reversed(list(re.finditer(r"[A-Za-z_]\w*|\S", text))):
+        if m.group().upper() not in words or text[m.end():cut].strip():
+            break
+        cut = m.start()
+    return text[:cut] + "\n" * text.count("\n", cut) if cut < len(text) else text
 
 
 def _is_atomic(sql: str, patterns: _Patterns) -> bool:
@@ -826,113 +899,87 @@ def _lookup(mapping: Mapping[str, Any], key: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# Argument coercion for Python macros
+# Binding a call to a Python macro's parameters
 
 
-_Param = tuple[str, Any]
+@dataclass(frozen=True)
+class _Parameter:
+    name: str
+    annotation: Any
+    required: bool
+
+
+@dataclass(frozen=True)
+class _Signature:
+    """A user macro's parameters after the evaluator, with their resolved annotations."""
+
+    positional: list[_Parameter]
+    var_positional: _Parameter | None
+    by_name: dict[str, _Parameter]  # lower-case name -> keyword-passable parameter
+    var_keyword: _Parameter | None
+    takes_evaluator: bool
 
 
 @cache
-def _parameters(fn: Callable) -> tuple[list[_Param], _Param | None, dict[str, _Param], _Param | None]:
-    """(positional params after the evaluator, *args, params by name, **kwargs) with annotations."""
+def _parameters(fn: Callable) -> _Signature:
     signature = inspect.signature(fn)
     try:
         hints = typing.get_type_hints(fn)
     except Exception:  # noqa: BLE001 - unresolvable string annotations: fall back to the simple names
         hints = {k: _SIMPLE_HINTS.get(v, Any) if isinstance(v, str) else v
                  for k, v in getattr(fn, "__annotations__", {}).items()}
-    params = list(signature.parameters.values())[1:]
-    positional: list[_Param] = []
-    by_name: dict[str, _Param] = {}
+    params = list(signature.parameters.values())
+    first = params[0].kind if params else None
+    takes_evaluator = first in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                inspect.Parameter.VAR_POSITIONAL)
+    if first in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        params = params[1:]  # the evaluator (a leading *args takes it along with the arguments)
+    positional: list[_Parameter] = []
+    by_name: dict[str, _Parameter] = {}
     var_positional = var_keyword = None
     for p in params:
-        entry = (p.name, hints.get(p.name, Any))
+        entry = _Parameter(p.name, hints.get(p.name, Any), p.default is p.empty)
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             positional.append(entry)
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             by_name[p.name.lower()] = entry
         if p.kind == p.VAR_POSITIONAL:
-            var_positional = entry
+            var_positional = _Parameter(p.name, entry.annotation, False)
         if p.kind == p.VAR_KEYWORD:
-            var_keyword = entry
-    return positional, var_positional, by_name, var_keyword
+            var_keyword = _Parameter(p.name, entry.annotation, False)
+    return _Signature(positional, var_positional, by_name, var_keyword, takes_evaluator)
 
 
-_SIMPLE_HINTS: dict[str, Any] = {"int": int, "str": str, "float": float, "bool": bool, "list": list, "SQL": SQL}
+_SIMPLE_HINTS: dict[str, Any] = {"int": int, "str": str, "float": float, "bool": bool, "list": list, "SQL": SQL,
+                                 "date": date, "datetime": datetime}
 
 
-def _coerce(value: exp.Expr, annotation: Any, ev: MacroEvaluator, call: Call, param: str) -> Any:
-    try:
-        return _coerce_value(value, annotation, ev)
-    except (ValueError, TypeError) as e:
-        raise MacroError(f"Macro @{call.name}: argument '{param}' {e}", ev.path, call.line) from None
-
-
-def _coerce_value(value: exp.Expr, annotation: Any, ev: MacroEvaluator) -> Any:
-    if annotation is Any or annotation is inspect.Parameter.empty or annotation is None:
-        return value
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(annotation)
-        if isinstance(value, exp.Null) and type(None) in options:
-            return None
-        errors = []
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _coerce_value(value, option, ev)
-            except (ValueError, TypeError) as e:
-                errors.append(str(e))
-        raise TypeError(errors[0] if errors else "cannot be converted")
-    if origin in (list, tuple) or annotation in (list, tuple):
-        inner = typing.get_args(annotation)
-        element = inner[0] if inner else Any
-        elements = value.expressions if isinstance(value, (exp.Array, exp.Tuple)) else [value]
-        converted = [_coerce_value(e, element, ev) for e in elements]
-        return tuple(converted) if (origin or annotation) is tuple else converted
-    if annotation is SQL:
-        return SQL(value.sql(dialect=ev.dialect))
-    if annotation is str:
-        if isinstance(value, exp.Literal):
-            return str(value.this)
-        if isinstance(value, (exp.Identifier, exp.Column, exp.Table)) and not isinstance(value, exp.Star):
-            return value.sql(dialect=ev.dialect) if isinstance(value, exp.Column) and value.table else value.name
-        return value.sql(dialect=ev.dialect)
-    if annotation is bool:
-        if isinstance(value, exp.Boolean):
-            return bool(value.this)
-        if isinstance(value, exp.Literal) and str(value.this).lower() in ("true", "false", "1", "0"):
-            return str(value.this).lower() in ("true", "1")
-        raise TypeError(f"expected a boolean, got `{value.sql(dialect=ev.dialect)}`")
-    if annotation in (int, float):
-        number = _number(value)
-        if number is None:
-            raise TypeError(f"expected {annotation.__name__}, got `{value.sql(dialect=ev.dialect)}`")
-        if annotation is int and float(number) != int(number):
-            raise TypeError(f"expected int, got `{value.sql(dialect=ev.dialect)}`")
-        return annotation(number)
-    if isinstance(annotation, type) and issubclass(annotation, exp.Expression):
-        if isinstance(value, annotation):
-            return value
-        if annotation is exp.Column and isinstance(value, exp.Literal) and value.is_string:
-            return exp.column(value.this)
-        if annotation is exp.Identifier and isinstance(value, (exp.Column, exp.Literal)):
-            return exp.to_identifier(value.name)
-        if annotation is exp.Table and isinstance(value, (exp.Column, exp.Literal)):
-            return exp.to_table(normalize_name(value))
-        raise TypeError(f"expected {annotation.__name__}, got `{value.sql(dialect=ev.dialect)}`")
-    return value
-
-
-def _number(value: exp.Expr) -> float | int | None:
-    if isinstance(value, exp.Literal) and not value.is_string:
-        text = str(value.this)
-        return float(text) if any(c in text for c in ".eE") else int(text)
-    if isinstance(value, exp.Neg):
-        inner = _number(value.this)
-        return -inner if inner is not None else None
-    if isinstance(value, exp.Paren):
-        return _number(value.this)
-    return None
-
+def _bind(signature: _Signature, call: Call, path: str | None) -> tuple[list[tuple[_Parameter, Arg]],
+                                                                       dict[str, tuple[_Parameter, Arg]]]:
+    """Which parameter each argument of the call goes to; a call that does not fit is an error."""
+    name, line = f"Macro @{call.name}", call.line
+    if not signature.takes_evaluator:
+        raise MacroError(f"{name} cannot be called: its first parameter must receive the evaluator", path, line)
+    positional: list[tuple[_Parameter, Arg]] = []
+    for i, arg in enumerate(call.args):
+        if i < len(signature.positional):
+            positional.append((signature.positional[i], arg))
+        elif signature.var_positional is not None:
+            positional.append((signature.var_positional, arg))
+        else:
+            raise MacroError(f"{name} takes at most {len(signature.positional)} argument(s), got {len(call.args)}",
+                             path, arg.line)
+    taken = {p.name for p, _ in positional}
+    keywords: dict[str, tuple[_Parameter, Arg]] = {}
+    for key, arg in call.kwargs.items():
+        param = signature.by_name.get(key)
+        if param is not None and param.name in taken:
+            raise MacroError(f"{name} got argument '{param.name}' twice", path, arg.line)
+        if param is None and signature.var_keyword is None:
+            raise MacroError(f"{name} has no argument '{key}'", path, arg.line)
+        keywords[param.name if param else key] = (param or signature.var_keyword, arg)  # type: ignore[assignment]
+    missing = [p.name for p in signature.positional + list(signature.by_name.values())
+               if p.required and p.name not in taken and p.name not in keywords]
+    if missing:
+        raise MacroError(f"{name} is missing argument '{missing[0]}'", path, line)
+    return positional, keywords

@@ -34,6 +34,7 @@ from mesh_dagster.core.kinds import (
     KindName,
     ViewKind,
 )
+from mesh_dagster.core.macros import QUERY_MACROS
 from mesh_dagster.core.model import Audit, AuditRef, Model, check_storage_format
 from mesh_dagster.core.names import IDENTIFIER, check_model_name
 from mesh_dagster.core.property_values import checked, read_bool, read_column
@@ -247,11 +248,18 @@ def _split_statements(
         else:
             body.append(st)
         i += 1
-    query_index = max((j for j, st in enumerate(body) if st.first_word in QUERY_STARTS), default=None)
+    query_index = max((j for j, st in enumerate(body) if _is_query(st)), default=None)
     if query_index is None:
         return macro_defs, [s.text for s in body], None, [], audits
     return (macro_defs, [s.text for s in body[:query_index]], body[query_index],
             [s.text for s in body[query_index + 1:]], audits)
+
+
+def _is_query(statement: Statement) -> bool:
+    """A query: `SELECT ...`, `WITH ...`, ... or a macro whose value is a query (`@UNION(...)`)."""
+    if statement.first_word == "@":
+        return len(statement.tokens) > 1 and statement.tokens[1].text.upper() in QUERY_MACROS
+    return statement.first_word in QUERY_STARTS
 
 
 def _audit_defaults(value: Value, path: str) -> dict[str, str]:
@@ -291,7 +299,7 @@ def _audit(block: DefinitionFile, query: Statement | None, path: str, line: int)
             props["defaults"] = _audit_defaults(v, path)
     if "name" not in props:
         raise ModelError("An AUDIT block needs a name", path, line)
-    if query is None or query.first_word not in QUERY_STARTS:
+    if query is None or not _is_query(query):
         raise ModelError(f"Audit '{props['name']}' has no query after its AUDIT block", path, line)
     return Audit(query=query.text, **props)
 

@@ -25,7 +25,6 @@ from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.snapshot import (
     PREVIEW_SUFFIX,
     Snapshot,
-    physical_schema,
     physical_table,
     view_name,
     view_schema,
@@ -46,7 +45,8 @@ def run_janitor(config: ProjectConfig, state: State, engine_factory: Callable[[]
         ttl = 0 if ignore_ttl else parse_ttl(config.snapshot_ttl)
         doomed, live_tables = _expired_snapshots(state, now_ms() - ttl)
         dropped = _remove_snapshots(state, engine_factory, doomed, live_tables, lease)
-        dropped += _drop_leftovers(state, engine_factory, live_tables, {*live_tables, *dropped}, lease)
+        known = {*live_tables, *dropped, *(s.table_name for s in doomed if _has_table(s))}
+        dropped += _drop_leftovers(state, engine_factory, live_tables, known, lease)
     return {"environments": removed_envs, "tables": dropped}
 
 
@@ -126,13 +126,11 @@ def _drop_leftovers(state: State, engine_factory: Callable[[], Engine], live_tab
     preview built again later starts empty rather than claiming rows it no longer holds."""
     from mesh_dagster.engine.adapter import TEMP_PREFIX
 
-    names = {sid.name for sid in state.all_snapshot_ids()}
-    prefixes = {physical_table(name, ""): name for name in names}
-    schemas = sorted({t.split(".")[0] for t in known if "." in t} | {physical_schema(n.rpartition(".")[0] or "default")
-                                                                      for n in names})
+    schemas = sorted({t.split(".")[0] for t in known if "." in t})
     dropped: list[str] = []
     if not schemas:
         return dropped
+    prefixes = {physical_table(sid.name, ""): sid.name for sid in state.all_snapshot_ids()}
     engine = engine_factory()
     for schema in schemas:
         for name, kind in engine.list_objects(schema).items():

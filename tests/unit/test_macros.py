@@ -260,7 +260,8 @@ def test_generate_surrogate_key() -> None:
 def test_unknown_macro_names_file_and_line() -> None:
     with pytest.raises(MacroError) as e:
         render("SELECT a,\n  @NOPE(1)\nFROM t")
-    assert str(e.value) == "models/x.sql:11: Unknown macro @NOPE"
+    assert str(e.value) == (
+        "models/x.sql:11: Unknown macro @NOPE: it is not a built-in macro, a @DEF function or a @macro in macros/*.py")
 
 
 def test_missing_parenthesis() -> None:
