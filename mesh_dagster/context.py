@@ -121,6 +121,24 @@ class Context:
     def plan(self, environment: str = PROD, **options) -> Plan:
         return build_plan(self.project, self.state, environment, **options)
 
+    def restate(self, environment: str, models: list[str] | tuple[str, ...], *, start: str | None = None,
+                end: str | None = None, execution_time: str | int | None = None) -> Plan:
+        """A plan recomputing `models` (and everything below them) over `[start, end]` in the
+        environment, as the environment has them: local changes are not part of it."""
+        from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
+        from mesh_dagster.core.restatement import build_restatement
+
+        execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
+        names = {_model_key(m) for m in models}
+        plan = build_restatement(self.state, environment, names, start_ms=to_ms(start) if start else None,
+                                 end_ms=to_end_ms(end) if end else None, execution_ms=execution_ms)
+        recorded = {s.name: s.identifier for s in plan.snapshots.values()}
+        edited = sorted(n for n, s in self.local_snapshots().items() if recorded.get(n, s.identifier) != s.identifier)
+        if edited:
+            plan.warnings.append(f"Local changes to {', '.join(edited[:5])}{'...' if len(edited) > 5 else ''} are not "
+                                 f"part of this restatement: it recomputes what '{plan.environment}' has")
+        return plan
+
     def apply(self, plan: Plan, listener: ApplyListener | None = None) -> None:
         from mesh_dagster.execution.apply import apply_plan
 
@@ -392,3 +410,10 @@ class Context:
         from mesh_dagster.engine.connect_server import SHARED_ENV
 
         os.environ.setdefault(SHARED_ENV, "1")
+
+
+def _model_key(name: str) -> str:
+    """`schema.model` from a name as written, or from a view name of any environment."""
+    key = name.strip().strip("`").lower()
+    schema, _, table = key.rpartition(".")
+    return f"{schema.split('__')[0]}.{table}" if schema else key

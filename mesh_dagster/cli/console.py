@@ -85,7 +85,12 @@ def show_plan(plan: Plan, no_diff: bool = False) -> None:
         console.print(f"\nNew environment `{env}` will be created from `{plan.create_from or 'prod'}`\n")
     if plan.finishes_interrupted_apply:
         console.print(f"\nThe last apply to `{env}` stopped before all its views moved: applying completes them\n")
-    if not plan.has_changes:
+    if plan.restated:
+        tree = _tree("Restating models:")
+        for name in plan.restated:
+            tree.add(plan.view(name))
+        print_tree(tree)
+    elif not plan.has_changes:
         if not plan.is_new_environment:
             console.print(f"\nNo changes to plan: project files match the `{env}` environment\n")
     else:

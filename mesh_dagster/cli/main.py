@@ -92,10 +92,13 @@ def _choose(question: str, options) -> str:
               help="Allow destructive schema changes (dropped or narrowed columns) of these models' kept tables.")
 @click.option("--allow-additive-model", multiple=True, metavar="SELECTOR",
               help="Allow additive schema changes (added or widened columns) of these models' kept tables.")
+@click.option("-r", "--restate-model", multiple=True, metavar="SELECTOR",
+              help="Recompute these models and everything downstream over --start/--end (default: all their "
+                   "history), as the environment has them; local changes are not part of it.")
 @click.pass_context
 def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_backfill, empty_backfill,
          include_unmodified, explain, auto_apply, no_prompts, no_diff, forward_only, effective_from,
-         allow_destructive_model, allow_additive_model) -> None:
+         allow_destructive_model, allow_additive_model, restate_model) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
     from mesh_dagster.cli.console import ConsoleListener, console, show_explain, show_plan, show_test_report
 
@@ -110,11 +113,17 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
         show_test_report(report)
         if not report.ok:
             raise MeshError("Unit tests failed: fix them or use --skip-tests. Nothing was applied.")
-    p = context.plan(environment, start=start, end=end, execution_time=execution_time, create_from=create_from,
-                     include_unmodified=include_unmodified or None, skip_backfill=skip_backfill,
-                     empty_backfill=empty_backfill, forward_only=forward_only, effective_from=effective_from,
-                     allow_destructive=context.select(allow_destructive_model, "--allow-destructive-model"),
-                     allow_additive=context.select(allow_additive_model, "--allow-additive-model"))
+    if restate_model:
+        _check_restatement_options(forward_only=forward_only, effective_from=effective_from,
+                                   allow=allow_destructive_model + allow_additive_model,
+                                   skip_backfill=skip_backfill or empty_backfill, include_unmodified=include_unmodified)
+        p = context.restate(environment, restate_model, start=start, end=end, execution_time=execution_time)
+    else:
+        p = context.plan(environment, start=start, end=end, execution_time=execution_time, create_from=create_from,
+                         include_unmodified=include_unmodified or None, skip_backfill=skip_backfill,
+                         empty_backfill=empty_backfill, forward_only=forward_only, effective_from=effective_from,
+                         allow_destructive=context.select(allow_destructive_model, "--allow-destructive-model"),
+                         allow_additive=context.select(allow_additive_model, "--allow-additive-model"))
     show_plan(p, no_diff=no_diff)
     if explain:
         show_explain(p, context.explain(p))
@@ -134,6 +143,16 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
         context.apply(p, listener)
     finally:
         listener.close()
+
+
+def _check_restatement_options(**given: object) -> None:
+    """A restatement recomputes what the environment has: options about changes make no sense."""
+    flags = {"forward_only": "--forward-only", "effective_from": "--effective-from",
+             "allow": "--allow-destructive-model/--allow-additive-model",
+             "skip_backfill": "--skip-backfill/--empty-backfill", "include_unmodified": "--include-unmodified"}
+    used = [flags[k] for k, v in given.items() if v]
+    if used:
+        raise MeshError(f"--restate-model cannot be combined with {', '.join(used)}: a restatement changes no model")
 
 
 @cli.command()

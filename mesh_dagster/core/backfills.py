@@ -29,9 +29,20 @@ class Backfill:
     name: str
     intervals: list[Interval]
     full_refresh: bool
+    clear: bool = False  # empty the table first (a history-keeping kind rebuilt by a restatement)
 
     def describe(self, unit: IntervalUnit | str) -> str:
         return "[full refresh]" if self.full_refresh else f"[{format_interval_range(self.intervals, unit)}]"
+
+
+@dataclass(frozen=True)
+class Clearing:
+    """Intervals of one table version forgotten after a prod restatement (a development version of
+    a restated model), so the environments reading it recompute them at their next run."""
+
+    name: str
+    version: str
+    interval: Interval
 
 
 def compute_backfills(

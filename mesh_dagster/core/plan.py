@@ -20,6 +20,7 @@ from typing import Protocol
 from mesh_dagster.core.backfills import (  # noqa: F401
     ALL_TIME,
     Backfill,
+    Clearing,
     IntervalReader,
     compute_backfills,
 )
@@ -84,6 +85,10 @@ class Plan:
     allow_destructive: frozenset[str] = frozenset()  # `--allow-destructive-model`, resolved to names
     allow_additive: frozenset[str] = frozenset()
     warnings: list[str] = field(default_factory=list)
+    # A restatement plan (core/restatement.py): the models it recomputes, and the intervals of
+    # development versions it forgets afterwards (prod only).
+    restated: list[str] = field(default_factory=list)
+    clearings: list[Clearing] = field(default_factory=list)
 
     @property
     def is_prod(self) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.errors import ConflictingPlanError
-from mesh_dagster.core.plan import ALL_TIME, Plan
+from mesh_dagster.core.plan import ALL_TIME, Plan, snapshot_order
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
 from mesh_dagster.execution.engine import Engine
@@ -120,6 +120,8 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         check_snapshots_kept(plan, state)
         state.push_snapshots(plan.new_snapshots)
         _build(plan, project, state, engine, guarded)
+        if plan.clearings:  # after the backfill: nobody sees a hole while it runs
+            state.remove_intervals([(c.name, c.version, *c.interval) for c in plan.clearings])
         replaced = state.replaced_environment(plan.environment)
         state.promote_environment(plan.target_environment(_expiration(plan, project)), lease=lease)
         recorded = True
@@ -149,7 +151,10 @@ def _build(plan: Plan, project: Project, state: State, engine: Engine, listener:
             for b in plan.backfills.values() for interval in b.intervals
         ])
     elif plan.requires_backfill:
-        batches = plan_batches(plan.snapshots, plan.backfills, project.dag.sorted())
+        for backfill in plan.backfills.values():
+            if backfill.clear:
+                evaluator.clear(plan.snapshots[backfill.name])
+        batches = plan_batches(plan.snapshots, plan.backfills, snapshot_order(plan.snapshots))
         run_batches(batches, evaluator, state, plan.execution_time, listener, plan.view,
                     concurrent_tasks=project.concurrent_tasks)
     else:
