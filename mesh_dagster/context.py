@@ -17,9 +17,10 @@ from mesh_dagster.core.config import MESH_DIR, ProjectConfig, load_config
 from mesh_dagster.core.dates import now_ms, time_range, to_end_ms, to_ms
 from mesh_dagster.core.errors import ConfigError, MeshError, PlanError
 from mesh_dagster.core.intervals import Interval
+from mesh_dagster.core.manual_categories import CHOICES as CATEGORY_CHOICES  # noqa: F401 - for the CLI
 from mesh_dagster.core.plan import Plan, build_plan
 from mesh_dagster.core.project import Project, load_project
-from mesh_dagster.core.snapshot import PROD, Snapshot, normalize_environment, view_name
+from mesh_dagster.core.snapshot import PROD, ChangeCategory, Snapshot, normalize_environment, view_name
 from mesh_dagster.execution.events import ApplyListener
 
 if TYPE_CHECKING:
@@ -138,6 +139,18 @@ class Context:
             plan.warnings.append(f"Local changes to {', '.join(edited[:5])}{'...' if len(edited) > 5 else ''} are not "
                                  f"part of this restatement: it recomputes what '{plan.environment}' has")
         return plan
+
+    def parse_categories(self, texts: list[str] | tuple[str, ...]) -> dict[str, ChangeCategory]:
+        """`--categorize MODEL=CATEGORY` values, by model name."""
+        from mesh_dagster.core.manual_categories import parse_choice
+
+        return {self.model_name(name): category for name, category in map(parse_choice, texts)}
+
+    def categories_to_choose(self, plan: Plan, ask_all: bool = False) -> list[str]:
+        """Directly modified models whose category the user chooses (see core/manual_categories.py)."""
+        from mesh_dagster.core.manual_categories import needs_choice
+
+        return needs_choice(plan, self.project.config.plan.auto_categorize_changes, ask_all=ask_all)
 
     def apply(self, plan: Plan, listener: ApplyListener | None = None) -> None:
         from mesh_dagster.execution.apply import apply_plan

@@ -138,15 +138,20 @@ def _show_models(plan: Plan) -> None:
     print_tree(tree)
 
 
+def show_diff(plan: Plan, name: str) -> None:
+    """A changed model's text diff, coloured."""
+    diff = plan.diffs.get(name)
+    if diff:
+        console.print()
+        from rich.syntax import Syntax
+
+        console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+        console.print()
+
+
 def _show_directly_modified(plan: Plan) -> None:
     for name in [*plan.directly_modified, *plan.metadata_updated]:
-        diff = plan.diffs.get(name)
-        if diff:
-            console.print()
-            from rich.syntax import Syntax
-
-            console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
-            console.print()
+        show_diff(plan, name)
     for name in plan.directly_modified:
         category = plan.category(name)
         tree = _tree(f"Directly Modified: {plan.view(name)} ({category.label if category else 'Uncategorized'})")

@@ -15,6 +15,7 @@ import click
 from mesh_dagster.cli.errors import EXIT_ERROR, MeshGroup
 from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name
 from mesh_dagster.cli.project import project_context
+from mesh_dagster.context import CATEGORY_CHOICES
 from mesh_dagster.core.errors import MeshError
 
 
@@ -92,13 +93,17 @@ def _choose(question: str, options) -> str:
               help="Allow destructive schema changes (dropped or narrowed columns) of these models' kept tables.")
 @click.option("--allow-additive-model", multiple=True, metavar="SELECTOR",
               help="Allow additive schema changes (added or widened columns) of these models' kept tables.")
+@click.option("--no-auto-categorization", is_flag=True,
+              help="Ask the category (breaking, non-breaking, forward-only) of every directly modified model.")
+@click.option("--categorize", multiple=True, metavar="MODEL=CATEGORY",
+              help="Set a directly modified model's category (breaking, non-breaking or forward-only), for scripts.")
 @click.option("-r", "--restate-model", multiple=True, metavar="SELECTOR",
               help="Recompute these models and everything downstream over --start/--end (default: all their "
                    "history), as the environment has them; local changes are not part of it.")
 @click.pass_context
 def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_backfill, empty_backfill,
          include_unmodified, explain, auto_apply, no_prompts, no_diff, forward_only, effective_from,
-         allow_destructive_model, allow_additive_model, restate_model) -> None:
+         allow_destructive_model, allow_additive_model, no_auto_categorization, categorize, restate_model) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
     from mesh_dagster.cli.console import ConsoleListener, console, show_explain, show_plan, show_test_report
 
@@ -119,11 +124,16 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
                                    skip_backfill=skip_backfill or empty_backfill, include_unmodified=include_unmodified)
         p = context.restate(environment, restate_model, start=start, end=end, execution_time=execution_time)
     else:
-        p = context.plan(environment, start=start, end=end, execution_time=execution_time, create_from=create_from,
-                         include_unmodified=include_unmodified or None, skip_backfill=skip_backfill,
-                         empty_backfill=empty_backfill, forward_only=forward_only, effective_from=effective_from,
-                         allow_destructive=context.select(allow_destructive_model, "--allow-destructive-model"),
-                         allow_additive=context.select(allow_additive_model, "--allow-additive-model"))
+        options = dict(start=start, end=end, execution_time=execution_time, create_from=create_from,
+                       include_unmodified=include_unmodified or None, skip_backfill=skip_backfill,
+                       empty_backfill=empty_backfill, forward_only=forward_only, effective_from=effective_from,
+                       allow_destructive=context.select(allow_destructive_model, "--allow-destructive-model"),
+                       allow_additive=context.select(allow_additive_model, "--allow-additive-model"))
+        choices = context.parse_categories(categorize)
+        p = context.plan(environment, **options, choices=choices)
+        asked = _ask_categories(p, context, choices, ask_all=no_auto_categorization, no_prompts=no_prompts)
+        if asked:
+            p = context.plan(environment, **options, choices={**choices, **asked})
     show_plan(p, no_diff=no_diff)
     if explain:
         show_explain(p, context.explain(p))
@@ -143,6 +153,31 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
         context.apply(p, listener)
     finally:
         listener.close()
+
+
+def _ask_categories(plan, context, given: dict, *, ask_all: bool, no_prompts: bool) -> dict:
+    """The categories the user chooses for the directly modified models automatic categorization
+    leaves to them (`--no-auto-categorization`, `plan.auto_categorize_changes`), diff first."""
+    from mesh_dagster.cli.console import console, show_diff
+
+    unknown = sorted(set(given) - set(plan.directly_modified))
+    if unknown:
+        raise MeshError(f"--categorize names {', '.join(unknown)}, which this plan does not directly modify "
+                        f"(directly modified: {', '.join(plan.directly_modified) or 'none'})")
+    ask = [n for n in context.categories_to_choose(plan, ask_all) if n not in given]
+    if ask and no_prompts:
+        raise MeshError(f"These changes need a category and prompts are off: {', '.join(ask)}. Use "
+                        f"--categorize MODEL=breaking|non-breaking|forward-only. Nothing was applied.")
+    chosen = {}
+    for name in ask:
+        show_diff(plan, name)
+        proposed = plan.category(name)
+        default = next((k for k, v in CATEGORY_CHOICES.items() if v == proposed), "breaking")
+        answer = click.prompt(f"Category of {plan.view(name)}", type=click.Choice(list(CATEGORY_CHOICES)),
+                              default=default)
+        chosen[name] = CATEGORY_CHOICES[answer]
+        console.print()
+    return chosen
 
 
 def _check_restatement_options(**given: object) -> None:

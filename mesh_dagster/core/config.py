@@ -168,10 +168,33 @@ class ModelDefaults(_Strict):
         return value
 
 
+CategorizeMode = Literal["full", "semi", "off"]
+
+
+class AutoCategorize(_Strict):
+    """Per kind of source: `full` categorizes every directly modified model automatically, `semi`
+    asks when the change could not be proven non-breaking, `off` always asks."""
+
+    sql: CategorizeMode = "full"
+    python: CategorizeMode = "full"
+    seed: CategorizeMode = "full"
+    external: CategorizeMode = "full"
+
+    @field_validator("sql", "python", "seed", "external", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        # YAML reads a bare `off` as false.
+        if value is False:
+            return "off"
+        return value.strip().lower() if isinstance(value, str) else value
+
+
 class PlanDefaults(_Strict):
     include_unmodified: bool = False
     no_prompts: bool = False
     auto_apply: bool = False
+    forward_only: bool = False
+    auto_categorize_changes: AutoCategorize = Field(default_factory=AutoCategorize)
 
 
 class ProjectConfig(_Strict):

@@ -189,6 +189,7 @@ def build_plan(
     if is_prod and (start or end):
         raise PlanError("--start and --end can only be set for development environments, not prod")
     include_unmodified = project.config.plan.include_unmodified if include_unmodified is None else include_unmodified
+    forward_only = forward_only or project.config.plan.forward_only
     execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
 
     base = resolve_base(state, environment, create_from)

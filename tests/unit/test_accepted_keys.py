@@ -585,6 +585,55 @@ def probe_plan_no_prompts(tmp_path: Path) -> None:
     assert "Apply - " not in outputs[1] and "use --auto-apply" in outputs[1]
 
 
+def _second_plan(tmp_path: Path, plan_config: str, files: dict[str, str], edit: tuple[str, str, str]) -> Any:
+    """A dev plan after recording prod, with one file edited, under `plan:` settings."""
+    from project_builder import record_plan
+
+    root = write_project(tmp_path / f"pc{len(list(tmp_path.iterdir()))}", files, CONFIG + plan_config)
+    with StateStore(f"sqlite:///{root / 'state.db'}") as state:
+        record_plan(build_plan(load_project(root, use_cache=False), state, execution_time="2020-01-04"), state)
+        path = root / edit[0]
+        path.write_text(path.read_text().replace(edit[1], edit[2]))
+        return build_plan(load_project(root, use_cache=False), state, "dev", execution_time="2020-01-04")
+
+
+INCREMENTAL_FILES = {"models/m.sql": MODEL.format(kind=INCREMENTAL.format(kind_props=""), props="")}
+INCREMENTAL_EDIT = ("models/m.sql", "1 AS a", "2 AS a")
+
+
+def probe_plan_forward_only(tmp_path: Path) -> None:
+    categories = [_second_plan(tmp_path, f"plan:\n  forward_only: {flag}\n", INCREMENTAL_FILES,
+                               INCREMENTAL_EDIT).category("s.m").name for flag in ("false", "true")]
+    assert categories == ["BREAKING", "FORWARD_ONLY"]
+
+
+def categorize_probe(source: str) -> Callable[[Path], None]:
+    """`plan.auto_categorize_changes.<source>: off` makes the plan ask about that source's changes only."""
+    from mesh_dagster.core.manual_categories import needs_choice
+
+    files = {"sql": INCREMENTAL_FILES,
+             "seed": {"models/m.sql": SEED_MODEL.format(csv="t.csv", kind_props="", props=""), "seeds/t.csv": "a\n1\n"},
+             "external": {"external_models.yaml": "- name: raw.t\n  columns:\n    a: int\n",
+                          "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT a FROM raw.t\n"}}[source]
+    edit = {"sql": INCREMENTAL_EDIT, "seed": ("seeds/t.csv", "1", "2"),
+            "external": ("external_models.yaml", "a: int", "a: bigint")}[source]
+    name = "raw.t" if source == "external" else "s.m"
+
+    def probe(tmp_path: Path) -> None:
+        asked = []
+        for mode in ("full", "off"):
+            config = f"plan:\n  auto_categorize_changes:\n    {source}: {mode}\n"
+            plan = _second_plan(tmp_path, config, files, edit)
+            asked.append(needs_choice(plan, load_config(plan_root(tmp_path)).plan.auto_categorize_changes))
+        assert asked == [[], [name]], asked
+
+    return probe
+
+
+def plan_root(tmp_path: Path) -> Path:
+    return max(tmp_path.iterdir(), key=lambda p: p.stat().st_mtime)
+
+
 def probe_linter(tmp_path: Path) -> None:
     assert _config(tmp_path, "linter:\n  enabled: false\n")
     refused(lambda: _config(tmp_path, "linter:\n  enabled: true\n"), "config.yaml:1:", "linter", "not supported")
@@ -624,6 +673,9 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "plan": probe_plan,
     "plan.include_unmodified": probe_plan_include_unmodified,
     "plan.no_prompts": probe_plan_no_prompts,
+    "plan.forward_only": probe_plan_forward_only,
+    "plan.auto_categorize_changes": categorize_probe("sql"),
+    **{f"plan.auto_categorize_changes.{k}": categorize_probe(k) for k in ("sql", "seed", "external")},
     "state_connection": probe_state_connection,
     **{f"state_connection.{f}": state_probe("top", f) for f in STATE_FIELDS},
     "linter": probe_linter,
