@@ -52,13 +52,15 @@ def categorize_changes(
     """Compare each local snapshot with the base's (`base`, loaded in `previous` when it differs).
 
     A snapshot the base already references is kept as stored; one the state store knows from an
-    earlier plan is reused with its version; any other is new, categorised here.
+    earlier plan is reused with its version; any other is new, categorised here. `local` is in DAG
+    order, parents first (as `build_snapshots` and `selection.take_selected_changes` give it), and
+    a model's parents are its snapshot's: a plan limited by --select-model holds models the project
+    no longer defines, and definitions the environment has in place of the project's.
     """
     snapshots: dict[str, Snapshot] = {}
     new_snapshots: list[Snapshot] = []
     tally = _Tally()
-    for name in project.dag.sorted():
-        snap = local[name]
+    for name, snap in local.items():
         in_base = base.get(name)
         if in_base is not None and in_base.identifier == snap.identifier:
             snapshots[name] = stored.get(snap.snapshot_id) or _recategorize_missing(snap, in_base)
@@ -66,7 +68,8 @@ def categorize_changes(
         old = previous.get(name)
         existing = stored.get(snap.snapshot_id)
         if existing is None:
-            snap = snap.model_copy(update={"rendered_query": _rendered(project, snap)})
+            # A definition taken from the environment (see selection.py) keeps its stored rendering.
+            snap = snap.model_copy(update={"rendered_query": snap.rendered_query or _rendered(project, snap)})
             category = tally.categorize(project, snap, old)
             snap.categorize(category, old)
             snap.created_ts = now_ms()
@@ -74,7 +77,7 @@ def categorize_changes(
         else:
             snap = existing
             category = tally.categorize(project, snap, old)
-        tally.record(snap, old, category, project.parents(name))
+        tally.record(snap, old, category, _parent_names(snap))
         snapshots[name] = snap
     return ChangeSet(
         snapshots=snapshots,
@@ -113,7 +116,7 @@ class _Tally:
     def categorize(self, project: Project, snap: Snapshot, old: Snapshot | None) -> ChangeCategory:
         """Category of a changed model relative to its snapshot in the base environment (`old`)."""
         name = snap.name
-        parents = project.parents(name)
+        parents = _parent_names(snap)
         if old is None:
             self.added.append(name)
             return ChangeCategory.BREAKING
@@ -156,6 +159,10 @@ class _Tally:
             for root in sorted(roots):
                 out.setdefault(root, []).append(name)
         return out
+
+
+def _parent_names(snap: Snapshot) -> list[str]:
+    return [p.name for p in snap.parents]
 
 
 def _diff(old: Snapshot, new: Snapshot) -> str:
