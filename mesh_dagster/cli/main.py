@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from mesh_dagster.cli.errors import EXIT_ERROR, MeshGroup
-from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name
+from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name, selector_option
 from mesh_dagster.cli.project import project_context
 from mesh_dagster.core.errors import MeshError
 
@@ -83,9 +83,14 @@ def _choose(question: str, options) -> str:
 @click.option("--auto-apply", is_flag=True, help="Apply without asking.")
 @click.option("--no-prompts", is_flag=True, help="Never ask: without --auto-apply the plan is only shown.")
 @click.option("--no-diff", is_flag=True, help="Do not show text diffs of changed models.")
+@selector_option("--select-model", help="Only the selected models' local changes enter the plan; every other model "
+                 "stays as the environment has it (their children are still indirectly modified). In development "
+                 "environments, also what is backfilled unless --backfill-model says otherwise.")
+@selector_option("--backfill-model", help="Development environments only: backfill only the selected models and "
+                 "their upstream; other changed models are neither computed nor shown in the environment.")
 @click.pass_context
 def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_backfill, empty_backfill,
-         include_unmodified, explain, auto_apply, no_prompts, no_diff) -> None:
+         include_unmodified, explain, auto_apply, no_prompts, no_diff, select_model, backfill_model) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
     from mesh_dagster.cli.console import ConsoleListener, console, show_explain, show_plan, show_test_report
 
@@ -102,7 +107,7 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
             raise MeshError("Unit tests failed: fix them or use --skip-tests. Nothing was applied.")
     p = context.plan(environment, start=start, end=end, execution_time=execution_time, create_from=create_from,
                      include_unmodified=include_unmodified or None, skip_backfill=skip_backfill,
-                     empty_backfill=empty_backfill)
+                     empty_backfill=empty_backfill, select_models=select_model, backfill_models=backfill_model)
     show_plan(p, no_diff=no_diff)
     if explain:
         show_explain(p, context.explain(p))
@@ -130,18 +135,22 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
 @click.option("-e", "--end", type=TIME, help="Only intervals up to this time.")
 @click.option("--execution-time", type=TIME, help="The 'now' deciding which intervals are due.")
 @click.option("--ignore-cron", is_flag=True, help="Process every missing interval, due or not.")
-@click.option("--select-model", multiple=True, help="Only these models.")
+@selector_option("--select-model", help="Only the selected models of the environment, and everything upstream of "
+                 "them (see --no-auto-upstream).")
+@click.option("--no-auto-upstream", is_flag=True,
+              help="With --select-model: only the selected models, not what they read from.")
 @click.pass_context
-def run(ctx, environment, start, end, execution_time, ignore_cron, select_model) -> None:
+def run(ctx, environment, start, end, execution_time, ignore_cron, select_model, no_auto_upstream) -> None:
     """Process the missing intervals whose cron is due, for ENVIRONMENT's models."""
     from mesh_dagster.cli.console import ConsoleListener
 
+    if no_auto_upstream and not select_model:
+        raise MeshError("--no-auto-upstream only applies with --select-model")
     context = project_context(ctx)
-    select = {context.model_name(m) for m in select_model} or None
     listener = ConsoleListener()
     try:
         context.run(environment, listener=listener, start=start, end=end, execution_time=execution_time,
-                    ignore_cron=ignore_cron, select=select)
+                    ignore_cron=ignore_cron, select=select_model or None, auto_upstream=not no_auto_upstream)
     finally:
         listener.close()
 
@@ -195,16 +204,37 @@ def diff(ctx, environment) -> None:
 
 @cli.command("table_diff")
 @click.argument("source_target")
-@click.argument("model")
-@click.option("-o", "--on", multiple=True, help="Join columns (default: the model's grain).")
+@click.argument("model", required=False)
+@click.option("-o", "--on", multiple=True, help="Join columns (default: each model's grain).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=0), help="Rows of differences to show.")
+@selector_option("-m", "--select-model", help="Diff every selected model that the two environments hold in "
+                 "different tables (with MODEL, if given, too).")
 @click.pass_context
-def table_diff(ctx, source_target, model, on, limit) -> None:
-    """Compare MODEL's data between two environments: `mesh table_diff prod:dev my.model`."""
+def table_diff(ctx, source_target, model, on, limit, select_model) -> None:
+    """Compare models' data between two environments: `mesh table_diff prod:dev my.model` or
+    `mesh table_diff prod:dev -m 'my.*'`."""
     if ":" not in source_target:
         raise MeshError("Write the environments as SOURCE:TARGET, e.g. prod:dev")
+    if model is None and not select_model:
+        raise MeshError("Name the MODEL to diff, or select models with -m/--select-model")
     source, target = (environment_name(e) for e in source_target.split(":", 1))
-    d = project_context(ctx).table_diff(source, target, model, list(on) or None, limit)
+    context = project_context(ctx)
+    if not select_model:
+        _show_table_diff(context.table_diff(source, target, model, list(on) or None, limit), source, target)
+        return
+    selectors = [*select_model, *([model] if model else [])]
+    result = context.table_diffs(source, target, selectors, list(on) or None, limit)
+    for i, d in enumerate(result.diffs):
+        if i:
+            click.echo()
+        _show_table_diff(d, source, target)
+    if result.skipped:
+        click.echo(("\n" if result.diffs else "") + "Not diffed:")
+        for name, reason in result.skipped.items():
+            click.echo(f"  {name}: {reason}")
+
+
+def _show_table_diff(d, source: str, target: str) -> None:
     click.echo(f"Table diff {d.source} -> {d.target} on {', '.join(d.on)}")
     if d.schema_added or d.schema_removed:
         click.echo(f"Schema: added {d.schema_added or '-'}, removed {d.schema_removed or '-'}")
