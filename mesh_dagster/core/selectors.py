@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 TAG_PREFIX = "tag:"
 _OPERATORS = "()&|^+"
 _SUGGESTIONS = 3
+_CUTOFF = 0.6  # how alike a name must be to be suggested (difflib's default)
 _LISTED = 10
 
 
@@ -79,6 +80,11 @@ class ModelIndex:
         """`names` and everything they read from, directly or not."""
         found = set(names)
         return found | self.dag.upstream_of(found)
+
+    def with_downstream(self, names: Iterable[str]) -> set[str]:
+        """`names` and everything that reads from them, directly or not (what a restatement redoes)."""
+        found = set(names)
+        return found | self.dag.downstream_of(found)
 
 
 def select_models(selectors: Sequence[str], index: ModelIndex, *, flag: str) -> set[str]:
@@ -331,9 +337,9 @@ class _Evaluation:
         return f"{self.flag} '{self.selector}': '{term}'"
 
     def _suggest_names(self, key: str) -> str:
-        close = difflib.get_close_matches(key, sorted(self.index.tags), n=_SUGGESTIONS, cutoff=0.6)
+        close = _close(key, self.index.tags)
         if not close and "." not in key:
-            tables = difflib.get_close_matches(key, self.index.tables, n=_SUGGESTIONS, cutoff=0.6)
+            tables = _close(key, self.index.tables)
             close = [n for t in tables for n in self.index.with_table(t)][:_SUGGESTIONS]
         if close:
             return f" Did you mean: {', '.join(close)}?"
@@ -345,7 +351,7 @@ class _Evaluation:
         hint = ""
         if isinstance(node, _Tag):
             tags = sorted({t for ts in self.index.tags.values() for t in ts})
-            close = difflib.get_close_matches(node.pattern.replace("*", ""), tags, n=_SUGGESTIONS, cutoff=0.6)
+            close = _close(node.pattern.replace("*", ""), tags)
             if close:
                 hint = f" Did you mean: {', '.join(TAG_PREFIX + t for t in close)}?"
             else:
@@ -353,6 +359,17 @@ class _Evaluation:
         elif isinstance(node, _Name):
             hint = self._suggest_names(node.text.replace("*", ""))
         return SelectorError(f"{self.flag} '{self.selector}' matches no model.{hint}")
+
+
+def _close(word: str, candidates: Iterable[str]) -> list[str]:
+    """The candidates most like `word` (difflib's measure), best first, ties by name."""
+    scored = []
+    for candidate in candidates:
+        matcher = difflib.SequenceMatcher(None, word, candidate)
+        if matcher.real_quick_ratio() >= _CUTOFF and matcher.quick_ratio() >= _CUTOFF and \
+                (ratio := matcher.ratio()) >= _CUTOFF:
+            scored.append((-ratio, candidate))
+    return [candidate for _, candidate in sorted(scored)[:_SUGGESTIONS]]
 
 
 def _listing(names: Iterable[str]) -> str:

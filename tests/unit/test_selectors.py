@@ -268,5 +268,33 @@ def test_parents_outside_the_index_are_ignored():
     assert select_models(["+s.a"], index, flag=FLAG) == {"s.a"}
 
 
-def test_with_upstream():
+def test_with_upstream_and_with_downstream():
     assert INDEX.with_upstream({"s.revenue", "t.revenue"}) == {"s.seed", "s.orders", "s.revenue", "t.revenue"}
+    assert INDEX.with_downstream({"s.revenue", "m.test_orders"}) == {"s.revenue", "m.metrics_daily", "m.test_orders"}
+
+
+def test_an_index_of_snapshots_selects_what_an_environment_has(tmp_path):
+    from project_builder import record_plan
+
+    from mesh_dagster.core.plan import build_plan
+    from mesh_dagster.execution.run import environment_snapshots, run_scope
+    from mesh_dagster.state.store import StateStore
+
+    root = write_project(tmp_path / "p", {
+        "models/a.sql": "MODEL (name s.a, kind FULL, tags (raw));\nSELECT 1 AS x\n",
+        "models/b.sql": "MODEL (name s.b, kind FULL, tags (finance));\nSELECT x FROM s.a\n",
+        "models/c.sql": "MODEL (name s.c, kind FULL, tags (finance));\nSELECT x FROM s.b\n",
+    })
+    state = StateStore(f"sqlite:///{tmp_path}/state.db")
+    try:
+        record_plan(build_plan(load_project(root, use_cache=False), state, execution_time="2020-01-05"), state)
+        (root / "models" / "c.sql").unlink()  # the environment, not the project, is selected from
+        _, snapshots = environment_snapshots(state, "prod")
+    finally:
+        state.close()
+    index = ModelIndex.of_snapshots(snapshots)
+    assert select_models(["tag:finance"], index, flag=FLAG) == {"s.b", "s.c"}
+    assert run_scope(snapshots, ["s.c"]) == {"s.a", "s.b", "s.c"}  # `mesh run` adds the upstream...
+    assert run_scope(snapshots, ["s.c"], auto_upstream=False) == {"s.c"}  # ...unless --no-auto-upstream
+    with pytest.raises(SelectorError, match=r"^--select-model 's.d' matches no model. Did you mean: s.a, s.b, s.c\?$"):
+        run_scope(snapshots, ["s.d"])
