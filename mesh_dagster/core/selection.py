@@ -74,9 +74,9 @@ def select_plan(project: Project, state: SnapshotReader, base: Mapping[str, Envi
         selected = select_models(select, index, flag=SELECT_FLAG)
         lost = sorted(n for n in base if n not in stored and n not in selected)
         if lost:
-            raise PlanError(f"{SELECT_FLAG}: {', '.join(lost)} cannot stay as the environment has "
-                            f"{'them' if len(lost) > 1 else 'it'}: the state store lost the snapshot; select "
-                            f"{'them' if len(lost) > 1 else 'it'} too")
+            them, snapshots_ = ("them", "their snapshots") if len(lost) > 1 else ("it", "its snapshot")
+            raise PlanError(f"{SELECT_FLAG}: {', '.join(lost)} cannot stay as the environment has {them}: the state "
+                            f"store lost {snapshots_}; select {them} too")
         snapshots = take_selected_changes(local, stored, selected)
     limit: set[str] | None = None
     if not is_prod and (backfill or select):

@@ -175,7 +175,7 @@ def test_an_environment_snapshot_lost_from_the_store_cannot_stay_unselected(root
     lost = prod_snapshot(state, "s.d")
     state.forget_snapshots([lost.snapshot_id], [])
     with pytest.raises(PlanError, match=r"^--select-model: s.d cannot stay as the environment has it: the state "
-                                        r"store lost the snapshot; select it too$"):
+                                        r"store lost its snapshot; select it too$"):
         plan(root, state, select_models=["s.a"])
     assert {"s.a", "s.d"} <= set(plan(root, state, select_models=["s.a | s.d"]).changed)
 
