@@ -9,12 +9,14 @@ Spark's connection read `config.yaml` alone, so a broken model file does not sto
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.config import MESH_DIR, ProjectConfig, load_config
 from mesh_dagster.core.dates import now_ms, time_range, to_end_ms, to_ms
+from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.errors import ConfigError, MeshError, PlanError
 from mesh_dagster.core.intervals import Interval
 from mesh_dagster.core.manual_categories import CHOICES as CATEGORY_CHOICES  # noqa: F401 - for the CLI
@@ -42,6 +44,46 @@ class TableDiff:
     schema_added: list[str] = field(default_factory=list)
     schema_removed: list[str] = field(default_factory=list)
     sample: Any = None
+
+
+@dataclass
+class TableDiffs:
+    """What `table_diff -m` compared, and the selected models it did not (model -> why)."""
+
+    diffs: list[TableDiff] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _EnvironmentViews:
+    """An environment record, looked up by model."""
+
+    name: str
+    snapshots: dict[str, EnvironmentSnapshot]
+    promoted: set[str]
+
+    @classmethod
+    def of(cls, record: Environment) -> _EnvironmentViews:
+        return cls(record.name, record.snapshot_by_name(), set(record.promoted))
+
+
+def _not_diffable(name: str, envs: list[_EnvironmentViews], keys: list[str]) -> str | None:
+    """Why a model cannot or need not be diffed between two environments, if so."""
+    tables = []
+    for env in envs:
+        ref = env.snapshots.get(name)
+        if ref is None:
+            return f"not in '{env.name}'"
+        if ref.table_name is None:
+            return f"{ref.kind}: it has no table"
+        if name not in env.promoted:
+            return f"no view in '{env.name}'"
+        tables.append(ref.table_name)
+    if tables[0] == tables[1]:
+        return "both environments read the same table"
+    if not keys:
+        return "no grain: pass the join columns with --on"
+    return None
 
 
 @dataclass(frozen=True)
@@ -130,8 +172,7 @@ class Context:
         from mesh_dagster.core.restatement import build_restatement
 
         execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
-        names = {_model_key(m) for m in models}
-        plan = build_restatement(self.state, environment, names, start_ms=to_ms(start) if start else None,
+        plan = build_restatement(self.state, environment, list(models), start_ms=to_ms(start) if start else None,
                                  end_ms=to_end_ms(end) if end else None, execution_ms=execution_ms)
         recorded = {s.name: s.identifier for s in plan.snapshots.values()}
         edited = sorted(n for n, s in self.local_snapshots().items() if recorded.get(n, s.identifier) != s.identifier)
@@ -166,10 +207,14 @@ class Context:
         return PlanExplanation(physical_snapshots(plan) if plan.new_snapshots else [], promote, demote)
 
     def run(self, environment: str = PROD, listener: ApplyListener | None = None, **options) -> int:
-        from mesh_dagster.execution.run import run_environment
+        """`mesh run`; `select` (selectors) and `auto_upstream` limit the models it processes."""
+        from mesh_dagster.execution.run import environment_snapshots, run_environment, run_scope
 
         if options.get("start") and options.get("end"):
             time_range(options["start"], options["end"])
+        if options.get("select"):  # a selector that selects nothing fails before Spark starts
+            _, snapshots = environment_snapshots(self.state, normalize_environment(environment))
+            run_scope(snapshots, options["select"], auto_upstream=options.get("auto_upstream", True))
         return run_environment(self.project, self.state, self.engine, environment, listener=listener, **options)
 
     # -- materializing and promoting (what Dagster calls) ----------------------------------
@@ -221,8 +266,12 @@ class Context:
         raise MeshError(f"Unknown model '{name}'. Models: {', '.join(sorted(self.project.models)[:20])}")
 
     def select(self, selectors: tuple[str, ...] | list[str], flag: str) -> set[str]:
-        """The models `selectors` choose (names for now; selector syntax arrives with core/selectors.py)."""
-        return {self.model_name(s) for s in selectors}
+        """The project's models `selectors` choose (core/selectors.py); errors name `flag`."""
+        from mesh_dagster.core.selectors import ModelIndex, select_models
+
+        if not selectors:
+            return set()
+        return select_models(list(selectors), ModelIndex.of_models(self.project.models, self.project.dag), flag=flag)
 
     def local_snapshots(self) -> dict[str, Snapshot]:
         """The project's snapshots, categorised against prod (or fresh) so they have versions."""
@@ -316,6 +365,30 @@ class Context:
             schema_removed=[c for c in src_cols if c not in tgt_cols],
             sample=self.engine.fetchdf(q.sample(limit)) if limit else None,
         )
+
+    def table_diffs(self, source: str, target: str, selectors: Sequence[str], on: list[str] | None = None,
+                    limit: int = 20) -> TableDiffs:
+        """`table_diff` of every project model `selectors` select that the two environments show
+        from different tables; the others are listed with the reason (no view in one of them, one
+        table for both, no grain and no `on`). Selection errors come before Spark starts."""
+        from mesh_dagster.core.selectors import ModelIndex, select_models
+
+        envs = []
+        for env in (normalize_environment(source), normalize_environment(target)):
+            record = self.state.get_environment(env)
+            if record is None:
+                raise PlanError(f"Environment '{env}' does not exist")
+            envs.append(_EnvironmentViews.of(record))
+        project = self.project
+        selected = select_models(selectors, ModelIndex.of_models(project.models, project.dag), flag="--select-model")
+        result = TableDiffs()
+        for name in (n for n in project.dag.sorted() if n in selected):
+            reason = _not_diffable(name, envs, on or project.models[name].grain)
+            if reason:
+                result.skipped[name] = reason
+            else:
+                result.diffs.append(self.table_diff(envs[0].name, envs[1].name, name, on, limit))
+        return result
 
     # -- environments ------------------------------------------------------------------------
     def environments(self):
@@ -424,9 +497,3 @@ class Context:
 
         os.environ.setdefault(SHARED_ENV, "1")
 
-
-def _model_key(name: str) -> str:
-    """`schema.model` from a name as written, or from a view name of any environment."""
-    key = name.strip().strip("`").lower()
-    schema, _, table = key.rpartition(".")
-    return f"{schema.split('__')[0]}.{table}" if schema else key

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from mesh_dagster.cli.errors import EXIT_ERROR, MeshGroup
-from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name
+from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name, selector_option
 from mesh_dagster.cli.project import project_context
 from mesh_dagster.context import CATEGORY_CHOICES
 from mesh_dagster.core.errors import MeshError
@@ -89,21 +89,27 @@ def _choose(question: str, options) -> str:
                    "logic (development environments preview the change in tables of their own).")
 @click.option("--effective-from", type=TIME,
               help="With forward-only changes: recompute their intervals from this date once deployed.")
-@click.option("--allow-destructive-model", multiple=True, metavar="SELECTOR",
-              help="Allow destructive schema changes (dropped or narrowed columns) of these models' kept tables.")
-@click.option("--allow-additive-model", multiple=True, metavar="SELECTOR",
-              help="Allow additive schema changes (added or widened columns) of these models' kept tables.")
+@selector_option("--allow-destructive-model",
+                 help="Allow destructive schema changes (dropped or narrowed columns) of these models' kept tables.")
+@selector_option("--allow-additive-model",
+                 help="Allow additive schema changes (added or widened columns) of these models' kept tables.")
 @click.option("--no-auto-categorization", is_flag=True,
               help="Ask the category (breaking, non-breaking, forward-only) of every directly modified model.")
 @click.option("--categorize", multiple=True, metavar="MODEL=CATEGORY",
               help="Set a directly modified model's category (breaking, non-breaking or forward-only), for scripts.")
-@click.option("-r", "--restate-model", multiple=True, metavar="SELECTOR",
-              help="Recompute these models and everything downstream over --start/--end (default: all their "
-                   "history), as the environment has them; local changes are not part of it.")
+@selector_option("--restate-model", "-r",
+                 help="Recompute these models and everything downstream over --start/--end (default: all their "
+                      "history), as the environment has them; local changes are not part of it.")
+@selector_option("--select-model", help="Only the selected models' local changes enter the plan; every other model "
+                 "stays as the environment has it (their children are still indirectly modified). In development "
+                 "environments, also what is backfilled unless --backfill-model says otherwise.")
+@selector_option("--backfill-model", help="Development environments only: backfill only the selected models and "
+                 "their upstream; other changed models are neither computed nor shown in the environment.")
 @click.pass_context
 def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_backfill, empty_backfill,
          include_unmodified, explain, auto_apply, no_prompts, no_diff, forward_only, effective_from,
-         allow_destructive_model, allow_additive_model, no_auto_categorization, categorize, restate_model) -> None:
+         allow_destructive_model, allow_additive_model, no_auto_categorization, categorize, restate_model,
+         select_model, backfill_model) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
     from mesh_dagster.cli.console import ConsoleListener, console, show_explain, show_plan, show_test_report
 
@@ -121,14 +127,16 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
     if restate_model:
         _check_restatement_options(forward_only=forward_only, effective_from=effective_from,
                                    allow=allow_destructive_model + allow_additive_model,
-                                   skip_backfill=skip_backfill or empty_backfill, include_unmodified=include_unmodified)
+                                   skip_backfill=skip_backfill or empty_backfill, include_unmodified=include_unmodified,
+                                   select=select_model + backfill_model)
         p = context.restate(environment, restate_model, start=start, end=end, execution_time=execution_time)
     else:
         options = dict(start=start, end=end, execution_time=execution_time, create_from=create_from,
                        include_unmodified=include_unmodified or None, skip_backfill=skip_backfill,
                        empty_backfill=empty_backfill, forward_only=forward_only, effective_from=effective_from,
                        allow_destructive=context.select(allow_destructive_model, "--allow-destructive-model"),
-                       allow_additive=context.select(allow_additive_model, "--allow-additive-model"))
+                       allow_additive=context.select(allow_additive_model, "--allow-additive-model"),
+                       select_models=select_model, backfill_models=backfill_model)
         choices = context.parse_categories(categorize)
         p = context.plan(environment, **options, choices=choices)
         asked = _ask_categories(p, context, choices, ask_all=no_auto_categorization, no_prompts=no_prompts)
@@ -184,7 +192,8 @@ def _check_restatement_options(**given: object) -> None:
     """A restatement recomputes what the environment has: options about changes make no sense."""
     flags = {"forward_only": "--forward-only", "effective_from": "--effective-from",
              "allow": "--allow-destructive-model/--allow-additive-model",
-             "skip_backfill": "--skip-backfill/--empty-backfill", "include_unmodified": "--include-unmodified"}
+             "skip_backfill": "--skip-backfill/--empty-backfill", "include_unmodified": "--include-unmodified",
+             "select": "--select-model/--backfill-model"}
     used = [flags[k] for k, v in given.items() if v]
     if used:
         raise MeshError(f"--restate-model cannot be combined with {', '.join(used)}: a restatement changes no model")
@@ -196,18 +205,22 @@ def _check_restatement_options(**given: object) -> None:
 @click.option("-e", "--end", type=TIME, help="Only intervals up to this time.")
 @click.option("--execution-time", type=TIME, help="The 'now' deciding which intervals are due.")
 @click.option("--ignore-cron", is_flag=True, help="Process every missing interval, due or not.")
-@click.option("--select-model", multiple=True, help="Only these models.")
+@selector_option("--select-model", help="Only the selected models of the environment, and everything upstream of "
+                 "them (see --no-auto-upstream).")
+@click.option("--no-auto-upstream", is_flag=True,
+              help="With --select-model: only the selected models, not what they read from.")
 @click.pass_context
-def run(ctx, environment, start, end, execution_time, ignore_cron, select_model) -> None:
+def run(ctx, environment, start, end, execution_time, ignore_cron, select_model, no_auto_upstream) -> None:
     """Process the missing intervals whose cron is due, for ENVIRONMENT's models."""
     from mesh_dagster.cli.console import ConsoleListener
 
+    if no_auto_upstream and not select_model:
+        raise MeshError("--no-auto-upstream only applies with --select-model")
     context = project_context(ctx)
-    select = {context.model_name(m) for m in select_model} or None
     listener = ConsoleListener()
     try:
         context.run(environment, listener=listener, start=start, end=end, execution_time=execution_time,
-                    ignore_cron=ignore_cron, select=select)
+                    ignore_cron=ignore_cron, select=select_model or None, auto_upstream=not no_auto_upstream)
     finally:
         listener.close()
 
@@ -261,16 +274,37 @@ def diff(ctx, environment) -> None:
 
 @cli.command("table_diff")
 @click.argument("source_target")
-@click.argument("model")
-@click.option("-o", "--on", multiple=True, help="Join columns (default: the model's grain).")
+@click.argument("model", required=False)
+@click.option("-o", "--on", multiple=True, help="Join columns (default: each model's grain).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=0), help="Rows of differences to show.")
+@selector_option("-m", "--select-model", help="Diff every selected model that the two environments hold in "
+                 "different tables (with MODEL, if given, too).")
 @click.pass_context
-def table_diff(ctx, source_target, model, on, limit) -> None:
-    """Compare MODEL's data between two environments: `mesh table_diff prod:dev my.model`."""
+def table_diff(ctx, source_target, model, on, limit, select_model) -> None:
+    """Compare models' data between two environments: `mesh table_diff prod:dev my.model` or
+    `mesh table_diff prod:dev -m 'my.*'`."""
     if ":" not in source_target:
         raise MeshError("Write the environments as SOURCE:TARGET, e.g. prod:dev")
+    if model is None and not select_model:
+        raise MeshError("Name the MODEL to diff, or select models with -m/--select-model")
     source, target = (environment_name(e) for e in source_target.split(":", 1))
-    d = project_context(ctx).table_diff(source, target, model, list(on) or None, limit)
+    context = project_context(ctx)
+    if not select_model:
+        _show_table_diff(context.table_diff(source, target, model, list(on) or None, limit), source, target)
+        return
+    selectors = [*select_model, *([model] if model else [])]
+    result = context.table_diffs(source, target, selectors, list(on) or None, limit)
+    for i, d in enumerate(result.diffs):
+        if i:
+            click.echo()
+        _show_table_diff(d, source, target)
+    if result.skipped:
+        click.echo(("\n" if result.diffs else "") + "Not diffed:")
+        for name, reason in result.skipped.items():
+            click.echo(f"  {name}: {reason}")
+
+
+def _show_table_diff(d, source: str, target: str) -> None:
     click.echo(f"Table diff {d.source} -> {d.target} on {', '.join(d.on)}")
     if d.schema_added or d.schema_removed:
         click.echo(f"Schema: added {d.schema_added or '-'}, removed {d.schema_removed or '-'}")

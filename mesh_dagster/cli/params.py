@@ -51,3 +51,16 @@ def environment_name(value: str) -> str:
 
 TIME = TimeParam()
 ENVIRONMENT = EnvironmentParam()
+
+SELECTOR_SYNTAX = (
+    "SELECTOR: schema.model (or model), wildcards (schema.*_model), tag:NAME (tag:fin*), +SELECTOR "
+    "(with its upstream), SELECTOR+ (with its downstream), combined with & (and), | (or), ^ (not) and "
+    "parentheses. Repeat the option for a union."
+)
+
+
+def selector_option(*param_decls: str, help: str):
+    """A repeatable option taking model selectors (core/selectors.py): its help ends with the
+    selector syntax, so every flag that takes selectors explains them the same way. The command
+    evaluates them (`core.selectors.select_models`), naming the flag in its errors."""
+    return click.option(*param_decls, multiple=True, metavar="SELECTOR", help=f"{help} {SELECTOR_SYNTAX}")

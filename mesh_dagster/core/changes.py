@@ -59,13 +59,15 @@ def categorize_changes(
     A snapshot the base already references is kept as stored (read from the table the base
     records for it: a preview, in a development environment); one the state store knows from an
     earlier plan is reused with its version; any other is new, categorised here — forward-only
-    when the plan or the model says so, or as the user chose (`choices`, by model name).
+    when the plan or the model says so, or as the user chose (`choices`, by model name). `local`
+    is in DAG order, parents first (as `build_snapshots` and `selection.take_selected_changes` give
+    it), and a model's parents are its snapshot's: a plan limited by --select-model holds models the
+    project no longer defines, and definitions the environment has in place of the project's.
     """
     snapshots: dict[str, Snapshot] = {}
     new_snapshots: list[Snapshot] = []
     tally = _Tally(forward_only=forward_only, choices=dict(choices or {}))
-    for name in project.dag.sorted():
-        snap = local[name]
+    for name, snap in local.items():
         in_base = base.get(name)
         if in_base is not None and in_base.identifier == snap.identifier:
             kept = stored.get(snap.snapshot_id) or _recategorize_missing(snap, in_base)
@@ -74,7 +76,8 @@ def categorize_changes(
         old = previous.get(name)
         existing = stored.get(snap.snapshot_id)
         if existing is None:
-            snap = snap.model_copy(update={"rendered_query": _rendered(project, snap)})
+            # A definition taken from the environment (see selection.py) keeps its stored rendering.
+            snap = snap.model_copy(update={"rendered_query": snap.rendered_query or _rendered(project, snap)})
             category = tally.categorize(project, snap, old, decide=True)
             snap.categorize(category, old)
             snap.created_ts = now_ms()
@@ -82,7 +85,7 @@ def categorize_changes(
         else:
             snap = existing
             category = tally.categorize(project, snap, old, decide=False)
-        tally.record(snap, old, category, project.parents(name))
+        tally.record(snap, old, category, _parent_names(snap))
         snapshots[name] = snap
     tally.check()
     return ChangeSet(
@@ -128,7 +131,7 @@ class _Tally:
         `decide`: the snapshot is new, so forward-only and the user's choices apply to it (a
         stored one keeps the version an earlier plan chose for it)."""
         name = snap.name
-        parents = project.parents(name)
+        parents = _parent_names(snap)
         if old is None:
             self.added.append(name)
             return ChangeCategory.BREAKING
@@ -214,6 +217,10 @@ def _cannot_be_forward_only(snap: Snapshot, old: Snapshot) -> str | None:
     if not model.kind.is_materialized or not model.kind.has_query:
         return f"{model.kind.name.value} models have no history to keep"
     return None
+
+
+def _parent_names(snap: Snapshot) -> list[str]:
+    return [p.name for p in snap.parents]
 
 
 def _diff(old: Snapshot, new: Snapshot) -> str:

@@ -1,4 +1,4 @@
-"""The model graph: topological order and cycle detection."""
+"""The model graph: topological order, cycle detection, and what lies upstream or downstream."""
 
 from __future__ import annotations
 
@@ -67,21 +67,27 @@ class DAG:
             path.append(node)
 
     def upstream(self, node: str) -> set[str]:
-        out: set[str] = set()
-        stack = list(self.parents.get(node, []))
-        while stack:
-            n = stack.pop()
-            if n not in out:
-                out.add(n)
-                stack.extend(self.parents.get(n, []))
-        return out
+        return self.upstream_of([node])
 
     def downstream(self, node: str) -> set[str]:
-        out: set[str] = set()
-        stack = list(self.children.get(node, []))
-        while stack:
-            n = stack.pop()
-            if n not in out:
-                out.add(n)
-                stack.extend(self.children.get(n, []))
-        return out
+        return self.downstream_of([node])
+
+    def upstream_of(self, nodes: Iterable[str]) -> set[str]:
+        """Everything above any of `nodes` (not the nodes themselves, unless one is above another).
+        One walk for the whole set: a selector matching hundreds of models expands in one pass."""
+        return _reachable(nodes, self.parents)
+
+    def downstream_of(self, nodes: Iterable[str]) -> set[str]:
+        """Everything below any of `nodes` (not the nodes themselves, unless one is below another)."""
+        return _reachable(nodes, self.children)
+
+
+def _reachable(nodes: Iterable[str], edges: Mapping[str, list[str]]) -> set[str]:
+    out: set[str] = set()
+    stack = [n for node in nodes for n in edges.get(node, [])]
+    while stack:
+        n = stack.pop()
+        if n not in out:
+            out.add(n)
+            stack.extend(edges.get(n, []))
+    return out

@@ -42,6 +42,11 @@ class PlanError(MeshError):
     """A plan cannot be built or applied as requested."""
 
 
+class SelectorError(PlanError):
+    """A model selector (`--select-model`, `--backfill-model`, `table_diff -m`, ...) that cannot be
+    read, or that names no model."""
+
+
 class ConflictingPlanError(PlanError):
     """Another plan changed the target environment while this one was in progress."""
 

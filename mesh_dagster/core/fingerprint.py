@@ -91,18 +91,22 @@ def build_snapshots(project: Project) -> dict[str, Snapshot]:
     for name in project.dag.sorted():
         model = project.models[name]
         parents = [snapshots[p] for p in project.parents(name)]
-        fingerprint = SnapshotFingerprint(
-            data_hash=data_hash(model, project),
-            metadata_hash=metadata_hash(model, project),
-            parent_data_hash=hash_values(sorted(p.fingerprint.to_version() for p in parents)) if parents else "0",
-            parent_metadata_hash=hash_values(
-                sorted(p.fingerprint.metadata_hash + p.fingerprint.parent_metadata_hash for p in parents)
-            ) if parents else "0",
-        )
+        own = SnapshotFingerprint(data_hash=data_hash(model, project), metadata_hash=metadata_hash(model, project))
         snapshots[name] = Snapshot(
             name=name,
-            fingerprint=fingerprint,
+            fingerprint=with_parents(own, parents),
             model=model,
             parents=[SnapshotId(p.name, p.identifier) for p in parents],
         )
     return snapshots
+
+
+def with_parents(fingerprint: SnapshotFingerprint, parents: list[Snapshot]) -> SnapshotFingerprint:
+    """`fingerprint`'s own hashes chained with `parents`' (a plan limited by --select-model
+    re-chains a model the environment has onto parents the plan changes)."""
+    return fingerprint.model_copy(update={
+        "parent_data_hash": hash_values(sorted(p.fingerprint.to_version() for p in parents)) if parents else "0",
+        "parent_metadata_hash": hash_values(
+            sorted(p.fingerprint.metadata_hash + p.fingerprint.parent_metadata_hash for p in parents)
+        ) if parents else "0",
+    })

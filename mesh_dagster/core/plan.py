@@ -11,7 +11,7 @@ render cache (a memo of canonical query texts, by snapshot identifier).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -34,6 +34,7 @@ from mesh_dagster.core.fingerprint import build_snapshots
 from mesh_dagster.core.model import Model
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.schema_changes import SchemaChange, plan_schema_changes
+from mesh_dagster.core.selection import select_plan
 from mesh_dagster.core.snapshot import (
     PROD,
     ChangeCategory,
@@ -177,12 +178,16 @@ def build_plan(
     choices: dict[str, ChangeCategory] | None = None,
     allow_destructive: Iterable[str] = (),
     allow_additive: Iterable[str] = (),
+    select_models: Sequence[str] = (),
+    backfill_models: Sequence[str] = (),
 ) -> Plan:
     """Compare the project with `environment` (or, if new, with `create_from`) and categorise.
 
     `choices` fix the category of directly modified models (manual categorization);
     `allow_destructive`/`allow_additive` name models whose schema-change policy this plan
-    overrides."""
+    overrides; `select_models` (selectors) limits the local changes the plan takes,
+    `backfill_models` what a development plan computes (see selection.py).
+    """
     environment = normalize_environment(environment)
     check_environment_fits(environment, {model.schema_name for model in project.models.values()})
     is_prod = environment == PROD
@@ -193,7 +198,9 @@ def build_plan(
     execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
 
     base = resolve_base(state, environment, create_from)
-    local = build_snapshots(project)
+    selection = select_plan(project, state, base.snapshots, build_snapshots(project), select=select_models,
+                            backfill=backfill_models, is_prod=is_prod)
+    local = selection.snapshots
     stored, previous = known_snapshots(state, local, base)
     changes = categorize_changes(project, local, stored, base.snapshots, previous, forward_only=forward_only,
                                  choices=choices)
@@ -205,7 +212,8 @@ def build_plan(
             f"Creating a new environment requires a change, but the project files match the "
             f"`{base.create_from}` environment. Make a change or use --include-unmodified."
         )
-    promoted = promoted_models(changes, base.target, promote_all=is_prod or include_unmodified)
+    promoted = selection.promoted(promoted_models(changes, base.target, promote_all=is_prod or include_unmodified),
+                                  changes.changed, changes.snapshots)
     plan_start, plan_end = validate_range(project, changes.snapshots, start, end, execution_ms)
     forward = forward_only_changes(changes)
     effective_ms = validate_effective_from(effective_from, forward, execution_ms)
@@ -220,7 +228,7 @@ def build_plan(
     warnings += [f"--effective-from does not apply to {name}: its history is not recomputed per interval"
                  for name in skipped]
     backfills = plan_backfills(project, state, changes, previous, is_prod=is_prod, start=start, end=end,
-                               execution_ms=execution_ms,
+                               execution_ms=execution_ms, only=selection.backfill,
                                start_of=preview_starts(changes, previews, start, plan_end),
                                recompute_from=recompute)
 
@@ -396,13 +404,15 @@ def plan_backfills(
     execution_ms: int,
     start_of: dict[str, int] | None = None,
     recompute_from: dict[str, int] | None = None,
+    only: set[str] | None = None,
 ) -> dict[str, Backfill]:
     """The intervals to compute before the environment may use its snapshots.
 
     Prod fills in every model's gaps; a development environment only its changed models' (the
-    others are the base's snapshots, which it reads as they are).
+    others are the base's snapshots, which it reads as they are), or those of `only` (what
+    --backfill-model selects, upstream included).
     """
-    scope = set(changes.snapshots) if is_prod else changes.changed
+    scope = only if only is not None else set(changes.snapshots) if is_prod else changes.changed
     return compute_backfills(state, changes.snapshots, scope, previous, order=project.dag.sorted(),
                              default_start=project.config.model_defaults.start, start=start, end=end,
                              execution_ms=execution_ms, start_of=start_of, recompute_from=recompute_from)

@@ -14,7 +14,7 @@ whose table prod uses are skipped with a warning.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Protocol
 
 from mesh_dagster.core.backfills import ALL_TIME, Backfill, Clearing
@@ -23,6 +23,7 @@ from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.intervals import Interval, merge_intervals, subtract_intervals
 from mesh_dagster.core.plan import Plan, StateReader, snapshot_order
+from mesh_dagster.core.selectors import ModelIndex, select_models
 from mesh_dagster.core.snapshot import PROD, Snapshot, normalize_environment
 
 
@@ -30,19 +31,16 @@ class RestatementReader(StateReader, Protocol):
     def get_environments(self) -> list[Environment]: ...
 
 
-def build_restatement(state: RestatementReader, environment: str, selected: Iterable[str], *,
+def build_restatement(state: RestatementReader, environment: str, selectors: Sequence[str], *,
                       start_ms: int | None, end_ms: int | None, execution_ms: int) -> Plan:
-    """The plan that restates `selected` (model names of the environment) and their descendants."""
+    """The plan that restates the models `selectors` choose among the environment's (selector
+    syntax, core/selectors.py), and their descendants."""
     environment = normalize_environment(environment)
     env = state.get_environment(environment)
     if env is None:
         raise PlanError(f"Cannot restate in '{environment}': the environment does not exist")
     snapshots = _environment_snapshots(state, env)
-    chosen = set(selected)
-    absent = sorted(chosen - set(snapshots))
-    if absent:
-        raise PlanError(f"Cannot restate {', '.join(absent)}: not in environment '{environment}' "
-                        f"(its models: {', '.join(sorted(snapshots)[:10])}{'...' if len(snapshots) > 10 else ''})")
+    chosen = select_models(selectors, ModelIndex.of_snapshots(snapshots), flag=f"--restate-model (in '{environment}')")
     order = snapshot_order(snapshots)
     restated = _with_descendants(chosen, snapshots, order)
     prod = state.get_environment(PROD) if environment != PROD else None

@@ -6,6 +6,7 @@ evaluation per model, not 365. The step calls `Context.materialize`, the same co
 uses to evaluate, audit and record intervals; it never moves an environment's views.
 """
 
+import re
 from collections.abc import Iterator
 
 from dagster import (
@@ -33,6 +34,7 @@ from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.intervals import format_interval_range
+from mesh_dagster.core.model import Model
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.partitions import to_ms
 from mesh_dagster.dagster.stamps import STAMP_LIMIT, Stamper
@@ -41,6 +43,8 @@ from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.materialize import ModelMaterialization, Outcome
 
 RESOURCE_KEY = "mesh"
+TAG_KEY_LIMIT = 63
+_NOT_IN_TAG_KEYS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class DagsterLogListener(ApplyListener):
@@ -70,11 +74,29 @@ def asset_spec(asset: ModelAsset) -> AssetSpec:
         metadata=spec_metadata(asset),
         group_name=asset.group,
         code_version=asset.fingerprint,
-        kinds={"spark", model.kind.name.value.lower()},
-        tags={"mesh/kind": model.kind.name.value},
+        kinds=asset_kinds(model),
+        tags=asset_tags(model),
         owners=[model.owner] if model.owner and "@" in model.owner else None,
         skippable=True,
     )
+
+
+def asset_kinds(model: Model) -> set[str]:
+    """The kinds the UI shows as icons: the engine and the model kind (Dagster shows up to three)."""
+    return {"spark", model.kind.name.value.lower()}
+
+
+def asset_tags(model: Model) -> dict[str, str]:
+    """The model's tags as labels (key = the tag, value empty) to filter assets by, plus its kind."""
+    tags = {key: "" for key in (tag_key(t) for t in model.tags) if key}
+    return {**tags, "mesh/kind": model.kind.name.value}
+
+
+def tag_key(tag: str) -> str:
+    """A model tag as a Dagster tag key. Dagster refuses keys with characters other than letters,
+    digits, '_', '-' and '.', or longer than 63 (bar one `prefix/`): those become '_' and the key is
+    cut. A '/' becomes '_' too, so no tag lands in Dagster's or mesh's namespace (`dagster/...`)."""
+    return _NOT_IN_TAG_KEYS.sub("_", tag.strip())[:TAG_KEY_LIMIT]
 
 
 def spec_metadata(asset: ModelAsset) -> dict:

@@ -1,16 +1,20 @@
 """`mesh run`: process the intervals whose cron is due, for the snapshots of an environment.
 
 Nothing is compared with the local project: the environment's own snapshots are evaluated, and
-its views do not move.
+its views do not move. `--select-model` selects among the environment's models (not the
+project's), and adds what they read unless told not to: a model is only current once its parents are.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from mesh_dagster.core.dates import now_ms, to_ms
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan import compute_backfills, snapshot_order
 from mesh_dagster.core.project import Project
-from mesh_dagster.core.snapshot import normalize_environment, view_name
+from mesh_dagster.core.selectors import ModelIndex, select_models
+from mesh_dagster.core.snapshot import Snapshot, normalize_environment, view_name
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
@@ -30,15 +34,20 @@ def environment_snapshots(state: State, environment: str):
 def run_environment(project: Project, state: State, engine: Engine, environment: str = "prod", *,
                     execution_time: str | int | None = None, ignore_cron: bool = False,
                     start: str | None = None, end: str | None = None,
-                    select: set[str] | None = None, listener: ApplyListener | None = None) -> int:
-    """Evaluate every due, missing interval; returns the number of batches executed."""
+                    select: Sequence[str] | None = None, auto_upstream: bool = True,
+                    listener: ApplyListener | None = None) -> int:
+    """Evaluate every due, missing interval; returns the number of batches executed.
+
+    `select` (selectors) limits the run to the models it selects and, with `auto_upstream`,
+    everything upstream of them.
+    """
     with snapshots_in_use(state):  # the janitor keeps away from what this run writes
         listener = listener or ApplyListener()
         environment = normalize_environment(environment)
         execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
         _, snapshots = environment_snapshots(state, environment)
         order = snapshot_order(snapshots)
-        scope = set(snapshots) if select is None else set(select) & set(snapshots)
+        scope = run_scope(snapshots, select, auto_upstream=auto_upstream) if select else set(snapshots)
         backfills = compute_backfills(state, snapshots, scope, {}, order=order,
                                       default_start=project.config.model_defaults.start,
                                       start=start, end=end, execution_ms=execution_ms,
@@ -51,3 +60,10 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
         run_batches(batches, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment),
                     concurrent_tasks=project.concurrent_tasks)
         return len(batches)
+
+
+def run_scope(snapshots: dict[str, Snapshot], selectors: Sequence[str], *, auto_upstream: bool = True) -> set[str]:
+    """The environment's models `selectors` select, and (with `auto_upstream`) their upstream."""
+    index = ModelIndex.of_snapshots(snapshots)
+    selected = select_models(selectors, index, flag="--select-model")
+    return index.with_upstream(selected) if auto_upstream else selected

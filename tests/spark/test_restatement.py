@@ -68,7 +68,7 @@ def test_restating_one_day_upstream_recomputes_that_day_downstream(tmp_path, eng
     assert _by_day(ctx, f"{s}__dev.down", "v2") == [("2020-01-01", 100), ("2020-01-02", 200), ("2020-01-03", 300)]
 
     _raw(engine, s, [7, 8, 9])  # late corrections for every day; only the 2nd is restated
-    with pytest.raises(PlanError, match="not in environment 'prod'"):
+    with pytest.raises(PlanError, match=r"--restate-model \(in 'prod'\) '.*\.nope' matches no model"):
         ctx.restate("prod", [f"{s}.nope"], execution_time=WHEN)
     plan = ctx.restate("prod", [f"{s}.up"], start="2020-01-02", end="2020-01-02", execution_time=WHEN)
     assert set(plan.restated) == {f"{s}.up", f"{s}.down", f"{s}.total"}

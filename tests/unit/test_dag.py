@@ -16,3 +16,12 @@ def test_cycle_is_named():
         DAG({"a": ["c"], "b": ["a"], "c": ["b"], "x": []}).sorted()
     cycle = e.value.cycle
     assert cycle[0] == cycle[-1] and set(cycle) == {"a", "b", "c"}
+
+
+def test_upstream_and_downstream_of_several_nodes():
+    dag = DAG({"a": [], "b": ["a"], "c": ["b"], "d": ["a"], "e": []})
+    assert dag.upstream_of(["c", "d"]) == {"a", "b"}
+    assert dag.upstream_of(["c", "b"]) == {"a", "b"}  # a node above another given one is included
+    assert dag.downstream_of(["b", "d"]) == {"c"}
+    assert dag.downstream_of(["a"]) == {"b", "c", "d"}
+    assert dag.upstream_of(["e", "unknown"]) == set() == dag.downstream_of([])
