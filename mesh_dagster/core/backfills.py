@@ -48,7 +48,13 @@ def compute_backfills(
     ignore_cron: bool = False,
     end_bounded: bool = True,
 ) -> dict[str, Backfill]:
-    """Missing intervals of the snapshots in `scope` (in DAG order)."""
+    """Missing intervals of the snapshots in `scope` (in DAG order).
+
+    A snapshot that depends on its past (`Snapshot.depends_on_past`) cannot start in the middle of
+    its history: each interval is computed from the table the previous ones left. Its missing
+    intervals are counted from its own start whatever `start` says, so the first of them always
+    follows an interval it has (or is its first), and the scheduler runs them in order.
+    """
     candidates = [snapshots[n] for n in order if n in scope and not snapshots[n].model.kind.is_symbolic]
     keys = [s.interval_key for s in candidates]
     prev_keys = [p.interval_key for p in previous.values() if p.version]
@@ -70,7 +76,7 @@ def compute_backfills(
             cron=model.cron,
             model_start=model.start or default_start,
             model_end=model.end,
-            plan_start=start,
+            plan_start=None if snap.depends_on_past else start,
             plan_end=end,
             execution_time=execution_ms,
             present=present,
