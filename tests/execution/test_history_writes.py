@@ -35,6 +35,10 @@ FILES = {
                CAST(1 AS INT) AS id
         FROM raw.events WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY ds
     """,
+    "models/runs.sql": """
+        MODEL (name s.runs, kind FULL);
+        SELECT CAST(COUNT(*) + 1 AS BIGINT) AS n FROM s.runs
+    """,
 }
 DAY1, DAY2, DAY3, DAY4 = (to_ms(f"2024-01-0{d}") for d in range(1, 5))
 CONFIG = "model_defaults:\n  dialect: spark\n  start: 2024-01-01\n  cron: '@daily'\n"
@@ -108,9 +112,10 @@ class FailingDay(FakeEngine):
 
 def test_the_staged_copy_is_dropped_when_the_write_fails(tmp_path) -> None:
     engine = FailingDay("2024-01-01")
-    snapshots = Context(write_project(tmp_path / "p", FILES, CONFIG), engine=engine).plan(
-        execution_time="2024-01-02").snapshots
-    ev = SnapshotEvaluator(Context(tmp_path / "p").project, engine, snapshots)
+    context = Context(write_project(tmp_path / "p", FILES, CONFIG), engine=engine)
+    snapshots = context.plan(execution_time="2024-01-02").snapshots
+    context.close()
+    ev = SnapshotEvaluator(context.project, engine, snapshots)
     with pytest.raises(EngineError, match="boom"):
         ev.evaluate(snapshots["s.totals"], DAY1, DAY2, DAY2)
     staged = next(c.name for c in engine.calls if c.method == "stage")
@@ -142,3 +147,14 @@ def test_materializing_an_interval_whose_predecessor_is_missing_is_refused(ctx) 
     for start, end in (("2024-01-01", "2024-01-02"), ("2024-01-02", "2024-01-03")):
         [done] = list(ctx.materialize(["s.totals"], start, end, execution_time="2024-01-04"))
         assert done.recorded == [(to_ms(start), to_ms(end))]
+
+
+def test_a_full_model_reading_itself_replaces_its_table_from_a_staged_copy(ctx) -> None:
+    engine = ctx.engine
+    snapshots = ctx.plan(execution_time="2024-01-02").snapshots
+    runs = snapshots["s.runs"]
+    SnapshotEvaluator(ctx.project, engine, snapshots).evaluate(runs, DAY1, DAY2, DAY2)
+    calls = _writes(engine)
+    assert [c.method for c in calls] == ["create_table", "stage", "replace_table", "drop_table"]
+    assert calls[0].args["columns"] == {"n": "BIGINT"} and f"FROM {runs.table_name} AS runs" in calls[1].args["query"]
+    assert calls[2].args["query"] == f"SELECT * FROM `{calls[1].name.replace('.', '`.`')}`"
