@@ -22,6 +22,7 @@ from mesh_dagster.core.definition import Entry, Value
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.names import IDENTIFIER, unquote
 from mesh_dagster.core.property_values import read_bool, read_column, read_int
+from mesh_dagster.core.types import to_spark_type
 
 
 class KindName(str, Enum):
@@ -451,8 +452,6 @@ def _one_column(key: str) -> PropertyReader:
 
 
 def _time_data_type(value: Value, path: str) -> dict[str, Any]:
-    from mesh_dagster.core.types import to_spark_type
-
     try:
         spark_type = to_spark_type(value.text)
     except ValueError as e:
