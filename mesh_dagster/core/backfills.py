@@ -65,6 +65,11 @@ def compute_backfills(
 
     `start_of` overrides the start for some models (a preview covers a short range);
     `recompute_from` treats their intervals from that time on as missing (`--effective-from`).
+
+    A snapshot that depends on its past (`Snapshot.depends_on_past`) cannot start in the middle of
+    its history: each interval is computed from the table the previous ones left. Its missing
+    intervals are counted from its own start whatever `start` (or `start_of`) says, so the first of
+    them always follows an interval it has (or is its first), and the scheduler runs them in order.
     """
     start_of, recompute_from = start_of or {}, recompute_from or {}
     candidates = [snapshots[n] for n in order if n in scope and not snapshots[n].model.kind.is_symbolic]
@@ -90,7 +95,7 @@ def compute_backfills(
             cron=model.cron,
             model_start=model.start or default_start,
             model_end=model.end,
-            plan_start=start_of.get(snap.name, start),
+            plan_start=None if snap.depends_on_past else start_of.get(snap.name, start),
             plan_end=end,
             execution_time=execution_ms,
             present=present,

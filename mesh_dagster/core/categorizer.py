@@ -16,7 +16,6 @@ import difflib
 from sqlglot import exp
 
 from mesh_dagster.core.canonical import Schemas, canonical_query, parse_query
-from mesh_dagster.core.kinds import IncrementalByTimeRangeKind
 from mesh_dagster.core.model import Model
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
 
@@ -155,27 +154,21 @@ def _query_change(old_sql: str, new_sql: str, schemas: Schemas) -> ChangeCategor
 def _settings_change(old: Model, new: Model) -> ChangeCategory | None:
     """What a change of the settings outside the query does to the data.
 
-    Settings that decide *which* rows a table holds or their types (time column and its format,
-    lookback, declared column types, pre/post statements) are breaking when they change: SQLMesh calls them
+    Settings that decide *which* rows a table holds or their types (the kind's `row_settings`: time
+    column, its format and lookback, an SCD type 2 key and validity columns; declared column types,
+    pre/post statements) are breaking when they change: SQLMesh calls them
     non-breaking when the query is unchanged, which lets children keep data built on other rows.
     Physical settings (partitioning, storage format, a VIEW materialized as a table, a stamp) need
     a new table for this model only: non-breaking.
     """
-    data = (_time_settings(old), _statement_keys(old.pre_statements), _statement_keys(old.post_statements))
-    if data != (_time_settings(new), _statement_keys(new.pre_statements), _statement_keys(new.post_statements)):
+    data = (old.kind.row_settings(), _statement_keys(old.pre_statements), _statement_keys(old.post_statements))
+    if data != (new.kind.row_settings(), _statement_keys(new.pre_statements), _statement_keys(new.post_statements)):
         return ChangeCategory.BREAKING
     if not _columns_kept(old.columns, new.columns):
         return ChangeCategory.BREAKING
     if _physical_settings(old) != _physical_settings(new) or (old.columns or {}) != (new.columns or {}):
         return ChangeCategory.NON_BREAKING
     return None
-
-
-def _time_settings(model: Model) -> tuple:
-    kind = model.kind
-    if isinstance(kind, IncrementalByTimeRangeKind):
-        return (kind.time_column, kind.time_column_format, kind.lookback)
-    return ()
 
 
 def _physical_settings(model: Model) -> tuple:

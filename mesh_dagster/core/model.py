@@ -14,6 +14,7 @@ from mesh_dagster.core.kinds import (
     IncrementalKind,
     KindName,
     ModelKind,
+    ScdType2Kind,
     SchemaChangePolicy,
 )
 
@@ -22,7 +23,7 @@ __all__ = ["STORAGE_FORMATS", "MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "K
 
 # Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
 # written by another shape is dropped rather than unpickled into the wrong classes.
-MODEL_FORMAT = 2  # 2: one class per kind
+MODEL_FORMAT = 3  # 2: one class per kind; 3: self_referencing
 
 # Table formats Spark can write (`USING <format>`); avro, delta, iceberg and hudi need the user's
 # Spark to ship their jars (we cannot download them at run time).
@@ -93,6 +94,8 @@ class Model(BaseModel):
     line: int = 1  # line of the MODEL block
     query_line: int = 1  # line where the query starts
     property_lines: dict[str, int] = Field(default_factory=dict)  # MODEL property -> its line (for errors)
+    # Its query reads its own table (the previous state): set by the loader from the inferred references.
+    self_referencing: bool = False
 
     @property
     def schema_name(self) -> str:
@@ -115,12 +118,22 @@ class Model(BaseModel):
     @property
     def batch_size(self) -> int | None:
         """Intervals per batch; None when a backfill is one batch (always, for kinds built whole)."""
-        return self.kind.batch_size if isinstance(self.kind, IncrementalByTimeRangeKind) else None
+        return self.kind.batch_size if isinstance(self.kind, (IncrementalByTimeRangeKind, ScdType2Kind)) else None
 
     @property
     def batch_concurrency(self) -> int:
-        """Batches of this model evaluated at once (1 for kinds built whole: they have one batch)."""
+        """Batches of this model evaluated at once (1 for kinds built whole: they have one batch, and
+        for models that build on their own past: each batch needs the one before)."""
+        if self.depends_on_past:
+            return 1
         return self.kind.batch_concurrency if isinstance(self.kind, IncrementalByTimeRangeKind) else 1
+
+    @property
+    def depends_on_past(self) -> bool:
+        """Whether an interval is computed from the table as the previous intervals left it (its query
+        reads itself, or its kind folds each batch into the history): its intervals are computed in
+        order, from its start, and never one whose predecessor is missing."""
+        return self.self_referencing or self.kind.restates_full_history
 
     @property
     def forward_only(self) -> bool:

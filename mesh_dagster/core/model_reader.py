@@ -31,9 +31,9 @@ from mesh_dagster.core.kinds import (
     BaseKind,
     IncrementalByTimeRangeKind,
     IncrementalKind,
-    KindName,
     ViewKind,
 )
+from mesh_dagster.core.kinds import kind_class as kind_of
 from mesh_dagster.core.macros import QUERY_MACROS
 from mesh_dagster.core.model import Audit, AuditRef, Model, check_storage_format
 from mesh_dagster.core.names import IDENTIFIER, check_model_name
@@ -52,8 +52,7 @@ UNSUPPORTED_PROPERTIES = {
     "blueprints", "references", "grants", "project", "formatting", "ignored_rules", "validate_query",
 }
 UNSUPPORTED_KINDS = {
-    "INCREMENTAL_BY_UNIQUE_KEY", "INCREMENTAL_BY_PARTITION", "INCREMENTAL_UNMANAGED", "SCD_TYPE_2",
-    "SCD_TYPE_2_BY_TIME", "SCD_TYPE_2_BY_COLUMN", "MANAGED", "CUSTOM",
+    "INCREMENTAL_BY_UNIQUE_KEY", "INCREMENTAL_BY_PARTITION", "INCREMENTAL_UNMANAGED", "MANAGED", "CUSTOM",
 }
 QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE"}
 AUDIT_PROPERTIES = {"name", "dialect", "blocking", "defaults", "skip", "standalone", "description"}
@@ -78,7 +77,7 @@ def _kind(entry: Entry, path: str) -> BaseKind:
     if name in UNSUPPORTED_KINDS:
         raise ModelError(f"Model kind {name} is not supported by mesh_dagster yet", path, value.line)
     try:
-        kind_class = KIND_CLASSES[KindName(name)]
+        kind_class = kind_of(name)
     except ValueError:
         known = ", ".join(k.value for k, cls in KIND_CLASSES.items() if not cls.is_external)
         raise ModelError(f"Unknown model kind '{name}'. Known kinds: {known}", path, value.line) from None

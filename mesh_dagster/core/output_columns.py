@@ -106,9 +106,12 @@ def check_output_columns(model: Model, output: OutputColumns) -> None:
     """Every property that names a column is checked against the model's output columns."""
     if output.projections is not None:
         _check_projections(model, output.projections)
+    if model.self_referencing:
+        _check_self_reference(model, output)
     columns = output.columns
     if columns is None:
         return
+    _check_kind_columns(model, output, columns)
     known = set(columns)
     if model.columns is not None and output.projections is not None:
         produced = {p.name.lower() for p in output.projections if p.name}
@@ -124,6 +127,47 @@ def check_output_columns(model: Model, output: OutputColumns) -> None:
         )
     for ref in model.audits:
         _check_audit_columns(model, ref, known)
+
+
+def _check_kind_columns(model: Model, output: OutputColumns, columns: dict[str, str | None]) -> None:
+    """The columns the kind's properties name are output columns; those it adds are not."""
+    for prop, names in model.kind.named_columns().items():
+        _require(model, "kind", names, columns, prop + " names {names}, not an output column of {model}")
+    kind_name = model.kind.name.value
+    for column in model.kind.added_columns():
+        if column not in columns:
+            continue
+        line = next((p.line for p in output.projections or () if p.name and p.name.lower() == column),
+                    model.line_of("columns" if model.columns is not None else "kind"))
+        raise ModelError(f"The query outputs a column '{column}', which {kind_name} adds itself: rename the "
+                         f"column, or name the kind's column otherwise (valid_from_name / valid_to_name)",
+                         model.path, line)
+
+
+def _check_self_reference(model: Model, output: OutputColumns) -> None:
+    """A model reading its own table needs that table before its first run, so its column types
+    must be known without running the query: declared (`columns`) or all inferred from casts,
+    literals and typed parents. Kinds without a table of their own cannot read themselves, and its
+    batches run one after another, each reading what the previous one wrote."""
+    kind = model.kind
+    if not kind.is_materialized:
+        raise ModelError(f"Model {model.name} reads itself, which a {kind.name.value} model cannot do (it has no "
+                         "table holding its previous state): make it FULL or incremental", model.path, model.query_line)
+    if isinstance(kind, IncrementalByTimeRangeKind) and kind.batch_concurrency > 1:
+        raise ModelError(f"batch_concurrency {kind.batch_concurrency} cannot apply: model {model.name} "
+                         "reads its own table, so each batch needs the one before it and they run one after another",
+                         model.path, model.line_of("kind"))
+    if model.columns is not None:
+        return
+    columns = output.columns
+    untyped = [name for name, kind_ in (columns or {}).items() if kind_ is None]
+    if columns is not None and not untyped:
+        return
+    line = next((p.line for p in output.projections or () if p.name and p.name.lower() in untyped), model.query_line)
+    which = f"the type of {', '.join(untyped)} is" if untyped else "its columns are"
+    raise ModelError(f"Model {model.name} reads its own table, so its column types must be known before it first "
+                     f"runs, but {which} not: cast each column (`CAST(x AS INT) AS x`) or declare `columns (...)`",
+                     model.path, line)
 
 
 def _check_time_column_type(model: Model, kind: IncrementalByTimeRangeKind, column_type: str | None) -> None:

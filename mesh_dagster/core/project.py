@@ -69,8 +69,13 @@ class Project:
         return self.dag.parents.get(name, [])
 
     def columns(self, name: str) -> dict[str, str | None] | None:
-        """Output columns of a model (name → type or None), or None when they cannot be known."""
-        return self.output(name).columns
+        """Columns of a model's table (name → type or None), or None when they cannot be known: its
+        output, and the columns its kind adds (an SCD type 2 model's `valid_from`/`valid_to`)."""
+        found = self.output(name).columns
+        added = self.models[name].kind.added_columns()
+        if found is None or not added:
+            return found
+        return {**found, **added}
 
     def parent_schemas(self, name: str) -> dict[str, dict[str, str | None]]:
         return {p: cols for p in self.parents(name) if (cols := self.columns(p)) is not None}
@@ -147,7 +152,20 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     if cache is not None:
         _store_parsed(cache, models, parents, known_refs)
         cache.save()
+    _declare_self_reference_columns(project)
     return project
+
+
+def _declare_self_reference_columns(project: Project) -> None:
+    """A self-referencing model's table must exist, with its types, before its query can be run or
+    even analysed (it reads that table): the types inferred at load become its declared `columns`
+    (`check_output_columns` made sure every one is known). Done after the models were cached: the
+    types follow the parents' columns, which the cache of this model's file does not depend on."""
+    for name, model in project.models.items():
+        if model.self_referencing and model.columns is None:
+            inferred = project.output(name).columns or {}
+            project.models[name] = model.model_copy(
+                update={"columns": {column: kind for column, kind in inferred.items() if kind is not None}})
 
 
 def _store_parsed(cache: ProjectCache, models: dict[str, Model], parents: dict[str, set[str]],
@@ -158,6 +176,8 @@ def _store_parsed(cache: ProjectCache, models: dict[str, Model], parents: dict[s
         key = keys.get(path)
         if key and cache.model(path, key) is None:  # external models have no model file, so no key
             inferred = parents[model.name] - set(model.depends_on)
+            if model.self_referencing:
+                inferred.add(model.name)
             cache.put_model(path, key, (model, sorted(inferred)))
 
 
@@ -275,16 +295,21 @@ def _external_model(entry: Any, index: int, text: str, rel: str) -> Model:
 
 def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variables: dict[str, Any],
                         known_refs: dict[str, Any]) -> dict[str, set[str]]:
-    from mesh_dagster.core.renderer import referenced_tables
+    """Each model's parents, from its query's references and `depends_on`. A query reading its own
+    name is no cycle: it reads the model's previous state, and the model is marked self-referencing
+    (in `models`)."""
+    from mesh_dagster.core.renderer import query_references
 
     parents: dict[str, set[str]] = {}
     with discovering_dependencies():  # parents' columns are not known yet: @STAR waits for them
-        for model in models.values():
+        for name, model in list(models.items()):
             refs = set(model.depends_on)
             if model.name in known_refs:
                 refs |= known_refs[model.name]
             elif model.query is not None:
-                refs |= referenced_tables(model, macros, variables)
+                refs |= query_references(model, macros, variables)
+            if model.name in refs - set(model.depends_on) and not model.self_referencing:
+                model = models[name] = model.model_copy(update={"self_referencing": True})
             refs.discard(model.name)
             _check_known(model, [r for r in model.depends_on if r not in models], model.line_of("depends_on"))
             _check_known(

@@ -130,12 +130,18 @@ def render_audit(
 
 def referenced_tables(model: Model, macros: MacroRegistry, variables: dict) -> set[str]:
     """Lower-case names of the tables the query reads (CTEs and the model itself excluded)."""
+    names = query_references(model, macros, variables)
+    names.discard(model.name)
+    return names
+
+
+def query_references(model: Model, macros: MacroRegistry, variables: dict) -> set[str]:
+    """Lower-case names of the tables the query reads, CTEs excluded, the model's own name included
+    when it reads itself (a self-referencing model)."""
     if model.query is None:
         return set()
     text = expand_query(model, RenderContext(variables=variables), macros)
-    names = _parse_query(text, model.dialect, model.path, model.query_line, reader=_table_names)
-    names.discard(model.name)
-    return names
+    return set(_parse_query(text, model.dialect, model.path, model.query_line, reader=_table_names))
 
 
 def _table_names(tree: exp.Query) -> set[str]:

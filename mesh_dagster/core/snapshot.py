@@ -151,6 +151,11 @@ class Snapshot(BaseModel):
         return physical_table(self.name, self.version)
 
     @property
+    def depends_on_past(self) -> bool:
+        """See `Model.depends_on_past`: its batches run in order and stop at the first gap or failure."""
+        return self.model.depends_on_past
+
+    @property
     def interval_key(self) -> tuple[str, str]:
         """Intervals are shared by every snapshot writing the same physical table."""
         assert self.version

@@ -466,14 +466,18 @@ class SparkEngine:
         with self._errors(f"Cannot list the partitions of {table}", f"SHOW PARTITIONS {quote_name(table)}"):
             return bool(self.spark.sql(f"SHOW PARTITIONS {quote_name(table)}").take(1))
 
-    def _rewrite_via_staging(self, table: str, select_sql: str, partition_columns: list[str]) -> None:
-        """Rewrite a table from a query (columns in table order) that may read the table itself.
-
-        The staging table is named `__mesh_tmp_...` in the table's schema; a crash can leave one
-        behind for the janitor to drop."""
+    def stage(self, table: str, query_sql: str) -> str:
+        """Materialise the query's rows into a new Parquet table beside `table` and return its name,
+        for a write whose query reads `table` itself (Spark cannot overwrite what it reads). The
+        caller drops it; a crash can leave it behind (named `__mesh_tmp_...`) for the janitor."""
         schema, name = _split(table)
         staging = f"{schema + '.' if schema else ''}{TEMP_PREFIX}{name[:40]}_{uuid.uuid4().hex[:12]}"
-        self.execute(f"CREATE TABLE {quote_name(staging)} USING parquet AS {select_sql}")
+        self.execute(f"CREATE TABLE {quote_name(staging)} USING parquet AS {_strip(query_sql)}")
+        return staging
+
+    def _rewrite_via_staging(self, table: str, select_sql: str, partition_columns: list[str]) -> None:
+        """Rewrite a table from a query (columns in table order) that may read the table itself."""
+        staging = self.stage(table, select_sql)
         try:
             self._overwrite(table, f"SELECT * FROM {quote_name(staging)}", partition_columns, scope=None)
         finally:

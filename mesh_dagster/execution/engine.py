@@ -62,6 +62,15 @@ class Engine(Protocol):
         """Rows with `time_column BETWEEN low AND high` become exactly the query's output for that
         range (empty partitions inside it cleared); other rows are untouched. Idempotent."""
 
+    def rewrite_table(self, table: str, query_sql: str) -> None:
+        """Afterwards the table holds exactly the query's output, where the query may read the table
+        itself (through a staging table: never read and overwritten in one statement)."""
+
+    def stage(self, table: str, query_sql: str) -> str:
+        """Materialise the query's rows into a new staging table beside `table` and return its name:
+        a write whose query reads `table` itself reads the staged rows instead. The caller drops it."""
+        ...
+
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None) -> None:
         """(Re)create the table with exactly `columns`, filled from the frame."""

@@ -80,7 +80,12 @@ class SnapshotEvaluator:
         return out
 
     def table_mapping(self, snapshot: Snapshot) -> dict[str, str]:
-        return {p.name: p.table_name for p in self.sources(snapshot) if not p.model.kind.is_symbolic}
+        """Model names to the physical tables read instead; a self-referencing model's own name is
+        its own table (its previous state), never the environment's view."""
+        mapping = {p.name: p.table_name for p in self.sources(snapshot) if not p.model.kind.is_symbolic}
+        if snapshot.model.self_referencing:
+            mapping[snapshot.name] = snapshot.table_name
+        return mapping
 
     def schemas(self, snapshot: Snapshot) -> dict[str, dict[str, str | None]]:
         """Parents' columns, when the local project still defines those same snapshots."""
@@ -196,7 +201,7 @@ class SnapshotEvaluator:
         if not model.audits:
             return results
         ctx = self.render_context(snapshot, start, end, execution_time, stage="auditing")
-        if model.kind.is_incremental and ctx.start is not None:
+        if model.time_column and ctx.start is not None:
             ctx.time_column_type = self.time_column_type(snapshot)
         for ref in model.audits:
             sql, blocking = audit_query(ref, model, self.project.audits, ctx, self.project.macros)

@@ -176,6 +176,7 @@ def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, re
     """Evaluate, audit and record each batch of one model, like a backfill does."""
     began = time.perf_counter()
     _check_parents(evaluator, snap, requested if window == ALL_TIME else window, state, environment)
+    _check_past(evaluator.project, snap, window, state, environment)
     model = snap.model
     full = not model.kind.is_incremental
     batches = plan_batches({snap.name: snap}, {snap.name: Backfill(snap.name, [window], full)}, [snap.name])
@@ -217,6 +218,27 @@ def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval,
                 f"{format_interval_range(missing, unit)}. Materialize {view_name(parent.name, environment)} for "
                 f"those partitions first (or both in one run)."
             )
+
+
+def _check_past(project: Project, snap: Snapshot, window: Interval, state: State, environment: str) -> None:
+    """A model that builds on its past (it reads its own table, or folds each batch into a history)
+    computes an interval only once the interval before it is recorded: otherwise it would compute
+    from a table missing that interval, and stay wrong once the interval is filled in later."""
+    if not snap.depends_on_past or window == ALL_TIME:
+        return
+    unit = interval_unit(snap.model.cron)
+    begin = unit.floor(window[0])
+    first = model_start_ms(snap.model, project)
+    present = state.get_intervals([snap.interval_key]).get(snap.interval_key, [])
+    if (begin <= unit.floor(first)) if first is not None else not present:
+        return  # its first interval: nothing before it
+    previous = (unit.shift(begin, -1), begin)
+    if not intervals_cover(present, previous):
+        name = view_name(snap.name, environment)
+        raise MeshError(
+            f"Cannot materialize {name} for {format_interval_range([window], unit)}: it builds on its previous "
+            f"intervals, and {format_interval_range([previous], unit)} is not done yet. Materialize {name} from its "
+            "first missing partition on (its partitions run in order).")
 
 
 def _data_parents(evaluator: SnapshotEvaluator, snap: Snapshot) -> list[Snapshot]:

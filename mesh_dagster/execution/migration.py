@@ -43,6 +43,7 @@ def migrate_table(engine: Engine, snapshot: Snapshot, query_sql: str, *, allow_d
     table, model = snapshot.table_name, snapshot.model
     current = engine.columns(table)
     wanted = engine.canonical_types(model.columns) if model.columns else engine.query_columns(query_sql)
+    wanted.update(engine.canonical_types(model.kind.added_columns()))  # e.g. SCD type 2 validity columns
     diff = diff_schemas(current, wanted)
     if diff.is_empty:
         return None

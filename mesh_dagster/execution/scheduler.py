@@ -121,9 +121,13 @@ def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: S
 
     Up to `concurrent_tasks` batches run at once, at most a model's `batch_concurrency` of one
     model, and a model's batches start only once every batch of the models it reads (through any
-    chain of models) is recorded. The first failing audit stops the run: nothing new starts, the
-    batches already running finish (and are recorded if they pass: their data is complete), and
-    the failing result is the last one returned. Nothing is left running on return.
+    chain of models) is recorded. A model that depends on its past has a `batch_concurrency` of 1:
+    its batches run in interval order, each once the one before is recorded, so the first failure
+    (or failing audit) leaves every later interval of it uncomputed.
+
+    The first failing audit stops the run: nothing new starts, the batches already running finish
+    (and are recorded if they pass: their data is complete), and the failing result is the last
+    one returned. Nothing is left running on return.
 
     The one sequence behind `mesh plan`, `mesh run` and Dagster materializations.
     """

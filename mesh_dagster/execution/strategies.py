@@ -1,7 +1,7 @@
 """How each model kind creates its physical object and writes an interval into it.
 
-One strategy per way of writing (full, time range, seed, view; EMBEDDED and EXTERNAL write
-nothing). Strategies decide *what* is written; rendering and the per-apply memos stay with the
+One strategy per way of writing (full, time range, SCD type 2, seed, view; EMBEDDED and EXTERNAL
+write nothing). Strategies decide *what* is written; rendering and the per-apply memos stay with the
 evaluator, which strategies reach through the `Evaluation` Protocol, and Spark stays behind the
 `Engine` Protocol. A new kind is one new class here and one line in `strategy_for`.
 """
@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.kinds import IncrementalByTimeRangeKind, SeedKind
+from mesh_dagster.core.kinds import IncrementalByTimeRangeKind, ScdType2Kind, SeedKind
+from mesh_dagster.core.scd2 import history_query, with_validity_columns
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.core.time_column import TimeColumnError, interval_bounds
 from mesh_dagster.execution.engine import Engine
@@ -91,9 +92,23 @@ class QueryStrategy(WriteStrategy):
     def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
         for statement in ev.statements(snapshot, "pre", start, end, execution_time):
             ev.engine.execute(statement)
-        self.write_query(ev, snapshot, ev.render(snapshot, start, end, execution_time), start, end)
+        self.write_rendered(ev, snapshot, ev.render(snapshot, start, end, execution_time), start, end, execution_time)
         for statement in ev.statements(snapshot, "post", start, end, execution_time):
             ev.engine.execute(statement)
+
+    def write_rendered(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
+                       execution_time: int) -> None:
+        """Write the rendered query. A query reading the model's own table (its previous state) is
+        staged first: Spark cannot overwrite a table in the statement that reads it."""
+        if not snapshot.model.self_referencing:
+            self.write_query(ev, snapshot, query, start, end)
+            return
+        ev.create(snapshot)  # the query reads it, even on the first write
+        staged = ev.engine.stage(snapshot.table_name, query)
+        try:
+            self.write_query(ev, snapshot, f"SELECT * FROM {_quoted(staged)}", start, end)
+        finally:
+            ev.engine.drop_table(staged)
 
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
         raise NotImplementedError
@@ -117,6 +132,40 @@ class TimeRangeStrategy(QueryStrategy):
         ev.engine.insert_overwrite_interval(snapshot.table_name, query, _time_kind(snapshot).time_column, low, high)
 
 
+class ScdType2Strategy(QueryStrategy):
+    """Each write folds the query's rows, a snapshot of the source, into the table's history
+    (core/scd2.py): the whole table is rewritten, through a staging table, from a query reading it."""
+
+    def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
+        model, kind = snapshot.model, _scd_kind(snapshot)
+        columns = {**model.columns, **kind.added_columns()} if model.columns is not None else None
+        ev.engine.create_table(snapshot.table_name, with_validity_columns(ev.render(snapshot, stage="creating"), kind),
+                               model.effective_partitioned_by, model.storage_format or "parquet", columns,
+                               model.column_descriptions)
+
+    def write_rendered(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
+                       execution_time: int) -> None:
+        ev.create(snapshot)
+        kind, table = _scd_kind(snapshot), snapshot.table_name
+        added = {name.lower() for name in kind.added_columns()}
+        columns = [name for name in ev.engine.columns(table) if name.lower() not in added]
+        history = history_query(kind, table, query, columns, ms_to_datetime(execution_time),
+                                f"{snapshot.model.where()} ({snapshot.name})")
+        ev.engine.rewrite_table(table, history)
+
+
+def _scd_kind(snapshot: Snapshot) -> ScdType2Kind:
+    kind = snapshot.model.kind
+    if not isinstance(kind, ScdType2Kind):
+        raise ModelError(f"{snapshot.name} is no SCD type 2 model", snapshot.model.path, snapshot.model.line)
+    return kind
+
+
+def _quoted(name: str) -> str:
+    """A `schema.table` the engine named (letters, digits, underscores), quoted for Spark SQL."""
+    return ".".join(f"`{part}`" for part in name.split("."))
+
+
 def time_bounds(ev: Evaluation, snapshot: Snapshot, start: int, end: int) -> tuple[str, str]:
     """Spark SQL literals bounding the time column for `[start, end)`: the only place an interval
     becomes bounds. The stored column type decides them (see core/time_column.py)."""
@@ -137,7 +186,7 @@ def _time_kind(snapshot: Snapshot) -> IncrementalByTimeRangeKind:
 
 
 NOTHING, SEED, VIEW = WriteStrategy(), SeedStrategy(), ViewStrategy()
-FULL, TIME_RANGE = FullStrategy(), TimeRangeStrategy()
+FULL, TIME_RANGE, SCD_TYPE_2 = FullStrategy(), TimeRangeStrategy(), ScdType2Strategy()
 
 
 def strategy_for(snapshot: Snapshot) -> WriteStrategy:
@@ -150,4 +199,6 @@ def strategy_for(snapshot: Snapshot) -> WriteStrategy:
         return SEED
     if kind.is_view:
         return VIEW
+    if isinstance(kind, ScdType2Kind):
+        return SCD_TYPE_2
     return TIME_RANGE if kind.is_incremental else FULL

@@ -104,6 +104,16 @@ class FakeEngine:
         self._record("insert_overwrite_interval", table, query=query_sql, time_column=time_column, low=low_sql,
                      high=high_sql)
 
+    def rewrite_table(self, table: str, query_sql: str) -> None:
+        self._require_table(table)
+        self._record("rewrite_table", table, query=query_sql)
+
+    def stage(self, table: str, query_sql: str) -> str:
+        staging = f"{table}__staged{sum(c.method == 'stage' for c in self.calls)}"
+        self._record("stage", staging, table=table, query=query_sql)
+        self.tables[staging] = dict(self.tables.get(table) or self.query_columns)
+        return staging
+
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None) -> None:
         self._record("load_seed", table, rows=len(df), columns=dict(columns))

@@ -190,9 +190,40 @@ KIND_VARIANTS: dict[tuple[str, str], dict[str, str]] = {
     ("INCREMENTAL_BY_TIME_RANGE", "on_additive_change"): {"kind": "INCREMENTAL",
                                                           "kind_props": ", on_additive_change error"},
 }
-KIND_BASES = {"INCREMENTAL_BY_TIME_RANGE": {"kind": "INCREMENTAL"}, "SEED": {"kind": "SEED"}, "VIEW": {"kind": "VIEW"}}
+SCD_BASES = {"SCD_TYPE_2_BY_TIME": "unique_key a, updated_at_name ds",
+             "SCD_TYPE_2_BY_COLUMN": "unique_key a, columns [ds]"}
+# Each SCD type 2 property as written over its kind's base (or replacing what the base writes).
+SCD_VARIANTS = {
+    ("SCD_TYPE_2_BY_TIME", "unique_key"): "unique_key (a, ds2), updated_at_name ds",
+    ("SCD_TYPE_2_BY_TIME", "updated_at_name"): "unique_key a, updated_at_name ds2",
+    ("SCD_TYPE_2_BY_TIME", "updated_at_as_valid_from"): ", updated_at_as_valid_from true",
+    ("SCD_TYPE_2_BY_COLUMN", "unique_key"): "unique_key [a, ds2], columns [ds]",
+    ("SCD_TYPE_2_BY_COLUMN", "columns"): "unique_key a, columns *",
+    ("SCD_TYPE_2_BY_COLUMN", "execution_time_as_valid_from"): ", execution_time_as_valid_from true",
+    ("SCD_TYPE_2_BY_COLUMN", "updated_at_name"): ", updated_at_name ds2",
+    **{(kind, key): text for kind in SCD_BASES for key, text in {
+        "valid_from_name": ", valid_from_name starts",
+        "valid_to_name": ", valid_to_name ends",
+        "invalidate_hard_deletes": ", invalidate_hard_deletes true",
+        "time_data_type": ", time_data_type TIMESTAMP_NTZ",
+        "batch_size": ", batch_size 2",
+        "forward_only": ", forward_only false",
+        "disable_restatement": ", disable_restatement false",
+        "on_destructive_change": ", on_destructive_change warn",
+        "on_additive_change": ", on_additive_change error",
+    }.items()},
+}
+KIND_VARIANTS.update({
+    key: {"kind": key[0], "kind_props": text if not text.startswith(",") else SCD_BASES[key[0]] + text}
+    for key, text in SCD_VARIANTS.items()
+})
+KIND_BASES = {"INCREMENTAL_BY_TIME_RANGE": {"kind": "INCREMENTAL"}, "SEED": {"kind": "SEED"}, "VIEW": {"kind": "VIEW"},
+              **{kind: {"kind": kind, "kind_props": props} for kind, props in SCD_BASES.items()}}
 REFUSED_KIND_PROPERTIES = {
     ("SEED", "batch_size"): (", batch_size 10", "batch_size for SEED models is not supported"),
+    **{(kind, "batch_concurrency"): (", batch_concurrency 2", "batch_concurrency cannot be set for SCD_TYPE_2 models")
+       for kind in SCD_BASES},
+    **{(kind, "lookback"): (", lookback 1", "lookback cannot be set for SCD_TYPE_2 models") for kind in SCD_BASES},
 }
 
 
@@ -218,7 +249,8 @@ def test_kind_property_changes_what_is_built(tmp_path: Path, key: tuple[str, str
 @pytest.mark.parametrize("key", sorted(REFUSED_KIND_PROPERTIES), ids="-".join)
 def test_unsupported_kind_property_is_refused(tmp_path: Path, key: tuple[str, str]) -> None:
     text, message = REFUSED_KIND_PROPERTIES[key]
-    root = project_with(tmp_path, kind="INCREMENTAL" if key[0] != "SEED" else "SEED", kind_props=text)
+    base = KIND_BASES[key[0]]
+    root = project_with(tmp_path, kind=base["kind"], kind_props=base.get("kind_props", "") + text)
     refused(lambda: load_project(root, use_cache=False), "models/m.sql:3:", message)
 
 
