@@ -26,6 +26,7 @@ the key and the entry's index as config errors do (`before_all.1`: the second en
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -179,5 +180,18 @@ def _render_entry(evaluator: MacroEvaluator, text: str, line: int, dialect: str)
 
 
 def _parse(text: str, dialect: str) -> list[exp.Expr]:
-    return [tree for tree in sqlglot.parse(text, read=get_dialect(dialect)) if tree is not None]
+    """Statements sqlglot has no grammar for (`MSCK REPAIR TABLE`, `ADD JAR`) are kept as written,
+    without sqlglot's warning that says so: they are valid Spark SQL."""
+    fallback = _CommandFallbackFilter()
+    logger = logging.getLogger("sqlglot")
+    logger.addFilter(fallback)
+    try:
+        return [tree for tree in sqlglot.parse(text, read=get_dialect(dialect)) if tree is not None]
+    finally:
+        logger.removeFilter(fallback)
+
+
+class _CommandFallbackFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
 

@@ -17,7 +17,9 @@ of a typo). `mesh create_external_models` declares such tables with their column
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -331,8 +333,6 @@ def _implicit_external_warning(name: str, readers: list[tuple[Model, int]], mode
 
 def _close_model_name(name: str, models: dict[str, Model]) -> str | None:
     """A model of the same schema whose name is one small typo away (`orders` for `oders`)."""
-    import difflib
-
     schema, _, table = name.rpartition(".")
     same_schema = {m.table_name: m.name for m in models.values()
                    if m.schema_name == (schema or "default") and m.name != name}
@@ -343,8 +343,6 @@ def _close_model_name(name: str, models: dict[str, Model]) -> str | None:
 def _reference_line(model: Model, name: str) -> int:
     """The line of the first mention of `name` in the model's query (macros may hide it: then
     the query's first line), or of `depends_on` when only that names it."""
-    import re
-
     parts = [re.escape(p) for p in name.split(".")]
     quoted = [rf"[`\"]?{p}[`\"]?" for p in parts]
     pattern = re.compile(r"(?<![\w.`\"])" + r"\s*\.\s*".join(quoted) + r"(?![\w`\"])", re.IGNORECASE)

@@ -150,6 +150,15 @@ def test_entries_are_written_in_the_project_dialect(tmp_path):
         (0, "CREATE TABLE IF NOT EXISTS audit.t AS SELECT ARRAY(1, 2) AS xs")]
 
 
+def test_spark_statements_sqlglot_has_no_grammar_for_run_as_written_without_a_warning(tmp_path, caplog):
+    root = project(tmp_path, hooks_config(["MSCK REPAIR TABLE raw.events", "ADD JAR /opt/udfs.jar"]))
+    with caplog.at_level("WARNING"):
+        load_config(root)
+        rendered = render(root, Stage.BEFORE_ALL, "prod", [])
+    assert rendered == [(0, "MSCK REPAIR TABLE raw.events"), (1, "ADD JAR /opt/udfs.jar")]
+    assert caplog.records == []
+
+
 # ---------------------------------------------------------------------------------------------
 # When they run (the in-memory engine)
 
