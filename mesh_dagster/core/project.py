@@ -301,12 +301,10 @@ def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variabl
             for ref in sorted(r for r in refs if r not in models):
                 unknown.setdefault(ref, []).append((model, _reference_line(model, ref)))
             parents[model.name] = refs
-    warnings = []
+    warnings = [_implicit_external_warning(ref, readers, models) for ref, readers in unknown.items()]
     for ref, readers in unknown.items():
-        reader, line = readers[0]
-        models[ref] = _implicit_external(ref, reader, line)
+        models[ref] = _implicit_external(ref, *readers[0])
         parents[ref] = set()
-        warnings.append(_implicit_external_warning(ref, readers, models))
     return parents, warnings
 
 
@@ -332,10 +330,10 @@ def _implicit_external_warning(name: str, readers: list[tuple[Model, int]], mode
 
 
 def _close_model_name(name: str, models: dict[str, Model]) -> str | None:
-    """A model of the same schema whose name is one small typo away (`orders` for `oders`)."""
+    """A model (or declared external table) of the same schema whose name is one small typo away
+    (`orders` for `oders`)."""
     schema, _, table = name.rpartition(".")
-    same_schema = {m.table_name: m.name for m in models.values()
-                   if m.schema_name == (schema or "default") and m.name != name}
+    same_schema = {m.table_name: m.name for m in models.values() if m.schema_name == (schema or "default")}
     close = difflib.get_close_matches(table, list(same_schema), n=1, cutoff=0.8)
     return same_schema[close[0]] if close else None
 
