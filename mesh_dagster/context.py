@@ -8,8 +8,9 @@ Spark's connection read `config.yaml` alone, so a broken model file does not sto
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,8 +27,15 @@ from mesh_dagster.core.snapshot import PROD, ChangeCategory, Snapshot, normalize
 from mesh_dagster.execution.events import ApplyListener
 
 if TYPE_CHECKING:
+    from mesh_dagster.core.external_models import ExternalModelsFile
     from mesh_dagster.engine.connect_server import ServerInfo
     from mesh_dagster.state.store import StateStore
+
+logger = logging.getLogger("mesh_dagster")
+
+
+def _log_warning(message: str) -> None:
+    logger.warning(message)
 
 
 @dataclass
@@ -97,8 +105,11 @@ class PlanExplanation:
 
 class Context:
     def __init__(self, path: str | Path = ".", gateway: str | None = None, *, state_url: str | None = None,
-                 engine: Any = None):
+                 engine: Any = None, on_warning: Callable[[str], None] | None = None):
         self.path = Path(path).resolve()
+        # Where the project's warnings go (e.g. tables read that nobody declared): the CLI prints
+        # them; by default they are logged, which is what Dagster's code server shows.
+        self._on_warning = on_warning or _log_warning
         self.gateway = gateway
         self._state_url = state_url
         self._project: Project | None = None
@@ -111,6 +122,8 @@ class Context:
     def project(self) -> Project:
         if self._project is None:
             self._project = load_project(self.path, self.gateway)
+            for warning in self._project.warnings:
+                self._on_warning(warning)
         return self._project
 
     def reload(self) -> Project:
@@ -448,6 +461,23 @@ class Context:
             "connection": project.config.gateway(self.gateway).connection.model_dump(exclude_none=True),
             "environments": [e.name for e in self.environments()],
         }
+
+    def create_external_models(self, strict: bool = False) -> ExternalModelsFile:
+        """Write every external table of the project (declared or only read) to
+        `external_models.yaml` with its columns from Spark's catalog, keeping what the file says
+        otherwise (core/external_models.py). `strict`: a table missing from the catalog is an
+        error and nothing is written; otherwise it is written without columns and reported."""
+        from mesh_dagster.core.definition import relative_path
+        from mesh_dagster.core.external_models import external_models_path, write_external_models
+        from mesh_dagster.execution.external_tables import catalog_columns
+
+        tables = sorted(n for n, m in self.project.models.items() if m.kind.is_external)
+        catalog = catalog_columns(self.engine, tables)
+        missing = sorted(n for n, columns in catalog.items() if columns is None)
+        if strict and missing:
+            shown = relative_path(external_models_path(self.path), self.path)
+            raise MeshError(f"Tables not found in the catalog: {', '.join(missing)}. Nothing was written to {shown}.")
+        return write_external_models(self.path, catalog)
 
     def physical_table(self, model: str) -> str:
         snap = self.local_snapshots()[self.model_name(model)]

@@ -398,6 +398,30 @@ def table_name(ctx, model) -> None:
     click.echo(project_context(ctx).physical_table(model))
 
 
+@cli.command("create_external_models")
+@click.option("--strict", is_flag=True, help="Fail, writing nothing, when a table is missing from the catalog.")
+@click.pass_context
+def create_external_models(ctx, strict) -> None:
+    """Write external_models.yaml: every table the models read that mesh does not build, with its
+    columns from Spark's catalog.
+
+    Entries already in the file keep their order and their other keys (description, dialect);
+    their columns are refreshed. Tables missing from the catalog are written without columns
+    (with --strict: nothing is written). Comments in the file are not kept.
+    """
+    result = project_context(ctx).create_external_models(strict)
+    if not result.written:
+        click.echo("The models read no external tables: nothing to write.")
+        return
+    click.echo(f"Wrote {len(result.written)} external model(s) to {result.shown}, "
+               f"{len(result.with_columns)} with columns from the catalog.")
+    warn = f"{click.style('Warning:', fg='yellow')}"
+    if result.missing:
+        click.echo(f"{warn} not found in the catalog, written without columns: {', '.join(result.missing)}", err=True)
+    for table, reason in result.unsupported.items():
+        click.echo(f"{warn} {table}: columns not written: {reason}", err=True)
+
+
 @cli.command()
 @click.pass_context
 def migrate(ctx) -> None:

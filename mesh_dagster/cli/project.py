@@ -19,5 +19,10 @@ def project_context(ctx: click.Context) -> Context:
     obj = ctx.find_object(dict)
     assert obj is not None  # the `mesh` group puts its options there before any command runs
     if "context" not in obj:
-        obj["context"] = Context(obj["path"], obj.get("gateway"))
+        obj["context"] = Context(obj["path"], obj.get("gateway"), on_warning=show_warning)
     return obj["context"]
+
+
+def show_warning(message: str) -> None:
+    """A project warning, on stderr: what a command prints on stdout (SQL, data) stays clean."""
+    click.echo(f"{click.style('Warning:', fg='yellow')} {message}", err=True)

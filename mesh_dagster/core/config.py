@@ -210,6 +210,9 @@ class ProjectConfig(_Strict):
     state_connection: StateConnectionConfig | None = None
     # Parsed so that `linter: {enabled: false}` stays valid; anything that asks for linting is refused.
     linter: dict[str, Any] = Field(default_factory=dict)
+    # SQL (macros allowed) run at the start / end of every apply and run: core/environment_statements.py.
+    before_all: list[str] = Field(default_factory=list)
+    after_all: list[str] = Field(default_factory=list)
 
     @field_validator("snapshot_ttl", "environment_ttl")
     @classmethod
@@ -236,6 +239,10 @@ class ProjectConfig(_Strict):
 
     def state_connection_for(self, gateway: str | None = None) -> StateConnectionConfig:
         return self.gateway(gateway).state_connection or self.state_connection or StateConnectionConfig()
+
+    def statements(self, key: str) -> list[str]:
+        """The `before_all` or `after_all` entries."""
+        return list(self.before_all if key == "before_all" else self.after_all)
 
     def variables_for(self, gateway: str | None = None) -> dict[str, Any]:
         return {**{k.lower(): v for k, v in self.variables.items()},
@@ -308,12 +315,26 @@ def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
         out.append((("default_gateway",), f"unknown gateway '{config.default_gateway}'. "
                                           f"Known: {', '.join(config.gateways) or 'none'}"))
     out += _variable_clashes(config.variables, ("variables",))
+    out += _statement_refusals(config)
     if config.state_connection is not None:
         out += _state_connection_refusals(config.state_connection, ("state_connection",))
     for name, gateway in config.gateways.items():
         out += _variable_clashes(gateway.variables, ("gateways", name, "variables"))
         if gateway.state_connection is not None:
             out += _state_connection_refusals(gateway.state_connection, ("gateways", name, "state_connection"))
+    return out
+
+
+def _statement_refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
+    """`before_all` / `after_all` entries that cannot run: empty, or SQL that does not parse."""
+    from mesh_dagster.core.environment_statements import check_statement
+
+    out: list[tuple[Loc, str]] = []
+    for key in ("before_all", "after_all"):
+        for index, text in enumerate(config.statements(key)):
+            problem = check_statement(text, config.model_defaults.dialect)
+            if problem is not None:
+                out.append(((key, index), f"{problem}"))
     return out
 
 

@@ -1,18 +1,25 @@
 """Loading a project directory: config, macros, audits, models, seeds, external models.
 
 Loading validates everything that can be validated without Spark, and reports each problem with
-its file and line: unreadable files, names Spark cannot hold, unknown references, cycles,
-duplicate names, seeds (header, row shape, every value against its type), audits, and each
-model's output columns against what the model says about them (time column, grain, partitioning,
-column descriptions, duplicates). A project that loads is one whose apply cannot fail on any of
-these after tables were built. Where a model's columns cannot be known without Spark (`SELECT *`
-over an external table with no declared columns), the column checks are left to Spark, which
-fails the model's table creation before any of its rows are written and before any view moves.
+its file and line: unreadable files, names Spark cannot hold, cycles, duplicate names, seeds
+(header, row shape, every value against its type), audits, and each model's output columns
+against what the model says about them (time column, grain, partitioning, column descriptions,
+duplicates). A project that loads is one whose apply cannot fail on any of these after tables
+were built. Where a model's columns cannot be known without Spark (`SELECT *` over an external
+table with no declared columns), the column checks are left to Spark, which fails the model's
+table creation before any of its rows are written and before any view moves.
+
+A table a model reads that is neither a model nor declared in external_models.yaml is not an
+error (SQLMesh's behaviour): it becomes an implicit EXTERNAL model with unknown columns, and the
+project carries a warning naming the reader's file and line (and a model of a close name, in case
+of a typo). `mesh create_external_models` declares such tables with their columns.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +61,8 @@ class Project:
     gateway: str | None = None
     cache: ProjectCache | None = None
     seeds: dict[str, SeedFile] = field(default_factory=dict)  # seed model → header and content hash
+    # What the user should know but that does not stop loading (tables read that nobody declared).
+    warnings: list[str] = field(default_factory=list)
     _outputs: dict[str, OutputColumns] = field(default_factory=dict)
 
     @property
@@ -132,7 +141,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     for model in models.values():
         for inline in model.inline_audits:
             audits.setdefault(inline.name, inline)
-    parents = _infer_dependencies(models, macros, variables, known_refs)
+    parents, warnings = _infer_dependencies(models, macros, variables, known_refs)
     dag = DAG(parents)
     try:
         order = dag.sorted()
@@ -145,7 +154,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     _check_audits(models, audits, macros, variables)
     tests_dir = root / "tests"
     tests = sorted([*tests_dir.glob("test*.yaml"), *tests_dir.glob("test*.yml")]) if tests_dir.is_dir() else []
-    project = Project(root, config, models, audits, macros, dag, variables, tests, gateway, cache)
+    project = Project(root, config, models, audits, macros, dag, variables, tests, gateway, cache, warnings=warnings)
     project.seeds = _check_seeds(project, _seed_values_checked(config, gateway))
     for name in order:  # parents first: a child's columns need its parents'
         check_output_columns(models[name], project.output(name))
@@ -294,13 +303,15 @@ def _external_model(entry: Any, index: int, text: str, rel: str) -> Model:
 
 
 def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variables: dict[str, Any],
-                        known_refs: dict[str, Any]) -> dict[str, set[str]]:
-    """Each model's parents, from its query's references and `depends_on`. A query reading its own
-    name is no cycle: it reads the model's previous state, and the model is marked self-referencing
-    (in `models`)."""
+                        known_refs: dict[str, Any]) -> tuple[dict[str, set[str]], list[str]]:
+    """Each model's parents, from its query's references and `depends_on`, and the warnings about
+    tables read that no file declares: those become implicit external models (added to `models`),
+    as in SQLMesh. A query reading its own name is no cycle: it reads the model's previous state,
+    and the model is marked self-referencing (in `models`)."""
     from mesh_dagster.core.renderer import query_references
 
     parents: dict[str, set[str]] = {}
+    unknown: dict[str, list[tuple[Model, int]]] = {}  # table -> (reader, line), first reader first
     with discovering_dependencies():  # parents' columns are not known yet: @STAR waits for them
         for name, model in list(models.items()):
             refs = set(model.depends_on)
@@ -311,19 +322,59 @@ def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variabl
             if model.name in refs - set(model.depends_on) and not model.self_referencing:
                 model = models[name] = model.model_copy(update={"self_referencing": True})
             refs.discard(model.name)
-            _check_known(model, [r for r in model.depends_on if r not in models], model.line_of("depends_on"))
-            _check_known(
-                model, sorted(r for r in refs if r not in models), model.query_line if model.query else model.line
-            )
+            for ref in sorted(r for r in refs if r not in models):
+                unknown.setdefault(ref, []).append((model, _reference_line(model, ref)))
             parents[model.name] = refs
-    return parents
+    warnings = [_implicit_external_warning(ref, readers, models) for ref, readers in unknown.items()]
+    for ref, readers in unknown.items():
+        models[ref] = _implicit_external(ref, *readers[0])
+        parents[ref] = set()
+    return parents, warnings
 
 
-def _check_known(model: Model, unknown: list[str], line: int) -> None:
-    if unknown:
-        raise ModelError(f"Model {model.name} references unknown model{'s' if len(unknown) > 1 else ''} "
-                         f"{', '.join(unknown)}. Declare tables that mesh does not build in external_models.yaml.",
-                         model.path, line)
+def _implicit_external(name: str, reader: Model, line: int) -> Model:
+    try:
+        check_model_name(name)
+    except ValueError as e:
+        raise ModelError(f"Model {reader.name} reads {name}, which cannot be an external table: {e}",
+                         reader.path, line) from None
+    return Model(name=name, kind=ExternalKind())
+
+
+def _implicit_external_warning(name: str, readers: list[tuple[Model, int]], models: dict[str, Model]) -> str:
+    reader, line = readers[0]
+    where = f"{reader.path}:{line}: " if reader.path else ""
+    others = sorted({m.name for m, _ in readers[1:]} - {reader.name})
+    also = f" (also read by {', '.join(others)})" if others else ""
+    close = _close_model_name(name, models)
+    hint = f" Did you mean {close}?" if close else ""
+    return (f"{where}{reader.name} reads {name}{also}, which is neither a model nor declared in external_models.yaml: "
+            f"it is treated as an external table whose columns are unknown "
+            f"(`mesh create_external_models` declares it).{hint}")
+
+
+def _close_model_name(name: str, models: dict[str, Model]) -> str | None:
+    """A model (or declared external table) of the same schema whose name is one small typo away
+    (`orders` for `oders`)."""
+    schema, _, table = name.rpartition(".")
+    same_schema = {m.table_name: m.name for m in models.values() if m.schema_name == (schema or "default")}
+    close = difflib.get_close_matches(table, list(same_schema), n=1, cutoff=0.8)
+    return same_schema[close[0]] if close else None
+
+
+def _reference_line(model: Model, name: str) -> int:
+    """The line of the first mention of `name` in the model's query (macros may hide it: then
+    the query's first line), or of `depends_on` when only that names it."""
+    parts = [re.escape(p) for p in name.split(".")]
+    quoted = [rf"[`\"]?{p}[`\"]?" for p in parts]
+    pattern = re.compile(r"(?<![\w.`\"])" + r"\s*\.\s*".join(quoted) + r"(?![\w`\"])", re.IGNORECASE)
+    if model.query is not None:
+        found = pattern.search(model.query)
+        if found is not None:
+            return model.query_line + model.query.count("\n", 0, found.start())
+        if name not in model.depends_on:
+            return model.query_line
+    return model.line_of("depends_on") if name in model.depends_on else model.line
 
 
 def _seed_values_checked(config: ProjectConfig, gateway: str | None) -> bool:

@@ -25,11 +25,13 @@ from typing import Any
 
 from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment
+from mesh_dagster.core.environment_statements import Stage
 from mesh_dagster.core.errors import ConflictingPlanError
 from mesh_dagster.core.plan import ALL_TIME, Plan, snapshot_order
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
 from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.environment_statements import run_environment_statements
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
@@ -118,6 +120,8 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         lease.check()
         check_base(plan, state)
         check_snapshots_kept(plan, state)
+        run_environment_statements(Stage.BEFORE_ALL, project, engine, plan.environment, plan.promoted, guarded,
+                                   plan.execution_time)
         state.push_snapshots(plan.new_snapshots)
         _build(plan, project, state, engine, guarded)
         if plan.clearings:  # after the backfill: nobody sees a hole while it runs
@@ -127,6 +131,8 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         recorded = True
         _move_views(plan, project, engine, guarded, replaced, lease)
         state.finalize_environment(plan.environment, plan.plan_id, lease=lease)
+        run_environment_statements(Stage.AFTER_ALL, project, engine, plan.environment, plan.promoted, guarded,
+                                   plan.execution_time)
     except LockLostError as e:
         raise LockLostError(_lost_message(plan, str(e), recorded)) from e
 

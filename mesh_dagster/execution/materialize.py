@@ -20,12 +20,14 @@ from enum import Enum
 
 from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
+from mesh_dagster.core.environment_statements import Stage
 from mesh_dagster.core.errors import AuditError, MeshError
 from mesh_dagster.core.intervals import Interval, format_interval_range, intervals_cover, subtract_intervals
 from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, build_plan, compute_backfills, model_start_ms
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, view_name
 from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.environment_statements import run_environment_statements
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
@@ -155,10 +157,15 @@ def _materialize(
             continue
         if evaluator is None:
             evaluator = SnapshotEvaluator(project, engine_factory(), snapshots)
+            run_environment_statements(Stage.BEFORE_ALL, project, evaluator.engine, environment, plan.promoted,
+                                       listener, execution_ms)
         result = _evaluate(evaluator, snap, window, (start_ms, end_ms), state, execution_ms, listener, environment)
         yield result
         if result.error is not None:
             return
+    if evaluator is not None:
+        run_environment_statements(Stage.AFTER_ALL, project, evaluator.engine, environment, plan.promoted, listener,
+                                   execution_ms)
 
 
 def _check_names(names: list[str], snapshots: dict[str, Snapshot]) -> None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mesh_dagster.core.dates import now_ms, to_ms
+from mesh_dagster.core.environment_statements import Stage
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan import compute_backfills, snapshot_order
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.selectors import ModelIndex, select_models
 from mesh_dagster.core.snapshot import Snapshot, normalize_environment, view_name
 from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.environment_statements import run_environment_statements
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
@@ -45,7 +47,7 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
         listener = listener or ApplyListener()
         environment = normalize_environment(environment)
         execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
-        _, snapshots = environment_snapshots(state, environment)
+        env, snapshots = environment_snapshots(state, environment)
         order = snapshot_order(snapshots)
         scope = run_scope(snapshots, select, auto_upstream=auto_upstream) if select else set(snapshots)
         backfills = compute_backfills(state, snapshots, scope, {}, order=order,
@@ -56,9 +58,11 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
         if not batches:
             listener.log("All intervals are up to date: nothing to run")
             return 0
+        run_environment_statements(Stage.BEFORE_ALL, project, engine, environment, env.promoted, listener, execution_ms)
         evaluator = SnapshotEvaluator(project, engine, snapshots)
         run_batches(batches, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment),
                     concurrent_tasks=project.concurrent_tasks)
+        run_environment_statements(Stage.AFTER_ALL, project, engine, environment, env.promoted, listener, execution_ms)
         return len(batches)
 
 

@@ -160,11 +160,11 @@ def test_external_embedded_and_units(tmp_path):
 
 def test_broken_project_error_names_file_and_line(tmp_path):
     root = write_project(tmp_path / "p", {
-        "models/a.sql": "MODEL (name s.a, kind FULL);\n\nSELECT id FROM s.missing\n",
+        "models/a.sql": "MODEL (name s.a, kind FULL);\n\nSELECT id FROM s.missing WHERE\n",
     })
     with pytest.raises(ProjectLoadError) as info:
         definitions(root)
-    assert "models/a.sql:3: Model s.a references unknown model s.missing" in str(info.value)
+    assert "models/a.sql:3: Cannot parse query: Incomplete WHERE clause" in str(info.value)
     frames = [f.filename for f in traceback.extract_tb(info.value.__traceback__)]
     assert not any("mesh_dagster/core" in f for f in frames), frames
     assert info.value.__cause__ is None and info.value.__suppress_context__
@@ -215,7 +215,7 @@ def test_workspace_loads_prod_and_named_dev_environment(tmp_path):
     spec = yaml.safe_load((ROOT / "workspace.yaml").read_text())
     assert [e["python_file"]["attribute"] for e in spec["load_from"]] == ["prod", "dev"]
     write_project(tmp_path / "broken", {
-        "models/a.sql": "MODEL (name s.a, kind FULL);\n\nSELECT id FROM s.missing\n",
+        "models/a.sql": "MODEL (name s.a, kind FULL);\n\nSELECT id FROM s.missing WHERE\n",
         "definitions.py": "from mesh_dagster.dagster import definitions\n\n\n"
                           "def prod():\n    return definitions(__file__.rpartition('/')[0])\n",
     })
@@ -251,9 +251,7 @@ with DagsterInstance.local_temp(sys.argv[1]) as instance:
     assert dev.startswith("['sqlmesh_example__feature_x/full_model'") and "promote_feature_x" in dev
     assert prod.startswith("['sqlmesh_example/full_model'") and "promote_prod" in prod and "run_prod_daily" in prod
     # the broken project: one message with the file and line, and no frames of mesh_dagster's internals
-    assert out[("ERROR", "broken")].endswith(
-        "models/a.sql:3: Model s.a references unknown model s.missing. "
-        "Declare tables that mesh does not build in external_models.yaml.")
+    assert out[("ERROR", "broken")].endswith("models/a.sql:3: Cannot parse query: Incomplete WHERE clause")
     stack = out[("STACK", "broken")]
     assert "mesh_dagster/core" not in stack and "mesh_dagster/context" not in stack
     assert stack.count("mesh_dagster/") == 1  # the raise in definitions() itself

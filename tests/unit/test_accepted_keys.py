@@ -675,6 +675,24 @@ def probe_model_defaults(tmp_path: Path) -> None:
     defaults_probe("owner", "jen", "owner", "jen")(tmp_path)
 
 
+def statements_probe(key: str) -> Callable[[Path], None]:
+    """The entries run on the engine, first (`before_all`) or last (`after_all`) of an apply."""
+
+    def probe(tmp_path: Path) -> None:
+        from mesh_dagster.context import Context
+        from tests.execution.fake_engine import FakeEngine
+
+        root = write_project(tmp_path / key, {"models/p.sql": PARENT},
+                             CONFIG + f"{key}:\n  - \"INSERT INTO audit.log SELECT @this_env\"\n")
+        engine = FakeEngine()
+        context = Context(root, engine=engine)
+        context.apply(context.plan("dev", start="2020-01-01", end="2020-01-01", execution_time="2020-01-04"))
+        call = engine.calls[0 if key == "before_all" else -1]
+        assert (call.method, call.args.get("sql")) == ("execute", "INSERT INTO audit.log SELECT 'dev'"), engine.calls
+
+    return probe
+
+
 CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "gateways": probe_gateways,
     "default_gateway": probe_default_gateway,
@@ -711,6 +729,8 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "state_connection": probe_state_connection,
     **{f"state_connection.{f}": state_probe("top", f) for f in STATE_FIELDS},
     "linter": probe_linter,
+    "before_all": statements_probe("before_all"),
+    "after_all": statements_probe("after_all"),
 }
 
 

@@ -170,13 +170,11 @@ def test_environment_names_are_normalised():
 @pytest.mark.parametrize(
     "files, message, where",
     [
-        ({"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT * FROM s.nope"}, "references unknown model s.nope",
-         ("models/a.sql", 2)),
         ({"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT * FROM s.b",
           "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT * FROM s.a"}, "cycle", ("models/a.sql", 1)),
         ({"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 1 AS x",
           "models/b.sql": "MODEL (name s.a, kind FULL);\nSELECT 2 AS x"}, "Duplicate model name 's.a'", ("models/b.sql", 1)),
-        ({"models/a.sql": "MODEL (name s.a, kind FULL);\n\nSELECT x FROM FROM y"}, "", ("models/a.sql", 3)),
+        ({"models/a.sql": "MODEL (name s.a, kind FULL);\n\nSELECT x FROM y WHERE"}, "Cannot parse", ("models/a.sql", 3)),
         ({"models/seed.sql": SEED, "seeds/seed.csv": "id,item,event_date\n1,2,2020-01-01\n"},
          "header does not match", ("seeds/seed.csv", 1)),
         ({"models/a.sql": "MODEL (name s.a, kind FULL, audits (nope));\nSELECT 1 AS x"}, "unknown audit 'nope'",
