@@ -25,15 +25,15 @@ from mesh_dagster.core.backfills import (  # noqa: F401
     compute_backfills,
 )
 from mesh_dagster.core.changes import ChangeSet, categorize_changes
-from mesh_dagster.core.cron import cron_floor_ms, cron_prev_ms
 from mesh_dagster.core.dag import DAG
 from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.fingerprint import build_snapshots
+from mesh_dagster.core.forward_only import plan_forward_only
 from mesh_dagster.core.model import Model
 from mesh_dagster.core.project import Project
-from mesh_dagster.core.schema_changes import SchemaChange, plan_schema_changes
+from mesh_dagster.core.schema_changes import SchemaChange
 from mesh_dagster.core.selection import select_plan
 from mesh_dagster.core.snapshot import (
     PROD,
@@ -215,22 +215,13 @@ def build_plan(
     promoted = selection.promoted(promoted_models(changes, base.target, promote_all=is_prod or include_unmodified),
                                   changes.changed, changes.snapshots)
     plan_start, plan_end = validate_range(project, changes.snapshots, start, end, execution_ms)
-    forward = forward_only_changes(changes)
-    effective_ms = validate_effective_from(effective_from, forward, execution_ms)
     allowed_destructive, allowed_additive = frozenset(allow_destructive), frozenset(allow_additive)
-    schema_changes = plan_schema_changes(project, changes.snapshots, previous, forward,
-                                         allow_destructive=allowed_destructive, allow_additive=allowed_additive)
-    previews = [] if is_prod else preview_models(changes, forward)
-    for name in previews:
-        changes.snapshots[name] = changes.snapshots[name].preview()
-    warnings = [w for change in schema_changes.values() for w in change.verdict.warnings]
-    recompute, skipped = effective_recomputes(changes, forward, effective_ms) if is_prod else ({}, [])
-    warnings += [f"--effective-from does not apply to {name}: its history is not recomputed per interval"
-                 for name in skipped]
+    fo = plan_forward_only(project, changes, previous, is_prod=is_prod, effective_from=effective_from,
+                           start=start, end_ms=plan_end, execution_ms=execution_ms,
+                           allow_destructive=allowed_destructive, allow_additive=allowed_additive)
     backfills = plan_backfills(project, state, changes, previous, is_prod=is_prod, start=start, end=end,
-                               execution_ms=execution_ms, only=selection.backfill,
-                               start_of=preview_starts(changes, previews, start, plan_end),
-                               recompute_from=recompute)
+                               execution_ms=execution_ms, only=selection.backfill, start_of=fo.preview_starts,
+                               recompute_from=fo.recompute_from)
 
     return Plan(
         plan_id=uuid.uuid4().hex,
@@ -256,74 +247,13 @@ def build_plan(
         diffs=changes.diffs,
         categories=changes.categories,
         forward_only=forward_only,
-        effective_from=effective_ms,
-        previews=previews,
-        schema_changes=schema_changes,
+        effective_from=fo.effective_ms,
+        previews=fo.previews,
+        schema_changes=fo.schema_changes,
         allow_destructive=allowed_destructive,
         allow_additive=allowed_additive,
-        warnings=warnings,
+        warnings=fo.warnings,
     )
-
-
-def forward_only_changes(changes: ChangeSet) -> list[str]:
-    """Models whose change keeps their table (forward-only, relative to the base), DAG order."""
-    return [n for n, c in changes.categories.items()
-            if c == ChangeCategory.FORWARD_ONLY and changes.snapshots[n].change_category == ChangeCategory.FORWARD_ONLY]
-
-
-def validate_effective_from(effective_from: str | None, forward: list[str], execution_ms: int) -> int | None:
-    """`--effective-from`: only for a plan with forward-only changes, and not in the future."""
-    if effective_from is None:
-        return None
-    if not forward:
-        raise PlanError("--effective-from only applies to forward-only changes, and this plan has none "
-                        "(plan with --forward-only, or change a model whose kind sets forward_only true)")
-    effective_ms = to_ms(effective_from)
-    if effective_ms > execution_ms:
-        raise PlanError(f"--effective-from {effective_from} is in the future")
-    return effective_ms
-
-
-def effective_recomputes(changes: ChangeSet, forward: list[str], effective_ms: int | None
-                         ) -> tuple[dict[str, int], list[str]]:
-    """When each forward-only model recomputes from (its interval containing `effective_ms`), and
-    the models it cannot apply to (histories that are not recomputed interval by interval)."""
-    if effective_ms is None:
-        return {}, []
-    recompute: dict[str, int] = {}
-    skipped: list[str] = []
-    for name in forward:
-        model = changes.snapshots[name].model
-        if model.kind.restates_full_history or model.disable_restatement or not model.kind.is_incremental:
-            skipped.append(name)
-        else:
-            recompute[name] = cron_floor_ms(model.cron, effective_ms)
-    return recompute, skipped
-
-
-def preview_models(changes: ChangeSet, forward: list[str]) -> list[str]:
-    """The models a development environment must read from previews: its forward-only changes
-    (prod keeps their tables, so the environment cannot write its rows there) and every model
-    below them that holds data or is a view (else it would show rows built on prod's old rows,
-    or, as SQLMesh on Spark does, nothing at all)."""
-    previewed: set[str] = set(forward)
-    for name, snap in changes.snapshots.items():  # parents first
-        if name in previewed or snap.model.kind.is_symbolic:
-            continue
-        if any(p.name in previewed for p in snap.parents):
-            previewed.add(name)
-    return [n for n in changes.snapshots if n in previewed]
-
-
-def preview_starts(changes: ChangeSet, previews: list[str], start: str | None, end_ms: int) -> dict[str, int]:
-    """Where each preview starts: the plan's --start, else the model's last complete interval."""
-    if start is not None:
-        return {name: to_ms(start) for name in previews}
-    out = {}
-    for name in previews:
-        cron = changes.snapshots[name].model.cron
-        out[name] = cron_prev_ms(cron, cron_floor_ms(cron, end_ms))
-    return out
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,16 @@ and at run time."""
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from pathlib import Path
 
 import pytest
+from quickstart_copy import edit, quickstart
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.snapshot import ChangeCategory as C
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "example_project"
 WHEN = "2020-01-08"
 
 
@@ -26,35 +25,19 @@ def schema(engine):
         engine.drop_schema(s, cascade=True)
 
 
-def _quickstart(root: Path, schema: str) -> Path:
-    root.mkdir(parents=True)
-    for part in ("config.yaml", "models", "seeds", "audits", "macros"):
-        source = EXAMPLE / part
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / part)
-    for path in [root / "config.yaml", *(root / "models").glob("*.sql")]:
-        text = path.read_text().replace("sqlmesh_example", schema)
-        path.write_text(text.replace("start: 2025-06-12", "start: 2020-01-01"))
-    return root
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    assert old in path.read_text()
-    path.write_text(path.read_text().replace(old, new, 1))
-
-
 def _rows(ctx: Context, sql: str) -> list[tuple]:
     return [tuple(r) for r in ctx.engine.fetchall(sql)]
 
 
 def test_forward_only_previews_in_dev_then_migrates_prod_in_place(tmp_path, engine, schema):
-    root = _quickstart(tmp_path / "qs", schema)
+    root = quickstart(tmp_path / "qs", schema)
     ctx = Context(root, engine=engine)
     ctx.apply(ctx.plan(execution_time=WHEN))
     inc, full = f"{schema}.incremental_model", f"{schema}.full_model"
     prod_table = ctx.plan(execution_time=WHEN).snapshots[inc].table_name
     prod_orders = _rows(ctx, f"SELECT item_id, num_orders FROM {full} ORDER BY item_id")
 
-    _edit(root / "models" / "incremental_model.sql", "  item_id,", "  item_id,\n  'z' AS new_column,")
+    edit(root / "models" / "incremental_model.sql", "  item_id,", "  item_id,\n  'z' AS new_column,")
     ctx.reload()
     dev = ctx.plan("fo", execution_time=WHEN, forward_only=True)
     assert dev.category(inc) == C.FORWARD_ONLY
@@ -97,11 +80,11 @@ def test_forward_only_previews_in_dev_then_migrates_prod_in_place(tmp_path, engi
 
 
 def test_effective_from_recomputes_from_that_date_after_deploy(tmp_path, engine, schema):
-    root = _quickstart(tmp_path / "qs", schema)
+    root = quickstart(tmp_path / "qs", schema)
     ctx = Context(root, engine=engine)
     ctx.apply(ctx.plan(execution_time=WHEN))
     inc = f"{schema}.incremental_model"
-    _edit(root / "models" / "incremental_model.sql", "  item_id,", "  item_id,\n  'z' AS new_column,")
+    edit(root / "models" / "incremental_model.sql", "  item_id,", "  item_id,\n  'z' AS new_column,")
     ctx.reload()
     with pytest.raises(PlanError, match="in the future"):
         ctx.plan(execution_time=WHEN, forward_only=True, effective_from="2020-02-01")
