@@ -2,9 +2,11 @@
 
 __version__ = "0.1.0"
 
-# `from mesh_dagster import macro` in a project's macros/*.py. Resolved lazily so that
-# `import mesh_dagster` stays cheap (no sqlglot until a macro file asks for it).
-_LAZY = {"macro": "mesh_dagster.core.macros"}
+# `from mesh_dagster import macro` in a project's macros/*.py, `from mesh_dagster import model,
+# ExecutionContext` in its models/*.py. Resolved lazily so that `import mesh_dagster` stays cheap
+# (no sqlglot until a macro or model file asks for it).
+_LAZY = {"macro": "mesh_dagster.core.macros", "model": "mesh_dagster.core.python_model",
+         "ExecutionContext": "mesh_dagster.core.python_model"}
 
 
 def __getattr__(name: str):

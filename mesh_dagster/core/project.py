@@ -13,6 +13,7 @@ fails the model's table creation before any of its rows are written and before a
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     macros = load_macros(root / "macros")
     cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
     audits = _load_audits(root)
-    models, known_refs = _load_models(root, config, cache)
+    models, known_refs = _load_models(root, config, cache, variables)
     for ext in _load_external_models(root):
         _add_model(models, ext)
     for model in models.values():
@@ -170,29 +171,31 @@ def _add_model(models: dict[str, Model], model: Model) -> None:
     models[model.name] = model
 
 
-def _model_files(models_dir: Path, root: Path) -> list[Path]:
-    """The SQL model files; a Python model is refused rather than silently skipped."""
-    files = []
+def _model_files(models_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The SQL model files and the Python model files (`__init__.py` aside)."""
+    sql, python = [], []
     for folder, _, names in os.walk(models_dir):
         for name in names:
             suffix = os.path.splitext(name)[1].lower()
             if suffix == ".py" and name != "__init__.py":
-                raise ModelError("Python models are not supported by mesh_dagster yet: write the model in SQL "
-                                 "(helper functions belong in macros/)", relative_path(Path(folder, name), root))
-            if suffix == ".sql":
-                files.append(Path(folder, name))
-    return sorted(files, key=str)  # Path comparisons are slow: a thousand models took 50 ms
+                python.append(Path(folder, name))
+            elif suffix == ".sql":
+                sql.append(Path(folder, name))
+    return sorted(sql, key=str), sorted(python, key=str)  # Path comparisons are slow: 1000 models took 50 ms
 
 
-def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None) -> tuple[dict[str, Model], dict]:
+def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None,
+                 variables: dict[str, Any]) -> tuple[dict[str, Model], dict]:
     """Models by name, and what the cache already knew: `{model name: inferred refs}` plus the
-    content keys of every file under `__keys__` (for storing new entries)."""
+    content keys of every SQL file under `__keys__` (for storing new entries). Python model files
+    are imported every time (what they define depends on more than their own text)."""
     models: dict[str, Model] = {}
     known: dict[str, Any] = {"__keys__": {}}
     models_dir = root / "models"
     if not models_dir.is_dir():
         return models, known
-    for file in _model_files(models_dir, root):
+    sql_files, python_files = _model_files(models_dir)
+    for file in sql_files:
         rel = relative_path(file, root)
         data = file.read_bytes()
         key = content_key(data)
@@ -205,7 +208,29 @@ def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None) 
             model = read_model_file(read_text(file, rel), rel, file, config.model_defaults)
         if model.enabled:
             _add_model(models, model)
+    for model in _load_python_models(python_files, root, config, variables):
+        if model.enabled:
+            _add_model(models, model)
     return models, known
+
+
+def _load_python_models(files: list[Path], root: Path, config: ProjectConfig, variables: dict[str, Any]) -> list[Model]:
+    from mesh_dagster.core.python_env import USER_MODELS_PACKAGE
+    from mesh_dagster.core.python_model import forget_model_modules, import_model_file, read_python_models
+
+    if not files:
+        return []
+    forget_model_modules()
+    try:
+        models = []
+        for file in files:
+            rel = relative_path(file, root)
+            module_name = f"{USER_MODELS_PACKAGE}.{re.sub(r'[^0-9A-Za-z_]', '_', rel[:-3])}"
+            module = import_model_file(file, rel, module_name)
+            models += read_python_models(module, rel, root, config.model_defaults, variables)
+        return models
+    finally:
+        forget_model_modules()
 
 
 def _load_audits(root: Path) -> dict[str, Audit]:
@@ -285,13 +310,34 @@ def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variabl
                 refs |= known_refs[model.name]
             elif model.query is not None:
                 refs |= referenced_tables(model, macros, variables)
+            elif model.python is not None and not model.depends_on:  # depends_on replaces what is inferred
+                refs |= {read.name for read in model.python.reads}
             refs.discard(model.name)
             _check_known(model, [r for r in model.depends_on if r not in models], model.line_of("depends_on"))
+            if model.python is not None:
+                _check_python_reads(model, models)
             _check_known(
                 model, sorted(r for r in refs if r not in models), model.query_line if model.query else model.line
             )
             parents[model.name] = refs
     return parents
+
+
+def _check_python_reads(model: Model, models: dict[str, Model]) -> None:
+    """Each `resolve_table` names a model that has a table to read, at the line of the call."""
+    assert model.python is not None
+    for read in model.python.reads:
+        parent = models.get(read.name)
+        if parent is None and read.name != model.name:
+            raise ModelError(f"Model {model.name} reads unknown model {read.name}. Declare tables that mesh does not "
+                             "build in external_models.yaml.", read.path, read.line)
+        if parent is not None and parent.kind.is_inlined:
+            raise ModelError(f"{read.name} is an {parent.kind.name.value} model: it has no table a Python model can "
+                             "read (make it a VIEW)", read.path, read.line)
+    for name in model.depends_on:
+        if name in models and models[name].kind.is_inlined:
+            raise ModelError(f"{name} is an {models[name].kind.name.value} model: it has no table a Python model can "
+                             "read (make it a VIEW)", model.path, model.line_of("depends_on"))
 
 
 def _check_known(model: Model, unknown: list[str], line: int) -> None:

@@ -70,7 +70,7 @@ def asset_spec(asset: ModelAsset) -> AssetSpec:
         metadata=spec_metadata(asset),
         group_name=asset.group,
         code_version=asset.fingerprint,
-        kinds={"spark", model.kind.name.value.lower()},
+        kinds={"spark", model.kind.name.value.lower(), *(["python"] if model.is_python else [])},
         tags={"mesh/kind": model.kind.name.value},
         owners=[model.owner] if model.owner and "@" in model.owner else None,
         skippable=True,
@@ -105,6 +105,8 @@ def spec_metadata(asset: ModelAsset) -> dict:
         )
     if model.query:
         meta["mesh/query"] = MetadataValue.md(f"```sql\n{model.query.strip()}\n```")
+    if model.python is not None:
+        meta["mesh/python"] = MetadataValue.md(f"```python\n{model.python.source()}```")
     return meta
 
 
