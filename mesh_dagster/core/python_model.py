@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mesh_dagster.core.config import ModelDefaults
 from mesh_dagster.core.definition import Entry, Value, read_value
 from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.files import read_text
 from mesh_dagster.core.kinds import FullKind, IncrementalKind
 from mesh_dagster.core.macros import macro
 from mesh_dagster.core.names import check_model_name
@@ -177,6 +178,7 @@ class PythonCode(BaseModel):
 
 def import_model_file(file: Path, shown: str, module_name: str) -> types.ModuleType:
     """Run a model file as the module `module_name`; a failure is one error at the file's line."""
+    _check_imports(file, shown)
     spec = importlib.util.spec_from_file_location(module_name, file)
     if spec is None or spec.loader is None:
         raise ModelError("Cannot import the Python model file", shown)
@@ -190,6 +192,20 @@ def import_model_file(file: Path, shown: str, module_name: str) -> types.ModuleT
         message = e.msg if isinstance(e, SyntaxError) else str(e)
         raise ModelError(f"Cannot import the Python model file: {type(e).__name__}: {message}", shown, line) from e
     return module
+
+
+def _check_imports(file: Path, shown: str) -> None:
+    """Model files are no package: a relative import is refused as what it is, before it fails as
+    a missing module."""
+    try:
+        tree = ast.parse(read_text(file, shown), shown)
+    except SyntaxError:
+        return  # reported by the import, with its line
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            raise ModelError("Python model files cannot use relative imports: import from installed packages or "
+                             "from the project's macros (`from mesh_user_macros.<file> import helper`), or define the "
+                             "helper in the model's file", shown, node.lineno)
 
 
 def forget_model_modules() -> None:
@@ -207,7 +223,7 @@ def innermost_line(error: BaseException, filenames: set[str]) -> int | None:
 def read_python_models(module: types.ModuleType, shown: str, root: Path, defaults: ModelDefaults,
                        variables: Mapping[str, Any]) -> list[Model]:
     """The models an imported model file defines (a file defining none is refused: it would be ignored)."""
-    tree = ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8-sig"), shown)
+    tree = ast.parse(read_text(Path(module.__file__ or ""), shown), shown)
     decorated = _decorated_defs(tree, module)
     functions = [fn for fn in vars(module).values()
                  if inspect.isfunction(fn) and getattr(fn, _MODEL_ATTR, None) and fn.__module__ == module.__name__]
@@ -282,7 +298,7 @@ def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, s
         raise ModelError(f"{fn.__name__} is decorated with @model twice", shown, where.line)
     spec = specs[0]
     name = _model_name(spec, shown, where)
-    properties = {k: v for k, v in spec.properties.items() if v is not None and k != "name"}
+    properties = {k: v for k, v in spec.properties.items() if v is not None}
     for key in properties:
         if key in UNSUPPORTED_PYTHON_PROPERTIES:
             raise ModelError(f"@model argument '{key}' is not supported by mesh_dagster yet", shown, where.at(key))
@@ -311,12 +327,11 @@ def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, s
 
 
 def _model_name(spec: ModelSpec, shown: str, where: _Decorator) -> str:
-    given = [n for n in (spec.name, spec.properties.get("name")) if n is not None]
-    if len(given) != 1 or not isinstance(given[0], str):
-        problem = "is given twice" if len(given) > 1 else "must be a string" if given else "is missing"
+    if not isinstance(spec.name, str):
+        problem = "must be a string" if spec.name is not None else "is missing"
         raise ModelError(f"The model's name {problem}: write @model(\"schema.name\", columns={{...}}, ...)",
                          shown, where.name_line)
-    return given[0]
+    return spec.name
 
 
 def _code(fn: Callable, module: types.ModuleType, root: Path, shown: str,
