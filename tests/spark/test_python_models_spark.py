@@ -14,7 +14,6 @@ from project_builder import write_project
 from mesh_dagster.context import Context
 from mesh_dagster.core.dates import to_ms
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
 
 CONFIG = """model_defaults:
   dialect: spark
@@ -244,13 +243,3 @@ def _root(plan: str) -> str:
     lines = [line for line in plan.splitlines() if line.strip()]
     return lines[1].strip() if len(lines) > 1 else ""
 
-
-def test_evaluating_a_model_twice_rewrites_the_same_rows(tmp_path, engine, schema):
-    root = project(tmp_path, schema, {"models/orders.sql": ORDERS, "models/totals.py": TOTALS})
-    ctx = Context(root, engine=engine)
-    plan = ctx.plan(execution_time="2024-01-02")
-    ctx.apply(plan)
-    evaluator = SnapshotEvaluator(ctx.project, engine, plan.snapshots)
-    totals = plan.snapshots[f"{schema}.totals"]
-    evaluator.evaluate(totals, to_ms("2024-01-01"), to_ms("2024-01-02"), to_ms("2024-01-02"))
-    assert rows(ctx, f"SELECT * FROM {totals.table_name} ORDER BY customer") == [("a", 40.0, 2), ("b", 40.0, 1)]
