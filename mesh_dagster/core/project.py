@@ -13,7 +13,6 @@ fails the model's table creation before any of its rows are written and before a
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from mesh_dagster.core.model import MODEL_FORMAT, Audit, Model
 from mesh_dagster.core.model_reader import default_audit_refs, read_audit_file, read_model_file
 from mesh_dagster.core.names import check_identifier, check_model_name
 from mesh_dagster.core.output_columns import OutputColumns, check_output_columns, query_output
+from mesh_dagster.core.python_model_reader import read_python_model_files
 from mesh_dagster.core.seeds import SeedFile, check_seed
 from mesh_dagster.core.types import check_dialect, to_spark_type
 
@@ -208,29 +208,10 @@ def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None,
             model = read_model_file(read_text(file, rel), rel, file, config.model_defaults)
         if model.enabled:
             _add_model(models, model)
-    for model in _load_python_models(python_files, root, config, variables):
+    for model in read_python_model_files(python_files, root, config.model_defaults, variables):
         if model.enabled:
             _add_model(models, model)
     return models, known
-
-
-def _load_python_models(files: list[Path], root: Path, config: ProjectConfig, variables: dict[str, Any]) -> list[Model]:
-    from mesh_dagster.core.python_env import USER_MODELS_PACKAGE
-    from mesh_dagster.core.python_model import forget_model_modules, import_model_file, read_python_models
-
-    if not files:
-        return []
-    forget_model_modules()
-    try:
-        models = []
-        for file in files:
-            rel = relative_path(file, root)
-            module_name = f"{USER_MODELS_PACKAGE}.{re.sub(r'[^0-9A-Za-z_]', '_', rel[:-3])}"
-            module = import_model_file(file, rel, module_name)
-            models += read_python_models(module, rel, root, config.model_defaults, variables)
-        return models
-    finally:
-        forget_model_modules()
 
 
 def _load_audits(root: Path) -> dict[str, Audit]:
