@@ -229,11 +229,24 @@ class EnvBuilder:
         if module is None:
             raise ModelError(f"Cannot find the project module {module_name}", source.path, line)
         other = self._source(module)
-        if original not in other.bindings and original not in vars(module):
+        value = vars(module).get(original, _MISSING)
+        if original in other.bindings:
+            self._resolve(original, other, line)
+        elif inspect.isfunction(value) or inspect.isclass(value):
+            self._add_nested_definition(value, other, line)
+        elif value is not _MISSING:
+            self._add_value(original, value, other, line)
+        else:
             raise ModelError(f"{module_name} has no '{original}'", source.path, line)
-        self._resolve(original, other, line)
         if name != original:
             self._add_alias(name, original, source, line)
+
+    def _add_nested_definition(self, value: Any, source: _Source, line: int) -> None:
+        """A function or class of a project module defined inside a block (`if`, `try`)."""
+        node = _definition_node(source, value)
+        if node is None:
+            raise ModelError(f"Cannot find the source of '{value.__name__}' in {source.path}", source.path, line)
+        self._add_definition(value.__name__, node, source)
 
     def _add_alias(self, name: str, original: str, source: _Source, line: int) -> None:
         text = f"{name} = {original}"
@@ -253,7 +266,7 @@ class EnvBuilder:
                 raise ModelError(f"'{name}' cannot be imported by name from {value.__module__}", source.path, line)
             text = f"from {value.__module__} import {value.__qualname__}"
             text += f" as {name}" if value.__qualname__ != name else ""
-        elif (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__ in sys.modules:
+        elif inspect.isfunction(value) or inspect.isclass(value):  # of the project
             self._add_from_project(name, value.__name__, value.__module__, source, line)
             return
         elif _is_literal(value):
@@ -305,10 +318,17 @@ class EnvBuilder:
 
 def _function_node(source: _Source, fn: Callable) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The `def` of `fn` in its file: same name, same first line (that of its first decorator)."""
-    first = fn.__code__.co_firstlineno
+    node = _definition_node(source, fn)
+    return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _definition_node(source: _Source, value: Any) -> ast.stmt | None:
+    """Where a function (same name and first line) or a class (same name) is defined in its file."""
+    first = value.__code__.co_firstlineno if inspect.isfunction(value) else None
     for node in ast.walk(ast.parse("\n".join(source.lines))):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == fn.__name__ \
-                and _first_line(node) == first:
+        if not isinstance(node, _DEFINITIONS) or node.name != value.__name__:
+            continue
+        if first is None if isinstance(node, ast.ClassDef) else _first_line(node) == first:
             return node
     return None
 

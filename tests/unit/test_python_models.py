@@ -150,6 +150,35 @@ def pd_timestamp(text: str):
     return pd.Timestamp(text, tz="UTC").to_pydatetime()
 
 
+def test_stored_code_survives_the_state_store_and_keeps_lazy_annotations(tmp_path):
+    """A file with `from __future__ import annotations` may annotate with names it imports only for
+    type checkers: the stored code is compiled the same way, so defining the function never
+    evaluates them."""
+    source = model_file("columns={'id': 'int'}", signature="context: ExecutionContext, start, end, execution_time",
+                        body="    return pd.DataFrame({'id': [1]})\n",
+                        prelude="from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                "    from mesh_dagster import ExecutionContext\n")
+    project = load(tmp_path, {"models/m.py": "from __future__ import annotations\n" + source})
+    snapshot = build_snapshots(project)["s.m"]
+    stored = type(snapshot).model_validate_json(snapshot.model_dump_json())
+    assert stored == snapshot and stored.model.python is not None
+    assert stored.model.python.function()(None, None, None, None).to_dict("list") == {"id": [1]}
+
+
+def test_helpers_defined_inside_blocks_are_stored_from_their_source(tmp_path):
+    prelude = ("try:\n    import no_such_json_library as json\nexcept ImportError:\n    import json\n"
+               "if True:\n    def encode(value):\n        return json.dumps(value)\n"
+               "    class Box:\n        size = 2\n")
+    source = model_file("columns={'id': 'int', 'text': 'string'}", prelude=prelude,
+                        body="    return pd.DataFrame({'id': [Box.size], 'text': [encode([1])]})\n")
+    code = load(tmp_path, {"models/m.py": source}).models["s.m"].python
+    assert code is not None
+    assert code.env["encode"].text.startswith("def encode(value):") and code.env["encode"].line == 8
+    assert code.env["Box"].text.startswith("class Box:") and code.env["json"].kind == "import"
+    frame = code.function()(None, None, None, None)
+    assert frame.to_dict("list") == {"id": [2], "text": ["[1]"]}
+
+
 def test_no_model_module_stays_imported_and_projects_do_not_mix(tmp_path):
     first = load(tmp_path, project_files(), "a")
     assert not [name for name in sys.modules if name.startswith("mesh_user_models")]
