@@ -348,8 +348,8 @@ class SparkEngine:
 
         A PySpark DataFrame is registered as it is (its rows stay on the executors: nothing here
         collects, counts or caches it); pandas frames are sent to Spark in types read from their
-        values (cast to the declared ones by the query reading the view); chunks are unioned by
-        column name; no frame at all is an empty view of the declared columns.
+        values (cast to the declared ones by the query reading the view); chunks are cast to the
+        declared columns and unioned; no frame at all is an empty view of the declared columns.
         """
         declared = self._declared_schema(columns)
         spark_frames = [self._spark_frame(frame, declared) for frame in frames]
@@ -357,8 +357,12 @@ class SparkEngine:
         with self._errors("Cannot register the output of a Python model"):
             if not spark_frames:
                 combined = self.spark.createDataFrame([], schema=declared)
-            else:
-                combined = functools.reduce(lambda a, b: a.unionByName(b), spark_frames)
+            elif len(spark_frames) == 1:
+                combined = spark_frames[0]
+            else:  # chunks may differ in column order and in types: each is cast to the declared ones
+                casts = [f"CAST({quote_identifier(name)} AS {_ddl_type(kind)}) AS {quote_identifier(name)}"
+                         for name, kind in columns.items()]
+                combined = functools.reduce(lambda a, b: a.union(b), (f.selectExpr(*casts) for f in spark_frames))
             combined.createOrReplaceTempView(view)
         return view
 

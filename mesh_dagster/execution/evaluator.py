@@ -24,7 +24,7 @@ from mesh_dagster.core.renderer import RenderContext, render_query, render_state
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.core.time_column import find_type
 from mesh_dagster.execution.engine import Engine
-from mesh_dagster.execution.python_evaluation import empty_query, interval_datetimes, python_query
+from mesh_dagster.execution.python_evaluation import empty_query, inclusive_interval, python_query
 from mesh_dagster.execution.strategies import strategy_for
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class SnapshotEvaluator:
         model = snapshot.model
         if model.python is None:
             return nullcontext(self.render(snapshot, start, end, execution_time))
-        low, high = interval_datetimes(*_interval_datetimes(start, end))
+        low, high = inclusive_interval(*_interval_datetimes(start, end))
         return python_query(self.engine, model, self.python_tables(snapshot), self.project.variables, low, high,
                             ms_to_datetime(execution_time))
 

@@ -64,7 +64,7 @@ class PythonContext:
         return self._engine.fetchdf(sql)
 
 
-def interval_datetimes(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
+def inclusive_interval(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
     """`start` and the inclusive `end` (the last microsecond of the interval) a Python model gets;
     the epoch where an interval has no bound."""
     low = start or EPOCH
