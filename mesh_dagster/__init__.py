@@ -3,9 +3,10 @@
 __version__ = "0.1.0"
 
 # `from mesh_dagster import macro, SQL` in a project's macros/*.py (SQLMesh's `from sqlmesh import
-# macro, SQL`). Resolved lazily so that `import mesh_dagster` stays cheap (no sqlglot until a macro
-# file asks for it).
-_LAZY = {"macro": "mesh_dagster.core.macros", "SQL": "mesh_dagster.core.macro_types"}
+# macro, SQL`), `from mesh_dagster import model, ExecutionContext` in its models/*.py. Resolved lazily
+# so that `import mesh_dagster` stays cheap (no sqlglot until a macro or model file asks for it).
+_LAZY = {"macro": "mesh_dagster.core.macros", "SQL": "mesh_dagster.core.macro_types",
+         "model": "mesh_dagster.core.python_model", "ExecutionContext": "mesh_dagster.core.python_model"}
 
 
 def __getattr__(name: str):

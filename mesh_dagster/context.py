@@ -310,6 +310,9 @@ class Context:
 
         name = self.model_name(model)
         definition = self.project.models[name]
+        if definition.python is not None:
+            return (f"-- {name} is a Python model ({definition.where()}): it has no SQL to render.\n"
+                    f"-- `mesh evaluate {name}` runs it and shows its rows.")
         if definition.query is None:
             raise MeshError(f"Model {name} is a {definition.kind.name.value} model and has no query")
         s, e = self._range(definition.cron, start, end)  # a bad range is refused before state is read
@@ -321,9 +324,19 @@ class Context:
 
     def evaluate(self, model: str, start: str | None = None, end: str | None = None,
                  execution_time: str | None = None, limit: int = 1000):
-        """Run a model's query and return rows, without writing anything."""
-        sql = self.render(model, start, end, execution_time, pretty=False)
-        return self.engine.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
+        """Run a model's query (a Python model's function) and return rows, without writing anything."""
+        from mesh_dagster.execution.evaluator import SnapshotEvaluator
+
+        name = self.model_name(model)
+        definition = self.project.models[name]
+        if definition.python is None:
+            sql = self.render(model, start, end, execution_time, pretty=False)
+            return self.engine.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
+        s, e = self._range(definition.cron, start, end)
+        snapshots = self.local_snapshots()
+        evaluator = SnapshotEvaluator(self.project, self.engine, snapshots)
+        with evaluator.query(snapshots[name], s, e, to_ms(execution_time) if execution_time else now_ms()) as sql:
+            return self.engine.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
 
     @staticmethod
     def _range(cron: str, start: str | None, end: str | None) -> tuple[int, int]:

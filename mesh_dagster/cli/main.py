@@ -245,7 +245,7 @@ def fetchdf(ctx, sql) -> None:
 @click.option("--no-format", is_flag=True, help="Print on one line.")
 @click.pass_context
 def render(ctx, model, start, end, execution_time, no_format) -> None:
-    """Print MODEL's query as it would run (macros expanded, physical tables)."""
+    """Print MODEL's query as it would run (macros expanded, physical tables); a Python model has none."""
     click.echo(project_context(ctx).render(model, start, end, execution_time, pretty=not no_format))
 
 
@@ -257,7 +257,7 @@ def render(ctx, model, start, end, execution_time, no_format) -> None:
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(min=0), help="Rows to show at most.")
 @click.pass_context
 def evaluate(ctx, model, start, end, execution_time, limit) -> None:
-    """Run MODEL's query and print rows, writing nothing."""
+    """Run MODEL's query (a Python model's function) and print rows, writing nothing."""
     df = project_context(ctx).evaluate(model, start, end, execution_time, limit)
     click.echo(df.to_string())
 

@@ -123,6 +123,9 @@ def categorize_direct(new: Snapshot, old: Snapshot, schemas: Schemas | None = No
         return None
     if nm.kind.name != om.kind.name:
         return ChangeCategory.BREAKING
+    if nm.is_python or om.is_python:
+        # What Python code computes cannot be compared (SQLMesh: undeterminable, so breaking).
+        return ChangeCategory.BREAKING
     if nm.kind.is_external:  # someone else's table: only the columns it is declared with can change
         return ChangeCategory.NON_BREAKING if _columns_kept(om.columns, nm.columns) else ChangeCategory.BREAKING
     if not nm.kind.has_query or new.rendered_query is None or old.rendered_query is None:

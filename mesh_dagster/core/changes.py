@@ -273,7 +273,7 @@ def _render_canonical(project: Project, model: Model) -> str | None:
 
 
 def _definition_text(model: Model) -> str:
-    """What plans diff: the model's properties and its query, as written."""
+    """What plans diff: the model's properties and its query (a Python model's code), as written."""
     props = [f"  name {model.name}", f"  kind {model.kind.name.value}"]
     if model.time_column:
         props.append(f"  time_column {model.time_column}")
@@ -295,6 +295,8 @@ def _definition_text(model: Model) -> str:
         text += "\n" + ";\n".join(statements) + ";\n"
     if model.query:
         text += "\n" + model.query.strip() + "\n"
+    if model.python is not None:
+        text += "\n" + model.python.source()
     if model.post_statements:
         text += ";\n" + ";\n".join(model.post_statements) + "\n"
     return text

@@ -1,9 +1,10 @@
 """Fingerprints of a loaded project's models.
 
 The data hash covers what can change a model's rows (query text as written, statements, the
-user macros and variables it uses, kind, declared columns, partitioning, seed content); the
-metadata hash covers the rest. Parent hashes chain both up the DAG so that any upstream change
-gives every descendant a new identifier without rendering a single query.
+user macros and variables it uses, kind, declared columns, partitioning, seed content, a Python
+model's stored code: its function and what the function uses); the metadata hash covers the rest.
+Parent hashes chain both up the DAG so that any upstream change gives every descendant a new
+identifier without rendering a single query.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ def _used_variables(model: Model, variables: dict) -> list[str]:
     if not variables:
         return []
     texts = _sql_text(model).lower()
+    code = model.python
     used = []
     for key in sorted(variables):
-        if re.search(rf"@{re.escape(key)}\b|@\{{{re.escape(key)}\}}|['\"]{re.escape(key)}['\"]", texts):
+        if (re.search(rf"@{re.escape(key)}\b|@\{{{re.escape(key)}\}}|['\"]{re.escape(key)}['\"]", texts)
+                or code is not None and (code.all_variables or key in code.variables)):
             used.append(f"{key}={variables[key]!r}")
     return used
 
@@ -48,6 +51,8 @@ def data_hash(model: Model, project: Project) -> str:
     ]
     for name in project.macros.used_by(_sql_text(model)):
         values.append(project.macros.source(name))
+    if model.python is not None:
+        values += model.python.data_hash_values()
     if isinstance(model.kind, SeedKind):
         values.append(project.seeds[model.name].content_hash)  # hashed once, when the loader checked it
     return hash_values(values)
@@ -77,6 +82,7 @@ def metadata_hash(model: Model, project: Project) -> str:
         *_audit_values(model, project),
         # Whitespace/comment-only edits are new snapshots, categorised as metadata later.
         model.query,
+        *(model.python.metadata_hash_values() if model.python is not None else []),
     ]
     if model.query and "*" in model.query:
         # A `SELECT *` child's output follows its parents' columns (see categorizer).

@@ -27,7 +27,7 @@ def source_type(model: Model) -> str:
         return "external"
     if not model.kind.has_query:
         return "seed"
-    return "python" if getattr(model, "python_source", None) else "sql"
+    return "python" if model.is_python else "sql"
 
 
 def needs_choice(plan: Plan, modes: AutoCategorize, *, ask_all: bool = False) -> list[str]:

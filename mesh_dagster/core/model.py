@@ -17,13 +17,14 @@ from mesh_dagster.core.kinds import (
     ScdType2Kind,
     SchemaChangePolicy,
 )
+from mesh_dagster.core.python_model import PythonCode
 
 __all__ = ["STORAGE_FORMATS", "MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", "ModelKind",
            "check_storage_format"]
 
 # Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
 # written by another shape is dropped rather than unpickled into the wrong classes.
-MODEL_FORMAT = 3  # 2: one class per kind; 3: self_referencing
+MODEL_FORMAT = 4  # 2: one class per kind; 3: self_referencing; 4: Python models
 
 # Table formats Spark can write (`USING <format>`); avro, delta, iceberg and hudi need the user's
 # Spark to ship their jars (we cannot download them at run time).
@@ -63,7 +64,7 @@ class Audit(BaseModel):
 
 
 class Model(BaseModel):
-    """A model as loaded from `models/*.sql` or `external_models.yaml`."""
+    """A model as loaded from `models/*.sql`, `models/*.py` or `external_models.yaml`."""
 
     name: str  # normalised `schema.table`, lower case
     kind: AnyKind
@@ -85,17 +86,22 @@ class Model(BaseModel):
     stamp: str | None = None
 
     query: str | None = None  # the main query, text as written (macros unexpanded)
+    python: PythonCode | None = None  # the code of a model written in Python (models/*.py), which has no query
     pre_statements: list[str] = Field(default_factory=list)
     post_statements: list[str] = Field(default_factory=list)
     macro_definitions: list[str] = Field(default_factory=list)  # `@DEF(...)` statements, as written
     inline_audits: list[Audit] = Field(default_factory=list)
 
     path: str | None = None  # file it came from (relative to the project)
-    line: int = 1  # line of the MODEL block
-    query_line: int = 1  # line where the query starts
+    line: int = 1  # line of the MODEL block (a Python model's decorator)
+    query_line: int = 1  # line where the query starts (a Python model's `def`)
     property_lines: dict[str, int] = Field(default_factory=dict)  # MODEL property -> its line (for errors)
     # Its query reads its own table (the previous state): set by the loader from the inferred references.
     self_referencing: bool = False
+
+    @property
+    def is_python(self) -> bool:
+        return self.python is not None
 
     @property
     def schema_name(self) -> str:

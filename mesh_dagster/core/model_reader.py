@@ -316,40 +316,14 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
     definition = read_definition(text, path)
     if definition.block_kind != "MODEL":
         raise ModelError("A model file must start with a MODEL (...) block", path, 1)
-    props: dict[str, Any] = {"path": path, "line": definition.block_line, "dialect": defaults.dialect,
-                             "cron": defaults.cron, "start": defaults.start, "owner": defaults.owner,
-                             "storage_format": defaults.storage_format}
-    lines: dict[str, int] = {}
-    kind_entry = columns_entry = None
-    for entry in definition.properties:
-        key = (entry.key or "").lower()
-        v = entry.value
-        assert v is not None
-        if key in lines:
-            raise ModelError(f"Property '{entry.key}' is set twice", path, entry.line)
-        lines[key] = entry.line
-        if key in UNSUPPORTED_PROPERTIES:
-            raise ModelError(f"Property '{entry.key}' is not supported by mesh_dagster yet", path, entry.line)
-        if key not in SUPPORTED_PROPERTIES:
-            raise ModelError(f"Unknown model property '{entry.key}'", path, entry.line)
-        if key == "kind":
-            kind_entry = entry
-        elif key == "columns":
-            columns_entry = entry  # read once the dialect is known (it may come later)
-        else:
-            props[_PROPERTY_FIELDS.get(key, key)] = _PROPERTY_HANDLERS[key](v, path)
+    props, lines, deferred = read_model_properties(definition.properties, path, definition.block_line, defaults)
     if "name" not in props:
         raise ModelError("The MODEL block needs a name, e.g. `name my_schema.my_model`", path, definition.block_line)
+    columns_entry = deferred.get("columns")
     if columns_entry is not None and columns_entry.value is not None:
         props["columns"] = _columns(columns_entry.value, path, props["dialect"])
-    kind = _kind(kind_entry, path) if kind_entry else ViewKind()
-    if isinstance(kind, IncrementalByTimeRangeKind) and "time_column_format" in kind.model_fields_set:
-        kind.check_time_format(props["cron"], path, kind_entry.line if kind_entry else definition.block_line)
-    _check_start_before_end(props, lines, path)
-    if isinstance(kind, IncrementalKind):
-        kind = kind.with_policy_defaults(defaults.on_destructive_change, defaults.on_additive_change)
-    props["kind"] = kind.located(file_path.parent)
-    props["audits"] = _attach_default_audits(props.get("audits", []), defaults, kind)
+    kind = complete_model_properties(props, lines, deferred.get("kind"), ViewKind(), path, definition.block_line,
+                                     defaults, file_path.parent)
     macro_defs, pre, query, post, audits = _split_statements(definition.statements, path)
     if not kind.has_query:
         if query is not None or pre or post:
@@ -363,6 +337,54 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
     props.update(macro_definitions=macro_defs, pre_statements=pre, post_statements=post, inline_audits=audits,
                  property_lines=lines)
     return Model(**props)
+
+
+# Properties whose reading needs others first (the kind needs the cron; columns need the dialect).
+DEFERRED_PROPERTIES = ("kind", "columns")
+
+
+def read_model_properties(entries: list[Entry], path: str, line: int, defaults: ModelDefaults
+                          ) -> tuple[dict[str, Any], dict[str, int], dict[str, Entry]]:
+    """The model properties written as `entries` (a MODEL block's, or a Python model's decorator
+    arguments) with the project's defaults: `Model` fields, each property's line, and the
+    `DEFERRED_PROPERTIES` entries, unread. Unknown, unsupported and repeated properties are refused."""
+    props: dict[str, Any] = {"path": path, "line": line, "dialect": defaults.dialect, "cron": defaults.cron,
+                             "start": defaults.start, "owner": defaults.owner,
+                             "storage_format": defaults.storage_format}
+    lines: dict[str, int] = {}
+    deferred: dict[str, Entry] = {}
+    for entry in entries:
+        key = (entry.key or "").lower()
+        v = entry.value
+        assert v is not None
+        if key in lines:
+            raise ModelError(f"Property '{entry.key}' is set twice", path, entry.line)
+        lines[key] = entry.line
+        if key in UNSUPPORTED_PROPERTIES:
+            raise ModelError(f"Property '{entry.key}' is not supported by mesh_dagster yet", path, entry.line)
+        if key not in SUPPORTED_PROPERTIES:
+            raise ModelError(f"Unknown model property '{entry.key}'", path, entry.line)
+        if key in DEFERRED_PROPERTIES:
+            deferred[key] = entry
+        else:
+            props[_PROPERTY_FIELDS.get(key, key)] = _PROPERTY_HANDLERS[key](v, path)
+    return props, lines, deferred
+
+
+def complete_model_properties(props: dict[str, Any], lines: dict[str, int], kind_entry: Entry | None,
+                              default_kind: BaseKind, path: str, line: int, defaults: ModelDefaults,
+                              directory: Path) -> BaseKind:
+    """Read the kind (`default_kind` when none is written) into `props`, with what depends on it
+    (its defaults, the audits `model_defaults` attaches) and the checks across properties; the kind."""
+    kind = _kind(kind_entry, path) if kind_entry else default_kind
+    if isinstance(kind, IncrementalByTimeRangeKind) and "time_column_format" in kind.model_fields_set:
+        kind.check_time_format(props["cron"], path, kind_entry.line if kind_entry else line)
+    _check_start_before_end(props, lines, path)
+    if isinstance(kind, IncrementalKind):
+        kind = kind.with_policy_defaults(defaults.on_destructive_change, defaults.on_additive_change)
+    props["kind"] = kind.located(directory)
+    props["audits"] = _attach_default_audits(props.get("audits", []), defaults, kind)
+    return kind
 
 
 def _check_start_before_end(props: dict[str, Any], lines: dict[str, int], path: str) -> None:

@@ -40,6 +40,7 @@ from mesh_dagster.core.model import MODEL_FORMAT, Audit, Model
 from mesh_dagster.core.model_reader import default_audit_refs, read_audit_file, read_model_file
 from mesh_dagster.core.names import check_identifier, check_model_name
 from mesh_dagster.core.output_columns import OutputColumns, check_output_columns, query_output
+from mesh_dagster.core.python_model_reader import read_python_model_files
 from mesh_dagster.core.seeds import SeedFile, check_seed
 from mesh_dagster.core.types import check_dialect, to_spark_type
 
@@ -135,7 +136,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     macros = load_macros(root / "macros")
     cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
     audits = _load_audits(root)
-    models, known_refs = _load_models(root, config, cache)
+    models, known_refs = _load_models(root, config, cache, variables)
     for ext in _load_external_models(root):
         _add_model(models, ext)
     for model in models.values():
@@ -199,29 +200,31 @@ def _add_model(models: dict[str, Model], model: Model) -> None:
     models[model.name] = model
 
 
-def _model_files(models_dir: Path, root: Path) -> list[Path]:
-    """The SQL model files; a Python model is refused rather than silently skipped."""
-    files = []
+def _model_files(models_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The SQL model files and the Python model files (`__init__.py` aside)."""
+    sql, python = [], []
     for folder, _, names in os.walk(models_dir):
         for name in names:
             suffix = os.path.splitext(name)[1].lower()
             if suffix == ".py" and name != "__init__.py":
-                raise ModelError("Python models are not supported by mesh_dagster yet: write the model in SQL "
-                                 "(helper functions belong in macros/)", relative_path(Path(folder, name), root))
-            if suffix == ".sql":
-                files.append(Path(folder, name))
-    return sorted(files, key=str)  # Path comparisons are slow: a thousand models took 50 ms
+                python.append(Path(folder, name))
+            elif suffix == ".sql":
+                sql.append(Path(folder, name))
+    return sorted(sql, key=str), sorted(python, key=str)  # Path comparisons are slow: 1000 models took 50 ms
 
 
-def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None) -> tuple[dict[str, Model], dict]:
+def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None,
+                 variables: dict[str, Any]) -> tuple[dict[str, Model], dict]:
     """Models by name, and what the cache already knew: `{model name: inferred refs}` plus the
-    content keys of every file under `__keys__` (for storing new entries)."""
+    content keys of every SQL file under `__keys__` (for storing new entries). Python model files
+    are imported every time (what they define depends on more than their own text)."""
     models: dict[str, Model] = {}
     known: dict[str, Any] = {"__keys__": {}}
     models_dir = root / "models"
     if not models_dir.is_dir():
         return models, known
-    for file in _model_files(models_dir, root):
+    sql_files, python_files = _model_files(models_dir)
+    for file in sql_files:
         rel = relative_path(file, root)
         data = file.read_bytes()
         key = content_key(data)
@@ -232,6 +235,9 @@ def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None) 
             known[model.name] = set(refs)
         else:
             model = read_model_file(read_text(file, rel), rel, file, config.model_defaults)
+        if model.enabled:
+            _add_model(models, model)
+    for model in read_python_model_files(python_files, root, config.model_defaults, variables):
         if model.enabled:
             _add_model(models, model)
     return models, known
@@ -319,9 +325,13 @@ def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variabl
                 refs |= known_refs[model.name]
             elif model.query is not None:
                 refs |= query_references(model, macros, variables)
+            elif model.python is not None and not model.depends_on:  # depends_on replaces what is inferred
+                refs |= {read.name for read in model.python.reads}
             if model.name in refs - set(model.depends_on) and not model.self_referencing:
                 model = models[name] = model.model_copy(update={"self_referencing": True})
             refs.discard(model.name)
+            if model.python is not None:
+                _check_python_reads(model, models)
             for ref in sorted(r for r in refs if r not in models):
                 unknown.setdefault(ref, []).append((model, _reference_line(model, ref)))
             parents[model.name] = refs
@@ -365,6 +375,10 @@ def _close_model_name(name: str, models: dict[str, Model]) -> str | None:
 def _reference_line(model: Model, name: str) -> int:
     """The line of the first mention of `name` in the model's query (macros may hide it: then
     the query's first line), or of `depends_on` when only that names it."""
+    if model.python is not None:  # the line of its `resolve_table` call
+        line = next((read.line for read in model.python.reads if read.name == name), None)
+        if line is not None:
+            return line
     parts = [re.escape(p) for p in name.split(".")]
     quoted = [rf"[`\"]?{p}[`\"]?" for p in parts]
     pattern = re.compile(r"(?<![\w.`\"])" + r"\s*\.\s*".join(quoted) + r"(?![\w`\"])", re.IGNORECASE)
@@ -375,6 +389,19 @@ def _reference_line(model: Model, name: str) -> int:
         if name not in model.depends_on:
             return model.query_line
     return model.line_of("depends_on") if name in model.depends_on else model.line
+def _check_python_reads(model: Model, models: dict[str, Model]) -> None:
+    """Each `resolve_table` names a table to read (an unknown one becomes an implicit external
+    model, as a SQL model's reference does), at the line of the call."""
+    assert model.python is not None
+    for read in model.python.reads:
+        parent = models.get(read.name)
+        if parent is not None and parent.kind.is_inlined:
+            raise ModelError(f"{read.name} is an {parent.kind.name.value} model: it has no table a Python model can "
+                             "read (make it a VIEW)", read.path, read.line)
+    for name in model.depends_on:
+        if name in models and models[name].kind.is_inlined:
+            raise ModelError(f"{name} is an {models[name].kind.name.value} model: it has no table a Python model can "
+                             "read (make it a VIEW)", model.path, model.line_of("depends_on"))
 
 
 def _seed_values_checked(config: ProjectConfig, gateway: str | None) -> bool:

@@ -82,8 +82,9 @@ def asset_spec(asset: ModelAsset) -> AssetSpec:
 
 
 def asset_kinds(model: Model) -> set[str]:
-    """The kinds the UI shows as icons: the engine and the model kind (Dagster shows up to three)."""
-    return {"spark", model.kind.name.value.lower()}
+    """The kinds the UI shows as icons: the engine, the model kind and, for a Python model, python
+    (Dagster shows up to three)."""
+    return {"spark", model.kind.name.value.lower(), *(["python"] if model.is_python else [])}
 
 
 def asset_tags(model: Model) -> dict[str, str]:
@@ -127,6 +128,8 @@ def spec_metadata(asset: ModelAsset) -> dict:
         )
     if model.query:
         meta["mesh/query"] = MetadataValue.md(f"```sql\n{model.query.strip()}\n```")
+    if model.python is not None:
+        meta["mesh/python"] = MetadataValue.md(f"```python\n{model.python.source()}```")
     return meta
 
 

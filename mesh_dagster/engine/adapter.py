@@ -15,6 +15,7 @@ class): the layers above cannot import pyspark, so they could not catch its exce
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import os
 import time
@@ -27,7 +28,7 @@ from urllib.parse import unquote
 import pandas as pd
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from mesh_dagster.core.errors import EngineError
@@ -383,6 +384,64 @@ class SparkEngine:
     def drop_view(self, name: str) -> None:
         self.execute(f"DROP VIEW IF EXISTS {quote_name(name)}")
 
+    # -- Python models ----------------------------------------------------------------------
+
+    def register_frames(self, frames: Iterable[Any], columns: Mapping[str, str]) -> str:
+        """One temporary view over what a Python model returned; its name.
+
+        A PySpark DataFrame is registered as it is (its rows stay on the executors: nothing here
+        collects, counts or caches it); pandas frames are sent to Spark in types read from their
+        values (cast to the declared ones by the query reading the view); chunks are cast to the
+        declared columns and unioned; no frame at all is an empty view of the declared columns.
+        """
+        declared = self._declared_schema(columns)
+        spark_frames = [self._spark_frame(frame, declared) for frame in frames]
+        view = _temp_name()
+        with self._errors("Cannot register the output of a Python model"):
+            if not spark_frames:
+                combined = self.spark.createDataFrame([], schema=declared)
+            elif len(spark_frames) == 1:
+                combined = spark_frames[0]
+            else:  # chunks may differ in column order and in types: each is cast to the declared ones
+                casts = [f"CAST({quote_identifier(name)} AS {_ddl_type(kind)}) AS {quote_identifier(name)}"
+                         for name, kind in columns.items()]
+                combined = functools.reduce(lambda a, b: a.union(b), (f.selectExpr(*casts) for f in spark_frames))
+            combined.createOrReplaceTempView(view)
+        return view
+
+    def drop_temp_view(self, name: str) -> None:
+        self._drop_temp_view(name)
+
+    def _declared_schema(self, columns: Mapping[str, str]) -> T.StructType:
+        """Declared columns as Spark types (from analysis: no job runs)."""
+        casts = ", ".join(f"CAST(NULL AS {_ddl_type(kind)}) AS {quote_identifier(name)}"
+                          for name, kind in columns.items())
+        with self._errors(f"Invalid column type in {dict(columns)}"):
+            return self.spark.sql(f"SELECT {casts}").schema
+
+    def _spark_frame(self, frame: Any, declared: T.StructType) -> DataFrame:
+        if isinstance(frame, pd.DataFrame):
+            _check_output_columns([str(c) for c in frame.columns], declared.names)
+            return self._from_pandas(frame, declared)
+        if isinstance(frame, DataFrame):
+            with self._errors("Cannot read the columns of the DataFrame a Python model returned"):
+                names = frame.columns
+            _check_output_columns(names, declared.names)
+            return frame
+        raise EngineError(f"it returned a {type(frame).__name__}: return (or yield) PySpark or pandas DataFrames")
+
+    def _from_pandas(self, frame: pd.DataFrame, declared: T.StructType) -> DataFrame:
+        """A pandas frame as a Spark DataFrame of the declared columns (values typed as pandas holds
+        them; missing values, NaN included, as NULL whatever the Arrow setting)."""
+        by_name = {str(c).lower(): c for c in frame.columns}
+        fields, data = [], {}
+        for field in declared.fields:
+            series = frame[by_name[field.name.lower()]]
+            fields.append(T.StructField(field.name, _transfer_type(series, field.dataType), True))
+            data[field.name] = series.astype(object).where(series.notna(), None) if series.isna().any() else series
+        with self._errors("Cannot turn the pandas DataFrame a Python model returned into a Spark DataFrame"):
+            return self.spark.createDataFrame(pd.DataFrame(data, index=frame.index), schema=T.StructType(fields))
+
     def drop_table(self, name: str) -> None:
         self.execute(f"DROP TABLE IF EXISTS {quote_name(name)}")
 
@@ -591,6 +650,42 @@ def _strip(sql: str) -> str:
 
 def _temp_name() -> str:
     return f"{TEMP_PREFIX}{uuid.uuid4().hex[:16]}"
+
+
+def _check_output_columns(produced: Sequence[str], declared: Sequence[str]) -> None:
+    """A Python model's output must have exactly its declared columns (in any order and case)."""
+    lowered = [name.lower() for name in produced]
+    duplicated = sorted({name for name in lowered if lowered.count(name) > 1})
+    missing = [name for name in declared if name.lower() not in lowered]
+    extra = [name for name in produced if name.lower() not in {d.lower() for d in declared}]
+    problems = []
+    if missing:
+        problems.append(f"lacks the declared column(s) {', '.join(missing)}")
+    if extra:
+        problems.append(f"has undeclared column(s) {', '.join(extra)}")
+    if duplicated:
+        problems.append(f"names column(s) {', '.join(duplicated)} more than once")
+    if problems:
+        raise EngineError(f"its DataFrame {' and '.join(problems)} (declared columns: {', '.join(declared)})")
+
+
+def _transfer_type(series: pd.Series, declared: T.DataType) -> T.DataType:
+    """The Spark type a pandas column travels in: what its values are (a query casts them to the
+    declared type afterwards, under Spark's rules), or the declared type when pandas cannot tell."""
+    if pd.api.types.is_bool_dtype(series):
+        return T.BooleanType()
+    if pd.api.types.is_integer_dtype(series):
+        return T.LongType()
+    if pd.api.types.is_float_dtype(series):
+        return T.DoubleType()
+    if pd.api.types.is_datetime64_any_dtype(series):
+        return T.TimestampType()
+    inferred = pd.api.types.infer_dtype(series, skipna=True)
+    by_values: dict[str, T.DataType] = {"string": T.StringType(), "boolean": T.BooleanType(),
+                                        "integer": T.LongType(), "floating": T.DoubleType(),
+                                        "mixed-integer-float": T.DoubleType(), "date": T.DateType(),
+                                        "datetime": T.TimestampType(), "datetime64": T.TimestampType()}
+    return by_values.get(inferred, declared)
 
 
 def _partition_section(col_names: Iterable[str]) -> list[str]:

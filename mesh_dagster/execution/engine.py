@@ -7,8 +7,8 @@ never import `engine/` types: it only knows this Protocol.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -21,6 +21,23 @@ class Engine(Protocol):
     def execute(self, sql: str) -> None: ...
 
     def fetchall(self, sql: str) -> list[tuple]: ...
+
+    def fetchdf(self, sql: str) -> pd.DataFrame:
+        """The query's rows on the driver, as a pandas DataFrame."""
+
+    # -- Python models
+    @property
+    def spark(self) -> Any:
+        """The session Python models compute with (a SparkSession: opaque here, `execution/` never
+        imports pyspark)."""
+
+    def register_frames(self, frames: Iterable[Any], columns: Mapping[str, str]) -> str:
+        """Register what a Python model returned (PySpark or pandas DataFrames; several are chunks of one
+        output, none is no rows) as one temporary view, and return its name. Nothing is collected to
+        the driver; pandas frames are sent with `columns`' types. Output columns that differ from
+        `columns` (by name, case-insensitively) are refused."""
+
+    def drop_temp_view(self, name: str) -> None: ...
 
     # -- catalog
     def create_schema(self, name: str) -> None: ...

@@ -7,6 +7,7 @@ and Dagster materializations write exactly the same way.
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.core.time_column import find_type
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.migration import migrate_table
+from mesh_dagster.execution.python_evaluation import empty_query, inclusive_interval, python_query
 from mesh_dagster.execution.strategies import strategy_for
 
 if TYPE_CHECKING:
@@ -111,13 +113,34 @@ class SnapshotEvaluator:
 
     def render(self, snapshot: Snapshot, start: int | None = None, end: int | None = None,
                execution_time: int | None = None, stage: str = "evaluating") -> str:
+        """The model's SQL. A Python model has none: its table is created from this typed query of
+        its declared columns and no row; its rows come from `query`."""
+        model = snapshot.model
+        if model.python is not None and model.columns is not None:
+            return empty_query(model.columns)
         ctx = self.render_context(snapshot, start, end, execution_time, stage)
-        sql = render_query(snapshot.model, ctx, self.project.macros).sql(dialect="spark")
-        padding = self._padding.get(snapshot.table_name) if not snapshot.model.kind.is_symbolic else None
+        sql = render_query(model, ctx, self.project.macros).sql(dialect="spark")
+        padding = self._padding.get(snapshot.table_name) if not model.kind.is_symbolic else None
         if padding and stage == "evaluating":  # the table keeps columns the query dropped: they read NULL
             nulls = ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in padding.items())
             sql = f"SELECT _padded.*, {nulls} FROM ({sql}) AS _padded"
         return sql
+
+    def query(self, snapshot: Snapshot, start: int, end: int, execution_time: int) -> AbstractContextManager[str]:
+        """The query producing `[start, end)` of a model, usable inside the `with` block: a SQL model's
+        rendering, or the output of a Python model run for the interval (execution/python_evaluation.py)."""
+        model = snapshot.model
+        if model.python is None:
+            return nullcontext(self.render(snapshot, start, end, execution_time))
+        low, high = inclusive_interval(*_interval_datetimes(start, end))
+        return python_query(self.engine, model, self.python_tables(snapshot), self.project.variables, low, high,
+                            ms_to_datetime(execution_time))
+
+    def python_tables(self, snapshot: Snapshot) -> dict[str, str]:
+        """What a Python model's `resolve_table` answers: each parent's table (or view) as a SQL model's
+        references are resolved, an external table's own name, and the model's own table."""
+        external = {p.name: p.name for p in self.parents(snapshot) if p.model.kind.is_external}
+        return {**external, **self.table_mapping(snapshot), snapshot.name: snapshot.table_name}
 
     def statements(self, snapshot: Snapshot, which: str, start: int, end: int, execution_time: int) -> list[str]:
         """The model's rendered `pre` or `post` statements for an interval."""

@@ -8,6 +8,7 @@ evaluator, which strategies reach through the `Evaluation` Protocol, and Spark s
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
 from mesh_dagster.core.dates import ms_to_datetime
@@ -30,6 +31,9 @@ class Evaluation(Protocol):
 
     def render(self, snapshot: Snapshot, start: int | None = None, end: int | None = None,
                execution_time: int | None = None, stage: str = "evaluating") -> str: ...
+
+    def query(self, snapshot: Snapshot, start: int, end: int, execution_time: int) -> AbstractContextManager[str]:
+        """The query producing an interval of the model (a Python model's output), inside the block."""
 
     def statements(self, snapshot: Snapshot, which: str, start: int, end: int, execution_time: int) -> list[str]:
         """The model's rendered `pre` or `post` statements for an interval."""
@@ -81,7 +85,9 @@ class SeedStrategy(WriteStrategy):
 
 
 class QueryStrategy(WriteStrategy):
-    """A table filled from the model's query, between its pre- and post-statements."""
+    """A table filled from the model's query, between its pre- and post-statements. A Python
+    model's query selects its function's output (`Evaluation.query`): every kind written from a
+    query writes Python models too."""
 
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
         model = snapshot.model
@@ -92,7 +98,8 @@ class QueryStrategy(WriteStrategy):
     def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
         for statement in ev.statements(snapshot, "pre", start, end, execution_time):
             ev.engine.execute(statement)
-        self.write_rendered(ev, snapshot, ev.render(snapshot, start, end, execution_time), start, end, execution_time)
+        with ev.query(snapshot, start, end, execution_time) as query:
+            self.write_rendered(ev, snapshot, query, start, end, execution_time)
         for statement in ev.statements(snapshot, "post", start, end, execution_time):
             ev.engine.execute(statement)
 

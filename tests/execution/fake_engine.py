@@ -8,7 +8,7 @@ races; this one lives in one process and keeps full arguments.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ class FakeEngine:
         self.schemas: set[str] = set()
         self.tables: dict[str, dict[str, str]] = {}
         self.views: dict[str, str] = {}
+        self.frames: dict[str, list[pd.DataFrame]] = {}  # temporary views over Python models' output
 
     def methods(self) -> list[str]:
         return [c.method for c in self.calls]
@@ -44,6 +45,34 @@ class FakeEngine:
     def fetchall(self, sql: str) -> list[tuple]:
         self._record("fetchall", "", sql=sql)
         return [(0,)]
+
+    def fetchdf(self, sql: str) -> pd.DataFrame:
+        self._record("fetchdf", "", sql=sql)
+        return pd.DataFrame()
+
+    # -- Python models (pandas frames only: the fake has no Spark)
+    @property
+    def spark(self) -> Any:
+        return None
+
+    def register_frames(self, frames: Iterable[Any], columns: Mapping[str, str]) -> str:
+        from mesh_dagster.core.errors import EngineError
+
+        kept = list(frames)
+        for frame in kept:
+            if not isinstance(frame, pd.DataFrame):
+                raise EngineError(f"it returned a {type(frame).__name__}: return (or yield) PySpark or pandas "
+                                  "DataFrames")
+            if sorted(str(c).lower() for c in frame.columns) != sorted(columns):
+                raise EngineError(f"its DataFrame has columns {list(frame.columns)} (declared columns: "
+                                  f"{', '.join(columns)})")
+        name = f"__frames_{len(self.frames)}"
+        self.frames[name] = kept
+        self._record("register_frames", name, rows=sum(len(f) for f in kept), chunks=len(kept))
+        return name
+
+    def drop_temp_view(self, name: str) -> None:
+        self._record("drop_temp_view", name)
 
     # -- catalog
     def create_schema(self, name: str) -> None:
@@ -111,7 +140,7 @@ class FakeEngine:
     def stage(self, table: str, query_sql: str) -> str:
         staging = f"{table}__staged{sum(c.method == 'stage' for c in self.calls)}"
         self._record("stage", staging, table=table, query=query_sql)
-        self.tables[staging] = dict(self.tables.get(table) or self.query_columns)
+        self.tables[staging] = dict(self.tables.get(table) or self.output)
         return staging
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],

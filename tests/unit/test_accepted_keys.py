@@ -643,11 +643,14 @@ def categorize_probe(source: str) -> Callable[[Path], None]:
     """`plan.auto_categorize_changes.<source>: off` makes the plan ask about that source's changes only."""
     from mesh_dagster.core.manual_categories import needs_choice
 
+    python_model = ("from mesh_dagster import model\n\n\n@model('s.m', columns={'a': 'int'})\n"
+                    "def execute(context, start, end, execution_time):\n    return 1\n")
     files = {"sql": INCREMENTAL_FILES,
+             "python": {"models/m.py": python_model},
              "seed": {"models/m.sql": SEED_MODEL.format(csv="t.csv", kind_props="", props=""), "seeds/t.csv": "a\n1\n"},
              "external": {"external_models.yaml": "- name: raw.t\n  columns:\n    a: int\n",
                           "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT a FROM raw.t\n"}}[source]
-    edit = {"sql": INCREMENTAL_EDIT, "seed": ("seeds/t.csv", "1", "2"),
+    edit = {"sql": INCREMENTAL_EDIT, "python": ("models/m.py", "return 1", "return 2"), "seed": ("seeds/t.csv", "1", "2"),
             "external": ("external_models.yaml", "a: int", "a: bigint")}[source]
     name = "raw.t" if source == "external" else "s.m"
 
@@ -725,7 +728,7 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "plan.no_prompts": probe_plan_no_prompts,
     "plan.forward_only": probe_plan_forward_only,
     "plan.auto_categorize_changes": categorize_probe("sql"),
-    **{f"plan.auto_categorize_changes.{k}": categorize_probe(k) for k in ("sql", "seed", "external")},
+    **{f"plan.auto_categorize_changes.{k}": categorize_probe(k) for k in ("sql", "python", "seed", "external")},
     "state_connection": probe_state_connection,
     **{f"state_connection.{f}": state_probe("top", f) for f in STATE_FIELDS},
     "linter": probe_linter,

@@ -57,11 +57,11 @@ def test_decode_errors_name_line_and_column() -> None:
     assert decode_text("caf\xe9".encode("latin-1"), "seeds/x.csv", encoding="latin-1") == "caf\xe9"
 
 
-def test_python_models_are_refused_not_skipped(tmp_path: Path) -> None:
+def test_python_file_defining_no_model_is_refused_not_skipped(tmp_path: Path) -> None:
     root = _project(tmp_path, "py")
     (root / "models" / "py_model.py").write_text("def execute(context):\n    return None\n")
     (root / "models" / "__init__.py").write_text("")
-    with pytest.raises(ModelError, match=r"^models/py_model\.py: Python models are not supported by mesh_dagster yet"):
+    with pytest.raises(ModelError, match=r"^models/py_model\.py:1: This Python file in models/ defines no model"):
         load_project(root, use_cache=False)
 
 

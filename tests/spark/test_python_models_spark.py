@@ -1,0 +1,245 @@
+"""Python models on the shared SparkSession: PySpark and pandas output, incremental intervals,
+chunks, failures that record nothing, and proof that a PySpark output never reaches the driver."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from pathlib import Path
+
+import no_collect_frames
+import pytest
+from project_builder import write_project
+
+from mesh_dagster.context import Context
+from mesh_dagster.core.dates import to_ms
+from mesh_dagster.core.errors import ModelError
+
+CONFIG = """model_defaults:
+  dialect: spark
+  start: 2024-01-01
+  cron: '@daily'
+variables:
+  factor: 10
+"""
+
+
+@pytest.fixture
+def schema(engine):
+    name = f"py_{uuid.uuid4().hex[:8]}"
+    yield name
+    for s in (name, f"{name}__dev", f"mesh__{name}"):
+        engine.drop_schema(s, cascade=True)
+
+
+def project(tmp_path: Path, schema: str, files: dict[str, str]) -> Path:
+    return write_project(tmp_path / "p", {k: v.replace("{s}", schema) for k, v in files.items()}, CONFIG)
+
+
+def rows(ctx: Context, sql: str) -> list[tuple]:
+    return [tuple(r) for r in ctx.engine.fetchall(sql)]
+
+
+ORDERS = """MODEL (name {s}.orders, kind FULL);
+SELECT * FROM VALUES (1, 'a', 2.5), (2, 'b', 4.0), (3, 'a', 1.5) AS t(id, customer, amount)
+"""
+TOTALS = """
+from pyspark.sql import functions as F
+
+from mesh_dagster import ExecutionContext, model
+
+
+@model("{s}.totals", columns={"customer": "string", "total": "double", "orders": "bigint"}, grain=["customer"])
+def execute(context: ExecutionContext, start, end, execution_time, factor):
+    orders = context.spark.table(context.resolve_table("{s}.orders"))
+    return orders.groupBy("customer").agg((F.sum("amount") * factor).alias("total"), F.count("*").alias("orders"))
+"""
+
+
+def test_pyspark_model_reads_its_sql_parent_in_each_environment(tmp_path, engine, schema):
+    root = project(tmp_path, schema, {"models/orders.sql": ORDERS, "models/totals.py": TOTALS})
+    ctx = Context(root, engine=engine)
+    ctx.apply(ctx.plan(execution_time="2024-01-02"))
+    assert rows(ctx, f"SELECT * FROM {schema}.totals ORDER BY customer") == [("a", 40.0, 2), ("b", 40.0, 1)]
+
+    # A breaking change of the parent in dev: the Python model reads dev's table of it, prod is untouched.
+    orders = root / "models" / "orders.sql"
+    orders.write_text(orders.read_text().replace("(2, 'b', 4.0)", "(2, 'b', 5.0)"))
+    ctx.reload()
+    plan = ctx.plan("dev", execution_time="2024-01-02")
+    assert plan.category(f"{schema}.totals").label == "Indirect Breaking"
+    ctx.apply(plan)
+    assert rows(ctx, f"SELECT * FROM {schema}__dev.totals ORDER BY customer") == [("a", 40.0, 2), ("b", 50.0, 1)]
+    assert rows(ctx, f"SELECT * FROM {schema}.totals ORDER BY customer") == [("a", 40.0, 2), ("b", 40.0, 1)]
+    assert ctx.render(f"{schema}.totals").startswith(f"-- {schema}.totals is a Python model (models/totals.py:6)")
+    assert ctx.evaluate(f"{schema}.totals").sort_values("customer").values.tolist() == [["a", 40.0, 2],
+                                                                                       ["b", 50.0, 1]]
+    assert not [t for t in engine.spark.catalog.listTables() if t.isTemporary]  # every temporary view dropped
+
+
+DAILY = """
+import pandas as pd
+
+from mesh_dagster import model
+
+
+@model(
+    "{s}.daily",
+    kind=dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds", batch_size=1),
+    columns={"ds": "date", "n": "int", "note": "string", "at": "timestamp"},
+)
+def execute(context, start, end, execution_time):
+    day = start.date()
+    return pd.DataFrame({
+        "ds": [day, day, pd.Timestamp("2023-12-31").date()],  # the last row is outside the interval
+        "n": [day.day, None, 0],
+        "note": ["x", None, "stale"],
+        "at": [pd.Timestamp(start), pd.NaT, pd.Timestamp(start)],
+    })
+"""
+
+
+def test_incremental_pandas_model_writes_each_interval(tmp_path, engine, schema):
+    root = project(tmp_path, schema, {"models/daily.py": DAILY})
+    ctx = Context(root, engine=engine)
+    plan = ctx.plan(execution_time="2024-01-03")
+    assert plan.backfills[f"{schema}.daily"].intervals == [(to_ms("2024-01-01"), to_ms("2024-01-03"))]
+    ctx.apply(plan)
+    got = rows(ctx, f"SELECT CAST(ds AS STRING), n, note, CAST(`at` AS STRING) FROM {schema}.daily ORDER BY ds, n")
+    assert got == [("2024-01-01", None, None, None), ("2024-01-01", 1, "x", "2024-01-01 00:00:00"),
+                   ("2024-01-02", None, None, None), ("2024-01-02", 2, "x", "2024-01-02 00:00:00")]
+    assert engine.columns(plan.snapshots[f"{schema}.daily"].table_name) == {
+        "n": "int", "note": "string", "at": "timestamp", "ds": "date"}  # declared types; partitioned by ds
+    assert f"{schema}.daily" not in ctx.plan(execution_time="2024-01-03").backfills  # both days recorded
+
+
+CHUNKS = """
+import pandas as pd
+
+from mesh_dagster import model
+
+
+@model("{s}.chunks", columns={"id": "bigint", "source": "string"})
+def execute(context, start, end, execution_time):
+    yield context.spark.range(3).selectExpr("id", "'spark' AS source")
+    yield pd.DataFrame({"SOURCE": ["pandas"], "ID": [10]})  # any column order and case
+
+
+@model("{s}.nothing", columns={"id": "bigint"})
+def nothing(context, start, end, execution_time):
+    yield from ()
+"""
+
+
+def test_generator_chunks_are_unioned_and_an_empty_generator_is_no_rows(tmp_path, engine, schema):
+    root = project(tmp_path, schema, {"models/chunks.py": CHUNKS})
+    ctx = Context(root, engine=engine)
+    ctx.apply(ctx.plan(execution_time="2024-01-02"))
+    assert rows(ctx, f"SELECT id, source FROM {schema}.chunks ORDER BY id") == [
+        (0, "spark"), (1, "spark"), (2, "spark"), (10, "pandas")]
+    assert rows(ctx, f"SELECT COUNT(*) FROM {schema}.nothing") == [(0,)]
+
+
+FAILING = {
+    "models/orders.sql": ORDERS,
+    "models/bad.py": """
+from mesh_dagster import model
+
+
+@model("{s}.bad", columns={"id": "int"})
+def execute(context, start, end, execution_time):
+    orders = context.spark.table(context.resolve_table("{s}.orders"))
+    raise ValueError(f"cannot price {orders.columns[0]}")
+""",
+    "models/wrong.py": """
+from mesh_dagster import model
+
+
+@model("{s}.wrong", columns={"id": "int", "price": "double"})
+def execute(context, start, end, execution_time):
+    return context.spark.range(2).selectExpr("id", "id AS cost")
+""",
+    "models/udf.py": """
+from pyspark.sql import functions as F
+
+from mesh_dagster import model
+
+
+def explode_on(value):
+    raise ZeroDivisionError("in a UDF")
+
+
+@model("{s}.udf", columns={"id": "bigint"})
+def execute(context, start, end, execution_time):
+    return context.spark.range(2).select(F.udf(explode_on, "bigint")("id").alias("id"))
+""",
+}
+
+
+@pytest.mark.parametrize("name, message", [
+    ("bad", "models/bad.py:7: Python model {s}.bad failed: ValueError: cannot price id"),
+    ("wrong", "models/wrong.py:4: Python model {s}.wrong: its DataFrame lacks the declared column(s) price and has "
+              "undeclared column(s) cost (declared columns: id, price)"),
+    ("udf", "models/udf.py:10: Python model {s}.udf failed while its output was written: "),
+])
+def test_a_failing_python_model_records_nothing(tmp_path, engine, schema, name, message):
+    root = project(tmp_path, schema, {"models/orders.sql": ORDERS, f"models/{name}.py": FAILING[f"models/{name}.py"]})
+    ctx = Context(root, engine=engine)
+    plan = ctx.plan(execution_time="2024-01-02")
+    with pytest.raises(ModelError) as e:
+        ctx.apply(plan)
+    assert str(e.value).startswith(message.replace("{s}", schema)), str(e.value)
+    assert "\n" not in str(e.value)
+    assert ctx.state.get_environment("prod") is None  # nothing was promoted
+    assert f"{schema}.{name}" in ctx.plan(execution_time="2024-01-02").backfills  # its interval was not recorded
+    assert f"{schema}.orders" not in ctx.plan(execution_time="2024-01-02").backfills  # the parent's was
+    assert not [t for t in engine.spark.catalog.listTables() if t.isTemporary]
+
+
+MANY = """
+from mesh_dagster import model
+from no_collect_frames import NoCollect
+
+
+@model("{s}.many", columns={"id": "bigint", "bucket": "int"})
+def execute(context, start, end, execution_time):
+    return NoCollect(context.spark.range(ROWS).selectExpr("id", "CAST(id % 7 AS INT) AS bucket"))
+"""
+
+
+def test_a_pyspark_output_never_reaches_the_driver(tmp_path, engine, schema, spark):
+    count = 300_000 + random.randrange(1000)  # a Range no other test builds
+    root = project(tmp_path, schema, {"models/many.py": MANY.replace("ROWS", str(count))})
+    ctx = Context(root, engine=engine)
+    plan = ctx.plan(execution_time="2024-01-02")
+    with pytest.raises(AssertionError, match="would bring the model's rows to the driver"):
+        no_collect_frames.NoCollect(spark.range(3)).collect()  # the guard works
+    no_collect_frames.EVENTS.clear()
+    seen = _executions(spark)
+
+    ctx.apply(plan)
+
+    assert no_collect_frames.EVENTS == ["registered"]  # registered as a view, nothing else asked of it
+    assert rows(ctx, f"SELECT COUNT(*), COUNT(DISTINCT bucket) FROM {schema}.many") == [(count, 7)]
+    # Spark's own record: every execution that read the model's rows ran a command (defining the view,
+    # writing the table), none returned them (a collect would run e.g. `CollectLimit` over the Range).
+    reading = [plan for eid, plan in _executions(spark).items()
+               if eid not in seen and (f"Range (0, {count}," in plan or f"Arguments: 0, {count}," in plan)]
+    assert reading and all(_root(plan).startswith("Execute ") for plan in reading), [_root(p) for p in reading]
+    assert any("InsertIntoHadoopFsRelationCommand" in _root(plan) for plan in reading)
+
+
+def _executions(spark) -> dict[int, str]:
+    """Spark's SQL executions so far: id -> physical plan description."""
+    listed = spark._jsparkSession.sharedState().statusStore().executionsList().iterator()
+    out = {}
+    while listed.hasNext():
+        execution = listed.next()
+        out[execution.executionId()] = execution.physicalPlanDescription()
+    return out
+
+
+def _root(plan: str) -> str:
+    lines = [line for line in plan.splitlines() if line.strip()]
+    return lines[1].strip() if len(lines) > 1 else ""
+
