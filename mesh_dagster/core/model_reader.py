@@ -50,10 +50,7 @@ UNSUPPORTED_PROPERTIES = {
     "session_properties", "allow_partials", "physical_version", "gateway", "optimize_query", "signals",
     "blueprints", "references", "grants", "project", "formatting", "ignored_rules", "validate_query",
 }
-UNSUPPORTED_KINDS = {
-    "INCREMENTAL_BY_UNIQUE_KEY", "INCREMENTAL_BY_PARTITION", "INCREMENTAL_UNMANAGED", "SCD_TYPE_2",
-    "SCD_TYPE_2_BY_TIME", "SCD_TYPE_2_BY_COLUMN", "MANAGED", "CUSTOM",
-}
+UNSUPPORTED_KINDS = {"SCD_TYPE_2", "SCD_TYPE_2_BY_TIME", "SCD_TYPE_2_BY_COLUMN", "MANAGED", "CUSTOM"}
 QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE"}
 AUDIT_PROPERTIES = {"name", "dialect", "blocking", "defaults", "skip", "standalone", "description"}
 
@@ -336,8 +333,10 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
     if columns_entry is not None and columns_entry.value is not None:
         props["columns"] = _columns(columns_entry.value, path, props["dialect"])
     kind = _kind(kind_entry, path) if kind_entry else ViewKind()
+    kind_line = kind_entry.line if kind_entry else definition.block_line
     if isinstance(kind, IncrementalByTimeRangeKind) and "time_column_format" in kind.model_fields_set:
-        kind.check_time_format(props["cron"], path, kind_entry.line if kind_entry else definition.block_line)
+        kind.check_time_format(props["cron"], path, kind_line)
+    kind = kind.checked(props, path, kind_line)
     _check_start_before_end(props, lines, path)
     if isinstance(kind, IncrementalKind):
         kind = kind.with_policy_defaults(defaults.on_destructive_change, defaults.on_additive_change)
