@@ -155,7 +155,7 @@ def _duplicate_keys(snapshot: Snapshot, kind: IncrementalByUniqueKeyKind, duplic
     more = " and maybe more" if len(duplicates) >= shown else ""
     when = format_interval_range([interval], interval_unit(model.cron))
     return ModelError(
-        f"unique_key {kind.upsert.describe_key()} of {model.name} is not unique in the query's output for {when}: "
+        f"unique_key {kind.upsert.describe_key()} of {model.name} is not unique in the query's output for [{when}]: "
         f"{listed}{more}. Nothing was written: make the query return one row per key (e.g. keep the latest with "
         "QUALIFY ROW_NUMBER() OVER (PARTITION BY <key> ORDER BY <column> DESC) = 1)", model.path, model.line_of("kind"))
 
