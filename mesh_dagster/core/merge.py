@@ -136,7 +136,7 @@ def _parse(text: str, dialect: str, what: str) -> exp.Expr:
         raise MergeSyntaxError(f"Cannot read {what} '{text}': {str(e).splitlines()[0]}") from None
     if tree is None or isinstance(tree, exp.Query):
         raise MergeSyntaxError(f"{what} must be an expression, got '{text}'")
-    return tree
+    return tree.unnest()
 
 
 def _refuse_macros(text: str, what: str) -> None:
