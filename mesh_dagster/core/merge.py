@@ -57,7 +57,7 @@ def normalize_unique_key(texts: Sequence[str], dialect: str) -> tuple[str, ...]:
             raise MergeSyntaxError(f"unique_key '{text}' names no column")
         qualified = [c.sql(dialect="spark") for c in columns if c.table]
         if qualified:
-            raise MergeSyntaxError(f"unique_key '{text}' names columns of the row itself, unqualified "
+            raise MergeSyntaxError(f"unique_key '{text}' must name the row's columns unqualified "
                                    f"(got {', '.join(qualified)})")
         out.append(tree.sql(dialect="spark"))
     return tuple(out)

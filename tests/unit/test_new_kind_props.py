@@ -110,8 +110,8 @@ UK = "INCREMENTAL_BY_UNIQUE_KEY ({})"
     (UK.format("unique_key id,\n    batch_concurrency 2"), "",
      "models/m.sql:4: batch_concurrency is always 1 for INCREMENTAL_BY_UNIQUE_KEY models"),
     (UK.format("unique_key ()"), "", "models/m.sql:3: unique_key is written `unique_key id`"),
-    (UK.format("unique_key source.id"), "", "models/m.sql:3: unique_key 'source.id' names columns of the row "
-                                             "itself, unqualified (got source.id)"),
+    (UK.format("unique_key source.id"), "", "models/m.sql:3: unique_key 'source.id' must name the row's columns "
+                                             "unqualified (got source.id)"),
     (UK.format("unique_key MAX(id)"), "", "models/m.sql:3: unique_key 'MAX(id)' must be computed from one row"),
     (UK.format("unique_key 1"), "", "models/m.sql:3: unique_key '1' names no column"),
     (UK.format("unique_key @key"), "", "models/m.sql:3: Macros (@...) in unique_key are not supported"),
@@ -289,3 +289,16 @@ def test_a_repeated_key_is_refused_naming_the_keys_and_nothing_is_recorded(tmp_p
     snap = plan.snapshots["s.uk"]
     assert ctx.state.get_intervals([snap.interval_key]).get(snap.interval_key, []) == []
     ctx.close()
+
+
+def test_update_set_star_replaces_the_whole_row_when_its_condition_holds(tmp_path):
+    model = _load(tmp_path, "INCREMENTAL_BY_UNIQUE_KEY (unique_key id, when_matched (WHEN MATCHED AND "
+                            "source.ds > target.ds THEN UPDATE SET *))")
+    upsert = model.kind.upsert
+    assert upsert.when_matched == "WHEN MATCHED AND source.ds > target.ds THEN UPDATE SET *"
+    merged = upsert.merged_sql("`t`", "`s`", ["id", "v"])
+    # newer rows replace the old one whole; older ones leave it as it is
+    assert "WHEN source.ds > target.ds THEN source.`v` ELSE target.`v` END AS `v`" in merged
+    assert "ON target.id <=> source.id" in merged and "FULL OUTER JOIN" in merged
+    assert upsert.duplicates_sql("`s`", 5) == ("SELECT id AS `k0`, COUNT(*) AS `n` FROM `s` GROUP BY 1 "
+                                               "HAVING COUNT(*) > 1 ORDER BY 1 LIMIT 5")
