@@ -16,6 +16,7 @@ import difflib
 from sqlglot import exp
 
 from mesh_dagster.core.canonical import Schemas, canonical_query, parse_query
+from mesh_dagster.core.kinds import IncrementalKind
 from mesh_dagster.core.model import Model
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
 
@@ -121,7 +122,7 @@ def categorize_direct(new: Snapshot, old: Snapshot, schemas: Schemas | None = No
         # Same text and same rendering; a `SELECT *` child whose parent gained a column has the
         # same text but a different (expanded) rendering, and is a direct change.
         return None
-    if nm.kind.name != om.kind.name:
+    if breaking_kind_change(om, nm):
         return ChangeCategory.BREAKING
     if nm.is_python or om.is_python:
         # What Python code computes cannot be compared (SQLMesh: undeterminable, so breaking).
@@ -131,6 +132,16 @@ def categorize_direct(new: Snapshot, old: Snapshot, schemas: Schemas | None = No
     if not nm.kind.has_query or new.rendered_query is None or old.rendered_query is None:
         return ChangeCategory.BREAKING  # nothing to compare (a seed's new content is new rows)
     return _worst(_query_change(old.rendered_query, new.rendered_query, schemas or {}), _settings_change(om, nm))
+
+
+def breaking_kind_change(old: Model, new: Model) -> bool:
+    """A change of kind is breaking whatever the query does, except from one kind keeping history
+    to another (incremental to incremental) with the same partitioning: then the table's rows
+    still mean the same, and the query and settings decide, as for any change."""
+    if old.kind.name == new.kind.name:
+        return False
+    keeps_history = isinstance(old.kind, IncrementalKind) and isinstance(new.kind, IncrementalKind)
+    return not (keeps_history and old.effective_partitioned_by == new.effective_partitioned_by)
 
 
 def _query_change(old_sql: str, new_sql: str, schemas: Schemas) -> ChangeCategory | None:
@@ -158,20 +169,26 @@ def _settings_change(old: Model, new: Model) -> ChangeCategory | None:
     """What a change of the settings outside the query does to the data.
 
     Settings that decide *which* rows a table holds or their types (the kind's `row_settings`: time
-    column, its format and lookback, an SCD type 2 key and validity columns; declared column types,
-    pre/post statements) are breaking when they change: SQLMesh calls them
+    column, its format and lookback, unique key and merge clauses, an SCD type 2 key and validity
+    columns; declared column types, pre/post statements) are breaking when they change: SQLMesh calls them
     non-breaking when the query is unchanged, which lets children keep data built on other rows.
     Physical settings (partitioning, storage format, a VIEW materialized as a table, a stamp) need
     a new table for this model only: non-breaking.
     """
-    data = (old.kind.row_settings(), _statement_keys(old.pre_statements), _statement_keys(old.post_statements))
-    if data != (new.kind.row_settings(), _statement_keys(new.pre_statements), _statement_keys(new.post_statements)):
+    data = (_row_settings(old, new), _statement_keys(old.pre_statements), _statement_keys(old.post_statements))
+    if data != (_row_settings(new, old), _statement_keys(new.pre_statements), _statement_keys(new.post_statements)):
         return ChangeCategory.BREAKING
     if not _columns_kept(old.columns, new.columns):
         return ChangeCategory.BREAKING
     if _physical_settings(old) != _physical_settings(new) or (old.columns or {}) != (new.columns or {}):
         return ChangeCategory.NON_BREAKING
     return None
+
+
+def _row_settings(model: Model, other: Model) -> tuple:
+    """The kind's settings deciding which rows its table holds; compared only between models of
+    one kind (a change of kind passed `breaking_kind_change` already)."""
+    return model.kind.row_settings() if model.kind.name == other.kind.name else ()
 
 
 def _physical_settings(model: Model) -> tuple:

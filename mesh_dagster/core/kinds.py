@@ -9,11 +9,11 @@ own a table, a view, nothing...). Adding a kind is adding a class here and to `A
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -24,12 +24,18 @@ from mesh_dagster.core.names import IDENTIFIER, unquote
 from mesh_dagster.core.property_values import read_bool, read_column, read_int
 from mesh_dagster.core.types import to_spark_type
 
+if TYPE_CHECKING:
+    from mesh_dagster.core.merge import Upsert
+
 
 class KindName(str, Enum):
     SEED = "SEED"
     FULL = "FULL"
     VIEW = "VIEW"
     INCREMENTAL_BY_TIME_RANGE = "INCREMENTAL_BY_TIME_RANGE"
+    INCREMENTAL_BY_UNIQUE_KEY = "INCREMENTAL_BY_UNIQUE_KEY"
+    INCREMENTAL_BY_PARTITION = "INCREMENTAL_BY_PARTITION"
+    INCREMENTAL_UNMANAGED = "INCREMENTAL_UNMANAGED"
     EMBEDDED = "EMBEDDED"
     EXTERNAL = "EXTERNAL"
     SCD_TYPE_2_BY_TIME = "SCD_TYPE_2_BY_TIME"
@@ -110,6 +116,12 @@ class BaseKind(BaseModel):
     def added_columns(self) -> dict[str, str]:
         """Columns its table has beyond the query's (name -> Spark type), after them."""
         return {}
+
+    def checked(self, properties: Mapping[str, Any], path: str, line: int) -> BaseKind:
+        """This kind checked against the MODEL block's other `properties` (`dialect`,
+        `partitioned_by`, ...), with what it holds in the model's dialect written as Spark SQL;
+        a ModelError at `path:line` (the kind's) when they do not fit together."""
+        return self
 
     def named_columns(self) -> dict[str, list[str]]:
         """Kind property -> the query's output columns it names (checked at load)."""
@@ -630,6 +642,175 @@ class ScdType2ByColumnKind(ScdType2Kind):
 
 
 # ---------------------------------------------------------------------------------------------
+# INCREMENTAL_BY_UNIQUE_KEY, INCREMENTAL_BY_PARTITION, INCREMENTAL_UNMANAGED: each write builds on
+# the rows the table holds, so their history cannot be recomputed an interval at a time.
+
+
+def _unique_key(value: Value, path: str) -> dict[str, Any]:
+    parts = [value.text] if value.kind == "call" else value.as_list()
+    if not parts or not all(p.strip() for p in parts):
+        raise ModelError("unique_key is written `unique_key id`, `unique_key (id, ds)` or with expressions, "
+                         "e.g. `unique_key (LOWER(email))`", path, value.line)
+    return {"unique_key": tuple(p.strip() for p in parts)}
+
+
+def _sql_text(key: str) -> PropertyReader:
+    """A property holding SQL in the model's dialect, kept as written until `checked`."""
+    return lambda value, path: {key: value.source.strip()}
+
+
+def _one_batch_at_a_time(kind: str) -> PropertyReader:
+    def read(value: Value, path: str) -> dict[str, Any]:
+        if read_int(value, path, "batch_concurrency", minimum=1) != 1:
+            raise ModelError(f"batch_concurrency is always 1 for {kind} models: each batch upserts into the rows "
+                             "the previous one left, so batches run one after the other", path, value.line)
+        return {}
+
+    return read
+
+
+def _forward_only_always(kind: str) -> PropertyReader:
+    def read(value: Value, path: str) -> dict[str, Any]:
+        if not read_bool(value, path):
+            raise ModelError(f"forward_only is always true for {kind} models: their history cannot be rebuilt "
+                             "from the query, so a change keeps the table", path, value.line)
+        return {}
+
+    return read
+
+
+class IncrementalByUniqueKeyKind(IncrementalKind):
+    """A table whose rows are upserted by key, batch after batch (see core/merge.py).
+
+    Each batch's rows replace the table's rows with the same key (or update them per
+    `when_matched`), new keys are inserted, other rows stay. A batch whose output holds a key
+    twice is refused, naming the keys, and writes nothing: which of the two rows should win is
+    the query's to say (e.g. `QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY updated_at DESC) = 1`).
+    The first batch writes the query's output. `unique_key`, `when_matched` and `merge_filter`
+    are Spark SQL once `checked` (they are read in the model's dialect).
+    """
+
+    name: Literal[KindName.INCREMENTAL_BY_UNIQUE_KEY] = KindName.INCREMENTAL_BY_UNIQUE_KEY
+    unique_key: tuple[str, ...]
+    when_matched: str | None = None
+    merge_filter: str | None = None
+    batch_size: int | None = None
+    lookback: int = 0
+
+    is_incremental: ClassVar[bool] = True
+    restates_full_history: ClassVar[bool] = True
+    PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
+        "unique_key": _unique_key,
+        "when_matched": _sql_text("when_matched"),
+        "merge_filter": _sql_text("merge_filter"),
+        "batch_size": lambda value, path: {"batch_size": read_int(value, path, "batch_size", minimum=1)},
+        "lookback": lambda value, path: {"lookback": read_int(value, path, "lookback", minimum=0)},
+        "batch_concurrency": _one_batch_at_a_time("INCREMENTAL_BY_UNIQUE_KEY"),
+        **IncrementalKind.COMMON_READERS,
+    }
+    REQUIRED_PROPERTIES: ClassVar[dict[str, str]] = {
+        "unique_key": "INCREMENTAL_BY_UNIQUE_KEY models need a unique_key, e.g. "
+                      "`kind INCREMENTAL_BY_UNIQUE_KEY (unique_key id)`"}
+
+    def checked(self, properties: Mapping[str, Any], path: str, line: int) -> IncrementalByUniqueKeyKind:
+        from mesh_dagster.core.merge import (
+            MergeSyntaxError,
+            normalize_merge_filter,
+            normalize_unique_key,
+            normalize_when_matched,
+        )
+
+        dialect = properties.get("dialect") or "spark"
+        try:
+            update: dict[str, Any] = {"unique_key": normalize_unique_key(self.unique_key, dialect)}
+            if self.when_matched is not None:
+                update["when_matched"] = normalize_when_matched(self.when_matched, dialect)
+            if self.merge_filter is not None:
+                update["merge_filter"] = normalize_merge_filter(self.merge_filter, dialect)
+        except MergeSyntaxError as e:
+            raise ModelError(str(e), path, line) from None
+        return self.model_copy(update=update)
+
+    def named_columns(self) -> dict[str, list[str]]:
+        from mesh_dagster.core.merge import key_columns, row_columns
+
+        named = {"unique_key": key_columns(self.unique_key)}
+        if self.when_matched:
+            named["when_matched"] = row_columns(self.when_matched, None)
+        if self.merge_filter:
+            named["merge_filter"] = row_columns(None, self.merge_filter)
+        return named
+
+    @property
+    def upsert(self) -> Upsert:
+        from mesh_dagster.core.merge import Upsert
+
+        return Upsert(self.unique_key, self.when_matched, self.merge_filter)
+
+    def row_settings(self) -> tuple:
+        return (self.unique_key, self.when_matched, self.merge_filter, self.lookback)
+
+    def data_hash_values(self) -> list[str]:
+        values = [*super().data_hash_values(), "unique_key=" + ",".join(self.unique_key), str(self.lookback)]
+        values += [f"when_matched={self.when_matched}"] if self.when_matched else []
+        return values + ([f"merge_filter={self.merge_filter}"] if self.merge_filter else [])
+
+    def metadata_hash_values(self) -> list[str]:
+        values = [str(self.batch_size)] if self.batch_size is not None else []
+        return values + super().metadata_hash_values()
+
+
+class IncrementalByPartitionKind(IncrementalKind):
+    """A table partitioned by `partitioned_by` (required) whose writes replace whole partitions:
+    every partition a batch's output holds is replaced by that output, partitions it does not
+    hold are left as they are. Always forward-only."""
+
+    name: Literal[KindName.INCREMENTAL_BY_PARTITION] = KindName.INCREMENTAL_BY_PARTITION
+    forward_only: bool = True
+
+    is_incremental: ClassVar[bool] = True
+    restates_full_history: ClassVar[bool] = True
+    PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
+        **IncrementalKind.COMMON_READERS,
+        "forward_only": _forward_only_always("INCREMENTAL_BY_PARTITION"),
+    }
+
+    def checked(self, properties: Mapping[str, Any], path: str, line: int) -> IncrementalByPartitionKind:
+        if not properties.get("partitioned_by"):
+            raise ModelError("INCREMENTAL_BY_PARTITION models need partitioned_by: the partitions each run "
+                             "replaces, e.g. `partitioned_by (region)`", path, line)
+        return self
+
+
+class IncrementalUnmanagedKind(IncrementalKind):
+    """A table each run appends its output to (`INSERT INTO`); with `insert_overwrite true`, the
+    partitions the output holds are replaced instead (the whole table, when it has none).
+    Forward-only and protected from restatement by default: its rows are a log of past runs."""
+
+    name: Literal[KindName.INCREMENTAL_UNMANAGED] = KindName.INCREMENTAL_UNMANAGED
+    insert_overwrite: bool = False
+    forward_only: bool = True
+    disable_restatement: bool = True
+
+    is_incremental: ClassVar[bool] = True
+    restates_full_history: ClassVar[bool] = True
+    PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
+        "insert_overwrite": lambda value, path: {"insert_overwrite": read_bool(value, path)},
+        "batch_size": _refused("batch_size is not supported by INCREMENTAL_UNMANAGED models: a run writes all its "
+                               "pending intervals at once"),
+        "batch_concurrency": _refused("batch_concurrency is not supported by INCREMENTAL_UNMANAGED models: a run "
+                                      "writes all its pending intervals at once"),
+        **IncrementalKind.COMMON_READERS,
+    }
+
+    def row_settings(self) -> tuple:
+        return (self.insert_overwrite,)
+
+    def data_hash_values(self) -> list[str]:
+        return [*super().data_hash_values(), *(["insert_overwrite"] if self.insert_overwrite else [])]
+
+
+# ---------------------------------------------------------------------------------------------
 # EMBEDDED, EXTERNAL: no physical object
 
 
@@ -658,7 +839,8 @@ class ExternalKind(BaseKind):
 
 
 AnyKind = Annotated[
-    SeedKind | FullKind | ViewKind | IncrementalByTimeRangeKind | EmbeddedKind | ExternalKind | ScdType2ByTimeKind
+    SeedKind | FullKind | ViewKind | IncrementalByTimeRangeKind | IncrementalByUniqueKeyKind
+    | IncrementalByPartitionKind | IncrementalUnmanagedKind | EmbeddedKind | ExternalKind | ScdType2ByTimeKind
     | ScdType2ByColumnKind,
     Field(discriminator="name"),
 ]

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mesh_dagster.core.kinds import (
     AnyKind,
     IncrementalByTimeRangeKind,
+    IncrementalByUniqueKeyKind,
     IncrementalKind,
     KindName,
     ModelKind,
@@ -25,6 +26,9 @@ __all__ = ["STORAGE_FORMATS", "MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "K
 # Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
 # written by another shape is dropped rather than unpickled into the wrong classes.
 MODEL_FORMAT = 4  # 2: one class per kind; 3: self_referencing; 4: Python models
+
+# Kinds whose backfills are split into `batch_size` intervals, with a `lookback`.
+_BATCHED = (IncrementalByTimeRangeKind, IncrementalByUniqueKeyKind)
 
 # Table formats Spark can write (`USING <format>`); avro, delta, iceberg and hudi need the user's
 # Spark to ship their jars (we cannot download them at run time).
@@ -119,12 +123,12 @@ class Model(BaseModel):
     @property
     def lookback(self) -> int:
         """Intervals before a run's range that are recomputed with it (only incremental kinds have any)."""
-        return self.kind.lookback if isinstance(self.kind, IncrementalByTimeRangeKind) else 0
+        return self.kind.lookback if isinstance(self.kind, _BATCHED) else 0
 
     @property
     def batch_size(self) -> int | None:
         """Intervals per batch; None when a backfill is one batch (always, for kinds built whole)."""
-        return self.kind.batch_size if isinstance(self.kind, (IncrementalByTimeRangeKind, ScdType2Kind)) else None
+        return self.kind.batch_size if isinstance(self.kind, (*_BATCHED, ScdType2Kind)) else None
 
     @property
     def batch_concurrency(self) -> int:

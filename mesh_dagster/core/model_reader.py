@@ -51,9 +51,7 @@ UNSUPPORTED_PROPERTIES = {
     "session_properties", "allow_partials", "physical_version", "gateway", "optimize_query", "signals",
     "blueprints", "references", "grants", "project", "formatting", "ignored_rules", "validate_query",
 }
-UNSUPPORTED_KINDS = {
-    "INCREMENTAL_BY_UNIQUE_KEY", "INCREMENTAL_BY_PARTITION", "INCREMENTAL_UNMANAGED", "MANAGED", "CUSTOM",
-}
+UNSUPPORTED_KINDS = {"MANAGED", "CUSTOM"}
 QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE"}
 AUDIT_PROPERTIES = {"name", "dialect", "blocking", "defaults", "skip", "standalone", "description"}
 
@@ -377,8 +375,10 @@ def complete_model_properties(props: dict[str, Any], lines: dict[str, int], kind
     """Read the kind (`default_kind` when none is written) into `props`, with what depends on it
     (its defaults, the audits `model_defaults` attaches) and the checks across properties; the kind."""
     kind = _kind(kind_entry, path) if kind_entry else default_kind
+    kind_line = kind_entry.line if kind_entry else line
     if isinstance(kind, IncrementalByTimeRangeKind) and "time_column_format" in kind.model_fields_set:
-        kind.check_time_format(props["cron"], path, kind_entry.line if kind_entry else line)
+        kind.check_time_format(props["cron"], path, kind_line)
+    kind = kind.checked(props, path, kind_line)
     _check_start_before_end(props, lines, path)
     if isinstance(kind, IncrementalKind):
         kind = kind.with_policy_defaults(defaults.on_destructive_change, defaults.on_additive_change)

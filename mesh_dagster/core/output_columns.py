@@ -1,7 +1,8 @@
 """A model's output columns, worked out at load time, and every property checked against them.
 
-`time_column`, `grain`, `partitioned_by`, `column_descriptions`, declared `columns` and the columns
-named by built-in audits must be columns the model outputs; the output must not name a column
+`time_column`, the columns other kind properties name (`unique_key`...), `grain`, `partitioned_by`,
+`column_descriptions`, declared `columns` and the columns named by built-in audits must be columns
+the model outputs; the output must not name a column
 twice; a model that writes a table must name every output column with letters, digits and
 underscores (the engine quotes nothing else). Spark would otherwise refuse these only while the
 apply creates or fills the table, after other models' tables were built.
@@ -121,6 +122,8 @@ def check_output_columns(model: Model, output: OutputColumns) -> None:
         time_column = model.kind.time_column
         _require(model, "kind", [time_column], columns, "time_column {names} is not an output column of {model}")
         _check_time_column_type(model, model.kind, columns[time_column])
+    for prop, named in model.kind.named_columns().items():
+        _require(model, "kind", named, columns, prop + " names {names}, not an output column of {model}")
     for prop in ("grain", "partitioned_by", "column_descriptions"):
         _require(
             model, prop, list(getattr(model, prop)), columns, prop + " names {names}, not an output column of {model}"

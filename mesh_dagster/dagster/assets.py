@@ -4,6 +4,11 @@ A run evaluates its selected models in DAG order in one step, with one Spark ses
 run's whole partition range (`BackfillPolicy.single_run`): a backfill of a year of days is one
 evaluation per model, not 365. The step calls `Context.materialize`, the same code a plan apply
 uses to evaluate, audit and record intervals; it never moves an environment's views.
+
+Models whose writes build on the rows before them (`restates_full_history`: unique key,
+partition, unmanaged...) are one unpartitioned multi-asset instead: recomputing one of their
+intervals alone would replay old rows over newer ones, so they offer no per-partition backfill,
+and a materialization processes every pending interval of theirs in order, as `mesh run` does.
 """
 
 import re
@@ -33,10 +38,10 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.intervals import format_interval_range
+from mesh_dagster.core.intervals import Interval, format_interval_range
 from mesh_dagster.core.model import Model
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
-from mesh_dagster.dagster.partitions import to_ms
+from mesh_dagster.dagster.partitions import partition_tags, to_ms
 from mesh_dagster.dagster.stamps import STAMP_LIMIT, Stamper
 from mesh_dagster.dagster.versions import BUILT_ON
 from mesh_dagster.execution.events import ApplyListener
@@ -45,6 +50,7 @@ from mesh_dagster.execution.materialize import ModelMaterialization, Outcome
 RESOURCE_KEY = "mesh"
 TAG_KEY_LIMIT = 63
 _NOT_IN_TAG_KEYS = re.compile(r"[^A-Za-z0-9_.-]")
+SCHEDULED_TAG = "mesh/scheduled"  # runs launched by a cron schedule: they fill what is due
 
 
 class DagsterLogListener(ApplyListener):
@@ -202,6 +208,83 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
             raise Failure(description=str(e)) from None
 
     return _models
+
+
+def history_assets(graph: ProjectGraph, assets: list[ModelAsset]) -> AssetsDefinition:
+    """The unpartitioned multi-asset of the models whose intervals cannot be recomputed one by
+    one: materializing one processes each of its pending (due, missing) intervals in order.
+
+    A run for partitions (a backfill, or a partition picked in the UI) is refused with one line;
+    a scheduled run carries the range of the partitioned models it also fills, and these models
+    process what is pending whatever that range, after their parents of the same run.
+    """
+    environment = graph.environment
+    by_key = {AssetKey(list(a.key)): a for a in assets}
+
+    @multi_asset(
+        name=f"{environment}__history",
+        specs=[asset_spec(a) for a in assets],
+        check_specs=[spec for a in assets for spec in check_specs(a)] or None,
+        can_subset=True,
+        required_resource_keys={RESOURCE_KEY},
+        op_tags={"mesh/environment": environment},
+    )
+    def _models(context: AssetExecutionContext) -> Iterator:
+        selected = [by_key[k] for k in by_key if k in context.selected_asset_keys]  # parents first
+        tags = context.run.tags
+        if partition_tags(tags) and tags.get(SCHEDULED_TAG) != "true":
+            raise Failure(description=_partitions_refused(selected))
+        mesh = getattr(context.resources, RESOURCE_KEY)
+        listener = DagsterLogListener(context.log)
+        try:
+            mesh_context = mesh.get_context()
+            pending = mesh_context.pending_intervals(environment, [a.name for a in selected])
+            for asset in selected:
+                yield from _process_pending(asset, pending.get(asset.name, []), mesh_context, environment, listener,
+                                            context.selected_asset_check_keys)
+        except MeshError as e:
+            raise Failure(description=str(e)) from None
+
+    return _models
+
+
+def _partitions_refused(assets: list[ModelAsset]) -> str:
+    kinds = ", ".join(f"{a.name} ({a.kind.value})" for a in assets)
+    return (f"{kinds}: not materialized for partitions. Each write of these models builds on the rows written "
+            "before it, so an interval cannot be recomputed alone; materialize them without a partition, which "
+            "processes every pending interval in order.")
+
+
+def _process_pending(asset: ModelAsset, pending: list[Interval], mesh_context: Context, environment: str,
+                     listener: DagsterLogListener, selected_checks) -> Iterator:
+    """Materialize one model's pending intervals, oldest first; one result for all of them."""
+    key = AssetKey(list(asset.key))
+    runs: list[ModelMaterialization] = []
+    for start, end in pending:
+        for run in mesh_context.materialize([asset.name], start, end, environment, listener=listener):
+            runs.append(run)
+            if run.error is not None:
+                yield from check_results(asset, _combined(runs), selected_checks)
+                raise Failure(description=str(run.error), metadata={"model": run.name, "audit": run.error.audit,
+                                                                     "failing_rows": run.error.count})
+    if not runs:
+        yield MaterializeResult(asset_key=key, data_version=DataVersion(asset.version or ""),
+                                metadata={"mesh/outcome": "up to date", "mesh/version": asset.version or ""})
+        return
+    combined = _combined(runs)
+    yield MaterializeResult(asset_key=key, data_version=DataVersion(combined.snapshot.version or ""),
+                            metadata=result_metadata(combined),
+                            check_results=check_results(asset, combined, selected_checks))
+
+
+def _combined(runs: list[ModelMaterialization]) -> ModelMaterialization:
+    """Several materializations of one model (one per pending range) as one."""
+    first, last = runs[0], runs[-1]
+    windows = [r.window for r in runs if r.window is not None]
+    window = (min(w[0] for w in windows), max(w[1] for w in windows)) if windows else None
+    return ModelMaterialization(
+        first.name, last.snapshot, last.outcome, window, [i for r in runs for i in r.recorded],
+        [a for r in runs for a in r.audits], last.error, sum(r.seconds for r in runs))
 
 
 def restamp_children(context: AssetExecutionContext, graph: ProjectGraph, partitions: dict, mesh_context: Context,

@@ -22,7 +22,7 @@ from dagster import (
 
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.snapshot import PROD, normalize_environment
-from mesh_dagster.dagster.assets import model_assets
+from mesh_dagster.dagster.assets import history_assets, model_assets
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph, build_graph
 from mesh_dagster.dagster.partitions import partitions_for
 from mesh_dagster.dagster.promotion import promote_job
@@ -63,6 +63,8 @@ def definitions(
 
     partitions = {unit: partitions_for(unit, graph.partitions_start(unit)) for unit in graph.by_unit()}
     assets: list = [model_assets(graph, unit, members, partitions) for unit, members in graph.by_unit().items()]
+    if graph.unpartitioned:
+        assets.append(history_assets(graph, graph.unpartitioned))
     assets += [external_spec(a) for a in graph.assets.values() if a.is_external]
 
     restamp = stamp_job(graph, partitions)

@@ -75,6 +75,14 @@ class ModelAsset:
         materialized VIEW is a table rebuilt on its cron, like FULL)."""
         return self.model.kind.is_timeless
 
+    @property
+    def is_partitioned(self) -> bool:
+        """Whether Dagster shows the model's intervals as partitions. Not for kinds whose writes
+        build on the rows before them (unique key, partition, unmanaged...): an interval of
+        theirs cannot be recomputed alone, so they offer no per-partition backfill; each
+        materialization processes every pending interval in order instead."""
+        return not self.model.kind.restates_full_history
+
 
 @dataclass
 class ProjectGraph:
@@ -93,9 +101,19 @@ class ProjectGraph:
         """Models reading any of `names`, in DAG order."""
         return [a.name for a in self.assets.values() if names.intersection(a.parents)]
 
+    @property
+    def partitioned(self) -> list[ModelAsset]:
+        return [a for a in self.materializable if a.is_partitioned]
+
+    @property
+    def unpartitioned(self) -> list[ModelAsset]:
+        """The models whose history is processed in order, never per partition (parents first)."""
+        return [a for a in self.materializable if not a.is_partitioned]
+
     def by_unit(self) -> dict[IntervalUnit, list[ModelAsset]]:
+        """The partitioned models by interval unit (one partitions definition each)."""
         groups: dict[IntervalUnit, list[ModelAsset]] = {}
-        for asset in self.materializable:
+        for asset in self.partitioned:
             groups.setdefault(asset.unit, []).append(asset)
         return groups
 

@@ -7,10 +7,15 @@ span the whole graph. The definition starts at the earliest start among those mo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from dagster import PartitionsDefinition, TimeWindowPartitionsDefinition
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
 
 from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.dates import ms_to_datetime, now_ms
@@ -68,3 +73,9 @@ def range_tags(unit: IntervalUnit, interval: Interval) -> dict[str, str]:
         ASSET_PARTITION_RANGE_START_TAG: partition_key(unit, start),
         ASSET_PARTITION_RANGE_END_TAG: partition_key(unit, unit.shift(end, -1)),
     }
+
+
+def partition_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """The tags of a run that make it a run for partitions (one, or a range)."""
+    names = (PARTITION_NAME_TAG, ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG)
+    return {k: v for k, v in tags.items() if k in names}

@@ -24,6 +24,7 @@ from mesh_dagster.core.cron import ALIASES, IntervalUnit, validate_cron
 from mesh_dagster.core.dates import now_ms
 from mesh_dagster.core.intervals import Interval, merge_intervals
 from mesh_dagster.core.plan import ALL_TIME
+from mesh_dagster.dagster.assets import SCHEDULED_TAG
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.partitions import range_tags, to_ms
 
@@ -45,9 +46,10 @@ def run_requests(unit: IntervalUnit, assets: list[ModelAsset], pending: dict[str
     """As few ranged runs as possible without recomputing anything that is present.
 
     One run spans every missing interval of the group. Seeds, views and FULL models join it (they
-    are built once per run whatever its range), and so does each incremental model whose missing
-    intervals are exactly that span within its lifetime; any other incremental model gets one run
-    per missing range of its own.
+    are built once per run whatever its range), so do the unpartitioned models (they process all
+    their pending intervals, after their parents of the same run), and so does each incremental
+    model whose missing intervals are exactly that span within its lifetime; any other
+    incremental model gets one run per missing range of its own.
     """
     ranges = {a.name: merge_intervals(pending[a.name]) for a in assets if pending.get(a.name)}
     if not ranges:
@@ -64,7 +66,8 @@ def run_requests(unit: IntervalUnit, assets: list[ModelAsset], pending: dict[str
         missing = ranges.get(asset.name)
         if not missing:
             continue
-        if missing == [ALL_TIME] or not asset.model.kind.is_incremental or missing == [_clip(span, asset, unit)]:
+        if (missing == [ALL_TIME] or not asset.model.kind.is_incremental or not asset.is_partitioned
+                or missing == [_clip(span, asset, unit)]):
             main.append(asset)
         else:
             for interval in missing:
@@ -75,7 +78,9 @@ def run_requests(unit: IntervalUnit, assets: list[ModelAsset], pending: dict[str
         RunRequest(
             run_key=f"{run_key_prefix}:{interval[0]}:{interval[1]}:{','.join(sorted(a.name for a in members))}",
             asset_selection=[AssetKey(list(a.key)) for a in members],
-            tags={**range_tags(unit, interval), "mesh/scheduled": "true"},
+            # a run of unpartitioned models alone is no run for partitions
+            tags={**(range_tags(unit, interval) if any(a.is_partitioned for a in members) else {}),
+                  SCHEDULED_TAG: "true"},
         )
         for interval, members in groups
     ]

@@ -126,7 +126,11 @@ class Stamper:
                 emitted += len(todo)
 
     def _models(self, names: list[str] | None) -> list[ModelAsset]:
-        return [a for a in self.graph.materializable if names is None or a.name in names]
+        """Partitioned models only: the others have no partitions to stamp (see ModelAsset.is_partitioned)."""
+        return [a for a in self.graph.partitioned if names is None or a.name in names]
+
+    def _parents(self, asset: ModelAsset) -> list[ModelAsset]:
+        return [p for p in self.graph.parent_assets(asset) if p.is_partitioned]
 
     def _todo(self, asset: ModelAsset, present: dict[tuple[str, str], list[Interval]]) -> list[tuple[str, bool]]:
         """(partition key, holds data) still carrying another code version, or built on a parent
@@ -151,7 +155,7 @@ class Stamper:
         A model is suspect when its fingerprint and intervals are not those last confirmed as
         fully stamped (a change, or data computed outside Dagster, e.g. by `mesh run`), or when a
         parent has new events since `seen` (its data may have moved to a new version)."""
-        models = self.graph.materializable
+        models = self.graph.partitioned
         latest_ids = self._latest_ids(models)
         moved = {name for name, storage_id in latest_ids.items() if storage_id > seen.get(name, -1)}
         present = self._present(models)
@@ -176,7 +180,7 @@ class Stamper:
         data of the same time window. This model kept its version through that parent's change,
         so its data is still right: it is re-stamped against the parent's new events."""
         behind: set[str] = set()
-        for parent in self.graph.parent_assets(asset):
+        for parent in self._parents(asset):
             older = [k for k in keys if k not in behind
                      and latest[k].built_on.get(parent.name, parent.version) != parent.version]
             if not older:
@@ -208,7 +212,7 @@ class Stamper:
         key = AssetKey(list(asset.key))
         previous = self._latest(asset, [k for k, _ in todo])
         provenance = self._parents_latest([AssetKey(list(d)) for d in asset.deps])
-        parents = self.graph.parent_assets(asset)
+        parents = self._parents(asset)
         version = asset.version or ""
         for partition, holds_data in todo:
             built_on = self._built_on(asset, parents, partition, previous.get(partition))

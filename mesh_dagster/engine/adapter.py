@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from mesh_dagster.core.errors import EngineError
+from mesh_dagster.core.merge import Upsert
 from mesh_dagster.core.names import IDENTIFIER  # the one rule for names Spark can hold
 from mesh_dagster.engine.session import (
     SparkSQLError,
@@ -330,6 +331,34 @@ class SparkEngine:
     def _uncache_table(self, table: str) -> None:
         with self._errors(f"Cannot refresh {table}"):
             self.spark.catalog.refreshTable(quote_name(table))
+
+    def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5) -> list[tuple]:
+        """Merge the query's rows into the table by key (core/merge.py writes the SQL): the rows
+        are staged once, checked for repeated keys (then nothing is written and those keys are
+        returned), and the table is rewritten from itself and them through a staging table."""
+        table_columns = self.columns(table)
+        select = self._select_for(table, query_sql, table_columns, self.query_columns(query_sql))
+        staged = _temp_name()
+        self.execute(f"CACHE TABLE {quote_identifier(staged)} AS {select}")
+        try:
+            duplicates = self.fetchall(upsert.duplicates_sql(quote_identifier(staged), duplicates_shown))
+            if duplicates:
+                return duplicates
+            merged = upsert.merged_sql(quote_name(table), quote_identifier(staged), list(table_columns))
+            self._rewrite_via_staging(table, merged, self.partition_columns(table))
+            return []
+        finally:
+            self._uncache(staged)
+
+    def overwrite_partitions(self, table: str, query_sql: str) -> None:
+        """Dynamic partition overwrite (the session's mode): the partitions the output holds are
+        replaced whole, the others untouched; an unpartitioned table is replaced whole."""
+        select = self._select_for(table, query_sql, self.columns(table), self.query_columns(query_sql))
+        self.execute(f"INSERT OVERWRITE TABLE {quote_name(table)} {select}")
+
+    def append(self, table: str, query_sql: str) -> None:
+        select = self._select_for(table, query_sql, self.columns(table), self.query_columns(query_sql))
+        self.execute(f"INSERT INTO {quote_name(table)} {select}")
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None) -> None:

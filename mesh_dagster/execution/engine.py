@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mesh_dagster.core.merge import Upsert
+
 
 class Engine(Protocol):
     """Names are `schema.table` strings; SQL is Spark SQL; column types are Spark DDL types."""
@@ -87,6 +89,18 @@ class Engine(Protocol):
         """Materialise the query's rows into a new staging table beside `table` and return its name:
         a write whose query reads `table` itself reads the staged rows instead. The caller drops it."""
         ...
+
+    def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5) -> list[tuple]:
+        """Merge the query's rows into the table by `upsert.keys` (see core/merge.py). When a key
+        occurs more than once in the output, nothing is written and up to `duplicates_shown` of
+        those keys are returned (their values, then their count); otherwise []."""
+
+    def overwrite_partitions(self, table: str, query_sql: str) -> None:
+        """Every partition the query's output holds is replaced by it; the others are untouched
+        (on an unpartitioned table: the whole table is replaced)."""
+
+    def append(self, table: str, query_sql: str) -> None:
+        """INSERT INTO: the query's rows are added to the table."""
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None) -> None:

@@ -7,6 +7,9 @@
 - Work that writes snapshots and tables outside an apply (`mesh run`, Dagster materializations)
   holds a lock of its own name (`snapshots_in_use`): such locks exclude only the janitor, so they
   run side by side.
+- A write that rewrites a table from itself (an upsert) or replaces its files holds
+  `table:<table>` (`table_lock`), taken inside one of the locks above: two processes writing the
+  same table take turns instead of both landing their files.
 
 Each lock has a short lease, renewed while its holder lives, so a crashed process frees it within
 a minute anywhere; on the same machine a dead holder is noticed at once (its pid is gone), so a
@@ -34,6 +37,8 @@ LEASE_S = 60.0
 _OWNER = re.compile(r"\(pid (\d+) by .*@(.+)\)$")
 _ENVIRONMENT = "environment:"
 _IN_USE = "in-use:"
+_TABLE = "table:"
+TABLE_WAIT_S = 3600.0  # a rewrite of a large table may take long: waiting for it is not a failure
 
 
 def lock_owner(what: str = "mesh") -> str:
@@ -76,6 +81,8 @@ def describe_lock(name: str) -> str:
         return f"environment '{name[len(_ENVIRONMENT):]}'"
     if name.startswith(_IN_USE):
         return "a run writing snapshots"
+    if name.startswith(_TABLE):
+        return f"a write to table {name[len(_TABLE):]}"
     return f"lock '{name}'"
 
 
@@ -124,5 +131,22 @@ def snapshots_in_use(state: State, owner: str | None = None, timeout_s: float = 
                 "Try again when it has finished.")
 
     with state.lock(f"{_IN_USE}{uuid.uuid4().hex}", owner or lock_owner(), timeout_s=timeout_s, lease_s=LEASE_S,
+                    holder_is_dead=holder_is_dead, busy=busy) as lease:
+        yield lease
+
+
+@contextmanager
+def table_lock(state: State, table: str, owner: str | None = None,
+               timeout_s: float = TABLE_WAIT_S) -> Iterator[Lease]:
+    """Hold the write lock of one physical table, whichever process writes it."""
+
+    def busy(holder: LockInfo) -> str:
+        if holder.name == EXCLUSIVE_LOCK:
+            return (f"Cannot write {table} while the janitor runs ({holder.owner}, since {_since(holder)}); "
+                    "waiting timed out. Try again when it has finished.")
+        return (f"Table {table} is being written by {holder.owner} since {_since(holder)}; waiting "
+                f"{timeout_s:g} s timed out. Try again when that write has finished.")
+
+    with state.lock(f"{_TABLE}{table}", owner or lock_owner(), timeout_s=timeout_s, lease_s=LEASE_S,
                     holder_is_dead=holder_is_dead, busy=busy) as lease:
         yield lease

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from mesh_dagster.core.cron import interval_unit
@@ -20,7 +21,9 @@ from mesh_dagster.core.plan import ALL_TIME, Backfill
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.locking import table_lock
 from mesh_dagster.execution.state import State
+from mesh_dagster.execution.strategies import strategy_for
 from mesh_dagster.execution.tasks import run_tasks
 
 
@@ -83,15 +86,22 @@ class _Evaluated:
     seconds: float
 
 
-def _evaluate_batch(b: Batch, evaluator: SnapshotEvaluator, execution_time: int) -> _Evaluated:
-    """Write a batch and run its audits: Spark work only, safe to run on a worker thread."""
+def _evaluate_batch(b: Batch, evaluator: SnapshotEvaluator, state: State, execution_time: int) -> _Evaluated:
+    """Write a batch and run its audits: Spark work (and the table's lock), safe on a worker thread."""
     began = time.perf_counter()
     start, end = b.interval
     snap = b.snapshot
-    evaluator.evaluate(snap, start, end, execution_time)
+    with _write_lock(state, snap):
+        evaluator.evaluate(snap, start, end, execution_time)
     whole_table = b.full_refresh or not snap.model.kind.is_incremental
     audits = evaluator.audit(snap, None if whole_table else start, None if whole_table else end, execution_time)
     return _Evaluated(b, audits, time.perf_counter() - began)
+
+
+def _write_lock(state: State, snapshot: Snapshot) -> AbstractContextManager[object]:
+    """The table's lock around writes that must not overlap another process's (see
+    `WriteStrategy.exclusive`); other writes take none."""
+    return table_lock(state, snapshot.table_name) if strategy_for(snapshot).exclusive else nullcontext()
 
 
 def _record_batch(done: _Evaluated, evaluator: SnapshotEvaluator, state: State, listener: ApplyListener,
@@ -140,8 +150,9 @@ def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: S
         return result.error is None
 
     snapshots = {b.snapshot.name: b.snapshot for b in batches}
-    run_tasks(batches, key=lambda b: b.snapshot.name, work=lambda b: _evaluate_batch(b, evaluator, execution_time),
-              done=record, waits_for=upstream_of(snapshots.keys(), evaluator.snapshots),
+    run_tasks(batches, key=lambda b: b.snapshot.name,
+              work=lambda b: _evaluate_batch(b, evaluator, state, execution_time), done=record,
+              waits_for=upstream_of(snapshots.keys(), evaluator.snapshots),
               limit=concurrent_tasks, per_key=lambda name: snapshots[name].model.batch_concurrency)
     return results + failure[:1]
 

@@ -1,19 +1,29 @@
 """How each model kind creates its physical object and writes an interval into it.
 
-One strategy per way of writing (full, time range, SCD type 2, seed, view; EMBEDDED and EXTERNAL
-write nothing). Strategies decide *what* is written; rendering and the per-apply memos stay with the
-evaluator, which strategies reach through the `Evaluation` Protocol, and Spark stays behind the
-`Engine` Protocol. A new kind is one new class here and one line in `strategy_for`.
+One strategy per way of writing (full, time range, upsert by key, partition overwrite, append,
+SCD type 2, seed, view; EMBEDDED and EXTERNAL write nothing). Strategies decide *what* is written;
+rendering and the per-apply memos stay with the evaluator, which strategies reach through the
+`Evaluation` Protocol, and Spark stays behind the `Engine` Protocol. A new kind is one new class
+here and one line in `strategy_for`.
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
+from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.kinds import IncrementalByTimeRangeKind, ScdType2Kind, SeedKind
+from mesh_dagster.core.intervals import format_interval_range
+from mesh_dagster.core.kinds import (
+    IncrementalByPartitionKind,
+    IncrementalByTimeRangeKind,
+    IncrementalByUniqueKeyKind,
+    IncrementalUnmanagedKind,
+    ScdType2Kind,
+    SeedKind,
+)
 from mesh_dagster.core.scd2 import history_query, with_validity_columns
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.core.time_column import TimeColumnError, interval_bounds
@@ -49,6 +59,11 @@ class Evaluation(Protocol):
 
 class WriteStrategy:
     """A kind that writes nothing (EMBEDDED is inlined into its children, EXTERNAL is not ours)."""
+
+    # Writes that read the table they rewrite, or replace its files whole: two of them on one
+    # table at once (two processes running the same model) could both land, or one could read
+    # files the other deletes. The scheduler holds the table's lock around each of them.
+    exclusive: ClassVar[bool] = False
 
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
         """Create the physical object (the schema already exists)."""
@@ -172,6 +187,52 @@ def _quoted(name: str) -> str:
     """A `schema.table` the engine named (letters, digits, underscores), quoted for Spark SQL."""
     return ".".join(f"`{part}`" for part in name.split("."))
 
+class UniqueKeyStrategy(QueryStrategy):
+    """Each write upserts its rows by the model's unique key (see core/merge.py); a batch whose
+    output repeats a key is refused, naming the keys, before anything is written."""
+
+    exclusive = True
+    DUPLICATES_SHOWN = 5
+
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+        ev.create(snapshot)
+        kind = snapshot.model.kind
+        assert isinstance(kind, IncrementalByUniqueKeyKind)
+        duplicates = ev.engine.upsert(snapshot.table_name, query, kind.upsert, self.DUPLICATES_SHOWN)
+        if duplicates:
+            raise _duplicate_keys(snapshot, kind, duplicates, (start, end), self.DUPLICATES_SHOWN)
+
+
+def _duplicate_keys(snapshot: Snapshot, kind: IncrementalByUniqueKeyKind, duplicates: list[tuple],
+                    interval: tuple[int, int], shown: int) -> ModelError:
+    model, keys = snapshot.model, kind.unique_key
+    listed = "; ".join(", ".join(f"{k}={v!r}" for k, v in zip(keys, row[:-1])) + f" ({row[-1]} rows)"
+                       for row in duplicates)
+    more = " and maybe more" if len(duplicates) >= shown else ""
+    when = format_interval_range([interval], interval_unit(model.cron))
+    return ModelError(
+        f"unique_key {kind.upsert.describe_key()} of {model.name} is not unique in the query's output for [{when}]: "
+        f"{listed}{more}. Nothing was written: make the query return one row per key (e.g. keep the latest with "
+        "QUALIFY ROW_NUMBER() OVER (PARTITION BY <key> ORDER BY <column> DESC) = 1)", model.path, model.line_of("kind"))
+
+
+class PartitionsStrategy(QueryStrategy):
+    """Each write replaces the partitions its output holds and leaves the others alone."""
+
+    exclusive = True
+
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+        ev.create(snapshot)
+        ev.engine.overwrite_partitions(snapshot.table_name, query)
+
+
+class AppendStrategy(QueryStrategy):
+    """Each write adds its rows (INSERT INTO); nothing is ever replaced."""
+
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+        ev.create(snapshot)
+        ev.engine.append(snapshot.table_name, query)
+
 
 def time_bounds(ev: Evaluation, snapshot: Snapshot, start: int, end: int) -> tuple[str, str]:
     """Spark SQL literals bounding the time column for `[start, end)`: the only place an interval
@@ -194,6 +255,7 @@ def _time_kind(snapshot: Snapshot) -> IncrementalByTimeRangeKind:
 
 NOTHING, SEED, VIEW = WriteStrategy(), SeedStrategy(), ViewStrategy()
 FULL, TIME_RANGE, SCD_TYPE_2 = FullStrategy(), TimeRangeStrategy(), ScdType2Strategy()
+UNIQUE_KEY, PARTITIONS, APPEND = UniqueKeyStrategy(), PartitionsStrategy(), AppendStrategy()
 
 
 def strategy_for(snapshot: Snapshot) -> WriteStrategy:
@@ -208,4 +270,10 @@ def strategy_for(snapshot: Snapshot) -> WriteStrategy:
         return VIEW
     if isinstance(kind, ScdType2Kind):
         return SCD_TYPE_2
+    if isinstance(kind, IncrementalByUniqueKeyKind):
+        return UNIQUE_KEY
+    if isinstance(kind, IncrementalByPartitionKind):
+        return PARTITIONS
+    if isinstance(kind, IncrementalUnmanagedKind):
+        return PARTITIONS if kind.insert_overwrite else APPEND
     return TIME_RANGE if kind.is_incremental else FULL

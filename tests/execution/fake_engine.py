@@ -31,6 +31,7 @@ class FakeEngine:
         self.tables: dict[str, dict[str, str]] = {}
         self.views: dict[str, str] = {}
         self.frames: dict[str, list[pd.DataFrame]] = {}  # temporary views over Python models' output
+        self.duplicates: list[tuple] = []  # what `upsert` reports as repeated keys (then it writes nothing)
 
     def methods(self) -> list[str]:
         return [c.method for c in self.calls]
@@ -142,6 +143,19 @@ class FakeEngine:
         self._record("stage", staging, table=table, query=query_sql)
         self.tables[staging] = dict(self.tables.get(table) or self.output)
         return staging
+
+    def upsert(self, table: str, query_sql: str, upsert: Any, duplicates_shown: int = 5) -> list[tuple]:
+        self._require_table(table)
+        self._record("upsert", table, query=query_sql, upsert=upsert, duplicates_shown=duplicates_shown)
+        return list(self.duplicates[:duplicates_shown])
+
+    def overwrite_partitions(self, table: str, query_sql: str) -> None:
+        self._require_table(table)
+        self._record("overwrite_partitions", table, query=query_sql)
+
+    def append(self, table: str, query_sql: str) -> None:
+        self._require_table(table)
+        self._record("append", table, query=query_sql)
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None) -> None:

@@ -217,10 +217,48 @@ KIND_VARIANTS.update({
     key: {"kind": key[0], "kind_props": text if not text.startswith(",") else SCD_BASES[key[0]] + text}
     for key, text in SCD_VARIANTS.items()
 })
-KIND_BASES = {"INCREMENTAL_BY_TIME_RANGE": {"kind": "INCREMENTAL"}, "SEED": {"kind": "SEED"}, "VIEW": {"kind": "VIEW"},
-              **{kind: {"kind": kind, "kind_props": props} for kind, props in SCD_BASES.items()}}
+UK, BY_PARTITION, UNMANAGED = "INCREMENTAL_BY_UNIQUE_KEY", "INCREMENTAL_BY_PARTITION", "INCREMENTAL_UNMANAGED"
+KIND_BASES: dict[str, dict[str, str]] = {
+    "INCREMENTAL_BY_TIME_RANGE": {"kind": "INCREMENTAL"}, "SEED": {"kind": "SEED"}, "VIEW": {"kind": "VIEW"},
+    UK: {"kind": UK, "kind_props": "unique_key a"},
+    BY_PARTITION: {"kind": BY_PARTITION, "props": ",\n  partitioned_by a"},
+    UNMANAGED: {"kind": UNMANAGED},
+    **{kind: {"kind": kind, "kind_props": props} for kind, props in SCD_BASES.items()},
+}
+
+
+def _on_base(kind: str, kind_props: str) -> dict[str, str]:
+    """`project_with` arguments: the kind's base project with `kind_props` added inside `kind (...)`."""
+    base = KIND_BASES[kind]
+    return {**base, "kind_props": base.get("kind_props", "") + kind_props}
+
+
+KIND_VARIANTS.update({
+    (UK, "unique_key"): _on_base(UK, ", unique_key (a, ds)") | {"kind_props": "unique_key (a, ds)"},
+    (UK, "when_matched"): _on_base(UK, ", when_matched (WHEN MATCHED THEN UPDATE SET target.ds2 = source.ds2)"),
+    (UK, "merge_filter"): _on_base(UK, ", merge_filter target.ds > source.ds"),
+    (UK, "batch_size"): _on_base(UK, ", batch_size 2"),
+    (UK, "lookback"): _on_base(UK, ", lookback 2"),
+    (UK, "forward_only"): _on_base(UK, ", forward_only true"),
+    (UK, "disable_restatement"): _on_base(UK, ", disable_restatement true"),
+    (UK, "on_destructive_change"): _on_base(UK, ", on_destructive_change warn"),
+    (UK, "on_additive_change"): _on_base(UK, ", on_additive_change error"),
+    (BY_PARTITION, "disable_restatement"): _on_base(BY_PARTITION, ", disable_restatement true"),
+    (BY_PARTITION, "on_destructive_change"): _on_base(BY_PARTITION, ", on_destructive_change allow"),
+    (BY_PARTITION, "on_additive_change"): _on_base(BY_PARTITION, ", on_additive_change warn"),
+    (UNMANAGED, "insert_overwrite"): _on_base(UNMANAGED, ", insert_overwrite true"),
+    (UNMANAGED, "forward_only"): _on_base(UNMANAGED, ", forward_only false"),
+    (UNMANAGED, "disable_restatement"): _on_base(UNMANAGED, ", disable_restatement false"),
+    (UNMANAGED, "on_destructive_change"): _on_base(UNMANAGED, ", on_destructive_change ignore"),
+    (UNMANAGED, "on_additive_change"): _on_base(UNMANAGED, ", on_additive_change error"),
+})
 REFUSED_KIND_PROPERTIES = {
     ("SEED", "batch_size"): (", batch_size 10", "batch_size for SEED models is not supported"),
+    (UK, "batch_concurrency"): (", batch_concurrency 2", "batch_concurrency is always 1 for INCREMENTAL_BY_UNIQUE_KEY"),
+    (BY_PARTITION, "forward_only"): (", forward_only false", "forward_only is always true for INCREMENTAL_BY_PARTITION"),
+    (UNMANAGED, "batch_size"): (", batch_size 2", "batch_size is not supported by INCREMENTAL_UNMANAGED models"),
+    (UNMANAGED, "batch_concurrency"): (", batch_concurrency 2",
+                                       "batch_concurrency is not supported by INCREMENTAL_UNMANAGED models"),
     **{(kind, "batch_concurrency"): (", batch_concurrency 2", "batch_concurrency cannot be set for SCD_TYPE_2 models")
        for kind in SCD_BASES},
     **{(kind, "lookback"): (", lookback 1", "lookback cannot be set for SCD_TYPE_2 models") for kind in SCD_BASES},
@@ -249,8 +287,8 @@ def test_kind_property_changes_what_is_built(tmp_path: Path, key: tuple[str, str
 @pytest.mark.parametrize("key", sorted(REFUSED_KIND_PROPERTIES), ids="-".join)
 def test_unsupported_kind_property_is_refused(tmp_path: Path, key: tuple[str, str]) -> None:
     text, message = REFUSED_KIND_PROPERTIES[key]
-    base = KIND_BASES[key[0]]
-    root = project_with(tmp_path, kind=base["kind"], kind_props=base.get("kind_props", "") + text)
+    root = project_with(tmp_path, **_on_base(key[0], text))
+    load_project(project_with(tmp_path, **KIND_BASES[key[0]]), use_cache=False)  # the base alone loads
     refused(lambda: load_project(root, use_cache=False), "models/m.sql:3:", message)
 
 

@@ -26,7 +26,10 @@ from mesh_dagster.core.kinds import (
     EmbeddedKind,
     ExternalKind,
     FullKind,
+    IncrementalByPartitionKind,
     IncrementalByTimeRangeKind,
+    IncrementalByUniqueKeyKind,
+    IncrementalUnmanagedKind,
     KindName,
     ModelKind,
     ScdType2ByColumnKind,
@@ -135,6 +138,8 @@ KINDS: dict[str, BaseKind] = {
     "INCREMENTAL_BY_TIME_RANGE": IncrementalByTimeRangeKind(time_column="ds"), "EMBEDDED": EmbeddedKind(),
     "EXTERNAL": ExternalKind(), "SCD_TYPE_2_BY_TIME": ScdType2ByTimeKind(unique_key=["id"]),
     "SCD_TYPE_2_BY_COLUMN": ScdType2ByColumnKind(unique_key=["id"], columns="*"),
+    "INCREMENTAL_BY_UNIQUE_KEY": IncrementalByUniqueKeyKind(unique_key=("id",)),
+    "INCREMENTAL_BY_PARTITION": IncrementalByPartitionKind(), "INCREMENTAL_UNMANAGED": IncrementalUnmanagedKind(),
 }
 EXPECTED_FLAGS = {
     "SEED": (False, True, False, True, False, False, False, False),
@@ -142,6 +147,9 @@ EXPECTED_FLAGS = {
     "VIEW": (False, False, True, True, False, False, False, True),
     "VIEW (materialized true)": (False, True, False, False, False, False, False, True),
     "INCREMENTAL_BY_TIME_RANGE": (True, True, False, False, False, False, False, True),
+    "INCREMENTAL_BY_UNIQUE_KEY": (True, True, False, False, False, False, False, True),
+    "INCREMENTAL_BY_PARTITION": (True, True, False, False, False, False, False, True),
+    "INCREMENTAL_UNMANAGED": (True, True, False, False, False, False, False, True),
     "EMBEDDED": (False, False, False, False, True, True, False, True),
     "EXTERNAL": (False, False, False, False, True, False, True, False),
     "SCD_TYPE_2_BY_TIME": (True, True, False, False, False, False, False, True),
@@ -153,6 +161,39 @@ EXPECTED_FLAGS = {
 def test_flags_of_each_kind(label: str) -> None:
     kind = KINDS[label]
     assert tuple(getattr(kind, flag) for flag in FLAGS) == EXPECTED_FLAGS[label]
+    # only the kinds whose writes build on the table's history restate it whole
+    assert kind.restates_full_history == label.startswith(("INCREMENTAL_BY_UNIQUE", "INCREMENTAL_BY_PART",
+                                                           "INCREMENTAL_UNMANAGED", "SCD_TYPE_2"))
+
+
+# The kinds that came after the kind classes: their fingerprints are pinned as first computed, so a
+# change to how they hash (which would show every model of theirs as changed) cannot go unnoticed.
+NEW_KIND_FILES = {
+    "models/uk.sql": "MODEL (name s.uk, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key (id, LOWER(email)), "
+                     "when_matched (WHEN MATCHED AND source.v IS NOT NULL THEN UPDATE SET target.v = source.v), "
+                     "merge_filter target.ds > DATE '2020-01-01', batch_size 2, lookback 1));\n"
+                     "SELECT 1 AS id, 'a' AS email, 2 AS v, DATE '2020-01-02' AS ds\n",
+    "models/uk_plain.sql": "MODEL (name s.uk_plain, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key id));\nSELECT 1 AS id\n",
+    "models/part.sql": "MODEL (name s.part, kind INCREMENTAL_BY_PARTITION, partitioned_by region);\n"
+                       "SELECT 1 AS id, 'eu' AS region\n",
+    "models/unmanaged.sql": "MODEL (name s.unmanaged, kind INCREMENTAL_UNMANAGED);\nSELECT 1 AS id\n",
+    "models/overwrite.sql": "MODEL (name s.overwrite, kind INCREMENTAL_UNMANAGED (insert_overwrite true));\n"
+                            "SELECT 1 AS id\n",
+}
+PINNED_NEW = {
+    "s.overwrite": ("824265765", "585191344", "1238666993"),
+    "s.part": ("1328819226", "575532183", "3689534490"),
+    "s.uk": ("175472736", "1682188627", "1602941485"),
+    "s.uk_plain": ("592430799", "585191344", "822654784"),
+    "s.unmanaged": ("2405524014", "585191344", "4071802672"),
+}
+
+
+def test_fingerprints_of_the_newer_kinds_are_pinned(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "p", NEW_KIND_FILES)
+    snapshots = build_snapshots(load_project(root, use_cache=False))
+    found = {n: (s.fingerprint.data_hash, s.fingerprint.metadata_hash, s.identifier) for n, s in snapshots.items()}
+    assert found == PINNED_NEW
 
 
 def test_every_kind_name_has_one_class() -> None:
@@ -163,7 +204,8 @@ def test_every_kind_name_has_one_class() -> None:
 OWN_FIELDS: dict[str, dict[str, Any]] = {"INCREMENTAL_BY_TIME_RANGE": {"time_column": "ds", "lookback": 3},
                                          "SEED": {"path": "/p/s.csv"}, "VIEW": {"materialized": True},
                                          "SCD_TYPE_2_BY_TIME": {"unique_key": ["id"]},
-                                         "SCD_TYPE_2_BY_COLUMN": {"unique_key": ["id"], "columns": ["name"]}}
+                                         "SCD_TYPE_2_BY_COLUMN": {"unique_key": ["id"], "columns": ["name"]},
+                                         "INCREMENTAL_BY_UNIQUE_KEY": {"unique_key": ["id"], "lookback": 1}}
 
 
 @pytest.mark.parametrize("name", [k.value for k in KindName])

@@ -81,7 +81,7 @@ def test_inline_audit():
         ("MODEL (\n  name s.m,\n  kind FULL,\n  bogus 1\n);\nSELECT 1", "Unknown model property 'bogus'", 4),
         ("MODEL (\n  name s.m,\n  kind INCREMENTAL_BY_SOMETHING\n);\nSELECT 1", "Unknown model kind 'INCREMENTAL_BY_SOMETHING'", 3),
         ("MODEL (\n  name s.m,\n  kind INCREMENTAL_BY_TIME_RANGE\n);\nSELECT 1", "need a time_column", 3),
-        ("MODEL (\n  name s.m,\n  kind INCREMENTAL_BY_UNIQUE_KEY (unique_key id)\n);\nSELECT 1", "not supported", 3),
+        ("MODEL (\n  name s.m,\n  kind MANAGED\n);\nSELECT 1", "not supported", 3),
         ("MODEL (\n  name s.m,\n  cron 'every day'\n);\nSELECT 1", "Invalid cron 'every day'", 3),
         ("MODEL (\n  name s.m,\n  start 'last tuesdayish'\n);\nSELECT 1", "Invalid start", 3),
         ("MODEL (\n  kind FULL\n);\nSELECT 1", "needs a name", 1),
