@@ -21,7 +21,7 @@ def test_malformed_model_names_file_and_line(tmp_path, mesh):
 
 
 def test_sql_syntax_error_names_the_line(tmp_path, mesh):
-    root = write_project(tmp_path / "p", {"models/a.sql": "MODEL (name s.a, kind FULL);\n\nSELECT a,, b FROM t"})
+    root = write_project(tmp_path / "p", {"models/a.sql": "MODEL (name s.a, kind FULL);\n\nSELECT (a FROM t"})
     proc = mesh(root, "plan", "--explain", check=False)
     assert proc.returncode == 1 and "models/a.sql:3:" in proc.stderr and "Traceback" not in proc.stderr
 
