@@ -312,9 +312,7 @@ class SparkEngine:
             (f"CAST({quote_identifier(found)} AS {_ddl_type(kind)})" if (found := _find_column(current, name))
              else f"CAST(NULL AS {_ddl_type(kind)})") + f" AS {quote_identifier(name)}"
             for name, kind in columns.items())
-        schema, name = _split(table)
-        staging = f"{schema + '.' if schema else ''}{TEMP_PREFIX}{name[:40]}_{uuid.uuid4().hex[:12]}"
-        self.execute(f"CREATE TABLE {quote_name(staging)} USING parquet AS SELECT {select} FROM {quote_name(table)}")
+        staging = self.stage(table, f"SELECT {select} FROM {quote_name(table)}")
         self.drop_table(table)
         ordered = {c: t for c, t in columns.items() if c not in partitioned_by}
         ordered.update({c: columns[c] for c in partitioned_by if c in columns})
