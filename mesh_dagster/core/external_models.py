@@ -24,7 +24,7 @@ import yaml
 
 from mesh_dagster.core.definition import relative_path
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.files import read_text
+from mesh_dagster.core.files import parse_yaml, read_text
 from mesh_dagster.core.names import IDENTIFIER, check_model_name
 from mesh_dagster.core.project import EXTERNAL_MODELS_FILES
 
@@ -59,11 +59,7 @@ def read_entries(path: Path, root: Path) -> list[dict[str, Any]]:
         return []
     rel = relative_path(path, root)
     text = read_text(path, rel)
-    try:
-        entries = yaml.safe_load(text) or []
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise ModelError(f"Invalid YAML: {getattr(e, 'problem', e)}", rel, mark.line + 1 if mark else None) from None
+    entries = parse_yaml(text, rel) or []
     if not isinstance(entries, list) or not all(isinstance(e, dict) and "name" in e for e in entries):
         raise ModelError("external_models.yaml must be a list of `- name: schema.table` entries", rel, 1)
     return entries

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import codecs
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from mesh_dagster.core.errors import MeshError, ModelError
 
@@ -24,6 +27,16 @@ def read_text(path: Path, shown: str, error: type[MeshError] = ModelError, encod
     except OSError as e:
         raise error(f"Cannot read the file: {e.strerror or e}", shown) from None
     return decode_text(data, shown, error, encoding)
+
+
+def parse_yaml(text: str, shown: str) -> Any:
+    """The YAML document in `text` (None when empty) from the file `shown`; invalid YAML is a
+    ModelError at its line."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise ModelError(f"Invalid YAML: {getattr(e, 'problem', e)}", shown, mark.line + 1 if mark else None) from None
 
 
 def decode_text(data: bytes, shown: str, error: type[MeshError] = ModelError, encoding: str = "utf-8") -> str:

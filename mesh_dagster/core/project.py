@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mesh_dagster import __version__
 from mesh_dagster.core.cache import ProjectCache, content_key
 from mesh_dagster.core.columns import COLUMN_RULES
@@ -33,7 +31,7 @@ from mesh_dagster.core.config import ProjectConfig, find_config_file, line_of, l
 from mesh_dagster.core.dag import DAG, CycleError
 from mesh_dagster.core.definition import relative_path
 from mesh_dagster.core.errors import ConfigError, ModelError
-from mesh_dagster.core.files import read_text
+from mesh_dagster.core.files import parse_yaml, read_text
 from mesh_dagster.core.kinds import ExternalKind, SeedKind
 from mesh_dagster.core.macros import MacroRegistry, discovering_dependencies, load_macros
 from mesh_dagster.core.model import MODEL_FORMAT, Audit, Model
@@ -267,11 +265,7 @@ def _load_external_models(root: Path) -> list[Model]:
         return []
     rel = relative_path(file, root)
     text = read_text(file, rel)
-    try:
-        entries = yaml.safe_load(text) or []
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise ModelError(f"Invalid YAML: {getattr(e, 'problem', e)}", rel, mark.line + 1 if mark else None) from None
+    entries = parse_yaml(text, rel) or []
     if not isinstance(entries, list):
         raise ModelError("external_models.yaml must be a list of `- name: schema.table` entries", rel, 1)
     return [_external_model(entry, index, text, rel) for index, entry in enumerate(entries)]

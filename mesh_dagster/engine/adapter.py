@@ -699,12 +699,8 @@ def _check_output_columns(produced: Sequence[str], declared: Sequence[str]) -> N
 def _transfer_type(series: pd.Series, declared: T.DataType) -> T.DataType:
     """The Spark type a pandas column travels in: what its values are (a query casts them to the
     declared type afterwards, under Spark's rules), or the declared type when pandas cannot tell."""
-    if pd.api.types.is_bool_dtype(series):
-        return T.BooleanType()
-    if pd.api.types.is_integer_dtype(series):
-        return T.LongType()
-    if pd.api.types.is_float_dtype(series):
-        return T.DoubleType()
+    if (by_dtype := _numeric_kind(series)) is not None:
+        return by_dtype
     if pd.api.types.is_datetime64_any_dtype(series):
         return T.TimestampType()
     inferred = pd.api.types.infer_dtype(series, skipna=True)
@@ -742,14 +738,20 @@ def _parse_partition(spec: str) -> dict[str, str | None]:
     return result
 
 
-def _seed_kind(series: pd.Series) -> T.DataType:
+def _numeric_kind(series: pd.Series) -> T.DataType | None:
+    """The Spark type of a boolean, integer or floating pandas column; None for any other dtype."""
     if pd.api.types.is_bool_dtype(series):
         return T.BooleanType()
     if pd.api.types.is_integer_dtype(series):
         return T.LongType()
     if pd.api.types.is_float_dtype(series):
         return T.DoubleType()
-    return T.StringType()
+    return None
+
+
+def _seed_kind(series: pd.Series) -> T.DataType:
+    kind = _numeric_kind(series)
+    return T.StringType() if kind is None else kind
 
 
 def _seed_values(series: pd.Series, kind: T.DataType) -> list[Any]:
