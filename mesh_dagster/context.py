@@ -27,6 +27,7 @@ from mesh_dagster.core.snapshot import PROD, ChangeCategory, Snapshot, normalize
 from mesh_dagster.execution.events import ApplyListener
 
 if TYPE_CHECKING:
+    from mesh_dagster.core.cron import IntervalUnit
     from mesh_dagster.core.external_models import ExternalModelsFile
     from mesh_dagster.engine.connect_server import ServerInfo
     from mesh_dagster.state.store import StateStore
@@ -315,7 +316,7 @@ class Context:
                     f"-- `mesh evaluate {name}` runs it and shows its rows.")
         if definition.query is None:
             raise MeshError(f"Model {name} is a {definition.kind.name.value} model and has no query")
-        s, e = self._range(definition.cron, start, end)  # a bad range is refused before state is read
+        s, e = self._range(definition.interval_unit, start, end)  # a bad range is refused before state is read
         snapshots = self.local_snapshots()
         snap = snapshots[name]
         evaluator = SnapshotEvaluator(self.project, None, snapshots)
@@ -332,18 +333,15 @@ class Context:
         if definition.python is None:
             sql = self.render(model, start, end, execution_time, pretty=False)
             return self.engine.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
-        s, e = self._range(definition.cron, start, end)
+        s, e = self._range(definition.interval_unit, start, end)
         snapshots = self.local_snapshots()
         evaluator = SnapshotEvaluator(self.project, self.engine, snapshots)
         with evaluator.query(snapshots[name], s, e, to_ms(execution_time) if execution_time else now_ms()) as sql:
             return self.engine.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
 
     @staticmethod
-    def _range(cron: str, start: str | None, end: str | None) -> tuple[int, int]:
+    def _range(unit: IntervalUnit, start: str | None, end: str | None) -> tuple[int, int]:
         """`[start, end)` to render: by default the model's last complete interval."""
-        from mesh_dagster.core.cron import interval_unit
-
-        unit = interval_unit(cron)
         end_ms = to_end_ms(end) if end else unit.floor(now_ms())
         return time_range(start or unit.start_of(unit.index_of(end_ms) - 1), end or end_ms)
 

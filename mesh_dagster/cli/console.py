@@ -8,7 +8,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.plan import Plan
 from mesh_dagster.execution.events import ApplyListener
 
@@ -102,7 +101,7 @@ def show_plan(plan: Plan, no_diff: bool = False) -> None:
     if plan.backfills and not plan.skip_backfill:
         tree = _tree("Models needing backfill:")
         for name, bf in plan.backfills.items():
-            unit = interval_unit(plan.snapshots[name].model.cron)
+            unit = plan.snapshots[name].model.interval_unit
             preview = " (preview)" if name in plan.previews else ""
             tree.add(f"{plan.view(name)}: {bf.describe(unit)}{preview}")
         print_tree(tree)
@@ -189,7 +188,7 @@ def show_explain(plan: Plan, explanation: PlanExplanation) -> None:
             elif bf.full_refresh:
                 node.add("Fully refresh table")
             else:
-                unit = interval_unit(snap.model.cron)
+                unit = snap.model.interval_unit
                 node.add(f"Insert {bf.describe(unit)[1:-1]}"
                          + (f" in batches of {snap.model.batch_size}" if snap.model.batch_size else ""))
             for audit in snap.model.audits:

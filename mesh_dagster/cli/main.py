@@ -105,11 +105,15 @@ def _choose(question: str, options) -> str:
                  "environments, also what is backfilled unless --backfill-model says otherwise.")
 @selector_option("--backfill-model", help="Development environments only: backfill only the selected models and "
                  "their upstream; other changed models are neither computed nor shown in the environment.")
+@click.option("--min-intervals", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Check at least this many of each model's latest intervals, however late --start is.")
+@click.option("--no-gaps", is_flag=True,
+              help="Refuse the plan if a changed model's new table would lack intervals its current version has.")
 @click.pass_context
 def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_backfill, empty_backfill,
          include_unmodified, explain, auto_apply, no_prompts, no_diff, forward_only, effective_from,
          allow_destructive_model, allow_additive_model, no_auto_categorization, categorize, restate_model,
-         select_model, backfill_model) -> None:
+         select_model, backfill_model, min_intervals, no_gaps) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
     from mesh_dagster.cli.console import ConsoleListener, console, show_explain, show_plan, show_test_report
 
@@ -128,7 +132,8 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
         _check_restatement_options(forward_only=forward_only, effective_from=effective_from,
                                    allow=allow_destructive_model + allow_additive_model,
                                    skip_backfill=skip_backfill or empty_backfill, include_unmodified=include_unmodified,
-                                   select=select_model + backfill_model)
+                                   select=select_model + backfill_model, min_intervals=min_intervals,
+                                   no_gaps=no_gaps)
         p = context.restate(environment, restate_model, start=start, end=end, execution_time=execution_time)
     else:
         options = dict(start=start, end=end, execution_time=execution_time, create_from=create_from,
@@ -136,7 +141,8 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
                        empty_backfill=empty_backfill, forward_only=forward_only, effective_from=effective_from,
                        allow_destructive=context.select(allow_destructive_model, "--allow-destructive-model"),
                        allow_additive=context.select(allow_additive_model, "--allow-additive-model"),
-                       select_models=select_model, backfill_models=backfill_model)
+                       select_models=select_model, backfill_models=backfill_model,
+                       min_intervals=min_intervals, no_gaps=no_gaps)
         choices = context.parse_categories(categorize)
         p = context.plan(environment, **options, choices=choices)
         asked = _ask_categories(p, context, choices, ask_all=no_auto_categorization, no_prompts=no_prompts)
@@ -193,7 +199,8 @@ def _check_restatement_options(**given: object) -> None:
     flags = {"forward_only": "--forward-only", "effective_from": "--effective-from",
              "allow": "--allow-destructive-model/--allow-additive-model",
              "skip_backfill": "--skip-backfill/--empty-backfill", "include_unmodified": "--include-unmodified",
-             "select": "--select-model/--backfill-model"}
+             "select": "--select-model/--backfill-model", "min_intervals": "--min-intervals",
+             "no_gaps": "--no-gaps"}
     used = [flags[k] for k, v in given.items() if v]
     if used:
         raise MeshError(f"--restate-model cannot be combined with {', '.join(used)}: a restatement changes no model")

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.dates import to_ms
+from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.intervals import Interval, compute_missing, format_interval_range, subtract_intervals
 from mesh_dagster.core.snapshot import Snapshot
 
@@ -57,6 +59,7 @@ def compute_backfills(
     end: str | None,
     execution_ms: int,
     ignore_cron: bool = False,
+    min_intervals: int = 0,
     end_bounded: bool = True,
     start_of: Mapping[str, int] | None = None,
     recompute_from: Mapping[str, int] | None = None,
@@ -64,6 +67,7 @@ def compute_backfills(
     """Missing intervals of the snapshots in `scope` (in DAG order).
 
     `start_of` overrides the start for some models (a preview covers a short range);
+    `min_intervals` makes each model check at least that many intervals back from its end;
     `recompute_from` treats their intervals from that time on as missing (`--effective-from`).
 
     A snapshot that depends on its past (`Snapshot.depends_on_past`) cannot start in the middle of
@@ -93,6 +97,10 @@ def compute_backfills(
             bound = max((e for _, e in prev_present), default=None)
         missing = compute_missing(
             cron=model.cron,
+            cron_tz=model.cron_tz,
+            unit=model.declared_unit,
+            allow_partials=model.allow_partials,
+            min_intervals=min_intervals,
             model_start=model.start or default_start,
             model_end=model.end,
             plan_start=None if snap.depends_on_past else start_of.get(snap.name, start),
@@ -107,3 +115,35 @@ def compute_backfills(
         if missing:
             backfills[snap.name] = Backfill(snap.name, missing, not model.kind.is_incremental)
     return backfills
+
+
+def refuse_gaps(
+    state: IntervalReader,
+    snapshots: dict[str, Snapshot],
+    previous: dict[str, Snapshot],
+    backfills: dict[str, Backfill],
+    *,
+    default_start: str | None,
+) -> None:
+    """`--no-gaps`: refuse a plan after which a new table version would lack intervals the version
+    it replaces in the environment has (a plan `--start` later than the data, say), naming each
+    model and the missing ranges. Nothing has been written when this runs."""
+    pairs = [(snapshots[name], prev) for name, prev in previous.items()
+             if name in snapshots and prev.version and prev.version != snapshots[name].version
+             and not snapshots[name].model.kind.is_timeless and not snapshots[name].model.kind.is_symbolic]
+    if not pairs:
+        return
+    intervals = state.get_intervals([s.interval_key for pair in pairs for s in pair])
+    found = []
+    for snap, prev in pairs:
+        planned = backfills[snap.name].intervals if snap.name in backfills else []
+        after = intervals.get(snap.interval_key, []) + planned
+        gaps = subtract_intervals(intervals.get(prev.interval_key, []), after)
+        start = snap.model.start or default_start
+        if start:
+            gaps = subtract_intervals(gaps, [(ALL_TIME[0], to_ms(start))])
+        if gaps:
+            found.append(f"{snap.name}: {format_interval_range(gaps, snap.model.interval_unit)}")
+    if found:
+        raise PlanError("--no-gaps: after this plan these models would lack intervals their current version has "
+                        "(widen --start or drop --no-gaps):\n  " + "\n  ".join(found))

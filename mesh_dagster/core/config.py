@@ -110,6 +110,9 @@ class ModelDefaults(_Strict):
     dialect: str = "spark"
     start: str | None = None
     cron: str = "@daily"
+    cron_tz: str | None = None
+    interval_unit: str | None = None
+    allow_partials: bool = False
     owner: str | None = None
     storage_format: str | None = None
     # Audits attached to every model that holds data, written like a model's `audits` entries.
@@ -144,6 +147,20 @@ class ModelDefaults(_Strict):
         from mesh_dagster.core.cron import validate_cron
 
         return validate_cron(value)
+
+    @field_validator("cron_tz")
+    @classmethod
+    def _check_cron_tz(cls, value: str | None) -> str | None:
+        from mesh_dagster.core.cron import validate_cron_tz
+
+        return None if value is None else validate_cron_tz(value)
+
+    @field_validator("interval_unit")
+    @classmethod
+    def _check_interval_unit(cls, value: str | None) -> str | None:
+        from mesh_dagster.core.cron import IntervalUnit
+
+        return None if value is None else IntervalUnit.parse(value).value
 
     @field_validator("dialect")
     @classmethod

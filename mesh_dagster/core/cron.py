@@ -9,13 +9,18 @@ Interval boundaries are computed with integer arithmetic on epoch milliseconds (
 arithmetic for months and years) so a plan over thousands of models and years of history never
 asks croniter about individual intervals. croniter is only used for a model's own cron, once per
 question, and only when the cron is not a simple fixed period.
+
+`cron_tz` moves only the fire times: `0 6 * * *` with `cron_tz America/Los_Angeles` is due at
+06:00 in Los Angeles (14:00 or 13:00 UTC, with daylight saving). Intervals stay UTC, and the
+interval unit is inferred from the cron alone, so a time zone never changes what a model records.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import croniter
 
@@ -184,6 +189,29 @@ def validate_cron(expr: str) -> str:
     return text
 
 
+def validate_cron_tz(name: str) -> str:
+    """An IANA time zone name (`Europe/Paris`, `UTC`), or ValueError naming close ones."""
+    text = str(name).strip()
+    try:
+        _zone(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        from difflib import get_close_matches
+
+        close = get_close_matches(text, sorted(available_timezones()), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else " (an IANA name such as Europe/Paris)"
+        raise ValueError(f"Unknown time zone '{name}'{hint}") from None
+    return text
+
+
+@lru_cache(maxsize=64)
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def _is_utc(tz: str | None) -> bool:
+    return tz is None or tz.upper() in ("UTC", "ETC/UTC", "Z")
+
+
 def interval_unit(cron: str, explicit: str | IntervalUnit | None = None) -> IntervalUnit:
     """The model's interval unit: the explicit one (checked against the cron) or inferred.
 
@@ -209,45 +237,52 @@ def interval_unit(cron: str, explicit: str | IntervalUnit | None = None) -> Inte
     )
 
 
-def cron_floor(cron: str, dt: TimeLike) -> datetime:
-    """Latest fire time <= dt."""
-    return ms_to_datetime(cron_floor_ms(cron, to_ms(dt)))
+def cron_floor(cron: str, dt: TimeLike, tz: str | None = None) -> datetime:
+    """Latest fire time <= dt (fire times in `tz`, default UTC)."""
+    return ms_to_datetime(cron_floor_ms(cron, to_ms(dt), tz))
 
 
-def cron_next(cron: str, dt: TimeLike) -> datetime:
+def cron_next(cron: str, dt: TimeLike, tz: str | None = None) -> datetime:
     """Earliest fire time > dt."""
-    return ms_to_datetime(cron_next_ms(cron, to_ms(dt)))
+    return ms_to_datetime(cron_next_ms(cron, to_ms(dt), tz))
 
 
-def cron_prev(cron: str, dt: TimeLike) -> datetime:
+def cron_prev(cron: str, dt: TimeLike, tz: str | None = None) -> datetime:
     """Latest fire time < dt."""
-    return ms_to_datetime(cron_prev_ms(cron, to_ms(dt)))
+    return ms_to_datetime(cron_prev_ms(cron, to_ms(dt), tz))
 
 
-def cron_floor_ms(cron: str, ms: int) -> int:
-    period = _fixed_period(validate_cron(cron))
+def cron_floor_ms(cron: str, ms: int, tz: str | None = None) -> int:
+    period = _fixed_period(validate_cron(cron)) if _is_utc(tz) else None
     if period is not None:
         step, offset = period
         return ms - (ms - offset) % step
     minute = ms - ms % MS_PER_MINUTE  # crons fire on whole minutes
     expression = _expression(cron)
-    at = ms_to_datetime(minute)
+    at = _local(minute, tz)
     if croniter.match(expression, at):
         return minute
     return to_ms(croniter(expression, at).get_prev(datetime))
 
 
-def cron_next_ms(cron: str, ms: int) -> int:
-    period = _fixed_period(validate_cron(cron))
+def cron_next_ms(cron: str, ms: int, tz: str | None = None) -> int:
+    period = _fixed_period(validate_cron(cron)) if _is_utc(tz) else None
     if period is not None:
         return cron_floor_ms(cron, ms) + period[0]
     minute = ms - ms % MS_PER_MINUTE
-    return to_ms(croniter(_expression(cron), ms_to_datetime(minute)).get_next(datetime))
+    return to_ms(croniter(_expression(cron), _local(minute, tz)).get_next(datetime))
 
 
-def cron_prev_ms(cron: str, ms: int) -> int:
+def cron_prev_ms(cron: str, ms: int, tz: str | None = None) -> int:
     # Fire times are whole milliseconds, so "latest < ms" is "latest <= ms - 1".
-    return cron_floor_ms(cron, ms - 1)
+    return cron_floor_ms(cron, ms - 1, tz)
+
+
+def _local(ms: int, tz: str | None) -> datetime:
+    """`ms` as an aware datetime in `tz`: croniter then reads the fields as that zone's wall clock
+    (and steps over daylight-saving gaps and folds)."""
+    utc = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return utc if _is_utc(tz) else utc.astimezone(_zone(tz))
 
 
 def _expression(cron: str) -> str:

@@ -49,6 +49,8 @@ def data_hash(model: Model, project: Project) -> str:
         model.stamp,
         *_used_variables(model, project.variables),
     ]
+    if model.declared_unit is not None:  # only when written: fingerprints of other models stay as they were
+        values.append(f"interval_unit={model.declared_unit.value}")
     for name in project.macros.used_by(_sql_text(model)):
         values.append(project.macros.source(name))
     if model.python is not None:
@@ -84,11 +86,22 @@ def metadata_hash(model: Model, project: Project) -> str:
         model.query,
         *(model.python.metadata_hash_values() if model.python is not None else []),
     ]
+    values += _scheduling_values(model)
     if model.query and "*" in model.query:
         # A `SELECT *` child's output follows its parents' columns (see categorizer).
         for parent, cols in sorted(project.parent_schemas(model.name).items()):
             values.append(f"{parent}:{','.join(cols)}")
     return hash_values(values)
+
+
+def _scheduling_values(model: Model) -> list[str]:
+    """When a model runs, not what it computes: metadata. Listed only when set, so projects that
+    set none keep their fingerprints."""
+    values = [f"cron_tz={model.cron_tz}"] if model.cron_tz else []
+    if model.allow_partials:
+        values.append("allow_partials")
+    values += [f"signal={ref.describe()}" for ref in model.signals]
+    return values
 
 
 def build_snapshots(project: Project) -> dict[str, Snapshot]:

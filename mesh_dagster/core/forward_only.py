@@ -84,7 +84,7 @@ def effective_recomputes(changes: ChangeSet, forward: list[str], effective_ms: i
         if model.kind.restates_full_history or model.disable_restatement or not model.kind.is_incremental:
             skipped.append(name)
         else:
-            recompute[name] = cron_floor_ms(model.cron, effective_ms)
+            recompute[name] = model.interval_unit.floor(effective_ms)
     return recompute, skipped
 
 
@@ -108,6 +108,6 @@ def preview_starts(changes: ChangeSet, previews: list[str], start: str | None, e
         return {name: to_ms(start) for name in previews}
     out = {}
     for name in previews:
-        cron = changes.snapshots[name].model.cron
-        out[name] = cron_prev_ms(cron, cron_floor_ms(cron, end_ms))
+        model = changes.snapshots[name].model
+        out[name] = cron_prev_ms(model.cron, cron_floor_ms(model.cron, end_ms, model.cron_tz), model.cron_tz)
     return out

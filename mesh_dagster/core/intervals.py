@@ -122,6 +122,7 @@ def missing_ranges(
 def compute_missing(
     *,
     cron: str,
+    cron_tz: str | None = None,
     model_start: TimeLike | None,
     model_end: TimeLike | None = None,
     plan_start: TimeLike | None = None,
@@ -133,6 +134,7 @@ def compute_missing(
     allow_partials: bool = False,
     unit: IntervalUnit | str | None = None,
     ignore_cron: bool = False,
+    min_intervals: int = 0,
     merged: bool = False,
 ) -> list[Interval]:
     """The intervals an incremental model must (re)compute, following SQLMesh's run rules.
@@ -142,10 +144,12 @@ def compute_missing(
        time. end = min(plan end or execution time, model end); date-only
        ends are inclusive of their day.
     2. The cron must have fired for an interval to be due: the end is capped at
-       `cron_floor(execution_time)` (execution time itself with `ignore_cron`), floored to the
-       interval unit unless `allow_partials`.
+       `cron_floor(execution_time)` in `cron_tz` (execution time itself with `ignore_cron`),
+       floored to the interval unit unless `allow_partials`.
     3. `end_bounded_by` caps the end (dev plans: never beyond what prod already has).
-    4. Unit intervals in [start, end) not covered by `present`, plus lookback re-inclusion.
+    4. `min_intervals` moves the start back (never before the model's start) so that at least
+       that many intervals before the end are checked, however late the plan start is.
+    5. Unit intervals in [start, end) not covered by `present`, plus lookback re-inclusion.
 
     Returns unit-sized intervals, or contiguous ranges with `merged=True`.
     """
@@ -155,16 +159,18 @@ def compute_missing(
     model_start_ms = (
         to_ms(model_start, base)
         if model_start is not None
-        else cron_prev_ms(cron, cron_floor_ms(cron, execution_ms))
+        else cron_prev_ms(cron, cron_floor_ms(cron, execution_ms, cron_tz), cron_tz)
     )
     start = model_start_ms if plan_start is None else max(to_ms(plan_start, base), model_start_ms)
     end = execution_ms if plan_end is None else to_end_ms(plan_end, base)
     model_end_ms = None if model_end is None else to_end_ms(model_end, base)
 
-    upper = execution_ms if ignore_cron else cron_floor_ms(cron, execution_ms)
+    upper = execution_ms if ignore_cron else cron_floor_ms(cron, execution_ms, cron_tz)
     if not allow_partials:
         upper = unit.floor(upper)
     end = min(value for value in (end, upper, end_bounded_by) if value is not None)
+    if min_intervals > 0:
+        start = max(model_start_ms, min(start, unit.shift(unit.floor(end), -min_intervals)))
 
     find = missing_ranges if merged else missing_intervals
     return find(unit, start, end, present, lookback, model_end_ms, allow_partials)

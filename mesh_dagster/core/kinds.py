@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from mesh_dagster.core.cron import IntervalUnit, interval_unit
+from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.definition import Entry, Value
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.names import IDENTIFIER, unquote
@@ -410,10 +410,9 @@ class IncrementalByTimeRangeKind(IncrementalKind):
             values.append(f"batch_concurrency={self.batch_concurrency}")
         return values + super().metadata_hash_values()
 
-    def check_time_format(self, cron: str, path: str, line: int) -> None:
+    def check_time_format(self, unit: IntervalUnit, path: str, line: int) -> None:
         """A custom time_column format must tell the model's intervals apart: with `'%Y-%m'` on a
         daily model every day of a month would bound the same rows."""
-        unit = interval_unit(cron)
         sample = {IntervalUnit.YEAR: datetime(2021, 1, 1), IntervalUnit.MONTH: datetime(2021, 3, 1),
                   IntervalUnit.DAY: datetime(2021, 3, 4), IntervalUnit.HOUR: datetime(2021, 3, 4, 5)}.get(
             unit, datetime(2021, 3, 4, 5, 30))

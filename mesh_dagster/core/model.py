@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.cron import interval_unit as unit_of_cron
 from mesh_dagster.core.kinds import (
     AnyKind,
     IncrementalByTimeRangeKind,
@@ -21,11 +23,11 @@ from mesh_dagster.core.kinds import (
 from mesh_dagster.core.python_model import PythonCode
 
 __all__ = ["STORAGE_FORMATS", "MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", "ModelKind",
-           "check_storage_format"]
+           "SignalRef", "check_storage_format"]
 
 # Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
 # written by another shape is dropped rather than unpickled into the wrong classes.
-MODEL_FORMAT = 4  # 2: one class per kind; 3: self_referencing; 4: Python models
+MODEL_FORMAT = 5  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties
 
 # Kinds whose backfills are split into `batch_size` intervals, with a `lookback`.
 _BATCHED = (IncrementalByTimeRangeKind, IncrementalByUniqueKeyKind)
@@ -54,6 +56,21 @@ class AuditRef(BaseModel):
     default: bool = False  # attached by `model_defaults.audits`, not by the model itself (for messages)
 
 
+class SignalRef(BaseModel):
+    """A readiness check attached to a model: `signals (name(arg := value, ...), ...)`; the function
+    of that name in `signals/*.py` says which of a batch's intervals are ready."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    args: dict[str, str] = Field(default_factory=dict)  # arg name -> SQL text of the value
+    line: int | None = None
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k} := {v}" for k, v in self.args.items())
+        return f"{self.name}({args})"
+
+
 class Audit(BaseModel):
     """An audit definition: a query that fails the audit if it returns any row."""
 
@@ -74,6 +91,10 @@ class Model(BaseModel):
     kind: AnyKind
     dialect: str = "spark"
     cron: str = "@daily"
+    cron_tz: str | None = None  # time zone of the cron's fire times (intervals stay UTC)
+    declared_unit: IntervalUnit | None = None  # `interval_unit` as written; None = inferred from the cron
+    allow_partials: bool = False  # also compute the incomplete last interval
+    signals: list[SignalRef] = Field(default_factory=list)
     start: str | None = None
     end: str | None = None
     grain: list[str] = Field(default_factory=list)
@@ -114,6 +135,11 @@ class Model(BaseModel):
     @property
     def table_name(self) -> str:
         return self.name.split(".")[-1]
+
+    @property
+    def interval_unit(self) -> IntervalUnit:
+        """The unit of the model's intervals: as written, else inferred from the cron."""
+        return unit_of_cron(self.cron, self.declared_unit)
 
     @property
     def time_column(self) -> str | None:

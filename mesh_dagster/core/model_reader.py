@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mesh_dagster.core.config import ModelDefaults
-from mesh_dagster.core.cron import validate_cron
+from mesh_dagster.core.cron import IntervalUnit, interval_unit, validate_cron, validate_cron_tz
 from mesh_dagster.core.dates import to_datetime
 from mesh_dagster.core.definition import (
     DefinitionFile,
@@ -35,7 +35,7 @@ from mesh_dagster.core.kinds import (
 )
 from mesh_dagster.core.kinds import kind_class as kind_of
 from mesh_dagster.core.macros import QUERY_MACROS
-from mesh_dagster.core.model import Audit, AuditRef, Model, check_storage_format
+from mesh_dagster.core.model import Audit, AuditRef, Model, SignalRef, check_storage_format
 from mesh_dagster.core.names import IDENTIFIER, check_model_name
 from mesh_dagster.core.property_values import checked, read_bool, read_column
 from mesh_dagster.core.types import check_dialect, to_spark_type
@@ -43,12 +43,12 @@ from mesh_dagster.core.types import check_dialect, to_spark_type
 SUPPORTED_PROPERTIES = {
     "name", "kind", "dialect", "cron", "start", "end", "grain", "grains", "columns", "audits", "tags",
     "owner", "description", "partitioned_by", "storage_format", "depends_on", "enabled", "stamp",
-    "column_descriptions",
+    "column_descriptions", "cron_tz", "interval_unit", "allow_partials", "signals",
 }
 # SQLMesh properties we recognise but do not implement yet: a clear error beats silent ignoring.
 UNSUPPORTED_PROPERTIES = {
-    "cron_tz", "interval_unit", "table_format", "clustered_by", "physical_properties", "virtual_properties",
-    "session_properties", "allow_partials", "physical_version", "gateway", "optimize_query", "signals",
+    "table_format", "clustered_by", "physical_properties", "virtual_properties",
+    "session_properties", "physical_version", "gateway", "optimize_query",
     "blueprints", "references", "grants", "project", "formatting", "ignored_rules", "validate_query",
 }
 UNSUPPORTED_KINDS = {"MANAGED", "CUSTOM"}
@@ -188,6 +188,27 @@ def _list(v: Value, path: str) -> list[str]:
     return [x.strip("`\"").lower() if v.kind != "string" else x for x in v.as_list()]
 
 
+def _signal_refs(value: Value, path: str) -> list[SignalRef]:
+    """`signals (name, other(arg := value, ...))`: readiness checks defined in `signals/*.py`."""
+    refs: list[SignalRef] = []
+    for item in value.items if value.kind == "group" else [Entry(value.text, value.line, [], value=value)]:
+        v = item.value
+        assert v is not None
+        if v.kind == "call" and IDENTIFIER.fullmatch((v.head or "").strip()):
+            args: dict[str, str] = {}
+            for arg in v.items:
+                if not arg.key or arg.value is None:
+                    raise ModelError(f"Signal arguments are written `name := value`, got '{arg.raw}'", path, arg.line)
+                args[arg.key.lower()] = arg.value.source
+            refs.append(SignalRef(name=(v.head or "").strip().lower(), args=args, line=item.line))
+        elif v.kind in ("scalar", "string") and IDENTIFIER.fullmatch(v.text.strip()):
+            refs.append(SignalRef(name=v.text.strip().lower(), line=item.line))
+        else:
+            raise ModelError(f"Signals are written `name` or `name(arg := value, ...)`, got '{item.raw}'",
+                             path, item.line)
+    return refs
+
+
 def _cron(v: Value, path: str) -> str:
     return checked(validate_cron, v.text, path, v.line)
 
@@ -214,8 +235,12 @@ _PROPERTY_HANDLERS: dict[str, Callable[[Value, str], Any]] = {
     "enabled": read_bool,
     "stamp": lambda v, p: v.text,
     "column_descriptions": _column_descriptions,
+    "cron_tz": lambda v, p: checked(validate_cron_tz, v.text, p, v.line),
+    "interval_unit": lambda v, p: checked(IntervalUnit.parse, v.text, p, v.line),
+    "allow_partials": read_bool,
+    "signals": _signal_refs,
 }
-_PROPERTY_FIELDS = {"grains": "grain"}
+_PROPERTY_FIELDS = {"grains": "grain", "interval_unit": "declared_unit"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,7 +373,8 @@ def read_model_properties(entries: list[Entry], path: str, line: int, defaults: 
     `DEFERRED_PROPERTIES` entries, unread. Unknown, unsupported and repeated properties are refused."""
     props: dict[str, Any] = {"path": path, "line": line, "dialect": defaults.dialect, "cron": defaults.cron,
                              "start": defaults.start, "owner": defaults.owner,
-                             "storage_format": defaults.storage_format}
+                             "storage_format": defaults.storage_format, "cron_tz": defaults.cron_tz,
+                             "declared_unit": defaults.interval_unit, "allow_partials": defaults.allow_partials}
     lines: dict[str, int] = {}
     deferred: dict[str, Entry] = {}
     for entry in entries:
@@ -376,8 +402,9 @@ def complete_model_properties(props: dict[str, Any], lines: dict[str, int], kind
     (its defaults, the audits `model_defaults` attaches) and the checks across properties; the kind."""
     kind = _kind(kind_entry, path) if kind_entry else default_kind
     kind_line = kind_entry.line if kind_entry else line
+    unit = _interval_unit(props, lines, path, line)
     if isinstance(kind, IncrementalByTimeRangeKind) and "time_column_format" in kind.model_fields_set:
-        kind.check_time_format(props["cron"], path, kind_line)
+        kind.check_time_format(unit, path, kind_line)
     kind = kind.checked(props, path, kind_line)
     _check_start_before_end(props, lines, path)
     if isinstance(kind, IncrementalKind):
@@ -385,6 +412,16 @@ def complete_model_properties(props: dict[str, Any], lines: dict[str, int], kind
     props["kind"] = kind.located(directory)
     props["audits"] = _attach_default_audits(props.get("audits", []), defaults, kind)
     return kind
+
+
+def _interval_unit(props: dict[str, Any], lines: dict[str, int], path: str, line: int) -> IntervalUnit:
+    """The model's interval unit; a written one (or `model_defaults.interval_unit`) longer than the
+    cron's period is refused: the cron would be due before any interval is complete."""
+    try:
+        return interval_unit(props["cron"], props.get("declared_unit"))
+    except ValueError as e:
+        where = lines.get("interval_unit", lines.get("cron", line))
+        raise ModelError(str(e), path, where) from None
 
 
 def _check_start_before_end(props: dict[str, Any], lines: dict[str, int], path: str) -> None:

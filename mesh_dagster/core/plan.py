@@ -23,6 +23,7 @@ from mesh_dagster.core.backfills import (  # noqa: F401
     Clearing,
     IntervalReader,
     compute_backfills,
+    refuse_gaps,
 )
 from mesh_dagster.core.changes import ChangeSet, categorize_changes
 from mesh_dagster.core.dag import DAG
@@ -180,14 +181,20 @@ def build_plan(
     allow_additive: Iterable[str] = (),
     select_models: Sequence[str] = (),
     backfill_models: Sequence[str] = (),
+    min_intervals: int = 0,
+    no_gaps: bool = False,
 ) -> Plan:
     """Compare the project with `environment` (or, if new, with `create_from`) and categorise.
 
     `choices` fix the category of directly modified models (manual categorization);
     `allow_destructive`/`allow_additive` name models whose schema-change policy this plan
     overrides; `select_models` (selectors) limits the local changes the plan takes,
-    `backfill_models` what a development plan computes (see selection.py).
+    `backfill_models` what a development plan computes (see selection.py); `min_intervals` makes
+    every model check at least that many of its latest intervals; `no_gaps` refuses a plan that
+    would leave a new table version without intervals its predecessor has.
     """
+    if min_intervals < 0:
+        raise PlanError(f"--min-intervals must be 0 or more, got {min_intervals}")
     environment = normalize_environment(environment)
     check_environment_fits(environment, {model.schema_name for model in project.models.values()})
     is_prod = environment == PROD
@@ -221,7 +228,9 @@ def build_plan(
                            allow_destructive=allowed_destructive, allow_additive=allowed_additive)
     backfills = plan_backfills(project, state, changes, previous, is_prod=is_prod, start=start, end=end,
                                execution_ms=execution_ms, only=selection.backfill, start_of=fo.preview_starts,
-                               recompute_from=fo.recompute_from)
+                               recompute_from=fo.recompute_from, min_intervals=min_intervals)
+    if no_gaps:
+        refuse_gaps(state, changes.snapshots, previous, backfills, default_start=project.config.model_defaults.start)
 
     return Plan(
         plan_id=uuid.uuid4().hex,
@@ -335,6 +344,7 @@ def plan_backfills(
     start_of: dict[str, int] | None = None,
     recompute_from: dict[str, int] | None = None,
     only: set[str] | None = None,
+    min_intervals: int = 0,
 ) -> dict[str, Backfill]:
     """The intervals to compute before the environment may use its snapshots.
 
@@ -345,7 +355,8 @@ def plan_backfills(
     scope = only if only is not None else set(changes.snapshots) if is_prod else changes.changed
     return compute_backfills(state, changes.snapshots, scope, previous, order=project.dag.sorted(),
                              default_start=project.config.model_defaults.start, start=start, end=end,
-                             execution_ms=execution_ms, start_of=start_of, recompute_from=recompute_from)
+                             execution_ms=execution_ms, start_of=start_of, recompute_from=recompute_from,
+                             min_intervals=min_intervals)
 
 
 def snapshot_order(snapshots: dict[str, Snapshot]) -> list[str]:

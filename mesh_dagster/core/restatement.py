@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from mesh_dagster.core.backfills import ALL_TIME, Backfill, Clearing
-from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.intervals import Interval, merge_intervals, subtract_intervals
@@ -122,7 +121,7 @@ def _restated_range(snap: Snapshot, present: list[Interval], low: int, high: int
     if model.kind.restates_full_history:
         note = f"{snap.name}: its history cannot be recomputed interval by interval, so all of it is rebuilt"
         return Backfill(snap.name, merge_intervals(present), False, clear=True), note
-    unit = interval_unit(model.cron)
+    unit = model.interval_unit
     widened = (unit.floor(low), unit.ceil(high))
     inside = subtract_intervals(present, subtract_intervals(present, [widened]))
     return (Backfill(snap.name, inside, False) if inside else None), None

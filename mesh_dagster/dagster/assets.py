@@ -308,9 +308,8 @@ def result_metadata(run: ModelMaterialization) -> dict:
     if not run.snapshot.model.kind.is_symbolic:
         meta["mesh/physical_table"] = run.snapshot.table_name
     if run.recorded and run.window is not None and run.recorded != [run.window]:
-        from mesh_dagster.core.cron import interval_unit
 
-        meta["mesh/recorded"] = format_interval_range(run.recorded, interval_unit(run.snapshot.model.cron))
+        meta["mesh/recorded"] = format_interval_range(run.recorded, run.snapshot.model.interval_unit)
     return meta
 
 

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from mesh_dagster.core.audits import is_blocking
-from mesh_dagster.core.cron import IntervalUnit, interval_unit
+from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.dates import now_ms
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.model import Audit, KindName, Model
@@ -63,7 +63,7 @@ class ModelAsset:
 
     @property
     def unit(self) -> IntervalUnit:
-        return interval_unit(self.model.cron)
+        return self.model.interval_unit
 
     @property
     def group(self) -> str:

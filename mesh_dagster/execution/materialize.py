@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
-from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.environment_statements import Stage
 from mesh_dagster.core.errors import AuditError, MeshError
@@ -63,7 +62,7 @@ class ModelMaterialization:
             return "empty"
         if self.window == ALL_TIME:
             return "all time"
-        return format_interval_range([self.window], interval_unit(self.snapshot.model.cron))
+        return format_interval_range([self.window], self.snapshot.model.interval_unit)
 
 
 def current_plan(project: Project, state: State, environment: str, execution_time: int | None = None) -> Plan:
@@ -83,7 +82,7 @@ def model_window(snapshot: Snapshot, project: Project, start: int, end: int) -> 
     window = _clip_to_lifetime(snapshot, project, (start, end))
     if window is None or not model.lookback:
         return window
-    unit = interval_unit(model.cron)
+    unit = model.interval_unit
     earlier = unit.shift(unit.floor(window[0]), -model.lookback)
     first = model_start_ms(model, project)
     return (earlier if first is None else max(earlier, unit.floor(first))), window[1]
@@ -93,7 +92,7 @@ def _clip_to_lifetime(snapshot: Snapshot, project: Project, interval: Interval) 
     """`interval` clipped to the model's own start and end (the model has no data outside them)."""
     model = snapshot.model
     first = model_start_ms(model, project)
-    low = interval[0] if first is None else max(interval[0], interval_unit(model.cron).floor(first))
+    low = interval[0] if first is None else max(interval[0], model.interval_unit.floor(first))
     high = interval[1] if model.end is None else min(interval[1], to_end_ms(model.end))
     return (low, high) if low < high else None
 
@@ -218,9 +217,9 @@ def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval,
         wanted = need if parent.model.kind.is_timeless else _clip_to_lifetime(parent, evaluator.project, need)
         missing = subtract_intervals([wanted], present.get(parent.interval_key, [])) if wanted else []
         if missing:
-            unit = interval_unit(parent.model.cron)
+            unit = parent.model.interval_unit
             raise MeshError(
-                f"Cannot materialize {child} for {format_interval_range([need], interval_unit(snap.model.cron))}: "
+                f"Cannot materialize {child} for {format_interval_range([need], snap.model.interval_unit)}: "
                 f"it reads {parent.name}, whose current version has no data for "
                 f"{format_interval_range(missing, unit)}. Materialize {view_name(parent.name, environment)} for "
                 f"those partitions first (or both in one run)."
@@ -233,7 +232,7 @@ def _check_past(project: Project, snap: Snapshot, window: Interval, state: State
     from a table missing that interval, and stay wrong once the interval is filled in later."""
     if not snap.depends_on_past or window == ALL_TIME:
         return
-    unit = interval_unit(snap.model.cron)
+    unit = snap.model.interval_unit
     begin = unit.floor(window[0])
     first = model_start_ms(snap.model, project)
     present = state.get_intervals([snap.interval_key]).get(snap.interval_key, [])

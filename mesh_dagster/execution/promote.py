@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mesh_dagster.core.cron import interval_unit
+from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.intervals import Interval, format_interval_range
 from mesh_dagster.core.plan import ALL_TIME, Plan, build_plan
@@ -32,12 +32,12 @@ class Gap:
     view: str
     table: str
     intervals: list[Interval]
-    cron: str
+    unit: IntervalUnit
 
     def describe(self) -> str:
         if self.intervals == [ALL_TIME]:
             return "not built yet"
-        return format_interval_range(self.intervals, interval_unit(self.cron))
+        return format_interval_range(self.intervals, self.unit)
 
 
 class PromotionRefused(PlanError):
@@ -57,8 +57,9 @@ class PromotionRefused(PlanError):
 def environment_gaps(plan: Plan) -> list[Gap]:
     """The plan's remaining backfill, model by model, parents first."""
     return [
-        Gap(name, plan.view(name), plan.snapshots[name].table_name, bf.intervals, plan.snapshots[name].model.cron)
+        Gap(name, plan.view(name), snap.table_name, bf.intervals, snap.model.interval_unit)
         for name, bf in plan.backfills.items()
+        for snap in [plan.snapshots[name]]
     ]
 
 

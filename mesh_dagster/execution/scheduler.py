@@ -13,7 +13,6 @@ from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
-from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.errors import AuditError
 from mesh_dagster.core.intervals import Interval, batch, expand_range, format_interval_range
 from mesh_dagster.core.kinds import SeedKind
@@ -43,7 +42,7 @@ class Batch:
             return "recreate view"
         if self.full_refresh:
             return "full refresh"
-        unit = interval_unit(self.snapshot.model.cron)
+        unit = self.snapshot.model.interval_unit
         return f"insert {format_interval_range([self.interval], unit)}"
 
 
@@ -66,7 +65,7 @@ def _unit_pieces(snap: Snapshot, ranges: list[Interval]) -> list[Interval]:
     """Split merged ranges into unit intervals only when batching needs it."""
     if snap.model.batch_size is None:
         return ranges
-    unit = interval_unit(snap.model.cron)
+    unit = snap.model.interval_unit
     return [piece for start, end in ranges for piece in expand_range(unit, start, end)]
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from mesh_dagster.core.cron import interval_unit
 from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.intervals import format_interval_range
@@ -209,7 +208,7 @@ def _duplicate_keys(snapshot: Snapshot, kind: IncrementalByUniqueKeyKind, duplic
     listed = "; ".join(", ".join(f"{k}={v!r}" for k, v in zip(keys, row[:-1])) + f" ({row[-1]} rows)"
                        for row in duplicates)
     more = " and maybe more" if len(duplicates) >= shown else ""
-    when = format_interval_range([interval], interval_unit(model.cron))
+    when = format_interval_range([interval], model.interval_unit)
     return ModelError(
         f"unique_key {kind.upsert.describe_key()} of {model.name} is not unique in the query's output for [{when}]: "
         f"{listed}{more}. Nothing was written: make the query return one row per key (e.g. keep the latest with "
