@@ -299,8 +299,8 @@ def _statements(value: Any, key: str, shown: str, where: _Decorator) -> list[str
 def _entry(key: str, value: Any, shown: str, line: int) -> Entry:
     if key == "kind":
         parsed = _kind_value(value, shown, line)
-    elif key == "audits":
-        parsed = _audits_value(value, shown, line)
+    elif key in ("audits", "signals"):
+        parsed = _written_list(key, value, shown, line)
     else:
         parsed = _value(value, key, shown, line)
     return Entry(key, line, [], key=key, value=parsed)
@@ -345,11 +345,15 @@ def _kind_value(value: Any, shown: str, line: int) -> Value:
                      "(kind=dict(name=\"INCREMENTAL_BY_TIME_RANGE\", time_column=\"ds\"))", shown, line)
 
 
-def _audits_value(value: Any, shown: str, line: int) -> Value:
-    """`audits=["not_null(columns := (id))", "my_audit"]`: each written as in a MODEL block."""
+_WRITTEN_EXAMPLES = {"audits": "not_null(columns := (id))", "signals": "files_landed(folder := 'raw')"}
+
+
+def _written_list(key: str, value: Any, shown: str, line: int) -> Value:
+    """`audits=["not_null(columns := (id))", "my_audit"]`, `signals=["files_landed(folder := 'raw')"]`:
+    each entry written as in a MODEL block."""
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)) or not all(isinstance(a, str) for a in items):
-        raise ModelError("audits is a list of audits written as in SQL, e.g. [\"not_null(columns := (id))\"]",
+        raise ModelError(f"{key} is a list of {key} written as in SQL, e.g. [\"{_WRITTEN_EXAMPLES[key]}\"]",
                          shown, line)
     entries = []
     for text in items:
