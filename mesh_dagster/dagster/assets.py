@@ -119,6 +119,14 @@ def spec_metadata(asset: ModelAsset) -> dict:
     if asset.table:
         meta["mesh/physical_table"] = asset.table
         meta["mesh/version"] = asset.version
+    if model.cron_tz:
+        meta["mesh/cron_tz"] = model.cron_tz
+    if model.declared_unit is not None:
+        meta["mesh/interval_unit"] = model.declared_unit.value
+    if model.allow_partials:
+        meta["mesh/allow_partials"] = True
+    if model.signals:
+        meta["mesh/signals"] = ", ".join(ref.describe() for ref in model.signals)
     if model.owner:
         meta["mesh/owner"] = model.owner
     if asset.start_ms is not None:

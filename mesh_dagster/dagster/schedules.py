@@ -1,12 +1,15 @@
 """Crons become schedules: at each tick, materialize the newly due partitions (what `mesh run` does).
 
-One schedule per distinct cron, targeting the models with that cron. A tick asks the Context for
+One schedule per distinct cadence — cron, `cron_tz` and interval unit — targeting the models with
+it. The schedule fires in the cron's time zone (Dagster's `execution_timezone`); partitions stay
+UTC windows of the interval unit, as the intervals they show are. A tick asks the Context for
 the due, missing intervals of those models and launches one ranged run per distinct range (on a
 normal day: one run for yesterday). Schedules are stopped by default; start them in the UI
 (Automation → Schedules) or with `definitions(..., schedules_running=True)`.
 """
 
 import re
+from typing import NamedTuple
 
 from dagster import (
     AssetKey,
@@ -20,7 +23,7 @@ from dagster import (
     schedule,
 )
 
-from mesh_dagster.core.cron import ALIASES, IntervalUnit, validate_cron
+from mesh_dagster.core.cron import ALIASES, IntervalUnit, interval_unit, validate_cron
 from mesh_dagster.core.dates import now_ms
 from mesh_dagster.core.intervals import Interval, merge_intervals
 from mesh_dagster.core.plan import ALL_TIME
@@ -34,10 +37,35 @@ def cron_slug(cron: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
 
 
-def cron_groups(graph: ProjectGraph) -> dict[str, list[ModelAsset]]:
-    groups: dict[str, list[ModelAsset]] = {}
+class Cadence(NamedTuple):
+    """When a group of models runs (cron in its time zone) and the unit of their partitions."""
+
+    cron: str
+    tz: str
+    unit: IntervalUnit
+
+    @property
+    def slug(self) -> str:
+        """`daily`, `daily_europe_paris`, `hourly_five_minute`: the cron alone in the common case,
+        so schedule names stay put when a project adds a time zone to other models."""
+        parts = [cron_slug(self.cron)]
+        if self.tz != "UTC":
+            parts.append(re.sub(r"[^A-Za-z0-9]+", "_", self.tz).strip("_").lower())
+        if self.unit != interval_unit(self.cron):
+            parts.append(self.unit.value)
+        return "_".join(parts)
+
+    def describe(self) -> str:
+        tz = "" if self.tz == "UTC" else f" ({self.tz})"
+        unit = "" if self.unit == interval_unit(self.cron) else f", {self.unit.value} intervals"
+        return f"`{self.cron}`{tz}{unit}"
+
+
+def cron_groups(graph: ProjectGraph) -> dict[Cadence, list[ModelAsset]]:
+    groups: dict[Cadence, list[ModelAsset]] = {}
     for asset in graph.materializable:
-        groups.setdefault(validate_cron(asset.model.cron), []).append(asset)
+        cadence = Cadence(validate_cron(asset.model.cron), asset.model.cron_tz or "UTC", asset.unit)
+        groups.setdefault(cadence, []).append(asset)
     return groups
 
 
@@ -94,31 +122,30 @@ def _clip(span: Interval, asset: ModelAsset, unit: IntervalUnit) -> Interval:
 
 def cron_schedules(graph: ProjectGraph, project_dir: str, gateway: str | None, state_url: str | None,
                    running: bool) -> list[ScheduleDefinition]:
-    return [cron_schedule(graph, cron, assets, project_dir, gateway, state_url, running)
-            for cron, assets in cron_groups(graph).items()]
+    return [cron_schedule(graph, cadence, assets, project_dir, gateway, state_url, running)
+            for cadence, assets in cron_groups(graph).items()]
 
 
-def cron_schedule(graph: ProjectGraph, cron: str, assets: list[ModelAsset], project_dir: str, gateway: str | None,
-                  state_url: str | None, running: bool) -> ScheduleDefinition:
+def cron_schedule(graph: ProjectGraph, cadence: Cadence, assets: list[ModelAsset], project_dir: str,
+                  gateway: str | None, state_url: str | None, running: bool) -> ScheduleDefinition:
     from mesh_dagster.context import Context
 
     environment = graph.environment
-    slug = cron_slug(cron)
-    unit = assets[0].unit
+    slug, unit = cadence.slug, cadence.unit
     names = [a.name for a in assets]
     job = define_asset_job(
         name=f"run_{environment}_{slug}",
         selection=AssetSelection.assets(*[AssetKey(list(a.key)) for a in assets]),
-        description=f"Models of '{environment}' with cron `{cron}`",
+        description=f"Models of '{environment}' with cron {cadence.describe()}",
     )
 
     @schedule(
         name=f"run_{environment}_{slug}_schedule",
-        cron_schedule=ALIASES.get(cron, cron),
+        cron_schedule=ALIASES.get(cadence.cron, cadence.cron),
         job=job,
-        execution_timezone="UTC",
+        execution_timezone=cadence.tz,
         default_status=DefaultScheduleStatus.RUNNING if running else DefaultScheduleStatus.STOPPED,
-        description=f"At `{cron}`, materialize the due partitions of these models in '{environment}' "
+        description=f"At {cadence.describe()}, materialize the due partitions of these models in '{environment}' "
                     "(what `mesh run` does).",
     )
     def _schedule(context: ScheduleEvaluationContext):
