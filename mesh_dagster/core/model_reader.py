@@ -407,6 +407,7 @@ def complete_model_properties(props: dict[str, Any], lines: dict[str, int], kind
         kind.check_time_format(unit, path, kind_line)
     kind = kind.checked(props, path, kind_line)
     _check_start_before_end(props, lines, path)
+    _check_allow_partials(props, lines, kind, path)
     if isinstance(kind, IncrementalKind):
         kind = kind.with_policy_defaults(defaults.on_destructive_change, defaults.on_additive_change)
     props["kind"] = kind.located(directory)
@@ -422,6 +423,21 @@ def _interval_unit(props: dict[str, Any], lines: dict[str, int], path: str, line
     except ValueError as e:
         where = lines.get("interval_unit", lines.get("cron", line))
         raise ModelError(str(e), path, where) from None
+
+
+def _check_allow_partials(props: dict[str, Any], lines: dict[str, int], kind: BaseKind, path: str) -> None:
+    """Kinds built once (seeds, views) have no intervals, and kinds folding each batch into their
+    history would fold a partial interval's rows twice when it is completed: for them it is refused
+    when written, and `model_defaults.allow_partials` does not reach them. (A FULL model with it is
+    rebuilt at every run: its latest interval is never complete.)"""
+    if not props.get("allow_partials") or not (kind.is_timeless or kind.restates_full_history):
+        return
+    if "allow_partials" not in lines:
+        props["allow_partials"] = False
+        return
+    why = "it is built once" if kind.is_timeless else "each batch folds into its history"
+    raise ModelError(f"allow_partials does not apply to {kind.name.value} models: {why}", path,
+                     lines["allow_partials"])
 
 
 def _check_start_before_end(props: dict[str, Any], lines: dict[str, int], path: str) -> None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from mesh_dagster.core import model_reader
 from mesh_dagster.core.config import ProjectConfig, SparkConnectionConfig, load_config
+from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.fingerprint import build_snapshots
 from mesh_dagster.core.kinds import CSV_SETTINGS, KIND_CLASSES
@@ -143,7 +144,12 @@ MODEL_VARIANTS = {
     "enabled": ",\n  enabled false",
     "stamp": ",\n  stamp 'v2'",
     "column_descriptions": ",\n  column_descriptions (a = 'The a')",
+    "cron_tz": ",\n  cron_tz 'Asia/Tokyo'",  # due at Tokyo's midnight: the plan's last day moves
+    "interval_unit": ",\n  interval_unit hour",
+    "allow_partials": ",\n  allow_partials true",
 }
+# The kind a property is probed on (FULL otherwise): allow_partials only means something for time ranges.
+MODEL_VARIANT_KINDS = {"allow_partials": "INCREMENTAL"}
 
 
 def test_every_model_key_has_a_probe() -> None:
@@ -152,7 +158,8 @@ def test_every_model_key_has_a_probe() -> None:
 
 @pytest.mark.parametrize("key", sorted(MODEL_VARIANTS))
 def test_model_property_changes_what_is_built(tmp_path: Path, key: str) -> None:
-    base = observe(project_with(tmp_path), tmp_path)
+    kind = MODEL_VARIANT_KINDS.get(key, "FULL")
+    base = observe(project_with(tmp_path, kind=kind), tmp_path)
     if key == "kind":
         root = project_with(tmp_path, kind=MODEL_VARIANTS[key])
     elif key == "name":
@@ -160,7 +167,7 @@ def test_model_property_changes_what_is_built(tmp_path: Path, key: str) -> None:
         path = root / "models" / "m.sql"
         path.write_text(path.read_text().replace("name s.m", "name s.renamed"))
     else:
-        root = project_with(tmp_path, props=MODEL_VARIANTS[key])
+        root = project_with(tmp_path, kind=kind, props=MODEL_VARIANTS[key])
     changed = observe(root, tmp_path)
     assert changed != base, f"MODEL property {key} changed nothing"
 
@@ -716,6 +723,14 @@ def probe_model_defaults(tmp_path: Path) -> None:
     defaults_probe("owner", "jen", "owner", "jen")(tmp_path)
 
 
+def probe_default_allow_partials(tmp_path: Path) -> None:
+    """It reaches time-range models; kinds it means nothing for load without it rather than fail."""
+    models = {"models/m.sql": MODEL.format(kind=INCREMENTAL.format(kind_props=""), props=""),
+              "models/view.sql": MODEL.format(kind="VIEW", props="").replace("s.m", "s.view")}
+    loaded = load_project(write_project(tmp_path, models, CONFIG + "  allow_partials: true\n"), use_cache=False).models
+    assert (loaded["s.m"].allow_partials, loaded["s.view"].allow_partials) == (True, False)
+
+
 def statements_probe(key: str) -> Callable[[Path], None]:
     """The entries run on the engine, first (`before_all`) or last (`after_all`) of an apply."""
 
@@ -751,6 +766,9 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "model_defaults.start": defaults_probe("start", "2021-03-04", "start", "2021-03-04"),
     "model_defaults.cron": defaults_probe("cron", "'@hourly'", "cron", "@hourly"),
     "model_defaults.owner": defaults_probe("owner", "jen", "owner", "jen"),
+    "model_defaults.cron_tz": defaults_probe("cron_tz", "Europe/Paris", "cron_tz", "Europe/Paris"),
+    "model_defaults.interval_unit": defaults_probe("interval_unit", "hour", "interval_unit", IntervalUnit.HOUR),
+    "model_defaults.allow_partials": probe_default_allow_partials,
     "model_defaults.storage_format": defaults_probe("storage_format", "orc", "storage_format", "orc"),
     "model_defaults.audits": defaults_probe("audits", "['not_null(columns := (a))']", "audits",
                                             lambda refs: [r.name for r in refs] == ["not_null"]),

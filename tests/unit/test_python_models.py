@@ -209,8 +209,9 @@ def test_kind_properties_are_read_exactly_as_in_sql(tmp_path):
 
 @pytest.mark.parametrize("source, where, message", [
     (model_file("columns={'id': 'int'}", "colour='red'"), "models/m.py:7", "Unknown model property 'colour'"),
-    (model_file("columns={'id': 'int'}", "cron_tz='UTC'"), "models/m.py:7",
-     "Property 'cron_tz' is not supported by mesh_dagster yet"),
+    (model_file("columns={'id': 'int'}", "gateway='other'"), "models/m.py:7",
+     "Property 'gateway' is not supported by mesh_dagster yet"),
+    (model_file("columns={'id': 'int'}", "cron_tz='Mars/Olympus'"), "models/m.py:7", "Unknown time zone 'Mars/Olympus'"),
     (model_file("columns={'id': 'int'}", "is_sql=True"), "models/m.py:7",
      "@model argument 'is_sql' is not supported"),
     (model_file("grain=['id']"), "models/m.py:4", "Python model s.m needs columns={\"column\": \"type\", ...}"),
