@@ -118,6 +118,8 @@ def categorize_direct(new: Snapshot, old: Snapshot, schemas: Schemas | None = No
     qualified any more (e.g. written by an older sqlglot) is compared strictly: BREAKING.
     """
     nm, om = new.model, old.model
+    if _unit_change(om, nm):
+        return ChangeCategory.BREAKING
     if new.fingerprint.data_hash == old.fingerprint.data_hash and new.rendered_query == old.rendered_query:
         # Same text and same rendering; a `SELECT *` child whose parent gained a column has the
         # same text but a different (expanded) rendering, and is a direct change.
@@ -132,6 +134,14 @@ def categorize_direct(new: Snapshot, old: Snapshot, schemas: Schemas | None = No
     if not nm.kind.has_query or new.rendered_query is None or old.rendered_query is None:
         return ChangeCategory.BREAKING  # nothing to compare (a seed's new content is new rows)
     return _worst(_query_change(old.rendered_query, new.rendered_query, schemas or {}), _settings_change(om, nm))
+
+
+def _unit_change(old: Model, new: Model) -> bool:
+    """A new interval unit (a cron `@daily` → `@hourly`, or `interval_unit` written) changes what
+    each batch computes (`@start_ds` means another range) and what the recorded intervals mean.
+    Writing the unit the cron implies anyway changes nothing."""
+    has_intervals = not (old.kind.is_timeless or new.kind.is_timeless or old.kind.is_symbolic)
+    return has_intervals and old.interval_unit != new.interval_unit
 
 
 def breaking_kind_change(old: Model, new: Model) -> bool:
