@@ -78,8 +78,11 @@ def run_requests(unit: IntervalUnit, assets: list[ModelAsset], pending: dict[str
     their pending intervals, after their parents of the same run), and so does each incremental
     model whose missing intervals are exactly that span within its lifetime; any other
     incremental model gets one run per missing range of its own.
+
+    Partitions are whole intervals: the incomplete last interval an `allow_partials` model has
+    pending is left to `mesh run` (a partition run would record the whole interval as done).
     """
-    ranges = {a.name: merge_intervals(pending[a.name]) for a in assets if pending.get(a.name)}
+    ranges = {a.name: r for a in assets if (r := _whole(unit, a, pending.get(a.name, [])))}
     if not ranges:
         return []
     timed = [r for r in ranges.values() if r != [ALL_TIME]]
@@ -112,6 +115,14 @@ def run_requests(unit: IntervalUnit, assets: list[ModelAsset], pending: dict[str
         )
         for interval, members in groups
     ]
+
+
+def _whole(unit: IntervalUnit, asset: ModelAsset, pending: list[Interval]) -> list[Interval]:
+    """`pending` merged; for a partitioned model, only its whole intervals."""
+    merged = merge_intervals(pending)
+    if not asset.is_partitioned or merged == [ALL_TIME]:
+        return merged
+    return [(start, end) for start, end in ((s, unit.floor(e)) for s, e in merged) if start < end]
 
 
 def _clip(span: Interval, asset: ModelAsset, unit: IntervalUnit) -> Interval:

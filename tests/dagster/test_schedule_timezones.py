@@ -67,3 +67,22 @@ def test_a_tick_asks_for_what_is_due_in_the_cron_time_zone(tmp_path):
     # 06:00 in New York on 2024-01-03 is 11:00 UTC: the 2nd is due then, not at midnight UTC
     assert last_partition(datetime(2024, 1, 3, 11, 0, tzinfo=UTC)) == "2024-01-02"
     assert last_partition(datetime(2024, 1, 3, 10, 59, tzinfo=UTC)) == "2024-01-01"
+
+
+def test_a_tick_leaves_the_incomplete_interval_of_allow_partials_to_mesh_run():
+    from mesh_dagster.core.cron import IntervalUnit
+    from mesh_dagster.core.dates import to_ms
+    from mesh_dagster.core.model import Model, ModelKind
+    from mesh_dagster.dagster.graph import ModelAsset
+    from mesh_dagster.dagster.schedules import run_requests
+
+    model = Model(name="s.p", kind=ModelKind(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds"),
+                  cron="0 6 * * *", allow_partials=True)
+    asset = ModelAsset("s.p", ("s", "p"), model, "1", "v1", "t1", "Unchanged", start_ms=to_ms("2024-01-01"))
+    day = IntervalUnit.DAY
+    pending = {"s.p": [(to_ms("2024-01-01"), to_ms("2024-01-03 06:00:00"))]}
+    (request,) = run_requests(day, [asset], pending, "prod:x")
+    assert (request.tags["dagster/asset_partition_range_start"],
+            request.tags["dagster/asset_partition_range_end"]) == ("2024-01-01", "2024-01-02")
+    # only the incomplete day pending: no partition run at all
+    assert run_requests(day, [asset], {"s.p": [(to_ms("2024-01-03"), to_ms("2024-01-03 06:00:00"))]}, "prod:x") == []
