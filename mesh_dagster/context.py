@@ -257,12 +257,13 @@ class Context:
 
     def pending_intervals(self, environment: str = PROD, models: list[str] | None = None,
                           execution_time: int | str | None = None):
-        """Due, missing intervals of the current snapshots by model (what a scheduled run fills)."""
+        """Due, missing intervals of the current snapshots by model (what a scheduled run fills),
+        less those waiting for a signal."""
         from mesh_dagster.execution.materialize import pending_intervals
 
         names = [self.model_name(m) for m in models] if models is not None else None
         return pending_intervals(self.project, self.state, normalize_environment(environment), names,
-                                 execution_time=execution_time)
+                                 execution_time=execution_time, engine_factory=lambda: self.engine)
 
     # -- looking at data ---------------------------------------------------------------------
     def fetchdf(self, sql: str):
