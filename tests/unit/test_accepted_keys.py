@@ -143,6 +143,13 @@ MODEL_VARIANTS = {
     "enabled": ",\n  enabled false",
     "stamp": ",\n  stamp 'v2'",
     "column_descriptions": ",\n  column_descriptions (a = 'The a')",
+    "signals": ",\n  signals (ready_through(day := '2020-01-02'))",
+}
+# Files a variant needs besides the model (the signal it names). What a signal's answer does to a
+# backfill is shown in tests/unit/test_signals.py; here, that the reference is read and fingerprinted.
+MODEL_VARIANT_FILES = {
+    "signals": {"signals/__init__.py": "from datetime import date\n\nfrom mesh_dagster import signal\n\n\n"
+                                       "@signal()\ndef ready_through(batch, day: date):\n    return True\n"},
 }
 
 
@@ -160,7 +167,7 @@ def test_model_property_changes_what_is_built(tmp_path: Path, key: str) -> None:
         path = root / "models" / "m.sql"
         path.write_text(path.read_text().replace("name s.m", "name s.renamed"))
     else:
-        root = project_with(tmp_path, props=MODEL_VARIANTS[key])
+        root = project_with(tmp_path, props=MODEL_VARIANTS[key], files=MODEL_VARIANT_FILES.get(key))
     changed = observe(root, tmp_path)
     assert changed != base, f"MODEL property {key} changed nothing"
 
