@@ -167,7 +167,9 @@ def test_a_raising_signal_stops_a_plan_before_anything_is_written(tmp_path: Path
 def test_dagster_ticks_request_only_ready_intervals_and_materializing_a_waiting_one_is_refused(
         tmp_path: Path) -> None:
     root, ctx, engine = setup(tmp_path, "2020-01-02")
-    pending = ctx.pending_intervals("prod", execution_time="2020-01-04")
+    log = Log()
+    pending = ctx.pending_intervals("prod", execution_time="2020-01-04", listener=log)
+    assert "s.a: waiting for signal landed_through(marker := 'landed.txt') (2020-01-02 - 2020-01-03)" in log.lines
     day = 86_400_000
     assert pending == {"s.a": [(to_ms("2020-01-01"), to_ms("2020-01-01") + day)],
                        "s.b": [(to_ms("2020-01-01"), to_ms("2020-01-01") + day)],
