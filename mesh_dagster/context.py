@@ -256,13 +256,14 @@ class Context:
         return promote_environment(self.project, self.state, lambda: self.engine, environment, listener)
 
     def pending_intervals(self, environment: str = PROD, models: list[str] | None = None,
-                          execution_time: int | str | None = None):
-        """Due, missing intervals of the current snapshots by model (what a scheduled run fills)."""
+                          execution_time: int | str | None = None, listener: ApplyListener | None = None):
+        """Due, missing intervals of the current snapshots by model (what a scheduled run fills),
+        less those waiting for a signal (each reported to `listener`)."""
         from mesh_dagster.execution.materialize import pending_intervals
 
         names = [self.model_name(m) for m in models] if models is not None else None
         return pending_intervals(self.project, self.state, normalize_environment(environment), names,
-                                 execution_time=execution_time)
+                                 execution_time=execution_time, engine_factory=lambda: self.engine, listener=listener)
 
     # -- looking at data ---------------------------------------------------------------------
     def fetchdf(self, sql: str):

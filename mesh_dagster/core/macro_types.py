@@ -59,6 +59,17 @@ def coerce(value: exp.Expr, annotation: Any, dialect: str) -> Any:
     raise UnsupportedAnnotation(f"cannot be converted to {type_name(annotation)}; supported: {SUPPORTED}")
 
 
+def resolved_annotations(fn: Any) -> dict[str, Any]:
+    """A user function's annotations as types, also under `from __future__ import annotations`
+    (where they are strings); a string that cannot be resolved falls back to its simple name
+    (`int`, `date`, ...) or to no conversion at all."""
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - unresolvable string annotations: fall back to the simple names
+        return {k: _SIMPLE_HINTS.get(v, Any) if isinstance(v, str) else v
+                for k, v in getattr(fn, "__annotations__", {}).items()}
+
+
 def type_name(annotation: Any) -> str:
     """How an annotation reads in a message: `int`, `list[str]`, `exp.Column | None`."""
     origin = typing.get_origin(annotation)
@@ -198,6 +209,8 @@ def _datetime(value: exp.Expr, dialect: str) -> datetime:
     raise _refuse(value, datetime, dialect, " ('YYYY-MM-DD[ HH:MM:SS]')")
 
 
+_SIMPLE_HINTS: dict[str, Any] = {"int": int, "str": str, "float": float, "bool": bool, "list": list, "SQL": SQL,
+                                 "date": date, "datetime": datetime}
 _CONVERTERS: dict[Any, Any] = {
     SQL: _sql, str: _str, bool: _bool, int: _int, float: _float, date: _date, datetime: _datetime,
 }

@@ -16,18 +16,13 @@ vanishes, taking an adjacent comma with it).
 from __future__ import annotations
 
 import contextvars
-import importlib.machinery
-import importlib.util
 import inspect
 import re
-import sys
-import traceback
 import types
-import typing
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -37,8 +32,9 @@ from sqlglot import Dialect, exp
 from sqlglot.errors import ParseError, TokenError
 
 from mesh_dagster.core.errors import MacroError, ModelError
-from mesh_dagster.core.macro_types import SQL, CoercionError, UnsupportedAnnotation, coerce
+from mesh_dagster.core.macro_types import SQL, CoercionError, UnsupportedAnnotation, coerce, resolved_annotations
 from mesh_dagster.core.parse_errors import describe
+from mesh_dagster.core.user_modules import UserPackage
 
 USER_MACROS_PACKAGE = "mesh_user_macros"
 # Built-in macros whose value is a whole query, so that a model's query may be one of them
@@ -147,100 +143,26 @@ def load_macros(macros_dir: Path) -> MacroRegistry:
     second time. A file that fails to import is one error naming the file and line.
     """
     registry = MacroRegistry()
-    macros_dir = Path(macros_dir)
-    if not macros_dir.is_dir():
-        return registry
-    _forget_user_modules()
-    try:
-        modules = [_import_package(macros_dir)]
-        for file in sorted(macros_dir.glob("*.py")):
-            if not file.name.startswith("__"):
-                modules.append(_import_macro_file(file, macros_dir))
-    except ModelError:
-        _forget_user_modules()
-        raise
-    for module in modules:
-        _collect(module, registry, macros_dir)
+    package = _user_package(Path(macros_dir))
+    for module in package.import_all():
+        _collect(module, registry, package)
     return registry
 
 
-def _collect(module: types.ModuleType, registry: MacroRegistry, macros_dir: Path) -> None:
+def _user_package(macros_dir: Path) -> UserPackage:
+    return UserPackage(USER_MACROS_PACKAGE, macros_dir, "macros")
+
+
+def _collect(module: types.ModuleType, registry: MacroRegistry, package: UserPackage) -> None:
     for value in list(vars(module).values()):
         spec = getattr(value, _MACRO_ATTR, None) if callable(value) else None
         if not isinstance(spec, MacroSpec):
             continue
         existing = registry.get(spec.name)
         if existing is not None and existing is not value:
-            raise ModelError(f"Macro '{spec.name}' is defined twice (also in {_defined_in(existing, macros_dir)})",
-                             _defined_in(value, macros_dir), _definition_line(value))
+            raise ModelError(f"Macro '{spec.name}' is defined twice (also in {package.defined_in(existing)[0]})",
+                             *package.defined_in(value))
         registry.register(value)
-
-
-def _forget_user_modules() -> None:
-    """A project's macros never leak into the next project loaded in this process."""
-    for name in [n for n in sys.modules if n == USER_MACROS_PACKAGE or n.startswith(USER_MACROS_PACKAGE + ".")]:
-        del sys.modules[name]
-
-
-def _shown_path(file: Path, macros_dir: Path) -> str:
-    return f"{macros_dir.name}/{file.name}"
-
-
-def _defined_in(fn: Callable, macros_dir: Path) -> str:
-    code = getattr(fn, "__code__", None)
-    return _shown_path(Path(code.co_filename), macros_dir) if code is not None else macros_dir.name
-
-
-def _definition_line(fn: Callable) -> int | None:
-    code = getattr(fn, "__code__", None)
-    return code.co_firstlineno if code is not None else None
-
-
-def _import_package(macros_dir: Path) -> types.ModuleType:
-    """The package itself: `macros/__init__.py` when there is one, else an empty package."""
-    init = macros_dir / "__init__.py"
-    if not init.is_file():
-        package = types.ModuleType(USER_MACROS_PACKAGE)
-        package.__path__ = [str(macros_dir)]
-        sys.modules[USER_MACROS_PACKAGE] = package
-        return package
-    spec = importlib.util.spec_from_file_location(USER_MACROS_PACKAGE, init,
-                                                  submodule_search_locations=[str(macros_dir)])
-    return _execute(spec, init, macros_dir)
-
-
-def _import_macro_file(file: Path, macros_dir: Path) -> types.ModuleType:
-    name = f"{USER_MACROS_PACKAGE}.{file.stem}"
-    if name in sys.modules:  # imported by __init__.py or by another macro file
-        return sys.modules[name]
-    return _execute(importlib.util.spec_from_file_location(name, file), file, macros_dir)
-
-
-def _execute(spec: importlib.machinery.ModuleSpec | None, file: Path, macros_dir: Path) -> types.ModuleType:
-    if spec is None or spec.loader is None:
-        raise ModelError("Cannot import macro file", _shown_path(file, macros_dir))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - the user's code may raise anything while importing
-        sys.modules.pop(spec.name, None)
-        where, line = _failure_location(e, file, macros_dir)
-        message = e.msg if isinstance(e, SyntaxError) else str(e)
-        raise ModelError(f"Cannot import macros: {type(e).__name__}: {message}", where, line) from None
-    return module
-
-
-def _failure_location(error: Exception, file: Path, macros_dir: Path) -> tuple[str, int | None]:
-    """The macro file and line where an import failed: a syntax error's own file, else the
-    innermost frame inside macros/ (a file imported by the one being imported counts)."""
-    if isinstance(error, SyntaxError) and error.filename:
-        return _shown_path(Path(error.filename), macros_dir), error.lineno
-    root = str(macros_dir.resolve())
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if str(Path(f.filename).resolve()).startswith(root)]
-    if frames:
-        return _shown_path(Path(frames[-1].filename), macros_dir), frames[-1].lineno
-    return _shown_path(file, macros_dir), None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -923,11 +845,7 @@ class _Signature:
 @cache
 def _parameters(fn: Callable) -> _Signature:
     signature = inspect.signature(fn)
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # noqa: BLE001 - unresolvable string annotations: fall back to the simple names
-        hints = {k: _SIMPLE_HINTS.get(v, Any) if isinstance(v, str) else v
-                 for k, v in getattr(fn, "__annotations__", {}).items()}
+    hints = resolved_annotations(fn)
     params = list(signature.parameters.values())
     first = params[0].kind if params else None
     takes_evaluator = first in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -948,10 +866,6 @@ def _parameters(fn: Callable) -> _Signature:
         if p.kind == p.VAR_KEYWORD:
             var_keyword = _Parameter(p.name, entry.annotation, False)
     return _Signature(positional, var_positional, by_name, var_keyword, takes_evaluator)
-
-
-_SIMPLE_HINTS: dict[str, Any] = {"int": int, "str": str, "float": float, "bool": bool, "list": list, "SQL": SQL,
-                                 "date": date, "datetime": datetime}
 
 
 def _bind(signature: _Signature, call: Call, path: str | None) -> tuple[list[tuple[_Parameter, Arg]],

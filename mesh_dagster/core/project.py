@@ -1,4 +1,4 @@
-"""Loading a project directory: config, macros, audits, models, seeds, external models.
+"""Loading a project directory: config, macros, signals, audits, models, seeds, external models.
 
 Loading validates everything that can be validated without Spark, and reports each problem with
 its file and line: unreadable files, names Spark cannot hold, cycles, duplicate names, seeds
@@ -40,6 +40,7 @@ from mesh_dagster.core.names import check_identifier, check_model_name
 from mesh_dagster.core.output_columns import OutputColumns, check_output_columns, query_output
 from mesh_dagster.core.python_model_reader import read_python_model_files
 from mesh_dagster.core.seeds import SeedFile, check_seed
+from mesh_dagster.core.signals import SignalRegistry, check_signals, load_signals
 from mesh_dagster.core.types import check_dialect, to_spark_type
 
 EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
@@ -62,6 +63,8 @@ class Project:
     seeds: dict[str, SeedFile] = field(default_factory=dict)  # seed model → header and content hash
     # What the user should know but that does not stop loading (tables read that nobody declared).
     warnings: list[str] = field(default_factory=list)
+    # The `@signal` functions of signals/ (core/signals.py): readiness checks models name.
+    signals: SignalRegistry = field(default_factory=SignalRegistry)
     _outputs: dict[str, OutputColumns] = field(default_factory=dict)
 
     @property
@@ -132,6 +135,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     config.gateway(gateway)  # validates the gateway name
     variables = config.variables_for(gateway)
     macros = load_macros(root / "macros")
+    signals = load_signals(root / "signals")
     cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
     audits = _load_audits(root)
     models, known_refs = _load_models(root, config, cache, variables)
@@ -151,9 +155,11 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
         ) from None
     _check_default_audits(root, config, audits)
     _check_audits(models, audits, macros, variables)
+    check_signals(models, signals)
     tests_dir = root / "tests"
     tests = sorted([*tests_dir.glob("test*.yaml"), *tests_dir.glob("test*.yml")]) if tests_dir.is_dir() else []
-    project = Project(root, config, models, audits, macros, dag, variables, tests, gateway, cache, warnings=warnings)
+    project = Project(root, config, models, audits, macros, dag, variables, tests, gateway, cache, warnings=warnings,
+                      signals=signals)
     project.seeds = _check_seeds(project, _seed_values_checked(config, gateway))
     for name in order:  # parents first: a child's columns need its parents'
         check_output_columns(models[name], project.output(name))

@@ -17,6 +17,16 @@ The store keeps the records it replaced (`replaced_environment`) until it is fin
 apply of the environment, even one without changes (`Plan.needs_apply`), re-creates every view of its
 record and drops the views of the replaced records' models it no longer shows; meanwhile the
 janitor keeps the replaced snapshots' tables, which those views may still read.
+
+Signals (execution/readiness.py) are asked before anything is written. The intervals they hold
+back, and those of their children, are left out of the backfill; the ready rest is computed and
+recorded. Then, if anything waits, the apply stops before step 3 (`SignalsPendingError`, listing
+what waits and why): the environment keeps its record and views, because a view never shows a
+table whose intervals are incomplete — the rule Dagster's promotion follows too (promote.py). This
+is the same state an interrupted apply leaves: `mesh run` goes on filling the snapshots the
+environment has, and `mesh plan` run again once the signals pass computes only what is still
+missing, then moves the views. (SQLMesh would promote and let `run` fill the holes later; here
+nothing is ever half-applied.) A signal that raises stops the apply before anything is written.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.environment_statements import Stage
 from mesh_dagster.core.errors import ConflictingPlanError
-from mesh_dagster.core.plan import ALL_TIME, Plan, snapshot_order
+from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, snapshot_order
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
 from mesh_dagster.execution.engine import Engine
@@ -35,6 +45,7 @@ from mesh_dagster.execution.environment_statements import run_environment_statem
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
+from mesh_dagster.execution.readiness import Readiness, SignalsPendingError, check_readiness
 from mesh_dagster.execution.scheduler import plan_batches, run_batches, upstream_of
 from mesh_dagster.execution.state import State
 from mesh_dagster.execution.tasks import run_tasks
@@ -120,10 +131,13 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         lease.check()
         check_base(plan, state)
         check_snapshots_kept(plan, state)
+        readiness = backfill_readiness(plan, project, engine, guarded)  # before anything is written
         run_environment_statements(Stage.BEFORE_ALL, project, engine, plan.environment, plan.promoted, guarded,
                                    plan.execution_time)
         state.push_snapshots(plan.new_snapshots)
-        _build(plan, project, state, engine, guarded)
+        _build(plan, project, state, engine, guarded, readiness.backfills)
+        if readiness.waits:  # the ready part is recorded; the environment stays as it was
+            raise SignalsPendingError(plan.environment, readiness, plan.view)
         if plan.clearings:  # after the backfill: nobody sees a hole while it runs
             state.remove_intervals([(c.name, c.version, *c.interval) for c in plan.clearings])
         replaced = state.replaced_environment(plan.environment)
@@ -137,8 +151,22 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         raise LockLostError(_lost_message(plan, str(e), recorded)) from e
 
 
-def _build(plan: Plan, project: Project, state: State, engine: Engine, listener: ApplyListener) -> None:
-    """Physical tables and backfill: nothing an environment shows yet."""
+def backfill_readiness(plan: Plan, project: Project, engine: Engine, listener: ApplyListener) -> Readiness:
+    """The plan's backfill cut down to what its models' signals say is ready (execution/readiness.py);
+    what waits is reported to the listener. An empty backfill (`--empty-backfill`) computes nothing,
+    so it asks no signal."""
+    if not plan.requires_backfill or plan.empty_backfill:
+        return Readiness(dict(plan.backfills))
+    readiness = check_readiness(project.signals, plan.snapshots, plan.backfills, snapshot_order(plan.snapshots),
+                                plan.execution_time, spark=lambda: engine.spark)
+    readiness.report(listener, plan.view)
+    return readiness
+
+
+def _build(plan: Plan, project: Project, state: State, engine: Engine, listener: ApplyListener,
+           backfills: dict[str, Backfill]) -> None:
+    """Physical tables and backfill of `backfills` (the plan's, less what waits for signals):
+    nothing an environment shows yet."""
     evaluator = SnapshotEvaluator(project, engine, plan.snapshots, allow_destructive=plan.allow_destructive,
                                   allow_additive=plan.allow_additive)
     creating = physical_snapshots(plan) if (plan.new_snapshots or plan.empty_backfill) else []
@@ -156,11 +184,11 @@ def _build(plan: Plan, project: Project, state: State, engine: Engine, listener:
              *(ALL_TIME if plan.snapshots[b.name].model.kind.is_timeless else interval))
             for b in plan.backfills.values() for interval in b.intervals
         ])
-    elif plan.requires_backfill:
-        for backfill in plan.backfills.values():
+    elif plan.requires_backfill and backfills:
+        for backfill in backfills.values():
             if backfill.clear:
                 evaluator.clear(plan.snapshots[backfill.name])
-        batches = plan_batches(plan.snapshots, plan.backfills, snapshot_order(plan.snapshots))
+        batches = plan_batches(plan.snapshots, backfills, snapshot_order(plan.snapshots))
         run_batches(batches, evaluator, state, plan.execution_time, listener, plan.view,
                     concurrent_tasks=project.concurrent_tasks)
     else:

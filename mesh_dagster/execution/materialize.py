@@ -5,6 +5,8 @@ This is what a Dagster partition materialization does (and what any front door m
 exactly the snapshots `mesh plan <env>` would apply — are pushed to the state store, evaluated
 into their physical tables for `[start, end)`, audited batch by batch, and their intervals are
 recorded. The environment's views never move here: promotion does that, once nothing is missing.
+A requested interval a model's signal says is not ready is refused before anything is written, and
+`pending_intervals` (what a Dagster schedule tick requests) leaves out what waits for a signal.
 
 Results are yielded model by model, parents first, as they finish, so a caller can report each
 one while the next runs. A failing blocking audit ends the iteration: the model's interval is not
@@ -30,6 +32,7 @@ from mesh_dagster.execution.environment_statements import run_environment_statem
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
+from mesh_dagster.execution.readiness import check_readiness, require_ready
 from mesh_dagster.execution.scheduler import execute_batches, plan_batches
 from mesh_dagster.execution.state import State
 
@@ -137,21 +140,23 @@ def _materialize(
     plan = current_plan(project, state, environment, execution_ms)
     snapshots = plan.snapshots
     _check_names(names, snapshots)
+    wanted = set(names)
+    windows = {name: _window_to_compute(snapshots[name], project, state, start_ms, end_ms)
+               for name in project.dag.sorted() if name in wanted}
+    for name, (window, reused) in windows.items():  # before anything is written
+        if window is not None and not reused:
+            require_ready(project.signals, snapshots[name], window, execution_ms,
+                          spark=lambda: engine_factory().spark, view=view_name(name, environment))
     state.push_snapshots(plan.new_snapshots)  # as an apply does first: later plans see these versions
 
     evaluator: SnapshotEvaluator | None = None
-    wanted = set(names)
-    for name in project.dag.sorted():
-        if name not in wanted:
-            continue
+    for name, (window, reused) in windows.items():
         snap = snapshots[name]
-        window = model_window(snap, project, start_ms, end_ms)
         if window is None:
             listener.log(f"{view_name(name, environment)}: nothing to do before the model's start or after its end")
             yield ModelMaterialization(name, snap, Outcome.EMPTY, None)
             continue
-        if window == ALL_TIME and intervals_cover(state.get_intervals([snap.interval_key]).get(snap.interval_key, []),
-                                                  ALL_TIME):
+        if reused:
             yield ModelMaterialization(name, snap, Outcome.REUSED, window)
             continue
         if evaluator is None:
@@ -165,6 +170,16 @@ def _materialize(
     if evaluator is not None:
         run_environment_statements(Stage.AFTER_ALL, project, evaluator.engine, environment, plan.promoted, listener,
                                    execution_ms)
+
+
+def _window_to_compute(snap: Snapshot, project: Project, state: State, start_ms: int,
+                       end_ms: int) -> tuple[Interval | None, bool]:
+    """The model's window for the requested range, and whether it is a timeless model already
+    built for this version (nothing to redo)."""
+    window = model_window(snap, project, start_ms, end_ms)
+    reused = window == ALL_TIME and intervals_cover(
+        state.get_intervals([snap.interval_key]).get(snap.interval_key, []), ALL_TIME)
+    return window, reused
 
 
 def _check_names(names: list[str], snapshots: dict[str, Snapshot]) -> None:
@@ -253,12 +268,20 @@ def _data_parents(evaluator: SnapshotEvaluator, snap: Snapshot) -> list[Snapshot
 
 
 def pending_intervals(project: Project, state: State, environment: str, names: list[str] | None = None, *,
-                      execution_time: int | str | None = None) -> dict[str, list[Interval]]:
-    """Due, missing intervals of the current snapshots (what `mesh run` would process), by model."""
+                      execution_time: int | str | None = None,
+                      engine_factory: Callable[[], Engine] | None = None,
+                      listener: ApplyListener | None = None) -> dict[str, list[Interval]]:
+    """Due, missing intervals of the current snapshots whose signals say they are ready (what
+    `mesh run` would process), by model. What waits is reported to `listener`. `engine_factory`
+    gives signals that take `spark` their session (Spark starts only for them)."""
     execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
     plan = current_plan(project, state, environment, execution_ms)
     scope = set(plan.snapshots) if names is None else set(names)
-    backfills = compute_backfills(state, plan.snapshots, scope, {}, order=project.dag.sorted(),
+    order = project.dag.sorted()
+    backfills = compute_backfills(state, plan.snapshots, scope, {}, order=order,
                                   default_start=project.config.model_defaults.start, start=None, end=None,
                                   execution_ms=execution_ms, end_bounded=False)
-    return {name: bf.intervals for name, bf in backfills.items()}
+    spark = (lambda: engine_factory().spark) if engine_factory is not None else None
+    readiness = check_readiness(project.signals, plan.snapshots, backfills, order, execution_ms, spark=spark)
+    readiness.report(listener or ApplyListener(), lambda n: view_name(n, environment))
+    return {name: bf.intervals for name, bf in readiness.backfills.items()}

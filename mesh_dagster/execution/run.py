@@ -21,6 +21,7 @@ from mesh_dagster.execution.environment_statements import run_environment_statem
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
+from mesh_dagster.execution.readiness import check_readiness
 from mesh_dagster.execution.scheduler import plan_batches, run_batches
 from mesh_dagster.execution.state import State
 
@@ -38,7 +39,9 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
                     start: str | None = None, end: str | None = None,
                     select: Sequence[str] | None = None, auto_upstream: bool = True,
                     listener: ApplyListener | None = None) -> int:
-    """Evaluate every due, missing interval; returns the number of batches executed.
+    """Evaluate every due, missing interval whose signals say it is ready; returns the number of
+    batches executed. Intervals that wait for a signal (and those of their children) are reported
+    to the listener and left missing: a later run computes them once ready.
 
     `select` (selectors) limits the run to the models it selects and, with `auto_upstream`,
     everything upstream of them.
@@ -54,9 +57,13 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
                                       default_start=project.config.model_defaults.start,
                                       start=start, end=end, execution_ms=execution_ms,
                                       ignore_cron=ignore_cron, end_bounded=False)
-        batches = plan_batches(snapshots, backfills, order)
+        readiness = check_readiness(project.signals, snapshots, backfills, order, execution_ms,
+                                    spark=lambda: engine.spark)
+        readiness.report(listener, lambda n: view_name(n, environment))
+        batches = plan_batches(snapshots, readiness.backfills, order)
         if not batches:
-            listener.log("All intervals are up to date: nothing to run")
+            listener.log("Nothing to run: every due interval waits for a signal" if readiness.waits
+                         else "All intervals are up to date: nothing to run")
             return 0
         run_environment_statements(Stage.BEFORE_ALL, project, engine, environment, env.promoted, listener, execution_ms)
         evaluator = SnapshotEvaluator(project, engine, snapshots)

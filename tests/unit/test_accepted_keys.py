@@ -147,6 +147,13 @@ MODEL_VARIANTS = {
     "cron_tz": ",\n  cron_tz 'Asia/Tokyo'",  # due at Tokyo's midnight: the plan's last day moves
     "interval_unit": ",\n  interval_unit hour",
     "allow_partials": ",\n  allow_partials true",
+    "signals": ",\n  signals (ready_through(day := '2020-01-02'))",
+}
+# Files a variant needs besides the model (the signal it names). What a signal's answer does to a
+# backfill is shown in tests/unit/test_signals.py; here, that the reference is read and fingerprinted.
+MODEL_VARIANT_FILES = {
+    "signals": {"signals/__init__.py": "from datetime import date\n\nfrom mesh_dagster import signal\n\n\n"
+                                       "@signal()\ndef ready_through(batch, day: date):\n    return True\n"},
 }
 # The kind a property is probed on (FULL otherwise): allow_partials only means something for time ranges.
 MODEL_VARIANT_KINDS = {"allow_partials": "INCREMENTAL"}
@@ -167,7 +174,7 @@ def test_model_property_changes_what_is_built(tmp_path: Path, key: str) -> None:
         path = root / "models" / "m.sql"
         path.write_text(path.read_text().replace("name s.m", "name s.renamed"))
     else:
-        root = project_with(tmp_path, kind=kind, props=MODEL_VARIANTS[key])
+        root = project_with(tmp_path, kind=kind, props=MODEL_VARIANTS[key], files=MODEL_VARIANT_FILES.get(key))
     changed = observe(root, tmp_path)
     assert changed != base, f"MODEL property {key} changed nothing"
 
