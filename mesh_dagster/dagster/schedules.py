@@ -30,6 +30,7 @@ from mesh_dagster.core.plan import ALL_TIME
 from mesh_dagster.dagster.assets import SCHEDULED_TAG
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.partitions import range_tags, to_ms
+from mesh_dagster.execution.events import LogLines
 
 
 def cron_slug(cron: str) -> str:
@@ -161,12 +162,20 @@ def cron_schedule(graph: ProjectGraph, cadence: Cadence, assets: list[ModelAsset
     )
     def _schedule(context: ScheduleEvaluationContext):
         ctx = Context(project_dir, gateway, state_url=state_url)
+        waits = LogLines()  # what the pending intervals leave out because a signal holds it back
         try:
             when = context.scheduled_execution_time
-            pending = ctx.pending_intervals(environment, names, execution_time=to_ms(when) if when else None)
+            pending = ctx.pending_intervals(environment, names, execution_time=to_ms(when) if when else None,
+                                            listener=waits)
         finally:
             ctx.close()
+        for line in waits.lines:
+            context.log.info(line)
         requests = run_requests(unit, assets, pending, f"{environment}:{slug}")
-        return requests or SkipReason("No model of this cron has a due, missing interval")
+        if requests:
+            return requests
+        if waits.lines:
+            return SkipReason("Every due, missing interval waits for a signal:\n" + "\n".join(waits.lines))
+        return SkipReason("No model of this cron has a due, missing interval")
 
     return _schedule

@@ -19,14 +19,14 @@ record and drops the views of the replaced records' models it no longer shows; m
 janitor keeps the replaced snapshots' tables, which those views may still read.
 
 Signals (execution/readiness.py) are asked before anything is written. The intervals they hold
-back, and those of their children, are left out of the backfill; the ready rest is computed and
-recorded. Then, if anything waits, the apply stops before step 3 (`SignalsPendingError`, listing
-what waits and why): the environment keeps its record and views, because a view never shows a
-table whose intervals are incomplete — the rule Dagster's promotion follows too (promote.py). This
-is the same state an interrupted apply leaves: `mesh run` goes on filling the snapshots the
-environment has, and `mesh plan` run again once the signals pass computes only what is still
-missing, then moves the views. (SQLMesh would promote and let `run` fill the holes later; here
-nothing is ever half-applied.) A signal that raises stops the apply before anything is written.
+back, and those of their children, are left out of the backfill, like intervals whose cron has not
+fired yet: the ready rest is computed and recorded, the environment moves, and `mesh run` computes
+the waiting intervals once their signals pass (what waits is logged). Except when moving would hide
+data: a waiting model with no data at all yet, or waiting intervals that the version it replaces
+has (the environment shows them today). Then the apply stops before step 3 (`SignalsPendingError`,
+naming them): the environment keeps its record and views, as an interrupted apply leaves them, and
+`mesh plan` run again once the signals pass computes only what is still missing, then moves the
+views. A signal that raises stops the apply before anything is written.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.environment_statements import Stage
 from mesh_dagster.core.errors import ConflictingPlanError
+from mesh_dagster.core.intervals import subtract_intervals
 from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, snapshot_order
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
@@ -45,7 +46,7 @@ from mesh_dagster.execution.environment_statements import run_environment_statem
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
-from mesh_dagster.execution.readiness import Readiness, SignalsPendingError, check_readiness
+from mesh_dagster.execution.readiness import Readiness, SignalsPendingError, Wait, check_readiness
 from mesh_dagster.execution.scheduler import plan_batches, run_batches, upstream_of
 from mesh_dagster.execution.state import State
 from mesh_dagster.execution.tasks import run_tasks
@@ -136,8 +137,9 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
                                    plan.execution_time)
         state.push_snapshots(plan.new_snapshots)
         _build(plan, project, state, engine, guarded, readiness.backfills)
-        if readiness.waits:  # the ready part is recorded; the environment stays as it was
-            raise SignalsPendingError(plan.environment, readiness, plan.view)
+        hiding = hiding_waits(plan, state, readiness)
+        if hiding:  # the ready part is recorded; the environment stays as it was
+            raise SignalsPendingError(plan.environment, hiding, plan.view)
         if plan.clearings:  # after the backfill: nobody sees a hole while it runs
             state.remove_intervals([(c.name, c.version, *c.interval) for c in plan.clearings])
         replaced = state.replaced_environment(plan.environment)
@@ -161,6 +163,28 @@ def backfill_readiness(plan: Plan, project: Project, engine: Engine, listener: A
                                 plan.execution_time, spark=lambda: engine.spark)
     readiness.report(listener, plan.view)
     return readiness
+
+
+def hiding_waits(plan: Plan, state: State, readiness: Readiness) -> list[Wait]:
+    """The waits the environment cannot move over: a model whose new version has no data at all,
+    or intervals the version it replaces has (its view shows them today)."""
+    if not readiness.waits:
+        return []
+    names = readiness.waiting
+    replaced = {n: p for n in names if (p := plan.previous.get(n)) is not None and p.version
+                and p.version != plan.snapshots[n].version}
+    present = state.get_intervals([plan.snapshots[n].interval_key for n in names]
+                                  + [p.interval_key for p in replaced.values()])
+    hiding = []
+    for wait in readiness.waits:
+        if not present.get(plan.snapshots[wait.name].interval_key):
+            hiding.append(wait)
+            continue
+        shown = present.get(replaced[wait.name].interval_key, []) if wait.name in replaced else []
+        lost = subtract_intervals(wait.intervals, subtract_intervals(wait.intervals, shown))
+        if lost:
+            hiding.append(Wait(wait.name, lost, wait.reason, wait.unit))
+    return hiding
 
 
 def _build(plan: Plan, project: Project, state: State, engine: Engine, listener: ApplyListener,

@@ -17,3 +17,13 @@ class ApplyListener:
     def virtual_progress(self, name: str) -> None: ...
     def virtual_done(self, total: int) -> None: ...
     def log(self, message: str) -> None: ...
+
+
+class LogLines(ApplyListener):
+    """Keeps the log messages (what waits for a signal, say) for the caller to show its own way."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def log(self, message: str) -> None:
+        self.lines.append(message)

@@ -75,16 +75,17 @@ class Readiness:
 
 
 class SignalsPendingError(PlanError):
-    """A plan's backfill left intervals waiting for signals, so its environment was not changed:
-    views never show a table whose intervals are incomplete."""
+    """A plan's backfill left intervals waiting for signals that the environment shows today (or a
+    model with no data at all), so the environment was not changed: moving it would hide data."""
 
-    def __init__(self, environment: str, readiness: Readiness, view_of: Callable[[str], str]):
+    def __init__(self, environment: str, waits: list[Wait], view_of: Callable[[str], str]):
         self.environment = environment
-        self.readiness = readiness
-        lines = "\n".join(f"  {w.describe(view_of)}" for w in readiness.waits)
+        self.waits = waits
+        lines = "\n".join(f"  {w.describe(view_of)}" for w in waits)
+        count = len(dict.fromkeys(w.name for w in waits))
         super().__init__(
-            f"Plan not applied: {len(readiness.waiting)} model(s) wait for signals, so '{environment}' was not "
-            f"changed (its views and record are as before).\n{lines}\n"
+            f"Plan not applied: {count} model(s) wait for signals over data '{environment}' shows today (or have no "
+            f"data yet), so '{environment}' was not changed (its views and record are as before).\n{lines}\n"
             f"The intervals that were ready are computed and recorded. Run `mesh plan {environment}` again once the "
             f"signals pass (it computes only what is still missing), or plan with an --end before the waiting "
             f"intervals.")

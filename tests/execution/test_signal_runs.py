@@ -12,7 +12,7 @@ from project_builder import write_project
 from mesh_dagster.context import Context
 from mesh_dagster.core.dates import to_ms
 from mesh_dagster.core.signals import SignalError
-from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.events import LogLines
 from mesh_dagster.execution.readiness import NotReadyError, SignalsPendingError
 from tests.execution.fake_engine import FakeEngine
 
@@ -55,13 +55,6 @@ MODELS = {
 }
 
 
-class Log(ApplyListener):
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def log(self, message: str) -> None:
-        self.lines.append(message)
-
 
 def landed(root: Path, day: str) -> None:
     (root / "landed.txt").write_text(day)
@@ -96,14 +89,14 @@ def test_run_skips_what_waits_records_what_is_ready_and_a_later_run_fills_the_re
     assert intervals(ctx) == {n: [("2020-01-01", "2020-01-03")] for n in ("s.a", "s.b", "s.c")}
 
     landed(root, "2020-01-04")
-    log = Log()
+    log = LogLines()
     assert ctx.run("prod", execution_time="2020-01-06", listener=log) > 0
     assert intervals(ctx) == {"s.a": [("2020-01-01", "2020-01-04")], "s.b": [("2020-01-01", "2020-01-04")],
                               "s.c": [("2020-01-01", "2020-01-06")]}
     assert "s.a: waiting for signal landed_through(marker := 'landed.txt') (2020-01-04 - 2020-01-05)" in log.lines
     assert "s.b: waiting for upstream s.a (2020-01-04 - 2020-01-05)" in log.lines
 
-    log = Log()
+    log = LogLines()
     assert ctx.run("prod", execution_time="2020-01-06", listener=log) == 0  # still not landed
     assert log.lines[-1] == "Nothing to run: every due interval waits for a signal"
 
@@ -130,23 +123,44 @@ def test_a_raising_signal_stops_the_run_with_nothing_written(tmp_path: Path) -> 
     assert engine.calls == []
 
 
-def test_a_plan_with_waiting_intervals_records_the_ready_ones_and_changes_no_environment(tmp_path: Path) -> None:
+def test_a_plan_moves_the_environment_over_new_intervals_that_wait_and_a_run_fills_them(tmp_path: Path) -> None:
     root, ctx, engine = setup(tmp_path, "2020-01-02")
+    log = LogLines()
+    ctx.apply(ctx.plan("prod", execution_time="2020-01-04"), listener=log)
+    # like intervals whose cron has not fired: prod is created with what is ready
+    assert intervals(ctx) == {"s.a": [("2020-01-01", "2020-01-02")], "s.b": [("2020-01-01", "2020-01-02")],
+                              "s.c": [("2020-01-01", "2020-01-04")]}
+    assert "s.a: waiting for signal landed_through(marker := 'landed.txt') (2020-01-02 - 2020-01-03)" in log.lines
+    landed(root, "2020-01-04")
+    assert ctx.run("prod", execution_time="2020-01-04") > 0
+    assert intervals(ctx) == {n: [("2020-01-01", "2020-01-04")] for n in ("s.a", "s.b", "s.c")}
+
+
+def test_a_plan_that_would_hide_data_the_environment_shows_records_the_ready_part_and_changes_nothing(
+        tmp_path: Path) -> None:
+    root, ctx, engine = setup(tmp_path, "2020-01-04")
+    ctx.apply(ctx.plan("prod", execution_time="2020-01-04"))
+    before = ctx.state.get_environment("prod")
+    # a breaking change of s.a (and so of s.b) while only the 1st has landed again
+    landed(root, "2020-01-02")
+    path = root / "models" / "a.sql"
+    path.write_text(path.read_text().replace("SELECT 1 AS id", "SELECT 3 AS id"))
+    ctx = Context(root, engine=engine)
     plan = ctx.plan("prod", execution_time="2020-01-04")
-    log = Log()
+    engine.calls.clear()
     with pytest.raises(SignalsPendingError) as e:
-        ctx.apply(plan, listener=log)
+        ctx.apply(plan)
     assert str(e.value).startswith(
-        "Plan not applied: 2 model(s) wait for signals, so 'prod' was not changed (its views and record are as before).\n"
+        "Plan not applied: 2 model(s) wait for signals over data 'prod' shows today (or have no data yet), so 'prod' "
+        "was not changed (its views and record are as before).\n"
         "  s.a: waiting for signal landed_through(marker := 'landed.txt') (2020-01-02 - 2020-01-03)\n"
         "  s.b: waiting for upstream s.a (2020-01-02 - 2020-01-03)\n"
         "The intervals that were ready are computed and recorded. Run `mesh plan prod` again once the signals pass")
-    assert ctx.state.get_environment("prod") is None
+    assert ctx.state.get_environment("prod") == before
     assert not any(c.method == "create_view" for c in engine.calls)
     versions = {s.name: s.version for s in plan.snapshots.values()}
     recorded = ctx.state.get_intervals(list(versions.items()))
     assert recorded[("s.a", versions["s.a"])] == [(to_ms("2020-01-01"), to_ms("2020-01-02"))]
-    assert recorded[("s.c", versions["s.c"])] == [(to_ms("2020-01-01"), to_ms("2020-01-04"))]
 
     landed(root, "2020-01-04")
     engine.calls.clear()
@@ -167,7 +181,7 @@ def test_a_raising_signal_stops_a_plan_before_anything_is_written(tmp_path: Path
 def test_dagster_ticks_request_only_ready_intervals_and_materializing_a_waiting_one_is_refused(
         tmp_path: Path) -> None:
     root, ctx, engine = setup(tmp_path, "2020-01-02")
-    log = Log()
+    log = LogLines()
     pending = ctx.pending_intervals("prod", execution_time="2020-01-04", listener=log)
     assert "s.a: waiting for signal landed_through(marker := 'landed.txt') (2020-01-02 - 2020-01-03)" in log.lines
     day = 86_400_000

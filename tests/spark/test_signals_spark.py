@@ -1,5 +1,5 @@
 """Signals on Spark: a signal that asks Spark which days of a raw table have landed holds back the
-rest, in the plan that creates prod and in the runs after it; the child waits with its parent, and
+rest, in the plan that creates prod (which is created with what is ready) and in the runs after it; the child waits with its parent, and
 a later run fills both once the rows arrive."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from project_builder import write_project
 from mesh_dagster.context import Context
 from mesh_dagster.core.dates import to_ds
 from mesh_dagster.engine.adapter import SparkEngine
-from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.readiness import SignalsPendingError
+from mesh_dagster.execution.events import LogLines
 
 pytestmark = pytest.mark.spark
 
@@ -36,13 +35,6 @@ def schema(engine):
     for s in (name, f"mesh__{name}", f"{name}_raw"):
         engine.drop_schema(s, cascade=True)
 
-
-class Log(ApplyListener):
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def log(self, message: str) -> None:
-        self.lines.append(message)
 
 
 def _rows(engine: SparkEngine, sql: str) -> list[tuple]:
@@ -88,18 +80,17 @@ def test_a_spark_signal_holds_back_unlanded_days_until_a_later_run(tmp_path, eng
     })
     ctx = Context(root, engine=engine)
 
-    # A plan whose last day has not landed computes the rest but does not create prod.
-    with pytest.raises(SignalsPendingError, match=rf"{schema}.events: waiting for signal rows_landed"):
-        ctx.apply(ctx.plan("prod", execution_time="2020-01-04"))
-    assert ctx.state.get_environment("prod") is None
-    assert not engine.table_exists(f"{schema}.events")
-
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))  # both landed days: applied
+    # The plan that creates prod computes the landed days; the 3rd waits, like a day not due yet.
+    log = LogLines()
+    ctx.apply(ctx.plan("prod", execution_time="2020-01-04"), listener=log)
+    assert f"{schema}.events: waiting for signal rows_landed(table := '{raw}.events') (2020-01-03 - 2020-01-03)" \
+        in log.lines
+    assert _recorded(ctx) == {"events": [("2020-01-01", "2020-01-03")], "daily": [("2020-01-01", "2020-01-03")]}
     assert _rows(engine, f"SELECT CAST(ds AS STRING), events FROM {schema}.daily") == [
         ("2020-01-01", 1), ("2020-01-02", 1)]
 
     _land(engine, raw, (3, "2020-01-03"), (4, "2020-01-03"))
-    log = Log()
+    log = LogLines()
     assert ctx.run("prod", execution_time="2020-01-05", listener=log) > 0
     assert f"{schema}.daily: waiting for upstream {schema}.events (2020-01-04 - 2020-01-04)" in log.lines
     assert _recorded(ctx) == {"events": [("2020-01-01", "2020-01-04")], "daily": [("2020-01-01", "2020-01-04")]}

@@ -18,7 +18,7 @@ from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.fingerprint import build_snapshots
 from mesh_dagster.core.project import Project, load_project
 from mesh_dagster.core.signals import USER_SIGNALS_PACKAGE, SignalError
-from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.events import LogLines
 from mesh_dagster.execution.readiness import Readiness, check_readiness
 
 SIGNALS = '''
@@ -256,13 +256,9 @@ def test_the_ready_subset_is_kept_and_children_drop_what_overlaps_their_parents_
         ("s.b", [days("2020-01-03", "2020-01-06")], "upstream s.a"),
         ("s.h", [days("2020-01-03", "2020-01-03 04:00")], "upstream s.a"),
     ]
-    lines: list[str] = []
-
-    class Log(ApplyListener):
-        def log(self, message: str) -> None:
-            lines.append(message)
-
-    r.report(Log(), lambda n: n.replace("s.", "s__dev."))
+    log = LogLines()
+    r.report(log, lambda n: n.replace("s.", "s__dev."))
+    lines = log.lines
     assert lines[0] == "s__dev.a: waiting for signal ready_before(until := '2020-01-03') (2020-01-03 - 2020-01-05)"
     assert "s__dev.h: waiting for upstream s.a (2020-01-03 00:00:00 - 2020-01-03 03:59:59)" in lines
 
