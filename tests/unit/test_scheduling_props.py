@@ -216,3 +216,23 @@ def test_plan_cli_flags_are_checked(tmp_path):
     assert mixed.exit_code != 0
     assert "--restate-model cannot be combined with --min-intervals, --no-gaps" in mixed.output
     assert not (root / ".mesh" / "state.db").exists() or "dev" not in mixed.output
+
+
+def test_run_waits_for_the_cron_in_its_time_zone_unless_told_to_ignore_it(tmp_path):
+    from mesh_dagster.context import Context
+    from tests.execution.fake_engine import FakeEngine
+
+    root = write_project(tmp_path / "p", {**FILES, "models/inc.sql": INC.format(
+        props=",\n  cron '0 6 * * *',\n  cron_tz 'Europe/Paris'")})
+    ctx = Context(root, engine=FakeEngine())
+    ctx.apply(ctx.plan(execution_time="2020-01-02 06:00:00"))  # 07:00 in Paris: the 1st is done
+
+    def inc_intervals() -> list[tuple[int, int]]:
+        key = ctx.local_snapshots()["s.inc"].interval_key
+        return ctx.state.get_intervals([key])[key]
+
+    assert inc_intervals() == days(("2020-01-01", "2020-01-02"))
+    # 04:30 UTC on the 3rd is 05:30 in Paris: the cron has not fired, the 2nd is not due
+    assert ctx.run(execution_time="2020-01-03 04:30:00", select=["s.inc"]) == 0
+    assert ctx.run(execution_time="2020-01-03 04:30:00", select=["s.inc"], ignore_cron=True) == 1
+    assert inc_intervals() == days(("2020-01-01", "2020-01-03"))
