@@ -104,6 +104,21 @@ class PlanExplanation:
     demote: list[str]  # models whose views go away
 
 
+def recordable_options(options: dict[str, Any]) -> dict[str, Any]:
+    """`build_plan`'s keywords as JSON: what rebuilds the plan when its record is applied."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key == "choices" and value:
+            out[key] = {name: category.name for name, category in value.items()}
+        elif isinstance(value, (set, frozenset, tuple, list)):
+            out[key] = sorted(value) if isinstance(value, (set, frozenset)) else list(value)
+        elif value is None or isinstance(value, (str, int, float, bool)):
+            out[key] = value
+        else:
+            raise TypeError(f"plan option {key}={value!r} cannot be recorded")
+    return out
+
+
 class Context:
     def __init__(self, path: str | Path = ".", gateway: str | None = None, *, state_url: str | None = None,
                  engine: Any = None, on_warning: Callable[[str], None] | None = None):
@@ -176,7 +191,9 @@ class Context:
 
     # -- plans -------------------------------------------------------------------------------
     def plan(self, environment: str = PROD, **options) -> Plan:
-        return build_plan(self.project, self.state, environment, **options)
+        plan = build_plan(self.project, self.state, environment, **options)
+        plan.options = recordable_options(options)
+        return plan
 
     def restate(self, environment: str, models: list[str] | tuple[str, ...], *, start: str | None = None,
                 end: str | None = None, execution_time: str | int | None = None) -> Plan:
@@ -188,6 +205,7 @@ class Context:
         execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
         plan = build_restatement(self.state, environment, list(models), start_ms=to_ms(start) if start else None,
                                  end_ms=to_end_ms(end) if end else None, execution_ms=execution_ms)
+        plan.options = {"restate": list(models), "start": start, "end": end}
         recorded = {s.name: s.identifier for s in plan.snapshots.values()}
         edited = sorted(n for n, s in self.local_snapshots().items() if recorded.get(n, s.identifier) != s.identifier)
         if edited:
@@ -208,9 +226,66 @@ class Context:
         return needs_choice(plan, self.project.config.plan.auto_categorize_changes, ask_all=ask_all)
 
     def apply(self, plan: Plan, listener: ApplyListener | None = None) -> None:
+        """Apply a plan made just now, recording it (and its outcome) if it is not yet. A protected
+        environment's plans are applied only as approved records (`apply_recorded`)."""
         from mesh_dagster.execution.apply import apply_plan
+        from mesh_dagster.execution.reviews import refuse_unreviewed, run_record
 
-        apply_plan(plan, self.project, self.state, self.engine, listener)
+        refuse_unreviewed(self.config, plan)
+        record = self.state.get_plan_record(plan.plan_id) or self.record(plan)
+        run_record(self.state, record, plan, self.user,
+                   lambda p: apply_plan(p, self.project, self.state, self.engine, listener))
+
+    # -- plan records (execution/reviews.py) -------------------------------------------------
+    @property
+    def user(self) -> str:
+        """Who acts: `MESH_USER`, else the project repository's git user e-mail, else the OS user."""
+        from mesh_dagster.core.identity import current_user
+
+        return current_user(self.path)
+
+    def record(self, plan: Plan):
+        """Store `plan` for review (pending), with its author and the project's git commit."""
+        from mesh_dagster.core.identity import git_branch, git_commit
+        from mesh_dagster.execution.reviews import record_plan
+
+        return record_plan(plan, plan.options, self.state, author=self.user, git_commit=git_commit(self.path),
+                           git_branch=git_branch(self.path))
+
+    def plan_records(self, environment: str | None = None, statuses: list[str] | None = None, limit: int = 50):
+        return self.state.list_plan_records(normalize_environment(environment) if environment else None,
+                                            statuses, limit)
+
+    def plan_record(self, plan_id: str):
+        from mesh_dagster.execution.reviews import find_record
+
+        return find_record(self.state, plan_id)
+
+    def decide(self, plan_id: str, action: str, note: str | None = None):
+        """approve, reject or cancel a recorded plan as the current user."""
+        from mesh_dagster.execution.reviews import decide
+
+        return decide(self.state, self.config, plan_id, action, self.user, note)
+
+    def apply_recorded(self, plan_id: str, listener: ApplyListener | None = None):
+        """Apply a recorded plan: approved (protected environments), and still the plan reviewed."""
+        from mesh_dagster.execution.apply import apply_plan
+        from mesh_dagster.execution.reviews import apply_record
+
+        return apply_record(self.state, self.config, plan_id, self.user, self._rebuild,
+                            lambda p: apply_plan(p, self.project, self.state, self.engine, listener))
+
+    def _rebuild(self, record) -> Plan:
+        """The recorded plan, built again from the project and state as they are now."""
+        options = dict(record.summary.options)
+        when = record.summary.execution_time
+        if "restate" in options:
+            return self.restate(record.environment, options["restate"], start=options.get("start"),
+                                end=options.get("end"), execution_time=when)
+        options.pop("execution_time", None)
+        if options.get("choices"):
+            options["choices"] = {n: ChangeCategory[c] for n, c in options["choices"].items()}
+        return self.plan(record.environment, execution_time=when, **options)
 
     @staticmethod
     def explain(plan: Plan) -> PlanExplanation:

@@ -154,12 +154,23 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
         return
     if not p.needs_apply:
         return
+    protection = context.config.protection(p.environment)
+    if protection is not None:
+        context.record(p)
+        console.print(f"'{p.environment}' is protected: plan {p.plan_id[:8]} is recorded for review. One of "
+                      f"{', '.join(protection.approvers) or 'its approvers (none listed yet)'} approves it with "
+                      f"`mesh plans approve {p.plan_id[:8]}`; then `mesh plans apply {p.plan_id[:8]}` applies it.")
+        return
     if not auto_apply:
         if no_prompts:
-            console.print("Plan not applied (use --auto-apply to apply without a prompt).")
+            context.record(p)
+            console.print(f"Plan not applied (use --auto-apply to apply without a prompt); recorded as "
+                          f"{p.plan_id[:8]}: `mesh plans apply {p.plan_id[:8]}` applies it.")
             return
         question = "Apply - Backfill Tables" if p.requires_backfill else "Apply - Virtual Update"
         if not click.confirm(question, default=False, prompt_suffix=" [y/n]: ", show_default=False):
+            context.record(p)
+            context.decide(p.plan_id, "cancel", "declined at the prompt")
             console.print("Plan not applied.")
             return
     listener = ConsoleListener()
@@ -469,9 +480,11 @@ def ui(ctx, environments, host, port) -> None:
     os.execve(command[0], command, dagster_env(workspace))  # the supervisor (ui_supervisor) gets Ctrl-C/SIGTERM
 
 
+from mesh_dagster.cli.plans import plans  # noqa: E402
 from mesh_dagster.cli.spark_commands import spark  # noqa: E402
 
 cli.add_command(spark)
+cli.add_command(plans)
 
 
 def main() -> None:

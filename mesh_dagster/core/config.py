@@ -214,6 +214,21 @@ class PlanDefaults(_Strict):
     auto_categorize_changes: AutoCategorize = Field(default_factory=AutoCategorize)
 
 
+class ProtectedEnvironment(_Strict):
+    """An environment changed only by approved plans (core/review.py)."""
+
+    approvers: list[str] = Field(default_factory=list)  # identities (MESH_USER / git e-mail / OS user)
+    allow_self_approval: bool = False
+
+    @field_validator("approvers")
+    @classmethod
+    def _check_approvers(cls, value: list[str]) -> list[str]:
+        blank = [a for a in value if not str(a).strip()]
+        if blank:
+            raise ValueError("an approver cannot be empty")
+        return [str(a).strip() for a in value]
+
+
 class ProjectConfig(_Strict):
     gateways: dict[str, GatewayConfig] = Field(default_factory=lambda: {"local": GatewayConfig()})
     default_gateway: str | None = None
@@ -230,6 +245,20 @@ class ProjectConfig(_Strict):
     # SQL (macros allowed) run at the start / end of every apply and run: core/environment_statements.py.
     before_all: list[str] = Field(default_factory=list)
     after_all: list[str] = Field(default_factory=list)
+    # Environments whose plans wait for an approver (opt-in: the quickstart applies prod directly).
+    protected_environments: dict[str, ProtectedEnvironment] = Field(default_factory=dict)
+
+    @field_validator("protected_environments", mode="before")
+    @classmethod
+    def _protected_names(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        from mesh_dagster.core.snapshot import EnvironmentNameError, normalize_environment
+
+        try:
+            return {normalize_environment(str(k)): ({} if v is None else v) for k, v in value.items()}
+        except EnvironmentNameError as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("snapshot_ttl", "environment_ttl")
     @classmethod
@@ -256,6 +285,10 @@ class ProjectConfig(_Strict):
 
     def state_connection_for(self, gateway: str | None = None) -> StateConnectionConfig:
         return self.gateway(gateway).state_connection or self.state_connection or StateConnectionConfig()
+
+    def protection(self, environment: str) -> ProtectedEnvironment | None:
+        """The rules of a protected environment (None: plans apply directly)."""
+        return self.protected_environments.get(environment)
 
     def statements(self, key: str) -> list[str]:
         """The `before_all` or `after_all` entries."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 # ALL_TIME is re-exported: dagster/ may take plan vocabulary from core.plan only (the layer
 # contracts in pyproject.toml), and execution/ and tests import it from here too.
@@ -91,6 +91,8 @@ class Plan:
     # development versions it forgets afterwards (prod only).
     restated: list[str] = field(default_factory=list)
     clearings: list[Clearing] = field(default_factory=list)
+    # The keywords it was built with, as JSON (set by Context): a recorded plan is rebuilt from them.
+    options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_prod(self) -> bool:

@@ -21,6 +21,7 @@ from mesh_dagster.execution.apply import apply_locked
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
+from mesh_dagster.execution.reviews import refuse_unreviewed
 from mesh_dagster.execution.state import State
 
 
@@ -81,5 +82,6 @@ def promote_environment(project: Project, state: State, engine_factory: Callable
         if not plan.needs_apply:
             listener.log(f"Environment '{plan.environment}' is up to date: nothing to promote")
             return plan
+        refuse_unreviewed(project.config, plan)
         apply_locked(plan, project, state, engine_factory(), listener, lease=lease)
     return plan

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 from mesh_dagster.core.environment import Environment
+from mesh_dagster.core.review import PlanEvent, PlanRecord
 from mesh_dagster.core.snapshot import Snapshot, SnapshotId
 from mesh_dagster.state.store import Lease, LockInfo
 
@@ -56,6 +57,18 @@ class State(Protocol):
     def expired_environments(self, now_ms: int | None = None) -> list[Environment]: ...
 
     def delete_environment(self, name: str) -> None: ...
+
+    # -- plan records (execution/reviews.py)
+    def save_plan_record(self, record: PlanRecord) -> None: ...
+
+    def get_plan_record(self, plan_id: str) -> PlanRecord | None: ...
+
+    def plan_ids_starting(self, prefix: str, limit: int = 5) -> list[str]: ...
+
+    def list_plan_records(self, environment: str | None = None, statuses: Iterable[str] | None = None,
+                          limit: int = 50) -> list[PlanRecord]: ...
+
+    def transition_plan(self, plan_id: str, allowed: Iterable[str], event: PlanEvent) -> PlanRecord | None: ...
 
     # -- locks
     def lock(self, name: str, owner: str, timeout_s: float = 600, lease_s: float = 3600, *,

@@ -1,6 +1,6 @@
 """The one place that persists: snapshots, environments, intervals, plans and locks."""
 
 from mesh_dagster.state.schema import SCHEMA_VERSION
-from mesh_dagster.state.store import EXCLUSIVE_LOCK, Lease, LockInfo, LockLostError, PlanRecord, StateStore
+from mesh_dagster.state.store import EXCLUSIVE_LOCK, Lease, LockInfo, LockLostError, StateStore
 
-__all__ = ["EXCLUSIVE_LOCK", "SCHEMA_VERSION", "Lease", "LockInfo", "LockLostError", "PlanRecord", "StateStore"]
+__all__ = ["EXCLUSIVE_LOCK", "SCHEMA_VERSION", "Lease", "LockInfo", "LockLostError", "StateStore"]

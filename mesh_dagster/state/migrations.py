@@ -14,7 +14,7 @@ from sqlalchemy import Connection, delete, func, insert, inspect, select, text
 
 from mesh_dagster import __version__
 from mesh_dagster.core.errors import StateError
-from mesh_dagster.state.schema import SCHEMA_VERSION, environments, metadata, versions
+from mesh_dagster.state.schema import SCHEMA_VERSION, environments, metadata, plan_events, plans, versions
 
 Migration = Callable[[Connection], None]
 
@@ -31,7 +31,16 @@ def _v2_replaced_views(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE {environments.name} ADD COLUMN replaced_payload TEXT"))
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1_baseline, 2: _v2_replaced_views}
+def _v3_plan_records(conn: Connection) -> None:
+    """Plan records say which commit they were made from, and keep their decisions."""
+    columns = {c["name"] for c in inspect(conn).get_columns(plans.name)}
+    for column, sql_type in (("git_commit", "VARCHAR(64)"), ("git_branch", "VARCHAR(255)")):
+        if column not in columns:
+            conn.execute(text(f"ALTER TABLE {plans.name} ADD COLUMN {column} {sql_type}"))
+    metadata.create_all(conn, tables=[plan_events], checkfirst=True)
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1_baseline, 2: _v2_replaced_views, 3: _v3_plan_records}
 
 
 def stored_schema_version(conn: Connection) -> int | None:

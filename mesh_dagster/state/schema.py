@@ -22,7 +22,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # SQLite only auto-increments an `INTEGER PRIMARY KEY`; elsewhere the id is a BIGINT identity.
 _AutoId = BigInteger().with_variant(Integer(), "sqlite")
@@ -79,7 +79,23 @@ plans = Table(
     Column("created_ts", BigInteger, nullable=False),
     Column("updated_ts", BigInteger, nullable=False),
     Column("author", String(255)),
+    Column("git_commit", String(64)),
+    Column("git_branch", String(255)),
     Index("ix_mesh_plans_environment", "environment"),
+)
+
+# Every decision on a plan (approve, reject, cancel) and every step of its apply, with who took it.
+plan_events = Table(
+    "mesh_plan_events",
+    metadata,
+    Column("id", _AutoId, primary_key=True, autoincrement=True),
+    Column("plan_id", String(64), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("actor", String(255), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("note", Text),
+    Column("ts", BigInteger, nullable=False),
+    Index("ix_mesh_plan_events_plan", "plan_id"),
 )
 
 versions = Table(

@@ -21,7 +21,6 @@ ours and is refused instead of being initialised over.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -58,6 +57,7 @@ from sqlalchemy.pool import StaticPool
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.errors import ConflictingPlanError, StateError
 from mesh_dagster.core.intervals import Interval, merge_intervals, subtract_intervals
+from mesh_dagster.core.review import PlanEvent, PlanRecord, PlanSummary
 from mesh_dagster.core.snapshot import Snapshot, SnapshotId
 from mesh_dagster.state import schema
 from mesh_dagster.state.migrations import (
@@ -88,18 +88,6 @@ def _now_ms() -> int:
 
 def _or_now(ms: int | None) -> int:
     return _now_ms() if ms is None else ms
-
-
-class PlanRecord(BaseModel):
-    """A plan as stored for review/approval; `payload` is whatever the plan builder serialised."""
-
-    plan_id: str
-    environment: str
-    payload: dict[str, Any]
-    status: str
-    author: str | None = None
-    created_ts: int
-    updated_ts: int
 
 
 class LockInfo(BaseModel):
@@ -420,39 +408,66 @@ class StateStore:
 
     # ------------------------------------------------------------------ plans
 
-    def save_plan(
-        self, plan_id: str, environment: str, payload: dict[str, Any], status: str, author: str | None = None
-    ) -> None:
-        """Insert or replace a plan record (`created_ts` is kept on replace)."""
-        ts = _now_ms()
-        row = {
-            "plan_id": plan_id,
-            "environment": environment,
-            "payload": json.dumps(payload),
-            "status": status,
-            "author": author,
-            "created_ts": ts,
-            "updated_ts": ts,
-        }
+    def save_plan_record(self, record: PlanRecord) -> None:
+        """Store a new plan record with its events so far (a plan id is never reused)."""
+        row = {"plan_id": record.plan_id, "environment": record.environment, "status": record.status.value,
+               "payload": record.summary.model_dump_json(), "author": record.author, "git_commit": record.git_commit,
+               "git_branch": record.git_branch, "created_ts": record.created_ts, "updated_ts": record.updated_ts}
         with self._write() as conn:
-            self._upsert(conn, schema.plans, row, ["plan_id"], keep=["created_ts"])
+            conn.execute(insert(schema.plans).values(**row))
+            if record.events:
+                conn.execute(insert(schema.plan_events), [_event_row(record.plan_id, e) for e in record.events])
 
-    def get_plan(self, plan_id: str) -> PlanRecord | None:
+    def get_plan_record(self, plan_id: str) -> PlanRecord | None:
+        with self._read() as conn:
+            found = self._plan_records(conn, schema.plans.c.plan_id == plan_id)
+        return found[0] if found else None
+
+    def plan_ids_starting(self, prefix: str, limit: int = 5) -> list[str]:
+        """Ids of the plans starting with `prefix` (how people type a plan id)."""
         table = schema.plans
         with self._read() as conn:
-            row = conn.execute(select(table).where(table.c.plan_id == plan_id)).first()
-        if row is None:
-            return None
-        return PlanRecord(**{**row._asdict(), "payload": json.loads(row.payload)})
+            rows = conn.execute(select(table.c.plan_id).where(table.c.plan_id.startswith(prefix, autoescape=True))
+                                .order_by(table.c.plan_id).limit(limit)).all()
+        return [r.plan_id for r in rows]
 
-    def update_plan_status(self, plan_id: str, status: str) -> None:
+    def list_plan_records(self, environment: str | None = None, statuses: Iterable[str] | None = None,
+                          limit: int = 50) -> list[PlanRecord]:
+        """The latest plans, newest first."""
+        table = schema.plans
+        where = [table.c.environment == environment] if environment else []
+        if statuses is not None:
+            where.append(table.c.status.in_(list(statuses)))
+        with self._read() as conn:
+            return self._plan_records(conn, *where, limit=limit)
+
+    def transition_plan(self, plan_id: str, allowed: Iterable[str], event: PlanEvent) -> PlanRecord | None:
+        """Move a plan to `event.status` if it is in one of the `allowed` statuses, recording the
+        event in the same transaction; the updated record, or None when its status was not allowed
+        (someone else decided first: two approvers, an approval racing a cancel)."""
         table = schema.plans
         with self._write() as conn:
-            result = conn.execute(
-                update(table).where(table.c.plan_id == plan_id).values(status=status, updated_ts=_now_ms())
-            )
-            if result.rowcount == 0:
-                raise StateError(f"Plan '{plan_id}' does not exist.")
+            result = conn.execute(update(table).where(table.c.plan_id == plan_id, table.c.status.in_(list(allowed)))
+                                  .values(status=event.status.value, updated_ts=event.ts))
+            if result.rowcount != 1:
+                return None
+            conn.execute(insert(schema.plan_events).values(**_event_row(plan_id, event)))
+            return self._plan_records(conn, table.c.plan_id == plan_id)[0]
+
+    def _plan_records(self, conn: Connection, *where: Any, limit: int | None = None) -> list[PlanRecord]:
+        table, events = schema.plans, schema.plan_events
+        query = select(table).where(*where).order_by(table.c.created_ts.desc(), table.c.plan_id)
+        rows = conn.execute(query.limit(limit) if limit else query).all()
+        if not rows:
+            return []
+        by_plan: dict[str, list[PlanEvent]] = {r.plan_id: [] for r in rows}
+        for e in conn.execute(select(events).where(events.c.plan_id.in_(list(by_plan))).order_by(events.c.id)):
+            by_plan[e.plan_id].append(PlanEvent(action=e.action, actor=e.actor, ts=e.ts, status=e.status, note=e.note))
+        return [PlanRecord(plan_id=r.plan_id, environment=r.environment, author=r.author or "unknown",
+                           status=r.status, git_commit=r.git_commit, git_branch=r.git_branch,
+                           created_ts=r.created_ts, updated_ts=r.updated_ts,
+                           summary=PlanSummary.model_validate_json(r.payload), events=by_plan[r.plan_id])
+                for r in rows]
 
     # ------------------------------------------------------------------ locks
 
@@ -814,6 +829,11 @@ def _advisory_key(key: str) -> int:
 
 
 # ---------------------------------------------------------------------- rows
+
+
+def _event_row(plan_id: str, event: PlanEvent) -> dict[str, Any]:
+    return {"plan_id": plan_id, "action": event.action, "actor": event.actor, "status": event.status.value,
+            "note": event.note, "ts": event.ts}
 
 
 def _snapshot_row(snapshot: Snapshot, ts: int) -> dict[str, Any]:

@@ -1,0 +1,135 @@
+"""The life of a recorded plan: record → (approve | reject | cancel) → apply → completed | failed.
+
+Every plan a front door makes is recorded (core/review.py holds what a record is). On a protected
+environment only an approved record may be applied; elsewhere a pending one may. Applying a
+record rebuilds the plan from the project and the state as they are now, with the options and the
+execution time it was reviewed with, and refuses — marking the record superseded, running
+nothing — unless it is the plan that was reviewed. Each step is a compare-and-set on the record's
+status with its event in the same transaction, so two approvers, or an approval racing a cancel,
+cannot both win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mesh_dagster.core.config import ProjectConfig
+from mesh_dagster.core.dates import now_ms
+from mesh_dagster.core.errors import MeshError, PlanError
+from mesh_dagster.core.plan import Plan
+from mesh_dagster.core.review import (
+    TRANSITIONS,
+    PlanEvent,
+    PlanRecord,
+    PlanStatus,
+    ProtectionError,
+    check_approver,
+    check_transition,
+    differences,
+    summarize,
+)
+from mesh_dagster.execution.state import State
+
+# Plan ids are long; people type a prefix of at least this many characters.
+MIN_ID_PREFIX = 6
+
+
+class PlanSupersededError(PlanError):
+    """The project or the environment moved on since the plan was reviewed: nothing ran."""
+
+
+def record_plan(plan: Plan, options: dict[str, Any], state: State, *, author: str, git_commit: str | None = None,
+                git_branch: str | None = None) -> PlanRecord:
+    ts = now_ms()
+    record = PlanRecord(plan_id=plan.plan_id, environment=plan.environment, author=author, git_commit=git_commit,
+                        git_branch=git_branch, created_ts=ts, updated_ts=ts, summary=summarize(plan, options),
+                        events=[PlanEvent(action="create", actor=author, ts=ts, status=PlanStatus.PENDING)])
+    state.save_plan_record(record)
+    return record
+
+
+def find_record(state: State, plan_id: str) -> PlanRecord:
+    """The record `plan_id` (or a unique prefix of it) names, or an error saying what exists."""
+    record = state.get_plan_record(plan_id)
+    if record is not None:
+        return record
+    if len(plan_id) >= MIN_ID_PREFIX:
+        ids = state.plan_ids_starting(plan_id)
+        if len(ids) == 1:
+            found = state.get_plan_record(ids[0])
+            assert found is not None
+            return found
+        if ids:
+            raise MeshError(f"Plan id '{plan_id}' is ambiguous: {', '.join(ids)}")
+    raise MeshError(f"No plan '{plan_id}' (see `mesh plans list`)")
+
+
+def decide(state: State, config: ProjectConfig, plan_id: str, action: str, actor: str,
+           note: str | None = None) -> PlanRecord:
+    """approve, reject or cancel a recorded plan, as `actor`."""
+    record = find_record(state, plan_id)
+    target = check_transition(record, action)
+    protection = config.protection(record.environment)
+    if action in ("approve", "reject"):
+        if protection is None:
+            raise ProtectionError(f"'{record.environment}' is not a protected environment: its plans need no "
+                                  f"{'approval' if action == 'approve' else 'review'} (apply it with "
+                                  f"`mesh plans apply {record.plan_id[:8]}`, or cancel it)")
+        check_approver(record, actor, protection.approvers,
+                       protection.allow_self_approval or action == "reject")
+    return _move(state, record, action, target, actor, note)
+
+
+def _move(state: State, record: PlanRecord, action: str, target: PlanStatus, actor: str,
+          note: str | None = None) -> PlanRecord:
+    allowed, _ = TRANSITIONS[action]
+    moved = state.transition_plan(record.plan_id, [s.value for s in allowed],
+                                  PlanEvent(action=action, actor=actor, ts=now_ms(), status=target, note=note))
+    if moved is None:  # decided meanwhile by someone else
+        check_transition(find_record(state, record.plan_id), action)  # says what it is now
+        raise ProtectionError(f"Plan {record.plan_id} changed while {actor} was deciding; look again")
+    return moved
+
+
+def apply_record(state: State, config: ProjectConfig, plan_id: str, actor: str, rebuild: Callable[[PlanRecord], Plan],
+                 apply: Callable[[Plan], None]) -> PlanRecord:
+    """Apply a recorded plan if it may be applied and is still the plan that was reviewed."""
+    record = find_record(state, plan_id)
+    check_transition(record, "start")
+    protection = config.protection(record.environment)
+    approved = record.status == PlanStatus.APPROVED or (record.status == PlanStatus.FAILED and record.approvers)
+    if protection is not None and not approved:
+        raise ProtectionError(f"'{record.environment}' is protected: plan {record.plan_id} is {record.status.value} "
+                              f"and needs an approval first (`mesh plans approve {record.plan_id[:8]}` by one of "
+                              f"{', '.join(protection.approvers) or 'its approvers'})")
+    plan = rebuild(record)
+    reasons = differences(record.summary, plan)
+    if reasons:
+        _move(state, record, "supersede", PlanStatus.SUPERSEDED, actor, "; ".join(reasons))
+        raise PlanSupersededError(f"Plan {record.plan_id} was not applied and is now superseded: "
+                                  f"{'; '.join(reasons)}. Make a new plan.")
+    plan.plan_id = record.plan_id  # the environment records which reviewed plan it came from
+    return run_record(state, record, plan, actor, apply)
+
+
+def run_record(state: State, record: PlanRecord, plan: Plan, actor: str, apply: Callable[[Plan], None]) -> PlanRecord:
+    """Apply `plan` as the run of `record`: running, then completed or failed (with the error)."""
+    running = _move(state, record, "start", PlanStatus.RUNNING, actor)
+    try:
+        apply(plan)
+    except BaseException as e:
+        _move(state, running, "fail", PlanStatus.FAILED, actor, str(e) or type(e).__name__)
+        raise
+    return _move(state, running, "complete", PlanStatus.COMPLETED, actor)
+
+
+def refuse_unreviewed(config: ProjectConfig, plan: Plan) -> None:
+    """A plan for a protected environment is applied only as an approved record."""
+    protection = config.protection(plan.environment)
+    if protection is not None:
+        raise ProtectionError(f"'{plan.environment}' is a protected environment: its plans are applied once approved "
+                              f"(`mesh plans approve {plan.plan_id[:8]}` by one of "
+                              f"{', '.join(protection.approvers) or 'its approvers'}, then "
+                              f"`mesh plans apply {plan.plan_id[:8]}`)")
+
