@@ -108,8 +108,8 @@ def recordable_options(options: dict[str, Any]) -> dict[str, Any]:
     """`build_plan`'s keywords as JSON: what rebuilds the plan when its record is applied."""
     out: dict[str, Any] = {}
     for key, value in options.items():
-        if key == "choices" and value:
-            out[key] = {name: category.name for name, category in value.items()}
+        if key == "choices":
+            out[key] = {name: category.name for name, category in (value or {}).items()}
         elif isinstance(value, (set, frozenset, tuple, list)):
             out[key] = sorted(value) if isinstance(value, (set, frozenset)) else list(value)
         elif value is None or isinstance(value, (str, int, float, bool)):

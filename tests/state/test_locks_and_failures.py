@@ -133,19 +133,24 @@ def test_forget_snapshots_with_their_intervals(store: StateStore) -> None:
         kept.interval_key: [(0, 10)], gone.interval_key: []}
 
 
-def test_v1_store_is_migrated_to_v2(store: StateStore, state_url: str, raw_engine: Engine) -> None:
+def test_v1_store_is_migrated_to_the_current_schema(store: StateStore, state_url: str, raw_engine: Engine) -> None:
     store.promote_environment(make_env("dev", "p1", None))
-    with raw_engine.begin() as conn:
+    with raw_engine.begin() as conn:  # what a v1 store looked like
         conn.execute(text("ALTER TABLE mesh_environments DROP COLUMN replaced_payload"))
+        conn.execute(text("ALTER TABLE mesh_plans DROP COLUMN git_commit"))
+        conn.execute(text("ALTER TABLE mesh_plans DROP COLUMN git_branch"))
+        conn.execute(text("DROP TABLE mesh_plan_events"))
         conn.execute(text("UPDATE mesh_versions SET schema_version = 1"))
-    with pytest.raises(StateError, match=r"uses schema v1 but this mesh_dagster needs v2; run `mesh migrate`"):
+    with pytest.raises(StateError, match=rf"uses schema v1 but this mesh_dagster needs v{SCHEMA_VERSION}; run `mesh "
+                                         "migrate`"):
         StateStore(state_url)
     with StateStore(state_url, check_version=False) as migrating:
-        assert migrating.migrate() == [2]
+        assert migrating.migrate() == [2, 3]
     with StateStore(state_url) as migrated:
-        assert migrated.schema_version == SCHEMA_VERSION == 2
+        assert migrated.schema_version == SCHEMA_VERSION == 3
         migrated.promote_environment(make_env("dev", "p2", "p1"))
         assert migrated.replaced_environment("dev").plan_id == "p1"
+        assert migrated.list_plan_records() == []  # v3: plan records with their commit and events
 
 
 # ---------------------------------------------------------------------- failure modes

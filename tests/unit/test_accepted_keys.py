@@ -738,6 +738,39 @@ def probe_default_allow_partials(tmp_path: Path) -> None:
     assert (loaded["s.m"].allow_partials, loaded["s.view"].allow_partials) == (True, False)
 
 
+def protection_probe(key: str) -> Callable[[Path], None]:
+    """A protected prod refuses a direct apply; approvers decide; allow_self_approval lets the author."""
+
+    def probe(tmp_path: Path) -> None:
+        import os
+
+        from mesh_dagster.context import Context
+        from mesh_dagster.core.review import ProtectionError
+        from tests.execution.fake_engine import FakeEngine
+
+        self_ok = "true" if key == "protected_environments.*.allow_self_approval" else "false"
+        config = CONFIG + f"protected_environments:\n  prod:\n    approvers: [ann]\n    allow_self_approval: {self_ok}\n"
+        context = Context(write_project(tmp_path / "prot", {"models/p.sql": PARENT}, config), engine=FakeEngine())
+        old = os.environ.get("MESH_USER")
+        os.environ["MESH_USER"] = "ann"
+        try:
+            plan = context.plan(execution_time="2020-01-04")
+            refused(lambda: context.apply(plan), "'prod' is a protected environment")
+            context.record(plan)
+            if key == "protected_environments.*.approvers":
+                os.environ["MESH_USER"] = "zed"
+                refused(lambda: context.decide(plan.plan_id, "approve"), "zed may not approve", "its approvers are ann")
+            elif self_ok == "true":
+                assert context.decide(plan.plan_id, "approve").status.value == "approved"
+            else:
+                with pytest.raises(ProtectionError, match="ann made plan"):
+                    context.decide(plan.plan_id, "approve")
+        finally:
+            os.environ.pop("MESH_USER") if old is None else os.environ.__setitem__("MESH_USER", old)
+
+    return probe
+
+
 def statements_probe(key: str) -> Callable[[Path], None]:
     """The entries run on the engine, first (`before_all`) or last (`after_all`) of an apply."""
 
@@ -795,6 +828,9 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "state_connection": probe_state_connection,
     **{f"state_connection.{f}": state_probe("top", f) for f in STATE_FIELDS},
     "linter": probe_linter,
+    "protected_environments": protection_probe("protected_environments"),
+    "protected_environments.*.approvers": protection_probe("protected_environments.*.approvers"),
+    "protected_environments.*.allow_self_approval": protection_probe("protected_environments.*.allow_self_approval"),
     "before_all": statements_probe("before_all"),
     "after_all": statements_probe("after_all"),
 }

@@ -1,0 +1,261 @@
+"""Recorded plans, protected environments and approvals, on real SQLite and real Postgres (no Spark:
+the in-memory engine stands for it). An approval covers exactly the plan reviewed: a changed project
+or a moved environment supersedes the record and nothing runs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from project_builder import write_project
+
+from mesh_dagster.cli.main import cli
+from mesh_dagster.context import Context
+from mesh_dagster.core.errors import ConfigError, EngineError
+from mesh_dagster.core.identity import current_user
+from mesh_dagster.core.review import PlanEvent, PlanStatus, ProtectionError
+from mesh_dagster.execution.reviews import PlanSupersededError
+from mesh_dagster.state import StateStore
+from tests.execution.fake_engine import FakeEngine
+
+WHEN = "2020-01-03"
+MODELS = {
+    "models/a.sql": """
+        MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds));
+        SELECT 1 AS id, CAST(@start_ds AS DATE) AS ds
+        """,
+    "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT id FROM s.a\n",
+}
+PROTECTED = """model_defaults:
+  dialect: spark
+  start: 2020-01-01
+protected_environments:
+  prod:
+    approvers: [alice@example.com, bob@example.com]
+"""
+
+
+def project(tmp_path: Path, config: str = PROTECTED) -> Path:
+    return write_project(tmp_path / "p", MODELS, config)
+
+
+def as_user(monkeypatch: pytest.MonkeyPatch, who: str) -> None:
+    monkeypatch.setenv("MESH_USER", who)
+
+
+def context(root: Path, state_url: str, engine: FakeEngine | None = None) -> Context:
+    return Context(root, state_url=state_url, engine=engine or FakeEngine())
+
+
+def statuses(ctx: Context, plan_id: str) -> list[tuple[str, str, str]]:
+    return [(e.action, e.actor, e.status.value) for e in ctx.plan_record(plan_id).events]
+
+
+def test_a_protected_prod_is_changed_only_by_an_approved_plan(tmp_path, state_url, monkeypatch):
+    root = project(tmp_path)
+    as_user(monkeypatch, "alice@example.com")
+    ctx = context(root, state_url)
+    plan = ctx.plan("prod", execution_time=WHEN)
+    with pytest.raises(ProtectionError, match="'prod' is a protected environment"):
+        ctx.apply(plan)
+    assert ctx.state.get_environment("prod") is None and ctx.plan_records() == []  # nothing written
+
+    record = ctx.record(plan)
+    assert (record.status, record.author) == (PlanStatus.PENDING, "alice@example.com")
+    assert [c.name for c in record.summary.changes] == ["s.a", "s.b"]
+    assert record.summary.backfill_text["s.a"] == "[2020-01-01 - 2020-01-02]"
+    with pytest.raises(ProtectionError, match="needs an approval first"):
+        ctx.apply_recorded(plan.plan_id[:8])
+    with pytest.raises(ProtectionError, match="alice@example.com made plan .* and may not approve it"):
+        ctx.decide(plan.plan_id, "approve")
+    as_user(monkeypatch, "carol@example.com")
+    with pytest.raises(ProtectionError, match="carol@example.com may not approve plans for 'prod': its approvers "
+                                              "are alice@example.com, bob@example.com"):
+        ctx.decide(plan.plan_id, "approve")
+    assert ctx.plan_record(plan.plan_id).status == PlanStatus.PENDING and ctx.state.get_environment("prod") is None
+
+    as_user(monkeypatch, "BOB@example.com")  # identities compare without case
+    assert ctx.decide(plan.plan_id, "approve", "looks right").status == PlanStatus.APPROVED
+    with pytest.raises(ProtectionError, match="is approved: it cannot be approved"):
+        ctx.decide(plan.plan_id, "approve")
+
+    as_user(monkeypatch, "alice@example.com")
+    done = ctx.apply_recorded(plan.plan_id)
+    assert done.status == PlanStatus.COMPLETED
+    assert ctx.state.get_environment("prod").plan_id == plan.plan_id  # prod says which reviewed plan it runs
+    assert statuses(ctx, plan.plan_id) == [
+        ("create", "alice@example.com", "pending"), ("approve", "BOB@example.com", "approved"),
+        ("start", "alice@example.com", "running"), ("complete", "alice@example.com", "completed")]
+    assert ctx.plan_record(plan.plan_id).events[1].note == "looks right"
+
+
+def test_an_approved_plan_outdated_by_a_change_is_superseded_and_nothing_runs(tmp_path, state_url, monkeypatch):
+    root = project(tmp_path)
+    as_user(monkeypatch, "alice@example.com")
+    engine = FakeEngine()
+    ctx = context(root, state_url, engine)
+    plan = ctx.plan("prod", execution_time=WHEN)
+    ctx.record(plan)
+    as_user(monkeypatch, "bob@example.com")
+    ctx.decide(plan.plan_id, "approve")
+    # a new commit changes a model after the review
+    (root / "models" / "b.sql").write_text("MODEL (name s.b, kind FULL);\nSELECT id, 2 AS x FROM s.a\n")
+    ctx = context(root, state_url, engine)
+    with pytest.raises(PlanSupersededError, match=r"superseded: the project changed since the review: s\.b"):
+        ctx.apply_recorded(plan.plan_id)
+    assert ctx.plan_record(plan.plan_id).status == PlanStatus.SUPERSEDED
+    assert ctx.state.get_environment("prod") is None and engine.calls == []
+    with pytest.raises(ProtectionError, match="is superseded: it cannot be applied"):
+        ctx.apply_recorded(plan.plan_id)
+
+
+def test_a_plan_whose_environment_moved_is_superseded(tmp_path, state_url, monkeypatch):
+    root = project(tmp_path)
+    ctx = context(root, state_url)
+    as_user(monkeypatch, "alice@example.com")
+    first, second = ctx.plan("prod", execution_time=WHEN), ctx.plan("prod", execution_time=WHEN)
+    for p in (first, second):
+        ctx.record(p)
+    as_user(monkeypatch, "bob@example.com")
+    for p in (first, second):
+        ctx.decide(p.plan_id, "approve")
+    ctx.apply_recorded(first.plan_id)
+    with pytest.raises(PlanSupersededError, match="the environment changed since the review"):
+        ctx.apply_recorded(second.plan_id)
+
+
+class FailingOnce(FakeEngine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def insert_overwrite_interval(self, *args, **kwargs):
+        if not self.failed:
+            self.failed = True
+            raise EngineError("executor lost")
+        return super().insert_overwrite_interval(*args, **kwargs)
+
+
+def test_a_failed_apply_is_recorded_and_a_retry_resumes(tmp_path, state_url, monkeypatch):
+    root = project(tmp_path)
+    as_user(monkeypatch, "alice@example.com")
+    ctx = context(root, state_url, FailingOnce())
+    plan = ctx.plan("prod", execution_time=WHEN)
+    ctx.record(plan)
+    as_user(monkeypatch, "bob@example.com")
+    ctx.decide(plan.plan_id, "approve")
+    with pytest.raises(EngineError, match="executor lost"):
+        ctx.apply_recorded(plan.plan_id)
+    failed = ctx.plan_record(plan.plan_id)
+    assert failed.status == PlanStatus.FAILED and failed.events[-1].note == "executor lost"
+    assert ctx.state.get_environment("prod") is None
+    assert ctx.apply_recorded(plan.plan_id).status == PlanStatus.COMPLETED  # still approved: the retry runs
+
+
+def test_unprotected_plans_are_recorded_with_their_outcome_and_can_be_cancelled(tmp_path, state_url, monkeypatch):
+    root = project(tmp_path, "model_defaults:\n  dialect: spark\n  start: 2020-01-01\n")
+    as_user(monkeypatch, "dana@example.com")
+    ctx = context(root, state_url)
+    applied = ctx.plan("dev", execution_time=WHEN)
+    ctx.apply(applied)
+    record = ctx.plan_record(applied.plan_id)
+    assert (record.environment, record.status, record.author) == ("dev", PlanStatus.COMPLETED, "dana@example.com")
+    with pytest.raises(ProtectionError, match="is completed: it cannot be cancelled"):
+        ctx.decide(applied.plan_id, "cancel")
+    waiting = ctx.record(ctx.plan("dev", execution_time=WHEN, allow_empty=True))
+    with pytest.raises(ProtectionError, match="'dev' is not a protected environment: its plans need no approval"):
+        ctx.decide(waiting.plan_id, "approve")
+    ctx.decide(waiting.plan_id, "cancel")
+
+    left = ctx.plan("prod", execution_time=WHEN)
+    ctx.record(left)
+    assert ctx.decide(left.plan_id, "cancel").status == PlanStatus.CANCELLED
+    with pytest.raises(ProtectionError, match="is cancelled: it cannot be applied"):
+        ctx.apply_recorded(left.plan_id)
+    assert ctx.state.get_environment("prod") is None
+    assert [r.status for r in ctx.plan_records()] == [PlanStatus.CANCELLED, PlanStatus.CANCELLED,
+                                                      PlanStatus.COMPLETED]
+    assert [r.plan_id for r in ctx.plan_records("dev", ["completed"])] == [applied.plan_id]
+
+
+def test_two_deciders_at_once_one_wins(store: StateStore, tmp_path, monkeypatch):
+    from mesh_dagster.core.dates import now_ms
+
+    root = project(tmp_path)
+    ctx = Context(root, state_url=store.url, engine=FakeEngine())
+    monkeypatch.setenv("MESH_USER", "alice@example.com")
+    plan = ctx.plan("prod", execution_time=WHEN)
+    ctx.record(plan)
+    approve = PlanEvent(action="approve", actor="bob@example.com", ts=now_ms(), status=PlanStatus.APPROVED)
+    cancel = PlanEvent(action="cancel", actor="alice@example.com", ts=now_ms(), status=PlanStatus.CANCELLED)
+    assert store.transition_plan(plan.plan_id, ["pending"], approve) is not None
+    assert store.transition_plan(plan.plan_id, ["pending"], cancel) is None  # it was no longer pending
+    assert [e.action for e in store.get_plan_record(plan.plan_id).events] == ["create", "approve"]
+
+
+def test_identity_comes_from_mesh_user_then_git_then_the_os(tmp_path, monkeypatch):
+    root = project(tmp_path)
+    monkeypatch.delenv("MESH_USER", raising=False)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "config", "user.email", "erin@example.com"], check=True)
+    assert current_user(root) == "erin@example.com"
+    monkeypatch.setenv("MESH_USER", "frank")
+    assert current_user(root) == "frank"
+    monkeypatch.delenv("MESH_USER")
+    outside = tmp_path / "not_git"
+    outside.mkdir()
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no_gitconfig"))
+    assert current_user(outside)  # the OS user
+
+
+def test_a_plan_records_the_commit_it_was_made_from(tmp_path, state_url, monkeypatch):
+    root = project(tmp_path)
+    for args in (["init", "-q", "-b", "feature/x"], ["config", "user.email", "g@example.com"],
+                 ["config", "user.name", "G"], ["add", "."], ["commit", "-qm", "models"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True)
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    monkeypatch.delenv("MESH_USER", raising=False)
+    ctx = context(root, state_url)
+    record = ctx.record(ctx.plan("prod", execution_time=WHEN))
+    assert (record.git_commit, record.git_branch, record.author) == (head, "feature/x", "g@example.com")
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    (PROTECTED.replace("approvers:", "approver:"), "protected_environments.prod.approver"),
+    (PROTECTED.replace("  prod:", "  Prod:"), "only 'prod' names the production environment"),
+    (PROTECTED + "    allow_self_approval: maybe\n", "allow_self_approval"),
+])
+def test_bad_protection_settings_are_refused(tmp_path, config, message):
+    root = project(tmp_path, config)
+    with pytest.raises(ConfigError, match=message):
+        Context(root).config  # noqa: B018
+
+
+def test_the_review_from_the_command_line(tmp_path, monkeypatch):
+    root = project(tmp_path)  # its own state file: the CLI reads the project's config
+    runner = CliRunner()
+
+    def mesh(*args: str, user: str) -> str:
+        monkeypatch.setenv("MESH_USER", user)
+        result = runner.invoke(cli, ["--paths", str(root), *args], obj={})
+        return f"{result.exit_code}:{result.output}"
+
+    # on a protected prod the CLI's plan is recorded for review, not applied (so no Spark starts)
+    made = mesh("plan", "--execution-time", WHEN, "--auto-apply", "--no-diff", user="alice@example.com")
+    assert made.startswith("0:") and "'prod' is protected: plan" in made and "recorded for review" in made
+    ctx = Context(root, engine=FakeEngine())
+    (record,) = ctx.plan_records()
+    plan_id = record.plan_id
+    assert ctx.state.get_environment("prod") is None
+    ctx.close()
+    listed = mesh("plans", "list", user="alice@example.com")
+    assert listed.startswith("0:") and plan_id[:8] in listed and "pending" in listed
+    shown = mesh("plans", "show", plan_id[:8], user="alice@example.com")
+    assert "| `s.a` | added |" in shown and "create     alice@example.com" in shown
+    refused = mesh("plans", "approve", plan_id[:8], user="alice@example.com")
+    assert refused.startswith("1:") and "may not approve it" in refused
+    assert mesh("plans", "approve", plan_id[:8], "-m", "ok", user="bob@example.com").startswith(
+        f"0:Plan {plan_id[:8]} approved by bob@example.com.")
+    assert "No plan 'zzzzzzzz'" in mesh("plans", "show", "zzzzzzzz", user="bob@example.com")
