@@ -26,7 +26,7 @@ FRONT_DOOR_NAMES = {
     "mesh_dagster.core.project": {"Project"},
     "mesh_dagster.core.config": {"CONFIG_FILES", "MESH_DIR"},
     "mesh_dagster.core.audits": {"is_blocking"},
-    "mesh_dagster.execution.events": {"ApplyListener"},
+    "mesh_dagster.execution.events": {"ApplyListener", "LogLines"},
     "mesh_dagster.execution.materialize": {"ModelMaterialization", "Outcome"},
     "mesh_dagster.execution.promote": {"PromotionRefused"},
     "mesh_dagster.engine.session": {"spark_error_message", "redact_secrets"},
