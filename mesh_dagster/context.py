@@ -132,6 +132,7 @@ class Context:
         self._config: ProjectConfig | None = None
         self._state: StateStore | None = None
         self._engine = engine
+        self._reviews: Any = None
 
     # -- lazily built parts ------------------------------------------------------------------
     @property
@@ -229,12 +230,11 @@ class Context:
         """Apply a plan made just now, recording it (and its outcome) if it is not yet. A protected
         environment's plans are applied only as approved records (`apply_recorded`)."""
         from mesh_dagster.execution.apply import apply_plan
-        from mesh_dagster.execution.reviews import refuse_unreviewed, run_record
 
-        refuse_unreviewed(self.config, plan)
+        self.reviews.refuse_unreviewed(plan)
         record = self.state.get_plan_record(plan.plan_id) or self.record(plan)
-        run_record(self.state, record, plan, self.user,
-                   lambda p: apply_plan(p, self.project, self.state, self.engine, listener))
+        self.reviews.run(record, plan, self.user, lambda p: apply_plan(p, self.project, self.state, self.engine,
+                                                                         listener))
 
     # -- plan records (execution/reviews.py) -------------------------------------------------
     @property
@@ -244,36 +244,40 @@ class Context:
 
         return current_user(self.path)
 
+    @property
+    def reviews(self):
+        from mesh_dagster.execution.notify import Notifier
+        from mesh_dagster.execution.reviews import PlanReviews
+
+        if self._reviews is None:
+            self._reviews = PlanReviews(self.state, self.config, Notifier(self.config.notification_targets,
+                                                                          self.path.name))
+        return self._reviews
+
     def record(self, plan: Plan):
         """Store `plan` for review (pending), with its author and the project's git commit."""
         from mesh_dagster.core.identity import git_branch, git_commit
-        from mesh_dagster.execution.reviews import record_plan
 
-        return record_plan(plan, plan.options, self.state, author=self.user, git_commit=git_commit(self.path),
-                           git_branch=git_branch(self.path))
+        return self.reviews.record(plan, author=self.user, git_commit=git_commit(self.path),
+                                   git_branch=git_branch(self.path))
 
     def plan_records(self, environment: str | None = None, statuses: list[str] | None = None, limit: int = 50):
         return self.state.list_plan_records(normalize_environment(environment) if environment else None,
                                             statuses, limit)
 
     def plan_record(self, plan_id: str):
-        from mesh_dagster.execution.reviews import find_record
-
-        return find_record(self.state, plan_id)
+        return self.reviews.find(plan_id)
 
     def decide(self, plan_id: str, action: str, note: str | None = None):
         """approve, reject or cancel a recorded plan as the current user."""
-        from mesh_dagster.execution.reviews import decide
-
-        return decide(self.state, self.config, plan_id, action, self.user, note)
+        return self.reviews.decide(plan_id, action, self.user, note)
 
     def apply_recorded(self, plan_id: str, listener: ApplyListener | None = None):
         """Apply a recorded plan: approved (protected environments), and still the plan reviewed."""
         from mesh_dagster.execution.apply import apply_plan
-        from mesh_dagster.execution.reviews import apply_record
 
-        return apply_record(self.state, self.config, plan_id, self.user, self._rebuild,
-                            lambda p: apply_plan(p, self.project, self.state, self.engine, listener))
+        return self.reviews.apply(plan_id, self.user, self._rebuild,
+                                  lambda p: apply_plan(p, self.project, self.state, self.engine, listener))
 
     def _rebuild(self, record) -> Plan:
         """The recorded plan, built again from the project and state as they are now."""
@@ -304,7 +308,12 @@ class Context:
         if options.get("select"):  # a selector that selects nothing fails before Spark starts
             _, snapshots = environment_snapshots(self.state, normalize_environment(environment))
             run_scope(snapshots, options["select"], auto_upstream=options.get("auto_upstream", True))
-        return run_environment(self.project, self.state, self.engine, environment, listener=listener, **options)
+        try:
+            return run_environment(self.project, self.state, self.engine, environment, listener=listener, **options)
+        except Exception as e:
+            self.reviews.notifier.send("run_failed", {"environment": normalize_environment(environment),
+                                                      "error": str(e) or type(e).__name__, "actor": self.user})
+            raise
 
     # -- materializing and promoting (what Dagster calls) ----------------------------------
     def materialize(self, models: list[str], start: int | str, end: int | str, environment: str = PROD,

@@ -229,6 +229,43 @@ class ProtectedEnvironment(_Strict):
         return [str(a).strip() for a in value]
 
 
+NOTIFICATION_EVENTS = ("plan_pending", "plan_approved", "plan_rejected", "plan_cancelled", "plan_applied",
+                       "plan_failed", "plan_superseded", "run_failed")
+
+
+class NotificationTarget(_Strict):
+    """A webhook that receives a small JSON body for each of its `events` (all of them by default)."""
+
+    type: str = "webhook"
+    url: str
+    events: list[str] = Field(default_factory=lambda: list(NOTIFICATION_EVENTS))
+
+    @field_validator("type")
+    @classmethod
+    def _check_type(cls, value: str) -> str:
+        if value != "webhook":
+            raise ValueError(f"notification target type '{value}' is not supported: only webhook")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", value.strip()):
+            raise ValueError(f"'{value}' is not an http(s) URL")
+        return value.strip()
+
+    @field_validator("events")
+    @classmethod
+    def _check_events(cls, value: list[str]) -> list[str]:
+        unknown = [e for e in value if e not in NOTIFICATION_EVENTS]
+        if unknown:
+            raise ValueError(f"unknown event(s) {', '.join(unknown)}; known: {', '.join(NOTIFICATION_EVENTS)}")
+        return value
+
+    def wants(self, event: str) -> bool:
+        return event in self.events
+
+
 class ProjectConfig(_Strict):
     gateways: dict[str, GatewayConfig] = Field(default_factory=lambda: {"local": GatewayConfig()})
     default_gateway: str | None = None
@@ -247,6 +284,7 @@ class ProjectConfig(_Strict):
     after_all: list[str] = Field(default_factory=list)
     # Environments whose plans wait for an approver (opt-in: the quickstart applies prod directly).
     protected_environments: dict[str, ProtectedEnvironment] = Field(default_factory=dict)
+    notification_targets: list[NotificationTarget] = Field(default_factory=list)
 
     @field_validator("protected_environments", mode="before")
     @classmethod

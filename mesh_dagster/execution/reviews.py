@@ -12,7 +12,6 @@ cannot both win.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from mesh_dagster.core.config import ProjectConfig
 from mesh_dagster.core.dates import now_ms
@@ -29,6 +28,7 @@ from mesh_dagster.core.review import (
     differences,
     summarize,
 )
+from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.state import State
 
 # Plan ids are long; people type a prefix of at least this many characters.
@@ -39,89 +39,115 @@ class PlanSupersededError(PlanError):
     """The project or the environment moved on since the plan was reviewed: nothing ran."""
 
 
-def record_plan(plan: Plan, options: dict[str, Any], state: State, *, author: str, git_commit: str | None = None,
-                git_branch: str | None = None) -> PlanRecord:
-    ts = now_ms()
-    record = PlanRecord(plan_id=plan.plan_id, environment=plan.environment, author=author, git_commit=git_commit,
-                        git_branch=git_branch, created_ts=ts, updated_ts=ts, summary=summarize(plan, options),
-                        events=[PlanEvent(action="create", actor=author, ts=ts, status=PlanStatus.PENDING)])
-    state.save_plan_record(record)
-    return record
+class PlanReviews:
+    """The recorded plans of one state store under one project's rules (protection, notifications)."""
 
+    def __init__(self, state: State, config: ProjectConfig, notifier: Notifier | None = None):
+        self.state = state
+        self.config = config
+        self.notifier = notifier
 
-def find_record(state: State, plan_id: str) -> PlanRecord:
-    """The record `plan_id` (or a unique prefix of it) names, or an error saying what exists."""
-    record = state.get_plan_record(plan_id)
-    if record is not None:
+    def record(self, plan: Plan, *, author: str, git_commit: str | None = None,
+               git_branch: str | None = None) -> PlanRecord:
+        """Store `plan` (pending) with the options it was built with (`plan.options`)."""
+        ts = now_ms()
+        record = PlanRecord(plan_id=plan.plan_id, environment=plan.environment, author=author, git_commit=git_commit,
+                            git_branch=git_branch, created_ts=ts, updated_ts=ts,
+                            summary=summarize(plan, plan.options),
+                            events=[PlanEvent(action="create", actor=author, ts=ts, status=PlanStatus.PENDING)])
+        self.state.save_plan_record(record)
+        if self.config.protection(plan.environment) is not None:  # someone has to act on it
+            self._notify("plan_pending", record)
         return record
-    if len(plan_id) >= MIN_ID_PREFIX:
-        ids = state.plan_ids_starting(plan_id)
-        if len(ids) == 1:
-            found = state.get_plan_record(ids[0])
-            assert found is not None
-            return found
-        if ids:
-            raise MeshError(f"Plan id '{plan_id}' is ambiguous: {', '.join(ids)}")
-    raise MeshError(f"No plan '{plan_id}' (see `mesh plans list`)")
+
+    def find(self, plan_id: str) -> PlanRecord:
+        """The record `plan_id` (or a unique prefix of it) names, or an error saying what exists."""
+        record = self.state.get_plan_record(plan_id)
+        if record is not None:
+            return record
+        if len(plan_id) >= MIN_ID_PREFIX:
+            ids = self.state.plan_ids_starting(plan_id)
+            if len(ids) == 1:
+                found = self.state.get_plan_record(ids[0])
+                assert found is not None
+                return found
+            if ids:
+                raise MeshError(f"Plan id '{plan_id}' is ambiguous: {', '.join(ids)}")
+        raise MeshError(f"No plan '{plan_id}' (see `mesh plans list`)")
+
+    def decide(self, plan_id: str, action: str, actor: str, note: str | None = None) -> PlanRecord:
+        """approve, reject or cancel a recorded plan, as `actor`."""
+        record = self.find(plan_id)
+        check_transition(record, action)
+        protection = self.config.protection(record.environment)
+        if action in ("approve", "reject"):
+            if protection is None:
+                raise ProtectionError(f"'{record.environment}' is not a protected environment: its plans need no "
+                                      f"{'approval' if action == 'approve' else 'review'} (apply it with "
+                                      f"`mesh plans apply {record.plan_id[:8]}`, or cancel it)")
+            check_approver(record, actor, protection.approvers,
+                           protection.allow_self_approval or action == "reject")
+        return self._move(record, action, actor, note)
+
+    def apply(self, plan_id: str, actor: str, rebuild: Callable[[PlanRecord], Plan],
+              apply: Callable[[Plan], None]) -> PlanRecord:
+        """Apply a recorded plan if it may be applied and is still the plan that was reviewed."""
+        record = self.find(plan_id)
+        check_transition(record, "start")
+        protection = self.config.protection(record.environment)
+        approved = record.status == PlanStatus.APPROVED or (record.status == PlanStatus.FAILED and record.approvers)
+        if protection is not None and not approved:
+            approvers = ", ".join(protection.approvers) or "its approvers"
+            raise ProtectionError(f"'{record.environment}' is protected: plan {record.plan_id} is "
+                                  f"{record.status.value} and needs an approval first (`mesh plans approve "
+                                  f"{record.plan_id[:8]}` by one of {approvers})")
+        plan = rebuild(record)
+        reasons = differences(record.summary, plan)
+        if reasons:
+            self._move(record, "supersede", actor, "; ".join(reasons))
+            raise PlanSupersededError(f"Plan {record.plan_id} was not applied and is now superseded: "
+                                      f"{'; '.join(reasons)}. Make a new plan.")
+        plan.plan_id = record.plan_id  # the environment records which reviewed plan it came from
+        return self.run(record, plan, actor, apply)
+
+    def run(self, record: PlanRecord, plan: Plan, actor: str, apply: Callable[[Plan], None]) -> PlanRecord:
+        """Apply `plan` as the run of `record`: running, then completed or failed (with the error)."""
+        running = self._move(record, "start", actor)
+        try:
+            apply(plan)
+        except BaseException as e:
+            self._move(running, "fail", actor, str(e) or type(e).__name__)
+            raise
+        return self._move(running, "complete", actor)
+
+    def refuse_unreviewed(self, plan: Plan) -> None:
+        refuse_unreviewed(self.config, plan)
+
+    def _move(self, record: PlanRecord, action: str, actor: str, note: str | None = None) -> PlanRecord:
+        allowed, target = TRANSITIONS[action]
+        moved = self.state.transition_plan(record.plan_id, [s.value for s in allowed],
+                                           PlanEvent(action=action, actor=actor, ts=now_ms(), status=target, note=note))
+        if moved is None:  # decided meanwhile by someone else
+            check_transition(self.find(record.plan_id), action)  # says what it is now
+            raise ProtectionError(f"Plan {record.plan_id} changed while {actor} was deciding; look again")
+        event = _EVENTS.get(action)
+        if event is not None:
+            self._notify(event, moved)
+        return moved
+
+    def _notify(self, event: str, record: PlanRecord) -> None:
+        if self.notifier is None:
+            return
+        last = record.events[-1]
+        self.notifier.send(event, {"plan_id": record.plan_id, "environment": record.environment,
+                                   "status": record.status.value, "author": record.author, "actor": last.actor,
+                                   "note": last.note, "git_commit": record.git_commit,
+                                   "changes": [c.name for c in record.summary.changes]})
 
 
-def decide(state: State, config: ProjectConfig, plan_id: str, action: str, actor: str,
-           note: str | None = None) -> PlanRecord:
-    """approve, reject or cancel a recorded plan, as `actor`."""
-    record = find_record(state, plan_id)
-    target = check_transition(record, action)
-    protection = config.protection(record.environment)
-    if action in ("approve", "reject"):
-        if protection is None:
-            raise ProtectionError(f"'{record.environment}' is not a protected environment: its plans need no "
-                                  f"{'approval' if action == 'approve' else 'review'} (apply it with "
-                                  f"`mesh plans apply {record.plan_id[:8]}`, or cancel it)")
-        check_approver(record, actor, protection.approvers,
-                       protection.allow_self_approval or action == "reject")
-    return _move(state, record, action, target, actor, note)
-
-
-def _move(state: State, record: PlanRecord, action: str, target: PlanStatus, actor: str,
-          note: str | None = None) -> PlanRecord:
-    allowed, _ = TRANSITIONS[action]
-    moved = state.transition_plan(record.plan_id, [s.value for s in allowed],
-                                  PlanEvent(action=action, actor=actor, ts=now_ms(), status=target, note=note))
-    if moved is None:  # decided meanwhile by someone else
-        check_transition(find_record(state, record.plan_id), action)  # says what it is now
-        raise ProtectionError(f"Plan {record.plan_id} changed while {actor} was deciding; look again")
-    return moved
-
-
-def apply_record(state: State, config: ProjectConfig, plan_id: str, actor: str, rebuild: Callable[[PlanRecord], Plan],
-                 apply: Callable[[Plan], None]) -> PlanRecord:
-    """Apply a recorded plan if it may be applied and is still the plan that was reviewed."""
-    record = find_record(state, plan_id)
-    check_transition(record, "start")
-    protection = config.protection(record.environment)
-    approved = record.status == PlanStatus.APPROVED or (record.status == PlanStatus.FAILED and record.approvers)
-    if protection is not None and not approved:
-        raise ProtectionError(f"'{record.environment}' is protected: plan {record.plan_id} is {record.status.value} "
-                              f"and needs an approval first (`mesh plans approve {record.plan_id[:8]}` by one of "
-                              f"{', '.join(protection.approvers) or 'its approvers'})")
-    plan = rebuild(record)
-    reasons = differences(record.summary, plan)
-    if reasons:
-        _move(state, record, "supersede", PlanStatus.SUPERSEDED, actor, "; ".join(reasons))
-        raise PlanSupersededError(f"Plan {record.plan_id} was not applied and is now superseded: "
-                                  f"{'; '.join(reasons)}. Make a new plan.")
-    plan.plan_id = record.plan_id  # the environment records which reviewed plan it came from
-    return run_record(state, record, plan, actor, apply)
-
-
-def run_record(state: State, record: PlanRecord, plan: Plan, actor: str, apply: Callable[[Plan], None]) -> PlanRecord:
-    """Apply `plan` as the run of `record`: running, then completed or failed (with the error)."""
-    running = _move(state, record, "start", PlanStatus.RUNNING, actor)
-    try:
-        apply(plan)
-    except BaseException as e:
-        _move(state, running, "fail", PlanStatus.FAILED, actor, str(e) or type(e).__name__)
-        raise
-    return _move(state, running, "complete", PlanStatus.COMPLETED, actor)
+# Transitions that notify (starting a run does not: its outcome will).
+_EVENTS = {"approve": "plan_approved", "reject": "plan_rejected", "cancel": "plan_cancelled",
+           "complete": "plan_applied", "fail": "plan_failed", "supersede": "plan_superseded"}
 
 
 def refuse_unreviewed(config: ProjectConfig, plan: Plan) -> None:
@@ -132,4 +158,3 @@ def refuse_unreviewed(config: ProjectConfig, plan: Plan) -> None:
                               f"(`mesh plans approve {plan.plan_id[:8]}` by one of "
                               f"{', '.join(protection.approvers) or 'its approvers'}, then "
                               f"`mesh plans apply {plan.plan_id[:8]}`)")
-

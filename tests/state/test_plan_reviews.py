@@ -259,3 +259,72 @@ def test_the_review_from_the_command_line(tmp_path, monkeypatch):
     assert mesh("plans", "approve", plan_id[:8], "-m", "ok", user="bob@example.com").startswith(
         f"0:Plan {plan_id[:8]} approved by bob@example.com.")
     assert "No plan 'zzzzzzzz'" in mesh("plans", "show", "zzzzzzzz", user="bob@example.com")
+
+
+class Hook:
+    """A real HTTP server on 127.0.0.1 that keeps what it is sent (and can be told to fail)."""
+
+    def __init__(self, status: int = 200) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        received: list[dict] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server API
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_plan_events_reach_webhooks_and_a_dead_one_is_only_logged(tmp_path, state_url, monkeypatch, caplog):
+    hook, failing = Hook(), Hook(status=500)
+    try:
+        config = PROTECTED + (f"notification_targets:\n  - url: {hook.url}\n"
+                              f"  - url: {failing.url}\n    events: [plan_applied]\n"
+                              "  - url: http://127.0.0.1:9/nobody-listens\n")
+        root = project(tmp_path, config)
+        as_user(monkeypatch, "alice@example.com")
+        ctx = context(root, state_url)
+        plan = ctx.plan("prod", execution_time=WHEN)
+        ctx.record(plan)
+        as_user(monkeypatch, "bob@example.com")
+        ctx.decide(plan.plan_id, "approve")
+        with caplog.at_level("WARNING", logger="mesh_dagster.notify"):
+            ctx.apply_recorded(plan.plan_id)  # the dead targets do not stop it
+        assert [(b["event"], b["actor"], b["status"]) for b in hook.received] == [
+            ("plan_pending", "alice@example.com", "pending"), ("plan_approved", "bob@example.com", "approved"),
+            ("plan_applied", "bob@example.com", "completed")]
+        assert hook.received[0]["plan_id"] == plan.plan_id and hook.received[0]["changes"] == ["s.a", "s.b"]
+        assert [b["event"] for b in failing.received] == ["plan_applied"]  # only what it asked for
+        assert ctx.plan_record(plan.plan_id).status == PlanStatus.COMPLETED
+        warnings = [r.getMessage() for r in caplog.records]
+        assert any("plan_applied" in w and failing.url in w for w in warnings)
+        assert any("nobody-listens" in w for w in warnings)
+    finally:
+        hook.close()
+        failing.close()
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("  - url: ftp://x\n", "is not an http(s) URL"),
+    ("  - url: http://x\n    events: [plan_exploded]\n", "unknown event(s) plan_exploded"),
+    ("  - type: slack\n    url: http://x\n", "type 'slack' is not supported: only webhook"),
+])
+def test_bad_notification_targets_are_refused(tmp_path, target, message):
+    root = project(tmp_path, PROTECTED + "notification_targets:\n" + target)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Context(root).config  # noqa: B018

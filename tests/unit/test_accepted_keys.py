@@ -771,6 +771,23 @@ def protection_probe(key: str) -> Callable[[Path], None]:
     return probe
 
 
+def notification_probe(key: str) -> Callable[[Path], None]:
+    """Targets get the events they ask for (tests/state/test_plan_reviews.py posts to a real server);
+    here: each key is read, and a bad value is refused naming it."""
+
+    def probe(tmp_path: Path) -> None:
+        target = "  - url: http://127.0.0.1:9/h\n    type: webhook\n    events: [run_failed]\n"
+        (loaded,) = _config(tmp_path, f"notification_targets:\n{target}").notification_targets
+        assert (loaded.url, loaded.type, loaded.events) == ("http://127.0.0.1:9/h", "webhook", ["run_failed"])
+        assert loaded.wants("run_failed") and not loaded.wants("plan_applied")
+        bad = {"notification_targets": "  - 7\n", "notification_targets.url": "  - url: nowhere\n",
+               "notification_targets.type": "  - url: http://x\n    type: email\n",
+               "notification_targets.events": "  - url: http://x\n    events: [someday]\n"}[key]
+        refused(lambda: _config(tmp_path, f"notification_targets:\n{bad}"), "notification_targets")
+
+    return probe
+
+
 def statements_probe(key: str) -> Callable[[Path], None]:
     """The entries run on the engine, first (`before_all`) or last (`after_all`) of an apply."""
 
@@ -831,6 +848,8 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "protected_environments": protection_probe("protected_environments"),
     "protected_environments.*.approvers": protection_probe("protected_environments.*.approvers"),
     "protected_environments.*.allow_self_approval": protection_probe("protected_environments.*.allow_self_approval"),
+    **{k: notification_probe(k) for k in ("notification_targets", "notification_targets.url",
+                                           "notification_targets.type", "notification_targets.events")},
     "before_all": statements_probe("before_all"),
     "after_all": statements_probe("after_all"),
 }
