@@ -28,6 +28,7 @@ from mesh_dagster.dagster.partitions import partitions_for
 from mesh_dagster.dagster.promotion import promote_job
 from mesh_dagster.dagster.resource import MeshResource
 from mesh_dagster.dagster.restatement import restate_job
+from mesh_dagster.dagster.reviews import apply_plan_job, plan_job
 from mesh_dagster.dagster.schedules import cron_schedules
 from mesh_dagster.dagster.stamps import stamp_job, stamp_sensor
 
@@ -68,7 +69,8 @@ def definitions(
     assets += [external_spec(a) for a in graph.assets.values() if a.is_external]
 
     restamp = stamp_job(graph, partitions)
-    jobs = [promote_job(environment), restate_job(environment), restamp]
+    jobs = [promote_job(environment), restate_job(environment), plan_job(environment), apply_plan_job(environment),
+            restamp]
     sensors = [stamp_sensor(graph, partitions, restamp, project_dir, gateway, state_url, restamp_sensor_running)]
     schedules = cron_schedules(graph, project_dir, gateway, state_url, schedules_running) \
         if environment == PROD else []

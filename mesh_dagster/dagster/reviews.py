@@ -1,0 +1,86 @@
+"""Reviewed plans in Dagster: `plan_<env>` computes and records a plan; `apply_plan_<env>` applies one.
+
+The plan job never starts Spark. Its run page carries the summary as Markdown (changes,
+categories, diffs, backfill scope) and each affected asset gets an observation with its pending
+category, so the asset pages say what the plan would do to them. The apply job is gated exactly
+like `mesh plans apply`: approved (on a protected environment) and still the plan that was
+reviewed, else the run fails and nothing runs.
+"""
+
+from dagster import (
+    AssetObservation,
+    Failure,
+    Field,
+    JobDefinition,
+    MetadataValue,
+    OpExecutionContext,
+    Output,
+    job,
+    op,
+)
+
+from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.snapshot import view_name
+
+
+def plan_job(environment: str) -> JobDefinition:
+    @op(name=f"plan_{environment}_changes", required_resource_keys={"mesh"},
+        config_schema={"execution_time": Field(str, is_required=False,
+                                               description="The 'now' of the plan (default: the run's start).")},
+        description=f"Compare the project with '{environment}' and record the plan for review.")
+    def _plan(context: OpExecutionContext):
+        mesh = context.resources.mesh.get_context()
+        try:
+            plan = mesh.plan(environment, execution_time=context.op_config.get("execution_time"), allow_empty=True)
+            record = mesh.record(plan)
+        except MeshError as e:
+            raise Failure(description=str(e)) from None
+        for change in record.summary.changes:
+            if change.change == "removed":
+                continue
+            schema, _, table = view_name(change.name, environment).rpartition(".")
+            context.log_event(AssetObservation(
+                asset_key=[schema, table], description=f"pending in plan {record.plan_id[:8]}",
+                metadata={"mesh/pending_change": change.change, "mesh/pending_category": change.category or "",
+                          "mesh/plan_id": record.plan_id}))
+        protected = mesh.config.protection(environment) is not None
+        next_step = (f"approve with `mesh plans approve {record.plan_id[:8]}`, then launch apply_plan_{environment}"
+                     if protected else f"launch apply_plan_{environment} with plan_id {record.plan_id}")
+        yield Output(None, metadata={
+            "plan_id": record.plan_id, "status": record.status.value, "author": record.author,
+            "git_commit": record.git_commit or "", "next": next_step,
+            "summary": MetadataValue.md(record.summary.markdown(environment))})
+
+    @job(name=f"plan_{environment}", tags={"mesh/environment": environment, "mesh/plan": "true"},
+         description=f"Make and record a plan for '{environment}' (review it, then apply_plan_{environment}).")
+    def _job():
+        _plan()
+
+    return _job
+
+
+def apply_plan_job(environment: str) -> JobDefinition:
+    @op(name=f"apply_plan_{environment}_record", out={}, required_resource_keys={"mesh"},
+        pool=f"mesh_promote_{environment}",
+        config_schema={"plan_id": Field(str, description="The recorded plan (or a unique prefix of its id).")},
+        description=f"Apply a recorded plan of '{environment}' if it is approved and still what was reviewed.")
+    def _apply(context: OpExecutionContext):
+        from mesh_dagster.dagster.assets import DagsterLogListener
+
+        mesh = context.resources.mesh.get_context()
+        try:
+            record = mesh.plan_record(context.op_config["plan_id"])
+            if record.environment != environment:
+                raise MeshError(f"Plan {record.plan_id} is for '{record.environment}', not '{environment}': "
+                                f"launch apply_plan_{record.environment}")
+            done = mesh.apply_recorded(record.plan_id, DagsterLogListener(context.log))
+        except MeshError as e:
+            raise Failure(description=str(e)) from None
+        context.log.info(f"Plan {done.plan_id} {done.status.value} in '{environment}'")
+
+    @job(name=f"apply_plan_{environment}", tags={"mesh/environment": environment, "mesh/apply_plan": "true"},
+         description=f"Apply a recorded plan to '{environment}' (approved, if the environment is protected).")
+    def _job():
+        _apply()
+
+    return _job

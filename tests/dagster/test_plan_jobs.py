@@ -1,0 +1,65 @@
+"""The plan_<env> and apply_plan_<env> jobs, through Dagster's own APIs (no Spark: a plan never
+starts it, and a refused apply stops before it would): the plan job records the plan and shows its
+summary on the run and its pending categories on the assets; the apply job is gated like
+`mesh plans apply`."""
+
+from __future__ import annotations
+
+import dagster as dg
+from project_builder import write_project
+
+from mesh_dagster.context import Context
+from mesh_dagster.dagster import definitions
+
+FILES = {
+    "models/a.sql": """
+        MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds));
+        SELECT 1 AS id, CAST(@start_ds AS DATE) AS ds
+        """,
+    "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT id FROM s.a\n",
+}
+CONFIG = """model_defaults:
+  dialect: spark
+  start: 2020-01-01
+protected_environments:
+  prod:
+    approvers: [bob@example.com]
+"""
+
+
+def _failure(result) -> str:
+    event = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    return event.event_specific_data.error.message
+
+
+def test_plan_job_records_and_shows_the_plan_and_apply_job_is_gated(tmp_path, monkeypatch):
+    monkeypatch.setenv("MESH_USER", "alice@example.com")
+    root = write_project(tmp_path / "p", FILES, CONFIG)
+    (tmp_path / "home").mkdir()
+    instance = dg.DagsterInstance.local_temp(str(tmp_path / "home"))
+    defs = definitions(root, "prod", shared_spark=False)
+
+    result = defs.resolve_job_def("plan_prod").execute_in_process(
+        run_config={"ops": {"plan_prod_changes": {"config": {"execution_time": "2020-01-03"}}}}, instance=instance)
+    assert result.success
+    (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    metadata = output.event_specific_data.metadata
+    plan_id = metadata["plan_id"].value
+    assert "| `s.a` | added |" in metadata["summary"].value and "[2020-01-01 - 2020-01-02]" in metadata["summary"].value
+    assert metadata["next"].value.startswith(f"approve with `mesh plans approve {plan_id[:8]}`")
+    observed = {tuple(e.asset_key.path): e.asset_observation_data.asset_observation.metadata
+                for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"}
+    assert set(observed) == {("s", "a"), ("s", "b")}
+    assert observed[("s", "a")]["mesh/pending_change"].value == "added"
+    assert observed[("s", "b")]["mesh/plan_id"].value == plan_id
+
+    ctx = Context(root)
+    assert ctx.plan_record(plan_id).status.value == "pending" and ctx.plan_record(plan_id).author == "alice@example.com"
+    apply = defs.resolve_job_def("apply_plan_prod")
+    refused = apply.execute_in_process(run_config={"ops": {"apply_plan_prod_record": {"config": {"plan_id": plan_id}}}},
+                                       instance=instance, raise_on_error=False)
+    assert not refused.success and "needs an approval first" in _failure(refused)
+    assert ctx.state.get_environment("prod") is None
+    unknown = apply.execute_in_process(run_config={"ops": {"apply_plan_prod_record": {"config": {"plan_id": "feedface"}}}},
+                                       instance=instance, raise_on_error=False)
+    assert "No plan 'feedface'" in _failure(unknown)
