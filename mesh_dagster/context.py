@@ -337,7 +337,10 @@ class Context:
         """Virtual update of `environment` to the current snapshots; refuses while any has gaps."""
         from mesh_dagster.execution.promote import promote_environment
 
-        return promote_environment(self.project, self.state, lambda: self.engine, environment, listener)
+        def track(plan: Plan, apply: Callable[[Plan], None]) -> object:
+            return self.reviews.run(self.record(plan), plan, self.user, apply)
+
+        return promote_environment(self.project, self.state, lambda: self.engine, environment, listener, track=track)
 
     def pending_intervals(self, environment: str = PROD, models: list[str] | None = None,
                           execution_time: int | str | None = None, listener: ApplyListener | None = None):

@@ -64,9 +64,15 @@ def environment_gaps(plan: Plan) -> list[Gap]:
     ]
 
 
+Track = Callable[[Plan, Callable[[Plan], None]], object]
+
+
 def promote_environment(project: Project, state: State, engine_factory: Callable[[], Engine], environment: str,
-                        listener: ApplyListener | None = None) -> Plan:
+                        listener: ApplyListener | None = None, track: Track | None = None) -> Plan:
     """Swap `environment`'s views to the current snapshots if none of them has a gap.
+
+    `track(plan, apply)` runs the apply as the run of a plan record (Context records every plan it
+    applies). A protected environment is never promoted this way: it takes an approved plan.
 
     The plan is built while holding the environment's lock: a promotion that waited for another
     one to finish plans against what that one did, and finds nothing left to do instead of
@@ -83,5 +89,9 @@ def promote_environment(project: Project, state: State, engine_factory: Callable
             listener.log(f"Environment '{plan.environment}' is up to date: nothing to promote")
             return plan
         refuse_unreviewed(project.config, plan)
-        apply_locked(plan, project, state, engine_factory(), listener, lease=lease)
+        (track or _untracked)(plan, lambda p: apply_locked(p, project, state, engine_factory(), listener, lease=lease))
     return plan
+
+
+def _untracked(plan: Plan, apply: Callable[[Plan], None]) -> None:
+    apply(plan)
