@@ -5,6 +5,7 @@ or a moved environment supersedes the record and nothing runs."""
 from __future__ import annotations
 
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -328,3 +329,19 @@ def test_bad_notification_targets_are_refused(tmp_path, target, message):
     root = project(tmp_path, PROTECTED + "notification_targets:\n" + target)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Context(root).config  # noqa: B018
+
+
+def test_a_protected_environment_is_not_promoted_without_an_approved_plan(tmp_path, state_url, monkeypatch):
+    as_user(monkeypatch, "alice@example.com")
+    open_root = project(tmp_path / "open", "model_defaults:\n  dialect: spark\n  start: 2020-01-01\n")
+    for root, protected in ((open_root, False), (project(tmp_path), True)):
+        ctx = context(root, state_url if not protected else f"sqlite:///{tmp_path / 'prot.db'}")
+        today = datetime.now(UTC).strftime("%Y-%m-%d")  # promotion looks at what is due now
+        list(ctx.materialize(["s.a", "s.b"], "2020-01-01", today))  # no gaps left
+        if protected:
+            with pytest.raises(ProtectionError, match="'prod' is a protected environment"):
+                ctx.promote("prod")
+            assert ctx.state.get_environment("prod") is None and ctx.plan_records() == []
+        else:
+            plan = ctx.promote("prod")
+            assert ctx.plan_record(plan.plan_id).status == PlanStatus.COMPLETED  # recorded like any plan
