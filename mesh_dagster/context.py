@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,6 +105,10 @@ class PlanExplanation:
     demote: list[str]  # models whose views go away
 
 
+# The plan option that says a recorded plan was made from a pushed commit (its sha).
+FROM_COMMIT = "from_commit"
+
+
 def recordable_options(options: dict[str, Any]) -> dict[str, Any]:
     """`build_plan`'s keywords as JSON: what rebuilds the plan when its record is applied."""
     out: dict[str, Any] = {}
@@ -121,8 +126,11 @@ def recordable_options(options: dict[str, Any]) -> dict[str, Any]:
 
 class Context:
     def __init__(self, path: str | Path = ".", gateway: str | None = None, *, state_url: str | None = None,
-                 engine: Any = None, on_warning: Callable[[str], None] | None = None):
+                 engine: Any = None, on_warning: Callable[[str], None] | None = None, home: str | Path | None = None):
         self.path = Path(path).resolve()
+        # Where `.mesh/` lives (state file, warehouse, metastore, shared Spark server): the project's
+        # own folder, except for a commit's files planned on behalf of a watched project.
+        self.home = Path(home).resolve() if home is not None else self.path
         # Where the project's warnings go (e.g. tables read that nobody declared): the CLI prints
         # them; by default they are logged, which is what Dagster's code server shows.
         self._on_warning = on_warning or _log_warning
@@ -164,7 +172,7 @@ class Context:
 
     @property
     def state_url(self) -> str:
-        return self._state_url or self.config.state_connection_for(self.gateway).to_url(self.path)
+        return self._state_url or self.config.state_connection_for(self.gateway).to_url(self.home)
 
     @property
     def state(self) -> StateStore:
@@ -273,15 +281,98 @@ class Context:
         return self.reviews.decide(plan_id, action, self.user, note)
 
     def apply_recorded(self, plan_id: str, listener: ApplyListener | None = None):
-        """Apply a recorded plan: approved (protected environments), and still the plan reviewed."""
+        """Apply a recorded plan: approved (protected environments), and still the plan reviewed.
+        A plan made from a pushed commit is rebuilt and applied from that commit's files."""
         from mesh_dagster.execution.apply import apply_plan
 
-        return self.reviews.apply(plan_id, self.user, self._rebuild,
-                                  lambda p: apply_plan(p, self.project, self.state, self.engine, listener))
+        record = self.reviews.find(plan_id)
+        sha = record.summary.options.get(FROM_COMMIT)
+        if sha is None:
+            return self.reviews.apply(plan_id, self.user, self._rebuild,
+                                      lambda p: apply_plan(p, self.project, self.state, self.engine, listener))
+        head = self.git_heads().get(record.git_branch or "")
+        # A newer push is what the branch holds now: a plan of an older commit is outdated.
+        moved = None if head == sha else f"branch {record.git_branch} moved on to {head[:8] if head else 'nothing'}"
+        with self._commit_context(sha) as commit:
+            return self.reviews.apply(plan_id, self.user, commit._rebuild,
+                                      lambda p: apply_plan(p, commit.project, commit.state, commit.engine, listener),
+                                      outdated=moved)
+
+    # -- git-driven plans (dagster/git_sensor.py) -------------------------------------------
+    def git_heads(self) -> dict[str, str]:
+        """{branch: sha} of the watched repository's branches that `git.branches` selects."""
+        from fnmatch import fnmatchcase
+
+        from mesh_dagster.execution.git_repo import branch_heads
+
+        watch = self._git_watch()
+        heads = branch_heads(watch.repo_path(self.path), watch.tick_timeout_s)
+        return {b: sha for b, sha in heads.items() if any(fnmatchcase(b, p) for p in watch.branches)}
+
+    def plan_git_commit(self, branch: str, sha: str, listener: ApplyListener | None = None):
+        """Plan commit `sha` of `branch` from its own files (never this project's working tree):
+        a protected branch records a pending plan for prod; any other branch's plan is applied to
+        the environment named after it. A commit whose project does not load is a failed record."""
+        from mesh_dagster.core.review import environment_for_branch
+        from mesh_dagster.execution.apply import apply_plan
+        from mesh_dagster.execution.git_repo import commit_author
+
+        watch = self._git_watch()
+        environment = environment_for_branch(branch, watch.protected, list(self.config.protected_environments))
+        author = commit_author(watch.repo_path(self.path), sha, watch.tick_timeout_s)
+        # The protection rules, approvers and notification targets are this project's, never the
+        # pushed commit's: a push cannot lift the protection it is subject to.
+        with self._commit_context(sha) as commit:
+            try:
+                plan = commit.plan(environment, allow_empty=True)
+            except MeshError as e:
+                return self.reviews.record_failure(environment, f"commit {sha[:8]}: {e}", author=author,
+                                                   git_commit=sha, git_branch=branch)
+            plan.options[FROM_COMMIT] = sha
+            record = self.reviews.record(plan, author=author, git_commit=sha, git_branch=branch)
+            if self.config.protection(environment) is not None:
+                return record
+            return self.reviews.run(record, plan, author,
+                                    lambda p: apply_plan(p, commit.project, commit.state, commit.engine, listener))
+
+    @contextmanager
+    def _commit_context(self, sha: str) -> Iterator[Context]:
+        """A Context over the files of commit `sha` of the watched repository, sharing this one's
+        state store, warehouse and Spark."""
+        import tempfile
+
+        from mesh_dagster.execution.git_repo import export_commit
+
+        watch = self._git_watch()
+        with tempfile.TemporaryDirectory(prefix="mesh_git_") as tmp:
+            files = export_commit(watch.repo_path(self.path), sha, Path(tmp) / "commit", watch.tick_timeout_s * 4)
+            commit = Context(files / watch.project_path, self.gateway, state_url=self.state_url, home=self.home,
+                             engine=self._engine, on_warning=self._on_warning)
+            try:
+                yield commit
+            finally:
+                commit.close()
+
+    def git_branch_deleted(self, branch: str) -> str | None:
+        """Invalidate the environment of a deleted branch (the janitor removes it); its name, if any."""
+        from mesh_dagster.core.review import environment_for_branch
+
+        watch = self._git_watch()
+        environment = environment_for_branch(branch, watch.protected, list(self.config.protected_environments))
+        if environment == PROD or not self.environment_exists(environment):
+            return None
+        self.state.invalidate_environment(environment, now_ms())
+        return environment
+
+    def _git_watch(self):
+        if self.config.git is None:
+            raise ConfigError("No `git:` section in config.yaml: nothing to watch (see the README's Reviewed plans)")
+        return self.config.git
 
     def _rebuild(self, record) -> Plan:
         """The recorded plan, built again from the project and state as they are now."""
         options = dict(record.summary.options)
+        options.pop(FROM_COMMIT, None)
         when = record.summary.execution_time
         if "restate" in options:
             return self.restate(record.environment, options["restate"], start=options.get("start"),
@@ -589,7 +680,7 @@ class Context:
     # server's record alone, so they work while the configuration is broken.
     @property
     def _mesh_dir(self) -> Path:
-        return self.path / MESH_DIR
+        return self.home / MESH_DIR
 
     def spark_server(self) -> ServerInfo | None:
         """The project's shared server if it is running and answering."""

@@ -266,6 +266,20 @@ class NotificationTarget(_Strict):
         return event in self.events
 
 
+class GitWatchConfig(_Strict):
+    """A git repository whose pushes become plans (the Dagster git sensor, dagster/git_sensor.py)."""
+
+    repo: str  # a local repository or a bare one people push to, relative to the project
+    branches: list[str] = Field(default_factory=lambda: ["*"])  # fnmatch patterns of branches to watch
+    protected: list[str] = Field(default_factory=lambda: ["main"])  # their pushes make a pending plan for prod
+    project_path: str = "."  # where the project lives inside the repository
+    tick_timeout_s: float = Field(30.0, gt=0)  # a sensor tick never takes longer than this
+
+    def repo_path(self, project_dir: Path) -> Path:
+        path = Path(self.repo).expanduser()
+        return path if path.is_absolute() else (project_dir / path).resolve()
+
+
 class ProjectConfig(_Strict):
     gateways: dict[str, GatewayConfig] = Field(default_factory=lambda: {"local": GatewayConfig()})
     default_gateway: str | None = None
@@ -285,6 +299,7 @@ class ProjectConfig(_Strict):
     # Environments whose plans wait for an approver (opt-in: the quickstart applies prod directly).
     protected_environments: dict[str, ProtectedEnvironment] = Field(default_factory=dict)
     notification_targets: list[NotificationTarget] = Field(default_factory=list)
+    git: GitWatchConfig | None = None
 
     @field_validator("protected_environments", mode="before")
     @classmethod

@@ -177,6 +177,29 @@ def differences(reviewed: PlanSummary, now: Plan) -> list[str]:
     return found
 
 
+class BranchError(PlanError):
+    """A branch whose name cannot become a development environment."""
+
+
+def environment_for_branch(branch: str, protected_branches: list[str], protected_environments: list[str]) -> str:
+    """The environment a push to `branch` plans: prod for a protected branch, else the branch name
+    normalised (`feature/x` -> `feature_x`), never prod or another protected environment by accident."""
+    from fnmatch import fnmatchcase
+
+    from mesh_dagster.core.snapshot import PROD, EnvironmentNameError, normalize_environment
+
+    if any(fnmatchcase(branch, p) for p in protected_branches):
+        return PROD
+    try:
+        environment = normalize_environment(branch)
+    except EnvironmentNameError as e:
+        raise BranchError(f"Branch '{branch}' cannot be planned: {e}") from None
+    if environment == PROD or environment in protected_environments:
+        raise BranchError(f"Branch '{branch}' would plan the protected environment '{environment}': rename the "
+                          "branch (only the protected branches plan it, and only through an approval)")
+    return environment
+
+
 def check_transition(record: PlanRecord, action: str) -> PlanStatus:
     """The status `action` leads to, or a ProtectionError saying why it cannot happen now."""
     allowed, target = TRANSITIONS[action]

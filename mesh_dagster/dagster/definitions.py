@@ -23,6 +23,7 @@ from dagster import (
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.snapshot import PROD, normalize_environment
 from mesh_dagster.dagster.assets import history_assets, model_assets
+from mesh_dagster.dagster.git_sensor import git_plan_job, git_sensor
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph, build_graph
 from mesh_dagster.dagster.partitions import partitions_for
 from mesh_dagster.dagster.promotion import promote_job
@@ -45,11 +46,13 @@ def definitions(
     state_url: str | None = None,
     schedules_running: bool = False,
     restamp_sensor_running: bool = True,
+    git_sensor_running: bool = False,
     shared_spark: bool = True,
     executor: ExecutorDefinition | None = in_process_executor,
 ) -> Definitions:
     """The project's models as assets of `environment`, with its promote job, re-stamp job and
-    sensor, and (for prod) one schedule per cron.
+    sensor, plan and apply_plan jobs, and (for prod) one schedule per cron and, when config.yaml
+    has a `git:` section, the git push sensor and its `git_plan` job (stopped by default).
 
     Runs execute in process by default: one Spark session per run, models in DAG order. With the
     local default connection, runs use the project's shared Spark Connect server (`shared_spark`),
@@ -74,6 +77,10 @@ def definitions(
     sensors = [stamp_sensor(graph, partitions, restamp, project_dir, gateway, state_url, restamp_sensor_running)]
     schedules = cron_schedules(graph, project_dir, gateway, state_url, schedules_running) \
         if environment == PROD else []
+    if environment == PROD and graph.watches_git:
+        git_job = git_plan_job()
+        jobs.append(git_job)
+        sensors.append(git_sensor(project_dir, gateway, state_url, git_job, git_sensor_running))
     return Definitions(
         assets=assets,
         jobs=jobs,

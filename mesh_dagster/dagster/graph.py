@@ -88,6 +88,7 @@ class ModelAsset:
 class ProjectGraph:
     environment: str
     assets: dict[str, ModelAsset]  # by model name, parents first
+    watches_git: bool = False  # config.yaml has a `git:` section (dagster/git_sensor.py)
 
     @property
     def materializable(self) -> list[ModelAsset]:
@@ -175,7 +176,7 @@ def build_graph(project: Project, plan: Plan) -> ProjectGraph:
             columns=column_cache.columns(project, name, snap.identifier),
         )
     column_cache.save()
-    return ProjectGraph(environment, assets)
+    return ProjectGraph(environment, assets, watches_git=project.config.git is not None)
 
 
 class ColumnCache:

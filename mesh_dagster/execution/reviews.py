@@ -11,6 +11,7 @@ cannot both win.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
 from mesh_dagster.core.config import ProjectConfig
@@ -22,6 +23,7 @@ from mesh_dagster.core.review import (
     PlanEvent,
     PlanRecord,
     PlanStatus,
+    PlanSummary,
     ProtectionError,
     check_approver,
     check_transition,
@@ -60,6 +62,22 @@ class PlanReviews:
             self._notify("plan_pending", record)
         return record
 
+    def record_failure(self, environment: str, error: str, *, author: str, git_commit: str | None = None,
+                       git_branch: str | None = None) -> PlanRecord:
+        """A plan that could not even be made (the commit's project does not load): recorded as
+        failed with the error, so the push has a visible outcome; nothing is applied."""
+        ts = now_ms()
+        record = PlanRecord(plan_id=uuid.uuid4().hex, environment=environment, author=author, git_commit=git_commit,
+                            git_branch=git_branch, created_ts=ts, updated_ts=ts, status=PlanStatus.FAILED,
+                            summary=PlanSummary(base_environment=None, base_plan_id=None, execution_time=ts, start=ts,
+                                                end=ts),
+                            events=[PlanEvent(action="create", actor=author, ts=ts, status=PlanStatus.PENDING),
+                                    PlanEvent(action="fail", actor=author, ts=ts, status=PlanStatus.FAILED,
+                                              note=error)])
+        self.state.save_plan_record(record)
+        self._notify("plan_failed", record)
+        return record
+
     def find(self, plan_id: str) -> PlanRecord:
         """The record `plan_id` (or a unique prefix of it) names, or an error saying what exists."""
         record = self.state.get_plan_record(plan_id)
@@ -90,8 +108,9 @@ class PlanReviews:
         return self._move(record, action, actor, note)
 
     def apply(self, plan_id: str, actor: str, rebuild: Callable[[PlanRecord], Plan],
-              apply: Callable[[Plan], None]) -> PlanRecord:
-        """Apply a recorded plan if it may be applied and is still the plan that was reviewed."""
+              apply: Callable[[Plan], None], outdated: str | None = None) -> PlanRecord:
+        """Apply a recorded plan if it may be applied and is still the plan that was reviewed
+        (`outdated`: a reason the caller knows it is not, e.g. its branch moved on)."""
         record = self.find(plan_id)
         check_transition(record, "start")
         protection = self.config.protection(record.environment)
@@ -102,7 +121,7 @@ class PlanReviews:
                                   f"{record.status.value} and needs an approval first (`mesh plans approve "
                                   f"{record.plan_id[:8]}` by one of {approvers})")
         plan = rebuild(record)
-        reasons = differences(record.summary, plan)
+        reasons = ([outdated] if outdated else []) + differences(record.summary, plan)
         if reasons:
             self._move(record, "supersede", actor, "; ".join(reasons))
             raise PlanSupersededError(f"Plan {record.plan_id} was not applied and is now superseded: "
