@@ -788,6 +788,26 @@ def notification_probe(key: str) -> Callable[[Path], None]:
     return probe
 
 
+def git_probe(key: str) -> Callable[[Path], None]:
+    """Each `git:` key is read (the git-driven flow itself is tests/state/test_git_plans.py, on real
+    repositories), and a bad value is refused naming it."""
+
+    def probe(tmp_path: Path) -> None:
+        text = ("git:\n  repo: ../w.git\n  branches: ['feature/*']\n  protected: [release]\n  project_path: sub\n"
+                "  tick_timeout_s: 5\n")
+        watch = _config(tmp_path, text).git
+        assert watch is not None
+        assert (watch.repo, watch.branches, watch.protected, watch.project_path, watch.tick_timeout_s) == (
+            "../w.git", ["feature/*"], ["release"], "sub", 5.0)
+        bad = {"git": "git: yes\n", "git.repo": "git:\n  branches: ['*']\n",
+               "git.branches": "git:\n  repo: r\n  branches: 3\n", "git.protected": "git:\n  repo: r\n  protected: 3\n",
+               "git.project_path": "git:\n  repo: r\n  project_path: [a]\n",
+               "git.tick_timeout_s": "git:\n  repo: r\n  tick_timeout_s: 0\n"}[key]
+        refused(lambda: _config(tmp_path, bad), key.split(".")[-1] if key != "git" else "git")
+
+    return probe
+
+
 def statements_probe(key: str) -> Callable[[Path], None]:
     """The entries run on the engine, first (`before_all`) or last (`after_all`) of an apply."""
 
@@ -850,6 +870,8 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "protected_environments.*.allow_self_approval": protection_probe("protected_environments.*.allow_self_approval"),
     **{k: notification_probe(k) for k in ("notification_targets", "notification_targets.url",
                                            "notification_targets.type", "notification_targets.events")},
+    **{k: git_probe(k) for k in ("git", "git.repo", "git.branches", "git.protected", "git.project_path",
+                                 "git.tick_timeout_s")},
     "before_all": statements_probe("before_all"),
     "after_all": statements_probe("after_all"),
 }
