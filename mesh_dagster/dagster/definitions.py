@@ -29,7 +29,7 @@ from mesh_dagster.dagster.partitions import partitions_for
 from mesh_dagster.dagster.promotion import promote_job
 from mesh_dagster.dagster.resource import MeshResource
 from mesh_dagster.dagster.restatement import restate_job
-from mesh_dagster.dagster.reviews import apply_plan_job, plan_job
+from mesh_dagster.dagster.reviews import apply_plan_job, plan_job, plan_status_sensor
 from mesh_dagster.dagster.schedules import cron_schedules
 from mesh_dagster.dagster.stamps import stamp_job, stamp_sensor
 
@@ -47,6 +47,7 @@ def definitions(
     schedules_running: bool = False,
     restamp_sensor_running: bool = True,
     git_sensor_running: bool = False,
+    plan_status_sensor_running: bool = True,
     shared_spark: bool = True,
     executor: ExecutorDefinition | None = in_process_executor,
 ) -> Definitions:
@@ -74,7 +75,8 @@ def definitions(
     restamp = stamp_job(graph, partitions)
     jobs = [promote_job(environment), restate_job(environment), plan_job(environment), apply_plan_job(environment),
             restamp]
-    sensors = [stamp_sensor(graph, partitions, restamp, project_dir, gateway, state_url, restamp_sensor_running)]
+    sensors = [stamp_sensor(graph, partitions, restamp, project_dir, gateway, state_url, restamp_sensor_running),
+               plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running)]
     schedules = cron_schedules(graph, project_dir, gateway, state_url, schedules_running) \
         if environment == PROD else []
     if environment == PROD and graph.watches_git:

@@ -9,14 +9,20 @@ reviewed, else the run fails and nothing runs.
 
 from dagster import (
     AssetObservation,
+    DefaultSensorStatus,
     Failure,
     Field,
     JobDefinition,
     MetadataValue,
     OpExecutionContext,
     Output,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
     job,
     op,
+    sensor,
 )
 
 from mesh_dagster.core.errors import MeshError
@@ -84,3 +90,42 @@ def apply_plan_job(environment: str) -> JobDefinition:
         _apply()
 
     return _job
+
+
+def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, state_url: str | None,
+                       running: bool) -> SensorDefinition:
+    """Every change of a recorded plan's status (made from the CLI, Dagster or the git sensor)
+    becomes an observation on each asset the plan touches, so the asset pages show the plan's life:
+    pending, approved by whom, applied, superseded..."""
+
+    @sensor(name=f"plan_status_{environment}_sensor", minimum_interval_seconds=30,
+            default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
+            description=f"Shows the status changes of '{environment}' plans on the assets they touch.")
+    def _sensor(context: SensorEvaluationContext):
+        from mesh_dagster.context import Context
+
+        since = int(context.cursor or 0)
+        ctx = Context(project_dir, gateway, state_url=state_url)
+        try:
+            changed = [r for r in ctx.plan_records(environment, limit=200) if r.updated_ts > since]
+        except MeshError as e:
+            return SkipReason(f"Cannot read the plan records: {e}")
+        finally:
+            ctx.close()
+        if not changed:
+            return SkipReason("No plan changed status")
+        events = []
+        for record in sorted(changed, key=lambda r: r.updated_ts):
+            actor, note = (record.events[-1].actor, record.events[-1].note or "") if record.events else ("", "")
+            for change in record.summary.changes:
+                if change.change == "removed":
+                    continue
+                schema, _, table = view_name(change.name, environment).rpartition(".")
+                events.append(AssetObservation(
+                    asset_key=[schema, table], description=f"plan {record.plan_id[:8]} {record.status.value}",
+                    metadata={"mesh/plan_id": record.plan_id, "mesh/plan_status": record.status.value,
+                              "mesh/pending_category": change.category or "",
+                              "mesh/decided_by": actor, "mesh/note": note}))
+        return SensorResult(asset_events=events, cursor=str(max(r.updated_ts for r in changed)))
+
+    return _sensor

@@ -96,8 +96,9 @@ def test_example_project_as_assets(example):
     assert schedule.name == "run_prod_daily_schedule"
     assert schedule.cron_schedule == "0 0 * * *"
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    (sensor,) = defs.sensors
-    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    sensors = {s.name: s.default_status for s in defs.sensors}
+    assert sensors == {"restamp_prod_sensor": dg.DefaultSensorStatus.RUNNING,
+                       "plan_status_prod_sensor": dg.DefaultSensorStatus.RUNNING}
     # nothing of this started Spark
     assert not (example / ".mesh" / "metastore_db").exists()
 

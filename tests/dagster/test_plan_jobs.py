@@ -63,3 +63,29 @@ def test_plan_job_records_and_shows_the_plan_and_apply_job_is_gated(tmp_path, mo
     unknown = apply.execute_in_process(run_config={"ops": {"apply_plan_prod_record": {"config": {"plan_id": "feedface"}}}},
                                        instance=instance, raise_on_error=False)
     assert "No plan 'feedface'" in _failure(unknown)
+
+
+def test_plan_status_changes_show_on_the_assets(tmp_path, monkeypatch):
+    monkeypatch.setenv("MESH_USER", "alice@example.com")
+    root = write_project(tmp_path / "p", FILES, CONFIG)
+    defs = definitions(root, "prod", shared_spark=False)
+    sensor = defs.resolve_sensor_def("plan_status_prod_sensor")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    instance = dg.DagsterInstance.ephemeral()
+
+    def tick(cursor):
+        with dg.build_sensor_context(cursor=cursor, instance=instance) as context:
+            return sensor.evaluate_tick(context)
+
+    assert "No plan changed status" in tick(None).skip_message
+    ctx = Context(root)
+    plan_id = ctx.record(ctx.plan("prod", execution_time="2020-01-03")).plan_id
+    first = tick(None)
+    assert {(tuple(e.asset_key.path), e.metadata["mesh/plan_status"].value) for e in first.asset_events} == {
+        (("s", "a"), "pending"), (("s", "b"), "pending")}
+    assert "No plan changed status" in tick(first.cursor).skip_message
+    monkeypatch.setenv("MESH_USER", "bob@example.com")
+    ctx.decide(plan_id, "approve", "fine")
+    later = tick(first.cursor)
+    assert {e.metadata["mesh/plan_status"].value for e in later.asset_events} == {"approved"}
+    assert {e.metadata["mesh/decided_by"].value for e in later.asset_events} == {"bob@example.com"}
