@@ -345,3 +345,15 @@ def test_a_protected_environment_is_not_promoted_without_an_approved_plan(tmp_pa
         else:
             plan = ctx.promote("prod")
             assert ctx.plan_record(plan.plan_id).status == PlanStatus.COMPLETED  # recorded like any plan
+
+
+def test_an_unreachable_postgres_is_one_clear_error_and_nothing_is_half_done(tmp_path, monkeypatch):
+    from mesh_dagster.core.errors import StateError
+
+    root = project(tmp_path)
+    monkeypatch.setenv("MESH_USER", "bob@example.com")
+    ctx = Context(root, state_url="postgresql+psycopg://postgres@127.0.0.1:9/test", engine=FakeEngine())
+    for action in (lambda: ctx.plan_records(), lambda: ctx.decide("feedface", "approve"),
+                   lambda: ctx.record(ctx.plan("prod", execution_time=WHEN))):
+        with pytest.raises(StateError, match="127.0.0.1:9"):
+            action()
