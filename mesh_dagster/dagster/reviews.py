@@ -7,6 +7,7 @@ like `mesh plans apply`: approved (on a protected environment) and still the pla
 reviewed, else the run fails and nothing runs.
 """
 
+
 from dagster import (
     AssetObservation,
     DefaultSensorStatus,
@@ -26,6 +27,7 @@ from dagster import (
 )
 
 from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.review import PlanRecord
 from mesh_dagster.core.snapshot import view_name
 
 
@@ -41,14 +43,8 @@ def plan_job(environment: str) -> JobDefinition:
             record = mesh.record(plan)
         except MeshError as e:
             raise Failure(description=str(e)) from None
-        for change in record.summary.changes:
-            if change.change == "removed":
-                continue
-            schema, _, table = view_name(change.name, environment).rpartition(".")
-            context.log_event(AssetObservation(
-                asset_key=[schema, table], description=f"pending in plan {record.plan_id[:8]}",
-                metadata={"mesh/pending_change": change.change, "mesh/pending_category": change.category or "",
-                          "mesh/plan_id": record.plan_id}))
+        for observation in observations(record, environment, f"pending in plan {record.plan_id[:8]}", {}):
+            context.log_event(observation)
         protected = mesh.config.protection(environment) is not None
         next_step = (f"approve with `mesh plans approve {record.plan_id[:8]}`, then launch apply_plan_{environment}"
                      if protected else f"launch apply_plan_{environment} with plan_id {record.plan_id}")
@@ -117,15 +113,24 @@ def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, 
         events = []
         for record in sorted(changed, key=lambda r: r.updated_ts):
             actor, note = (record.events[-1].actor, record.events[-1].note or "") if record.events else ("", "")
-            for change in record.summary.changes:
-                if change.change == "removed":
-                    continue
-                schema, _, table = view_name(change.name, environment).rpartition(".")
-                events.append(AssetObservation(
-                    asset_key=[schema, table], description=f"plan {record.plan_id[:8]} {record.status.value}",
-                    metadata={"mesh/plan_id": record.plan_id, "mesh/plan_status": record.status.value,
-                              "mesh/pending_category": change.category or "",
-                              "mesh/decided_by": actor, "mesh/note": note}))
+            events += observations(record, environment, f"plan {record.plan_id[:8]} {record.status.value}",
+                                   {"mesh/plan_status": record.status.value, "mesh/decided_by": actor,
+                                    "mesh/note": note})
         return SensorResult(asset_events=events, cursor=str(max(r.updated_ts for r in changed)))
 
     return _sensor
+
+
+def observations(record: PlanRecord, environment: str, description: str,
+                 metadata: dict[str, str]) -> list[AssetObservation]:
+    """An observation on each asset `record` touches, with the change and its category (removed
+    models have no asset any more)."""
+    out = []
+    for change in record.summary.changes:
+        if change.change == "removed":
+            continue
+        schema, _, table = view_name(change.name, environment).rpartition(".")
+        out.append(AssetObservation(asset_key=[schema, table], description=description,
+                                    metadata={"mesh/plan_id": record.plan_id, "mesh/pending_change": change.change,
+                                              "mesh/pending_category": change.category or "", **metadata}))
+    return out

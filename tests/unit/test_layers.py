@@ -23,6 +23,7 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 # (build_plan, load_project, load_config, materialize, ...), which they reach through Context.
 FRONT_DOOR_NAMES = {
     "mesh_dagster.core.plan": {"Plan", "ALL_TIME", "model_start_ms"},
+    "mesh_dagster.core.review": {"PlanRecord"},
     "mesh_dagster.core.project": {"Project"},
     "mesh_dagster.core.config": {"CONFIG_FILES", "MESH_DIR"},
     "mesh_dagster.core.audits": {"is_blocking"},
