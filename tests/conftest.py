@@ -1,4 +1,44 @@
+import os
 import pathlib
 import sys
 
+import pytest
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from tests import jvm_startup  # noqa: E402 - needs the repository on sys.path
+
+# The modules that take minutes (JVMs in processes of their own), longest first. Under xdist
+# (`-n 2`, whole files per worker: `--dist loadfile` in pyproject.toml) they are handed out before
+# everything else, so that the two workers end together on the many short modules instead of one
+# worker starting a five-minute module when the other has nothing left. Order only: a module
+# missing from this list (or a stale entry) changes nothing but the balance.
+FIRST = (
+    "tests/cli/test_interrupted_backfill.py",
+    "tests/cli/test_selectors_cli.py",
+    "tests/dagster/test_dagster_webserver.py",
+    "tests/cli/test_quickstart.py",
+    "tests/spark/test_engine.py",
+    "tests/races/test_unique_key_race.py",
+    "tests/spark/test_connect_server.py",
+    "tests/cli/test_create_external_models.py",
+    "tests/dagster/test_dagster_materialize.py",
+    "tests/dagster/test_ui_shutdown.py",
+    "tests/cli/test_python_model_cli.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # once per run, inherited by workers and processes
+        jvm_startup.install(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    jvm_startup.uninstall(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a run in one process keeps the plain collection order
+    rank = {path: i for i, path in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(FIRST)))  # stable
