@@ -61,6 +61,12 @@ def subtract_intervals(a: Iterable[Interval], b: Iterable[Interval]) -> list[Int
     return result
 
 
+def intersect_intervals(a: Iterable[Interval], b: Iterable[Interval]) -> list[Interval]:
+    """The parts of `a` that `b` covers too, merged."""
+    a = merge_intervals(a)
+    return subtract_intervals(a, subtract_intervals(a, b))
+
+
 def intervals_cover(intervals: Iterable[Interval], interval: Interval) -> bool:
     """Whether `interval` lies entirely inside the union of `intervals` (empty ones always do)."""
     return not subtract_intervals([interval], intervals)

@@ -20,7 +20,7 @@ from typing import Protocol
 from mesh_dagster.core.backfills import ALL_TIME, Backfill, Clearing
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.intervals import Interval, merge_intervals, subtract_intervals
+from mesh_dagster.core.intervals import Interval, intersect_intervals, merge_intervals
 from mesh_dagster.core.plan import Plan, StateReader, snapshot_order
 from mesh_dagster.core.selectors import ModelIndex, select_models
 from mesh_dagster.core.snapshot import PROD, Snapshot, normalize_environment
@@ -123,7 +123,7 @@ def _restated_range(snap: Snapshot, present: list[Interval], low: int, high: int
         return Backfill(snap.name, merge_intervals(present), False, clear=True), note
     unit = model.interval_unit
     widened = (unit.floor(low), unit.ceil(high))
-    inside = subtract_intervals(present, subtract_intervals(present, [widened]))
+    inside = intersect_intervals(present, [widened])
     return (Backfill(snap.name, inside, False) if inside else None), None
 
 

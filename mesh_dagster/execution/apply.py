@@ -37,7 +37,7 @@ from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.environment_statements import Stage
 from mesh_dagster.core.errors import ConflictingPlanError
-from mesh_dagster.core.intervals import subtract_intervals
+from mesh_dagster.core.intervals import intersect_intervals
 from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, snapshot_order
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
@@ -181,7 +181,7 @@ def hiding_waits(plan: Plan, state: State, readiness: Readiness) -> list[Wait]:
             hiding.append(wait)
             continue
         shown = present.get(replaced[wait.name].interval_key, []) if wait.name in replaced else []
-        lost = subtract_intervals(wait.intervals, subtract_intervals(wait.intervals, shown))
+        lost = intersect_intervals(wait.intervals, shown)
         if lost:
             hiding.append(Wait(wait.name, lost, wait.reason, wait.unit))
     return hiding

@@ -10,14 +10,9 @@ from project_builder import write_project
 
 from mesh_dagster.context import Context
 from mesh_dagster.dagster import definitions
+from tests.state.test_plan_reviews import MODELS
 
-FILES = {
-    "models/a.sql": """
-        MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds));
-        SELECT 1 AS id, CAST(@start_ds AS DATE) AS ds
-        """,
-    "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT id FROM s.a\n",
-}
+FILES = MODELS  # two chained models, as the plan review tests use
 CONFIG = """model_defaults:
   dialect: spark
   start: 2020-01-01
