@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bad_input.harness import assert_refused, copy_example, mesh, nothing_written
+from bad_input.harness import EXAMPLE, assert_refused, copy_example, mesh, nothing_written
 
 Edit = Callable[[Path], None]
 
@@ -49,9 +49,13 @@ def config(old: str, new: str) -> Edit:
     return replace("config.yaml", old, new)
 
 
+ADDED = len((EXAMPLE / "config.yaml").read_text().splitlines()) + 2
+"""The line number of the first line `add_config` appends (after the example's lines and a
+blank one), computed so that the example's config can grow without breaking these cases."""
+
+
 def add_config(text: str | bytes) -> Edit:
-    """Lines appended to config.yaml after a blank line (the quickstart's has 41 lines: the
-    first added line is line 43)."""
+    """Lines appended to config.yaml after a blank line; the first is line `ADDED`."""
 
     def edit(project: Path) -> None:
         path = project / "config.yaml"
@@ -84,7 +88,7 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
      ("audits/x.sql:2:", "Not UTF-8 text")),
     ("latin-1 seed", [seed_csv("id,item_id,event_date\n1,2,2020-01-01\n".encode("latin-1") + b"\xe9,1,2020-01-02\n")],
      ("seeds/seed_data.csv:3:", "Not UTF-8 text")),
-    ("latin-1 config.yaml", [add_config(b"# caf\xe9")], ("config.yaml:43:", "Not UTF-8 text")),
+    ("latin-1 config.yaml", [add_config(b"# caf\xe9")], (f"config.yaml:{ADDED}:", "Not UTF-8 text")),
     ("latin-1 external models", [write("external_models.yaml", "- name: raw.events  # \xe9\n".encode("latin-1"))],
      ("external_models.yaml:1:", "Not UTF-8 text")),
     # -- names Spark or mesh cannot quote
@@ -170,7 +174,7 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
     ("partition_by_time_column false", [replace("models/incremental_model.sql", "time_column event_date",
                                                 "time_column event_date,\n    partition_by_time_column false")],
      ("models/incremental_model.sql:5:", "partition_by_time_column false")),
-    ("linter", [add_config("linter:\n  enabled: true\n  rules: all\n")], ("config.yaml:43:", "linter", "not supported")),
+    ("linter", [add_config("linter:\n  enabled: true\n  rules: all\n")], (f"config.yaml:{ADDED}:", "linter", "not supported")),
     ("Python file defining no model", [write("models/py_model.py", "def execute(context, **kwargs):\n    return None\n")],
      ("models/py_model.py:1:", "defines no model")),
     ("concurrent_tasks 0", [config("master: local[*]", "master: local[*]\n      concurrent_tasks: 0")],
@@ -192,18 +196,18 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
                                                          "  url: sqlite:///x.db\n  database: y.db\ndefault_gateway: local")],
      ("config.yaml:35:", "state_connection.database", "url")),
     ("variables differing only in case", [add_config("variables:\n  Limit: 1\n  limit: 2\n")],
-     ("config.yaml:45:", "variables.limit", "case-insensitive")),
+     (f"config.yaml:{ADDED + 2}:", "variables.limit", "case-insensitive")),
     ("default_gateway unknown", [config("default_gateway: local", "default_gateway: prod_cluster")],
      ("config.yaml:33:", "unknown gateway 'prod_cluster'")),
     # -- bad config.yaml values
     ("config.yaml not YAML", [add_config("model_defaults: [unclosed\n")], ("config.yaml:", "Invalid YAML")),
-    ("unknown config key", [add_config("snapshot_time_to_live: 1 week\n")], ("config.yaml:43:", "snapshot_time_to_live", "unknown setting")),
+    ("unknown config key", [add_config("snapshot_time_to_live: 1 week\n")], (f"config.yaml:{ADDED}:", "snapshot_time_to_live", "unknown setting")),
     ("model_defaults.cron", [config("cron: '@daily'", "cron: 'every day'")], ("config.yaml:40:", "Invalid cron 'every day'")),
     ("model_defaults.start", [config("start: 2025-06-12", "start: someday")], ("config.yaml:39:", "someday")),
     ("model_defaults.dialect", [config("dialect: spark", "dialect: sparkle")], ("config.yaml:38:", "unknown SQL dialect 'sparkle'")),
     ("model_defaults.storage_format", [config(DEFAULTS, DEFAULTS + "  storage_format: excel\n")],
      ("config.yaml:38:", "storage_format 'excel'")),
-    ("snapshot_ttl", [add_config("snapshot_ttl: forever\n")], ("config.yaml:43:", "snapshot_ttl", "forever")),
+    ("snapshot_ttl", [add_config("snapshot_ttl: forever\n")], (f"config.yaml:{ADDED}:", "snapshot_ttl", "forever")),
     ("model_defaults.audits unknown audit", [config(DEFAULTS, DEFAULTS + "  audits:\n    - no_such_audit\n")],
      ("config.yaml:39:", "unknown audit 'no_such_audit'")),
     ("model_defaults.audits unreadable", [config(DEFAULTS, DEFAULTS + "  audits:\n    - 'not_null(columns := '\n")],
