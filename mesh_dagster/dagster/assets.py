@@ -12,12 +12,10 @@ and a materialization processes every pending interval of theirs in order, as `m
 """
 
 import re
+import warnings
 from collections.abc import Iterator
 
 from dagster import (
-    AssetCheckKey,
-    AssetCheckResult,
-    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
@@ -28,6 +26,7 @@ from dagster import (
     Failure,
     MaterializeResult,
     MetadataValue,
+    PreviewWarning,
     TableColumn,
     TableSchema,
     TimeWindowPartitionsDefinition,
@@ -41,6 +40,7 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.intervals import Interval, format_interval_range
 from mesh_dagster.core.model import Model
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
+from mesh_dagster.dagster.outcomes import RunReport, check_results
 from mesh_dagster.dagster.partitions import partition_tags, to_ms
 from mesh_dagster.dagster.stamps import STAMP_LIMIT, Stamper
 from mesh_dagster.dagster.versions import BUILT_ON
@@ -147,19 +147,27 @@ def spec_metadata(asset: ModelAsset) -> dict:
     return meta
 
 
-def check_specs(asset: ModelAsset) -> list[AssetCheckSpec]:
-    return [
-        AssetCheckSpec(
-            check.check_name,
-            asset=AssetKey(list(asset.key)),
-            blocking=check.blocking,
-            description=(f"{check.description}\n\n" if check.description else "")
-            + f"Audit `{check.audit}`" + (f" ({', '.join(f'{k} := {v}' for k, v in check.args)})"
-                                          if check.args else "")
-            + (" — blocking: a failure stops downstream models and promotion" if check.blocking else ""),
-        )
-        for check in asset.checks
-    ]
+def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinition | None = None
+                ) -> list[AssetCheckSpec]:
+    """One check per audit, partitioned like the model's multi-asset. Partitioned checks are a
+    preview in Dagster 1.13 (see outcomes.py for what a ranged run records): known and wanted, so
+    that one warning, and only it, stays out of the code location's log."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec",
+                                category=PreviewWarning)
+        return [
+            AssetCheckSpec(
+                check.check_name,
+                asset=AssetKey(list(asset.key)),
+                blocking=check.blocking,
+                partitions_def=partitions_def,
+                description=(f"{check.description}\n\n" if check.description else "")
+                + f"Audit `{check.audit}`" + (f" ({', '.join(f'{k} := {v}' for k, v in check.args)})"
+                                              if check.args else "")
+                + (" — blocking: a failure stops downstream models and promotion" if check.blocking else ""),
+            )
+            for check in asset.checks
+        ]
 
 
 def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsset],
@@ -177,7 +185,7 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
     @multi_asset(
         name=f"{environment}__{unit.value}",
         specs=[asset_spec(a) for a in assets],
-        check_specs=[spec for a in assets for spec in check_specs(a)] or None,
+        check_specs=[spec for a in assets for spec in check_specs(a, partitions_def)] or None,
         can_subset=True,
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.single_run(),
@@ -190,30 +198,30 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
         mesh = getattr(context.resources, RESOURCE_KEY)
         listener = DagsterLogListener(context.log)
         selected_checks = context.selected_asset_check_keys
+        ranged = None if context.has_partition_key else (partitions_def, context.partition_keys)
         computed: set[str] = set()
+        report = RunReport()
         try:
             mesh_context = mesh.get_context()
             runs = mesh_context.materialize(names, to_ms(window.start), to_ms(window.end), environment,
                                             listener=listener)
             for run in runs:
                 asset = by_name[run.name]
-                checks = check_results(asset, run, selected_checks)
-                if run.error is not None:
-                    yield from checks
-                    raise Failure(description=str(run.error), metadata={"model": run.name, "audit": run.error.audit,
-                                                                         "failing_rows": run.error.count})
-                yield MaterializeResult(
-                    asset_key=AssetKey(list(asset.key)),
-                    data_version=DataVersion(run.snapshot.version or ""),
-                    metadata={**result_metadata(run), BUILT_ON: MetadataValue.json(
-                        {p.name: p.version for p in graph.parent_assets(asset)})},
-                    check_results=checks,
-                )
+                checks = check_results(asset, run, selected_checks, ranged)
+                if report.healthy(run):
+                    yield MaterializeResult(
+                        asset_key=AssetKey(list(asset.key)),
+                        data_version=DataVersion(run.snapshot.version or ""),
+                        metadata={**result_metadata(run), BUILT_ON: MetadataValue.json(
+                            {p.name: p.version for p in graph.parent_assets(asset)})},
+                    )
+                yield from checks  # a failed model's audits too; a blocked one has none
                 if run.outcome == Outcome.EVALUATED:
                     computed.add(run.name)
             restamp_children(context, graph, partitions, mesh_context, computed, set(names))
         except MeshError as e:
             raise Failure(description=str(e)) from None
+        report.raise_if_failed()
 
     return _models
 
@@ -244,14 +252,16 @@ def history_assets(graph: ProjectGraph, assets: list[ModelAsset]) -> AssetsDefin
             raise Failure(description=_partitions_refused(selected))
         mesh = getattr(context.resources, RESOURCE_KEY)
         listener = DagsterLogListener(context.log)
+        report = RunReport()
         try:
             mesh_context = mesh.get_context()
             pending = mesh_context.pending_intervals(environment, [a.name for a in selected])
             for asset in selected:
                 yield from _process_pending(asset, pending.get(asset.name, []), mesh_context, environment, listener,
-                                            context.selected_asset_check_keys)
+                                            context.selected_asset_check_keys, report)
         except MeshError as e:
             raise Failure(description=str(e)) from None
+        report.raise_if_failed()
 
     return _models
 
@@ -264,25 +274,33 @@ def _partitions_refused(assets: list[ModelAsset]) -> str:
 
 
 def _process_pending(asset: ModelAsset, pending: list[Interval], mesh_context: Context, environment: str,
-                     listener: DagsterLogListener, selected_checks) -> Iterator:
-    """Materialize one model's pending intervals, oldest first; one result for all of them."""
+                     listener: DagsterLogListener, selected_checks, report: RunReport) -> Iterator:
+    """Materialize one model's pending intervals, oldest first; one result for all of them. A
+    failure stops this model (its later intervals build on the failed one); a model reading a
+    failed or blocked one of this step is blocked."""
     key = AssetKey(list(asset.key))
+    culprit = report.culprit(asset.parents)
+    if culprit is not None:
+        listener.log(f"{'.'.join(asset.key)}: not evaluated, it reads {culprit}, which failed")
+        report.blocked[asset.name] = culprit
+        return
     runs: list[ModelMaterialization] = []
     for start, end in pending:
         for run in mesh_context.materialize([asset.name], start, end, environment, listener=listener):
             runs.append(run)
-            if run.error is not None:
-                yield from check_results(asset, _combined(runs), selected_checks)
-                raise Failure(description=str(run.error), metadata={"model": run.name, "audit": run.error.audit,
-                                                                     "failing_rows": run.error.count})
-    if not runs:
+        if runs and runs[-1].error is not None:
+            break
+    if not runs:  # nothing due: skipped, reported with the version it keeps (never as a failure)
         yield MaterializeResult(asset_key=key, data_version=DataVersion(asset.version or ""),
                                 metadata={"mesh/outcome": "up to date", "mesh/version": asset.version or ""})
         return
     combined = _combined(runs)
-    yield MaterializeResult(asset_key=key, data_version=DataVersion(combined.snapshot.version or ""),
-                            metadata=result_metadata(combined),
-                            check_results=check_results(asset, combined, selected_checks))
+    checks = check_results(asset, combined, selected_checks)
+    if report.healthy(combined):
+        yield MaterializeResult(asset_key=key, data_version=DataVersion(combined.snapshot.version or ""),
+                                metadata=result_metadata(combined), check_results=checks)
+    else:
+        yield from checks
 
 
 def _combined(runs: list[ModelMaterialization]) -> ModelMaterialization:
@@ -292,7 +310,7 @@ def _combined(runs: list[ModelMaterialization]) -> ModelMaterialization:
     window = (min(w[0] for w in windows), max(w[1] for w in windows)) if windows else None
     return ModelMaterialization(
         first.name, last.snapshot, last.outcome, window, [i for r in runs for i in r.recorded],
-        [a for r in runs for a in r.audits], last.error, sum(r.seconds for r in runs))
+        [a for r in runs for a in r.audited], last.error, sum(r.seconds for r in runs))
 
 
 def restamp_children(context: AssetExecutionContext, graph: ProjectGraph, partitions: dict, mesh_context: Context,
@@ -319,26 +337,3 @@ def result_metadata(run: ModelMaterialization) -> dict:
 
         meta["mesh/recorded"] = format_interval_range(run.recorded, run.snapshot.model.interval_unit)
     return meta
-
-
-def check_results(asset: ModelAsset, run: ModelMaterialization,
-                  selected: "set[AssetCheckKey] | frozenset[AssetCheckKey]") -> list[AssetCheckResult]:
-    """One result per audit, over every batch of this run (audits run per batch, in model order)."""
-    if not asset.checks or not run.audits:
-        return []
-    key = AssetKey(list(asset.key))
-    out = []
-    for i, check in enumerate(asset.checks):
-        results = run.audits[i::len(asset.checks)]
-        if AssetCheckKey(key, check.check_name) not in selected or not results:
-            continue
-        failing = sum(r.count for r in results)
-        out.append(AssetCheckResult(
-            asset_key=key,
-            check_name=check.check_name,
-            passed=failing == 0,
-            severity=AssetCheckSeverity.ERROR if check.blocking else AssetCheckSeverity.WARN,
-            metadata={"failing_rows": failing, "interval": run.describe_window(), "batches": len(results)},
-            description=None if failing == 0 else f"Audit `{check.audit}` returned {failing} row(s)",
-        ))
-    return out

@@ -9,8 +9,11 @@ A requested interval a model's signal says is not ready is refused before anythi
 `pending_intervals` (what a Dagster schedule tick requests) leaves out what waits for a signal.
 
 Results are yielded model by model, parents first, as they finish, so a caller can report each
-one while the next runs. A failing blocking audit ends the iteration: the model's interval is not
-recorded and nothing downstream is evaluated.
+one while the next runs. A model that fails (its query, its Python code, a blocking audit, a parent
+it reads lacking data) is reported as FAILED and its remaining intervals are not recorded; the
+models reading it (directly or through EMBEDDED ones) are reported as BLOCKED without being
+evaluated, and every other model is still evaluated. Errors of the whole run (the state store, a
+signal refusing the range) still end the iteration.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from enum import Enum
 
 from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.environment_statements import Stage
-from mesh_dagster.core.errors import AuditError, MeshError
+from mesh_dagster.core.errors import MeshError, StateError
 from mesh_dagster.core.intervals import Interval, format_interval_range, intervals_cover, subtract_intervals
 from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, build_plan, compute_backfills, model_start_ms
 from mesh_dagster.core.project import Project
@@ -41,6 +44,8 @@ class Outcome(str, Enum):
     EVALUATED = "evaluated"  # queries ran and the intervals were recorded (or an audit blocked them)
     REUSED = "reused"  # a seed or view already built for this version: nothing to redo
     EMPTY = "empty"  # the range lies outside the model's start/end: nothing to compute
+    FAILED = "failed"  # its evaluation or a blocking audit failed: see `error`
+    BLOCKED = "blocked"  # not evaluated: a model it reads failed (or was blocked) in this run
 
 
 @dataclass
@@ -52,13 +57,19 @@ class ModelMaterialization:
     outcome: Outcome
     window: Interval | None  # the part of the requested range inside the model's lifetime
     recorded: list[Interval] = field(default_factory=list)  # intervals added to the state store
-    audits: list[AuditResult] = field(default_factory=list)  # one entry per audit run per batch
-    error: AuditError | None = None
+    audited: list[tuple[Interval, list[AuditResult]]] = field(default_factory=list)  # per batch: its audits
+    error: MeshError | None = None  # why it failed (an `AuditError` for a blocking audit)
     seconds: float = 0.0
+    blocked_by: str | None = None  # BLOCKED: the failed model it reads (through any blocked ones)
 
     @property
     def succeeded(self) -> bool:
-        return self.error is None
+        return self.error is None and self.outcome != Outcome.BLOCKED
+
+    @property
+    def audits(self) -> list[AuditResult]:
+        """Every audit result, batch after batch (each batch runs the model's audits in order)."""
+        return [a for _, results in self.audited for a in results]
 
     def describe_window(self) -> str:
         if self.window is None:
@@ -150,8 +161,16 @@ def _materialize(
     state.push_snapshots(plan.new_snapshots)  # as an apply does first: later plans see these versions
 
     evaluator: SnapshotEvaluator | None = None
+    failed: dict[str, str] = {}  # a failed or blocked model -> the failed model behind it
     for name, (window, reused) in windows.items():
         snap = snapshots[name]
+        culprit = next((failed[p] for p in _read_models(snap, snapshots) if p in failed), None)
+        if culprit is not None:
+            failed[name] = culprit
+            listener.log(f"{view_name(name, environment)}: not evaluated, it reads "
+                         f"{view_name(culprit, environment)}, which failed")
+            yield ModelMaterialization(name, snap, Outcome.BLOCKED, window, blocked_by=culprit)
+            continue
         if window is None:
             listener.log(f"{view_name(name, environment)}: nothing to do before the model's start or after its end")
             yield ModelMaterialization(name, snap, Outcome.EMPTY, None)
@@ -163,11 +182,21 @@ def _materialize(
             evaluator = SnapshotEvaluator(project, engine_factory(), snapshots)
             run_environment_statements(Stage.BEFORE_ALL, project, evaluator.engine, environment, plan.promoted,
                                        listener, execution_ms)
-        result = _evaluate(evaluator, snap, window, (start_ms, end_ms), state, execution_ms, listener, environment)
-        yield result
+        began = time.perf_counter()
+        try:
+            result = _evaluate(evaluator, snap, window, (start_ms, end_ms), state, execution_ms, listener,
+                               environment)
+        except StateError:
+            raise  # the state store is gone: nothing more can be recorded for anyone
+        except MeshError as e:
+            result = ModelMaterialization(name, snap, Outcome.FAILED, window, error=e,
+                                          seconds=time.perf_counter() - began)
         if result.error is not None:
-            return
-    if evaluator is not None:
+            result.outcome = Outcome.FAILED
+            failed[name] = name
+            listener.log(f"{view_name(name, environment)} failed: {result.error}")
+        yield result
+    if evaluator is not None and not failed:
         run_environment_statements(Stage.AFTER_ALL, project, evaluator.engine, environment, plan.promoted, listener,
                                    execution_ms)
 
@@ -204,7 +233,7 @@ def _evaluate(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, re
     result = ModelMaterialization(snap.name, snap, Outcome.EVALUATED, window)
     for batch in execute_batches(batches, evaluator, state, execution_ms, listener,
                                  lambda n: view_name(n, environment), concurrent_tasks=model.batch_concurrency):
-        result.audits += batch.audits
+        result.audited.append((batch.interval or window, batch.audits))
         if batch.error is not None:
             result.error = batch.error
             break
@@ -260,6 +289,18 @@ def _check_past(project: Project, snap: Snapshot, window: Interval, state: State
             f"Cannot materialize {name} for {format_interval_range([window], unit)}: it builds on its previous "
             f"intervals, and {format_interval_range([previous], unit)} is not done yet. Materialize {name} from its "
             "first missing partition on (its partitions run in order).")
+
+
+def _read_models(snap: Snapshot, snapshots: dict[str, Snapshot]) -> list[str]:
+    """The models `snap`'s query reads: its parents, and what its EMBEDDED parents read (they are
+    inlined into it)."""
+    out: list[str] = []
+    for parent in snap.parents:
+        out.append(parent.name)
+        inner = snapshots.get(parent.name)
+        if inner is not None and inner.model.kind.is_inlined:
+            out += _read_models(inner, snapshots)
+    return out
 
 
 def _data_parents(evaluator: SnapshotEvaluator, snap: Snapshot) -> list[Snapshot]:

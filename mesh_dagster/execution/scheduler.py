@@ -74,6 +74,7 @@ class BatchResult:
     audits: list[AuditResult]
     recorded: Interval | None  # what was added to the state store; None when a blocking audit failed
     error: AuditError | None = None
+    interval: Interval | None = None  # the batch's interval (what its audits looked at)
 
 
 @dataclass
@@ -115,12 +116,12 @@ def _record_batch(done: _Evaluated, evaluator: SnapshotEvaluator, state: State, 
     try:
         evaluator.check_audits(snap, audits)
     except AuditError as e:
-        return BatchResult(audits, None, e)
+        return BatchResult(audits, None, e, b.interval)
     recorded = ALL_TIME if snap.model.kind.is_timeless else b.interval
     state.add_interval(*snap.interval_key, *recorded)
     listener.batch_done(view_of(snap.name), b.index, b.count, b.describe(""), done.seconds,
                         len(audits) - len(failed), len(failed))
-    return BatchResult(audits, recorded)
+    return BatchResult(audits, recorded, interval=b.interval)
 
 
 def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: State, execution_time: int,

@@ -135,8 +135,9 @@ def test_scheduled_run_fills_the_current_versions_and_records_intervals(project,
     assert {m.tags["dagster/data_version"] for m in by_key["incremental_model"]} == {inc.version}
     assert {m.tags["dagster/data_version"] for m in by_key["seed_model"]} == {seed.version}
     assert {m.tags["dagster/code_version"] for m in by_key["incremental_model"]} == {inc.identifier}
-    (check,) = result.get_asset_check_evaluations()
-    assert check.passed and check.check_name == "assert_positive_order_ids"
+    checks = result.get_asset_check_evaluations()  # a partitioned check: one result per partition audited
+    assert sorted(c.partition for c in checks) == [str(LATER + timedelta(days=i)) for i in range(DAYS - 2)]
+    assert all(c.passed and c.check_name == "assert_positive_order_ids" for c in checks)
 
     state = project.context().state
     assert state.get_intervals([inc.interval_key])[inc.interval_key] == [(to_ms(str(FIRST)), to_ms(str(date.today())))]
@@ -358,8 +359,9 @@ def test_failing_blocking_audit_stops_downstream_and_promotion(tmp_path, spark, 
         assert not result.success
         assert "Audit 'assert_positive_order_ids' failed for " f"{project.schema}.full_model: 1 row(s) returned" \
             in _failure(result)
-        (check,) = result.get_asset_check_evaluations()
-        assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+        checks = result.get_asset_check_evaluations()  # per partition: full_model's days of the range
+        assert len(checks) == DAYS - 2
+        assert all(not c.passed and c.severity == dg.AssetCheckSeverity.ERROR for c in checks)
         materialized = {e.event_specific_data.materialization.asset_key.path[-1]
                         for e in result.get_asset_materialization_events()}
         assert materialized == {"seed_model", "incremental_model"}  # neither full_model nor after_full

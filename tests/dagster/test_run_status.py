@@ -1,0 +1,198 @@
+"""Run status that tells the truth, through Dagster's own execution APIs on the test process's Spark
+session: in one run, a model that fails fails its own asset and blocks only the models reading it;
+the others are materialized; a model with nothing to do is reported as such, never as failed; and
+the audits of partitioned models are partitioned checks, with a result per partition.
+
+The project, daily over the last days:
+- `daily` (INCREMENTAL_BY_TIME_RANGE, a batch per day) with a non-blocking audit that fails on
+  one day only, and `full` (FULL): the two healthy models;
+- `bad`, a Python model that raises, and `after_bad`, which reads it;
+- `late`, whose start is after the run's range (nothing to compute);
+- `latest` (INCREMENTAL_BY_UNIQUE_KEY: an unpartitioned asset) reading `full`'s seed-like source.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, timedelta
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from project_builder import write_project
+
+from mesh_dagster.context import Context
+from mesh_dagster.dagster import definitions
+
+pytestmark = pytest.mark.spark
+
+DAYS = 3
+FIRST = date.today() - timedelta(days=DAYS)
+SECOND = FIRST + timedelta(days=1)
+LAST = date.today() - timedelta(days=1)
+RANGE = {"dagster/asset_partition_range_start": str(FIRST), "dagster/asset_partition_range_end": str(LAST)}
+SCHEDULED = {**RANGE, "mesh/scheduled": "true"}  # what a schedule tick launches: history models join
+
+BAD = '''\
+from mesh_dagster import ExecutionContext, model
+
+
+@model("{schema}.bad", columns={{"x": "int"}})
+def execute(context: ExecutionContext, start, end, execution_time):
+    raise RuntimeError("the upstream API is down")
+'''
+
+
+class Project:
+    def __init__(self, root: Path, schema: str, instance: dg.DagsterInstance):
+        self.root, self.schema, self.instance = root, schema, instance
+
+    def key(self, model: str) -> dg.AssetKey:
+        return dg.AssetKey([self.schema, model])
+
+    def defs(self) -> dg.Definitions:
+        return definitions(self.root, "prod", shared_spark=False)
+
+    def run(self, models: list[str] | None = None, **kwargs) -> dg.ExecuteInProcessResult:
+        job = self.defs().resolve_implicit_global_asset_job_def()
+        selection = [self.key(m) for m in models] if models is not None else None
+        return job.execute_in_process(instance=self.instance, raise_on_error=False, asset_selection=selection,
+                                      **kwargs)
+
+    def statuses(self, model: str) -> str:
+        """One letter per partition of the run's range: M(aterialized), F(ailed), -(missing)."""
+        key = self.key(model)
+        partitions_def = self.defs().resolve_asset_graph().get(key).partitions_def
+        keys = [str(FIRST + timedelta(days=i)) for i in range(DAYS)]
+        found = self.instance.get_status_by_partition(key, keys, partitions_def) or {}
+        return "".join({dg.AssetPartitionStatus.MATERIALIZED: "M", dg.AssetPartitionStatus.FAILED: "F"}.get(
+            found.get(k), "-") for k in keys)  # type: ignore[arg-type]
+
+    def intervals(self, model: str) -> list:
+        ctx = Context(self.root)
+        try:
+            snap = ctx.plan("prod", allow_empty=True).snapshots[f"{self.schema}.{model}"]
+            return ctx.state.get_intervals([snap.interval_key]).get(snap.interval_key, [])
+        finally:
+            ctx.close()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, spark):
+    from mesh_dagster.engine.adapter import SparkEngine
+
+    schema = f"rs_{uuid.uuid4().hex[:8]}"
+    tmp = tmp_path_factory.mktemp("run_status")
+    root = write_project(tmp / "p", {
+        "audits/not_second_day.sql": f"""
+            AUDIT (name not_second_day, blocking false);
+
+            SELECT * FROM @this_model WHERE ds = DATE '{SECOND}'
+            """,
+        "models/daily.sql": f"""
+            MODEL (
+              name {schema}.daily,
+              kind INCREMENTAL_BY_TIME_RANGE (time_column ds, batch_size 1),
+              audits (not_second_day)
+            );
+
+            SELECT 1 AS id, CAST(@start_ds AS DATE) AS ds
+            """,
+        "models/full.sql": f"""
+            MODEL (name {schema}.full, kind FULL);
+
+            SELECT 1 AS id, 'a' AS v
+            """,
+        "models/bad.py": BAD.format(schema=schema),
+        "models/after_bad.sql": f"""
+            MODEL (name {schema}.after_bad, kind FULL);
+
+            SELECT x FROM {schema}.bad
+            """,
+        "models/late.sql": f"""
+            MODEL (name {schema}.late, kind FULL, start '{date.today() + timedelta(days=30)}');
+
+            SELECT 1 AS id
+            """,
+        "models/latest.sql": f"""
+            MODEL (name {schema}.latest, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key id));
+
+            SELECT 1 AS id, 'a' AS v
+            """,
+    }, config=f"model_defaults:\n  dialect: spark\n  start: {FIRST}\n  cron: '@daily'\n")
+    (tmp / "dagster_home").mkdir()
+    yield Project(root, schema, dg.DagsterInstance.local_temp(str(tmp / "dagster_home")))
+    engine = SparkEngine(spark)
+    for s in (schema, f"mesh__{schema}"):
+        engine.drop_schema(s, cascade=True)
+
+
+def _failure(result: dg.ExecuteInProcessResult) -> str:
+    (event,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return event.step_failure_data.error.message
+
+
+def _outcomes(result: dg.ExecuteInProcessResult) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for event in result.get_asset_materialization_events():
+        m = event.event_specific_data.materialization
+        out.setdefault(m.asset_key.path[-1], []).append(m.metadata["mesh/outcome"].value)
+    return out
+
+
+def test_one_failing_model_fails_its_own_asset_and_its_readers_only(project):
+    result = project.run(["daily", "full", "bad", "after_bad", "late"], tags=RANGE)
+    assert not result.success  # the run shows the failure
+
+    # the healthy models and the one with nothing to compute have their materializations
+    assert _outcomes(result) == {"daily": ["evaluated"] * DAYS, "full": ["evaluated"] * DAYS,
+                                 "late": ["empty"] * DAYS}
+    assert project.statuses("daily") == project.statuses("full") == project.statuses("late") == "MMM"
+    # the failing model and the model reading it: their partitions failed, nothing recorded
+    assert project.statuses("bad") == project.statuses("after_bad") == "FFF"
+    assert project.intervals("bad") == project.intervals("after_bad") == []
+    assert project.intervals("daily") and project.intervals("full")
+
+    message = _failure(result)
+    assert "Failure: 1 model(s) failed, 1 blocked by them; the models not reading them were materialized.\n" in message
+    assert f"- {project.schema}.bad: " in message and "the upstream API is down" in message
+    assert f"- {project.schema}.after_bad: not evaluated, it reads {project.schema}.bad, which failed" in message
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    metadata = failure.step_failure_data.user_failure_data.metadata
+    assert set(metadata["failed"].value) == {f"{project.schema}.bad"}
+    assert metadata["blocked"].value == {f"{project.schema}.after_bad": f"{project.schema}.bad"}
+
+
+def test_audits_of_a_ranged_run_are_reported_per_partition(project):
+    result = project.run(["daily"], tags=RANGE)
+    assert result.success  # a non-blocking audit failing on one day fails no model
+    evaluations = {e.partition: e for e in result.get_asset_check_evaluations()}
+    assert set(evaluations) == {str(FIRST + timedelta(days=i)) for i in range(DAYS)}
+    assert {p: e.passed for p, e in evaluations.items()} == {
+        str(FIRST): True, str(SECOND): False, str(LAST): True}
+    failed = evaluations[str(SECOND)]
+    assert failed.check_name == "not_second_day" and failed.severity == dg.AssetCheckSeverity.WARN
+    assert failed.metadata["failing_rows"].value == 1 and failed.metadata["batch"].value == f"{SECOND} - {SECOND}"
+
+    graph = project.defs().resolve_asset_graph()
+    (check_key,) = graph.get(project.key("daily")).check_keys
+    assert graph.get(check_key).partitions_def == graph.get(project.key("daily")).partitions_def
+
+
+def test_a_one_partition_run_checks_that_partition(project):
+    result = project.run(["daily"], partition_key=str(SECOND))
+    assert result.success
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert evaluation.partition == str(SECOND) and not evaluation.passed
+    assert evaluation.target_materialization_data is not None  # it checked the materialization just made
+
+
+def test_a_model_with_nothing_due_is_skipped_not_failed_in_a_failing_run(project):
+    first = project.run(["full", "bad", "latest"], tags=SCHEDULED)
+    assert not first.success and _outcomes(first)["latest"] == ["evaluated"]
+    again = project.run(["full", "bad", "latest"], tags=SCHEDULED)
+    assert not again.success
+    assert _outcomes(again)["latest"] == ["up to date"]  # skipped: nothing was due
+    latest = project.instance.get_latest_materialization_event(project.key("latest"))
+    assert latest is not None and latest.run_id == again.run_id
+    assert f"{project.schema}.latest" not in _failure(again)
