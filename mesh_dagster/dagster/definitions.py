@@ -17,7 +17,6 @@ from dagster import (
     ExecutorDefinition,
     TableColumn,
     TableSchema,
-    in_process_executor,
 )
 
 from mesh_dagster.core.errors import MeshError
@@ -25,6 +24,7 @@ from mesh_dagster.core.snapshot import PROD, normalize_environment
 from mesh_dagster.dagster.assets import history_assets, model_assets
 from mesh_dagster.dagster.git_sensor import git_plan_job, git_sensor
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph, build_graph
+from mesh_dagster.dagster.outcomes import RUN_EXECUTOR
 from mesh_dagster.dagster.partitions import partitions_for
 from mesh_dagster.dagster.promotion import promote_job
 from mesh_dagster.dagster.resource import MeshResource
@@ -49,13 +49,14 @@ def definitions(
     git_sensor_running: bool = False,
     plan_status_sensor_running: bool = True,
     shared_spark: bool = True,
-    executor: ExecutorDefinition | None = in_process_executor,
+    executor: ExecutorDefinition | None = RUN_EXECUTOR,
 ) -> Definitions:
     """The project's models as assets of `environment`, with its promote job, re-stamp job and
     sensor, plan and apply_plan jobs, and (for prod) one schedule per cron and, when config.yaml
     has a `git:` section, the git push sensor and its `git_plan` job (stopped by default).
 
-    Runs execute in process by default: one Spark session per run, models in DAG order. With the
+    Runs execute in process by default: one Spark session per run, models in DAG order, a step
+    running once the models it reads are materialized even if another model failed. With the
     local default connection, runs use the project's shared Spark Connect server (`shared_spark`),
     started on demand, so concurrent runs and `mesh` commands share one warehouse.
     """

@@ -18,6 +18,11 @@ attributes an `AssetCheckResult` to a partition only in a run for one partition 
 of the check SKIPPED. In a ranged run the step therefore reports an `AssetCheckEvaluation` per
 partition key of the run, carrying the verdict of the batch that covered it (an audit runs once
 per batch, over the batch's rows, so a failing row belongs to the batch, not to one day of it).
+
+Across steps (a run of daily models and of the unpartitioned history models reading them), Dagster
+by default skips every step after a failed one. `RUN_EXECUTOR` runs a step once the outputs it reads
+are there instead: a history step runs when none of its models' parents failed; when one did, Dagster
+leaves the whole step out (its granularity, not a model's).
 """
 
 from __future__ import annotations
@@ -34,12 +39,17 @@ from dagster import (
     Failure,
     MetadataValue,
     TimeWindowPartitionsDefinition,
+    in_process_executor,
 )
 
 from mesh_dagster.core.intervals import Interval, format_interval_range
 from mesh_dagster.dagster.graph import ModelAsset
 from mesh_dagster.dagster.partitions import to_ms
 from mesh_dagster.execution.materialize import ModelMaterialization, Outcome
+
+# One Spark session per run, models in DAG order; a step waits for the outputs it reads, not for the
+# success of the steps making them (Dagster's `step_dependency_config`).
+RUN_EXECUTOR = in_process_executor.configured({"step_dependency_config": {"require_upstream_step_success": False}})
 
 
 @dataclass

@@ -5,14 +5,18 @@ the audits of partitioned models are partitioned checks, with a result per parti
 
 The project, daily over the last days:
 - `daily` (INCREMENTAL_BY_TIME_RANGE, a batch per day) with a non-blocking audit that fails on
-  one day only, and `full` (FULL): the two healthy models;
+  one day only, and `totals` (FULL): the two healthy models;
 - `bad`, a Python model that raises, and `after_bad`, which reads it;
 - `late`, whose start is after the run's range (nothing to compute);
-- `latest` (INCREMENTAL_BY_UNIQUE_KEY: an unpartitioned asset) reading `full`'s seed-like source.
+- `latest` (INCREMENTAL_BY_UNIQUE_KEY: an unpartitioned asset, its own step) reading `totals`.
+
+Runs with history models go through `execute_job` on the schedule's job, as a real run does:
+`execute_in_process` ignores the executor's config, and with it how steps after a failed one run.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import date, timedelta
 from pathlib import Path
@@ -32,6 +36,12 @@ SECOND = FIRST + timedelta(days=1)
 LAST = date.today() - timedelta(days=1)
 RANGE = {"dagster/asset_partition_range_start": str(FIRST), "dagster/asset_partition_range_end": str(LAST)}
 SCHEDULED = {**RANGE, "mesh/scheduled": "true"}  # what a schedule tick launches: history models join
+ROOT_VARIABLE = "MESH_TEST_RUN_STATUS_ROOT"
+
+
+def schedule_job() -> dg.JobDefinition:
+    """The daily schedule's job of the module's project, rebuilt by `execute_job`."""
+    return definitions(os.environ[ROOT_VARIABLE], "prod", shared_spark=False).resolve_job_def("run_prod_daily")
 
 BAD = '''\
 from mesh_dagster import ExecutionContext, model
@@ -58,6 +68,11 @@ class Project:
         selection = [self.key(m) for m in models] if models is not None else None
         return job.execute_in_process(instance=self.instance, raise_on_error=False, asset_selection=selection,
                                       **kwargs)
+
+    def run_job(self, models: list[str], tags: dict[str, str]) -> dg.JobExecutionResult:
+        """A run of the schedule's job with the executor a real run has."""
+        return dg.execute_job(dg.reconstructable(schedule_job), self.instance, tags=tags,
+                              asset_selection=[self.key(m) for m in models])
 
     def statuses(self, model: str) -> str:
         """One letter per partition of the run's range: M(aterialized), F(ailed), -(missing)."""
@@ -98,8 +113,8 @@ def project(tmp_path_factory, spark):
 
             SELECT 1 AS id, CAST(@start_ds AS DATE) AS ds
             """,
-        "models/full.sql": f"""
-            MODEL (name {schema}.full, kind FULL);
+        "models/totals.sql": f"""
+            MODEL (name {schema}.totals, kind FULL);
 
             SELECT 1 AS id, 'a' AS v
             """,
@@ -117,22 +132,24 @@ def project(tmp_path_factory, spark):
         "models/latest.sql": f"""
             MODEL (name {schema}.latest, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key id));
 
-            SELECT 1 AS id, 'a' AS v
+            SELECT id, v FROM {schema}.totals
             """,
     }, config=f"model_defaults:\n  dialect: spark\n  start: {FIRST}\n  cron: '@daily'\n")
     (tmp / "dagster_home").mkdir()
+    os.environ[ROOT_VARIABLE] = str(root)
     yield Project(root, schema, dg.DagsterInstance.local_temp(str(tmp / "dagster_home")))
+    os.environ.pop(ROOT_VARIABLE, None)
     engine = SparkEngine(spark)
     for s in (schema, f"mesh__{schema}"):
         engine.drop_schema(s, cascade=True)
 
 
-def _failure(result: dg.ExecuteInProcessResult) -> str:
+def _failure(result: dg.ExecuteInProcessResult | dg.JobExecutionResult) -> str:
     (event,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     return event.step_failure_data.error.message
 
 
-def _outcomes(result: dg.ExecuteInProcessResult) -> dict[str, list[str]]:
+def _outcomes(result: dg.ExecuteInProcessResult | dg.JobExecutionResult) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for event in result.get_asset_materialization_events():
         m = event.event_specific_data.materialization
@@ -141,17 +158,17 @@ def _outcomes(result: dg.ExecuteInProcessResult) -> dict[str, list[str]]:
 
 
 def test_one_failing_model_fails_its_own_asset_and_its_readers_only(project):
-    result = project.run(["daily", "full", "bad", "after_bad", "late"], tags=RANGE)
+    result = project.run(["daily", "totals", "bad", "after_bad", "late"], tags=RANGE)
     assert not result.success  # the run shows the failure
 
     # the healthy models and the one with nothing to compute have their materializations
-    assert _outcomes(result) == {"daily": ["evaluated"] * DAYS, "full": ["evaluated"] * DAYS,
+    assert _outcomes(result) == {"daily": ["evaluated"] * DAYS, "totals": ["evaluated"] * DAYS,
                                  "late": ["empty"] * DAYS}
-    assert project.statuses("daily") == project.statuses("full") == project.statuses("late") == "MMM"
+    assert project.statuses("daily") == project.statuses("totals") == project.statuses("late") == "MMM"
     # the failing model and the model reading it: their partitions failed, nothing recorded
     assert project.statuses("bad") == project.statuses("after_bad") == "FFF"
     assert project.intervals("bad") == project.intervals("after_bad") == []
-    assert project.intervals("daily") and project.intervals("full")
+    assert project.intervals("daily") and project.intervals("totals")
 
     message = _failure(result)
     assert "Failure: 1 model(s) failed, 1 blocked by them; the models not reading them were materialized.\n" in message
@@ -188,11 +205,23 @@ def test_a_one_partition_run_checks_that_partition(project):
 
 
 def test_a_model_with_nothing_due_is_skipped_not_failed_in_a_failing_run(project):
-    first = project.run(["full", "bad", "latest"], tags=SCHEDULED)
-    assert not first.success and _outcomes(first)["latest"] == ["evaluated"]
-    again = project.run(["full", "bad", "latest"], tags=SCHEDULED)
+    """`latest` has its own step, after the failed one: it runs, as it reads only `totals`."""
+    first = project.run_job(["totals", "bad", "latest"], SCHEDULED)
+    assert not first.success
+    assert _outcomes(first) == {"totals": ["evaluated"] * DAYS, "latest": ["evaluated"]}
+    again = project.run_job(["totals", "bad", "latest"], SCHEDULED)
     assert not again.success
     assert _outcomes(again)["latest"] == ["up to date"]  # skipped: nothing was due
     latest = project.instance.get_latest_materialization_event(project.key("latest"))
-    assert latest is not None and latest.run_id == again.run_id
+    assert latest is not None and latest.run_id == again.run_id  # its last word is this run's, not a failure
     assert f"{project.schema}.latest" not in _failure(again)
+
+
+def test_a_step_reading_a_failed_model_is_left_out_whole(project):
+    """Dagster's granularity: a step reading a model that failed in an earlier step does not run."""
+    (project.root / "models" / "latest.sql").write_text(
+        f"MODEL (name {project.schema}.latest, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key id));\n\n"
+        f"SELECT x AS id, 'b' AS v FROM {project.schema}.bad\n")
+    result = project.run_job(["bad", "latest"], SCHEDULED)
+    assert not result.success and "latest" not in _outcomes(result)
+    assert {e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"} == {"prod__day"}
