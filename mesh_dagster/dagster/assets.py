@@ -40,7 +40,7 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.intervals import Interval, format_interval_range
 from mesh_dagster.core.model import Model
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
-from mesh_dagster.dagster.outcomes import RunReport, check_results
+from mesh_dagster.dagster.outcomes import RangedChecks, RunReport, check_results
 from mesh_dagster.dagster.partitions import partition_tags, to_ms
 from mesh_dagster.dagster.stamps import STAMP_LIMIT, Stamper
 from mesh_dagster.dagster.versions import BUILT_ON
@@ -198,7 +198,8 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
         mesh = getattr(context.resources, RESOURCE_KEY)
         listener = DagsterLogListener(context.log)
         selected_checks = context.selected_asset_check_keys
-        ranged = None if context.has_partition_key else (partitions_def, context.partition_keys)
+        ranged = None if context.has_partition_key else RangedChecks(partitions_def, context.partition_keys,
+                                                                      context.instance)
         computed: set[str] = set()
         report = RunReport()
         try:
@@ -207,7 +208,6 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
                                             listener=listener)
             for run in runs:
                 asset = by_name[run.name]
-                checks = check_results(asset, run, selected_checks, ranged)
                 if report.healthy(run):
                     yield MaterializeResult(
                         asset_key=AssetKey(list(asset.key)),
@@ -215,7 +215,8 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
                         metadata={**result_metadata(run), BUILT_ON: MetadataValue.json(
                             {p.name: p.version for p in graph.parent_assets(asset)})},
                     )
-                yield from checks  # a failed model's audits too; a blocked one has none
+                # after it: the checks point at the materialization; a failed model's audits too
+                yield from check_results(asset, run, selected_checks, ranged)
                 if run.outcome == Outcome.EVALUATED:
                     computed.add(run.name)
             restamp_children(context, graph, partitions, mesh_context, computed, set(names))

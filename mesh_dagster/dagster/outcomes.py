@@ -18,6 +18,10 @@ attributes an `AssetCheckResult` to a partition only in a run for one partition 
 of the check SKIPPED. In a ranged run the step therefore reports an `AssetCheckEvaluation` per
 partition key of the run, carrying the verdict of the batch that covered it (an audit runs once
 per batch, over the batch's rows, so a failing row belongs to the batch, not to one day of it).
+Dagster shows a partition's check status only for an evaluation that names the partition's latest
+materialization (as `AssetCheckResult` does in a one-partition run); the type of that pointer is
+not exported, so it is taken from the public `AssetCheckEvaluation`'s own field annotation, and
+without it (a future Dagster) the evaluations are still recorded, in the check's history only.
 
 Across steps (a run of daily models and of the unpartitioned history models reading them), Dagster
 by default skips every step after a failed one. `RUN_EXECUTOR` runs a step once the outputs it reads
@@ -27,6 +31,7 @@ leaves the whole step out (its granularity, not a model's).
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -36,6 +41,8 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetKey,
+    AssetRecordsFilter,
+    DagsterInstance,
     Failure,
     MetadataValue,
     TimeWindowPartitionsDefinition,
@@ -97,22 +104,34 @@ class RunReport:
         )
 
 
+@dataclass
+class RangedChecks:
+    """What per-partition check evaluations of a ranged run need: the partitions and the instance
+    (to point each evaluation at its partition's latest materialization)."""
+
+    partitions_def: TimeWindowPartitionsDefinition
+    keys: Sequence[str]
+    instance: DagsterInstance
+
+
 def check_results(asset: ModelAsset, run: ModelMaterialization,
                   selected: set[AssetCheckKey] | frozenset[AssetCheckKey],
-                  partitions: tuple[TimeWindowPartitionsDefinition, Sequence[str]] | None = None) -> list:
+                  ranged: RangedChecks | None = None) -> list:
     """The audits of `run` as check results: one `AssetCheckResult` per audit over the whole run
-    (Dagster gives it the run's partition when the run has one), or, given the partitions
-    definition and keys of a ranged run, one `AssetCheckEvaluation` per audit and partition key."""
+    (Dagster gives it the run's partition when the run has one), or, in a ranged run, one
+    `AssetCheckEvaluation` per audit and partition key. Called after the model's materialization
+    was yielded (it is what the checks looked at)."""
     if not asset.checks or not run.audited:
         return []
     key = AssetKey(list(asset.key))
+    targets = _latest_materializations(ranged.instance, key, ranged.keys) if ranged is not None else {}
     out: list = []
     for i, check in enumerate(asset.checks):
         batches = [(interval, results[i]) for interval, results in run.audited if i < len(results)]
         if AssetCheckKey(key, check.check_name) not in selected or not batches:
             continue
         severity = AssetCheckSeverity.ERROR if check.blocking else AssetCheckSeverity.WARN
-        if partitions is None:
+        if ranged is None:
             failing = sum(r.count for _, r in batches)
             out.append(AssetCheckResult(
                 asset_key=key, check_name=check.check_name, passed=failing == 0, severity=severity,
@@ -120,20 +139,45 @@ def check_results(asset: ModelAsset, run: ModelMaterialization,
                 description=None if failing == 0 else f"Audit `{check.audit}` returned {failing} row(s)",
             ))
             continue
-        partitions_def, keys = partitions
-        for partition in keys:
-            batch = _covering(batches, _window(partitions_def, partition))
+        for partition in ranged.keys:
+            batch = _covering(batches, _window(ranged.partitions_def, partition))
             if batch is None:
                 continue  # outside what the model computed (before its start): nothing was audited
             interval, result = batch
             out.append(AssetCheckEvaluation(
                 asset_key=key, check_name=check.check_name, passed=result.passed, severity=severity,
-                blocking=check.blocking, partition=partition,
+                blocking=check.blocking, partition=partition, target_materialization_data=targets.get(partition),
                 metadata={"failing_rows": result.count, "batch": _describe(run, interval)},
                 description=None if result.passed else
                 f"Audit `{check.audit}` returned {result.count} row(s) over the batch {_describe(run, interval)}",
             ))
     return out
+
+
+def _target_type() -> type | None:
+    """The class of `AssetCheckEvaluation.target_materialization_data`, read from the public class's
+    annotation (Dagster does not export it); None when that is no longer a plain optional class."""
+    hint = AssetCheckEvaluation.__annotations__.get("target_materialization_data")
+    found = [t for t in typing.get_args(hint) if isinstance(t, type) and t is not type(None)]
+    return found[0] if len(found) == 1 else None
+
+
+_TARGET = _target_type()
+
+
+def _latest_materializations(instance: DagsterInstance, key: AssetKey, partitions: Sequence[str]) -> dict:
+    """Each partition's latest materialization as an evaluation's target, in one query: the newest
+    records, as many as partitions (a run that just materialized them all finds each one)."""
+    if _TARGET is None or not partitions:
+        return {}
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=key, asset_partitions=list(partitions)), limit=len(partitions)).records
+    targets: dict = {}
+    for record in records:  # newest first
+        if record.partition_key is not None and record.partition_key not in targets:
+            targets[record.partition_key] = _TARGET(storage_id=record.storage_id, run_id=record.run_id,
+                                                    timestamp=record.timestamp)
+    return targets
 
 
 def _window(partitions_def: TimeWindowPartitionsDefinition, partition: str) -> Interval:

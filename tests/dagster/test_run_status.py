@@ -191,9 +191,15 @@ def test_audits_of_a_ranged_run_are_reported_per_partition(project):
     assert failed.check_name == "not_second_day" and failed.severity == dg.AssetCheckSeverity.WARN
     assert failed.metadata["failing_rows"].value == 1 and failed.metadata["batch"].value == f"{SECOND} - {SECOND}"
 
+    # each points at its partition's materialization of this run: Dagster's per-partition check status
+    assert {e.target_materialization_data.run_id for e in evaluations.values()} == {result.run_id}
     graph = project.defs().resolve_asset_graph()
     (check_key,) = graph.get(project.key("daily")).check_keys
     assert graph.get(check_key).partitions_def == graph.get(project.key("daily")).partitions_def
+    infos = {i.partition_key: i for i in project.instance.event_log_storage.get_asset_check_partition_info(
+        [check_key], partition_keys=list(evaluations))}
+    assert {p: (i.latest_execution_status.value, i.is_current) for p, i in infos.items()} == {
+        str(FIRST): ("SUCCEEDED", True), str(SECOND): ("FAILED", True), str(LAST): ("SUCCEEDED", True)}
 
 
 def test_a_one_partition_run_checks_that_partition(project):
