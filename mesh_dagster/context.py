@@ -411,7 +411,8 @@ class Context:
                     listener: ApplyListener | None = None, execution_time: int | str | None = None):
         """Evaluate `models` (names) of `environment` for `[start, end)` into their current
         versions' tables and record the intervals; views do not move. A lazy iterator of
-        `ModelMaterialization`s, parents first; it stops after a blocking audit fails."""
+        `ModelMaterialization`s, parents first; a model that fails is reported FAILED, the models
+        reading it BLOCKED, and the others are still evaluated."""
         from mesh_dagster.execution.materialize import materialize
 
         return materialize(self.project, self.state, lambda: self.engine, normalize_environment(environment),

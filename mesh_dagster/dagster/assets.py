@@ -198,8 +198,7 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
         mesh = getattr(context.resources, RESOURCE_KEY)
         listener = DagsterLogListener(context.log)
         selected_checks = context.selected_asset_check_keys
-        ranged = None if context.has_partition_key else RangedChecks(partitions_def, context.partition_keys,
-                                                                      context.instance)
+        ranged = None if context.has_partition_key else RangedChecks.of(context, partitions_def)
         computed: set[str] = set()
         report = RunReport()
         try:

@@ -32,7 +32,7 @@ leaves the whole step out (its granularity, not a model's).
 from __future__ import annotations
 
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dagster import (
@@ -40,11 +40,13 @@ from dagster import (
     AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
+    AssetExecutionContext,
     AssetKey,
     AssetRecordsFilter,
     DagsterInstance,
     Failure,
     MetadataValue,
+    Output,
     TimeWindowPartitionsDefinition,
     in_process_executor,
 )
@@ -106,12 +108,21 @@ class RunReport:
 
 @dataclass
 class RangedChecks:
-    """What per-partition check evaluations of a ranged run need: the partitions and the instance
-    (to point each evaluation at its partition's latest materialization)."""
+    """What per-partition check evaluations of a ranged run need: the partitions, the instance (to
+    point each evaluation at its partition's latest materialization) and the checks' outputs.
+
+    An evaluation is no output: a step reading a model with a blocking check waits for that
+    check's output (which an `AssetCheckResult` would have produced), so it is yielded as well."""
 
     partitions_def: TimeWindowPartitionsDefinition
     keys: Sequence[str]
     instance: DagsterInstance
+    outputs: Mapping[AssetCheckKey, str]  # the multi-asset's output of each check
+
+    @classmethod
+    def of(cls, context: AssetExecutionContext, partitions_def: TimeWindowPartitionsDefinition) -> RangedChecks:
+        outputs = {spec.key: name for name, spec in context.assets_def.check_specs_by_output_name.items()}
+        return cls(partitions_def, context.partition_keys, context.instance, outputs)
 
 
 def check_results(asset: ModelAsset, run: ModelMaterialization,
@@ -139,6 +150,9 @@ def check_results(asset: ModelAsset, run: ModelMaterialization,
                 description=None if failing == 0 else f"Audit `{check.audit}` returned {failing} row(s)",
             ))
             continue
+        check_key = AssetCheckKey(key, check.check_name)
+        if check_key in ranged.outputs:
+            out.append(Output(None, output_name=ranged.outputs[check_key]))
         for partition in ranged.keys:
             batch = _covering(batches, _window(ranged.partitions_def, partition))
             if batch is None:

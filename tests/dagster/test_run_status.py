@@ -5,7 +5,7 @@ the audits of partitioned models are partitioned checks, with a result per parti
 
 The project, daily over the last days:
 - `daily` (INCREMENTAL_BY_TIME_RANGE, a batch per day) with a non-blocking audit that fails on
-  one day only, and `totals` (FULL): the two healthy models;
+  one day only, and `totals` (FULL) with a blocking one that passes: the two healthy models;
 - `bad`, a Python model that raises, and `after_bad`, which reads it;
 - `late`, whose start is after the run's range (nothing to compute);
 - `latest` (INCREMENTAL_BY_UNIQUE_KEY: an unpartitioned asset, its own step) reading `totals`.
@@ -114,7 +114,7 @@ def project(tmp_path_factory, spark):
             SELECT 1 AS id, CAST(@start_ds AS DATE) AS ds
             """,
         "models/totals.sql": f"""
-            MODEL (name {schema}.totals, kind FULL);
+            MODEL (name {schema}.totals, kind FULL, audits (not_null(columns := (id))));
 
             SELECT 1 AS id, 'a' AS v
             """,
@@ -211,7 +211,8 @@ def test_a_one_partition_run_checks_that_partition(project):
 
 
 def test_a_model_with_nothing_due_is_skipped_not_failed_in_a_failing_run(project):
-    """`latest` has its own step, after the failed one: it runs, as it reads only `totals`."""
+    """`latest` has its own step, after the failed one: it runs, as it reads only `totals` (whose
+    blocking check passed: the step waits for that check's result too)."""
     first = project.run_job(["totals", "bad", "latest"], SCHEDULED)
     assert not first.success
     assert _outcomes(first) == {"totals": ["evaluated"] * DAYS, "latest": ["evaluated"]}
