@@ -232,3 +232,48 @@ def test_a_step_reading_a_failed_model_is_left_out_whole(project):
     result = project.run_job(["bad", "latest"], SCHEDULED)
     assert not result.success and "latest" not in _outcomes(result)
     assert {e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"} == {"prod__day"}
+
+
+STATUS_QUERY = """
+query Statuses($key: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $key) {
+    ... on AssetNode {
+      assetPartitionStatuses { ... on TimePartitionStatuses { ranges { status startKey endKey } } }
+      assetChecksOrError {
+        ... on AssetChecks {
+          checks { name partitionStatuses { ... on AssetCheckTimePartitionStatuses {
+            ranges { status startKey endKey } } } }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def test_the_ui_shows_failed_partitions_and_per_partition_checks(project, tmp_path):
+    """What the webserver's GraphQL (the UI) says after the runs above: the failing model's
+    partitions FAILED, the healthy ones MATERIALIZED, and the audit's status partition by partition."""
+    from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
+
+    code = tmp_path / "defs.py"
+    code.write_text("from mesh_dagster.dagster import definitions\n\n"
+                    f"defs = definitions({str(project.root)!r}, 'prod', shared_spark=False)\n")
+
+    def ranges(node: dict) -> list[tuple[str, str, str]]:
+        return [(r["status"], r["startKey"], r["endKey"]) for r in node["ranges"]]
+
+    with define_out_of_process_context(str(code), "defs", project.instance) as context:
+        def node(model: str) -> dict:
+            result = execute_dagster_graphql(context, STATUS_QUERY, {"key": {"path": [project.schema, model]}})
+            assert not result.errors, result.errors
+            return result.data["assetNodeOrError"]
+
+        assert ranges(node("bad")["assetPartitionStatuses"]) == [("FAILED", str(FIRST), str(LAST))]
+        assert ranges(node("after_bad")["assetPartitionStatuses"]) == [("FAILED", str(FIRST), str(LAST))]
+        daily = node("daily")
+        assert ranges(daily["assetPartitionStatuses"]) == [("MATERIALIZED", str(FIRST), str(LAST))]
+        (check,) = daily["assetChecksOrError"]["checks"]
+        assert sorted(ranges(check["partitionStatuses"])) == [
+            ("FAILED", str(SECOND), str(SECOND)), ("SUCCEEDED", str(FIRST), str(FIRST)),
+            ("SUCCEEDED", str(LAST), str(LAST))]
