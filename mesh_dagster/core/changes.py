@@ -53,6 +53,7 @@ def categorize_changes(
     *,
     forward_only: bool = False,
     choices: Mapping[str, ChangeCategory] | None = None,
+    render_added: bool = True,
 ) -> ChangeSet:
     """Compare each local snapshot with the base's (`base`, loaded in `previous` when it differs).
 
@@ -63,6 +64,8 @@ def categorize_changes(
     is in DAG order, parents first (as `build_snapshots` and `selection.take_selected_changes` give
     it), and a model's parents are its snapshot's: a plan limited by --select-model holds models the
     project no longer defines, and definitions the environment has in place of the project's.
+    `render_added=False` leaves a new snapshot with nothing to compare against unrendered (a plan
+    that is only looked at, never applied, e.g. Dagster's at load: rendering is its largest cost).
     """
     snapshots: dict[str, Snapshot] = {}
     new_snapshots: list[Snapshot] = []
@@ -77,7 +80,10 @@ def categorize_changes(
         existing = stored.get(snap.snapshot_id)
         if existing is None:
             # A definition taken from the environment (see selection.py) keeps its stored rendering.
-            snap = snap.model_copy(update={"rendered_query": snap.rendered_query or _rendered(project, snap)})
+            if render_added or old is not None:
+                snap = snap.model_copy(update={"rendered_query": snap.rendered_query or _rendered(project, snap)})
+            else:
+                snap = snap.model_copy()
             category = tally.categorize(project, snap, old, decide=True)
             snap.categorize(category, old)
             snap.created_ts = now_ms()
