@@ -118,7 +118,7 @@ class TranslatedMeshTranslator(MeshTranslator):
 
 
 def _translation_sets_key(model: Any) -> bool:
-    """Whether a `translation:` may change keys: a template (a string) may; a mapping only with `key`/`key_prefix`."""
+    """Whether a `translation:` changes keys (`key`, `key_prefix`): if not, keys need no evaluation."""
     if isinstance(model, BaseModel):
         return bool({"key", "key_prefix"} & model.model_fields_set)
     if isinstance(model, Mapping):
@@ -131,6 +131,9 @@ class Translation:
     with the model's template variables and `spec` (the spec it changes)."""
 
     def __init__(self, context: Any, model: Any):
+        fixed = sorted(_FIXED.keys() & (model.model_fields_set if isinstance(model, BaseModel) else set()))
+        if fixed:
+            raise ValueError(f"translation: `{fixed[0]}` cannot be set for mesh models: {_FIXED[fixed[0]]}")
         self.info = TranslatorResolvingInfo(asset_attributes=model, resolution_context=context,
                                             model_key="translation")
         self.sets_key = _translation_sets_key(model)
@@ -195,7 +198,7 @@ class MeshProjectComponent(Component, Resolvable):
         Translation | None,
         Resolver(
             _resolve_translation,
-            model_field_type=str | AssetAttributesModel,
+            model_field_type=AssetAttributesModel,  # (or, as every attribute, one template string)
             inject_before_resolve=False,
             description="Asset attributes applied to every model (group_name, tags, kinds, owners, description, "
                         "metadata, automation_condition, key, key_prefix), templated with `model` and `asset`.",

@@ -10,6 +10,7 @@ owners, description, metadata, partitions, automation) is the `MeshTranslator`'s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 
 from dagster import (
@@ -107,10 +108,16 @@ def definitions(
         jobs=jobs,
         schedules=schedules,
         sensors=sensors,
-        resources={"mesh": MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url,
-                                         shared_spark=shared_spark)},
+        resources={"mesh": _resource(project_dir, gateway, state_url, shared_spark)},
         executor=executor,
     )
+
+
+@cache
+def _resource(project_dir: str, gateway: str | None, state_url: str | None, shared_spark: bool) -> MeshResource:
+    """One resource object per project and connection: Dagster merges the Definitions of several
+    components (a prod one and a dev one, say) only if their `mesh` resources are the same object."""
+    return MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url, shared_spark=shared_spark)
 
 
 def _load_graphs(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,
