@@ -1,8 +1,9 @@
 """The project as Dagster sees it: one `ModelAsset` per model, computed once at load time.
 
 Everything here is plain data taken from the plan of the local project against the location's
-environment (no Spark, no Dagster objects), so specs, the stamping sensor and schedules all read
-the same fingerprints and versions that the asset definitions show.
+environment (no Spark; of Dagster only the asset keys, which `MeshTranslator.get_asset_key`
+gives), so specs, the stamping sensor and schedules all read the same keys, fingerprints and
+versions that the asset definitions show.
 """
 
 from __future__ import annotations
