@@ -63,8 +63,8 @@ class MeshTranslator:
     def get_asset_key(self, asset: ModelAsset) -> AssetKey:
         """The model's view in the environment (`sqlmesh_example__dev.full_model` in dev); an
         external table is the same table in every environment, so its own name. Asked first,
-        parents before children: `asset.key` and `asset.deps` are not set yet. Keys must be
-        unique (two models on one key are refused)."""
+        parents before children: `asset.key` is not set yet (`asset.deps`, the parents' keys,
+        is). Keys must be unique (two models on one key are refused)."""
         if asset.is_external:
             return AssetKey(asset.name.split("."))
         schema, _, table = view_name(asset.name, asset.environment).rpartition(".")
