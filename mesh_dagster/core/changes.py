@@ -53,6 +53,7 @@ def categorize_changes(
     *,
     forward_only: bool = False,
     choices: Mapping[str, ChangeCategory] | None = None,
+    render_added: bool = True,
 ) -> ChangeSet:
     """Compare each local snapshot with the base's (`base`, loaded in `previous` when it differs).
 
@@ -63,6 +64,8 @@ def categorize_changes(
     is in DAG order, parents first (as `build_snapshots` and `selection.take_selected_changes` give
     it), and a model's parents are its snapshot's: a plan limited by --select-model holds models the
     project no longer defines, and definitions the environment has in place of the project's.
+    `render_added=False` leaves a new snapshot with nothing to compare against unrendered (a plan
+    that is only looked at, never applied, e.g. Dagster's at load: rendering is its largest cost).
     """
     snapshots: dict[str, Snapshot] = {}
     new_snapshots: list[Snapshot] = []
@@ -77,7 +80,10 @@ def categorize_changes(
         existing = stored.get(snap.snapshot_id)
         if existing is None:
             # A definition taken from the environment (see selection.py) keeps its stored rendering.
-            snap = snap.model_copy(update={"rendered_query": snap.rendered_query or _rendered(project, snap)})
+            if render_added or old is not None:
+                snap = snap.model_copy(update={"rendered_query": snap.rendered_query or _rendered(project, snap)})
+            else:
+                snap = snap.model_copy()
             category = tally.categorize(project, snap, old, decide=True)
             snap.categorize(category, old)
             snap.created_ts = now_ms()
@@ -116,7 +122,10 @@ class _Tally:
     indirect: dict[str, set[str]] = field(default_factory=dict)  # model -> the roots it is listed under
     categories: dict[str, ChangeCategory] = field(default_factory=dict)
     downstream: dict[str, ChangeCategory] = field(default_factory=dict)
-    roots: dict[str, set[str]] = field(default_factory=dict)
+    roots: dict[str, set[str]] = field(default_factory=dict)  # filled on demand: see `roots_of`
+    own_roots: dict[str, set[str]] = field(default_factory=dict)  # recorded models
+    record_order: dict[str, int] = field(default_factory=dict)  # DAG order of the recorded models
+    recorded_parents: dict[str, list[str]] = field(default_factory=dict)
     diffs: dict[str, str] = field(default_factory=dict)
     forward_only: bool = False  # the whole plan is forward-only (`--forward-only`)
     choices: dict[str, ChangeCategory] = field(default_factory=dict)  # the user's categories, by model
@@ -144,7 +153,7 @@ class _Tally:
             return self._decide(snap, old, direct) if decide else direct
         parent_categories = self.parent_categories(parents)
         if parent_categories:
-            self.indirect[name] = set().union(*(self.roots[p] for p in parents if p in self.roots))
+            self.indirect[name] = set().union(*(self.roots_of(p) for p in parents if p in self.own_roots))
             category = categorize_indirect(parent_categories)
             if category == ChangeCategory.INDIRECT_BREAKING and snap.model.forward_only and decide:
                 broken = sorted(p for p in parents if self.downstream.get(p) in (ChangeCategory.BREAKING,
@@ -196,8 +205,29 @@ class _Tally:
             self.metadata.append(name)
         self.categories[name] = category
         self.downstream[name] = downstream_category(category, self.parent_categories(parents))
-        own = self.indirect.get(name, {name})
-        self.roots[name] = own.union(*(self.roots[p] for p in parents if p in self.roots))
+        self.record_order[name] = len(self.record_order)
+        self.own_roots[name] = self.indirect.get(name, {name})
+        self.recorded_parents[name] = parents
+
+    def roots_of(self, name: str) -> set[str]:
+        """The roots a recorded model descends from (its own, and its recorded parents' roots).
+
+        Computed when an indirectly modified child asks, not at each record: a plan adding every
+        model (a first plan) would otherwise union every model's ancestors, quadratic in size."""
+        if name in self.roots:
+            return self.roots[name]
+        missing: set[str] = set()
+        stack = [name]
+        while stack:
+            current = stack.pop()
+            if current in missing or current in self.roots or current not in self.own_roots:
+                continue
+            missing.add(current)
+            stack.extend(self.recorded_parents[current])
+        for current in sorted(missing, key=self.record_order.__getitem__):  # parents first
+            self.roots[current] = self.own_roots[current].union(
+                *(self.roots[p] for p in self.recorded_parents[current] if p in self.own_roots))
+        return self.roots[name]
 
     def indirectly_modified(self) -> dict[str, list[str]]:
         """Each root with the indirectly modified models below it (a model may sit under several)."""

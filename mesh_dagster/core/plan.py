@@ -185,6 +185,7 @@ def build_plan(
     backfill_models: Sequence[str] = (),
     min_intervals: int = 0,
     no_gaps: bool = False,
+    render_added: bool = True,
 ) -> Plan:
     """Compare the project with `environment` (or, if new, with `create_from`) and categorise.
 
@@ -193,7 +194,8 @@ def build_plan(
     overrides; `select_models` (selectors) limits the local changes the plan takes,
     `backfill_models` what a development plan computes (see selection.py); `min_intervals` makes
     every model check at least that many of its latest intervals; `no_gaps` refuses a plan that
-    would leave a new table version without intervals its predecessor has.
+    would leave a new table version without intervals its predecessor has; `render_added=False`
+    is for a plan only looked at, never applied (see `categorize_changes`).
     """
     if min_intervals < 0:
         raise PlanError(f"--min-intervals must be 0 or more, got {min_intervals}")
@@ -212,7 +214,7 @@ def build_plan(
     local = selection.snapshots
     stored, previous = known_snapshots(state, local, base)
     changes = categorize_changes(project, local, stored, base.snapshots, previous, forward_only=forward_only,
-                                 choices=choices)
+                                 choices=choices, render_added=render_added)
     if project.cache is not None:
         project.cache.save()  # the new snapshots' renderings, for the next plan
     removed = [es for name, es in base.snapshots.items() if name not in local]

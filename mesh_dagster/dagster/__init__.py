@@ -7,10 +7,11 @@ from dagster._utils.warnings import BetaWarning
 
 from mesh_dagster.dagster.definitions import ProjectLoadError, definitions
 from mesh_dagster.dagster.resource import MeshResource
+from mesh_dagster.dagster.translator import MeshTranslator
 
 # Dagster 1.13 warns about its own beta `owners` parameter whenever it copies a sensor (binding
 # resources, on every load and run launch) even though we pass no owners: noise for our users.
 warnings.filterwarnings("ignore", message=r"Parameter `owners` of initializer `SensorDefinition.__init__`",
                         category=BetaWarning)
 
-__all__ = ["MeshResource", "ProjectLoadError", "definitions"]
+__all__ = ["MeshResource", "MeshTranslator", "ProjectLoadError", "definitions"]

@@ -11,7 +11,6 @@ intervals alone would replay old rows over newer ones, so they offer no per-part
 and a materialization processes every pending interval of theirs in order, as `mesh run` does.
 """
 
-import re
 import warnings
 from collections.abc import Iterator
 
@@ -20,36 +19,30 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
-    AssetSpec,
     BackfillPolicy,
     DataVersion,
     Failure,
     MaterializeResult,
     MetadataValue,
     PreviewWarning,
-    TableColumn,
-    TableSchema,
     TimeWindowPartitionsDefinition,
     multi_asset,
 )
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.intervals import Interval, format_interval_range
-from mesh_dagster.core.model import Model
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.outcomes import RangedChecks, RunReport, check_results
 from mesh_dagster.dagster.partitions import partition_tags, to_ms
 from mesh_dagster.dagster.stamps import STAMP_LIMIT, Stamper
+from mesh_dagster.dagster.translator import MeshTranslator
 from mesh_dagster.dagster.versions import BUILT_ON
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.materialize import ModelMaterialization, Outcome
 
 RESOURCE_KEY = "mesh"
-TAG_KEY_LIMIT = 63
-_NOT_IN_TAG_KEYS = re.compile(r"[^A-Za-z0-9_.-]")
 SCHEDULED_TAG = "mesh/scheduled"  # runs launched by a cron schedule: they fill what is due
 
 
@@ -69,82 +62,6 @@ class DagsterLogListener(ApplyListener):
 
     def log(self, message: str) -> None:
         self._log.info(message)
-
-
-def asset_spec(asset: ModelAsset) -> AssetSpec:
-    model = asset.model
-    return AssetSpec(
-        key=AssetKey(list(asset.key)),
-        deps=[AssetKey(list(d)) for d in asset.deps],
-        description=model.description or f"{model.kind.name.value} model `{model.name}` ({model.where()})",
-        metadata=spec_metadata(asset),
-        group_name=asset.group,
-        code_version=asset.fingerprint,
-        kinds=asset_kinds(model),
-        tags=asset_tags(model),
-        owners=[model.owner] if model.owner and "@" in model.owner else None,
-        skippable=True,
-    )
-
-
-def asset_kinds(model: Model) -> set[str]:
-    """The kinds the UI shows as icons: the engine, the model kind and, for a Python model, python
-    (Dagster shows up to three)."""
-    return {"spark", model.kind.name.value.lower(), *(["python"] if model.is_python else [])}
-
-
-def asset_tags(model: Model) -> dict[str, str]:
-    """The model's tags as labels (key = the tag, value empty) to filter assets by, plus its kind."""
-    tags = {key: "" for key in (tag_key(t) for t in model.tags) if key}
-    return {**tags, "mesh/kind": model.kind.name.value}
-
-
-def tag_key(tag: str) -> str:
-    """A model tag as a Dagster tag key. Dagster refuses keys with characters other than letters,
-    digits, '_', '-' and '.', or longer than 63 (bar one `prefix/`): those become '_' and the key is
-    cut. A '/' becomes '_' too, so no tag lands in Dagster's or mesh's namespace (`dagster/...`)."""
-    return _NOT_IN_TAG_KEYS.sub("_", tag.strip())[:TAG_KEY_LIMIT]
-
-
-def spec_metadata(asset: ModelAsset) -> dict:
-    model = asset.model
-    meta: dict = {
-        "mesh/model": model.name,
-        "mesh/kind": model.kind.name.value,
-        "mesh/cron": model.cron,
-        "mesh/change": asset.change,
-        "mesh/fingerprint": asset.fingerprint,
-        "dagster/table_name": ".".join(asset.key),
-    }
-    if asset.table:
-        meta["mesh/physical_table"] = asset.table
-        meta["mesh/version"] = asset.version
-    if model.cron_tz:
-        meta["mesh/cron_tz"] = model.cron_tz
-    if model.declared_unit is not None:
-        meta["mesh/interval_unit"] = model.declared_unit.value
-    if model.allow_partials:
-        meta["mesh/allow_partials"] = True
-    if model.signals:
-        meta["mesh/signals"] = ", ".join(ref.describe() for ref in model.signals)
-    if model.owner:
-        meta["mesh/owner"] = model.owner
-    if asset.start_ms is not None:
-        meta["mesh/start"] = ms_to_datetime(asset.start_ms).strftime("%Y-%m-%d %H:%M")
-    if model.grain:
-        meta["mesh/grain"] = ", ".join(model.grain)
-    if model.path:
-        meta["mesh/file"] = model.where()
-    if asset.columns:
-        meta["dagster/column_schema"] = TableSchema(
-            columns=[TableColumn(name=c, type=(t or "unknown"), description=model.column_descriptions.get(c))
-                     for c, t in asset.columns.items()]
-        )
-    if model.query:
-        meta["mesh/query"] = MetadataValue.md(f"```sql\n{model.query.strip()}\n```")
-    if model.python is not None:
-        meta["mesh/python"] = MetadataValue.md(f"```python\n{model.python.source()}```")
-    return meta
 
 
 def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinition | None = None
@@ -171,20 +88,22 @@ def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinitio
 
 
 def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsset],
-                 partitions: dict[IntervalUnit, TimeWindowPartitionsDefinition]) -> AssetsDefinition:
+                 partitions: dict[IntervalUnit, TimeWindowPartitionsDefinition],
+                 translator: MeshTranslator | None = None) -> AssetsDefinition:
     """The multi-asset of every model whose intervals are `unit`s.
 
     After its models, a run re-stamps the partitions of their *other* children that keep their
     version through the change just computed (see stamps.py), so those do not turn stale.
     """
     environment = graph.environment
+    translator = translator or MeshTranslator()
     partitions_def = partitions[unit]
     by_key = {AssetKey(list(a.key)): a for a in assets}
     by_name = {a.name: a for a in assets}
 
     @multi_asset(
         name=f"{environment}__{unit.value}",
-        specs=[asset_spec(a) for a in assets],
+        specs=[translator.get_asset_spec(a) for a in assets],
         check_specs=[spec for a in assets for spec in check_specs(a, partitions_def)] or None,
         can_subset=True,
         partitions_def=partitions_def,
@@ -226,7 +145,8 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
     return _models
 
 
-def history_assets(graph: ProjectGraph, assets: list[ModelAsset]) -> AssetsDefinition:
+def history_assets(graph: ProjectGraph, assets: list[ModelAsset],
+                   translator: MeshTranslator | None = None) -> AssetsDefinition:
     """The unpartitioned multi-asset of the models whose intervals cannot be recomputed one by
     one: materializing one processes each of its pending (due, missing) intervals in order.
 
@@ -235,11 +155,12 @@ def history_assets(graph: ProjectGraph, assets: list[ModelAsset]) -> AssetsDefin
     process what is pending whatever that range, after their parents of the same run.
     """
     environment = graph.environment
+    translator = translator or MeshTranslator()
     by_key = {AssetKey(list(a.key)): a for a in assets}
 
     @multi_asset(
         name=f"{environment}__history",
-        specs=[asset_spec(a) for a in assets],
+        specs=[translator.get_asset_spec(a) for a in assets],
         check_specs=[spec for a in assets for spec in check_specs(a)] or None,
         can_subset=True,
         required_resource_keys={RESOURCE_KEY},

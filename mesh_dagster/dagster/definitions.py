@@ -3,35 +3,37 @@
 Loading plans the local project against the environment (the state store only, never Spark), so
 the UI shows each model with its fingerprint as code version and its change category: what a
 change would recompute. Materializing partitions fills the current versions' tables; the promote
-job then moves the environment's views.
+job then moves the environment's views. How each model looks in Dagster (key, group, tags, kinds,
+owners, description, metadata, partitions, automation) is the `MeshTranslator`'s to say.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 
 from dagster import (
-    AssetKey,
-    AssetSpec,
     Definitions,
     ExecutorDefinition,
-    TableColumn,
-    TableSchema,
+    TimeWindowPartitionsDefinition,
 )
 
+from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.snapshot import PROD, normalize_environment
 from mesh_dagster.dagster.assets import history_assets, model_assets
 from mesh_dagster.dagster.git_sensor import git_plan_job, git_sensor
-from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph, build_graph
+from mesh_dagster.dagster.graph import ProjectGraph, build_graph
 from mesh_dagster.dagster.outcomes import RUN_EXECUTOR
-from mesh_dagster.dagster.partitions import partitions_for
+from mesh_dagster.dagster.partitions import partition_format
 from mesh_dagster.dagster.promotion import promote_job
 from mesh_dagster.dagster.resource import MeshResource
 from mesh_dagster.dagster.restatement import restate_job
 from mesh_dagster.dagster.reviews import apply_plan_job, plan_job, plan_status_sensor
 from mesh_dagster.dagster.schedules import cron_schedules
 from mesh_dagster.dagster.stamps import stamp_job, stamp_sensor
+from mesh_dagster.dagster.translator import MeshTranslator
 
 
 class ProjectLoadError(Exception):
@@ -40,7 +42,7 @@ class ProjectLoadError(Exception):
 
 def definitions(
     project_dir: str | Path,
-    environment: str = PROD,
+    environment: str | Sequence[str] = PROD,
     *,
     gateway: str | None = None,
     state_url: str | None = None,
@@ -50,10 +52,14 @@ def definitions(
     plan_status_sensor_running: bool = True,
     shared_spark: bool = True,
     executor: ExecutorDefinition | None = RUN_EXECUTOR,
+    translator: MeshTranslator | None = None,
 ) -> Definitions:
     """The project's models as assets of `environment`, with its promote job, re-stamp job and
     sensor, plan and apply_plan jobs, and (for prod) one schedule per cron and, when config.yaml
     has a `git:` section, the git push sensor and its `git_plan` job (stopped by default).
+
+    Several environments (`["prod", "dev"]`) make one code location holding each one's assets
+    and jobs (names carry the environment; external tables, the same in all, appear once).
 
     Runs execute in process by default: one Spark session per run, models in DAG order, a step
     running once the models it reads are materialized even if another model failed. With the
@@ -61,64 +67,91 @@ def definitions(
     started on demand, so concurrent runs and `mesh` commands share one warehouse.
     """
     project_dir = str(Path(project_dir).resolve())
-    environment = normalize_environment(environment)
-    loaded = _load_graph(project_dir, environment, gateway, state_url)
+    environments = [environment] if isinstance(environment, str) else list(environment)
+    if not environments:
+        raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: no environment given")
+    environments = list(dict.fromkeys(normalize_environment(e) for e in environments))
+    translator = translator or MeshTranslator()
+    loaded = _load_graphs(project_dir, environments, gateway, state_url, translator)
     if isinstance(loaded, MeshError):  # raised here so the code location shows no frames of ours below this
         raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {loaded}") from None
-    graph = loaded
 
-    partitions = {unit: partitions_for(unit, graph.partitions_start(unit)) for unit in graph.by_unit()}
-    assets: list = [model_assets(graph, unit, members, partitions) for unit, members in graph.by_unit().items()]
-    if graph.unpartitioned:
-        assets.append(history_assets(graph, graph.unpartitioned))
-    assets += [external_spec(a) for a in graph.assets.values() if a.is_external]
+    assets: list = []
+    jobs: list = []
+    sensors: list = []
+    schedules: list = []
+    external_keys: set[tuple[str, ...]] = set()
+    for graph in loaded:
+        environment = graph.environment
+        partitions = _partitions(graph, translator)
+        assets += [model_assets(graph, unit, members, partitions, translator)
+                   for unit, members in graph.by_unit().items()]
+        if graph.unpartitioned:
+            assets.append(history_assets(graph, graph.unpartitioned, translator))
+        for asset in graph.assets.values():
+            if asset.is_external and asset.key not in external_keys:
+                external_keys.add(asset.key)
+                assets.append(translator.get_asset_spec(asset))
 
-    restamp = stamp_job(graph, partitions)
-    jobs = [promote_job(environment), restate_job(environment), plan_job(environment), apply_plan_job(environment),
-            restamp]
-    sensors = [stamp_sensor(graph, partitions, restamp, project_dir, gateway, state_url, restamp_sensor_running),
-               plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running)]
-    schedules = cron_schedules(graph, project_dir, gateway, state_url, schedules_running) \
-        if environment == PROD else []
-    if environment == PROD and graph.watches_git:
-        git_job = git_plan_job()
-        jobs.append(git_job)
-        sensors.append(git_sensor(project_dir, gateway, state_url, git_job, git_sensor_running))
+        restamp = stamp_job(graph, partitions)
+        jobs += [promote_job(environment), restate_job(environment), plan_job(environment),
+                 apply_plan_job(environment), restamp]
+        sensors += [stamp_sensor(graph, partitions, restamp, project_dir, gateway, state_url, restamp_sensor_running),
+                    plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running)]
+        if environment == PROD:
+            schedules += cron_schedules(graph, project_dir, gateway, state_url, schedules_running)
+            if graph.watches_git:
+                git_job = git_plan_job()
+                jobs.append(git_job)
+                sensors.append(git_sensor(project_dir, gateway, state_url, git_job, git_sensor_running))
     return Definitions(
         assets=assets,
         jobs=jobs,
         schedules=schedules,
         sensors=sensors,
-        resources={"mesh": MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url,
-                                         shared_spark=shared_spark)},
+        resources={"mesh": _resource(project_dir, gateway, state_url, shared_spark)},
         executor=executor,
     )
 
 
-def _load_graph(project_dir: str, environment: str, gateway: str | None,
-                state_url: str | None) -> ProjectGraph | MeshError:
-    """Plan the project against the environment; a broken project is returned as its error."""
+@cache
+def _resource(project_dir: str, gateway: str | None, state_url: str | None, shared_spark: bool) -> MeshResource:
+    """One resource object per project and connection: Dagster merges the Definitions of several
+    components (a prod one and a dev one, say) only if their `mesh` resources are the same object."""
+    return MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url, shared_spark=shared_spark)
+
+
+def _load_graphs(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,
+                 translator: MeshTranslator) -> list[ProjectGraph] | MeshError:
+    """Plan the project against each environment (one project load); a broken project is returned as its error.
+
+    The plans are never applied, so new snapshots are not rendered to their canonical text (what
+    a stored snapshot keeps for later categorization): the largest cost of a first load."""
     from mesh_dagster.context import Context
 
     context = Context(project_dir, gateway, state_url=state_url)
     try:
-        return build_graph(context.project, context.plan(environment, allow_empty=True))
+        return [build_graph(context.project, context.plan(environment, allow_empty=True, render_added=False),
+                            translator)
+                for environment in environments]
     except MeshError as e:
         return e
     finally:
         context.close()
 
 
-def external_spec(asset: ModelAsset) -> AssetSpec:
-    """External tables are shown (lineage, columns) but never materialized by us."""
-    metadata: dict = {"mesh/kind": "EXTERNAL", "dagster/table_name": asset.name}
-    if asset.columns:
-        metadata["dagster/column_schema"] = TableSchema(
-            columns=[TableColumn(name=c, type=t or "unknown") for c, t in asset.columns.items()])
-    return AssetSpec(
-        key=AssetKey(list(asset.key)),
-        description=asset.model.description or f"External table `{asset.name}`",
-        group_name="external",
-        metadata=metadata,
-        kinds={"spark"},
-    )
+def _partitions(graph: ProjectGraph, translator: MeshTranslator) -> dict[IntervalUnit, TimeWindowPartitionsDefinition]:
+    """The translator's partitions definition of each interval unit, checked against the intervals:
+    runs, schedules and re-stamps turn partition keys into intervals and back with these rules."""
+    out: dict[IntervalUnit, TimeWindowPartitionsDefinition] = {}
+    for unit in graph.by_unit():
+        partitions = translator.get_partitions_def(unit, graph.partitions_start(unit))
+        expected = (unit.cron_expression, partition_format(unit), "UTC")
+        if not isinstance(partitions, TimeWindowPartitionsDefinition) or \
+                (partitions.cron_schedule, partitions.fmt, partitions.timezone) != expected:
+            raise ProjectLoadError(
+                f"{type(translator).__name__}.get_partitions_def({unit.value!r}) must return a "
+                f"TimeWindowPartitionsDefinition with cron_schedule {expected[0]!r}, fmt {expected[1]!r} and "
+                f"timezone 'UTC' (the boundaries of {unit.value} intervals); got {partitions!r}")
+        out[unit] = partitions
+    return out

@@ -1,8 +1,9 @@
 """The project as Dagster sees it: one `ModelAsset` per model, computed once at load time.
 
 Everything here is plain data taken from the plan of the local project against the location's
-environment (no Spark, no Dagster objects), so specs, the stamping sensor and schedules all read
-the same fingerprints and versions that the asset definitions show.
+environment (no Spark; of Dagster only the asset keys, which `MeshTranslator.get_asset_key`
+gives), so specs, the stamping sensor and schedules all read the same keys, fingerprints and
+versions that the asset definitions show.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from mesh_dagster.core.audits import is_blocking
 from mesh_dagster.core.cron import IntervalUnit
@@ -20,7 +23,11 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.model import Audit, KindName, Model
 from mesh_dagster.core.plan import Plan, model_start_ms
 from mesh_dagster.core.project import Project
-from mesh_dagster.core.snapshot import view_name
+
+if TYPE_CHECKING:
+    from dagster import AssetKey
+
+    from mesh_dagster.dagster.translator import MeshTranslator
 
 UNCHANGED = "Unchanged"
 ADDED = "Added"
@@ -40,7 +47,7 @@ class AuditCheck:
 @dataclass
 class ModelAsset:
     name: str
-    key: tuple[str, ...]  # asset key path: the model's view in the environment
+    key: tuple[str, ...]  # asset key path (MeshTranslator.get_asset_key): by default the model's view
     model: Model
     fingerprint: str
     version: str | None
@@ -52,6 +59,15 @@ class ModelAsset:
     start_ms: int | None = None
     end_ms: int | None = None
     columns: dict[str, str | None] | None = None
+    environment: str = "prod"
+    dep_keys: list[AssetKey] = field(default_factory=list)  # `deps` as AssetKeys (the parents' own objects)
+
+    @cached_property
+    def asset_key(self) -> AssetKey:
+        """`key` as Dagster's AssetKey, built once (schedules, specs and checks all ask for it)."""
+        from dagster import AssetKey
+
+        return AssetKey(self.key)
 
     @property
     def kind(self) -> KindName:
@@ -64,10 +80,6 @@ class ModelAsset:
     @property
     def unit(self) -> IntervalUnit:
         return self.model.interval_unit
-
-    @property
-    def group(self) -> str:
-        return re.sub(r"[^A-Za-z0-9_]", "_", "__".join(self.key[:-1])) or "default"
 
     @property
     def is_timeless(self) -> bool:
@@ -129,29 +141,23 @@ class ProjectGraph:
         return unit.start_of(unit.index_of(now_ms()) - 1)
 
 
-def asset_key(model_name: str, environment: str) -> tuple[str, ...]:
-    """`sqlmesh_example.full_model` in prod, `sqlmesh_example__dev.full_model` in dev."""
-    schema, _, table = view_name(model_name, environment).rpartition(".")
-    return (*schema.split("."), table)
+def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None = None) -> ProjectGraph:
+    """The models as assets of the plan's environment, keyed by `translator.get_asset_key`."""
+    if translator is None:
+        from mesh_dagster.dagster.translator import MeshTranslator
 
-
-def external_key(model_name: str) -> tuple[str, ...]:
-    """External tables are the same table in every environment."""
-    return tuple(model_name.split("."))
-
-
-def build_graph(project: Project, plan: Plan) -> ProjectGraph:
+        translator = MeshTranslator()
     environment = plan.environment
     column_cache = ColumnCache(project)
     changed = set(plan.changed)
     added = set(plan.added)
     keys: dict[str, tuple[str, ...]] = {}
+    taken: dict[tuple[str, ...], str] = {}
     assets: dict[str, ModelAsset] = {}
     for name in project.dag.sorted():
         model = project.models[name]
         if model.kind.is_inlined:
             continue
-        keys[name] = external_key(name) if model.kind.is_external else asset_key(name, environment)
         snap = plan.snapshots[name]
         parents = [p for p in sorted(_asset_parents(project, name)) if p in keys]
         if name in added:
@@ -160,9 +166,9 @@ def build_graph(project: Project, plan: Plan) -> ProjectGraph:
             change = category.label  # judged against this environment, as `mesh plan` shows it
         else:
             change = UNCHANGED
-        assets[name] = ModelAsset(
+        asset = ModelAsset(
             name=name,
-            key=keys[name],
+            key=(),
             model=model,
             fingerprint=snap.identifier,
             version=snap.version,
@@ -174,7 +180,16 @@ def build_graph(project: Project, plan: Plan) -> ProjectGraph:
             start_ms=None if model.kind.is_external else model_start_ms(model, project),
             end_ms=_end_ms(model),
             columns=column_cache.columns(project, name, snap.identifier),
+            environment=environment,
         )
+        asset.key = tuple(translator.get_asset_key(asset).path)
+        if asset.key in taken:
+            raise MeshError(f"Models {taken[asset.key]} and {name} have the same asset key "
+                            f"{'/'.join(asset.key)}: the translator must give each model its own key")
+        keys[name] = asset.key
+        taken[asset.key] = name
+        asset.dep_keys = [assets[p].asset_key for p in parents]
+        assets[name] = asset
     column_cache.save()
     return ProjectGraph(environment, assets, watches_git=project.config.git is not None)
 

@@ -26,15 +26,6 @@ def partition_format(unit: IntervalUnit) -> str:
     return "%Y-%m-%d" if unit.is_date_granularity else "%Y-%m-%d-%H:%M"
 
 
-def partitions_for(unit: IntervalUnit, start_ms: int) -> TimeWindowPartitionsDefinition:
-    return TimeWindowPartitionsDefinition(
-        start=ms_to_datetime(unit.floor(start_ms)),
-        cron_schedule=unit.cron_expression,
-        fmt=partition_format(unit),
-        timezone="UTC",
-    )
-
-
 def to_ms(dt: datetime) -> int:
     return round(dt.timestamp() * 1000)
 

@@ -12,7 +12,6 @@ import re
 from typing import NamedTuple
 
 from dagster import (
-    AssetKey,
     AssetSelection,
     DefaultScheduleStatus,
     RunRequest,
@@ -109,7 +108,7 @@ def run_requests(unit: IntervalUnit, assets: list[ModelAsset], pending: dict[str
     return [
         RunRequest(
             run_key=f"{run_key_prefix}:{interval[0]}:{interval[1]}:{','.join(sorted(a.name for a in members))}",
-            asset_selection=[AssetKey(list(a.key)) for a in members],
+            asset_selection=[a.asset_key for a in members],
             # a run of unpartitioned models alone is no run for partitions
             tags={**(range_tags(unit, interval) if any(a.is_partitioned for a in members) else {}),
                   SCHEDULED_TAG: "true"},
@@ -147,7 +146,7 @@ def cron_schedule(graph: ProjectGraph, cadence: Cadence, assets: list[ModelAsset
     names = [a.name for a in assets]
     job = define_asset_job(
         name=f"run_{environment}_{slug}",
-        selection=AssetSelection.assets(*[AssetKey(list(a.key)) for a in assets]),
+        selection=AssetSelection.assets(*[a.asset_key for a in assets]),
         description=f"Models of '{environment}' with cron {cadence.describe()}",
     )
 

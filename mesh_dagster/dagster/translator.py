@@ -1,0 +1,190 @@
+"""`MeshTranslator`: every decision of how a mesh model looks in Dagster, one method each.
+
+Asset key, group, description, metadata, tags, kinds, owners, automation condition and the
+partitions definition of an interval unit: the asset decorators, schedules and the re-stamp
+sensor only ask this object, so a subclass (or a component's `translation:` in YAML) changes the
+whole code location consistently. Overriding one method changes one decision.
+
+What is not a mapping decision stays out: the code version is the snapshot fingerprint and the
+dependencies are the models' (staleness and runs rely on both), and checks are the audits.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from dagster import (
+    AssetKey,
+    AssetSpec,
+    AutomationCondition,
+    MetadataValue,
+    TableColumn,
+    TableSchema,
+    TimeWindowPartitionsDefinition,
+)
+
+from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.dates import ms_to_datetime
+from mesh_dagster.core.snapshot import view_name
+from mesh_dagster.dagster.partitions import partition_format
+
+if TYPE_CHECKING:
+    from mesh_dagster.dagster.graph import ModelAsset
+
+TAG_KEY_LIMIT = 63
+_NOT_IN_TAG_KEYS = re.compile(r"[^A-Za-z0-9_.-]")
+_NOT_IN_GROUP_NAMES = re.compile(r"[^A-Za-z0-9_]")
+EXTERNAL_GROUP = "external"
+
+
+def tag_key(tag: str) -> str:
+    """A model tag as a Dagster tag key. Dagster refuses keys with characters other than letters,
+    digits, '_', '-' and '.', or longer than 63 (bar one `prefix/`): those become '_' and the key is
+    cut. A '/' becomes '_' too, so no tag lands in Dagster's or mesh's namespace (`dagster/...`)."""
+    return _NOT_IN_TAG_KEYS.sub("_", tag.strip())[:TAG_KEY_LIMIT]
+
+
+class MeshTranslator:
+    """How models become Dagster assets. Subclass it and override a method to change one decision:
+
+        class MyTranslator(MeshTranslator):
+            def get_group_name(self, asset):
+                return asset.model.schema_name
+
+        defs = definitions("path/to/project", translator=MyTranslator())
+
+    Every method receives the `ModelAsset` (graph.py): the model (`asset.model`), its name, the
+    environment, its change against the environment, fingerprint, version and physical table,
+    and (for `get_asset_spec`) its key and parents' keys, already translated.
+    """
+
+    # -- keys and grouping ---------------------------------------------------------------------
+    def get_asset_key(self, asset: ModelAsset) -> AssetKey:
+        """The model's view in the environment (`sqlmesh_example__dev.full_model` in dev); an
+        external table is the same table in every environment, so its own name. Asked first,
+        parents before children: `asset.key` is not set yet (`asset.deps`, the parents' keys,
+        is). Keys must be unique (two models on one key are refused)."""
+        if asset.is_external:
+            return AssetKey(asset.name.split("."))
+        schema, _, table = view_name(asset.name, asset.environment).rpartition(".")
+        return AssetKey([*schema.split("."), table])
+
+    def get_group_name(self, asset: ModelAsset) -> str | None:
+        """The key's prefix (the view's schema): a group per schema and environment."""
+        if asset.is_external:
+            return EXTERNAL_GROUP
+        return _NOT_IN_GROUP_NAMES.sub("_", "__".join(asset.key[:-1])) or "default"
+
+    # -- what the UI shows -----------------------------------------------------------------------
+    def get_description(self, asset: ModelAsset) -> str:
+        model = asset.model
+        if model.description:
+            return model.description
+        if asset.is_external:
+            return f"External table `{asset.name}`"
+        return f"{model.kind.name.value} model `{model.name}` ({model.where()})"
+
+    def get_kinds(self, asset: ModelAsset) -> set[str]:
+        """The kinds the UI shows as icons: the engine, the model kind and, for a Python model,
+        python (Dagster shows up to three, and accepts at most ten)."""
+        if asset.is_external:
+            return {"spark"}
+        model = asset.model
+        return {"spark", model.kind.name.value.lower(), *(["python"] if model.is_python else [])}
+
+    def get_tags(self, asset: ModelAsset) -> dict[str, str]:
+        """The model's tags as labels (key = the tag, value empty) to filter assets by, plus its kind."""
+        if asset.is_external:
+            return {}
+        model = asset.model
+        tags = {key: "" for key in (tag_key(t) for t in model.tags) if key}
+        return {**tags, "mesh/kind": model.kind.name.value}
+
+    def get_owners(self, asset: ModelAsset) -> list[str] | None:
+        """The model's `owner` when it is an e-mail address (Dagster accepts e-mails and
+        `team:name`); any other owner is still shown in the metadata."""
+        owner = asset.model.owner
+        return [owner] if owner and "@" in owner and not asset.is_external else None
+
+    def get_metadata(self, asset: ModelAsset) -> dict[str, Any]:
+        if asset.is_external:
+            meta: dict[str, Any] = {"mesh/kind": "EXTERNAL", "dagster/table_name": asset.name}
+            if asset.columns:
+                meta["dagster/column_schema"] = TableSchema(
+                    columns=[TableColumn(name=c, type=t or "unknown") for c, t in asset.columns.items()])
+            return meta
+        model = asset.model
+        meta = {
+            "mesh/model": model.name,
+            "mesh/kind": model.kind.name.value,
+            "mesh/cron": model.cron,
+            "mesh/change": asset.change,
+            "mesh/fingerprint": asset.fingerprint,
+            "dagster/table_name": ".".join(asset.key),
+        }
+        if asset.table:
+            meta["mesh/physical_table"] = asset.table
+            meta["mesh/version"] = asset.version
+        if model.cron_tz:
+            meta["mesh/cron_tz"] = model.cron_tz
+        if model.declared_unit is not None:
+            meta["mesh/interval_unit"] = model.declared_unit.value
+        if model.allow_partials:
+            meta["mesh/allow_partials"] = True
+        if model.signals:
+            meta["mesh/signals"] = ", ".join(ref.describe() for ref in model.signals)
+        if model.owner:
+            meta["mesh/owner"] = model.owner
+        if asset.start_ms is not None:
+            meta["mesh/start"] = ms_to_datetime(asset.start_ms).strftime("%Y-%m-%d %H:%M")
+        if model.grain:
+            meta["mesh/grain"] = ", ".join(model.grain)
+        if model.path:
+            meta["mesh/file"] = model.where()
+        if asset.columns:
+            meta["dagster/column_schema"] = TableSchema(
+                columns=[TableColumn(name=c, type=(t or "unknown"), description=model.column_descriptions.get(c))
+                         for c, t in asset.columns.items()]
+            )
+        if model.query:
+            meta["mesh/query"] = MetadataValue.md(f"```sql\n{model.query.strip()}\n```")
+        if model.python is not None:
+            meta["mesh/python"] = MetadataValue.md(f"```python\n{model.python.source()}```")
+        return meta
+
+    # -- automation and partitions ------------------------------------------------------------------
+    def get_automation_condition(self, asset: ModelAsset) -> AutomationCondition | None:
+        """None: crons run through the schedules (what `mesh run` does), and a change goes
+        through a plan. A condition here lets Dagster's automation daemon materialize too."""
+        return None
+
+    def get_partitions_def(self, unit: IntervalUnit, start_ms: int) -> TimeWindowPartitionsDefinition:
+        """The partitions of every model whose intervals are `unit`s, from `start_ms` (the earliest
+        start among them). Keys, boundaries and the UTC time zone must stay the intervals' (the
+        partition runs, schedules and re-stamps compute with them); the start may move later to
+        show fewer partitions: intervals before it are simply not offered as partitions."""
+        return TimeWindowPartitionsDefinition(
+            start=ms_to_datetime(unit.floor(start_ms)),
+            cron_schedule=unit.cron_expression,
+            fmt=partition_format(unit),
+            timezone="UTC",
+        )
+
+    # -- the spec, composed ----------------------------------------------------------------------------
+    def get_asset_spec(self, asset: ModelAsset) -> AssetSpec:
+        """The spec, from the methods above. The key and dependencies are the graph's (already
+        translated by `get_asset_key`), the code version the snapshot fingerprint."""
+        spec_kwargs: dict[str, Any] = dict(
+            key=asset.asset_key,
+            description=self.get_description(asset),
+            metadata=self.get_metadata(asset),
+            group_name=self.get_group_name(asset),
+            kinds=self.get_kinds(asset),
+            tags=self.get_tags(asset),
+            owners=self.get_owners(asset),
+            automation_condition=self.get_automation_condition(asset),
+        )
+        if not asset.is_external:
+            spec_kwargs.update(deps=asset.dep_keys, code_version=asset.fingerprint, skippable=True)
+        return AssetSpec(**spec_kwargs)
