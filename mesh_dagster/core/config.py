@@ -43,7 +43,8 @@ class MetastoreConfig(_Strict):
     port: int = Field(default=5432, ge=1, le=65535)
     database: str = "mesh_metastore"
     user: str = "postgres"
-    password: str | None = None
+    # A secret: kept out of reprs and dumps (`mesh info` prints the connection).
+    password: str | None = Field(default=None, repr=False, exclude=True)
     driver_jar: str | None = None  # the JDBC driver jar; default: the Debian package's
 
     @property

@@ -175,3 +175,11 @@ def test_connection_settings_that_cannot_work(tmp_path: Path, connection: dict, 
         outcome = mesh(project, "plan", "--explain")
     line = _config_line(project, key)
     assert_refused(outcome, f"config.yaml:{line}:", *fragments)
+
+
+def test_no_shared_server_for_a_shared_metastore(tmp_path: Path) -> None:
+    project = _project(tmp_path, {"metastore": {"type": "postgres"}, "warehouse": str(tmp_path / "warehouse")})
+    with nothing_written(project):
+        outcome = mesh(project, "spark", "start")
+    assert_refused(outcome, "metastore is on Postgres, where every process opens its own Spark session")
+    assert not (project / ".mesh" / "connect.json").exists()
