@@ -24,6 +24,7 @@ own Spark and meet in one catalog. What this module adds around Spark's own Hive
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,18 +40,23 @@ if TYPE_CHECKING:
 __all__ = [
     "DEBIAN_DRIVER_JAR",
     "DEBIAN_PACKAGE",
+    "PASSWORD_ENV",
     "MetastoreUnreachableError",
     "check_metastore",
     "driver_jar",
+    "export_password",
     "initialise_schema",
     "jdbc_url",
     "metastore_settings",
-    "schema_ready",
 ]
 
 DEBIAN_PACKAGE = "libpostgresql-jdbc-java"
 DEBIAN_DRIVER_JAR = Path("/usr/share/java/postgresql.jar")
 POSTGRES_DRIVER = "org.postgresql.Driver"
+# The password reaches the JVM through its environment, which only its user can read: PySpark hands
+# builder settings to spark-submit as command-line arguments, which `ps` shows to everyone. Hadoop
+# expands `${env.NAME}` when Hive reads the setting.
+PASSWORD_ENV = "MESH_HIVE_METASTORE_PASSWORD"
 # Any fixed 64-bit number: the lock is per Postgres database, i.e. per metastore.
 _LOCK_KEY = int.from_bytes(hashlib.sha256(b"mesh_dagster hive metastore schema").digest()[:8], "big", signed=True)
 _LOCK_WAIT_S = 600.0
@@ -104,7 +110,7 @@ def metastore_settings(meta: MetastoreConfig, jar: Path) -> dict[str, str]:
         "spark.hadoop.javax.jdo.option.ConnectionURL": jdbc_url(meta),
         "spark.hadoop.javax.jdo.option.ConnectionDriverName": POSTGRES_DRIVER,
         "spark.hadoop.javax.jdo.option.ConnectionUserName": meta.user,
-        "spark.hadoop.javax.jdo.option.ConnectionPassword": meta.password or "",
+        "spark.hadoop.javax.jdo.option.ConnectionPassword": f"${{env.{PASSWORD_ENV}}}" if meta.password else "",
         # See the module doc: tables and columns on demand, no foreign keys.
         "spark.hadoop.datanucleus.schema.autoCreateAll": "false",
         "spark.hadoop.datanucleus.schema.autoCreateTables": "true",
@@ -117,10 +123,10 @@ def metastore_settings(meta: MetastoreConfig, jar: Path) -> dict[str, str]:
     return settings
 
 
-def schema_ready(meta: MetastoreConfig, timeout_s: float = 10.0) -> bool:
-    """Whether the Hive schema (as the warm-up leaves it) is already in the database."""
-    with _connect(meta, timeout_s) as conn:
-        return _schema_ready(conn)
+def export_password(meta: MetastoreConfig) -> None:
+    """Put the password where the JVM about to start reads it (see PASSWORD_ENV)."""
+    if meta.password:
+        os.environ[PASSWORD_ENV] = meta.password
 
 
 def initialise_schema(spark: SparkSession, meta: MetastoreConfig, timeout_s: float) -> float | None:

@@ -29,7 +29,13 @@ from pyspark.sql import SparkSession
 from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.cluster import check_master, loopback_master, unreachable_reason
-from mesh_dagster.engine.hive_metastore import check_metastore, driver_jar, initialise_schema, metastore_settings
+from mesh_dagster.engine.hive_metastore import (
+    check_metastore,
+    driver_jar,
+    export_password,
+    initialise_schema,
+    metastore_settings,
+)
 from mesh_dagster.engine.java import (
     MINIMUM_JAVA,
     check_java,
@@ -151,6 +157,7 @@ def build_session(
         if conn.shared_catalog:
             assert conn.metastore is not None
             check_metastore(conn.metastore, conn.connect_timeout)
+            export_password(conn.metastore)
         check_master(conn)
         in_use = metastore_in_use(conn, mesh_dir)
         if in_use is not None:

@@ -71,7 +71,10 @@ def probe_metastore_user(tmp_path: Path) -> None:
 
 
 def probe_metastore_password(tmp_path: Path) -> None:
-    assert _postgres(tmp_path, password="pw")["spark.hadoop.javax.jdo.option.ConnectionPassword"] == "pw"
+    # Through the JVM's environment (hive_metastore.PASSWORD_ENV), never on spark-submit's command line.
+    assert _postgres(tmp_path, password="pw")["spark.hadoop.javax.jdo.option.ConnectionPassword"] == \
+        "${env.MESH_HIVE_METASTORE_PASSWORD}"
+    assert all("pw" != value for value in _postgres(tmp_path, password="pw").values())
     assert _postgres(tmp_path)["spark.hadoop.javax.jdo.option.ConnectionPassword"] == ""
 
 

@@ -27,7 +27,7 @@ def test_quickstart_on_a_standalone_cluster(tmp_path: Path, standalone_cluster, 
     schema = _schema()
     project = team_project(tmp_path / "project", schema, {
         "master": standalone_cluster.master_url,
-        "metastore": postgres_metastore(metastore_db),
+        "metastore": {**postgres_metastore(metastore_db), "password": "team-secret"},  # trust auth: unchecked
         "warehouse": str(warehouse),
         "connect_timeout": 5,
         "config": {"spark.executor.memory": "512m", "spark.executor.cores": 1, "spark.cores.max": 1,
