@@ -224,4 +224,5 @@ def _login_failure(meta: MetastoreConfig, where: str, exc: Exception) -> str:
 def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[0] if lines else type(exc).__name__
-    return text.removeprefix("FATAL:").strip().rstrip(".")
+    # libpq: 'connection failed: connection to server at "h", port p failed: FATAL:  <the reason>'
+    return text.rpartition("FATAL:")[2].strip().rstrip(".")
