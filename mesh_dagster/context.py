@@ -709,6 +709,14 @@ class Context:
 
         return self._mesh_dir / INFO_FILE
 
+    @property
+    def needs_shared_spark(self) -> bool:
+        """Whether concurrent processes of this project need the shared Connect server to reach one
+        catalog: only the embedded Derby metastore admits one process. A Postgres metastore, a cluster
+        `master` or `remote` Spark Connect lets every process open its own session."""
+        conn = self.config.gateway(self.gateway).connection
+        return conn.is_local and not conn.shared_catalog
+
     @staticmethod
     def prefer_shared_spark() -> None:
         """Ask, for this process and its children, for the project's shared Spark Connect server

@@ -18,6 +18,8 @@ FIRST = (
     "tests/cli/test_selectors_cli.py",
     "tests/dagster/test_dagster_webserver.py",
     "tests/cli/test_quickstart.py",
+    "tests/team/test_team_metastore.py",
+    "tests/team/test_team_cluster.py",
     "tests/spark/test_engine.py",
     "tests/races/test_unique_key_race.py",
     "tests/spark/test_connect_server.py",

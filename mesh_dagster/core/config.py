@@ -28,6 +28,31 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class MetastoreConfig(_Strict):
+    """Where the Hive catalog keeps its table definitions.
+
+    `derby` (the default) is an embedded database inside the project's `.mesh/`: nothing to
+    install, but one process at a time (hence the shared Connect server of `mesh spark start`).
+    `postgres` is a catalog every process can open at once: the CLI, Dagster runs and colleagues
+    each start their own Spark session on it. Spark reaches it through the PostgreSQL JDBC driver
+    (Debian's `libpostgresql-jdbc-java`, or `driver_jar`).
+    """
+
+    type: Literal["derby", "postgres"] = "derby"
+    host: str = "127.0.0.1"
+    port: int = Field(default=5432, ge=1, le=65535)
+    database: str = "mesh_metastore"
+    user: str = "postgres"
+    # A secret: kept out of reprs and dumps (`mesh info` prints the connection).
+    password: str | None = Field(default=None, repr=False, exclude=True)
+    driver_jar: str | None = None  # the JDBC driver jar; default: the Debian package's
+
+    @property
+    def is_shared(self) -> bool:
+        """Several processes may open it at once."""
+        return self.type != "derby"
+
+
 class SparkConnectionConfig(_Strict):
     """How to reach Spark: embedded `local[*]` (default), a cluster `master`, or Spark Connect."""
 
@@ -38,10 +63,22 @@ class SparkConnectionConfig(_Strict):
     catalog: str | None = None
     # Models (and batches) an apply or a run evaluates at once on the one Spark session; SQLMesh's Spark default.
     concurrent_tasks: int = Field(default=4, ge=1)
+    # The Hive catalog of sessions mesh starts itself (`master`); a `remote` server has its own.
+    metastore: MetastoreConfig | None = None
+    # Where tables' files live: a path (or URI) that every process and every executor sees.
+    warehouse: str | None = None
+    # Seconds to wait for a cluster master, the metastore database or a Connect server before
+    # saying it is unreachable (Spark alone waits a minute or more, silently).
+    connect_timeout: float = Field(default=10.0, gt=0)
 
     @property
     def is_local(self) -> bool:
         return self.remote is None and self.master.startswith("local")
+
+    @property
+    def shared_catalog(self) -> bool:
+        """Whether every process may open its own session on the catalog (no Derby to share)."""
+        return self.remote is None and self.metastore is not None and self.metastore.is_shared
 
     @property
     def remote_address(self) -> tuple[str, int]:
@@ -423,6 +460,7 @@ def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
         out += _state_connection_refusals(config.state_connection, ("state_connection",))
     for name, gateway in config.gateways.items():
         out += _variable_clashes(gateway.variables, ("gateways", name, "variables"))
+        out += _connection_refusals(gateway.connection, ("gateways", name, "connection"))
         if gateway.state_connection is not None:
             out += _state_connection_refusals(gateway.state_connection, ("gateways", name, "state_connection"))
     return out
@@ -452,6 +490,42 @@ def _state_connection_refusals(conn: StateConnectionConfig, loc: Loc) -> list[tu
         for key in _POSTGRES_ONLY:
             if key in given:
                 return [(loc + (key,), "applies to `type: postgres` only (a sqlite state store is a file: `database`)")]
+    return []
+
+
+# Spark settings that `metastore:` / `warehouse:` set: giving both would leave one silently unused.
+_METASTORE_URL_SETTING = "spark.hadoop.javax.jdo.option.ConnectionURL"
+_WAREHOUSE_SETTING = "spark.sql.warehouse.dir"
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
+
+
+def _connection_refusals(conn: SparkConnectionConfig, loc: Loc) -> list[tuple[Loc, str]]:
+    given = conn.model_fields_set
+    if conn.remote is not None:
+        for key in ("metastore", "warehouse"):
+            if key in given:
+                return [(loc + (key,), "applies to sessions mesh starts (`master`); the Spark Connect server "
+                                       "of `remote` uses its own catalog and warehouse")]
+    if conn.metastore is not None:
+        if _METASTORE_URL_SETTING in conn.config:
+            return [(loc + ("config", _METASTORE_URL_SETTING), "clashes with `metastore`: give one of them")]
+        meta_given = conn.metastore.model_fields_set
+        if conn.metastore.type == "derby":
+            extra = sorted(meta_given - {"type"})
+            if extra:
+                return [(loc + ("metastore", extra[0]), "applies to `type: postgres` only (the embedded "
+                                                         "Derby metastore lives in the project's .mesh/)")]
+        elif conn.metastore.driver_jar is not None and not conn.metastore.driver_jar.strip():
+            return [(loc + ("metastore", "driver_jar"), "must be the path of the PostgreSQL JDBC driver jar")]
+        elif conn.warehouse is None and _WAREHOUSE_SETTING not in conn.config:
+            return [(loc + ("metastore",), "a shared metastore needs `warehouse:` beside it, a path every process "
+                                           "and executor sees: tables one process creates, the others read")]
+    if conn.warehouse is not None:
+        if _WAREHOUSE_SETTING in conn.config:
+            return [(loc + ("config", _WAREHOUSE_SETTING), "clashes with `warehouse`: give one of them")]
+        if not (_URI.match(conn.warehouse) or Path(conn.warehouse).expanduser().is_absolute()):
+            return [(loc + ("warehouse",), f"'{conn.warehouse}' is relative: give an absolute path (or a URI "
+                                           f"such as hdfs://...) that every process and executor sees")]
     return []
 
 

@@ -3,6 +3,8 @@
 A step gets a `Context` (the same API the CLI uses) for the run's process; its Spark session comes
 from `Context.engine`, which picks the project's connection — with the local default, the shared
 Spark Connect server when it runs, so concurrent runs and the `mesh` CLI reach one warehouse.
+With a catalog every process may open (a Postgres metastore, a cluster, `remote:`), each run
+starts its own session instead, whatever `shared_spark` says.
 """
 
 from __future__ import annotations
@@ -21,18 +23,20 @@ class MeshResource(ConfigurableResource):
     project_dir: str
     gateway: Optional[str] = None  # noqa: UP045 - Dagster's config schema needs Optional
     state_url: Optional[str] = None  # noqa: UP045
-    # With a local master, use the project's shared Spark Connect server (started on demand):
-    # concurrent runs and the `mesh` CLI then reach one warehouse instead of fighting over Derby.
+    # With a local master and the embedded Derby metastore, use the project's shared Spark Connect
+    # server (started on demand): concurrent runs and the `mesh` CLI then reach one warehouse
+    # instead of fighting over Derby. Ignored when the project's catalog needs no sharing.
     shared_spark: bool = True
 
     _context: Optional[Context] = PrivateAttr(default=None)  # noqa: UP045
 
     def get_context(self) -> Context:
         if self._context is None:
-            if self.shared_spark:
+            context = Context(self.project_dir, self.gateway, state_url=self.state_url)
+            if self.shared_spark and context.needs_shared_spark:
                 # A run worker is a process of its own: asking for the shared server here affects this run only.
                 Context.prefer_shared_spark()
-            self._context = Context(self.project_dir, self.gateway, state_url=self.state_url)
+            self._context = context
         return self._context
 
     @property

@@ -137,6 +137,11 @@ def start_server(
             f"The shared Spark Connect server is only for local masters; this connection uses "
             f"{conn.remote or conn.master}, which already is a shared Spark."
         )
+    if conn.shared_catalog:
+        raise EngineError(
+            "The shared Spark Connect server is for the embedded Derby metastore; this connection's "
+            "metastore is on Postgres, where every process opens its own Spark session: no server is needed."
+        )
     with _lock(mesh_dir, timeout_s + 30):
         info = _read_info(mesh_dir)
         if info is not None and _answers(info, mesh_dir):
@@ -193,6 +198,8 @@ def project_session(
     """The session a project's Context should use.
 
     - `conn.remote` or a cluster `master`: that Spark, as `build_session` does.
+    - a shared (Postgres) metastore: this process's own session, whatever `shared` says; every
+      process may open the catalog, so the server is neither needed nor used.
     - local master, and the project's server is running: a client of it. The server holds the
       Derby metastore, so an embedded session could not open it anyway.
     - local master and `shared` (default: `MESH_SPARK_SHARED=1`): start the server if needed,
@@ -203,7 +210,7 @@ def project_session(
     embedded one: PySpark cannot hold both.
     """
     mesh_dir = Path(mesh_dir).resolve()
-    if not conn.is_local:
+    if not conn.is_local or conn.shared_catalog:
         return build_session(conn, mesh_dir)
     if shared is None:
         shared = shared_requested() or _connect_mode()

@@ -16,7 +16,6 @@ import atexit
 import logging
 import os
 import re
-import socket
 import sys
 import threading
 import warnings
@@ -29,6 +28,14 @@ from pyspark.sql import SparkSession
 
 from mesh_dagster.core.config import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
+from mesh_dagster.engine.cluster import check_master, loopback_master, unreachable_reason
+from mesh_dagster.engine.hive_metastore import (
+    check_metastore,
+    driver_jar,
+    export_password,
+    initialise_schema,
+    metastore_settings,
+)
 from mesh_dagster.engine.java import (
     MINIMUM_JAVA,
     check_java,
@@ -66,7 +73,6 @@ __all__ = [
 ]
 
 LOG4J2_FILE = "log4j2.properties"
-CONNECT_TIMEOUT_S = 10.0
 CLIENT_RETRIES = 6  # DefaultPolicy backoff 50 ms x4 up to 10 s: about 25 s in all
 PROBE_RETRIES = 3  # about 1 s: the server either answers the first request or is not there
 _METASTORE_URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
@@ -145,7 +151,14 @@ def build_session(
     if conn.remote:
         return _remote_session(conn)
 
-    if not _jvm_running():
+    starting = not _jvm_running()
+    if starting:
+        # Everything that can be refused before a JVM starts, and before anything is written.
+        if conn.shared_catalog:
+            assert conn.metastore is not None
+            check_metastore(conn.metastore, conn.connect_timeout)
+            export_password(conn.metastore)
+        check_master(conn)
         in_use = metastore_in_use(conn, mesh_dir)
         if in_use is not None:
             raise MetastoreBusyError(busy_message(*in_use))
@@ -160,6 +173,14 @@ def build_session(
     except Exception as e:  # noqa: BLE001
         raise to_engine_error(e, f"Cannot start Spark (master {conn.master})") from e
     spark.sparkContext.setLogLevel("ERROR")
+    if starting and conn.shared_catalog:
+        assert conn.metastore is not None
+        try:
+            initialise_schema(spark, conn.metastore, conn.connect_timeout)
+        except EngineError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise to_engine_error(e, "Cannot create the Hive metastore's schema") from e
     _configure(spark, conn)
     return spark
 
@@ -175,7 +196,7 @@ def _remote_session(conn: SparkConnectionConfig) -> SparkSession:
     assert conn.remote is not None
     url = redact_secrets(conn.remote)
     host, port = conn.remote_address
-    reason = unreachable_reason(host, port)
+    reason = unreachable_reason(host, port, conn.connect_timeout)
     if reason is not None:
         raise SparkSQLError(
             f"Cannot connect to Spark Connect at {url}: {reason}. Is the server running? "
@@ -204,17 +225,6 @@ def _remote_session(conn: SparkConnectionConfig) -> SparkSession:
     return spark
 
 
-def unreachable_reason(host: str, port: int, timeout_s: float = CONNECT_TIMEOUT_S) -> str | None:
-    """Why nothing accepts a TCP connection at host:port (None when something does)."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return None
-    except TimeoutError:
-        return f"no answer within {timeout_s:g} s"
-    except OSError as e:
-        return (e.strerror or str(e)).lower()
-
-
 def fail_fast(session: SparkSession | ConnectSession, retries: int = CLIENT_RETRIES) -> None:
     """Give up on an unreachable server after ~25 s (`retries` 6) instead of PySpark's 10 minutes."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
@@ -234,10 +244,12 @@ def close_if_unreachable(session: SparkSession, host: str, port: int) -> None:
 def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[str, str]:
     """Builder settings for a classic session. Writes the log4j2 configuration into `mesh_dir`.
 
-    Local masters also get the embedded Derby metastore and the warehouse under `mesh_dir`.
-    The user's `conn.config` wins over ours, except `spark.driver.extraJavaOptions`: the user's
-    options are appended to ours rather than replacing them, so they cannot accidentally move
-    Derby back into the cwd or turn the logs up again.
+    A configured `metastore: postgres` and `warehouse` apply to any master. Without them, local
+    masters get the embedded Derby metastore and the warehouse under `mesh_dir`, and a cluster
+    master keeps what its own Hive configuration names. The user's `conn.config` wins over ours,
+    except `spark.driver.extraJavaOptions` and `spark.driver.extraClassPath`: the user's are
+    appended to ours rather than replacing them, so they cannot accidentally move Derby back into
+    the cwd, turn the logs up again or drop the metastore's JDBC driver.
     """
     mesh_dir = Path(mesh_dir).resolve()
     mesh_dir.mkdir(parents=True, exist_ok=True)
@@ -265,11 +277,21 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
                 **LOOPBACK_CONFIG,
             }
         )
+    elif loopback_master(conn.master):
+        # Workers of a master on loopback are on this machine: they reach the driver there too.
+        settings.update({k: v for k, v in LOOPBACK_CONFIG.items() if k.startswith("spark.driver.")})
+    if conn.shared_catalog:
+        assert conn.metastore is not None
+        settings.update(metastore_settings(conn.metastore, driver_jar(conn.metastore)))
+    if conn.warehouse is not None:
+        settings["spark.sql.warehouse.dir"] = conn.warehouse
     settings["spark.driver.extraJavaOptions"] = java_options
     for key, value in conn.config.items():
         value = _conf_value(value)
         if key == "spark.driver.extraJavaOptions":
             value = f"{java_options} {value}"
+        elif key == "spark.driver.extraClassPath" and key in settings:
+            value = f"{settings[key]}{os.pathsep}{value}"
         settings[key] = value
     return settings
 
@@ -277,8 +299,8 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
 def metastore_in_use(conn: SparkConnectionConfig, mesh_dir: Path) -> tuple[Path, MetastoreHolder] | None:
     """The embedded Derby metastore a local session of `conn` would open, and the other process
     that has it open; None when it is free or not Derby. Asked before a JVM starts (see
-    `engine.metastore`); writes nothing."""
-    if not conn.is_local:
+    `engine.metastore`); writes nothing. A shared (Postgres) metastore is never busy."""
+    if not conn.is_local or conn.shared_catalog:
         return None
     url = conn.config.get(_METASTORE_URL)
     database = derby_database(_embedded_metastore_url(mesh_dir) if url is None else str(url))

@@ -32,6 +32,7 @@ from mesh_dagster.core.plan import build_plan
 from mesh_dagster.core.project import EXTERNAL_MODEL_KEYS, Project, load_project
 from mesh_dagster.core.seeds import check_seed
 from mesh_dagster.state.store import StateStore
+from tests.team.config_probes import TEAM_CONFIG_PROBES
 
 # ---------------------------------------------------------------------------------------------
 # What the parsers accept
@@ -835,6 +836,7 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "gateways.*.connection.remote": probe_connection_remote,
     "gateways.*.connection.config": probe_connection_config,
     "gateways.*.connection.concurrent_tasks": probe_connection_concurrent_tasks,
+    **TEAM_CONFIG_PROBES,  # metastore, warehouse, connect_timeout: tests/team/config_probes.py
     "gateways.*.state_connection": probe_gateway_state_connection,
     **{f"gateways.*.state_connection.{f}": state_probe("gateway", f) for f in STATE_FIELDS},
     "gateways.*.variables": probe_gateway_variables,
