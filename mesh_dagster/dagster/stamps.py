@@ -45,14 +45,6 @@ from dagster import (
     op,
     sensor,
 )
-from dagster._core.definitions.data_version import (
-    CODE_VERSION_TAG,
-    DATA_VERSION_IS_USER_PROVIDED_TAG,
-    DATA_VERSION_TAG,
-    get_input_data_version_tag,
-    get_input_event_pointer_tag,
-)
-from dagster._core.events import DagsterEventType
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.cron import IntervalUnit
@@ -61,9 +53,15 @@ from mesh_dagster.core.plan import ALL_TIME
 from mesh_dagster.core.snapshot import PROD
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.partitions import keys_in, partition_window, to_ms
-from mesh_dagster.dagster.versions import BUILT_ON, version_of
-
-MATERIALIZATION = DagsterEventType.ASSET_MATERIALIZATION
+from mesh_dagster.dagster.versions import (
+    BUILT_ON,
+    CODE_VERSION_TAG,
+    DATA_VERSION_IS_USER_PROVIDED_TAG,
+    DATA_VERSION_TAG,
+    input_data_version_tag,
+    input_event_pointer_tag,
+    version_of,
+)
 
 
 @dataclass
@@ -263,24 +261,32 @@ class Stamper:
         return covered, outside
 
     def _latest(self, asset: ModelAsset, partitions: list[str]) -> dict[str, LatestEvent]:
-        """The latest materialization of each partition (partitions never seen are absent)."""
+        """The latest materialization of each partition (partitions never seen are absent).
+
+        Through the instance's documented `fetch_materializations`, newest first: each query asks
+        only for the partitions whose latest event is still unknown, so older events of a
+        partition already found are read at most once per query."""
         if not partitions:
             return {}
         key = AssetKey(list(asset.key))
-        ids = self.instance.event_log_storage.get_latest_storage_id_by_partition(key, MATERIALIZATION, set(partitions))
         out: dict[str, LatestEvent] = {}
-        storage_ids = sorted(ids.values())
-        for i in range(0, len(storage_ids), 500):
-            chunk = storage_ids[i:i + 500]
-            records = self.instance.fetch_materializations(AssetRecordsFilter(asset_key=key, storage_ids=chunk),
-                                                           limit=len(chunk)).records
-            for record in records:
-                materialization = record.asset_materialization
-                if materialization is not None and materialization.partition is not None:
+        for i in range(0, len(partitions), 500):
+            left = set(partitions[i:i + 500])
+            while left:
+                limit = min(2 * len(left), 1000)
+                records = self.instance.fetch_materializations(
+                    AssetRecordsFilter(asset_key=key, asset_partitions=sorted(left)), limit=limit).records
+                for record in records:
+                    materialization = record.asset_materialization
+                    if materialization is None or materialization.partition not in left:
+                        continue  # an older event of a partition already found in this page
+                    left.discard(materialization.partition)
                     built_on = materialization.metadata.get(BUILT_ON)
                     out[materialization.partition] = LatestEvent(
                         dict(materialization.tags or {}),
                         dict(built_on.value) if built_on is not None and isinstance(built_on.value, dict) else {})
+                if len(records) < limit:
+                    break  # every partition with an event was in this page: the rest have none
         return out
 
     def _parents_latest(self, parents: list[AssetKey]) -> dict[str, str]:
@@ -294,8 +300,8 @@ class Stamper:
                 continue
             materialization = event.event_log_entry.asset_materialization
             version = (materialization.tags or {}).get(DATA_VERSION_TAG) if materialization else None
-            tags[get_input_event_pointer_tag(parent)] = str(event.storage_id)
-            tags[get_input_data_version_tag(parent)] = version or "INITIAL"
+            tags[input_event_pointer_tag(parent)] = str(event.storage_id)
+            tags[input_data_version_tag(parent)] = version or "INITIAL"
         return tags
 
 
@@ -345,7 +351,8 @@ IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunSt
 
 def run_in_flight(instance: DagsterInstance, keys: set[AssetKey], restamp_job: str) -> str | None:
     """The id of a run not finished yet that materializes some of `keys` or re-stamps them."""
-    for run in instance.get_runs(filters=RunsFilter(statuses=IN_FLIGHT), limit=500):
+    for record in instance.get_run_records(filters=RunsFilter(statuses=IN_FLIGHT), limit=500):
+        run = record.dagster_run
         if run.job_name == restamp_job or keys.intersection(run.asset_selection or ()):
             return run.run_id
     return None
