@@ -2,6 +2,7 @@
 
     python benchmarks/bench_events.py [--assets 3] [--partitions 1000] [--pg-host 127.0.0.1 --pg-port 5432
                                       --pg-user postgres] [--only sqlite|postgres]
+                                      [--variants per-partition,per-asset,op-stamps]
 
 Pure Dagster (no Spark, no project): a multi-asset of `--assets` daily-partitioned assets in a
 chain, shaped like mesh's per-unit multi-asset, run as ONE ranged run over `--partitions` days
@@ -105,15 +106,17 @@ def ranged_run(instance: dg.DagsterInstance, assets: dg.AssetsDefinition, keys: 
 
 
 def measure(name: str, make_instance: Callable[[], dg.DagsterInstance], count: int, keys: list[str],
-            batch: str | None) -> None:
+            batch: str | None, variants: tuple[str, ...]) -> None:
     days = dg.DailyPartitionsDefinition(start_date=keys[0], end_date=None)
-    for planned in ("per partition", "per asset"):
+    for planned in (v.replace("-", " ") for v in variants if v != "op-stamps"):
         with make_instance() as instance, env(**{BATCH: batch, PLANNED_SUBSET: "true" if planned == "per asset"
                                                  else None}):
             for label, version in (("backfill", "v1"), ("re-stamp", "v2")):
                 events, seconds = ranged_run(instance, chain_assets(count, days, version), keys)
                 print(f"{name:9} {label:9} planned {planned:13} {events:7,} events {seconds:8.2f} s "
                       f"{events / seconds:8,.0f} events/s")
+    if "op-stamps" not in variants:
+        return
     with make_instance() as instance, env(**{BATCH: batch}):
         began = time.perf_counter()
         result = op_stamps_job(count, keys).execute_in_process(instance=instance, run_config=QUIET)
@@ -131,7 +134,10 @@ def main() -> None:
     parser.add_argument("--pg-user", default="postgres")
     parser.add_argument("--batch", default="1000", help="DAGSTER_EVENT_BATCH_SIZE on Postgres")
     parser.add_argument("--only", choices=("sqlite", "postgres"))
+    parser.add_argument("--variants", default="per-partition,per-asset,op-stamps",
+                        help="comma-separated: per-partition, per-asset (planned events), op-stamps")
     args = parser.parse_args()
+    variants = tuple(v.strip() for v in args.variants.split(","))
     keys = dg.DailyPartitionsDefinition(start_date="2020-01-01").get_partition_keys()[:args.partitions]
     print(f"# {args.assets} assets x {len(keys)} daily partitions = {args.assets * len(keys):,} materializations "
           f"per run (dagster {dg.__version__})")
@@ -140,7 +146,7 @@ def main() -> None:
     try:
         if args.only in (None, "sqlite"):
             measure("sqlite", lambda: dg.DagsterInstance.local_temp(tempfile.mkdtemp(dir=work)), args.assets, keys,
-                    None)
+                    None, variants)
         if args.only in (None, "postgres"):
             admin = {"host": args.pg_host, "port": args.pg_port, "user": args.pg_user, "dbname": "postgres"}
             created: list[str] = []
@@ -156,7 +162,7 @@ def main() -> None:
                                     "db_name": name, "scheme": "postgresql+psycopg2"}}}})
 
             try:
-                measure("postgres", postgres_instance, args.assets, keys, args.batch)
+                measure("postgres", postgres_instance, args.assets, keys, args.batch, variants)
             finally:
                 with psycopg.connect(**admin, autocommit=True) as conn:
                     for name in created:

@@ -173,3 +173,31 @@ class socket_free_port:
 
     def __exit__(self, *exc) -> None:
         return None
+
+
+@pytest.mark.slow
+def test_mesh_ui_runs_on_the_postgres_instance(tmp_path, database):
+    """`mesh ui` with `dagster.storage: postgres`: the webserver, daemon and a launched run all use
+    the Postgres database (no SQLite storage in .mesh/dagster), with batched event writes on."""
+    from project_copies import recent_example
+    from test_dagster_webserver import Dagster, _free_port
+
+    project = _with_storage(recent_example(tmp_path / "project", 3), database)
+    server = Dagster(project, _free_port(), tmp_path / "dagster.log")
+    try:
+        server.wait_loaded()
+        run_id = server.launch("promote_prod")
+        assert server.wait_run(run_id) == "FAILURE"  # nothing computed yet: refused, as on SQLite
+        assert "Cannot promote 'prod'" in server.failure(run_id)
+    finally:
+        server.stop()
+        from mesh_dagster.engine.connect_server import stop_server
+
+        stop_server(project / ".mesh")
+    with psycopg.connect(**{**PG, "dbname": database}) as conn:
+        (runs,) = conn.execute("SELECT COUNT(*) FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+        (events,) = conn.execute("SELECT COUNT(*) FROM event_logs WHERE run_id = %s", (run_id,)).fetchone()
+    assert runs == 1 and events > 0
+    home = ui_home(project)
+    assert "postgres_db" in (home / "dagster.yaml").read_text()
+    assert not list(home.rglob("*.db")), list(home.rglob("*.db"))
