@@ -201,3 +201,29 @@ def test_mesh_ui_runs_on_the_postgres_instance(tmp_path, database):
     home = ui_home(project)
     assert "postgres_db" in (home / "dagster.yaml").read_text()
     assert not list(home.rglob("*.db")), list(home.rglob("*.db"))
+
+
+def test_stopping_one_ui_cancels_only_its_own_runs_on_a_shared_instance(tmp_path, database):
+    """On a Postgres instance other people's `mesh ui`s use too, the supervisor marks canceled only
+    the runs launched in its own code servers (Dagster's grpc_info tag names the server)."""
+    import json
+
+    from mesh_dagster.dagster.ui_supervisor import GRPC_INFO_TAG, Runs, is_shared_instance
+
+    home = tmp_path / "home"
+    write_instance(home, DagsterStorageConfig(type="postgres", database=database))
+    assert is_shared_instance(home) and not is_shared_instance(write_instance(tmp_path / "own").parent)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        def started(socket: str) -> str:
+            run = instance.add_run(dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()),
+                                                 status=dg.DagsterRunStatus.STARTED,
+                                                 tags={GRPC_INFO_TAG: json.dumps({"host": "localhost",
+                                                                                  "socket": socket})}))
+            return run.run_id
+
+        mine, theirs = started("/tmp/mine.sock"), started("/tmp/theirs.sock")
+        runs = Runs(home, shared=True)
+        runs.servers = {"/tmp/mine.sock"}
+        assert runs.mark(Runs.canceled) == 1
+        assert instance.get_run_by_id(mine).status == dg.DagsterRunStatus.CANCELED
+        assert instance.get_run_by_id(theirs).status == dg.DagsterRunStatus.STARTED
