@@ -23,6 +23,7 @@ from mesh_dagster.core.snapshot import normalize_environment
 LOCATIONS_FILE = "locations.py"
 LOCK_FILE = "ui.lock"
 INSTANCE_CONFIG = """# Written by `mesh ui`: the Dagster instance of this project (see Dagster's dagster.yaml docs).
+# Rewritten at every start from config.yaml (its `dagster:` section): change that instead.
 telemetry:
   enabled: false
 concurrency:
