@@ -9,8 +9,6 @@ re-stamp must give the same partition the same one, or Dagster would see the sam
 
 from __future__ import annotations
 
-from dagster import AssetKey
-
 # Materialization metadata: {parent model: parent version} of the data this partition was computed
 # from (or, for a re-stamp, is kept on). When a parent's new version is materialized, children
 # whose own version did not change (the categorizer found the parent change compatible) are
@@ -27,19 +25,8 @@ def version_of(data_version_text: str | None) -> str | None:
     return data_version_text.split(":", 1)[0]
 
 
-# The provenance tags Dagster reads from a materialization to tell fresh from stale (Dagster's
-# "asset versioning and caching" guide names them). A re-stamp yields them on its events the way
-# a run would write them; dagster exports no constants for them, so they are spelled here.
+# The tags Dagster writes on every materialization of a run (its "asset versioning" guide names
+# them; dagster exports no constants): read back to tell which partitions carry an outdated code
+# version. mesh never writes them: a re-stamp run yields a data version and Dagster does the rest.
 CODE_VERSION_TAG = "dagster/code_version"
 DATA_VERSION_TAG = "dagster/data_version"
-DATA_VERSION_IS_USER_PROVIDED_TAG = "dagster/data_version_is_user_provided"
-
-
-def input_data_version_tag(parent: AssetKey) -> str:
-    """The tag holding the data version of `parent` this data was built on."""
-    return f"dagster/input_data_version/{parent.to_user_string()}"
-
-
-def input_event_pointer_tag(parent: AssetKey) -> str:
-    """The tag holding the storage id of `parent`'s materialization this data was built on."""
-    return f"dagster/input_event_pointer/{parent.to_user_string()}"
