@@ -462,6 +462,7 @@ def migrate(ctx) -> None:
 def ui(ctx, environments, host, port) -> None:
     """Start the Dagster UI (webserver + daemon) for this project: models as assets, backfills, promote jobs."""
     from mesh_dagster.dagster.ui import (
+        check_instance_database,
         check_ui_free,
         dagster_dev_command,
         dagster_env,
@@ -472,12 +473,17 @@ def ui(ctx, environments, host, port) -> None:
 
     context = project_context(ctx)
     context.project  # noqa: B018  # a broken project fails here, with its file and line
+    storage = context.config.dagster.storage
+    check_instance_database(storage, ui_home(context.path))  # before any file is written
     check_ui_free(ui_home(context.path))
-    workspace = write_workspace(context.path, list(environments) or ["prod", dev_environment()])
-    click.echo(f"Dagster UI on http://{host}:{port} (workspace {workspace}); Ctrl-C stops it.")
+    workspace = write_workspace(context.path, list(environments) or ["prod", dev_environment()], storage)
+    where = "SQLite in .mesh/dagster" if storage.type == "sqlite" else \
+        f"Postgres {storage.host}:{storage.port}/{storage.database}"
+    click.echo(f"Dagster UI on http://{host}:{port} (workspace {workspace}, instance on {where}); Ctrl-C stops it.")
     command = dagster_dev_command(workspace, host, port)
     sys.stdout.flush()
-    os.execve(command[0], command, dagster_env(workspace))  # the supervisor (ui_supervisor) gets Ctrl-C/SIGTERM
+    # the supervisor (ui_supervisor) gets Ctrl-C/SIGTERM
+    os.execve(command[0], command, dagster_env(workspace, storage))
 
 
 from mesh_dagster.cli.plans import plans  # noqa: E402

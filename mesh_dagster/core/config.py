@@ -317,6 +317,52 @@ class GitWatchConfig(_Strict):
         return path if path.is_absolute() else (project_dir / path).resolve()
 
 
+# -- the Dagster instance `mesh ui` runs on (dagster/ui.py writes its dagster.yaml) -------------
+
+
+class DagsterStorageConfig(_Strict):
+    """Where `mesh ui`'s Dagster instance keeps runs, the event log and schedules: SQLite files in
+    `.mesh/dagster/` (the default, one person), or a Postgres database a team shares."""
+
+    type: Literal["sqlite", "postgres"] = "sqlite"
+    host: str = "127.0.0.1"
+    port: int = Field(default=5432, ge=1, le=65535)
+    database: str | None = None
+    user: str = "postgres"
+    # The NAME of an environment variable holding the password: dagster.yaml refers to it
+    # (`password: {env: NAME}`), so no secret is written to disk.
+    password_env: str | None = None
+    # Asset events Dagster writes per statement (DAGSTER_EVENT_BATCH_SIZE); Postgres only, 0 = off.
+    event_batch_size: int = Field(default=1000, ge=0)
+
+    @field_validator("password_env")
+    @classmethod
+    def _check_env_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(f"'{value}' is not an environment variable name (the password itself never goes here)")
+        return value
+
+
+class DagsterConfig(_Strict):
+    storage: DagsterStorageConfig = Field(default_factory=DagsterStorageConfig)
+
+
+_DAGSTER_POSTGRES_ONLY = ("host", "port", "database", "user", "password_env", "event_batch_size")
+
+
+def _dagster_refusals(config: DagsterConfig) -> list[tuple[Loc, str]]:
+    storage, loc = config.storage, ("dagster", "storage")
+    given = storage.model_fields_set
+    if storage.type == "sqlite":
+        for key in _DAGSTER_POSTGRES_ONLY:
+            if key in given:
+                return [(loc + (key,), "applies to `type: postgres` only (the sqlite instance lives in "
+                                       ".mesh/dagster/)")]
+    elif not storage.database:
+        return [(loc + ("database",), "`type: postgres` needs the database holding Dagster's runs and events")]
+    return []
+
+
 class ProjectConfig(_Strict):
     gateways: dict[str, GatewayConfig] = Field(default_factory=lambda: {"local": GatewayConfig()})
     default_gateway: str | None = None
@@ -337,6 +383,7 @@ class ProjectConfig(_Strict):
     protected_environments: dict[str, ProtectedEnvironment] = Field(default_factory=dict)
     notification_targets: list[NotificationTarget] = Field(default_factory=list)
     git: GitWatchConfig | None = None
+    dagster: DagsterConfig = Field(default_factory=DagsterConfig)
 
     @field_validator("protected_environments", mode="before")
     @classmethod
@@ -456,6 +503,7 @@ def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
                                           f"Known: {', '.join(config.gateways) or 'none'}"))
     out += _variable_clashes(config.variables, ("variables",))
     out += _statement_refusals(config)
+    out += _dagster_refusals(config.dagster)
     if config.state_connection is not None:
         out += _state_connection_refusals(config.state_connection, ("state_connection",))
     for name, gateway in config.gateways.items():

@@ -3,7 +3,7 @@ environment, re-stamping of reused data, and cron schedules. Only this package i
 
 import warnings
 
-from dagster._utils.warnings import BetaWarning
+from dagster import BetaWarning
 
 from mesh_dagster.dagster.definitions import ProjectLoadError, definitions
 from mesh_dagster.dagster.resource import MeshResource

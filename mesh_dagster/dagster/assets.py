@@ -36,7 +36,7 @@ from mesh_dagster.core.intervals import Interval, format_interval_range
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.outcomes import RangedChecks, RunReport, check_results
 from mesh_dagster.dagster.partitions import partition_tags, to_ms
-from mesh_dagster.dagster.stamps import STAMP_LIMIT, Stamper
+from mesh_dagster.dagster.stamps import is_restamp, restamp_results
 from mesh_dagster.dagster.translator import MeshTranslator
 from mesh_dagster.dagster.versions import BUILT_ON
 from mesh_dagster.execution.events import ApplyListener
@@ -112,6 +112,10 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
         op_tags={"mesh/environment": environment},
     )
     def _models(context: AssetExecutionContext) -> Iterator:
+        if is_restamp(context.run.tags):  # a re-stamp run (stamps.py): computes nothing
+            yield from restamp_results(context, graph, partitions, getattr(context.resources, RESOURCE_KEY)
+                                       .get_context(), assets)
+            return
         names = [by_key[k].name for k in context.selected_asset_keys]
         window = context.partition_time_window
         mesh = getattr(context.resources, RESOURCE_KEY)
@@ -236,13 +240,12 @@ def _combined(runs: list[ModelMaterialization]) -> ModelMaterialization:
 
 def restamp_children(context: AssetExecutionContext, graph: ProjectGraph, partitions: dict, mesh_context: Context,
                      computed: set[str], selected: set[str]) -> None:
-    """Stamp the unselected children of freshly computed models whose data stays valid."""
+    """The unselected children of freshly computed models are left to the re-stamp sensor: those
+    whose version and data stay valid get a ranged re-stamp run once this run has finished."""
     children = [c for c in graph.children(computed) if c not in selected]
-    if not children:
-        return
-    stamper = Stamper(graph, partitions, mesh_context, context.instance)
-    for event in stamper.stamp(children, STAMP_LIMIT):
-        context.log_event(event)
+    if children:
+        context.log.info(f"Not selected, left to restamp_{graph.environment}_sensor (re-stamped if their data "
+                         f"stays valid): {', '.join(children)}")
 
 
 def result_metadata(run: ModelMaterialization) -> dict:

@@ -32,7 +32,7 @@ from mesh_dagster.dagster.resource import MeshResource
 from mesh_dagster.dagster.restatement import restate_job
 from mesh_dagster.dagster.reviews import apply_plan_job, plan_job, plan_status_sensor
 from mesh_dagster.dagster.schedules import cron_schedules
-from mesh_dagster.dagster.stamps import stamp_job, stamp_sensor
+from mesh_dagster.dagster.stamps import stamp_sensor
 from mesh_dagster.dagster.translator import MeshTranslator
 
 
@@ -54,7 +54,7 @@ def definitions(
     executor: ExecutorDefinition | None = RUN_EXECUTOR,
     translator: MeshTranslator | None = None,
 ) -> Definitions:
-    """The project's models as assets of `environment`, with its promote job, re-stamp job and
+    """The project's models as assets of `environment`, with its promote job, re-stamp
     sensor, plan and apply_plan jobs, and (for prod) one schedule per cron and, when config.yaml
     has a `git:` section, the git push sensor and its `git_plan` job (stopped by default).
 
@@ -93,10 +93,9 @@ def definitions(
                 external_keys.add(asset.key)
                 assets.append(translator.get_asset_spec(asset))
 
-        restamp = stamp_job(graph, partitions)
         jobs += [promote_job(environment), restate_job(environment), plan_job(environment),
-                 apply_plan_job(environment), restamp]
-        sensors += [stamp_sensor(graph, partitions, restamp, project_dir, gateway, state_url, restamp_sensor_running),
+                 apply_plan_job(environment)]
+        sensors += [stamp_sensor(graph, partitions, project_dir, gateway, state_url, restamp_sensor_running),
                     plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running)]
         if environment == PROD:
             schedules += cron_schedules(graph, project_dir, gateway, state_url, schedules_running)

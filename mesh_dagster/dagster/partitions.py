@@ -11,15 +11,16 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from dagster import PartitionsDefinition, TimeWindowPartitionsDefinition
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PARTITION_NAME_TAG,
-)
 
 from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.intervals import Interval
+
+# Dagster's run tags for partitions, as its docs spell them (dagster exports no constant for them):
+# one partition, or a range of them processed by one run (a single-run backfill).
+PARTITION_NAME_TAG = "dagster/partition"
+ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
+ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 
 def partition_format(unit: IntervalUnit) -> str:

@@ -3,8 +3,13 @@
 Dagster marks every materialized partition of an asset stale when its code version (our snapshot
 fingerprint) changes. But a metadata-only or indirect non-breaking change keeps the physical table
 and its intervals — the plan reuses that data — and a dev environment starts out reusing prod's
-tables. For those partitions we write a materialization event carrying the new code version and
-the *unchanged* data version, so Dagster shows them fresh and nothing downstream looks changed.
+tables. Those partitions are re-stamped by a Dagster run of the model assets themselves, tagged
+`mesh/restamp=true` and ranged over the partitions (`dagster/asset_partition_range_start/end`):
+in that mode the asset body computes nothing and yields, per selected model, one
+`MaterializeResult` with the *unchanged* data version (the physical version). Dagster writes one
+materialization per partition with the new code version and the input provenance itself, so
+the partitions show fresh and nothing downstream looks changed — through public API only, and
+a ranged run's events go to the event log in batches where the storage supports it (Postgres).
 
 The same holds one step later: once a parent's new version is materialized, a child that kept its
 version (the parent change was non-breaking for it) would look stale, its provenance pointing at
@@ -14,6 +19,9 @@ re-stamped against the parent's new events. A partition computed from the parent
 version is left to Dagster's own judgement, so real staleness (a child computed before its
 parent) still shows.
 
+The `restamp_<env>_sensor` finds the partitions (cheaply, see `Stamper.suspects`) and requests
+one ranged run per interval unit, set of models and contiguous range of partitions.
+
 Which partitions: those whose interval the state store records for the model's current version
 (they hold the data), plus partitions outside the model's start/end (empty by definition) once
 the model has data or Dagster has seen them. Partitions of a new version hold nothing and stay
@@ -21,49 +29,51 @@ stale until materialized — exactly what the change would recompute.
 """
 
 
+from __future__ import annotations
+
 import hashlib
 import json
-from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import cast
 
 from dagster import (
+    AssetExecutionContext,
     AssetKey,
-    AssetMaterialization,
     AssetRecordsFilter,
+    AssetSelection,
     DagsterInstance,
     DagsterRunStatus,
+    DataVersion,
     DefaultSensorStatus,
+    Failure,
+    MaterializeResult,
     MetadataValue,
-    OpExecutionContext,
     RunRequest,
     RunsFilter,
     SensorEvaluationContext,
+    SensorResult,
     SkipReason,
-    job,
-    op,
     sensor,
 )
-from dagster._core.definitions.data_version import (
-    CODE_VERSION_TAG,
-    DATA_VERSION_IS_USER_PROVIDED_TAG,
-    DATA_VERSION_TAG,
-    get_input_data_version_tag,
-    get_input_event_pointer_tag,
-)
-from dagster._core.events import DagsterEventType
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.intervals import Interval
 from mesh_dagster.core.plan import ALL_TIME
 from mesh_dagster.core.snapshot import PROD
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
-from mesh_dagster.dagster.partitions import keys_in, partition_window, to_ms
-from mesh_dagster.dagster.versions import BUILT_ON, version_of
+from mesh_dagster.dagster.partitions import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    keys_in,
+    partition_window,
+    to_ms,
+)
+from mesh_dagster.dagster.versions import BUILT_ON, CODE_VERSION_TAG, DATA_VERSION_TAG, version_of
 
-MATERIALIZATION = DagsterEventType.ASSET_MATERIALIZATION
+RESTAMP_TAG = "mesh/restamp"  # run tag: the run re-stamps the selected models over its range, computing nothing
 
 
 @dataclass
@@ -104,26 +114,63 @@ class Stamper:
         self._versions: dict[str, dict[str, str | None]] = {}
 
     def pending(self, names: list[str] | None = None) -> dict[str, list[tuple[str, bool]]]:
-        """Model name -> (partition key, holds data) to stamp now, without emitting anything."""
-        models = self._models(names)
-        present = self._present(models)
-        return {a.name: todo for a in models if (todo := self._todo(a, present))}
+        """Model name -> (partition key, holds data) to stamp now, models in DAG order.
 
-    def stamp(self, names: list[str] | None = None, limit: int | None = None) -> Iterator[AssetMaterialization]:
-        """The stamps, model by model in DAG order. Each model's partitions are found only after
-        its parents' stamps were emitted, so a child sees its parents' new data; consume the
-        events as they come, since a child's provenance points at its parents' latest events."""
+        A model's stamps count as written for the models after it (a re-stamp run yields parents
+        first), so a child kept through its parent's change is found behind it in the same pass."""
         models = self._models(names)
         present = self._present(models)
-        emitted = 0
+        out: dict[str, list[tuple[str, bool]]] = {}
         for asset in models:
-            if limit is not None and emitted >= limit:
-                return
             todo = self._todo(asset, present)
-            todo = todo if limit is None else todo[: limit - emitted]
             if todo:
-                yield from self._stamps(asset, todo)
-                emitted += len(todo)
+                out[asset.name] = todo
+                self._versions.setdefault(asset.name, {}).update({k: asset.version or "" for k, _ in todo})
+        return out
+
+    def runs(self, pending: dict[str, list[tuple[str, bool]]]) -> list[RestampRun]:
+        """The ranged runs writing `pending`: one per interval unit, set of models and contiguous
+        range of partitions sharing that set (a run's range applies to each model it selects)."""
+        out: list[RestampRun] = []
+        for unit, pdef in self.partitions.items():
+            names = [a.name for a in self.graph.partitioned if a.unit == unit and a.name in pending]
+            if not names:
+                continue
+            all_keys = pdef.get_partition_keys()
+            index = {k: i for i, k in enumerate(all_keys)}
+            wanted: dict[int, list[str]] = {}
+            for name in names:
+                for key, _ in pending[name]:
+                    wanted.setdefault(index[key], []).append(name)
+            group: RestampRun | None = None
+            for i in sorted(wanted):
+                selected = tuple(wanted[i])
+                key = all_keys[i]
+                if group is not None and group.names == selected and group.last_index == i - 1:
+                    group.last, group.last_index = key, i
+                else:
+                    group = RestampRun(unit, selected, key, key, i)
+                    out.append(group)
+        return out
+
+    def unstampable(self, asset: ModelAsset, keys: list[str]) -> list[str]:
+        """The partitions of `keys` a re-stamp must not mark materialized: they hold no data of
+        the model's current version, and are not outside its start/end (empty by definition)."""
+        present = self._present([asset]).get((asset.name, asset.version or ""), [])
+        covered, outside = self._candidates(asset, present)
+        allowed = {*covered, *outside}
+        return [k for k in keys if k not in allowed]
+
+    def range_built_on(self, asset: ModelAsset, keys: list[str]) -> dict[str, str]:
+        """The parent versions the stamped range stands on: each parent whose data over the whole
+        range is one version (the others are left out: Dagster's own provenance decides)."""
+        out: dict[str, str] = {}
+        for parent in self._parents(asset):
+            mapped = {m for k in keys for m in self._parent_keys(asset, parent, k)}
+            versions = set(self._parent_versions(parent, mapped).values()) if mapped else set()
+            if len(versions) == 1 and None not in versions:
+                out[parent.name] = cast(str, versions.pop())
+        return out
 
     def _models(self, names: list[str] | None) -> list[ModelAsset]:
         """Partitioned models only: the others have no partitions to stamp (see ModelAsset.is_partitioned)."""
@@ -206,47 +253,6 @@ class Stamper:
             known.update({k: found[k].version if k in found else None for k in missing})
         return {k: known[k] for k in keys}
 
-    def _stamps(self, asset: ModelAsset, todo: list[tuple[str, bool]]) -> Iterator[AssetMaterialization]:
-        """Stamps whose provenance points at the parents' latest events: the stamped data is
-        right for the parents' current data, since this model kept its version through their changes."""
-        key = AssetKey(list(asset.key))
-        previous = self._latest(asset, [k for k, _ in todo])
-        provenance = self._parents_latest([AssetKey(list(d)) for d in asset.deps])
-        parents = self._parents(asset)
-        version = asset.version or ""
-        for partition, holds_data in todo:
-            built_on = self._built_on(asset, parents, partition, previous.get(partition))
-            self._versions.setdefault(asset.name, {})[partition] = version
-            yield AssetMaterialization(
-                asset_key=key,
-                partition=partition,
-                description="Re-stamped: this data is reused by the current version, not recomputed"
-                if holds_data else "Re-stamped: outside the model's start/end, nothing to compute",
-                metadata={"mesh/outcome": "restamped", "mesh/version": version,
-                          "mesh/change": asset.change, "mesh/physical_table": asset.table or "",
-                          BUILT_ON: MetadataValue.json(built_on)},
-                tags={
-                    CODE_VERSION_TAG: asset.fingerprint,
-                    DATA_VERSION_TAG: version,
-                    DATA_VERSION_IS_USER_PROVIDED_TAG: "true",
-                    **provenance,
-                },
-            )
-
-    def _built_on(self, asset: ModelAsset, parents: list[ModelAsset], partition: str,
-                  before: LatestEvent | None) -> dict[str, str]:
-        """The parent versions the stamped data stands on: each parent's version in this window
-        when all of it is one version, else what the previous event said."""
-        out: dict[str, str] = {}
-        for parent in parents:
-            keys = self._parent_keys(asset, parent, partition)
-            versions = set(self._parent_versions(parent, set(keys)).values()) if keys else set()
-            if len(versions) == 1 and None not in versions:
-                out[parent.name] = cast(str, versions.pop())  # None was excluded above
-            elif before is not None and parent.name in before.built_on:
-                out[parent.name] = before.built_on[parent.name]
-        return out
-
     def _candidates(self, asset: ModelAsset, present: list[Interval]) -> tuple[list[str], list[str]]:
         unit: IntervalUnit = asset.unit
         pdef = self.partitions[unit]
@@ -263,40 +269,33 @@ class Stamper:
         return covered, outside
 
     def _latest(self, asset: ModelAsset, partitions: list[str]) -> dict[str, LatestEvent]:
-        """The latest materialization of each partition (partitions never seen are absent)."""
+        """The latest materialization of each partition (partitions never seen are absent).
+
+        Through the instance's documented `fetch_materializations`, newest first: each query asks
+        only for the partitions whose latest event is still unknown, so older events of a
+        partition already found are read at most once per query."""
         if not partitions:
             return {}
         key = AssetKey(list(asset.key))
-        ids = self.instance.event_log_storage.get_latest_storage_id_by_partition(key, MATERIALIZATION, set(partitions))
         out: dict[str, LatestEvent] = {}
-        storage_ids = sorted(ids.values())
-        for i in range(0, len(storage_ids), 500):
-            chunk = storage_ids[i:i + 500]
-            records = self.instance.fetch_materializations(AssetRecordsFilter(asset_key=key, storage_ids=chunk),
-                                                           limit=len(chunk)).records
-            for record in records:
-                materialization = record.asset_materialization
-                if materialization is not None and materialization.partition is not None:
+        for i in range(0, len(partitions), 500):
+            left = set(partitions[i:i + 500])
+            while left:
+                limit = min(2 * len(left), 1000)
+                records = self.instance.fetch_materializations(
+                    AssetRecordsFilter(asset_key=key, asset_partitions=sorted(left)), limit=limit).records
+                for record in records:
+                    materialization = record.asset_materialization
+                    if materialization is None or materialization.partition not in left:
+                        continue  # an older event of a partition already found in this page
+                    left.discard(materialization.partition)
                     built_on = materialization.metadata.get(BUILT_ON)
                     out[materialization.partition] = LatestEvent(
                         dict(materialization.tags or {}),
                         dict(built_on.value) if built_on is not None and isinstance(built_on.value, dict) else {})
+                if len(records) < limit:
+                    break  # every partition with an event was in this page: the rest have none
         return out
-
-    def _parents_latest(self, parents: list[AssetKey]) -> dict[str, str]:
-        """Provenance pointing at each parent's latest event (what a run would record now)."""
-        tags: dict[str, str] = {}
-        records = {r.asset_entry.asset_key: r for r in self.instance.get_asset_records(parents)} if parents else {}
-        for parent in parents:
-            record = records.get(parent)
-            event = record.asset_entry.last_materialization_record if record else None
-            if event is None:
-                continue
-            materialization = event.event_log_entry.asset_materialization
-            version = (materialization.tags or {}).get(DATA_VERSION_TAG) if materialization else None
-            tags[get_input_event_pointer_tag(parent)] = str(event.storage_id)
-            tags[get_input_data_version_tag(parent)] = version or "INITIAL"
-        return tags
 
 
 def pending_digest(pending: dict[str, list[tuple[str, bool]]], graph: ProjectGraph,
@@ -313,40 +312,66 @@ def pending_digest(pending: dict[str, list[tuple[str, bool]]], graph: ProjectGra
     return h.hexdigest()[:16]
 
 
-STAMP_LIMIT = 20000  # events per run; what is left is stamped by the next run
+@dataclass
+class RestampRun:
+    """One ranged re-stamp run: `names` (DAG order) over partitions `first`..`last` of `unit`."""
+
+    unit: IntervalUnit
+    names: tuple[str, ...]
+    first: str
+    last: str
+    last_index: int
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {RESTAMP_TAG: "true", ASSET_PARTITION_RANGE_START_TAG: self.first,
+                ASSET_PARTITION_RANGE_END_TAG: self.last}
 
 
-def stamp_job(graph: ProjectGraph, partitions: dict):
-    """`restamp_<env>`: write the stamps (launched by the sensor, or by hand after a change)."""
-    environment = graph.environment
+def is_restamp(tags: Mapping[str, str]) -> bool:
+    return tags.get(RESTAMP_TAG) == "true"
 
-    @op(name=f"restamp_{environment}_partitions", out={}, required_resource_keys={"mesh"},
-        description="Mark partitions whose data the current versions reuse as materialized, without recomputing.")
-    def _restamp(context: OpExecutionContext):
-        stamper = Stamper(graph, partitions, context.resources.mesh.get_context(), context.instance)
-        stamped: Counter[AssetKey] = Counter()
-        for event in stamper.stamp(None, STAMP_LIMIT):
-            stamped[event.asset_key] += 1
-            yield event
-        context.log.info(f"{sum(stamped.values())} partition(s) re-stamped in {len(stamped)} model(s)" if stamped
-                         else "Every partition with data already carries its current code version")
 
-    @job(name=f"restamp_{environment}", tags={"mesh/environment": environment, "mesh/restamp": "true"},
-         description=f"Re-stamp reused data of environment '{environment}' (no recomputation).")
-    def _job():
-        _restamp()
+def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partitions: dict, mesh_context: Context,
+                    assets: list[ModelAsset]) -> Iterator[MaterializeResult]:
+    """The body of a re-stamp run (`mesh/restamp=true`): for each selected model, parents first,
+    one result over the run's range with the model's unchanged data version. Refused when part of
+    the range holds no data of a model's current version: that must be computed, not stamped."""
+    keys = list(context.partition_keys)
+    selected = [a for a in assets if AssetKey(list(a.key)) in context.selected_asset_keys]
+    stamper = Stamper(graph, partitions, mesh_context, context.instance)
+    try:
+        for asset in selected:
+            missing = stamper.unstampable(asset, keys)
+            if missing:
+                raise Failure(description=(
+                    f"Cannot re-stamp {asset.name} for {missing[0]}{' - ' + missing[-1] if len(missing) > 1 else ''}: "
+                    f"{len(missing)} partition(s) hold no data of its current version. Materialize them instead "
+                    "(a run without the mesh/restamp tag)."))
+        for asset in selected:
+            yield MaterializeResult(
+                asset_key=AssetKey(list(asset.key)),
+                data_version=DataVersion(asset.version or ""),
+                metadata={"mesh/outcome": "restamped", "mesh/version": asset.version or "",
+                          "mesh/change": asset.change, "mesh/physical_table": asset.table or "",
+                          BUILT_ON: MetadataValue.json(stamper.range_built_on(asset, keys))},
+            )
+    except MeshError as e:
+        raise Failure(description=str(e)) from None
+    context.log.info(f"{len(keys)} partition(s) re-stamped for {', '.join(a.name for a in selected)}")
 
-    return _job
 
+SENSOR_INTERVAL_S = 30  # Dagster's default: a plan's reused data shows fresh within half a minute
 
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
 
-def run_in_flight(instance: DagsterInstance, keys: set[AssetKey], restamp_job: str) -> str | None:
-    """The id of a run not finished yet that materializes some of `keys` or re-stamps them."""
-    for run in instance.get_runs(filters=RunsFilter(statuses=IN_FLIGHT), limit=500):
-        if run.job_name == restamp_job or keys.intersection(run.asset_selection or ()):
+def run_in_flight(instance: DagsterInstance, keys: set[AssetKey]) -> str | None:
+    """The id of a run not finished yet that materializes (or re-stamps) some of `keys`."""
+    for record in instance.get_run_records(filters=RunsFilter(statuses=IN_FLIGHT), limit=500):
+        run = record.dagster_run
+        if keys.intersection(run.asset_selection or ()):
             return run.run_id
     return None
 
@@ -359,17 +384,19 @@ def read_cursor(cursor: str | None) -> tuple[dict[str, str], dict[str, int]]:
     return dict(data["confirmed"]), {k: int(v) for k, v in data.get("seen", {}).items()}
 
 
-def stamp_sensor(graph: ProjectGraph, partitions: dict, job, project_dir: str, gateway: str | None,
+def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gateway: str | None,
                  state_url: str | None, running: bool):
-    """Launches the re-stamp job whenever some reused data carries an outdated code version."""
+    """Launches ranged re-stamp runs whenever some reused data carries an outdated code version."""
     keys = {AssetKey(list(a.key)) for a in graph.materializable}
+    targets = [AssetKey(list(a.key)) for a in graph.partitioned]
 
-    @sensor(name=f"restamp_{graph.environment}_sensor", job=job, minimum_interval_seconds=60,
+    @sensor(name=f"restamp_{graph.environment}_sensor", target=AssetSelection.assets(*targets),
+            minimum_interval_seconds=SENSOR_INTERVAL_S,
             default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
             description="Keeps Dagster in step with the state store: data a plan reuses (or that `mesh` computed) "
                         "shows as materialized under the current code version.")
     def _sensor(context: SensorEvaluationContext):
-        busy = run_in_flight(context.instance, keys, job.name)
+        busy = run_in_flight(context.instance, keys)
         if busy is not None:
             # stamping data a run is still writing events for would race it (and duplicate its events)
             return SkipReason(f"Run {busy} is writing to these assets; re-stamping waits for it to finish")
@@ -382,6 +409,7 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, job, project_dir: str, g
             stamper = Stamper(graph, partitions, ctx, context.instance)
             suspects = stamper.suspects(confirmed, seen)
             pending = stamper.pending(suspects.names) if suspects.names else {}
+            runs = stamper.runs(pending)
         finally:
             ctx.close()
         confirmed = {n: token for n, token in suspects.tokens.items()
@@ -389,6 +417,10 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, job, project_dir: str, g
         context.update_cursor(json.dumps({"confirmed": confirmed, "seen": suspects.latest_ids}, sort_keys=True))
         if not pending:
             return SkipReason("Nothing to re-stamp")
-        return RunRequest(run_key=pending_digest(pending, graph, suspects.latest_ids))
+        digest = pending_digest(pending, graph, suspects.latest_ids)
+        return SensorResult(run_requests=[
+            RunRequest(run_key=f"{digest}:{i}", tags=run.tags,
+                       asset_selection=[AssetKey(list(graph.assets[n].key)) for n in run.names])
+            for i, run in enumerate(runs)])
 
     return _sensor

@@ -12,7 +12,9 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
+import yaml
 from filelock import FileLock, Timeout
 
 from mesh_dagster.core.errors import MeshError
@@ -21,6 +23,7 @@ from mesh_dagster.core.snapshot import normalize_environment
 LOCATIONS_FILE = "locations.py"
 LOCK_FILE = "ui.lock"
 INSTANCE_CONFIG = """# Written by `mesh ui`: the Dagster instance of this project (see Dagster's dagster.yaml docs).
+# Rewritten at every start from config.yaml (its `dagster:` section): change that instead.
 telemetry:
   enabled: false
 concurrency:
@@ -35,13 +38,106 @@ def dev_environment() -> str:
     return os.environ.get("MESH_DEV_ENVIRONMENT", "dev")
 
 
-def write_workspace(project_dir: str | Path, environments: list[str]) -> Path:
-    """`.mesh/dagster/workspace.yaml` loading the project once per environment; returns its path."""
+class DagsterStorageConfig(Protocol):
+    """config.yaml's `dagster.storage` (core.config.DagsterStorageConfig, handed out by Context.config)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def database(self) -> str | None: ...
+
+    @property
+    def user(self) -> str: ...
+
+    @property
+    def password_env(self) -> str | None: ...
+
+    @property
+    def event_batch_size(self) -> int: ...
+
+
+# SQLAlchemy 2.1 reads `postgresql://` as psycopg 3, whose server-side parameters break
+# dagster-postgres (`NOTIFY run_events, $1` is a syntax error): name the driver it is written for.
+POSTGRES_SCHEME = "postgresql+psycopg2"
+# Dagster's own tables: a database holding other tables but not these is not a Dagster instance.
+DAGSTER_TABLES = frozenset({"runs", "event_logs", "alembic_version"})
+
+
+def instance_config(storage: DagsterStorageConfig | None = None) -> str:
+    """The dagster.yaml of `mesh ui`'s instance: SQLite files beside it (Dagster's default), or the
+    Postgres database of config.yaml's `dagster.storage` for runs, the event log and schedules."""
+    if storage is None or storage.type == "sqlite":
+        return INSTANCE_CONFIG
+    db: dict = {"hostname": storage.host, "port": storage.port, "username": storage.user}
+    if storage.password_env:
+        db["password"] = {"env": storage.password_env}  # Dagster reads it at start: no secret on disk
+    db.update({"db_name": storage.database, "scheme": POSTGRES_SCHEME})
+    section = yaml.safe_dump({"storage": {"postgres": {"postgres_db": db}}}, sort_keys=False)
+    return (f"{INSTANCE_CONFIG}# runs, event log and schedules: config.yaml `dagster.storage` (Postgres)\n{section}")
+
+
+def write_instance(home: Path, storage: DagsterStorageConfig | None = None) -> Path:
+    """`.mesh/dagster/dagster.yaml`, rewritten from config.yaml at every `mesh ui`."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "dagster.yaml"
+    path.write_text(instance_config(storage))
+    return path
+
+
+class DagsterInstanceError(MeshError):
+    """The Dagster instance's database cannot serve `mesh ui`."""
+
+
+def check_instance_database(storage: DagsterStorageConfig, home: Path) -> None:
+    """Refuse, in one line, a Postgres instance database `dagster dev` would fail on with a
+    traceback: unreachable, missing, or holding another application's tables. An empty database is
+    fine: Dagster creates its schema there on first start."""
+    if storage.type != "postgres":
+        return
+    import importlib.util
+
+    import psycopg
+
+    where = f"{storage.host}:{storage.port}"
+    if importlib.util.find_spec("dagster_postgres") is None:
+        raise DagsterInstanceError("config.yaml `dagster.storage` is postgres but dagster-postgres is not installed: "
+                                   "pip install dagster-postgres==0.29.27")
+    password = os.environ.get(storage.password_env) if storage.password_env else None
+    if storage.password_env and password is None:
+        raise DagsterInstanceError(f"config.yaml `dagster.storage.password_env` names {storage.password_env}, which "
+                                   "is not set in this environment")
+    try:
+        with psycopg.connect(host=storage.host, port=storage.port, dbname=storage.database, user=storage.user,
+                             password=password, connect_timeout=5) as conn:
+            tables = {row[0] for row in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")}
+    except psycopg.OperationalError as e:
+        reason = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        reason = reason.split(": FATAL:", 1)[-1].strip() if "FATAL" in reason else reason
+        raise DagsterInstanceError(f"Cannot open the Dagster instance database '{storage.database}' on {where} "
+                                   f"(config.yaml `dagster.storage`): {reason}") from None
+    if tables and not DAGSTER_TABLES <= tables:
+        raise DagsterInstanceError(
+            f"Database '{storage.database}' on {where} holds tables but not Dagster's schema (no "
+            f"{', '.join(sorted(DAGSTER_TABLES - tables))}): point config.yaml `dagster.storage.database` at an "
+            f"empty database or an existing Dagster instance's, or add Dagster's schema to this one with "
+            f"`DAGSTER_HOME={home} dagster instance migrate`.")
+
+
+def write_workspace(project_dir: str | Path, environments: list[str],
+                    storage: DagsterStorageConfig | None = None) -> Path:
+    """`.mesh/dagster/workspace.yaml` loading the project once per environment, and the instance's
+    dagster.yaml; returns the workspace's path."""
     project = Path(project_dir).resolve()
     home = ui_home(project)
-    home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        (home / "dagster.yaml").write_text(INSTANCE_CONFIG)
+    write_instance(home, storage)
     envs = list(dict.fromkeys(normalize_environment(e) for e in environments))
     functions = "\n\n".join(
         f"def env_{env}():\n    return definitions(PROJECT, {env!r})\n" for env in envs
@@ -79,8 +175,23 @@ def dagster_dev_args(workspace: Path, host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", host, "-p", str(port)]
 
 
-def dagster_env(workspace: Path) -> dict[str, str]:
-    return {**os.environ, "DAGSTER_HOME": str(workspace.parent)}
+# Dagster writes, before a ranged run starts, one "planned" event per partition per asset, one by
+# one (never batched): as many events again as the run's materializations, and the slower half
+# (benchmarks/bench_events.py). With this (Dagster's own switch) a ranged run plans each asset once,
+# for its partition range. What is lost: a ranged run that fails leaves its partitions shown missing
+# rather than failed (the run itself shows the failure).
+PLANNED_EVENTS_PER_RUN = {"DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "true"}
+
+
+def dagster_env(workspace: Path, storage: DagsterStorageConfig | None = None) -> dict[str, str]:
+    """The environment of `dagster dev` and its processes: the project's instance, one planned
+    event per asset of a ranged run, and on Postgres batched event writes (a ranged run's
+    per-partition events in one statement per batch; Dagster's SQLite storage has no batch write,
+    it would only delay the events)."""
+    env = {**os.environ, "DAGSTER_HOME": str(workspace.parent), **PLANNED_EVENTS_PER_RUN}
+    if storage is not None and storage.type == "postgres" and storage.event_batch_size > 0:
+        env["DAGSTER_EVENT_BATCH_SIZE"] = str(storage.event_batch_size)
+    return env
 
 
 def ui_home(project_dir: str | Path) -> Path:

@@ -16,13 +16,17 @@ mesh_dagster.dagster.ui_supervisor WORKSPACE HOST PORT`), which:
 3. after `GRACE_S` (at once on a second signal), SIGKILLs whatever of the session is left;
 4. marks the runs still in progress CANCELED: no process is left that could.
 
-One supervisor per project (a lock in `.mesh/dagster/`): the Dagster instance is the project's, so
-the runs in progress when it stops are this supervisor's runs.
+One supervisor per project (a lock in `.mesh/dagster/`): on the default SQLite instance, which is
+the project's, the runs in progress when it stops are this supervisor's runs. A Postgres instance
+(config.yaml `dagster.storage`) is shared with other people's `mesh ui`s: there only the runs whose
+run worker lives in one of this session's code servers are marked (Dagster tags a launched run with
+the code server it runs in), so stopping one UI never cancels a teammate's runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psutil
+import yaml
 
 from mesh_dagster.dagster.ui import (
     UiAlreadyRunning,
@@ -68,7 +73,7 @@ class Supervisor:
     def __init__(self, command: list[str], env: dict[str, str], dagster_home: Path):
         self._command = command
         self._env = env
-        self._runs = Runs(dagster_home)
+        self._runs = Runs(dagster_home, shared=is_shared_instance(dagster_home))
         self._signals: list[int] = []
         self._wake = threading.Event()
 
@@ -91,6 +96,7 @@ class Supervisor:
     def _stop(self, child: subprocess.Popen) -> int:
         """Steps 2-4 of the module doc; returns how many runs had to be marked canceled by us."""
         session = child.pid
+        self._runs.servers = _code_server_sockets(session)  # before they stop: whose runs are ours
         self._runs.mark(self._runs.canceling)
         child.send_signal(signal.SIGINT)  # Popen's own: a no-op once `dagster dev` exited, never another process
         services = {child.pid, *(p.pid for p in _children(child.pid))}  # webserver, daemon: `dagster dev` stops them
@@ -121,8 +127,10 @@ class Runs:
     same SQLite files at once (seen: "alembic_version has more than one head").
     """
 
-    def __init__(self, dagster_home: Path):
+    def __init__(self, dagster_home: Path, shared: bool = False):
         self._home = dagster_home
+        self._shared = shared
+        self.servers: set[str] = set()  # sockets of this session's code servers (for a shared instance)
         self._instance: DagsterInstance | None = None
         self._importer: threading.Thread | None = None
 
@@ -142,6 +150,8 @@ class Runs:
             from dagster import DagsterRunStatus, RunsFilter
 
             runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus[s] for s in _IN_PROGRESS]))
+            if self._shared:
+                runs = [run for run in runs if run_server(run.tags) in self.servers]
             for run in runs:
                 report(instance, run)
             return len(runs)
@@ -160,13 +170,50 @@ class Runs:
         instance.report_run_canceled(run, message=CANCEL_MESSAGE)
 
     def _get(self) -> DagsterInstance | None:
-        if self._instance is None and (self._home / "storage").exists():  # no storage yet: no run ever
+        # no storage yet: no run ever (a shared instance keeps none here, but has runs)
+        if self._instance is None and (self._shared or (self._home / "storage").exists()):
             if self._importer is not None:
                 self._importer.join(timeout=GRACE_S)
             from dagster import DagsterInstance
 
             self._instance = DagsterInstance.from_config(str(self._home))
         return self._instance
+
+
+# The tag Dagster's default run launcher puts on a run: the code server it was launched in.
+GRPC_INFO_TAG = ".dagster/grpc_info"
+
+
+def is_shared_instance(dagster_home: Path) -> bool:
+    """A dagster.yaml with a Postgres `storage` (see ui.instance_config): other UIs use it too."""
+    try:
+        config = yaml.safe_load((dagster_home / "dagster.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get("storage"), dict) and "postgres" in config["storage"]
+
+
+def run_server(tags) -> str | None:
+    """The socket (or host:port) of the code server a run was launched in, from its tags."""
+    try:
+        info = json.loads(tags.get(GRPC_INFO_TAG) or "{}")
+    except ValueError:
+        return None
+    if not isinstance(info, dict):
+        return None
+    return info.get("socket") or (f"{info.get('host')}:{info['port']}" if info.get("port") else None)
+
+
+def _code_server_sockets(session: int) -> set[str]:
+    """The sockets this session's code servers listen on (`dagster api grpc --socket PATH`)."""
+    out: set[str] = set()
+    for process in _session_members(session):
+        try:
+            args = process.cmdline()
+        except psutil.Error:
+            continue
+        out |= {args[i + 1] for i, a in enumerate(args[:-1]) if a == "--socket"}
+    return out
 
 
 def _import_dagster() -> None:

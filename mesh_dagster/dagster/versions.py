@@ -23,3 +23,10 @@ def version_of(data_version_text: str | None) -> str | None:
     if not data_version_text:
         return None
     return data_version_text.split(":", 1)[0]
+
+
+# The tags Dagster writes on every materialization of a run (its "asset versioning" guide names
+# them; dagster exports no constants): read back to tell which partitions carry an outdated code
+# version. mesh never writes them: a re-stamp run yields a data version and Dagster does the rest.
+CODE_VERSION_TAG = "dagster/code_version"
+DATA_VERSION_TAG = "dagster/data_version"

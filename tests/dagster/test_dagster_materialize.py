@@ -48,6 +48,16 @@ class Project:
         job_def = defs.resolve_job_def(job) if job else defs.resolve_implicit_global_asset_job_def()
         return job_def.execute_in_process(instance=self.instance, raise_on_error=False, **kwargs)
 
+    def restamp(self, env: str = "prod") -> list[dg.ExecuteInProcessResult]:
+        """What restamp_<env>_sensor launches, run here: one ranged run of the assets per request."""
+        defs = self.defs(env)
+        with dg.build_sensor_context(instance=self.instance, definitions=defs) as context:
+            wanted = defs.resolve_sensor_def(f"restamp_{env}_sensor")(context)
+        if isinstance(wanted, dg.SkipReason):
+            return []
+        return [self.run(env=env, tags=r.tags, asset_selection=list(r.asset_selection or []))
+                for r in wanted.run_requests]
+
     def context(self) -> Context:
         return Context(self.root)
 
@@ -204,11 +214,12 @@ def test_staleness_follows_the_change_category(project):
             sensor = defs.resolve_sensor_def("restamp_prod_sensor")
             with dg.build_sensor_context(instance=project.instance, definitions=defs) as context:
                 wanted = sensor(context)
-            assert isinstance(wanted, dg.RunRequest), case  # the sensor notices reused data to re-stamp
-            result = project.run("restamp_prod")
-            assert result.success
-            stamped = {e.event_specific_data.materialization.asset_key.path[-1]
-                       for e in result.get_asset_materialization_events()}
+            assert isinstance(wanted, dg.SensorResult) and wanted.run_requests, case  # reused data to re-stamp
+            (request,) = wanted.run_requests  # one ranged run: the models' partitions form one range
+            assert request.tags["mesh/restamp"] == "true", case
+            results = project.restamp()
+            assert results and all(r.success for r in results)
+            stamped = _restamped(results)
             assert "incremental_model" not in stamped or case == "metadata", case
             assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
                 (incremental, full), case
@@ -225,9 +236,9 @@ def _sensor_tick(project: Project, defs: dg.Definitions, cursor: str | None = No
         return sensor(context), context.cursor
 
 
-def _restamped(result: dg.ExecuteInProcessResult) -> dict[str, int]:
+def _restamped(results: list[dg.ExecuteInProcessResult]) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for event in result.get_asset_materialization_events():
+    for event in (e for r in results for e in r.get_asset_materialization_events()):
         m = event.event_specific_data.materialization
         if m.metadata["mesh/outcome"].value == "restamped":
             counts[m.asset_key.path[-1]] = counts.get(m.asset_key.path[-1], 0) + 1
@@ -242,15 +253,17 @@ def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_compu
     original = path.read_text()
     full = project.name("full_model")
     try:
-        # computed by a Dagster run: the same run re-stamps the child it did not select
+        # computed by a Dagster run: the sensor then re-stamps the child the run did not select
         edit(project.root, "incremental_model", "  item_id,\n", "  item_id,\n  'y' AS other_column,\n")
         defs = project.defs()
-        assert project.run("restamp_prod").success
+        assert all(r.success for r in project.restamp())
         assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
             ("S" * DAYS, "F" * DAYS)
         result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model")])
         assert result.success
-        assert _restamped(result) == {"full_model": DAYS}
+        assert _restamped([result]) == {}
+        assert project.statuses(defs, "full_model") == "S" * DAYS  # built on the old data, until re-stamped
+        assert _restamped(project.restamp()) == {"full_model": DAYS}
         assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
             ("F" * DAYS, "F" * DAYS)
         assert isinstance(_sensor_tick(project, defs)[0], dg.SkipReason)  # nothing left behind
@@ -260,8 +273,8 @@ def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_compu
         edit(project.root, "incremental_model", "  item_id,\n", "  item_id,\n  'x' AS third_column,\n")
         defs = project.defs()
         request, cursor = _sensor_tick(project, defs)
-        assert isinstance(request, dg.RunRequest)
-        assert project.run("restamp_prod").success
+        assert isinstance(request, dg.SensorResult)
+        assert all(r.success for r in project.restamp())
         ctx = project.context()
         try:
             done = list(ctx.materialize([project.name("incremental_model")], str(FIRST), str(date.today()), "prod"))
@@ -270,9 +283,8 @@ def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_compu
         assert [m.outcome.value for m in done] == ["evaluated"]
         assert project.statuses(defs, "full_model") == "F" * DAYS  # the new data is not in Dagster yet
         request, cursor = _sensor_tick(project, defs, cursor)
-        assert isinstance(request, dg.RunRequest)
-        result = project.run("restamp_prod")
-        assert _restamped(result) == {"incremental_model": DAYS, "full_model": DAYS}
+        assert isinstance(request, dg.SensorResult)
+        assert _restamped(project.restamp()) == {"incremental_model": DAYS, "full_model": DAYS}
         assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
             ("F" * DAYS, "F" * DAYS)
         assert isinstance(_sensor_tick(project, defs, cursor)[0], dg.SkipReason)
@@ -282,8 +294,9 @@ def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_compu
         edit(project.root, "incremental_model", "  item_id,\n", "  item_id + 10 AS item_id,\n")
         defs = project.defs()
         result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model")])
+        assert result.success
         # only its two partitions before its start are stamped: empty, whatever the version
-        assert result.success and _restamped(result) == {"full_model": 2}
+        assert _restamped(project.restamp()) == {"full_model": 2}
         assert project.statuses(defs, "full_model") == "FF" + "S" * (DAYS - 2)
         plan = project.context().plan("prod", allow_empty=True)
         assert plan.snapshots[full].change_category is not None  # stale because it must be recomputed
@@ -306,7 +319,7 @@ def test_sensor_waits_for_runs_writing_to_its_assets(project):
         assert skipped.skip_message == (f"Run {run.run_id} is writing to these assets; re-stamping waits for it "
                                         "to finish")
         project.instance.report_run_canceled(run)
-        assert isinstance(_sensor_tick(project, defs)[0], dg.RunRequest)  # the metadata change, now
+        assert isinstance(_sensor_tick(project, defs)[0], dg.SensorResult)  # the metadata change, now
     finally:
         path.write_text(original)
 
@@ -328,7 +341,7 @@ def test_dev_environment_then_prod_promotion_is_a_view_swap(project):
     assert result.success
     assert project.run("promote_dev", env="dev").success
     assert project.rows(f"SELECT DISTINCT new_column FROM {project.schema}__dev.incremental_model") == [("z",)]
-    assert project.run("restamp_dev", env="dev").success
+    assert all(r.success for r in project.restamp("dev"))
     assert [project.statuses(dev, m, "dev") for m in ("seed_model", "incremental_model", "full_model")] == \
         ["F" * DAYS] * 3
 

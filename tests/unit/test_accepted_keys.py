@@ -827,6 +827,37 @@ def statements_probe(key: str) -> Callable[[Path], None]:
     return probe
 
 
+def dagster_probe(key: str) -> Callable[[Path], None]:
+    """Each `dagster.storage` key lands in the dagster.yaml `mesh ui` writes (or its environment),
+    and a bad value is refused naming it (tests/dagster/test_instance_postgres.py runs it on Postgres)."""
+
+    def probe(tmp_path: Path) -> None:
+        import yaml
+
+        from mesh_dagster.dagster.ui import dagster_env, instance_config
+
+        text = ("dagster:\n  storage:\n    type: postgres\n    host: db\n    port: 6543\n    database: dg\n"
+                "    user: u\n    password_env: PW\n    event_batch_size: 50\n")
+        storage = _config(tmp_path, text).dagster.storage
+        written = yaml.safe_load(instance_config(storage))["storage"]["postgres"]["postgres_db"]
+        assert (written["hostname"], written["port"], written["db_name"], written["username"], written["password"]) \
+            == ("db", 6543, "dg", "u", {"env": "PW"})
+        assert dagster_env(tmp_path / "w.yaml", storage)["DAGSTER_EVENT_BATCH_SIZE"] == "50"
+        bad = {"dagster": "dagster: 3\n", "dagster.storage": "dagster:\n  storage: 3\n",
+               "dagster.storage.type": "dagster:\n  storage:\n    type: mysql\n",
+               "dagster.storage.host": "dagster:\n  storage:\n    host: db\n",
+               "dagster.storage.port": "dagster:\n  storage:\n    type: postgres\n    database: d\n    port: 0\n",
+               "dagster.storage.database": "dagster:\n  storage:\n    type: postgres\n",
+               "dagster.storage.user": "dagster:\n  storage:\n    user: u\n",
+               "dagster.storage.password_env": "dagster:\n  storage:\n    type: postgres\n    database: d\n"
+                                               "    password_env: a b\n",
+               "dagster.storage.event_batch_size": "dagster:\n  storage:\n    type: postgres\n    database: d\n"
+                                                   "    event_batch_size: -1\n"}[key]
+        refused(lambda: _config(tmp_path, bad), key.split(".")[-1])
+
+    return probe
+
+
 CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "gateways": probe_gateways,
     "default_gateway": probe_default_gateway,
@@ -876,6 +907,8 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
                                  "git.tick_timeout_s")},
     "before_all": statements_probe("before_all"),
     "after_all": statements_probe("after_all"),
+    **{k: dagster_probe(k) for k in ("dagster", "dagster.storage", *(f"dagster.storage.{f}" for f in (
+        "type", "host", "port", "database", "user", "password_env", "event_batch_size")))},
 }
 
 
