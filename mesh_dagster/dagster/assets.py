@@ -141,7 +141,7 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
                 yield from check_results(asset, run, selected_checks, ranged)
                 if run.outcome == Outcome.EVALUATED:
                     computed.add(run.name)
-            restamp_children(context, graph, partitions, mesh_context, computed, set(names))
+            announce_children_to_restamp(context, graph, computed, set(names))
         except MeshError as e:
             raise Failure(description=str(e)) from None
         report.raise_if_failed()
@@ -238,8 +238,8 @@ def _combined(runs: list[ModelMaterialization]) -> ModelMaterialization:
         [a for r in runs for a in r.audited], last.error, sum(r.seconds for r in runs))
 
 
-def restamp_children(context: AssetExecutionContext, graph: ProjectGraph, partitions: dict, mesh_context: Context,
-                     computed: set[str], selected: set[str]) -> None:
+def announce_children_to_restamp(context: AssetExecutionContext, graph: ProjectGraph, computed: set[str],
+                     selected: set[str]) -> None:
     """The unselected children of freshly computed models are left to the re-stamp sensor: those
     whose version and data stay valid get a ranged re-stamp run once this run has finished."""
     children = [c for c in graph.children(computed) if c not in selected]
