@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -127,3 +128,10 @@ def nothing_written(root: Path) -> Iterator[None]:
             f"the state store was filled: { {t: len(r) for t, r in (after_rows or {}).items()} }"
     else:
         assert after_rows == rows, "the state store changed"
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound and released at once)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bad_input.harness import assert_refused, copy_example, mesh, mesh_process, nothing_written
+from tests.bad_input.harness import assert_refused, closed_port, copy_example, mesh, mesh_process, nothing_written
 
 # A hang would show up as a subprocess timeout, i.e. a failed test, well before PySpark's 10 minutes.
 HANG_S = 90
@@ -28,12 +28,6 @@ def _with_remote(tmp_path: Path, url: str) -> Path:
     assert "# remote: sc://" in text
     config.write_text(re.sub(r"# remote: sc://\S+", f"remote: {url}", text, count=1))
     return project
-
-
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
@@ -63,7 +57,7 @@ def not_grpc() -> Iterator[int]:
 
 
 def test_nothing_listening(tmp_path: Path):
-    port = _closed_port()
+    port = closed_port()
     project = _with_remote(tmp_path, f"sc://127.0.0.1:{port}/;token=s3cret")
     with nothing_written(project):
         outcome = mesh_process(project, "plan", "--auto-apply", timeout_s=HANG_S)

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 import yaml
 
-from tests.bad_input.harness import assert_refused, copy_example, mesh, mesh_process, nothing_written
+from tests.bad_input.harness import assert_refused, closed_port, copy_example, mesh, mesh_process, nothing_written
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 # Spark alone waits about a minute for a master that does not answer; a refusal comes well before.
@@ -32,12 +32,6 @@ def _project(tmp_path: Path, connection: dict) -> Path:
     config["gateways"]["local"]["connection"] = {"type": "spark", **connection}
     (project / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return project
-
-
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
@@ -93,7 +87,7 @@ def _refused_before_spark(tmp_path: Path, metastore: dict, *fragments: str) -> N
 
 
 def test_metastore_unreachable(tmp_path: Path) -> None:
-    port = _closed_port()
+    port = closed_port()
     _refused_before_spark(tmp_path, {"host": "127.0.0.1", "port": port, "database": "mesh_metastore"},
                           f"Cannot reach the Hive metastore database (Postgres) at 127.0.0.1:{port}",
                           "connection refused", "Check `metastore:` in config.yaml")
@@ -126,7 +120,7 @@ def test_driver_jar_missing(tmp_path: Path, metastore_db: str) -> None:
 
 
 def test_master_unreachable(tmp_path: Path) -> None:
-    port = _closed_port()
+    port = closed_port()
     project = _project(tmp_path, {"master": f"spark://127.0.0.1:{port}", "connect_timeout": 2})
     with nothing_written(project):
         outcome = mesh_process(project, "plan", "--auto-apply", timeout_s=HANG_S)
