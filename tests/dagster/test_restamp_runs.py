@@ -11,8 +11,8 @@ from project_copies import recent_example
 from mesh_dagster.context import Context
 from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.dagster.graph import build_graph
-from mesh_dagster.dagster.partitions import partitions_for
 from mesh_dagster.dagster.stamps import RESTAMP_TAG, Stamper, is_restamp
+from mesh_dagster.dagster.translator import MeshTranslator
 
 
 def _stamper(tmp_path: Path) -> Stamper:
@@ -22,7 +22,8 @@ def _stamper(tmp_path: Path) -> Stamper:
         graph = build_graph(context.project, context.plan("prod", allow_empty=True))
     finally:
         context.close()
-    partitions = {unit: partitions_for(unit, graph.partitions_start(unit)) for unit in graph.by_unit()}
+    translator = MeshTranslator()
+    partitions = {unit: translator.get_partitions_def(unit, graph.partitions_start(unit)) for unit in graph.by_unit()}
     return Stamper(graph, partitions, context, instance=None)  # type: ignore[arg-type]  # runs() reads neither
 
 

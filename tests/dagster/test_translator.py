@@ -147,7 +147,8 @@ def test_several_environments_make_one_code_location(project):
     assert specs["s__dev/a"].metadata["mesh/change"] == specs["s/a"].metadata["mesh/change"] == "Breaking"
     assert specs["s__dev/b"].metadata["mesh/change"] == "Unchanged"
     names = {job.name for job in defs.resolve_all_job_defs()}
-    assert {"promote_prod", "promote_dev", "plan_dev", "restamp_dev", "run_prod_daily"} <= names
+    assert {"promote_prod", "promote_dev", "plan_dev", "run_prod_daily"} <= names
+    assert {"restamp_prod_sensor", "restamp_dev_sensor"} <= {sensor.name for sensor in defs.sensors or []}
 
 
 def test_the_load_plan_skips_renderings_but_computes_the_same_plan(project):
