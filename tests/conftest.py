@@ -15,11 +15,16 @@ from tests import jvm_startup  # noqa: E402 - needs the repository on sys.path
 # missing from this list (or a stale entry) changes nothing but the balance.
 FIRST = (
     "tests/cli/test_interrupted_backfill.py",
+    "tests/dagster/test_git_webserver.py",
     "tests/cli/test_selectors_cli.py",
     "tests/dagster/test_dagster_webserver.py",
     "tests/cli/test_quickstart.py",
     "tests/team/test_team_metastore.py",
     "tests/team/test_team_cluster.py",
+    "tests/dagster/test_ui_partitions.py",
+    "tests/dagster/test_component.py",
+    "tests/dagster/test_instance_postgres.py",
+    "tests/dagster/test_run_status.py",
     "tests/spark/test_engine.py",
     "tests/races/test_unique_key_race.py",
     "tests/spark/test_connect_server.py",
