@@ -648,7 +648,7 @@ class Context:
             "macros": len(project.macros.names()) if hasattr(project.macros, "names") else 0,
             "audits": len(project.audits),
             "tests": len(project.test_files),
-            "state": self.project.config.state_connection_for(self.gateway).to_url(self.path),
+            "state": self.state.url,  # the password hidden
             "connection": project.config.gateway(self.gateway).connection.model_dump(exclude_none=True),
             "environments": [e.name for e in self.environments()],
         }

@@ -8,8 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from project_builder import write_project
 from sqlalchemy import Engine, text
 
+from mesh_dagster.context import Context
 from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.errors import ConflictingPlanError, StateError
 from mesh_dagster.core.model import AuditRef, KindName, Model, ModelKind
@@ -538,3 +540,15 @@ def test_in_memory_sqlite() -> None:
     with StateStore("sqlite://") as store:
         store.push_snapshots([make_snapshot()])
         assert len(store.all_snapshot_ids()) == 1
+
+
+def test_mesh_info_shows_the_state_url_without_its_password(tmp_path: Path, state_url: str) -> None:
+    with_password = state_url.replace("postgres@", "postgres:hunter2@", 1)
+    project = write_project(tmp_path / "info", {"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 1 AS x\n"})
+    ctx = Context(project, state_url=with_password)
+    try:
+        shown = ctx.info()["state"]
+    finally:
+        ctx.close()
+    assert "hunter2" not in shown
+    assert shown == with_password.replace("hunter2", "***").replace("postgresql://", "postgresql+psycopg://")
