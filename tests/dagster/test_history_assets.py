@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 import dagster as dg
 import pytest
+from prod_project import ProdProject
 from project_builder import write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.dagster import definitions
 
 pytestmark = pytest.mark.spark
 
@@ -26,16 +25,7 @@ FIRST = date.today() - timedelta(days=DAYS)
 LAST = date.today() - timedelta(days=1)
 
 
-class History:
-    def __init__(self, root: Path, schema: str, instance: dg.DagsterInstance):
-        self.root, self.schema, self.instance = root, schema, instance
-
-    def key(self, model: str) -> dg.AssetKey:
-        return dg.AssetKey([self.schema, model])
-
-    def defs(self) -> dg.Definitions:
-        return definitions(self.root, "prod", shared_spark=False)
-
+class History(ProdProject):
     def run(self, job: str | None = None, **kwargs) -> dg.ExecuteInProcessResult:
         defs = self.defs()
         job_def = defs.resolve_job_def(job) if job else defs.resolve_implicit_global_asset_job_def()

@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import uuid
 from datetime import date, timedelta
-from pathlib import Path
 
 import dagster as dg
 import pytest
+from prod_project import ProdProject
 from project_builder import write_project
 
 from mesh_dagster.context import Context
@@ -53,16 +53,7 @@ def execute(context: ExecutionContext, start, end, execution_time):
 '''
 
 
-class Project:
-    def __init__(self, root: Path, schema: str, instance: dg.DagsterInstance):
-        self.root, self.schema, self.instance = root, schema, instance
-
-    def key(self, model: str) -> dg.AssetKey:
-        return dg.AssetKey([self.schema, model])
-
-    def defs(self) -> dg.Definitions:
-        return definitions(self.root, "prod", shared_spark=False)
-
+class Project(ProdProject):
     def run(self, models: list[str] | None = None, **kwargs) -> dg.ExecuteInProcessResult:
         job = self.defs().resolve_implicit_global_asset_job_def()
         selection = [self.key(m) for m in models] if models is not None else None
