@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
-    AssetKey,
     AssetsDefinition,
     BackfillPolicy,
     DataVersion,
@@ -75,7 +74,7 @@ def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinitio
         return [
             AssetCheckSpec(
                 check.check_name,
-                asset=AssetKey(list(asset.key)),
+                asset=asset.asset_key,
                 blocking=check.blocking,
                 partitions_def=partitions_def,
                 description=(f"{check.description}\n\n" if check.description else "")
@@ -98,7 +97,7 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
     environment = graph.environment
     translator = translator or MeshTranslator()
     partitions_def = partitions[unit]
-    by_key = {AssetKey(list(a.key)): a for a in assets}
+    by_key = {a.asset_key: a for a in assets}
     by_name = {a.name: a for a in assets}
 
     @multi_asset(
@@ -132,7 +131,7 @@ def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsse
                 asset = by_name[run.name]
                 if report.healthy(run):
                     yield MaterializeResult(
-                        asset_key=AssetKey(list(asset.key)),
+                        asset_key=asset.asset_key,
                         data_version=DataVersion(run.snapshot.version or ""),
                         metadata={**result_metadata(run), BUILT_ON: MetadataValue.json(
                             {p.name: p.version for p in graph.parent_assets(asset)})},
@@ -160,7 +159,7 @@ def history_assets(graph: ProjectGraph, assets: list[ModelAsset],
     """
     environment = graph.environment
     translator = translator or MeshTranslator()
-    by_key = {AssetKey(list(a.key)): a for a in assets}
+    by_key = {a.asset_key: a for a in assets}
 
     @multi_asset(
         name=f"{environment}__history",
@@ -203,7 +202,7 @@ def _process_pending(asset: ModelAsset, pending: list[Interval], mesh_context: C
     """Materialize one model's pending intervals, oldest first; one result for all of them. A
     failure stops this model (its later intervals build on the failed one); a model reading a
     failed or blocked one of this step is blocked."""
-    key = AssetKey(list(asset.key))
+    key = asset.asset_key
     culprit = report.culprit(asset.parents)
     if culprit is not None:
         listener.log(f"{'.'.join(asset.key)}: not evaluated, it reads {culprit}, which failed")

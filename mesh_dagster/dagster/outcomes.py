@@ -134,7 +134,7 @@ def check_results(asset: ModelAsset, run: ModelMaterialization,
     was yielded (it is what the checks looked at)."""
     if not asset.checks or not run.audited:
         return []
-    key = AssetKey(list(asset.key))
+    key = asset.asset_key
     targets = _latest_materializations(ranged.instance, key, ranged.keys) if ranged is not None else {}
     out: list = []
     for i, check in enumerate(asset.checks):

@@ -211,7 +211,7 @@ class Stamper:
         return Suspects(names, tokens, latest_ids)
 
     def _latest_ids(self, models: list[ModelAsset]) -> dict[str, int]:
-        names = {AssetKey(list(a.key)): a.name for a in models}
+        names = {a.asset_key: a.name for a in models}
         out = {}
         for record in self.instance.get_asset_records(list(names)):
             event = record.asset_entry.last_materialization_record
@@ -276,7 +276,7 @@ class Stamper:
         partition already found are read at most once per query."""
         if not partitions:
             return {}
-        key = AssetKey(list(asset.key))
+        key = asset.asset_key
         out: dict[str, LatestEvent] = {}
         for i in range(0, len(partitions), 500):
             left = set(partitions[i:i + 500])
@@ -338,7 +338,7 @@ def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partiti
     one result over the run's range with the model's unchanged data version. Refused when part of
     the range holds no data of a model's current version: that must be computed, not stamped."""
     keys = list(context.partition_keys)
-    selected = [a for a in assets if AssetKey(list(a.key)) in context.selected_asset_keys]
+    selected = [a for a in assets if a.asset_key in context.selected_asset_keys]
     stamper = Stamper(graph, partitions, mesh_context, context.instance)
     try:
         for asset in selected:
@@ -350,7 +350,7 @@ def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partiti
                     "(a run without the mesh/restamp tag)."))
         for asset in selected:
             yield MaterializeResult(
-                asset_key=AssetKey(list(asset.key)),
+                asset_key=asset.asset_key,
                 data_version=DataVersion(asset.version or ""),
                 metadata={"mesh/outcome": "restamped", "mesh/version": asset.version or "",
                           "mesh/change": asset.change, "mesh/physical_table": asset.table or "",
@@ -387,8 +387,8 @@ def read_cursor(cursor: str | None) -> tuple[dict[str, str], dict[str, int]]:
 def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gateway: str | None,
                  state_url: str | None, running: bool):
     """Launches ranged re-stamp runs whenever some reused data carries an outdated code version."""
-    keys = {AssetKey(list(a.key)) for a in graph.materializable}
-    targets = [AssetKey(list(a.key)) for a in graph.partitioned]
+    keys = {a.asset_key for a in graph.materializable}
+    targets = [a.asset_key for a in graph.partitioned]
 
     @sensor(name=f"restamp_{graph.environment}_sensor", target=AssetSelection.assets(*targets),
             minimum_interval_seconds=SENSOR_INTERVAL_S,
@@ -420,7 +420,7 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gatewa
         digest = pending_digest(pending, graph, suspects.latest_ids)
         return SensorResult(run_requests=[
             RunRequest(run_key=f"{digest}:{i}", tags=run.tags,
-                       asset_selection=[AssetKey(list(graph.assets[n].key)) for n in run.names])
+                       asset_selection=[graph.assets[n].asset_key for n in run.names])
             for i, run in enumerate(runs)])
 
     return _sensor

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from dagster import AssetKey
+
 from mesh_dagster.core.model import Audit, AuditRef, KindName, Model, ModelKind
 from mesh_dagster.dagster.assets import check_specs
 from mesh_dagster.dagster.graph import audit_checks
@@ -14,7 +16,7 @@ def test_audit_description_reaches_the_asset_check() -> None:
     model = Model(name="s.m", kind=ModelKind(name=KindName.FULL), query="SELECT 1 AS x",
                   audits=[AuditRef(name="positive"), AuditRef(name="not_null", args={"columns": "(x)"})])
     checks = audit_checks(model, audits)
-    specs = check_specs(SimpleNamespace(key=("s", "m"), checks=checks))
+    specs = check_specs(SimpleNamespace(key=("s", "m"), asset_key=AssetKey(["s", "m"]), checks=checks))
     described, builtin = specs
     assert described.description.startswith("Amounts are never negative\n\nAudit `positive`")
     assert builtin.description.startswith("Audit `not_null` (columns := (x))")
