@@ -541,9 +541,10 @@ def _state_connection_refusals(conn: StateConnectionConfig, loc: Loc) -> list[tu
     return []
 
 
-# Spark settings that `metastore:` / `warehouse:` set: giving both would leave one silently unused.
-_METASTORE_URL_SETTING = "spark.hadoop.javax.jdo.option.ConnectionURL"
-_WAREHOUSE_SETTING = "spark.sql.warehouse.dir"
+# Spark settings that `metastore:` / `warehouse:` set (engine/ writes them): giving both would leave one
+# silently unused.
+METASTORE_URL_SETTING = "spark.hadoop.javax.jdo.option.ConnectionURL"
+WAREHOUSE_SETTING = "spark.sql.warehouse.dir"
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
 
 
@@ -555,8 +556,8 @@ def _connection_refusals(conn: SparkConnectionConfig, loc: Loc) -> list[tuple[Lo
                 return [(loc + (key,), "applies to sessions mesh starts (`master`); the Spark Connect server "
                                        "of `remote` uses its own catalog and warehouse")]
     if conn.metastore is not None:
-        if _METASTORE_URL_SETTING in conn.config:
-            return [(loc + ("config", _METASTORE_URL_SETTING), "clashes with `metastore`: give one of them")]
+        if METASTORE_URL_SETTING in conn.config:
+            return [(loc + ("config", METASTORE_URL_SETTING), "clashes with `metastore`: give one of them")]
         meta_given = conn.metastore.model_fields_set
         if conn.metastore.type == "derby":
             extra = sorted(meta_given - {"type"})
@@ -565,12 +566,12 @@ def _connection_refusals(conn: SparkConnectionConfig, loc: Loc) -> list[tuple[Lo
                                                          "Derby metastore lives in the project's .mesh/)")]
         elif conn.metastore.driver_jar is not None and not conn.metastore.driver_jar.strip():
             return [(loc + ("metastore", "driver_jar"), "must be the path of the PostgreSQL JDBC driver jar")]
-        elif conn.warehouse is None and _WAREHOUSE_SETTING not in conn.config:
+        elif conn.warehouse is None and WAREHOUSE_SETTING not in conn.config:
             return [(loc + ("metastore",), "a shared metastore needs `warehouse:` beside it, a path every process "
                                            "and executor sees: tables one process creates, the others read")]
     if conn.warehouse is not None:
-        if _WAREHOUSE_SETTING in conn.config:
-            return [(loc + ("config", _WAREHOUSE_SETTING), "clashes with `warehouse`: give one of them")]
+        if WAREHOUSE_SETTING in conn.config:
+            return [(loc + ("config", WAREHOUSE_SETTING), "clashes with `warehouse`: give one of them")]
         if not (_URI.match(conn.warehouse) or Path(conn.warehouse).expanduser().is_absolute()):
             return [(loc + ("warehouse",), f"'{conn.warehouse}' is relative: give an absolute path (or a URI "
                                            f"such as hdfs://...) that every process and executor sees")]

@@ -42,7 +42,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 from pyspark.sql import SparkSession
 
-from mesh_dagster.core.config import SparkConnectionConfig
+from mesh_dagster.core.config import METASTORE_URL_SETTING, SparkConnectionConfig
 from mesh_dagster.core.dates import now_ms
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.metastore import MetastoreHolder
@@ -420,7 +420,7 @@ def _refuse_if_embedded_here(mesh_dir: Path) -> None:
     context = SparkContext._active_spark_context  # noqa: SLF001
     if context is None:
         return
-    url = context.getConf().get("spark.hadoop.javax.jdo.option.ConnectionURL", "") or ""
+    url = context.getConf().get(METASTORE_URL_SETTING, "") or ""
     if str(mesh_dir / "metastore_db") in url:
         raise EngineError(
             f"This process already runs an embedded Spark session on the metastore in {mesh_dir} and "

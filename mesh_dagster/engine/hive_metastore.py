@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mesh_dagster.core.config import MetastoreConfig
+from mesh_dagster.core.config import METASTORE_URL_SETTING, MetastoreConfig
 from mesh_dagster.core.errors import EngineError
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def check_metastore(meta: MetastoreConfig, timeout_s: float) -> Path:
 def metastore_settings(meta: MetastoreConfig, jar: Path) -> dict[str, str]:
     """Builder settings that point Spark's Hive client at the Postgres metastore."""
     settings = {
-        "spark.hadoop.javax.jdo.option.ConnectionURL": jdbc_url(meta),
+        METASTORE_URL_SETTING: jdbc_url(meta),
         "spark.hadoop.javax.jdo.option.ConnectionDriverName": POSTGRES_DRIVER,
         "spark.hadoop.javax.jdo.option.ConnectionUserName": meta.user,
         "spark.hadoop.javax.jdo.option.ConnectionPassword": f"${{env.{PASSWORD_ENV}}}" if meta.password else "",

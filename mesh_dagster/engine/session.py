@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from mesh_dagster.core.config import SparkConnectionConfig
+from mesh_dagster.core.config import METASTORE_URL_SETTING, WAREHOUSE_SETTING, SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.cluster import check_master, loopback_master, unreachable_reason
 from mesh_dagster.engine.hive_metastore import (
@@ -75,7 +75,6 @@ __all__ = [
 LOG4J2_FILE = "log4j2.properties"
 CLIENT_RETRIES = 6  # DefaultPolicy backoff 50 ms x4 up to 10 s: about 25 s in all
 PROBE_RETRIES = 3  # about 1 s: the server either answers the first request or is not there
-_METASTORE_URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
 
 # Errors only, to stderr: JVM startup otherwise prints NativeCodeLoader, Hive and metastore WARNs
 # that drown the CLI's own output. The PySpark gateway logger is pinned to the root level so Spark
@@ -271,8 +270,8 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
         java_options = f'"-Dderby.system.home={mesh_dir}" {java_options}'
         settings.update(
             {
-                _METASTORE_URL: _embedded_metastore_url(mesh_dir),
-                "spark.sql.warehouse.dir": str(mesh_dir / "warehouse"),
+                METASTORE_URL_SETTING: _embedded_metastore_url(mesh_dir),
+                WAREHOUSE_SETTING: str(mesh_dir / "warehouse"),
                 "spark.sql.shuffle.partitions": "4",
                 **LOOPBACK_CONFIG,
             }
@@ -284,7 +283,7 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
         assert conn.metastore is not None
         settings.update(metastore_settings(conn.metastore, driver_jar(conn.metastore)))
     if conn.warehouse is not None:
-        settings["spark.sql.warehouse.dir"] = conn.warehouse
+        settings[WAREHOUSE_SETTING] = conn.warehouse
     settings["spark.driver.extraJavaOptions"] = java_options
     for key, value in conn.config.items():
         value = _conf_value(value)
@@ -302,7 +301,7 @@ def metastore_in_use(conn: SparkConnectionConfig, mesh_dir: Path) -> tuple[Path,
     `engine.metastore`); writes nothing. A shared (Postgres) metastore is never busy."""
     if not conn.is_local or conn.shared_catalog:
         return None
-    url = conn.config.get(_METASTORE_URL)
+    url = conn.config.get(METASTORE_URL_SETTING)
     database = derby_database(_embedded_metastore_url(mesh_dir) if url is None else str(url))
     if database is None:
         return None
