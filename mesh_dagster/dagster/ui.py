@@ -12,11 +12,11 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
 
 import yaml
 from filelock import FileLock, Timeout
 
+from mesh_dagster.core.config import DagsterStorageConfig  # config.yaml's `dagster.storage`, from Context.config
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.snapshot import normalize_environment
 
@@ -36,31 +36,6 @@ concurrency:
 
 def dev_environment() -> str:
     return os.environ.get("MESH_DEV_ENVIRONMENT", "dev")
-
-
-class DagsterStorageConfig(Protocol):
-    """config.yaml's `dagster.storage` (core.config.DagsterStorageConfig, handed out by Context.config)."""
-
-    @property
-    def type(self) -> str: ...
-
-    @property
-    def host(self) -> str: ...
-
-    @property
-    def port(self) -> int: ...
-
-    @property
-    def database(self) -> str | None: ...
-
-    @property
-    def user(self) -> str: ...
-
-    @property
-    def password_env(self) -> str | None: ...
-
-    @property
-    def event_batch_size(self) -> int: ...
 
 
 # SQLAlchemy 2.1 reads `postgresql://` as psycopg 3, whose server-side parameters break

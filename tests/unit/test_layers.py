@@ -25,7 +25,7 @@ FRONT_DOOR_NAMES = {
     "mesh_dagster.core.plan": {"Plan", "ALL_TIME", "model_start_ms"},
     "mesh_dagster.core.review": {"PlanRecord"},
     "mesh_dagster.core.project": {"Project"},
-    "mesh_dagster.core.config": {"CONFIG_FILES", "MESH_DIR"},
+    "mesh_dagster.core.config": {"CONFIG_FILES", "MESH_DIR", "DagsterStorageConfig"},
     "mesh_dagster.core.audits": {"is_blocking"},
     "mesh_dagster.execution.events": {"ApplyListener", "LogLines"},
     "mesh_dagster.execution.materialize": {"ModelMaterialization", "Outcome"},
