@@ -6,7 +6,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from tests import jvm_startup  # noqa: E402 - needs the repository on sys.path
+from tests import jvm_startup, system_packages  # noqa: E402 - needs the repository on sys.path
 
 # The modules that take minutes (JVMs in processes of their own), longest first. Under xdist
 # (`-n 2`, whole files per worker: `--dist loadfile` in pyproject.toml) they are handed out before
@@ -35,8 +35,10 @@ FIRST = (
 )
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists: the installs say what they do
 def pytest_configure(config: pytest.Config) -> None:
-    if not os.environ.get("PYTEST_XDIST_WORKER"):  # once per run, inherited by workers and processes
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # once per run, before workers start; inherited by them
+        system_packages.install(config)
         jvm_startup.install(config)
 
 

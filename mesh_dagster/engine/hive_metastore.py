@@ -89,8 +89,11 @@ def driver_jar(meta: MetastoreConfig) -> Path:
 
 
 def check_metastore(meta: MetastoreConfig, timeout_s: float) -> Path:
-    """Everything that can fail before a JVM starts; returns the driver jar."""
-    jar = driver_jar(meta)
+    """Everything that can fail before a JVM starts; returns the driver jar.
+
+    The database is checked before the driver: each of these messages must be reachable on its own,
+    and a metastore that cannot be reached is the problem to fix first.
+    """
     from mesh_dagster.engine.cluster import unreachable_reason
 
     where = f"{meta.host}:{meta.port}"
@@ -101,7 +104,7 @@ def check_metastore(meta: MetastoreConfig, timeout_s: float) -> Path:
             f"Check `metastore:` in config.yaml.")
     with _connect(meta, timeout_s):
         pass
-    return jar
+    return driver_jar(meta)
 
 
 def metastore_settings(meta: MetastoreConfig, jar: Path) -> dict[str, str]:

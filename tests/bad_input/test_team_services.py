@@ -76,6 +76,9 @@ def _tables(database: str) -> list[str]:
 
 
 def _refused_before_spark(tmp_path: Path, metastore: dict, *fragments: str) -> None:
+    """`fragments` are in the one line printed. The driver's jar is missing unless the test gives
+    one: every refusal about the database comes before the driver is looked for."""
+    metastore.setdefault("driver_jar", str(tmp_path / "no-driver" / "postgresql.jar"))
     warehouse = tmp_path / "warehouse"
     project = _project(tmp_path, {"master": "local[1]", "warehouse": str(warehouse), "connect_timeout": 3,
                                   "metastore": {"type": "postgres", **metastore}})

@@ -7,13 +7,14 @@ import socket
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from mesh_dagster.core.config import SparkConnectionConfig, load_config
 from mesh_dagster.core.errors import MeshError
+from mesh_dagster.engine import hive_metastore
 from mesh_dagster.engine.cluster import check_master
-from mesh_dagster.engine.hive_metastore import DEBIAN_DRIVER_JAR
 from mesh_dagster.engine.session import local_session_config
 
 _URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
@@ -23,7 +24,15 @@ def _settings(tmp_path: Path, **connection) -> dict[str, str]:
     return local_session_config(SparkConnectionConfig(**connection), tmp_path / "mesh")
 
 
+def _jar(tmp_path: Path) -> Path:
+    """A stand-in for the driver's jar: these probes read settings, no JVM loads it."""
+    jar = tmp_path / "driver.jar"
+    jar.write_bytes(b"PK")
+    return jar
+
+
 def _postgres(tmp_path: Path, **metastore) -> dict[str, str]:
+    metastore.setdefault("driver_jar", str(_jar(tmp_path)))
     return _settings(tmp_path, metastore={"type": "postgres", **metastore}, warehouse="/shared/warehouse")
 
 
@@ -79,10 +88,15 @@ def probe_metastore_password(tmp_path: Path) -> None:
 
 
 def probe_metastore_driver_jar(tmp_path: Path) -> None:
-    jar = tmp_path / "driver.jar"
-    jar.write_bytes(b"PK")
+    jar = _jar(tmp_path)
     assert _postgres(tmp_path, driver_jar=str(jar))["spark.driver.extraClassPath"] == str(jar)
-    assert _postgres(tmp_path)["spark.driver.extraClassPath"] == str(DEBIAN_DRIVER_JAR.resolve())
+    debian = tmp_path / "usr" / "share" / "java" / "postgresql.jar"
+    with mock.patch.object(hive_metastore, "DEBIAN_DRIVER_JAR", debian):  # without the key: Debian's jar
+        with pytest.raises(MeshError, match="apt-get install libpostgresql-jdbc-java"):
+            _postgres(tmp_path, driver_jar=None)
+        debian.parent.mkdir(parents=True)
+        debian.write_bytes(b"PK")
+        assert _postgres(tmp_path, driver_jar=None)["spark.driver.extraClassPath"] == str(debian.resolve())
     extra = _settings(tmp_path, metastore={"type": "postgres", "driver_jar": str(jar)}, warehouse="/w",
                       config={"spark.driver.extraClassPath": "/opt/x.jar"})["spark.driver.extraClassPath"]
     assert extra == f"{jar}:/opt/x.jar"  # the user's class path is added to the driver's, not instead
