@@ -14,7 +14,16 @@ from sqlalchemy import Connection, delete, func, insert, inspect, select, text
 
 from mesh_dagster import __version__
 from mesh_dagster.core.errors import StateError
-from mesh_dagster.state.schema import SCHEMA_VERSION, environments, metadata, plan_events, plans, versions
+from mesh_dagster.state.schema import (
+    SCHEMA_VERSION,
+    blobs,
+    environments,
+    metadata,
+    pending_writes,
+    plan_events,
+    plans,
+    versions,
+)
 
 Migration = Callable[[Connection], None]
 
@@ -40,7 +49,13 @@ def _v3_plan_records(conn: Connection) -> None:
     metadata.create_all(conn, tables=[plan_events], checkfirst=True)
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1_baseline, 2: _v2_replaced_views, 3: _v3_plan_records}
+def _v4_captured_content(conn: Connection) -> None:
+    """Snapshots keep what they captured (seed content) in the store; writes under way are journaled."""
+    metadata.create_all(conn, tables=[blobs, pending_writes], checkfirst=True)
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1_baseline, 2: _v2_replaced_views, 3: _v3_plan_records,
+                                    4: _v4_captured_content}
 
 
 def stored_schema_version(conn: Connection) -> int | None:

@@ -15,6 +15,7 @@ from sqlalchemy import (
     Column,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -22,7 +23,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # SQLite only auto-increments an `INTEGER PRIMARY KEY`; elsewhere the id is a BIGINT identity.
 _AutoId = BigInteger().with_variant(Integer(), "sqlite")
@@ -115,4 +116,33 @@ locks = Table(
     Column("token", String(64), nullable=False),
     Column("acquired_ts", BigInteger, nullable=False),
     Column("expires_ts", BigInteger, nullable=False),
+)
+
+# v4. Content a snapshot captured that is too large for its JSON payload (a seed's CSV), by the
+# SHA-256 of the content: written once, shared by every snapshot of that content, never changed.
+blobs = Table(
+    "mesh_blobs",
+    metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("content", LargeBinary, nullable=False),  # zlib-compressed
+    Column("size", BigInteger, nullable=False),  # uncompressed bytes
+    Column("created_ts", BigInteger, nullable=False),
+)
+
+# v4. Writes under way that cannot simply be redone from the model's query: the staged content
+# they apply (complete before the row is written) and what the table held before, so a resumed
+# apply finishes or undoes them exactly (execution/strategies.py). Deleted with the interval record.
+pending_writes = Table(
+    "mesh_pending_writes",
+    metadata,
+    Column("table_name", String(512), primary_key=True),  # one write per physical table at a time
+    Column("name", String(512), nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
+    Column("end_ts", BigInteger, nullable=False),
+    Column("operation", String(32), nullable=False),
+    Column("staging", String(512)),
+    Column("payload", Text),  # JSON: what the operation needs to finish (e.g. the row count before)
+    Column("owner", String(255), nullable=False),
+    Column("created_ts", BigInteger, nullable=False),
 )
