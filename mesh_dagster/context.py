@@ -501,7 +501,7 @@ class Context:
         snap = snapshots[name]
         evaluator = SnapshotEvaluator(self.project, None, snapshots)
         ctx = evaluator.render_context(snap, s, e, to_ms(execution_time) if execution_time else None)
-        return render_query(snap.model, ctx, self.project.macros).sql(dialect="spark", pretty=pretty)
+        return render_query(snap.model, ctx, evaluator.macros(snap)).sql(dialect="spark", pretty=pretty)
 
     def evaluate(self, model: str, start: str | None = None, end: str | None = None,
                  execution_time: str | None = None, limit: int = 1000):

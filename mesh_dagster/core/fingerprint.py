@@ -9,33 +9,13 @@ identifier without rendering a single query.
 
 from __future__ import annotations
 
-import re
-
-from mesh_dagster.core.kinds import SeedKind
+from mesh_dagster.core.capture import Capture, Capturer
 from mesh_dagster.core.model import Audit, Model
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import Snapshot, SnapshotFingerprint, SnapshotId, hash_values
 
 
-def _sql_text(model: Model) -> str:
-    """All SQL a model runs, as written: where its macro and variable uses are found."""
-    return " ".join([model.query or "", *model.pre_statements, *model.post_statements, *model.macro_definitions])
-
-
-def _used_variables(model: Model, variables: dict) -> list[str]:
-    if not variables:
-        return []
-    texts = _sql_text(model).lower()
-    code = model.python
-    used = []
-    for key in sorted(variables):
-        if (re.search(rf"@{re.escape(key)}\b|@\{{{re.escape(key)}\}}|['\"]{re.escape(key)}['\"]", texts)
-                or code is not None and (code.all_variables or key in code.variables)):
-            used.append(f"{key}={variables[key]!r}")
-    return used
-
-
-def data_hash(model: Model, project: Project) -> str:
+def data_hash(model: Model, capture: Capture) -> str:
     values = [
         model.query,
         *model.pre_statements,
@@ -47,30 +27,29 @@ def data_hash(model: Model, project: Project) -> str:
         *model.partitioned_by,
         model.storage_format,
         model.stamp,
-        *_used_variables(model, project.variables),
+        *(f"{key}={value!r}" for key, value in capture.variable_values().items()),
     ]
     if model.declared_unit is not None:  # only when written: fingerprints of other models stay as they were
         values.append(f"interval_unit={model.declared_unit.value}")
-    for name in project.macros.used_by(_sql_text(model)):
-        values.append(project.macros.source(name))
+    values += capture.macro_values()
     if model.python is not None:
         values += model.python.data_hash_values()
-    if isinstance(model.kind, SeedKind):
-        values.append(project.seeds[model.name].content_hash)  # hashed once, when the loader checked it
+    if capture.seed is not None:
+        values.append(capture.seed.digest)  # hashed once, when the loader checked it
     return hash_values(values)
 
 
-def _audit_values(model: Model, project: Project) -> list[str]:
+def _audit_values(model: Model, capture: Capture) -> list[str]:
     values = []
     for ref in model.audits:
-        audit: Audit | None = project.audits.get(ref.name)
+        audit: Audit | None = capture.audits.get(ref.name)
         values += [ref.name, str(sorted(ref.args.items())), str(ref.blocking)]
         if audit is not None:
             values += [audit.query, str(audit.blocking), audit.dialect]
     return values
 
 
-def metadata_hash(model: Model, project: Project) -> str:
+def metadata_hash(model: Model, capture: Capture) -> str:
     values = [
         model.cron,
         model.start,
@@ -81,15 +60,16 @@ def metadata_hash(model: Model, project: Project) -> str:
         *model.grain,
         *model.kind.metadata_hash_values(),
         *(f"{c}={d}" for c, d in sorted(model.column_descriptions.items())),
-        *_audit_values(model, project),
+        *_audit_values(model, capture),
         # Whitespace/comment-only edits are new snapshots, categorised as metadata later.
         model.query,
         *(model.python.metadata_hash_values() if model.python is not None else []),
     ]
     values += _scheduling_values(model)
+    values += capture.signal_values()  # when its intervals are ready, as the code decides it
     if model.query and "*" in model.query:
         # A `SELECT *` child's output follows its parents' columns (see categorizer).
-        for parent, cols in sorted(project.parent_schemas(model.name).items()):
+        for parent, cols in sorted(capture.parent_schemas.items()):
             values.append(f"{parent}:{','.join(cols)}")
     return hash_values(values)
 
@@ -107,15 +87,18 @@ def _scheduling_values(model: Model) -> list[str]:
 def build_snapshots(project: Project) -> dict[str, Snapshot]:
     """One uncategorised snapshot per model, parents before children."""
     snapshots: dict[str, Snapshot] = {}
+    capturer = Capturer(project)
     for name in project.dag.sorted():
         model = project.models[name]
         parents = [snapshots[p] for p in project.parents(name)]
-        own = SnapshotFingerprint(data_hash=data_hash(model, project), metadata_hash=metadata_hash(model, project))
+        capture = capturer.capture(model)
+        own = SnapshotFingerprint(data_hash=data_hash(model, capture), metadata_hash=metadata_hash(model, capture))
         snapshots[name] = Snapshot(
             name=name,
             fingerprint=with_parents(own, parents),
             model=model,
             parents=[SnapshotId(p.name, p.identifier) for p in parents],
+            capture=capture,
         )
     return snapshots
 

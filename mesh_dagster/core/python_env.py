@@ -21,6 +21,7 @@ import __future__
 import ast
 import builtins
 import importlib
+import importlib.util
 import inspect
 import linecache
 import symtable
@@ -75,9 +76,14 @@ def is_user_module(name: str) -> bool:
     return any(name == p or name.startswith(p + ".") for p in _USER_PACKAGES)
 
 
-def run_env(env: dict[str, Executable]) -> dict[str, Any]:
-    """Execute stored code in a fresh namespace (nothing is shared between runs), at its lines."""
+def run_env(env: dict[str, Executable], file: Path | None = None) -> dict[str, Any]:
+    """Execute stored code in a fresh namespace (nothing is shared between runs), at its lines.
+
+    `file` becomes `__file__`: code that finds files beside it (`Path(__file__).parent`) looks in
+    the project it runs for."""
     namespace: dict[str, Any] = {"__name__": ENV_MODULE, "__builtins__": builtins}
+    if file is not None:
+        namespace["__file__"] = str(file)
     for piece in env.values():
         filename = piece.path or "<mesh python model>"
         flags = __future__.annotations.compiler_flag if piece.lazy_annotations else 0
@@ -208,10 +214,16 @@ class EnvBuilder:
                                    lazy_annotations=source.lazy_annotations))
 
     def _add_import(self, name: str, node: ast.Import | ast.ImportFrom, value: Any, source: _Source) -> None:
-        if isinstance(node, ast.ImportFrom) and node.level:
-            raise ModelError("Relative imports cannot be used by Python models: import from installed packages, "
-                             "or define the helper in the model's file", source.path, node.lineno)
         alias = next(a for a in node.names if _bound_name(a, isinstance(node, ast.Import)) == name)
+        if isinstance(node, ast.ImportFrom) and node.level:
+            # Inside a folder of the project imported as a package (macros/, signals/), files import
+            # each other relatively (core/user_modules.py): what they import is project code, stored.
+            module = _relative_module(node, source.module)
+            if module is None or not is_user_module(module):
+                raise ModelError("Relative imports cannot be used by Python models: import from installed packages, "
+                                 "or define the helper in the model's file", source.path, node.lineno)
+            self._add_from_project(name, alias.name, module, source, node.lineno)
+            return
         if isinstance(value, types.ModuleType) and is_user_module(value.__name__):
             raise ModelError(f"'{name}' is a module of the project: import the functions the model uses from it "
                              "by name (`from module import helper`)", source.path, node.lineno)
@@ -293,7 +305,7 @@ class EnvBuilder:
                 lines.setdefault(child.id, child.lineno)
             elif isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute):
                 self._note_call(child, source)
-        for name in sorted(_global_names(text, source.path) & set(lines)):
+        for name in sorted((_global_names(text, source.path) | _annotation_names(node)) & set(lines)):
             self._resolve(name, source, lines[name])
 
     def _note_call(self, call: ast.Call, source: _Source) -> None:
@@ -346,6 +358,36 @@ def _global_names(text: str, path: str) -> set[str]:
 
     visit(symtable.symtable(text, path, "exec"), True)
     return names
+
+
+def _annotation_names(node: ast.AST) -> set[str]:
+    """Names read by the annotations in `node`. Under `from __future__ import annotations` Python's
+    scoping does not count them as used, but the stored code needs them: typed macro and signal
+    arguments are converted by their annotations (`exp.Column`), resolved against its globals."""
+    names: set[str] = set()
+    for child in ast.walk(node):
+        annotations: list[ast.expr | None] = []
+        if isinstance(child, ast.arg):
+            annotations.append(child.annotation)
+        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            annotations.append(child.returns)
+        elif isinstance(child, ast.AnnAssign):
+            annotations.append(child.annotation)
+        for annotation in annotations:
+            if annotation is not None:
+                names |= {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)}
+    return names
+
+
+def _relative_module(node: ast.ImportFrom, module: types.ModuleType) -> str | None:
+    """The absolute name of the module a relative `from . import x` in `module` reads."""
+    package = module.__package__ or (module.__name__ if hasattr(module, "__path__") else None)
+    if not package:
+        return None
+    try:
+        return importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+    except (ImportError, ValueError):
+        return None
 
 
 def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> int:

@@ -20,7 +20,7 @@ import csv
 import io
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from decimal import ROUND_HALF_UP, Context, Decimal
 from functools import lru_cache
@@ -46,10 +46,12 @@ _CACHE_NAMESPACE = "seeds"
 
 @dataclass(frozen=True)
 class SeedFile:
-    """What the loader learnt about a seed CSV: its header and the hash of its bytes."""
+    """What the loader learnt about a seed CSV: its header, the hash of its bytes, and the bytes
+    themselves (what a plan captures: the file may change before the apply reads it)."""
 
     header: list[str]
     content_hash: str  # of the bytes without a byte-order mark: an editor adding one changes no data
+    data: bytes = field(default=b"", repr=False, compare=False)
 
 
 def check_seed(model: Model, shown: str, cache: ProjectCache | None = None, *, check_values: bool = True) -> SeedFile:
@@ -70,7 +72,7 @@ def check_seed(model: Model, shown: str, cache: ProjectCache | None = None, *, c
         cached = tuple(_check_rows(model, shown, text, check_values))
         if cache is not None:
             cache.put(_CACHE_NAMESPACE, key, cached)
-    return SeedFile(list(cached), content_key(data.removeprefix(UTF8_BOM)))
+    return SeedFile(list(cached), content_key(data.removeprefix(UTF8_BOM)), data)
 
 
 def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> list[str]:

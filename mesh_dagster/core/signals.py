@@ -193,13 +193,12 @@ def load_signals(signals_dir: Path) -> SignalRegistry:
             if existing is not None and existing.fn is not value:
                 raise ModelError(f"Signal '{name}' is defined twice (also in {existing.where})",
                                  *package.defined_in(value))
-            registry.functions[name] = _describe(name, value, package)
+            registry.functions[name] = describe_signal(name, value, *package.defined_in(value))
     return registry
 
 
-def _describe(name: str, fn: Callable, package: UserPackage) -> SignalFunction:
-    """What a call of `fn` may pass: the batch first, then keyword arguments."""
-    path, line = package.defined_in(fn)
+def describe_signal(name: str, fn: Callable, path: str, line: int | None) -> SignalFunction:
+    """What a call of `fn` (defined at `path:line`) may pass: the batch first, then keyword arguments."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):

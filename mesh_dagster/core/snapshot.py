@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mesh_dagster.core.capture import Capture
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.kinds import ViewKind
 from mesh_dagster.core.model import Model
@@ -90,6 +91,9 @@ class Snapshot(BaseModel):
     # The query rendered at load time (Spark SQL, stars expanded, references not rewritten):
     # what later plans compare against to tell metadata-only and additive changes apart.
     rendered_query: str | None = None
+    # Everything else its evaluation reads (core/capture.py); None in snapshots stored before
+    # captures existed, which are evaluated from the project.
+    capture: Capture | None = None
 
     @property
     def identifier(self) -> str:

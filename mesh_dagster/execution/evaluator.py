@@ -6,18 +6,22 @@ and Dagster materializations write exactly the same way.
 
 from __future__ import annotations
 
+import io
 import threading
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.audits import audit_query
+from mesh_dagster.core.cache import content_key
 from mesh_dagster.core.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.errors import AuditError, EngineError, ModelError
+from mesh_dagster.core.files import UTF8_BOM
 from mesh_dagster.core.kinds import IncrementalKind, SeedKind
-from mesh_dagster.core.model import Model
+from mesh_dagster.core.macros import MacroRegistry
+from mesh_dagster.core.model import Audit, Model
 from mesh_dagster.core.plan import ALL_TIME
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.renderer import RenderContext, render_query, render_statements
@@ -89,11 +93,25 @@ class SnapshotEvaluator:
             mapping[snapshot.name] = snapshot.table_name
         return mapping
 
+    # -- what a snapshot captured (core/capture.py); the project only for snapshots without one --
     def schemas(self, snapshot: Snapshot) -> dict[str, dict[str, str | None]]:
-        """Parents' columns, when the local project still defines those same snapshots."""
+        """Parents' columns as the snapshot was planned with them."""
+        if snapshot.capture is not None:
+            return snapshot.capture.parent_schemas
         if snapshot.name not in self.project.models:
             return {}
         return self.project.parent_schemas(snapshot.name)
+
+    def macros(self, snapshot: Snapshot) -> MacroRegistry:
+        if snapshot.capture is None:
+            return self.project.macros
+        return snapshot.capture.macro_registry(self.project.path)
+
+    def variables(self, snapshot: Snapshot) -> dict[str, Any]:
+        return snapshot.capture.variable_values() if snapshot.capture is not None else self.project.variables
+
+    def audits(self, snapshot: Snapshot) -> dict[str, Audit]:
+        return snapshot.capture.audits if snapshot.capture is not None else self.project.audits
 
     def render_context(self, snapshot: Snapshot, start: int | None = None, end: int | None = None,
                        execution_time: int | None = None, stage: str = "evaluating") -> RenderContext:
@@ -105,7 +123,7 @@ class SnapshotEvaluator:
             runtime_stage=stage,
             table_mapping=self.table_mapping(snapshot),
             this_model=snapshot.table_name if not snapshot.model.kind.is_symbolic else None,
-            variables=self.project.variables,
+            variables=self.variables(snapshot),
             schemas=self.schemas(snapshot),
             embedded={p.name: p.model for p in self.sources(snapshot) if p.model.kind.is_inlined},
             gateway=self.project.gateway,
@@ -119,7 +137,7 @@ class SnapshotEvaluator:
         if model.python is not None and model.columns is not None:
             return empty_query(model.columns)
         ctx = self.render_context(snapshot, start, end, execution_time, stage)
-        sql = render_query(model, ctx, self.project.macros).sql(dialect="spark")
+        sql = render_query(model, ctx, self.macros(snapshot)).sql(dialect="spark")
         padding = self._padding.get(snapshot.table_name) if not model.kind.is_symbolic else None
         if padding and stage == "evaluating":  # the table keeps columns the query dropped: they read NULL
             nulls = ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in padding.items())
@@ -133,7 +151,7 @@ class SnapshotEvaluator:
         if model.python is None:
             return nullcontext(self.render(snapshot, start, end, execution_time))
         low, high = inclusive_interval(*_interval_datetimes(start, end))
-        return python_query(self.engine, model, self.python_tables(snapshot), self.project.variables, low, high,
+        return python_query(self.engine, model, self.python_tables(snapshot), self.variables(snapshot), low, high,
                             ms_to_datetime(execution_time))
 
     def python_tables(self, snapshot: Snapshot) -> dict[str, str]:
@@ -147,12 +165,15 @@ class SnapshotEvaluator:
         model = snapshot.model
         ctx = self.render_context(snapshot, start, end, execution_time)
         return render_statements(model.pre_statements if which == "pre" else model.post_statements, model, ctx,
-                                 self.project.macros)
+                                 self.macros(snapshot))
 
     def seed(self, snapshot: Snapshot) -> tuple[pd.DataFrame, dict[str, str]]:
-        model = snapshot.model
-        columns = self.project.columns(model.name)
-        return read_seed(model, columns), seed_types(model, columns)
+        """The seed's rows as planned: the captured content, never the file as it is now."""
+        model, capture = snapshot.model, snapshot.capture
+        if capture is None:  # stored before captures existed: the project's file
+            columns = self.project.columns(model.name)
+            return read_seed(model, columns), seed_types(model, columns)
+        return read_seed(model, capture.columns, seed_content(snapshot)), seed_types(model, capture.columns)
 
     # -- physical layer --------------------------------------------------------------------
     @property
@@ -227,7 +248,7 @@ class SnapshotEvaluator:
         if model.time_column and ctx.start is not None:
             ctx.time_column_type = self.time_column_type(snapshot)
         for ref in model.audits:
-            sql, blocking = audit_query(ref, model, self.project.audits, ctx, self.project.macros)
+            sql, blocking = audit_query(ref, model, self.audits(snapshot), ctx, self.macros(snapshot))
             count = int(self.engine.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0])
             results.append(AuditResult(ref.name, count, blocking))
         return results
@@ -251,8 +272,8 @@ def _interval_datetimes(start: int | None, end: int | None) -> tuple[datetime | 
     return (ms_to_datetime(start) if start is not None else None), (ms_to_datetime(end) if end is not None else None)
 
 
-def read_seed(model: Model, columns: dict[str, str | None] | None) -> pd.DataFrame:
-    """The seed CSV as a pandas DataFrame of strings (typed later by Spark)."""
+def read_seed(model: Model, columns: dict[str, str | None] | None, content: bytes | None = None) -> pd.DataFrame:
+    """The seed CSV (`content`, else the file) as a pandas DataFrame of strings (typed later by Spark)."""
     import pandas as pd
 
     if not isinstance(model.kind, SeedKind):
@@ -261,7 +282,8 @@ def read_seed(model: Model, columns: dict[str, str | None] | None) -> pd.DataFra
                 if k in ("delimiter", "quotechar", "escapechar", "encoding", "na_values", "keep_default_na")}
     path = Path(model.kind.path or "")
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=settings.pop("keep_default_na", True), **settings)
+        source = io.BytesIO(content) if content is not None else path
+        df = pd.read_csv(source, dtype=str, keep_default_na=settings.pop("keep_default_na", True), **settings)
     except (OSError, ValueError) as e:
         raise ModelError(f"Cannot read seed: {e}", str(path), 1) from None
     df.columns = [c.strip().lower() for c in df.columns]
@@ -273,3 +295,24 @@ def seed_types(model: Model, columns: dict[str, str | None] | None) -> dict[str,
         return dict(model.columns)
     return {c: (t or "STRING") for c, t in (columns or {}).items()}
 
+
+
+def seed_content(snapshot: Snapshot) -> bytes:
+    """The bytes a seed snapshot captured: kept in memory by the plan that made it, else stored in the
+    state store. A file is read only when it still holds exactly that content (same digest)."""
+    capture = snapshot.capture
+    assert capture is not None and capture.seed is not None, f"{snapshot.name} captured no seed"
+    data = capture.seed.data()
+    if data is not None:
+        return data
+    model = snapshot.model
+    path = Path(getattr(model.kind, "path", None) or "")
+    try:
+        data = path.read_bytes()
+    except OSError:
+        data = b""
+    if content_key(data.removeprefix(UTF8_BOM)) != capture.seed.digest:
+        raise ModelError(f"The content of seed {snapshot.name} planned as {capture.seed.digest[:12]} is not in the "
+                         f"state store, and {path.name or 'its file'} now holds other rows: re-run `mesh plan` to "
+                         "capture the file as it is", model.path, model.line)
+    return data

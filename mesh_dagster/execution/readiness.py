@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import traceback
 import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -100,8 +101,9 @@ def check_readiness(registry: SignalRegistry, snapshots: Mapping[str, Snapshot],
     """`backfills` without the intervals that wait (see the module docstring).
 
     `spark` gives the SparkSession to signals that take a `spark` parameter (called only then);
-    None where no engine is at hand. A stored snapshot's signals are bound to the project's
-    signal functions here, so a signal the project no longer defines is a `ModelError`.
+    None where no engine is at hand. A snapshot is checked with the signal functions it captured
+    when planned (`signals_of`); `registry` (the project's) serves snapshots stored before captures
+    existed, so for those a signal the project no longer defines is a `ModelError`.
     """
     check = _Check(registry, ms_to_datetime(execution_ms), execution_ms, spark)
     unready: dict[str, list[Interval]] = {}  # what each model does not compute now, for its children
@@ -163,7 +165,7 @@ class _Check:
         model = snap.model
         if not model.signals and not upstream:
             return backfill, []
-        bound = self.registry.bind(model)
+        bound = signals_of(snap, self.registry).bind(model)
         unit = model.interval_unit
         if model.kind.is_timeless:
             return self._timeless(snap, backfill, bound, upstream)
@@ -228,9 +230,9 @@ class _Check:
         try:
             answer = function.fn(batch, **kwargs)
         except Exception as e:  # noqa: BLE001 - the user's code may raise anything
-            package = self.registry.package
+            package = self.registry.package if self.registry.get(function.name) is function else None
             where, line = (package.failure_location(e, function.path) if package is not None
-                           else (function.path, function.line))
+                           else stored_code_location(e, function.path, function.line))
             text = (str(e).strip().splitlines() or [""])[0]
             raise SignalError(f"{label} failed: {type(e).__name__}{': ' + text if text else ''}", where,
                               line) from e
@@ -242,6 +244,23 @@ class _Check:
             raise SignalError(f"{label} takes `spark`, but no SparkSession is available here (the engine gives "
                               "none); drop the `spark` parameter or run it where Spark is configured")
         return session
+
+
+def signals_of(snapshot: Snapshot, project_signals: SignalRegistry) -> SignalRegistry:
+    """The signal functions a snapshot is checked with: those captured when it was planned (what
+    was reviewed), or for a snapshot stored before captures existed, the project's."""
+    if snapshot.capture is None:
+        return project_signals
+    package = project_signals.package
+    return snapshot.capture.signal_registry(package.folder.parent if package is not None else None)
+
+
+def stored_code_location(error: BaseException, path: str, line: int | None) -> tuple[str, int | None]:
+    """Where captured code raised: it is compiled at its original file and lines (core/python_env.py),
+    so the innermost frame in a file of its folder (`signals/...`) names the file and line."""
+    folder = path.split("/")[0] + "/"
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith(folder)]
+    return (frames[-1].filename, frames[-1].lineno) if frames else (path, line)
 
 
 def _units(unit: IntervalUnit, ranges: Iterable[Interval]) -> list[Interval]:

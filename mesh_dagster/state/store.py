@@ -20,6 +20,7 @@ ours and is refused instead of being initialised over.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -60,6 +61,7 @@ from mesh_dagster.core.intervals import Interval, merge_intervals, subtract_inte
 from mesh_dagster.core.review import PlanEvent, PlanRecord, PlanSummary
 from mesh_dagster.core.snapshot import Snapshot, SnapshotId
 from mesh_dagster.state import schema
+from mesh_dagster.state.blobs import blob_rows, captured_content, read_blob
 from mesh_dagster.state.migrations import (
     MIGRATIONS,
     Migration,
@@ -182,11 +184,15 @@ class StateStore:
         """Record new snapshots; ones already stored are left untouched (they are immutable
         by identity — use `update_snapshots` for the few fields that may change)."""
         ts = _now_ms()
+        snapshots = list(snapshots)
         rows = {s.snapshot_id: _snapshot_row(s, ts) for s in snapshots}
         if not rows:
             return
         table = schema.snapshots
+        content = blob_rows(captured_content(snapshots), ts)  # what they captured, in the same transaction
         with self._write() as conn:
+            if content:
+                conn.execute(self._insert(schema.blobs).on_conflict_do_nothing(), content)
             for chunk in _chunks(list(rows.values()), BATCH_SIZE):
                 conn.execute(self._insert(table).on_conflict_do_nothing(), chunk)
 
@@ -228,8 +234,20 @@ class StateStore:
             for chunk in _chunks(wanted, BATCH_SIZE):
                 query = select(table.c.name, table.c.identifier, table.c.payload).where(key.in_(chunk))
                 for name, identifier, payload in conn.execute(query):
-                    found[SnapshotId(name, identifier)] = Snapshot.model_validate_json(payload)
+                    found[SnapshotId(name, identifier)] = self._attached(Snapshot.model_validate_json(payload))
         return found
+
+    def _attached(self, snapshot: Snapshot) -> Snapshot:
+        """A stored snapshot that fetches the content it captured from this store, when asked."""
+        seed = snapshot.capture.seed if snapshot.capture is not None else None
+        if seed is not None:
+            seed.attach(functools.partial(self.get_blob, seed.digest))
+        return snapshot
+
+    def get_blob(self, digest: str) -> bytes | None:
+        """Content a snapshot captured (state/blobs.py), by digest; None when none is stored."""
+        with self._read() as conn:
+            return read_blob(conn, digest)
 
     def snapshots_exist(self, ids: Iterable[SnapshotId]) -> set[SnapshotId]:
         with self._read() as conn:

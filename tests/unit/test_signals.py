@@ -20,13 +20,13 @@ from mesh_dagster.core.project import Project, load_project
 from mesh_dagster.core.signals import USER_SIGNALS_PACKAGE, SignalError
 from mesh_dagster.execution.events import LogLines
 from mesh_dagster.execution.readiness import Readiness, check_readiness
+from tests.unit import signal_calls
 
 SIGNALS = '''
 from datetime import date, datetime, UTC
 
 from mesh_dagster import signal
-
-CALLS = []
+from tests.unit.signal_calls import CALLS
 
 
 @signal()
@@ -111,7 +111,7 @@ def signals_line(text: str) -> int:
 
 
 def calls() -> list[tuple]:
-    return sys.modules[USER_SIGNALS_PACKAGE].CALLS
+    return signal_calls.CALLS
 
 
 def ms(text: str) -> int:
@@ -369,9 +369,18 @@ def test_a_signal_asking_for_spark_gets_it_or_a_clear_error(tmp_path: Path) -> N
         readiness(p, span, spark=lambda: None)
 
 
-def test_a_stored_model_whose_signal_the_project_lost_is_an_error(tmp_path: Path) -> None:
-    old = project(tmp_path, {"a": incremental("s.a", "flag(value := true)")})
+def test_a_stored_model_keeps_the_signal_it_was_planned_with(tmp_path: Path) -> None:
+    old = project(tmp_path, {"a": incremental("s.a", "flag(value := false)")})
     snapshots = build_snapshots(old)
+    new = project(tmp_path, {"a": incremental("s.a")}, signals="")  # the project no longer has it
+    wanted = {"s.a": Backfill("s.a", [days("2020-01-01", "2020-01-02")], False)}
+    r = check_readiness(new.signals, snapshots, wanted, ["s.a"], ms("2020-01-06"))
+    assert r.backfills == {} and waits(r) == [("s.a", [days("2020-01-01", "2020-01-02")], "signal flag(value := false)")]
+
+
+def test_a_snapshot_stored_before_captures_whose_signal_the_project_lost_is_an_error(tmp_path: Path) -> None:
+    old = project(tmp_path, {"a": incremental("s.a", "flag(value := true)")})
+    snapshots = {n: s.model_copy(update={"capture": None}) for n, s in build_snapshots(old).items()}
     new = project(tmp_path, {"a": incremental("s.a")}, signals="")
     with pytest.raises(ModelError, match="Model s.a uses unknown signal 'flag'"):
         check_readiness(new.signals, snapshots, {"s.a": Backfill("s.a", [days("2020-01-01", "2020-01-02")], False)},
