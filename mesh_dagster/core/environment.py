@@ -33,6 +33,10 @@ class Environment(BaseModel):
     expiration_ts: int | None = None
     finalized_ts: int | None = None
     created_ts: int = 0
+    # Only in what the state store keeps while an apply is unfinished (`replaced_environment`),
+    # when that is a merge of several records: the last finalized one, which the environment
+    # serves (`mesh run` evaluates its snapshots) until an apply finishes.
+    last_finalized: Environment | None = None
 
     @property
     def is_prod(self) -> bool:

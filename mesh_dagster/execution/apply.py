@@ -12,11 +12,16 @@ before it could change what another holder is changing:
    *before* any view moves: a plan that lost a race fails here with nothing visible changed.
 4. The views move. 5. The environment is finalized.
 
-A crash between 3 and 5 leaves the environment recorded but unfinalized, its views partly moved.
-The store keeps the records it replaced (`replaced_environment`) until it is finalized: the next
-apply of the environment, even one without changes (`Plan.needs_apply`), re-creates every view of its
-record and drops the views of the replaced records' models it no longer shows; meanwhile the
-janitor keeps the replaced snapshots' tables, which those views may still read.
+A view that fails in 4 (named with its model: `VirtualUpdateError`) takes the apply back: the
+views it moved are put back as the environment served them and its record returns to the last
+finalized one (`revert_environment`), so the environment serves what it served before the plan;
+a retry once the project is fixed starts from there. A crash between 3 and 5 leaves the
+environment recorded but unfinalized, its views partly moved. The store keeps the records it
+replaced (`replaced_environment`) until it is finalized, the last finalized one among them
+(`served_environment`) is what `mesh run` evaluates meanwhile, and the next apply of the
+environment, even one without changes (`Plan.needs_apply`), re-creates every view of its record and
+drops the views of the replaced records' models it no longer shows; meanwhile the janitor keeps the
+replaced snapshots' tables, which those views may still read.
 
 Signals (execution/readiness.py) are asked before anything is written. The intervals they hold
 back, and those of their children, are left out of the backfill, like intervals whose cron has not
@@ -31,13 +36,17 @@ views. A signal that raises stops the apply before anything is written.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from mesh_dagster.core.dates import now_ms, parse_ttl
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.environment_statements import Stage
-from mesh_dagster.core.errors import ConflictingPlanError
+from mesh_dagster.core.errors import ConflictingPlanError, MeshError, PlanError
 from mesh_dagster.core.intervals import intersect_intervals
+from mesh_dagster.core.kinds import IncrementalKind, SeedKind
 from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, snapshot_order
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
@@ -46,11 +55,12 @@ from mesh_dagster.execution.environment_statements import run_environment_statem
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
+from mesh_dagster.execution.migration import migrate_table
 from mesh_dagster.execution.readiness import Readiness, SignalsPendingError, Wait, check_readiness
 from mesh_dagster.execution.scheduler import plan_batches, run_batches, upstream_of
 from mesh_dagster.execution.state import State
 from mesh_dagster.execution.tasks import run_tasks
-from mesh_dagster.execution.virtual import update_views
+from mesh_dagster.execution.virtual import ViewUpdateError, first_line, restore_views, update_views, view_sql
 from mesh_dagster.state.store import Lease, LockLostError
 
 
@@ -116,10 +126,35 @@ def changed_views(plan: Plan, replaced: Environment | None = None) -> tuple[list
     return promote, demote
 
 
+class VirtualUpdateError(PlanError):
+    """A view could not be moved: the apply was taken back (see the module docstring)."""
+
+
+_HELD: ContextVar[dict[str, Lease] | None] = ContextVar("mesh_environment_locks", default=None)
+
+
+@contextmanager
+def environment_held(state: State, environment: str, owner: str | None = None,
+                     timeout_s: float = 600) -> Iterator[Lease]:
+    """Hold `environment`'s lock, or reuse the lease this caller already holds on it: a recorded
+    plan's status moves under the same lock as its apply (execution/reviews.py), so a `running`
+    record whose environment nobody live holds is one whose apply is gone."""
+    held = _HELD.get() or {}
+    if environment in held and not held[environment].lost:
+        yield held[environment]
+        return
+    with environment_lock(state, environment, owner, timeout_s) as lease:
+        token = _HELD.set({**held, environment: lease})
+        try:
+            yield lease
+        finally:
+            _HELD.reset(token)
+
+
 def apply_plan(plan: Plan, project: Project, state: State, engine: Engine, listener: ApplyListener | None = None,
                owner: str | None = None) -> None:
     """Apply under the environment's lock; the plan must still be based on the environment's state."""
-    with environment_lock(state, plan.environment, owner) as lease:
+    with environment_held(state, plan.environment, owner) as lease:
         apply_locked(plan, project, state, engine, listener, lease=lease)
 
 
@@ -135,7 +170,7 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         readiness = backfill_readiness(plan, project, engine, guarded)  # before anything is written
         run_environment_statements(Stage.BEFORE_ALL, project, engine, plan.environment, plan.promoted, guarded,
                                    plan.execution_time)
-        state.push_snapshots(plan.new_snapshots)
+        state.push_snapshots(plan.new_snapshots, plan.recaptured)
         _build(plan, project, state, engine, guarded, readiness.backfills)
         hiding = hiding_waits(plan, state, readiness)
         if hiding:  # the ready part is recorded; the environment stays as it was
@@ -143,9 +178,10 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         if plan.clearings:  # after the backfill: nobody sees a hole while it runs
             state.remove_intervals([(c.name, c.version, *c.interval) for c in plan.clearings])
         replaced = state.replaced_environment(plan.environment)
-        state.promote_environment(plan.target_environment(_expiration(plan, project)), lease=lease)
+        served = state.served_environment(plan.environment)
+        state.promote_environment(target_environment(plan, project), lease=lease)
         recorded = True
-        _move_views(plan, project, engine, guarded, replaced, lease)
+        _move_views(plan, project, state, engine, guarded, (replaced, served), lease)
         state.finalize_environment(plan.environment, plan.plan_id, lease=lease)
         run_environment_statements(Stage.AFTER_ALL, project, engine, plan.environment, plan.promoted, guarded,
                                    plan.execution_time)
@@ -227,8 +263,21 @@ def migrate_kept_tables(plan: Plan, evaluator: SnapshotEvaluator, listener: Appl
             if plan.category(n) == ChangeCategory.FORWARD_ONLY and not s.is_preview and not s.model.kind.is_symbolic]
     for snap in kept:
         evaluator.create(snap)
+        if not isinstance(snap.model.kind, (IncrementalKind, SeedKind)) and snap.model.kind.is_materialized:
+            _fit_rebuilt_table(snap, evaluator, listener)
         listener.log(f"Schema of {snap.table_name} checked for {snap.name}'s forward-only change")
     for warning in evaluator.warnings:
+        listener.log(f"WARNING: {warning}")
+
+
+def _fit_rebuilt_table(snap: Snapshot, evaluator: SnapshotEvaluator, listener: ApplyListener) -> None:
+    """A FULL model under a forward-only change keeps its table until its next run rebuilds it,
+    and the evaluator migrates only the tables of incremental kinds: the table takes the new
+    query's columns now (its rows read NULL for the new ones), or its view could not select them."""
+    migration = migrate_table(evaluator.engine, snap, evaluator.render(snap, stage="creating"),
+                              allow_destructive=snap.name in evaluator.allow_destructive,
+                              allow_additive=snap.name in evaluator.allow_additive)
+    for warning in migration.warnings if migration is not None else []:
         listener.log(f"WARNING: {warning}")
 
 
@@ -244,14 +293,88 @@ def create_physical(creating: list[Snapshot], evaluator: SnapshotEvaluator, list
               waits_for=upstream_of({s.name for s in creating}, evaluator.snapshots), limit=concurrent_tasks)
 
 
-def _move_views(plan: Plan, project: Project, engine: Engine, listener: ApplyListener, replaced: Environment | None,
-                lease: Lease) -> None:
+def target_environment(plan: Plan, project: Project) -> Environment:
+    """The record the apply writes. A plan finishing its own unfinished apply (a resumed plan
+    record) keeps the lineage of that apply: it follows the record its first attempt replaced."""
+    target = plan.target_environment(_expiration(plan, project))
+    base = plan.base_environment
+    if base is not None and base.plan_id == plan.plan_id:
+        target = target.model_copy(update={"previous_plan_id": base.previous_plan_id})
+    return target
+
+
+def _move_views(plan: Plan, project: Project, state: State, engine: Engine, listener: ApplyListener,
+                before: tuple[Environment | None, Environment | None], lease: Lease) -> None:
+    """Move the views (`before`: what the environment's views may show besides its record, and
+    the record it serves); a view that fails takes the apply back (`_put_back`)."""
+    replaced, served = before
     promote, demote = changed_views(plan, replaced)
-    if promote or demote:
-        lease.check()
-        update_views(engine, plan.environment, promote, demote, project, listener)
-    else:
+    if not (promote or demote):
         listener.log("SKIP: No virtual layer updates to perform")
+        return
+    lease.check()
+    columns = _served_columns(plan, engine, served, promote, demote)
+    moved: list[str] = []
+    try:
+        update_views(engine, plan.environment, promote, demote, project, listener, moved)
+    except ViewUpdateError as e:
+        raise _put_back(plan, project, state, engine, served, columns, moved, lease, e) from e
+
+
+def _served_columns(plan: Plan, engine: Engine, served: Environment | None, promote: list[Snapshot],
+                    demote: list[str]) -> dict[str, list[str]]:
+    """The columns of the views about to show another snapshot, as they are now: a view put back
+    over a snapshot the project no longer defines selects these (the project knows only its own)."""
+    shown = {s.name: s for s in served.snapshots if s.name in served.promoted} if served else {}
+    leaving = [s.name for s in promote if s.name in shown and shown[s.name].identifier != s.identifier]
+    out: dict[str, list[str]] = {}
+    for name in [*leaving, *(n for n in demote if n in shown)]:
+        try:
+            out[name] = list(engine.columns(plan.view(name)))
+        except Exception:  # noqa: BLE001 - unreadable (or gone): put back selecting every column
+            continue
+    return out
+
+
+def _put_back(plan: Plan, project: Project, state: State, engine: Engine, served: Environment | None,
+              columns: dict[str, list[str]], moved: list[str], lease: Lease, error: ViewUpdateError) -> PlanError:
+    """Put the views `moved` back as `served` showed them and the record back to `served`; the
+    error to raise, saying where the environment stands."""
+    env = plan.environment
+    undo_failed = None
+    try:
+        lease.check()
+        wanted = [s.snapshot_id for s in served.snapshots if s.name in served.promoted] if served else []
+        snapshots = {s.name: s for s in state.get_snapshots(wanted).values()}
+
+        def select(snap: Snapshot) -> str:
+            own = plan.snapshots.get(snap.name)
+            if own is not None and own.identifier == snap.identifier:
+                return view_sql(snap, project)
+            return view_sql(snap, None, columns.get(snap.name))
+
+        restore_views(engine, env, moved, snapshots, select)
+    except Exception as e:  # noqa: BLE001 - the record below says the views are unsettled
+        undo_failed = first_line(e)
+    settled_before = plan.base_environment is None or plan.base_environment.finalized_ts is not None
+    restored = undo_failed is None and settled_before
+    what = f"Plan {plan.plan_id} was not applied to '{env}': {error}."
+    try:
+        state.revert_environment(env, plan.plan_id, views_restored=restored, lease=lease)
+    except MeshError as e:
+        return VirtualUpdateError(f"{what} Its record could not be taken back ({first_line(e)}): `mesh run` "
+                                  f"runs the last finished plan meanwhile; the next `mesh plan {env}` completes or "
+                                  "replaces this one.")
+    was = f"plan {served.plan_id}" if served else "nothing"
+    if restored:
+        now = f"'{env}' is back on plan {served.plan_id} and its views were put back" if served else \
+            f"'{env}' was not created (the views made so far were dropped)"
+    else:
+        why = f"putting its views back failed ({undo_failed})" if undo_failed else \
+            "its views were already half-moved by an earlier apply"
+        now = (f"'{env}' serves {was} again (`mesh run` runs it), but {why}: the next `mesh plan {env}` "
+               "re-creates them")
+    return VirtualUpdateError(f"{what} {now}. Fix the cause and re-run `mesh plan {env}`.")
 
 
 def _expiration(plan: Plan, project: Project) -> int | None:

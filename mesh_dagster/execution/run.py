@@ -1,8 +1,10 @@
 """`mesh run`: process the intervals whose cron is due, for the snapshots of an environment.
 
 Nothing is compared with the local project: the environment's own snapshots are evaluated, and
-its views do not move. `--select-model` selects among the environment's models (not the
-project's), and adds what they read unless told not to: a model is only current once its parents are.
+its views do not move. Those of the plan it serves: while an apply is unfinished (stopped or
+killed before its views all moved), the last finalized record's, never the unfinished plan's.
+`--select-model` selects among the environment's models (not the project's), and adds what they
+read unless told not to: a model is only current once its parents are.
 """
 
 from __future__ import annotations
@@ -26,10 +28,19 @@ from mesh_dagster.execution.scheduler import plan_batches, run_batches
 from mesh_dagster.execution.state import State
 
 
-def environment_snapshots(state: State, environment: str):
+def environment_snapshots(state: State, environment: str, listener: ApplyListener | None = None):
     env = state.get_environment(environment)
     if env is None:
         raise PlanError(f"Environment '{environment}' does not exist. Run `mesh plan {environment}` first.")
+    if env.finalized_ts is None:
+        served = state.served_environment(environment)
+        if served is None:
+            raise PlanError(f"Environment '{environment}' has no finished plan: the apply of plan {env.plan_id} did "
+                            f"not finish, and nothing is run from it. Run `mesh plan {environment}` to complete it.")
+        if listener is not None:
+            listener.log(f"The apply of plan {env.plan_id} to '{environment}' did not finish: running the snapshots "
+                         f"of plan {served.plan_id}, which it serves")
+        env = served
     stored = state.get_snapshots([s.snapshot_id for s in env.snapshots])
     return env, {s.name: s for s in stored.values()}
 
@@ -50,7 +61,7 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
         listener = listener or ApplyListener()
         environment = normalize_environment(environment)
         execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
-        env, snapshots = environment_snapshots(state, environment)
+        env, snapshots = environment_snapshots(state, environment, listener)
         order = snapshot_order(snapshots)
         scope = run_scope(snapshots, select, auto_upstream=auto_upstream) if select else set(snapshots)
         backfills = compute_backfills(state, snapshots, scope, {}, order=order,

@@ -347,9 +347,52 @@ class StateStore:
             row = conn.execute(
                 select(table.c.replaced_payload, table.c.finalized_ts).where(table.c.name == name)
             ).first()
-        if row is None or row.finalized_ts is not None or row.replaced_payload is None:
+        if row is None or row.finalized_ts is not None:
             return None
-        return Environment.model_validate_json(row.replaced_payload)
+        return _replaced(row)
+
+    def served_environment(self, name: str) -> Environment | None:
+        """What the environment serves: its record once finalized; while an apply is unfinished,
+        the last finalized record (None when it never had one). `mesh run` evaluates these
+        snapshots, never those of a plan whose apply did not finish."""
+        table = schema.environments
+        with self._read() as conn:
+            row = conn.execute(select(table).where(table.c.name == name)).first()
+        if row is None:
+            return None
+        return _to_environment(row) if row.finalized_ts is not None else _last_finalized(_replaced(row))
+
+    def revert_environment(self, name: str, plan_id: str, *, views_restored: bool = False,
+                           lease: Lease | None = None) -> bool:
+        """Take back the unfinished apply of `plan_id`: the record becomes the last finalized one
+        again. With `views_restored` (the caller put every view back) it is finalized, and a new
+        environment's record goes away; otherwise it stays unfinalized, keeping what the views may
+        still show, so the next apply re-creates them (a new environment keeps an empty record).
+        False, changing nothing, unless `plan_id` is the current unfinalized record."""
+        table = schema.environments
+        with self._write() as conn:
+            self._serialize(conn, f"environment:{name}")
+            if lease is not None:
+                self._hold(conn, lease)
+            current = conn.execute(select(table).where(table.c.name == name).with_for_update()).first()
+            if current is None or current.plan_id != plan_id or current.finalized_ts is not None:
+                return False
+            replaced = _replaced(current)
+            served = _last_finalized(replaced)
+            if views_restored and served is None:
+                conn.execute(delete(table).where(table.c.name == name))
+                return True
+            if views_restored and served is not None:
+                record = served.model_copy(update={"finalized_ts": served.finalized_ts or _now_ms()})
+                self._upsert(conn, table, {**_environment_row(record), "replaced_payload": None}, ["name"])
+                return True
+            undone = _to_environment(current)
+            shown = _merge_environments(replaced, undone) if replaced is not None else undone
+            shown = shown.model_copy(update={"last_finalized": served})
+            record = (served or Environment(name=name, plan_id=plan_id)).model_copy(update={"finalized_ts": None})
+            self._upsert(conn, table, {**_environment_row(record), "replaced_payload": shown.model_dump_json()},
+                         ["name"])
+            return True
 
     def invalidate_environment(self, name: str, now_ms: int | None = None) -> None:
         """Let the janitor remove the environment from `now_ms` on."""
@@ -459,12 +502,17 @@ class StateStore:
         with self._read() as conn:
             return self._plan_records(conn, *where, limit=limit)
 
-    def transition_plan(self, plan_id: str, allowed: Iterable[str], event: PlanEvent) -> PlanRecord | None:
+    def transition_plan(self, plan_id: str, allowed: Iterable[str], event: PlanEvent,
+                        lease: Lease | None = None) -> PlanRecord | None:
         """Move a plan to `event.status` if it is in one of the `allowed` statuses, recording the
         event in the same transaction; the updated record, or None when its status was not allowed
-        (someone else decided first: two approvers, an approval racing a cancel)."""
+        (someone else decided first: two approvers, an approval racing a cancel). With `lease`,
+        only while that lock is held (an apply that lost its environment's lock to a resumed one
+        does not decide the record's outcome any more)."""
         table = schema.plans
         with self._write() as conn:
+            if lease is not None:
+                self._hold(conn, lease)
             result = conn.execute(update(table).where(table.c.plan_id == plan_id, table.c.status.in_(list(allowed)))
                                   .values(status=event.status.value, updated_ts=event.ts))
             if result.rowcount != 1:
@@ -903,9 +951,26 @@ def _replaced_payload(current: Any, plan_id: str) -> str | None:
 
 
 def _merge_environments(older: Environment, newer: Environment) -> Environment:
+    """Everything either record's views may show; it remembers the last finalized record."""
     snapshots = {s.snapshot_id: s for s in [*older.snapshots, *newer.snapshots]}
     return newer.model_copy(update={"snapshots": list(snapshots.values()),
-                                    "promoted": sorted({*older.promoted, *newer.promoted})})
+                                    "promoted": sorted({*older.promoted, *newer.promoted}),
+                                    "last_finalized": _last_finalized(older)})
+
+
+def _replaced(row: Any) -> Environment | None:
+    return Environment.model_validate_json(row.replaced_payload) if row.replaced_payload is not None else None
+
+
+def _last_finalized(replaced: Environment | None) -> Environment | None:
+    """The last finalized record among what an unfinished apply replaced: the replaced record
+    itself if it was finalized, else the one a merge of several remembers (None: a new
+    environment, or a merge stored before merges remembered it)."""
+    if replaced is None:
+        return None
+    if replaced.finalized_ts is not None:
+        return replaced.model_copy(update={"last_finalized": None})
+    return replaced.last_finalized
 
 
 def _lock_info(row: Any) -> LockInfo:
