@@ -37,6 +37,8 @@ class ChangeSet:
     metadata_updated: list[str]
     diffs: dict[str, str]
     categories: dict[str, ChangeCategory]  # relative to the base, for every changed model
+    # Stored snapshots made before captures existed, with the capture made now (same fingerprint).
+    recaptured: list[Snapshot] = field(default_factory=list)
 
     @property
     def changed(self) -> set[str]:
@@ -69,15 +71,16 @@ def categorize_changes(
     """
     snapshots: dict[str, Snapshot] = {}
     new_snapshots: list[Snapshot] = []
+    recaptured: list[Snapshot] = []
     tally = _Tally(forward_only=forward_only, choices=dict(choices or {}))
     for name, snap in local.items():
         in_base = base.get(name)
         if in_base is not None and in_base.identifier == snap.identifier:
-            kept = stored.get(snap.snapshot_id) or _recategorize_missing(snap, in_base)
+            kept = _captured(stored.get(snap.snapshot_id), snap, recaptured) or _recategorize_missing(snap, in_base)
             snapshots[name] = kept.as_recorded(in_base.version)
             continue
         old = previous.get(name)
-        existing = stored.get(snap.snapshot_id)
+        existing = _captured(stored.get(snap.snapshot_id), snap, recaptured)
         if existing is None:
             # A definition taken from the environment (see selection.py) keeps its stored rendering.
             if render_added or old is not None:
@@ -97,6 +100,7 @@ def categorize_changes(
     return ChangeSet(
         snapshots=snapshots,
         new_snapshots=new_snapshots,
+        recaptured=recaptured,
         added=tally.added,
         directly_modified=tally.direct,
         indirectly_modified=tally.indirectly_modified(),
@@ -270,6 +274,16 @@ def _effective_category(snap: Snapshot, old: Snapshot | None, category: ChangeCa
         return category
     stored = snap.change_category
     return stored if stored is not None and stored.reuses_previous_version else ChangeCategory.METADATA
+
+
+def _captured(stored: Snapshot | None, local: Snapshot, recaptured: list[Snapshot]) -> Snapshot | None:
+    """A stored snapshot made before captures existed gets the capture made now for the same
+    fingerprint (the inputs it covers are the same), and is listed to be stored with it."""
+    if stored is None or stored.capture is not None or local.capture is None:
+        return stored
+    stored = stored.model_copy(update={"capture": local.capture})
+    recaptured.append(stored)
+    return stored
 
 
 def _recategorize_missing(snap: Snapshot, in_base: EnvironmentSnapshot) -> Snapshot:

@@ -93,6 +93,8 @@ class Plan:
     clearings: list[Clearing] = field(default_factory=list)
     # The keywords it was built with, as JSON (set by Context): a recorded plan is rebuilt from them.
     options: dict[str, Any] = field(default_factory=dict)
+    # Stored snapshots made before captures existed, captured now: the apply stores their capture.
+    recaptured: list[Snapshot] = field(default_factory=list)
 
     @property
     def is_prod(self) -> bool:
@@ -243,6 +245,7 @@ def build_plan(
         create_from=base.create_from,
         snapshots=changes.snapshots,
         new_snapshots=changes.new_snapshots,
+        recaptured=changes.recaptured,
         added=changes.added,
         removed=removed,
         directly_modified=changes.directly_modified,

@@ -158,7 +158,7 @@ def _materialize(
         if window is not None and not reused:
             require_ready(project.signals, snapshots[name], window, execution_ms,
                           spark=lambda: engine_factory().spark, view=view_name(name, environment))
-    state.push_snapshots(plan.new_snapshots)  # as an apply does first: later plans see these versions
+    state.push_snapshots(plan.new_snapshots, plan.recaptured)  # as an apply does first: later plans see these versions
 
     evaluator: SnapshotEvaluator | None = None
     failed: dict[str, str] = {}  # a failed or blocked model -> the failed model behind it

@@ -180,22 +180,27 @@ class StateStore:
 
     # ------------------------------------------------------------------ snapshots
 
-    def push_snapshots(self, snapshots: Iterable[Snapshot]) -> None:
+    def push_snapshots(self, snapshots: Iterable[Snapshot], recaptured: Iterable[Snapshot] = ()) -> None:
         """Record new snapshots; ones already stored are left untouched (they are immutable
-        by identity — use `update_snapshots` for the few fields that may change)."""
+        by identity — use `update_snapshots` for the few fields that may change). `recaptured`
+        are stored snapshots made before captures existed, given the capture a plan just made
+        for the same fingerprint (core/capture.py): only that is added to them."""
         ts = _now_ms()
-        snapshots = list(snapshots)
+        snapshots, recaptured = list(snapshots), list(recaptured)
         rows = {s.snapshot_id: _snapshot_row(s, ts) for s in snapshots}
-        if not rows:
+        if not rows and not recaptured:
             return
         table = schema.snapshots
-        content = blob_rows(captured_content(snapshots), ts)  # what they captured, in the same transaction
+        content = blob_rows(captured_content([*snapshots, *recaptured]), ts)  # in the same transaction
         with self._write() as conn:
             if content:
                 conn.execute(self._insert(schema.blobs).on_conflict_do_nothing(), content)
             for chunk in _chunks(list(rows.values()), BATCH_SIZE):
                 conn.execute(self._insert(table).on_conflict_do_nothing(), chunk)
 
+            for snap in recaptured:
+                conn.execute(update(table).where(table.c.name == snap.name, table.c.identifier == snap.identifier)
+                             .values(payload=snap.model_dump_json(), updated_ts=ts))
     def update_snapshots(self, snapshots: Iterable[Snapshot]) -> None:
         """Rewrite stored snapshots (e.g. after categorisation). All must exist already."""
         ts = _now_ms()
