@@ -124,6 +124,23 @@ def recordable_options(options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _capture_restated(plan: Plan, local: dict[str, Snapshot]) -> None:
+    """A restatement evaluates stored snapshots from what they captured. One stored before captures
+    existed is captured from the project only while the project still defines it exactly (same
+    fingerprint); otherwise restating it would run code nobody planned, so it is refused."""
+    for name in plan.backfills:
+        stored, mine = plan.snapshots[name], local.get(name)
+        if stored.capture is not None:
+            continue
+        if mine is None or mine.identifier != stored.identifier or mine.capture is None:
+            raise PlanError(f"Cannot restate {name}: '{plan.environment}' holds it as planned by an earlier "
+                            f"mesh_dagster, which did not capture its macros, variables and seed content, and the "
+                            f"project defines it differently now. Run `mesh plan {plan.environment}` first (it "
+                            "captures them), then restate.")
+        plan.snapshots[name] = stored.model_copy(update={"capture": mine.capture})
+        plan.recaptured.append(plan.snapshots[name])
+
+
 class Context:
     def __init__(self, path: str | Path = ".", gateway: str | None = None, *, state_url: str | None = None,
                  engine: Any = None, on_warning: Callable[[str], None] | None = None, home: str | Path | None = None):
@@ -216,7 +233,9 @@ class Context:
                                  end_ms=to_end_ms(end) if end else None, execution_ms=execution_ms)
         plan.options = {"restate": list(models), "start": start, "end": end}
         recorded = {s.name: s.identifier for s in plan.snapshots.values()}
-        edited = sorted(n for n, s in self.local_snapshots().items() if recorded.get(n, s.identifier) != s.identifier)
+        local = self.local_snapshots()
+        _capture_restated(plan, local)
+        edited = sorted(n for n, s in local.items() if recorded.get(n, s.identifier) != s.identifier)
         if edited:
             plan.warnings.append(f"Local changes to {', '.join(edited[:5])}{'...' if len(edited) > 5 else ''} are not "
                                  f"part of this restatement: it recomputes what '{plan.environment}' has")

@@ -117,3 +117,27 @@ def test_a_snapshot_stored_before_captures_is_evaluated_from_the_project_and_cap
     stored = again.state.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
     assert all(s.capture is not None and "scaled" in s.capture.macros for s in stored.values())
     assert _values(again, f"{schema}.events") == [("2020-01-01", 2), ("2020-01-02", 2)]
+
+
+def test_restating_a_snapshot_stored_before_captures_needs_the_project_to_define_it_as_stored(
+        tmp_path, engine, schema):
+    from mesh_dagster.core.errors import PlanError
+
+    root = _project(tmp_path / "p", schema)
+    ctx = Context(root, engine=engine)
+    plan = ctx.plan("prod", execution_time="2020-01-03")
+    for snap in plan.new_snapshots:  # as an older mesh_dagster stored them
+        object.__setattr__(snap, "capture", None)
+    ctx.apply(plan)
+    (root / "macros" / "m.py").write_text(MACRO.format(factor=1000))
+    with pytest.raises(PlanError, match=f"Cannot restate {schema}.events: 'prod' holds it as planned by an earlier"):
+        Context(root, engine=engine).restate("prod", [f"{schema}.events"], start="2020-01-01", end="2020-01-01",
+                                             execution_time="2020-01-03")
+
+    (root / "macros" / "m.py").write_text(MACRO.format(factor=1))  # the project defines it as stored again
+    ctx = Context(root, engine=engine)
+    ctx.apply(ctx.restate("prod", [f"{schema}.events"], start="2020-01-01", end="2020-01-01",
+                          execution_time="2020-01-03"))
+    stored = ctx.state.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
+    assert all(s.capture is not None for s in stored.values())  # captured by the restatement
+    assert _values(ctx, f"{schema}.events") == [("2020-01-01", 2), ("2020-01-02", 2)]
