@@ -54,7 +54,7 @@ def test_a_seed_edited_while_the_plan_waits_is_not_what_the_plan_writes(tmp_path
     try:
         _wait_for(proc, PROMPT)
         csv.write_text(planned + "99,99,2020-01-09\n")  # edited while the plan waits
-        out, _ = proc.communicate("y\n".encode(), timeout=300)
+        out, _ = proc.communicate(b"y\n", timeout=300)
     finally:
         proc.kill()
     assert proc.returncode == 0, out.decode()
