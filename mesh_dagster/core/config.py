@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mesh_dagster.core.errors import ConfigError
+from mesh_dagster.core.files import compose_yaml, load_yaml, read_text
 from mesh_dagster.core.kinds import SchemaChangePolicy
 
 CONFIG_FILES = ("config.yaml", "config.yml")
@@ -454,15 +455,13 @@ def find_config_file(project_dir: Path) -> Path | None:
 
 def load_config(project_dir: Path) -> ProjectConfig:
     """Read and validate config.yaml: every key is honoured, or refused with its file and line."""
-    from mesh_dagster.core.files import read_text
-
     path = find_config_file(project_dir)
     if path is None:
         raise ConfigError(f"No config.yaml found in {project_dir}. Run `mesh init spark` to create a project.")
     shown = path.name  # errors name the file as the user sees it in the project
     text = _expand_env_vars(read_text(path, shown, ConfigError))
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = load_yaml(text) or {}
     except yaml.YAMLError as e:
         line = getattr(getattr(e, "problem_mark", None), "line", None)
         raise ConfigError(
@@ -592,7 +591,7 @@ def line_of(text: str, loc: Loc) -> int | None:
     """1-based line of the YAML key at `loc` (a path of keys and list indexes), or of its closest
     enclosing key that exists."""
     try:
-        node = yaml.compose(text)
+        node = compose_yaml(text)
     except yaml.YAMLError:
         return None
     line = None

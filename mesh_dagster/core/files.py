@@ -29,14 +29,105 @@ def read_text(path: Path, shown: str, error: type[MeshError] = ModelError, encod
     return decode_text(data, shown, error, encoding)
 
 
-def parse_yaml(text: str, shown: str) -> Any:
-    """The YAML document in `text` (None when empty) from the file `shown`; invalid YAML is a
-    ModelError at its line."""
+def parse_yaml(text: str, shown: str, error: type[MeshError] = ModelError) -> Any:
+    """The YAML document in `text` (None when empty) from the file `shown`; invalid YAML (a duplicate
+    key, an alias bomb included) is an `error` at its line."""
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise ModelError(f"Invalid YAML: {getattr(e, 'problem', e)}", shown, mark.line + 1 if mark else None) from None
+        raise error(f"Invalid YAML: {getattr(e, 'problem', e)}", shown, mark.line + 1 if mark else None) from None
+
+
+def load_yaml(text: str) -> Any:
+    """The document in `text`, read by `ProjectYamlLoader`; a yaml.YAMLError says what is wrong where."""
+    loader = ProjectYamlLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def compose_yaml(text: str) -> yaml.Node | None:
+    """The node tree of `text` (lines of keys), with the checks of `ProjectYamlLoader`."""
+    loader = ProjectYamlLoader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+# What aliases may add to one document, in nodes: far above any real use of `<<: *defaults`, far
+# below what takes seconds or gigabytes ("billion laughs": nine aliases of nine aliases of ...).
+ALIAS_NODE_BUDGET = 100_000
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class ProjectYamlLoader(yaml.SafeLoader):
+    """The one YAML reader of project files (config, external models, unit tests, fixtures).
+
+    PyYAML keeps the last of two equal keys without a word (a second `protected_environments: {}`
+    would silently unprotect prod) and lets aliases expand without bound (a few lines that become
+    billions of nodes when a dict is walked or printed). Both are refused here, as marked YAML
+    errors, so every caller reports them like any other YAML mistake: at their line.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._alias_nodes = 0
+        self._sizes: dict[int, int] = {}
+
+    def compose_document(self) -> yaml.Node | None:
+        self._alias_nodes = 0
+        return super().compose_document()
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            node = self.anchors.get(event.anchor)
+            if node is not None:
+                self._count_alias(event, node)
+        try:
+            return super().compose_node(parent, index)
+        except RecursionError:
+            raise yaml.MarkedYAMLError(problem="nested too deeply", problem_mark=self.peek_event().start_mark) from None
+
+    def compose_mapping_node(self, anchor: str | None) -> yaml.MappingNode:
+        node = super().compose_mapping_node(anchor)
+        seen: dict[tuple[str, str], int] = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == _MERGE_TAG:
+                continue
+            first = seen.setdefault((key.tag, key.value), key.start_mark.line + 1)
+            if first != key.start_mark.line + 1:
+                raise yaml.MarkedYAMLError(
+                    problem=f"duplicate key '{key.value}' (first on line {first}): YAML would silently keep only "
+                            f"the last one, remove or rename one of them", problem_mark=key.start_mark)
+        return node
+
+    def _count_alias(self, event: yaml.AliasEvent, node: yaml.Node) -> None:
+        if node.end_mark is None:  # still being composed: the alias is inside the node it names
+            raise yaml.MarkedYAMLError(problem=f"alias *{event.anchor} is used inside the node it names",
+                                       problem_mark=event.start_mark)
+        self._alias_nodes += self._size(node)
+        if self._alias_nodes > ALIAS_NODE_BUDGET:
+            raise yaml.MarkedYAMLError(
+                problem=f"aliases expand to more than {ALIAS_NODE_BUDGET:,} values (at *{event.anchor}): "
+                        f"refused as an alias bomb, write the values out or use fewer nested aliases",
+                problem_mark=event.start_mark)
+
+    def _size(self, node: yaml.Node) -> int:
+        """How many nodes `node` stands for once its aliases are expanded (each node counted once)."""
+        known = self._sizes.get(id(node))
+        if known is not None:
+            return known
+        size = 1
+        if isinstance(node, yaml.SequenceNode):
+            size += sum(self._size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            size += sum(self._size(k) + self._size(v) for k, v in node.value)
+        self._sizes[id(node)] = size
+        return size
 
 
 def decode_text(data: bytes, shown: str, error: type[MeshError] = ModelError, encoding: str = "utf-8") -> str:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mesh_dagster.core.dates import to_datetime
 from mesh_dagster.core.definition import relative_path
 from mesh_dagster.core.errors import UnitTestError
-from mesh_dagster.core.files import read_text
+from mesh_dagster.core.files import ProjectYamlLoader, load_yaml, read_text
 from mesh_dagster.core.types import to_spark_type
 
 TEST_KEYS = {"model", "description", "inputs", "outputs", "vars", "schema", "gateway"}
@@ -120,7 +120,7 @@ class _RawTest:
 
 def _read_file(path: Path, shown: str) -> list[_RawTest]:
     text = read_text(path, shown, UnitTestError)
-    loader = yaml.SafeLoader(text)
+    loader = ProjectYamlLoader(text)
     try:
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
@@ -363,7 +363,7 @@ class _Builder:
         if fmt == "csv" or path.suffix.lower() == ".csv":
             return parse_csv(text, settings)
         try:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
         except yaml.YAMLError as e:
             raise self.error(f"fixture file {file} is not valid YAML: {getattr(e, 'problem', e)}", line) from None
         if isinstance(data, dict) and "rows" in data:
