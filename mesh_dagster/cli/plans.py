@@ -69,14 +69,18 @@ def _decision(action: str, done: str, help_text: str) -> click.Command:
 
 _decision("approve", "approved", "Approve a pending plan of a protected environment (as one of its approvers).")
 _decision("reject", "rejected", "Reject a pending or approved plan of a protected environment.")
-_decision("cancel", "cancelled", "Cancel a plan that has not run (or failed), so it can never be applied.")
+_decision("cancel", "cancelled", "Cancel a plan that has not run (or failed, or whose apply was killed), so it "
+                                  "can never be applied.")
 
 
 @plans.command("apply")
 @click.argument("plan_id")
 @click.pass_context
 def apply_plan(ctx, plan_id) -> None:
-    """Apply a recorded plan: approved (protected environments) and still exactly what was reviewed."""
+    """Apply a recorded plan: approved (protected environments) and still exactly what was reviewed.
+
+    A plan whose apply was killed (still `running`, its process gone) is resumed: the apply picks up
+    from what is missing."""
     from mesh_dagster.cli.console import ConsoleListener
 
     listener = ConsoleListener()
@@ -84,4 +88,6 @@ def apply_plan(ctx, plan_id) -> None:
         record = project_context(ctx).apply_recorded(plan_id, listener)
     finally:
         listener.close()
-    click.echo(f"Plan {record.plan_id[:8]} applied to '{record.environment}'.")
+    resumed = len(record.events) > 1 and record.events[-2].action == "resume"
+    click.echo(f"Plan {record.plan_id[:8]} applied to '{record.environment}'"
+               + (" (resumed: its earlier apply was killed)." if resumed else "."))

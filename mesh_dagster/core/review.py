@@ -36,14 +36,17 @@ class PlanStatus(str, Enum):
 S = PlanStatus
 # action -> (statuses it may start from, status it leads to). A failed plan may be applied again
 # (it resumes from the missing intervals); finished, rejected, cancelled and superseded ones are final.
+# A running plan whose apply is gone (killed: nobody live holds its environment's lock) may be
+# resumed, cancelled or superseded like a failed one; execution/reviews.py checks that it is gone.
 TRANSITIONS: dict[str, tuple[frozenset[PlanStatus], PlanStatus]] = {
     "approve": (frozenset({S.PENDING}), S.APPROVED),
     "reject": (frozenset({S.PENDING, S.APPROVED}), S.REJECTED),
-    "cancel": (frozenset({S.PENDING, S.APPROVED, S.FAILED}), S.CANCELLED),
+    "cancel": (frozenset({S.PENDING, S.APPROVED, S.FAILED, S.RUNNING}), S.CANCELLED),
     "start": (frozenset({S.PENDING, S.APPROVED, S.FAILED}), S.RUNNING),
+    "resume": (frozenset({S.RUNNING}), S.RUNNING),
     "complete": (frozenset({S.RUNNING}), S.COMPLETED),
     "fail": (frozenset({S.RUNNING}), S.FAILED),
-    "supersede": (frozenset({S.PENDING, S.APPROVED, S.FAILED}), S.SUPERSEDED),
+    "supersede": (frozenset({S.PENDING, S.APPROVED, S.FAILED, S.RUNNING}), S.SUPERSEDED),
 }
 
 
@@ -158,10 +161,15 @@ def _unique(changes: list[Change]) -> list[Change]:
     return out
 
 
-def differences(reviewed: PlanSummary, now: Plan) -> list[str]:
-    """Why `now` (the plan rebuilt for an apply) is not the plan that was reviewed; empty if it is."""
+def differences(reviewed: PlanSummary, now: Plan, plan_id: str | None = None) -> list[str]:
+    """Why `now` (the plan rebuilt for an apply) is not the plan that was reviewed; empty if it is.
+
+    An environment whose record is already plan `plan_id`'s own (an earlier attempt recorded it,
+    then stopped) still counts as the reviewed base when that record follows it."""
     found = []
-    if (now.base_environment.plan_id if now.base_environment else None) != reviewed.base_plan_id:
+    base = now.base_environment
+    own = base is not None and base.plan_id == plan_id and base.previous_plan_id == reviewed.base_plan_id
+    if not own and (base.plan_id if base else None) != reviewed.base_plan_id:
         found.append(f"the environment changed since the review (its record is now "
                      f"{now.base_environment.plan_id if now.base_environment else 'gone'})")
     current = {n: s.identifier for n, s in now.snapshots.items()}
@@ -211,7 +219,7 @@ def check_transition(record: PlanRecord, action: str) -> PlanStatus:
 
 def _past(action: str) -> str:
     return {"approve": "approved", "reject": "rejected", "cancel": "cancelled", "start": "applied",
-            "complete": "completed", "fail": "failed", "supersede": "superseded"}[action]
+            "resume": "resumed", "complete": "completed", "fail": "failed", "supersede": "superseded"}[action]
 
 
 def check_approver(record: PlanRecord, actor: str, approvers: list[str], allow_self_approval: bool) -> None:
@@ -222,6 +230,24 @@ def check_approver(record: PlanRecord, actor: str, approvers: list[str], allow_s
     if not allow_self_approval and same_person(actor, record.author):
         raise ProtectionError(f"{actor} made plan {record.plan_id} and may not approve it: another approver must "
                               f"(or set protected_environments.{record.environment}.allow_self_approval: true)")
+
+
+def check_approvals(record: PlanRecord, approvers: list[str], allow_self_approval: bool) -> None:
+    """At apply time, the record's approvals must still count under the environment's rules as
+    they are now (config.yaml may have changed since): by a listed approver, not by the author
+    unless self-approval is allowed. A ProtectionError names each approval that no longer counts."""
+    void = []
+    for actor in record.approvers:
+        if not _listed(actor, approvers):
+            void.append(f"{actor} is no longer one of its approvers")
+        elif not allow_self_approval and same_person(actor, record.author):
+            void.append(f"{actor} made the plan and self-approval is no longer allowed")
+    if void and len(void) == len(record.approvers):
+        listed = ", ".join(approvers) or "nobody"
+        raise ProtectionError(
+            f"Plan {record.plan_id} was not applied: its approval no longer counts ({'; '.join(void)} in "
+            f"protected_environments.{record.environment} of config.yaml, whose approvers are {listed}). Make a new "
+            f"plan for one of them to approve, and cancel this one (`mesh plans cancel {record.plan_id[:8]}`)")
 
 
 def same_person(a: str, b: str) -> bool:

@@ -17,10 +17,9 @@ from mesh_dagster.core.intervals import Interval, format_interval_range
 from mesh_dagster.core.plan import ALL_TIME, Plan, build_plan
 from mesh_dagster.core.project import Project
 from mesh_dagster.core.snapshot import normalize_environment
-from mesh_dagster.execution.apply import apply_locked
+from mesh_dagster.execution.apply import apply_locked, environment_held
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.reviews import refuse_unreviewed
 from mesh_dagster.execution.state import State
 
@@ -80,7 +79,7 @@ def promote_environment(project: Project, state: State, engine_factory: Callable
     re-applied even without changes, which repairs its views.
     """
     listener = listener or ApplyListener()
-    with environment_lock(state, normalize_environment(environment)) as lease:
+    with environment_held(state, normalize_environment(environment)) as lease:  # `track` runs under it too
         plan = build_plan(project, state, environment)
         gaps = environment_gaps(plan)
         if gaps:

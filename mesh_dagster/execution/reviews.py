@@ -4,15 +4,24 @@ Every plan a front door makes is recorded (core/review.py holds what a record is
 environment only an approved record may be applied; elsewhere a pending one may. Applying a
 record rebuilds the plan from the project and the state as they are now, with the options and the
 execution time it was reviewed with, and refuses — marking the record superseded, running
-nothing — unless it is the plan that was reviewed. Each step is a compare-and-set on the record's
-status with its event in the same transaction, so two approvers, or an approval racing a cancel,
-cannot both win.
+nothing — unless it is the plan that was reviewed, and its approvals still count under the
+environment's approvers as config.yaml lists them now. Each step is a compare-and-set on the
+record's status with its event in the same transaction, so two approvers, or an approval racing a
+cancel, cannot both win.
+
+A record's run (start, apply, complete or fail) happens under its environment's lock, so a
+`running` record whose environment no live process holds (execution/locking.py: the holder's pid
+is gone, or its lease ran out) is one whose apply was killed: it may be resumed (`apply`: the
+apply picks up from the missing intervals, like a retry of a failed plan) or cancelled. One whose
+apply is really running is refused, naming the process that runs it.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from mesh_dagster.core.config import ProjectConfig
 from mesh_dagster.core.dates import now_ms
@@ -25,13 +34,19 @@ from mesh_dagster.core.review import (
     PlanStatus,
     PlanSummary,
     ProtectionError,
+    check_approvals,
     check_approver,
     check_transition,
     differences,
     summarize,
 )
+from mesh_dagster.execution.apply import environment_held
+from mesh_dagster.execution.locking import environment_lock_name, holder_is_dead
 from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.state import State
+from mesh_dagster.state.store import Lease
+
+logger = logging.getLogger(__name__)
 
 # Plan ids are long; people type a prefix of at least this many characters.
 MIN_ID_PREFIX = 6
@@ -96,6 +111,8 @@ class PlanReviews:
     def decide(self, plan_id: str, action: str, actor: str, note: str | None = None) -> PlanRecord:
         """approve, reject or cancel a recorded plan, as `actor`."""
         record = self.find(plan_id)
+        if action == "cancel" and record.status == PlanStatus.RUNNING:
+            return self._cancel_running(record, actor, note)
         check_transition(record, action)
         protection = self.config.protection(record.environment)
         if action in ("approve", "reject"):
@@ -112,40 +129,97 @@ class PlanReviews:
         """Apply a recorded plan if it may be applied and is still the plan that was reviewed
         (`outdated`: a reason the caller knows it is not, e.g. its branch moved on)."""
         record = self.find(plan_id)
-        check_transition(record, "start")
+        self._check_runnable(record, locked=False)  # before waiting for the lock: a live apply is refused at once
+        with environment_held(self.state, record.environment) as lease:
+            record = self.find(record.plan_id)  # as it is now that no other apply of it runs
+            self._check_runnable(record, locked=True)
+            plan = rebuild(record)
+            reasons = ([outdated] if outdated else []) + differences(record.summary, plan, record.plan_id)
+            if reasons:
+                self._move(record, "supersede", actor, "; ".join(reasons), lease=lease)
+                raise PlanSupersededError(f"Plan {record.plan_id} was not applied and is now superseded: "
+                                          f"{'; '.join(reasons)}. Make a new plan.")
+            plan.plan_id = record.plan_id  # the environment records which reviewed plan it came from
+            return self.run(record, plan, actor, apply)
+
+    def _check_runnable(self, record: PlanRecord, *, locked: bool) -> None:
+        """The record may be applied now: its status allows it (a running one only once its apply
+        is gone: `locked`, the caller holds its environment), and on a protected environment it is
+        approved by someone who still may."""
+        if record.status != PlanStatus.RUNNING:
+            check_transition(record, "start")
+        elif not locked:
+            self._refuse_live_apply(record, "applied")
         protection = self.config.protection(record.environment)
-        approved = record.status == PlanStatus.APPROVED or (record.status == PlanStatus.FAILED and record.approvers)
-        if protection is not None and not approved:
+        if protection is None:
+            return
+        approved = record.status == PlanStatus.APPROVED or (
+            record.status in (PlanStatus.FAILED, PlanStatus.RUNNING) and record.approvers)
+        if not approved:
             approvers = ", ".join(protection.approvers) or "its approvers"
             raise ProtectionError(f"'{record.environment}' is protected: plan {record.plan_id} is "
                                   f"{record.status.value} and needs an approval first (`mesh plans approve "
                                   f"{record.plan_id[:8]}` by one of {approvers})")
-        plan = rebuild(record)
-        reasons = ([outdated] if outdated else []) + differences(record.summary, plan)
-        if reasons:
-            self._move(record, "supersede", actor, "; ".join(reasons))
-            raise PlanSupersededError(f"Plan {record.plan_id} was not applied and is now superseded: "
-                                      f"{'; '.join(reasons)}. Make a new plan.")
-        plan.plan_id = record.plan_id  # the environment records which reviewed plan it came from
-        return self.run(record, plan, actor, apply)
+        check_approvals(record, protection.approvers, protection.allow_self_approval)
 
     def run(self, record: PlanRecord, plan: Plan, actor: str, apply: Callable[[Plan], None]) -> PlanRecord:
-        """Apply `plan` as the run of `record`: running, then completed or failed (with the error)."""
-        running = self._move(record, "start", actor)
+        """Apply `plan` as the run of `record`, under its environment's lock: running (resumed, for
+        a running record whose apply is gone), then completed or failed (with the error)."""
+        with environment_held(self.state, record.environment) as lease:
+            resumed = record.status == PlanStatus.RUNNING
+            running = self._move(record, "resume" if resumed else "start", actor,
+                                 "its earlier apply is gone (killed): resumed" if resumed else None, lease=lease)
+            try:
+                apply(plan)
+            except BaseException as e:
+                self._settle(running, actor, str(e) or type(e).__name__, lease)
+                raise
+            return self._move(running, "complete", actor, lease=lease)
+
+    def _settle(self, running: PlanRecord, actor: str, error: str, lease: Lease) -> None:
+        """Record a failed run, unless the lock was lost meanwhile: whoever took it over decides."""
         try:
-            apply(plan)
-        except BaseException as e:
-            self._move(running, "fail", actor, str(e) or type(e).__name__)
-            raise
-        return self._move(running, "complete", actor)
+            self._move(running, "fail", actor, error, lease=lease)
+        except MeshError as e:
+            logger.warning("Plan %s failed (%s) but its record was left as it is: %s", running.plan_id, error, e)
+
+    def _refuse_live_apply(self, record: PlanRecord, what: str) -> None:
+        """A running record is only resumed or cancelled once no live process holds its environment
+        (every run holds it from start to outcome): refuse, naming who holds it, otherwise."""
+        holder = self.state.lock_holder(environment_lock_name(record.environment))
+        if holder is None or holder.expires_ts <= now_ms() or holder_is_dead(holder):
+            return
+        since = datetime.fromtimestamp(holder.acquired_ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        raise ProtectionError(f"Plan {record.plan_id} is running and cannot be {what}: {holder.owner} is applying to "
+                              f"'{record.environment}' since {since}. Wait for it to end; a killed apply is resumed "
+                              f"or cancelled once its process is gone (at once on this machine, else within a minute)")
+
+    def _cancel_running(self, record: PlanRecord, actor: str, note: str | None) -> PlanRecord:
+        """Cancel a running record whose apply was killed. If that apply had recorded the
+        environment, the record returns to the last finalized one (its views are re-created by the
+        next apply); if it had finished the environment, the plan was applied: it is not cancelled."""
+        self._refuse_live_apply(record, "cancelled")
+        with environment_held(self.state, record.environment) as lease:
+            record = self.find(record.plan_id)
+            check_transition(record, "cancel")
+            env = self.state.get_environment(record.environment)
+            if env is not None and env.plan_id == record.plan_id and env.finalized_ts is not None:
+                raise ProtectionError(f"Plan {record.plan_id} was applied to '{record.environment}' before its process "
+                                      f"ended, so it cannot be cancelled: `mesh plans apply {record.plan_id[:8]}` "
+                                      "records it as completed")
+            if env is not None and env.plan_id == record.plan_id:
+                self.state.revert_environment(record.environment, record.plan_id, lease=lease)
+            return self._move(record, "cancel", actor, note, lease=lease)
 
     def refuse_unreviewed(self, plan: Plan) -> None:
         refuse_unreviewed(self.config, plan)
 
-    def _move(self, record: PlanRecord, action: str, actor: str, note: str | None = None) -> PlanRecord:
+    def _move(self, record: PlanRecord, action: str, actor: str, note: str | None = None,
+              lease: Lease | None = None) -> PlanRecord:
         allowed, target = TRANSITIONS[action]
         moved = self.state.transition_plan(record.plan_id, [s.value for s in allowed],
-                                           PlanEvent(action=action, actor=actor, ts=now_ms(), status=target, note=note))
+                                           PlanEvent(action=action, actor=actor, ts=now_ms(), status=target, note=note),
+                                           lease=lease)
         if moved is None:  # decided meanwhile by someone else
             check_transition(self.find(record.plan_id), action)  # says what it is now
             raise ProtectionError(f"Plan {record.plan_id} changed while {actor} was deciding; look again")
