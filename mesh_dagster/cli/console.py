@@ -1,13 +1,20 @@
-"""How the CLI shows plans and progress (format only: no logic lives here)."""
+"""How the CLI shows plans and progress (format only: no logic lives here).
+
+Everything shown holds user text (model names, diffs of model files, test messages): it goes
+through `printable`, so an escape sequence in a model is shown to the reviewer, never obeyed by
+their terminal (core/display.py), and through `escape` where rich would read it as markup.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from mesh_dagster.core.display import printable
 from mesh_dagster.core.plan import Plan
 from mesh_dagster.execution.events import ApplyListener
 
@@ -58,7 +65,7 @@ def _tree(title: str) -> Tree:
 
 
 def print_tree(tree: Tree) -> None:
-    console.out(str(tree), highlight=False)
+    console.out(printable(str(tree)), highlight=False)
 
 
 def show_test_report(report, engine_name: str = "spark") -> None:
@@ -68,8 +75,8 @@ def show_test_report(report, engine_name: str = "spark") -> None:
     else:
         for r in report.results:
             if not r.passed:
-                console.print(f"[red]FAIL[/red] {r.name} ({r.path})")
-                console.print(r.message)
+                console.print(f"[red]FAIL[/red] {escape(printable(f'{r.name} ({r.path})'))}")
+                console.out(printable(str(r.message)), highlight=False)
         console.print(
             f"Ran {report.total} tests against {engine_name}: {report.failed} failed, {report.passed} passed."
         )
@@ -117,7 +124,7 @@ def _show_schema_changes(plan: Plan) -> None:
             tree.add(f"{plan.view(name)}: {what}")
         print_tree(tree)
     for warning in plan.warnings:
-        console.print(f"[yellow]Warning:[/yellow] {warning}")
+        console.print(f"[yellow]Warning:[/yellow] {escape(printable(warning))}")
 
 
 def _show_models(plan: Plan) -> None:
@@ -144,7 +151,7 @@ def show_diff(plan: Plan, name: str) -> None:
         console.print()
         from rich.syntax import Syntax
 
-        console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+        console.print(Syntax(printable(diff), "diff", theme="ansi_dark", background_color="default"))
         console.print()
 
 
@@ -271,7 +278,7 @@ class ConsoleListener(ApplyListener):
         self._start("Executing model batches", total_batches)
 
     def batch_done(self, name, index, count, description, seconds, audits_passed, audits_failed) -> None:
-        line = Text(f"[{index}/{count}] {name:<40} [{description}")
+        line = Text(printable(f"[{index}/{count}] {name:<40} [{description}"))
         if audits_passed or audits_failed:
             line.append(", audits ")
             line.append(f"✔{audits_passed}", style="green")
@@ -297,4 +304,4 @@ class ConsoleListener(ApplyListener):
         self._stop("Virtual layer updated")
 
     def log(self, message: str) -> None:
-        console.print(f"\n{message}")
+        console.print(f"\n{escape(printable(message))}")

@@ -6,6 +6,9 @@ report has everything. `--debug` (or `MESH_DEBUG=1`) prints the traceback too.
 
 The `mesh` group does this for every command it runs, sub-groups such as `mesh spark` included,
 so no command can forget it: see `MeshGroup`.
+
+The line often quotes user text (SQL, a model name, a setting): control characters in it are shown
+as escapes, never obeyed by the terminal, and secrets (tokens, URL passwords) are hidden.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from pathlib import Path
 import click
 
 from mesh_dagster.core.config import CONFIG_FILES, MESH_DIR
+from mesh_dagster.core.display import printable
 from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.redaction import redact_text
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
@@ -79,7 +84,7 @@ class OneLineUsageError(click.ClickException):
     exit_code = EXIT_ERROR
 
     def __init__(self, original: click.ClickException):
-        super().__init__(one_line(original.format_message()))
+        super().__init__(printable(one_line(original.format_message())))
         ctx = getattr(original, "ctx", None)
         self.help_hint = f" (see '{ctx.command_path} --help')" if ctx is not None and ctx.command_path else ""
 
@@ -89,7 +94,7 @@ class OneLineUsageError(click.ClickException):
 
 def report_failure(exc: BaseException, project_dir: Path | None, argv: list[str], debug: bool) -> int:
     """Print the one line for `exc` (and the traceback with --debug), write the log; exit code."""
-    message = one_line(failure_message(exc))
+    message = printable(redact_text(one_line(failure_message(exc))))
     text = _log_text(exc, argv, message)
     log = write_log(text, project_dir)
     if debug:
@@ -188,11 +193,7 @@ def _log_text(exc: BaseException, argv: list[str], message: str) -> str:
 
 
 def _redact(text: str) -> str:
-    try:
-        from mesh_dagster.engine.session import redact_secrets
-    except ImportError:  # Spark is not installed: nothing of it can be in the text either
-        return text
-    return redact_secrets(text)
+    return redact_text(text)
 
 
 def _raised_at(exc: BaseException) -> tuple[str, bool]:

@@ -8,6 +8,7 @@ import click
 
 from mesh_dagster.cli.params import ENVIRONMENT
 from mesh_dagster.cli.project import project_context
+from mesh_dagster.core.display import printable, printable_line
 
 STATUSES = ("pending", "approved", "running", "completed", "failed", "rejected", "cancelled", "superseded")
 
@@ -36,23 +37,27 @@ def list_plans(ctx, environment, status, limit) -> None:
     for r in records:
         changes = len(r.summary.changes)
         git = f" {r.git_branch or ''}@{r.git_commit[:8]}" if r.git_commit else ""
-        click.echo(f"{r.plan_id[:8]}  {_when(r.created_ts)}  {r.environment:<16} {r.status.value:<10} "
-                   f"{r.author}{git}  {changes} change(s)")
+        click.echo(printable_line(f"{r.plan_id[:8]}  {_when(r.created_ts)}  {r.environment:<16} "
+                                  f"{r.status.value:<10} {r.author}{git}  {changes} change(s)"))
 
 
 @plans.command()
 @click.argument("plan_id")
 @click.pass_context
 def show(ctx, plan_id) -> None:
-    """A plan's summary (changes, categories, diffs, backfill) and its history."""
+    """A plan's summary (changes, categories, diffs, backfill) and its history.
+
+    All of it is user text shown for review: control characters are shown as escapes, never sent
+    to the terminal (the summary's Markdown is already made so, core/review.py)."""
     r = project_context(ctx).plan_record(plan_id)
-    click.echo(f"Plan {r.plan_id} for '{r.environment}': {r.status.value}")
-    click.echo(f"Made by {r.author} on {_when(r.created_ts)}"
-               + (f" from {r.git_branch or 'a detached checkout'} at {r.git_commit}" if r.git_commit else ""))
-    click.echo(r.summary.markdown(r.environment))
+    click.echo(printable_line(f"Plan {r.plan_id} for '{r.environment}': {r.status.value}"))
+    click.echo(printable_line(f"Made by {r.author} on {_when(r.created_ts)}" + (
+        f" from {r.git_branch or 'a detached checkout'} at {r.git_commit}" if r.git_commit else "")))
+    click.echo(printable(r.summary.markdown(r.environment)))
     click.echo("\nHistory:")
     for e in r.events:
-        click.echo(f"  {_when(e.ts)}  {e.action:<10} {e.actor}" + (f": {e.note}" if e.note else ""))
+        note = f": {e.note}" if e.note else ""
+        click.echo("  " + printable_line(f"{_when(e.ts)}  {e.action:<10} {e.actor}{note}"))
 
 
 def _decision(action: str, done: str, help_text: str) -> click.Command:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from mesh_dagster.core.display import markdown_code, markdown_fence, printable, printable_line
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.intervals import subtract_intervals
 
@@ -83,17 +84,27 @@ class PlanSummary(BaseModel):
     restated: list[str] = Field(default_factory=list)
 
     def markdown(self, environment: str) -> str:
-        lines = [f"### Plan for `{environment}`", ""]
+        """The summary a reviewer reads (Dagster, `mesh plans show`). User text (names, diffs) is
+        shown, never obeyed: control characters as escapes, diffs in a fence they cannot close."""
+        lines = [f"### Plan for {markdown_code(environment)}", ""]
         if self.changes:
             lines += ["| Model | Change | Category |", "|---|---|---|"]
-            lines += [f"| `{c.name}` | {c.change} | {c.category or ''} |" for c in self.changes]
+            lines += [f"| {_cell(c.name)} | {c.change} | {c.category or ''} |" for c in self.changes]
         else:
             lines.append("No model changes.")
         if self.backfills:
-            lines += ["", "**Backfill**", ""] + [f"- `{n}` {t}" for n, t in self.backfill_text.items()]
+            lines += ["", "**Backfill**", ""] + [f"- {markdown_code(n)} {printable_line(t)}"
+                                                 for n, t in self.backfill_text.items()]
         for name, diff in self.diffs.items():
-            lines += ["", f"**Diff of `{name}`**", "", "```diff", diff.rstrip(), "```"]
+            shown = printable(diff.rstrip())
+            fence = markdown_fence(shown)
+            lines += ["", f"**Diff of {markdown_code(name)}**", "", f"{fence}diff", shown, fence]
         return "\n".join(lines)
+
+
+def _cell(name: str) -> str:
+    """A model name as a table cell: a `|` in it would start another cell."""
+    return markdown_code(name).replace("|", "\\|")
 
 
 class PlanRecord(BaseModel):

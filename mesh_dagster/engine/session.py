@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 
 from mesh_dagster.core.config import METASTORE_URL_SETTING, WAREHOUSE_SETTING, SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
+from mesh_dagster.core.redaction import redact_text
 from mesh_dagster.engine.cluster import check_master, loopback_master, unreachable_reason
 from mesh_dagster.engine.hive_metastore import (
     check_metastore,
@@ -341,12 +342,9 @@ def _busy_message(exc: BaseException) -> str | None:
     return busy_message(database, metastore_holder(database) or MetastoreHolder())
 
 
-_URL_SECRET = re.compile(r"(;\s*token\s*=\s*)[^;/\s]*", re.IGNORECASE)
-
-
 def redact_secrets(text: str) -> str:
     """`sc://host:port/;token=abc` -> `sc://host:port/;token=***`: messages reach terminals and logs."""
-    return _URL_SECRET.sub(r"\1***", text)
+    return redact_text(text)
 
 
 def to_engine_error(exc: BaseException, context: str | None = None, sql: str | None = None) -> SparkSQLError:
