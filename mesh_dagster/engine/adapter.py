@@ -19,7 +19,6 @@ import functools
 import math
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -34,35 +33,30 @@ from pyspark.sql import types as T
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.core.merge import Upsert
 from mesh_dagster.core.names import IDENTIFIER  # the one rule for names Spark can hold
+from mesh_dagster.engine import generations
 from mesh_dagster.engine.session import (
     SparkSQLError,
     quiet_pyspark_error_logs,
     to_engine_error,
 )
+from mesh_dagster.engine.sql_text import TEMP_PREFIX as TEMP_PREFIX  # re-exported: part of this module's API
+from mesh_dagster.engine.sql_text import (
+    ddl_type,
+    find_column,
+    known_column,
+    quote_identifier,
+    quote_name,
+    quote_schema,
+    split_name,
+    sql_string,
+    strip_sql,
+    temp_name,
+)
+from mesh_dagster.engine.writes import Journal, TableWrites
 
 _HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 SQL_TRACE_ENV = "MESH_SQL_TRACE"  # a file path: every call to Spark is appended with its duration
 _DROP_PARTITIONS_PER_STATEMENT = 100
-TEMP_PREFIX = "__mesh_tmp_"
-
-
-def quote_identifier(name: str) -> str:
-    if not IDENTIFIER.fullmatch(name or ""):
-        raise EngineError(f"Invalid identifier {name!r}: only letters, digits and underscores are allowed")
-    return f"`{name}`"
-
-
-def quote_name(name: str) -> str:
-    """Backtick-quote a `[catalog.]schema.table` name after checking each part."""
-    parts = (name or "").split(".")
-    if not 1 <= len(parts) <= 3:
-        raise EngineError(f"Invalid name {name!r}: expected schema.table")
-    return ".".join(quote_identifier(part) for part in parts)
-
-
-def sql_string(value: str) -> str:
-    """A Spark SQL string literal (Spark escapes with backslashes)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def type_sql(data_type: T.DataType) -> str:
@@ -97,6 +91,7 @@ class SparkEngine:
         # process may drop one (the janitor drops empty environment schemas): `_in_schema` then
         # recreates it and retries, so a stale entry costs one failed statement, never a failure.
         self._schemas: set[str] = set()
+        self._writes = TableWrites(self)
         quiet_pyspark_error_logs()
         # The write strategies rely on it: in Spark's default STATIC mode, INSERT OVERWRITE into a
         # partitioned table first deletes every partition, not just the ones written.
@@ -126,17 +121,17 @@ class SparkEngine:
         if name.lower() in self._schemas:
             return
         if not self.schema_exists(name):
-            self.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_schema(name)}")
+            self.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_schema(name)}")
         self._schemas.add(name.lower())
 
     def drop_schema(self, name: str, cascade: bool = True) -> None:
         self._schemas.discard(name.lower())
-        self.execute(f"DROP SCHEMA IF EXISTS {_quote_schema(name)}{' CASCADE' if cascade else ''}")
+        self.execute(f"DROP SCHEMA IF EXISTS {quote_schema(name)}{' CASCADE' if cascade else ''}")
 
     def _in_schema(self, name: str, ddl: str, context: str) -> None:
         """Run DDL creating `name` after making sure its schema exists; when the schema was only
         remembered and has been dropped meanwhile, create it again and retry once."""
-        schema, _ = _split(name)
+        schema, _ = split_name(name)
         if schema:
             self.create_schema(schema)
         try:
@@ -151,7 +146,7 @@ class SparkEngine:
                 self.spark.sql(ddl)
 
     def schema_exists(self, name: str) -> bool:
-        _quote_schema(name)
+        quote_schema(name)
         with self._errors(f"Cannot look up schema {name}"):
             return bool(self.spark.catalog.databaseExists(name))
 
@@ -164,7 +159,7 @@ class SparkEngine:
     def list_objects(self, schema: str) -> dict[str, str]:
         """Tables and views of a schema: name -> "table" | "view"; {} for a schema that does not exist.
         Temporary views are not listed."""
-        quoted = _quote_schema(schema)
+        quoted = quote_schema(schema)
         if not self.schema_exists(schema):
             return {}
         with self._errors(f"Cannot list the objects of schema {schema}"):
@@ -190,7 +185,7 @@ class SparkEngine:
         so that declared and stored schemas compare equal."""
         if not columns:
             return {}
-        casts = ", ".join(f"CAST(NULL AS {_ddl_type(kind)}) AS c{i}" for i, kind in enumerate(columns.values()))
+        casts = ", ".join(f"CAST(NULL AS {ddl_type(kind)}) AS c{i}" for i, kind in enumerate(columns.values()))
         with self._errors(f"Invalid column type in {dict(columns)}"):
             schema = self.spark.sql(f"SELECT {casts}").schema
         return {name: type_sql(field.dataType) for name, field in zip(columns, schema.fields)}
@@ -227,77 +222,30 @@ class SparkEngine:
                 raise EngineError(f"Cannot create {table}: neither columns nor a query were given")
             columns = self.query_columns(query_sql)
         _check_partition_columns(table, columns, partitioned_by)
-        definition = ", ".join(f"{quote_identifier(name)} {_ddl_type(kind)}{_comment(comments, name)}"
+        definition = ", ".join(f"{quote_identifier(name)} {ddl_type(kind)}{_comment(comments, name)}"
                                for name, kind in columns.items())
         ddl = f"CREATE TABLE IF NOT EXISTS {quote_name(table)} ({definition}) USING {_storage_format(storage_format)}"
         if partitioned_by:
             ddl += f" PARTITIONED BY ({', '.join(quote_identifier(p) for p in partitioned_by)})"
-        self._in_schema(table, ddl, f"Cannot create table {table}")
-
-    def replace_table(
-        self,
-        table: str,
-        query_sql: str,
-        partitioned_by: Sequence[str] = (),
-        storage_format: str = "parquet",
-        columns: Mapping[str, str] | None = None,
-        comments: Mapping[str, str] | None = None,
-    ) -> None:
-        """Full refresh: afterwards the table holds exactly the query's output.
-
-        The table is recreated when its columns or partitioning no longer match; otherwise its
-        data is overwritten in place (partitions the query no longer produces are dropped).
-        """
-        produced = self.query_columns(query_sql)
-        wanted = dict(columns) if columns is not None else produced
-        table_columns, partition_columns = self._ensure_table(table, wanted, partitioned_by, storage_format, comments,
-                                                              spelled=columns is None)
-        select = self._select_for(table, query_sql, table_columns, produced)
-        self._overwrite(table, select, partition_columns, scope=None)
-
-    def insert_overwrite_interval(
-        self, table: str, query_sql: str, time_column: str, low_sql: str, high_sql: str
-    ) -> None:
-        """Write one processed interval: rows with `time_column BETWEEN low AND high` become exactly
-        the query's output for that range; rows outside it are untouched.
-
-        On a table partitioned by `time_column`, every partition inside the range ends up holding
-        the new output, and in-range partitions the query no longer produces are dropped rather
-        than left stale. Other tables are rewritten through a staging table. Re-running an
-        interval is idempotent. `low_sql`/`high_sql` are SQL expressions (e.g. `DATE'2020-01-01'`).
-        """
-        table_columns = self.columns(table)
-        time_name = _find_column(table_columns, time_column)
-        if time_name is None:
-            raise EngineError(f"Cannot write an interval of {table}: it has no time column {time_column!r}")
-        in_range = f"{quote_identifier(time_name)} BETWEEN {low_sql} AND {high_sql}"
-        select = self._select_for(table, query_sql, table_columns, self.query_columns(query_sql))
-        new_rows = f"SELECT * FROM ({select}) AS _new WHERE {in_range}"
-        partition_columns = self.partition_columns(table)
-        if any(p.lower() == time_name.lower() for p in partition_columns):
-            self._overwrite(table, new_rows, partition_columns, scope=in_range)
-            return
-        kept_rows = f"SELECT * FROM {quote_name(table)} WHERE {quote_identifier(time_name)} IS NULL OR NOT ({in_range})"
-        self._rewrite_via_staging(table, f"{kept_rows}\nUNION ALL\n{new_rows}", partition_columns)
-
-    def rewrite_table(self, table: str, query_sql: str) -> None:
-        """Replace the table's content with the query's output, where the query may read the table
-        itself (Parquet has no MERGE: unique-key and SCD2 writes compute the new content from the
-        old). The result lands in a staging table first, because Spark cannot overwrite a path it
-        is reading; partitions the result no longer covers are dropped."""
-        table_columns = self.columns(table)
-        select = self._select_for(table, query_sql, table_columns, self.query_columns(query_sql))
-        self._rewrite_via_staging(table, select, self.partition_columns(table))
+        try:
+            self._in_schema(table, ddl, f"Cannot create table {table}")
+        except SparkSQLError as e:
+            if e.condition != "LOCATION_ALREADY_EXISTS":
+                raise
+            # Files of a dropped table whose removal a crash interrupted (generations.drop): no
+            # table owns them, and Spark refuses to create a managed table over them.
+            generations.clear_default_location(self, table)
+            self._in_schema(table, ddl, f"Cannot create table {table}")
 
     def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
         """ALTER TABLE ADD COLUMNS: existing rows read NULL for them (no data is rewritten)."""
         if not columns:
             return
-        added = ", ".join(f"{quote_identifier(name)} {_ddl_type(kind)}" for name, kind in columns.items())
+        added = ", ".join(f"{quote_identifier(name)} {ddl_type(kind)}" for name, kind in columns.items())
         sql = f"ALTER TABLE {quote_name(table)} ADD COLUMNS ({added})"
         with self._errors(f"Cannot add columns to {table}", sql):
             self.spark.sql(sql)
-        self._uncache_table(table)
+        self.refresh(table)
 
     def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
         """Make the table hold exactly `columns` (name -> type, in order), keeping its rows: kept
@@ -309,8 +257,8 @@ class SparkEngine:
         partitioned_by = self.partition_columns(table)
         storage = self._storage_format_of(table)
         select = ", ".join(
-            (f"CAST({quote_identifier(found)} AS {_ddl_type(kind)})" if (found := _find_column(current, name))
-             else f"CAST(NULL AS {_ddl_type(kind)})") + f" AS {quote_identifier(name)}"
+            (f"CAST({quote_identifier(found)} AS {ddl_type(kind)})" if (found := find_column(current, name))
+             else f"CAST(NULL AS {ddl_type(kind)})") + f" AS {quote_identifier(name)}"
             for name, kind in columns.items())
         staging = self.stage(table, f"SELECT {select} FROM {quote_name(table)}")
         self.drop_table(table)
@@ -326,40 +274,14 @@ class SparkEngine:
         provider = next((str(r[1]) for r in rows if str(r[0]).strip().lower() == "provider"), "parquet")
         return provider.strip().lower() or "parquet"
 
-    def _uncache_table(self, table: str) -> None:
+    def refresh(self, table: str) -> None:
+        """Forget what this session cached of the table (its files, its location): another process
+        may have rewritten it since."""
         with self._errors(f"Cannot refresh {table}"):
             self.spark.catalog.refreshTable(quote_name(table))
 
-    def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5) -> list[tuple]:
-        """Merge the query's rows into the table by key (core/merge.py writes the SQL): the rows
-        are staged once, checked for repeated keys (then nothing is written and those keys are
-        returned), and the table is rewritten from itself and them through a staging table."""
-        table_columns = self.columns(table)
-        select = self._select_for(table, query_sql, table_columns, self.query_columns(query_sql))
-        staged = _temp_name()
-        self.execute(f"CACHE TABLE {quote_identifier(staged)} AS {select}")
-        try:
-            duplicates = self.fetchall(upsert.duplicates_sql(quote_identifier(staged), duplicates_shown))
-            if duplicates:
-                return duplicates
-            merged = upsert.merged_sql(quote_name(table), quote_identifier(staged), list(table_columns))
-            self._rewrite_via_staging(table, merged, self.partition_columns(table))
-            return []
-        finally:
-            self._uncache(staged)
-
-    def overwrite_partitions(self, table: str, query_sql: str) -> None:
-        """Dynamic partition overwrite (the session's mode): the partitions the output holds are
-        replaced whole, the others untouched; an unpartitioned table is replaced whole."""
-        select = self._select_for(table, query_sql, self.columns(table), self.query_columns(query_sql))
-        self.execute(f"INSERT OVERWRITE TABLE {quote_name(table)} {select}")
-
-    def append(self, table: str, query_sql: str) -> None:
-        select = self._select_for(table, query_sql, self.columns(table), self.query_columns(query_sql))
-        self.execute(f"INSERT INTO {quote_name(table)} {select}")
-
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
-                  comments: Mapping[str, str] | None = None) -> None:
+                  comments: Mapping[str, str] | None = None, *, journal: Journal | None = None) -> None:
         """(Re)create `table` with exactly `columns` and fill it from the frame, casting in Spark.
 
         Values travel as booleans, 64-bit integers, doubles or text and are cast to the declared
@@ -375,24 +297,24 @@ class SparkEngine:
             if extra:
                 problems.append(f"undeclared column(s) {', '.join(extra)}")
             raise EngineError(f"Cannot load seed into {table}: the data has {' and '.join(problems)}")
-        table_columns, _ = self._ensure_table(table, dict(columns), (), "parquet", comments)
+        table_columns, _ = self._writes.ensure_table(table, dict(columns), (), "parquet", comments)
 
         names = list(columns)
         series = [df[frame_columns[name.lower()]] for name in names]
         kinds = [_seed_kind(s) for s in series]
         schema = T.StructType([T.StructField(f"c{i}", kind, True) for i, kind in enumerate(kinds)])
         rows = list(zip(*(_seed_values(s, kind) for s, kind in zip(series, kinds)))) if len(df) else []
-        view = _temp_name()
+        view = temp_name()
         with self._errors(f"Cannot load seed into {table}"):
             self.spark.createDataFrame(rows, schema=schema).createOrReplaceTempView(view)
         try:
             source = {name: f"c{i}" for i, name in enumerate(names)}
             select = ", ".join(
-                f"CAST({quote_identifier(source[_known_column(columns, name)])} AS {_ddl_type(kind)})"
+                f"CAST({quote_identifier(source[known_column(columns, name)])} AS {ddl_type(kind)})"
                 f" AS {quote_identifier(name)}"
                 for name, kind in table_columns.items()
             )
-            self.execute(f"INSERT OVERWRITE TABLE {quote_name(table)} SELECT {select} FROM {quote_identifier(view)}")
+            self._writes.replace_rows(table, f"SELECT {select} FROM {quote_identifier(view)}", journal=journal)
         finally:
             self._drop_temp_view(view)
 
@@ -405,7 +327,7 @@ class SparkEngine:
         if comments:
             names = self.query_columns(select_sql)
             column_list = " (" + ", ".join(f"{quote_identifier(n)}{_comment(comments, n)}" for n in names) + ")"
-        ddl = f"CREATE OR REPLACE VIEW {quote_name(view)}{column_list} AS\n{_strip(select_sql)}"
+        ddl = f"CREATE OR REPLACE VIEW {quote_name(view)}{column_list} AS\n{strip_sql(select_sql)}"
         self._in_schema(view, ddl, "Spark SQL failed")
 
     def drop_view(self, name: str) -> None:
@@ -423,14 +345,14 @@ class SparkEngine:
         """
         declared = self._declared_schema(columns)
         spark_frames = [self._spark_frame(frame, declared) for frame in frames]
-        view = _temp_name()
+        view = temp_name()
         with self._errors("Cannot register the output of a Python model"):
             if not spark_frames:
                 combined = self.spark.createDataFrame([], schema=declared)
             elif len(spark_frames) == 1:
                 combined = spark_frames[0]
             else:  # chunks may differ in column order and in types: each is cast to the declared ones
-                casts = [f"CAST({quote_identifier(name)} AS {_ddl_type(kind)}) AS {quote_identifier(name)}"
+                casts = [f"CAST({quote_identifier(name)} AS {ddl_type(kind)}) AS {quote_identifier(name)}"
                          for name, kind in columns.items()]
                 combined = functools.reduce(lambda a, b: a.union(b), (f.selectExpr(*casts) for f in spark_frames))
             combined.createOrReplaceTempView(view)
@@ -441,7 +363,7 @@ class SparkEngine:
 
     def _declared_schema(self, columns: Mapping[str, str]) -> T.StructType:
         """Declared columns as Spark types (from analysis: no job runs)."""
-        casts = ", ".join(f"CAST(NULL AS {_ddl_type(kind)}) AS {quote_identifier(name)}"
+        casts = ", ".join(f"CAST(NULL AS {ddl_type(kind)}) AS {quote_identifier(name)}"
                           for name, kind in columns.items())
         with self._errors(f"Invalid column type in {dict(columns)}"):
             return self.spark.sql(f"SELECT {casts}").schema
@@ -470,123 +392,57 @@ class SparkEngine:
             return self.spark.createDataFrame(pd.DataFrame(data, index=frame.index), schema=T.StructType(fields))
 
     def drop_table(self, name: str) -> None:
-        self.execute(f"DROP TABLE IF EXISTS {quote_name(name)}")
+        """DROP TABLE, with every file of its current generation and of the one it started at."""
+        generations.drop(self, name)
 
-    # -- write strategies --------------------------------------------------------------------
+    @property
+    def is_classic(self) -> bool:
+        """A classic (py4j) session, which reaches Hadoop's file system; else Spark Connect."""
+        return not type(self.spark).__module__.startswith("pyspark.sql.connect")
 
-    def _ensure_table(
-        self,
-        table: str,
-        columns: dict[str, str],
-        partitioned_by: Sequence[str],
-        storage_format: str,
-        comments: Mapping[str, str] | None = None,
-        spelled: bool = False,
-    ) -> tuple[dict[str, str], list[str]]:
-        """Create the table, or recreate it when columns or partitioning differ from the wanted ones.
+    # -- writes (engine/writes.py) ------------------------------------------------------------
 
-        `spelled`: the types are already in Spark's spelling (a query's analysed columns), which
-        spares the round trip that canonicalises declared ones. Returns the table's columns (in
-        table order) and partition columns.
-        """
-        if self.table_exists(table):
-            current, current_partitions = self.columns(table), self.partition_columns(table)
-            wanted = columns if spelled else self.canonical_types(columns)
-            same_columns = _normalized(current) == _normalized(wanted)
-            same_partitions = [p.lower() for p in current_partitions] == [p.lower() for p in partitioned_by]
-            if same_columns and same_partitions:
-                return current, current_partitions
-            self.drop_table(table)
-        self.create_table(table, None, partitioned_by, storage_format, columns, comments)
-        return self.columns(table), self.partition_columns(table)
+    def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
+                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
+                      comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
+                      reads_self: bool = False) -> None:
+        self._writes.replace_table(table, query_sql, partitioned_by, storage_format, columns, comments,
+                                   journal=journal, reads_self=reads_self)
 
-    def _select_for(
-        self, table: str, query_sql: str, table_columns: Mapping[str, str], produced: Mapping[str, str]
-    ) -> str:
-        """SELECT the table's columns, in table order, by name from the query, cast to the table's types."""
-        missing = [name for name in table_columns if _find_column(produced, name) is None]
-        if missing:
-            raise EngineError(f"Cannot write {table}: the query does not produce column(s) {', '.join(missing)}")
-        select = ", ".join(
-            f"CAST(_q.{quote_identifier(_known_column(produced, name))} AS {_ddl_type(kind)})"
-            f" AS {quote_identifier(name)}"
-            for name, kind in table_columns.items()
-        )
-        return f"SELECT {select} FROM (\n{_strip(query_sql)}\n) AS _q"
+    def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str, high_sql: str,
+                                  *, journal: Journal | None = None, reads_self: bool = False) -> None:
+        self._writes.insert_overwrite_interval(table, query_sql, time_column, low_sql, high_sql, journal=journal,
+                                               reads_self=reads_self)
 
-    def _overwrite(self, table: str, select_sql: str, partition_columns: list[str], scope: str | None) -> None:
-        """Make the table (or, on a partitioned table, the partitions matching `scope`) hold exactly
-        the rows of `select_sql`, whose columns are in table order.
+    def rewrite_table(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
+        self._writes.rewrite_table(table, query_sql, journal=journal)
 
-        Dynamic partition overwrite only replaces partitions that receive rows, so the output is
-        materialised once, written, and every partition in scope it did not produce is dropped.
-        Writing first and dropping second means a failure leaves old data, never a hole. The
-        output is cached, not checkpointed: should Spark evict it, it recomputes the query, which
-        for a deterministic query yields the same rows.
+    def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5, *,
+               journal: Journal | None = None) -> list[tuple]:
+        return self._writes.upsert(table, query_sql, upsert, duplicates_shown, journal=journal)
 
-        A table without any partition (a first write) has none the write could leave stale: there
-        the one INSERT is exact, and the query runs once instead of being cached, written and
-        scanned again.
-        """
-        quoted = quote_name(table)
-        if not partition_columns or not self._has_partitions(table):
-            self.execute(f"INSERT OVERWRITE TABLE {quoted} {select_sql}")
-            return
-        staged = _temp_name()
-        self.execute(f"CACHE TABLE {quote_identifier(staged)} AS {select_sql}")
-        try:
-            self.execute(f"INSERT OVERWRITE TABLE {quoted} SELECT * FROM {quote_identifier(staged)}")
-            as_text = ", ".join(f"CAST({quote_identifier(p)} AS STRING) AS {quote_identifier(p)}"
-                                for p in partition_columns)
-            where = f" WHERE {scope}" if scope else ""
-            stale = self.fetchall(
-                f"SELECT DISTINCT {as_text} FROM {quoted}{where} "
-                f"EXCEPT SELECT DISTINCT {as_text} FROM {quote_identifier(staged)}"
-            )
-            self._drop_partitions(table, partition_columns, stale)
-        finally:
-            self._uncache(staged)
+    def overwrite_partitions(self, table: str, query_sql: str, *, journal: Journal | None = None,
+                             reads_self: bool = False) -> None:
+        self._writes.overwrite_partitions(table, query_sql, journal=journal, reads_self=reads_self)
 
-    def _has_partitions(self, table: str) -> bool:
-        """Whether a partitioned table has any partition (from the metastore: no data is read)."""
-        with self._errors(f"Cannot list the partitions of {table}", f"SHOW PARTITIONS {quote_name(table)}"):
-            return bool(self.spark.sql(f"SHOW PARTITIONS {quote_name(table)}").take(1))
+    def append(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
+        self._writes.append(table, query_sql, journal=journal)
 
     def stage(self, table: str, query_sql: str) -> str:
-        """Materialise the query's rows into a new Parquet table beside `table` and return its name,
-        for a write whose query reads `table` itself (Spark cannot overwrite what it reads). The
-        caller drops it; a crash can leave it behind (named `__mesh_tmp_...`) for the janitor."""
-        schema, name = _split(table)
-        staging = f"{schema + '.' if schema else ''}{TEMP_PREFIX}{name[:40]}_{uuid.uuid4().hex[:12]}"
-        self.execute(f"CREATE TABLE {quote_name(staging)} USING parquet AS {_strip(query_sql)}")
-        return staging
+        return self._writes.stage(table, query_sql)
 
-    def _rewrite_via_staging(self, table: str, select_sql: str, partition_columns: list[str]) -> None:
-        """Rewrite a table from a query (columns in table order) that may read the table itself."""
-        staging = self.stage(table, select_sql)
-        try:
-            self._overwrite(table, f"SELECT * FROM {quote_name(staging)}", partition_columns, scope=None)
-        finally:
-            self.drop_table(staging)
+    def finish_write(self, payload: dict[str, Any]) -> bool:
+        return self._writes.finish(payload)
 
-    def _drop_partitions(self, table: str, partition_columns: list[str], values: list[tuple]) -> None:
-        for start in range(0, len(values), _DROP_PARTITIONS_PER_STATEMENT):
-            specs = ", ".join(
-                "PARTITION ("
-                + ", ".join(
-                    f"{quote_identifier(column)} = {'NULL' if value is None else sql_string(str(value))}"
-                    for column, value in zip(partition_columns, row)
-                )
-                + ")"
-                for row in values[start : start + _DROP_PARTITIONS_PER_STATEMENT]
-            )
-            self.execute(f"ALTER TABLE {quote_name(table)} DROP IF EXISTS {specs}")
+    def discard_write(self, payload: dict[str, Any]) -> None:
+        self._writes.discard(payload)
 
-    def _uncache(self, name: str) -> None:
-        try:
-            self.execute(f"UNCACHE TABLE IF EXISTS {quote_identifier(name)}")
-        finally:
-            self._drop_temp_view(name)
+    def table_location(self, table: str) -> str | None:
+        described = generations.describe(self, table)
+        return described[0] if described is not None else None
+
+    def drop_locations(self, schema: str, locations: Iterable[str]) -> None:
+        generations.delete(self, schema, list(locations))
 
     def _drop_temp_view(self, name: str) -> None:
         with self._errors(f"Cannot drop temporary view {name}"):
@@ -613,46 +469,11 @@ def _append_trace(path: str, seconds: float, what: str) -> None:
         trace.write(f"{seconds:.4f}\t{' '.join(what.split())}\n")
 
 
-def _quote_schema(name: str) -> str:
-    """`schema` or `catalog.schema`."""
-    if name.count(".") > 1:
-        raise EngineError(f"Invalid schema name {name!r}")
-    return quote_name(name)
-
-
-def _split(name: str) -> tuple[str | None, str]:
-    quote_name(name)
-    schema, _, table = name.rpartition(".")
-    return schema or None, table
-
-
-def _find_column(columns: Mapping[str, Any], name: str) -> str | None:
-    """The key of `columns` matching `name` case-insensitively (Spark's default)."""
-    lowered = name.lower()
-    return next((key for key in columns if key.lower() == lowered), None)
-
-
-def _known_column(columns: Mapping[str, Any], name: str) -> str:
-    """`_find_column` for a column the caller has checked is there."""
-    key = _find_column(columns, name)
-    if key is None:
-        raise EngineError(f"Column {name} is missing from {', '.join(columns)}")
-    return key
-
-
 def _comment(comments: Mapping[str, str] | None, column: str) -> str:
     """` COMMENT '...'` for a column that has a description (matched case-insensitively)."""
     known = comments or {}
-    key = _find_column(known, column)
+    key = find_column(known, column)
     return f" COMMENT {sql_string(known[key])}" if key is not None else ""
-
-
-def _normalized(columns: Mapping[str, str]) -> dict[str, str]:
-    return {name.lower(): _ddl_type(kind).replace(" ", "").lower() for name, kind in columns.items()}
-
-
-def _ddl_type(kind: str) -> str:
-    return "string" if kind.strip().lower() in ("void", "null") else kind
 
 
 def _storage_format(storage_format: str | None) -> str:
@@ -663,20 +484,12 @@ def _storage_format(storage_format: str | None) -> str:
 
 
 def _check_partition_columns(table: str, columns: Mapping[str, str], partitioned_by: Sequence[str]) -> None:
-    missing = [p for p in partitioned_by if _find_column(columns, p) is None]
+    missing = [p for p in partitioned_by if find_column(columns, p) is None]
     if missing:
         raise EngineError(
             f"Cannot create table {table}: partition column(s) {', '.join(missing)} are not among its "
             f"columns ({', '.join(columns)})"
         )
-
-
-def _strip(sql: str) -> str:
-    return sql.strip().rstrip(";").strip()
-
-
-def _temp_name() -> str:
-    return f"{TEMP_PREFIX}{uuid.uuid4().hex[:16]}"
 
 
 def _check_output_columns(produced: Sequence[str], declared: Sequence[str]) -> None:

@@ -7,13 +7,16 @@ never import `engine/` types: it only knows this Protocol.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from mesh_dagster.core.merge import Upsert
+
+# Hears what finishing a write needs (an opaque, JSON-able payload) before its destructive step.
+Journal = Callable[[dict[str, Any]], None]
 
 
 class Engine(Protocol):
@@ -66,6 +69,9 @@ class Engine(Protocol):
         """Make the table hold exactly `columns`, keeping (casting) its rows."""
 
     # -- physical objects and writes
+    # Writes take a `journal`: called (maybe more than once, each time with the write's newer state)
+    # before the write's destructive step, with what `finish_write` needs to complete it exactly
+    # after a crash. Without one, a write cleans up after itself and nobody can finish it.
     def create_table(self, table: str, query_sql: str | None, partitioned_by: Sequence[str] = (),
                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
                      comments: Mapping[str, str] | None = None) -> None:
@@ -73,37 +79,54 @@ class Engine(Protocol):
 
     def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
                       storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
-                      comments: Mapping[str, str] | None = None) -> None:
-        """Afterwards the table holds exactly the query's output."""
+                      comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
+                      reads_self: bool = False) -> None:
+        """Afterwards the table holds exactly the query's output (`reads_self`: the query reads the
+        table itself)."""
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str,
-                                  high_sql: str) -> None:
+                                  high_sql: str, *, journal: Journal | None = None, reads_self: bool = False) -> None:
         """Rows with `time_column BETWEEN low AND high` become exactly the query's output for that
         range (empty partitions inside it cleared); other rows are untouched. Idempotent."""
 
-    def rewrite_table(self, table: str, query_sql: str) -> None:
-        """Afterwards the table holds exactly the query's output, where the query may read the table
-        itself (through a staging table: never read and overwritten in one statement)."""
+    def rewrite_table(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
+        """Afterwards the table holds exactly the query's output, where the query reads the table
+        itself (never read and overwritten in one statement)."""
 
     def stage(self, table: str, query_sql: str) -> str:
         """Materialise the query's rows into a new staging table beside `table` and return its name:
         a write whose query reads `table` itself reads the staged rows instead. The caller drops it."""
         ...
 
-    def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5) -> list[tuple]:
+    def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5, *,
+               journal: Journal | None = None) -> list[tuple]:
         """Merge the query's rows into the table by `upsert.keys` (see core/merge.py). When a key
         occurs more than once in the output, nothing is written and up to `duplicates_shown` of
         those keys are returned (their values, then their count); otherwise []."""
 
-    def overwrite_partitions(self, table: str, query_sql: str) -> None:
+    def overwrite_partitions(self, table: str, query_sql: str, *, journal: Journal | None = None,
+                             reads_self: bool = False) -> None:
         """Every partition the query's output holds is replaced by it; the others are untouched
         (on an unpartitioned table: the whole table is replaced)."""
 
-    def append(self, table: str, query_sql: str) -> None:
+    def append(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
         """INSERT INTO: the query's rows are added to the table."""
 
+    def finish_write(self, payload: dict[str, Any]) -> bool:
+        """Complete a journaled write a killed process left (idempotent): True once it is committed,
+        False when it had not reached its destructive step and was undone instead."""
+
+    def discard_write(self, payload: dict[str, Any]) -> None:
+        """Drop what a journaled write staged, once it is recorded (or given up)."""
+
+    def table_location(self, table: str) -> str | None:
+        """Where the table's files are now (None: no such table)."""
+
+    def drop_locations(self, schema: str, locations: Iterable[str]) -> None:
+        """Delete former locations (generations) of tables of `schema`: nothing points at them."""
+
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
-                  comments: Mapping[str, str] | None = None) -> None:
+                  comments: Mapping[str, str] | None = None, *, journal: Journal | None = None) -> None:
         """(Re)create the table with exactly `columns`, filled from the frame."""
 
     def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:

@@ -27,7 +27,7 @@ from mesh_dagster.core.project import Project
 from mesh_dagster.core.renderer import RenderContext, render_query, render_statements
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.core.time_column import find_type
-from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.engine import Engine, Journal
 from mesh_dagster.execution.migration import migrate_table
 from mesh_dagster.execution.python_evaluation import empty_query, inclusive_interval, python_query
 from mesh_dagster.execution.strategies import strategy_for
@@ -218,12 +218,14 @@ class SnapshotEvaluator:
             return self._table_locks.setdefault(table, threading.Lock())
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
-        """Write `[start, end)` of a snapshot into its physical table (idempotent).
+    def evaluate(self, snapshot: Snapshot, start: int, end: int, execution_time: int,
+                 journal: Journal | None = None) -> None:
+        """Write `[start, end)` of a snapshot into its physical table (idempotent); `journal` hears,
+        before its destructive step, how to finish the write after a crash (execution/scheduler.py).
 
         Seeds and views have no interval: they are (re)built whole, whatever the range says.
         """
-        strategy_for(snapshot).write(self, snapshot, start, end, execution_time)
+        strategy_for(snapshot).write(self, snapshot, start, end, execution_time, journal)
 
     def time_column_type(self, snapshot: Snapshot) -> str | None:
         """The time column's type in the physical table: the rows are stored as that type, so it,

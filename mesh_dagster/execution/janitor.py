@@ -13,6 +13,11 @@ uses it — two snapshots of one version share one table and one interval histor
 Order: state first, then the warehouse. Snapshot records and the interval history of the tables
 about to go are deleted in one transaction, then the tables are dropped. A crash in between leaves
 an unreferenced table (wasted space), never a record pointing at a table that is gone.
+
+The journal of writes (state/journal.py) is honoured: a staging table a pending write still needs
+is never dropped (a resumed apply finishes the write from it), and the generations rewrites
+switched away from are deleted here, unless a table points at one again or a pending write needs it
+— no run reads them while the janitor holds its lock.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ def run_janitor(config: ProjectConfig, state: State, engine_factory: Callable[[]
         dropped = _remove_snapshots(state, engine_factory, doomed, live_tables, lease)
         known = {*live_tables, *dropped, *(s.table_name for s in doomed if _has_table(s))}
         dropped += _drop_leftovers(state, engine_factory, live_tables, known, lease)
+        _delete_retired_generations(state, engine_factory, lease)
     return {"environments": removed_envs, "tables": dropped}
 
 
@@ -109,13 +115,17 @@ def _remove_snapshots(state: State, engine_factory: Callable[[], Engine], doomed
             tables.setdefault(snap.table_name, snap)
     lease.check()
     state.forget_snapshots([s.snapshot_id for s in doomed], [s.interval_key for s in tables.values()])
+    pending = {w.table: w for w in state.pending_writes()}
     for table, snap in tables.items():
         lease.check()
         engine = engine_factory()
         if snap.model.kind.is_view:
             engine.drop_view(table)
-        else:
-            engine.drop_table(table)
+            continue
+        engine.drop_table(table)
+        if table in pending:  # nothing is left to finish
+            state.finish_write(table, None)
+            engine.discard_write(pending[table].payload)
     return list(tables)
 
 
@@ -124,18 +134,19 @@ def _drop_leftovers(state: State, engine_factory: Callable[[], Engine], live_tab
     """Tables nothing references any more that no snapshot record names: staging tables a crashed
     write left behind, and previews (`..__dev`) no environment reads — with their intervals, so a
     preview built again later starts empty rather than claiming rows it no longer holds."""
-    from mesh_dagster.engine.adapter import TEMP_PREFIX
+    from mesh_dagster.engine.sql_text import TEMP_PREFIX
 
     schemas = sorted({t.split(".")[0] for t in known if "." in t})
     dropped: list[str] = []
     if not schemas:
         return dropped
     prefixes = {physical_table(sid.name, ""): sid.name for sid in state.all_snapshot_ids()}
+    needed = {staging for write in state.pending_writes() for staging in write.payload.get("staging", [])}
     engine = engine_factory()
     for schema in schemas:
         for name, kind in engine.list_objects(schema).items():
             table = f"{schema}.{name}"
-            if kind != "table" or table in live_tables:
+            if kind != "table" or table in live_tables or table in needed:
                 continue
             if name.startswith(TEMP_PREFIX):
                 lease.check()
@@ -156,3 +167,27 @@ def _preview_key(table: str, prefixes: dict[str, str]) -> tuple[str, str] | None
         return None
     prefix = max(matches, key=len)
     return prefixes[prefix], table[len(prefix):]
+
+
+def _delete_retired_generations(state: State, engine_factory: Callable[[], Engine], lease: Lease) -> None:
+    """Delete the generations rewrites switched away from: no run reads them any more (the
+    janitor's lock excludes them all). A pending write's generation stays; one a table points at
+    again (recreated at its first location) is only forgotten: its next switch retires it anew."""
+    retired = state.retired_locations()
+    if not retired:
+        return
+    engine = engine_factory()
+    needed = {write.payload.get("location") for write in state.pending_writes()}
+    current = {table: engine.table_location(table) for table in {t for t, _ in retired}}
+    doomed: dict[str, list[str]] = {}
+    for table, location in retired:
+        if location not in needed and not _same_location(current[table], location):
+            doomed.setdefault(table.rpartition(".")[0] or "default", []).append(location)
+    for schema, locations in doomed.items():
+        lease.check()
+        engine.drop_locations(schema, locations)
+    state.forget_retired([(t, loc) for t, loc in retired if loc not in needed])
+
+
+def _same_location(current: str | None, location: str) -> bool:
+    return current is not None and current.rstrip("/") == location.rstrip("/")

@@ -7,9 +7,11 @@
 - Work that writes snapshots and tables outside an apply (`mesh run`, Dagster materializations)
   holds a lock of its own name (`snapshots_in_use`): such locks exclude only the janitor, so they
   run side by side.
-- A write that rewrites a table from itself (an upsert) or replaces its files holds
-  `table:<table>` (`table_lock`), taken inside one of the locks above: two processes writing the
-  same table take turns instead of both landing their files.
+- Every write of a physical table holds `table:<table>` (`table_lock`), taken inside one of the
+  locks above, from before it writes until its interval is recorded: two processes writing the same
+  table (two runs, a run beside a Dagster run) take turns, and the second sees what the first
+  recorded (execution/scheduler.py). Batches of one model that write disjoint parts of its table
+  (time-range intervals, `batch_concurrency`) hold `table:<table>@<part>` instead, side by side.
 
 Each lock has a short lease, renewed while its holder lives, so a crashed process frees it within
 a minute anywhere; on the same machine a dead holder is noticed at once (its pid is gone), so a
@@ -82,7 +84,8 @@ def describe_lock(name: str) -> str:
     if name.startswith(_IN_USE):
         return "a run writing snapshots"
     if name.startswith(_TABLE):
-        return f"a write to table {name[len(_TABLE):]}"
+        table, _, part = name[len(_TABLE):].partition("@")
+        return f"a write to table {table}" + (f" ({part})" if part else "")
     return f"lock '{name}'"
 
 
@@ -136,9 +139,10 @@ def snapshots_in_use(state: State, owner: str | None = None, timeout_s: float = 
 
 
 @contextmanager
-def table_lock(state: State, table: str, owner: str | None = None,
+def table_lock(state: State, table: str, part: str | None = None, *, owner: str | None = None,
                timeout_s: float = TABLE_WAIT_S) -> Iterator[Lease]:
-    """Hold the write lock of one physical table, whichever process writes it."""
+    """Hold the write lock of one physical table (or of the `part` of it a write replaces, which
+    writes of other parts do not wait for), whichever process writes it."""
 
     def busy(holder: LockInfo) -> str:
         if holder.name == EXCLUSIVE_LOCK:
@@ -147,6 +151,7 @@ def table_lock(state: State, table: str, owner: str | None = None,
         return (f"Table {table} is being written by {holder.owner} since {_since(holder)}; waiting "
                 f"{timeout_s:g} s timed out. Try again when that write has finished.")
 
-    with state.lock(f"{_TABLE}{table}", owner or lock_owner(), timeout_s=timeout_s, lease_s=LEASE_S,
+    name = f"{_TABLE}{table}" + (f"@{part}" if part else "")
+    with state.lock(name, owner or lock_owner(), timeout_s=timeout_s, lease_s=LEASE_S,
                     holder_is_dead=holder_is_dead, busy=busy) as lease:
         yield lease

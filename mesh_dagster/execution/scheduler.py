@@ -3,6 +3,13 @@
 An interval is recorded in state only after its batch *and* its blocking audits succeed, so a
 killed or failed backfill resumes exactly where it stopped, and a re-run of an interval replaces
 its data (writes are idempotent overwrites).
+
+One writer per table at a time, whichever process or front door writes (a plan, `mesh run`, a
+Dagster run): a batch is written, audited and recorded under its table's lock. Under the lock it
+first re-reads the state store: an interval of a history-keeping kind that another writer recorded
+meanwhile is skipped (appending or folding it again would apply it twice), and a write a killed
+process left journaled for the table is finished first (`_JournaledWrite`). Recording an interval
+and ending its journal entry is one transaction, so a crash leaves one or the other, never neither.
 """
 
 from __future__ import annotations
@@ -10,20 +17,24 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
 
 from mesh_dagster.core.errors import AuditError
-from mesh_dagster.core.intervals import Interval, batch, expand_range, format_interval_range
+from mesh_dagster.core.intervals import Interval, batch, expand_range, format_interval_range, intervals_cover
 from mesh_dagster.core.kinds import SeedKind
 from mesh_dagster.core.plan import ALL_TIME, Backfill
 from mesh_dagster.core.snapshot import Snapshot
+from mesh_dagster.engine.kill_points import kill_point  # a test hook; imports nothing of Spark
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import table_lock
 from mesh_dagster.execution.state import State
 from mesh_dagster.execution.strategies import strategy_for
 from mesh_dagster.execution.tasks import run_tasks
+from mesh_dagster.state.journal import PendingWrite
+from mesh_dagster.state.store import Lease
 
 
 @dataclass
@@ -33,6 +44,12 @@ class Batch:
     index: int
     count: int
     full_refresh: bool
+    restating: bool = False  # rebuilds the model's recorded history (a restatement): written even where recorded
+
+    @property
+    def recorded_interval(self) -> Interval:
+        """What its success records: a timeless model's data is all time's."""
+        return ALL_TIME if self.snapshot.model.kind.is_timeless else self.interval
 
     def describe(self, env_view: str) -> str:
         kind = self.snapshot.model.kind
@@ -54,10 +71,10 @@ def plan_batches(snapshots: dict[str, Snapshot], backfills: dict[str, Backfill],
         snap, bf = snapshots[name], backfills[name]
         if bf.full_refresh or not snap.model.kind.is_incremental:
             span = (min(s for s, _ in bf.intervals), max(e for _, e in bf.intervals))
-            out.append(Batch(snap, span, 1, 1, True))
+            out.append(Batch(snap, span, 1, 1, True, bf.clear))
             continue
         pieces = batch(_unit_pieces(snap, bf.intervals), snap.model.batch_size)
-        out += [Batch(snap, piece, i, len(pieces), False) for i, piece in enumerate(pieces, 1)]
+        out += [Batch(snap, piece, i, len(pieces), False, bf.clear) for i, piece in enumerate(pieces, 1)]
     return out
 
 
@@ -75,53 +92,181 @@ class BatchResult:
     recorded: Interval | None  # what was added to the state store; None when a blocking audit failed
     error: AuditError | None = None
     interval: Interval | None = None  # the batch's interval (what its audits looked at)
+    skipped: bool = False  # another writer recorded it meanwhile: nothing was written
 
 
 @dataclass
 class _Evaluated:
-    """What the Spark side of a batch produced, before anything is recorded."""
+    """What a batch's turn at its table produced, for the caller's thread to report."""
 
     batch: Batch
     audits: list[AuditResult]
     seconds: float
+    recorded: Interval | None = None
+    error: AuditError | None = None
+    skipped: bool = False
+    notes: list[str] = field(default_factory=list)  # for the listener: writes finished for a killed process
 
 
 def _evaluate_batch(b: Batch, evaluator: SnapshotEvaluator, state: State, execution_time: int) -> _Evaluated:
-    """Write a batch and run its audits: Spark work (and the table's lock), safe on a worker thread."""
+    """Write a batch, audit it and record its interval, all under its table's lock: Spark and state
+    store work only, safe on a worker thread (the listener hears of it on the caller's)."""
     began = time.perf_counter()
     start, end = b.interval
     snap = b.snapshot
-    with _write_lock(state, snap):
-        evaluator.evaluate(snap, start, end, execution_time)
-    whole_table = b.full_refresh or not snap.model.kind.is_incremental
-    audits = evaluator.audit(snap, None if whole_table else start, None if whole_table else end, execution_time)
-    return _Evaluated(b, audits, time.perf_counter() - began)
+    with _write_lock(state, b) as lease:
+        if _written_meanwhile(state, b):
+            return _Evaluated(b, [], time.perf_counter() - began, b.recorded_interval, skipped=True)
+        kill_point("write", snap.table_name)
+        write = _JournaledWrite(state, evaluator, b, lease)
+        if not write.resume(execution_time):
+            evaluator.evaluate(snap, start, end, execution_time, write.journal)
+        whole_table = b.full_refresh or not snap.model.kind.is_incremental
+        audits = evaluator.audit(snap, None if whole_table else start, None if whole_table else end, execution_time)
+        error = _blocking_failure(evaluator, snap, audits)
+        if error is not None:
+            write.abandon()
+            return _Evaluated(b, audits, time.perf_counter() - began, None, error, notes=write.notes)
+        write.record()
+    return _Evaluated(b, audits, time.perf_counter() - began, b.recorded_interval, notes=write.notes)
 
 
-def _write_lock(state: State, snapshot: Snapshot) -> AbstractContextManager[object]:
-    """The table's lock around writes that must not overlap another process's (see
-    `WriteStrategy.exclusive`); other writes take none."""
-    return table_lock(state, snapshot.table_name) if strategy_for(snapshot).exclusive else nullcontext()
+def _write_lock(state: State, b: Batch) -> AbstractContextManager[Lease]:
+    """The table's lock (or, for batches that may overlap, the lock of the part they write)."""
+    snap = b.snapshot
+    return table_lock(state, snap.table_name, strategy_for(snap).lock_scope(snap, *b.interval))
 
 
-def _record_batch(done: _Evaluated, evaluator: SnapshotEvaluator, state: State, listener: ApplyListener,
-                  view_of: Callable[[str], str]) -> BatchResult:
-    """Record a batch's interval unless a blocking audit failed (on the caller's thread: the state
-    store and the listener are never used from two threads)."""
+def _written_meanwhile(state: State, b: Batch) -> bool:
+    """Whether another writer recorded this batch's interval while it waited for the lock, in a
+    kind whose every write builds on the rows before it (unique key, SCD type 2, partitions,
+    appends): applied twice, its rows would be doubled or folded twice. A restatement rebuilding
+    that history writes anyway; other kinds replace exactly their interval, and write it again."""
+    snap = b.snapshot
+    if b.restating or not snap.model.kind.restates_full_history:
+        return False
+    return intervals_cover(state.get_intervals([snap.interval_key])[snap.interval_key], b.recorded_interval)
+
+
+def _blocking_failure(evaluator: SnapshotEvaluator, snap: Snapshot, audits: list[AuditResult]) -> AuditError | None:
+    try:
+        evaluator.check_audits(snap, audits)
+    except AuditError as e:
+        return e
+    return None
+
+
+class _JournaledWrite:
+    """One batch's write as the journal of writes (state/journal.py) knows it.
+
+    Before writing, it finishes what a killed process left journaled for the table (the write of
+    this very interval: then only its audits and record remain). The engine journals this write
+    before its destructive step (`journal`); recording the interval ends the entry in the same
+    transaction; then what the write staged goes, and generations older than the one it replaced.
+    """
+
+    def __init__(self, state: State, evaluator: SnapshotEvaluator, b: Batch, lease: Lease) -> None:
+        self.state, self.evaluator, self.batch, self.lease = state, evaluator, b, lease
+        self.snapshot = b.snapshot
+        self.table = b.snapshot.table_name
+        self.payload: dict[str, Any] | None = None
+        self.notes: list[str] = []
+
+    def journal(self, payload: dict[str, Any]) -> None:
+        self.payload = payload
+        start, end = self.batch.recorded_interval
+        self.state.journal_write(PendingWrite(
+            table=self.table, operation=payload["operation"], name=self.snapshot.name,
+            version=self.snapshot.version or "", start=start, end=end, payload=payload, owner=self.lease.owner),
+            lease=self.lease)
+
+    def resume(self, execution_time: int) -> bool:
+        """Finish the table's journaled write, if any; True when it was this batch's own."""
+        pending = self.state.pending_write(self.table)
+        if pending is None:
+            return False
+        engine = self.evaluator.engine
+        if not engine.finish_write(pending.payload):  # it never reached its destructive step: undone
+            self.state.finish_write(self.table, None, lease=self.lease)
+            return False
+        if (pending.name, pending.version, pending.start, pending.end) == (
+                self.snapshot.name, self.snapshot.version or "", *self.batch.recorded_interval):
+            self.payload = pending.payload
+            self.notes.append(f"finished the write of {self.batch.describe('')} that an interrupted run left")
+            return True
+        self._finish_other(pending, execution_time)
+        return False
+
+    def _finish_other(self, pending: PendingWrite, execution_time: int) -> None:
+        """Another interval's write, complete now. An append's rows are in the table: its interval
+        is recorded (once its audits pass), or they would be appended again. Any other write is
+        computed again when its interval comes: that is exact."""
+        interval = None
+        if pending.operation == "append":
+            audits = self.evaluator.audit(self.snapshot, pending.start, pending.end, execution_time)
+            error = _blocking_failure(self.evaluator, self.snapshot, audits)
+            if error is not None:
+                raise error
+            interval = (pending.name, pending.version, pending.start, pending.end)
+        self.state.finish_write(self.table, interval, _retired(pending.payload), lease=self.lease)
+        self._clean_up(pending.payload)
+        what = format_interval_range([(pending.start, pending.end)], self.snapshot.model.interval_unit)
+        self.notes.append(f"finished the write of [{what}] that an interrupted run left")
+
+    def record(self) -> None:
+        snap = self.snapshot
+        interval = (snap.name, snap.version or "", *self.batch.recorded_interval)
+        self.state.finish_write(self.table, interval, _retired(self.payload), lease=self.lease)
+        kill_point("recorded", self.table)
+        if self.payload is not None:
+            self._clean_up(self.payload)
+
+    def abandon(self) -> None:
+        """A blocking audit failed: the interval stays unrecorded. Appended rows are in the table:
+        their journal entry stays, so the next run audits them again instead of appending them
+        twice. Any other write is simply computed again next time."""
+        if self.payload is None or self.payload["operation"] == "append":
+            return
+        self.state.finish_write(self.table, None, _retired(self.payload), lease=self.lease)
+        self._clean_up(self.payload)
+
+    def _clean_up(self, payload: dict[str, Any]) -> None:
+        """Drop what the write staged; a switch keeps only the generation it replaced (for readers
+        still in flight) and deletes older ones."""
+        engine = self.evaluator.engine
+        engine.discard_write(payload)
+        if payload["operation"] != "switch":
+            return
+        kept = {payload["previous"], payload["location"]}
+        old = [location for _, location in self.state.retired_locations(self.table) if location not in kept]
+        if old:
+            engine.drop_locations(self.table.rpartition(".")[0] or "default", old)
+            self.state.forget_retired([(self.table, location) for location in old])
+
+
+def _retired(payload: dict[str, Any] | None) -> list[str]:
+    """The location a committed switch replaced."""
+    return [payload["previous"]] if payload is not None and payload["operation"] == "switch" else []
+
+
+def _record_batch(done: _Evaluated, listener: ApplyListener, view_of: Callable[[str], str]) -> BatchResult:
+    """Report a batch's outcome (on the caller's thread: the listener is never used from two)."""
     b, audits, snap = done.batch, done.audits, done.batch.snapshot
+    view = view_of(snap.name)
+    for note in done.notes:
+        listener.log(f"{view}: {note}")
+    if done.skipped:
+        listener.log(f"{view}: {b.describe('')} was written by another run meanwhile: skipped")
+        listener.batch_done(view, b.index, b.count, f"skipped ({b.describe('')})", done.seconds, 0, 0)
+        return BatchResult([], done.recorded, interval=b.interval, skipped=True)
     failed = [a for a in audits if not a.passed]
     for a in failed:
         if not a.blocking:
             listener.log(f"Non-blocking audit '{a.name}' failed for {snap.name}: {a.count} row(s)")
-    try:
-        evaluator.check_audits(snap, audits)
-    except AuditError as e:
-        return BatchResult(audits, None, e, b.interval)
-    recorded = ALL_TIME if snap.model.kind.is_timeless else b.interval
-    state.add_interval(*snap.interval_key, *recorded)
-    listener.batch_done(view_of(snap.name), b.index, b.count, b.describe(""), done.seconds,
-                        len(audits) - len(failed), len(failed))
-    return BatchResult(audits, recorded, interval=b.interval)
+    if done.error is not None:
+        return BatchResult(audits, None, done.error, b.interval)
+    listener.batch_done(view, b.index, b.count, b.describe(""), done.seconds, len(audits) - len(failed), len(failed))
+    return BatchResult(audits, done.recorded, interval=b.interval)
 
 
 def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: State, execution_time: int,
@@ -145,7 +290,7 @@ def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: S
     failure: list[BatchResult] = []
 
     def record(_b: Batch, evaluated: _Evaluated) -> bool:
-        result = _record_batch(evaluated, evaluator, state, listener, view_of)
+        result = _record_batch(evaluated, listener, view_of)
         (results if result.error is None else failure).append(result)
         return result.error is None
 

@@ -15,6 +15,7 @@ from typing import Protocol
 from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.review import PlanEvent, PlanRecord
 from mesh_dagster.core.snapshot import Snapshot, SnapshotId
+from mesh_dagster.state.journal import PendingWrite
 from mesh_dagster.state.store import Lease, LockInfo
 
 IntervalKey = tuple[str, str]  # (model name, version)
@@ -83,3 +84,16 @@ class State(Protocol):
 
     def lock_holder(self, name: str) -> LockInfo | None: ...
 
+    # -- the journal of writes under way (state/journal.py)
+    def journal_write(self, write: PendingWrite, lease: Lease | None = None) -> None: ...
+
+    def pending_write(self, table: str) -> PendingWrite | None: ...
+
+    def pending_writes(self) -> list[PendingWrite]: ...
+
+    def finish_write(self, table: str, interval: tuple[str, str, int, int] | None, retire: Iterable[str] = (),
+                     lease: Lease | None = None) -> None: ...
+
+    def retired_locations(self, table: str | None = None) -> list[tuple[str, str]]: ...
+
+    def forget_retired(self, items: Iterable[tuple[str, str]]) -> None: ...

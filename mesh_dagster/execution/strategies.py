@@ -10,7 +10,7 @@ here and one line in `strategy_for`.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.errors import ModelError
@@ -26,7 +26,7 @@ from mesh_dagster.core.kinds import (
 from mesh_dagster.core.scd2 import history_query, with_validity_columns
 from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.core.time_column import TimeColumnError, interval_bounds
-from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.engine import Engine, Journal
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,18 +57,23 @@ class Evaluation(Protocol):
 
 
 class WriteStrategy:
-    """A kind that writes nothing (EMBEDDED is inlined into its children, EXTERNAL is not ours)."""
+    """A kind that writes nothing (EMBEDDED is inlined into its children, EXTERNAL is not ours).
 
-    # Writes that read the table they rewrite, or replace its files whole: two of them on one
-    # table at once (two processes running the same model) could both land, or one could read
-    # files the other deletes. The scheduler holds the table's lock around each of them.
-    exclusive: ClassVar[bool] = False
+    Every write runs under its table's lock (the scheduler's), and hands `journal` to the engine:
+    a write the engine cannot simply redo tells it, before its destructive step, how to finish it.
+    """
 
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
         """Create the physical object (the schema already exists)."""
 
-    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
+    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
+              journal: Journal | None = None) -> None:
         """Write `[start, end)` into the physical object, idempotently."""
+
+    def lock_scope(self, snapshot: Snapshot, start: int, end: int) -> str | None:
+        """What of the table a write of `[start, end)` locks: None, the whole table (a write that
+        replaces or reads all of it), or a part other writes of the table may overlap with."""
+        return None
 
 
 class ViewStrategy(WriteStrategy):
@@ -78,7 +83,8 @@ class ViewStrategy(WriteStrategy):
         ev.engine.create_view(snapshot.table_name, ev.render(snapshot, stage="creating"),
                               snapshot.model.column_descriptions)
 
-    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
+    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
+              journal: Journal | None = None) -> None:
         ev.engine.create_view(snapshot.table_name, ev.render(snapshot, execution_time=execution_time),
                               snapshot.model.column_descriptions)
 
@@ -93,9 +99,10 @@ class SeedStrategy(WriteStrategy):
         ev.engine.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types,
                                model.column_descriptions)
 
-    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
+    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
+              journal: Journal | None = None) -> None:
         frame, types = ev.seed(snapshot)
-        ev.engine.load_seed(snapshot.table_name, frame, types, snapshot.model.column_descriptions)
+        ev.engine.load_seed(snapshot.table_name, frame, types, snapshot.model.column_descriptions, journal=journal)
 
 
 class QueryStrategy(WriteStrategy):
@@ -109,48 +116,57 @@ class QueryStrategy(WriteStrategy):
                                model.effective_partitioned_by, model.storage_format or "parquet", model.columns,
                                model.column_descriptions)
 
-    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int) -> None:
+    def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
+              journal: Journal | None = None) -> None:
         for statement in ev.statements(snapshot, "pre", start, end, execution_time):
             ev.engine.execute(statement)
         with ev.query(snapshot, start, end, execution_time) as query:
-            self.write_rendered(ev, snapshot, query, start, end, execution_time)
+            self.write_rendered(ev, snapshot, query, start, end, execution_time, journal)
         for statement in ev.statements(snapshot, "post", start, end, execution_time):
             ev.engine.execute(statement)
 
     def write_rendered(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
-                       execution_time: int) -> None:
-        """Write the rendered query. A query reading the model's own table (its previous state) is
-        staged first: Spark cannot overwrite a table in the statement that reads it."""
-        if not snapshot.model.self_referencing:
-            self.write_query(ev, snapshot, query, start, end)
-            return
-        ev.create(snapshot)  # the query reads it, even on the first write
-        staged = ev.engine.stage(snapshot.table_name, query)
-        try:
-            self.write_query(ev, snapshot, f"SELECT * FROM {_quoted(staged)}", start, end)
-        finally:
-            ev.engine.drop_table(staged)
+                       execution_time: int, journal: Journal | None) -> None:
+        """Write the rendered query. One reading the model's own table (its previous state) is
+        written `reads_self`: the engine never reads and overwrites a table in one statement."""
+        if snapshot.model.self_referencing:
+            ev.create(snapshot)  # the query reads it, even on the first write
+        self.write_query(ev, snapshot, query, start, end, journal)
 
-    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
+                    journal: Journal | None) -> None:
         raise NotImplementedError
 
 
 class FullStrategy(QueryStrategy):
     """Every write replaces the whole table (the interval only feeds `@start_ds`/`@end_ds`)."""
 
-    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
+                    journal: Journal | None) -> None:
         model = snapshot.model
         ev.engine.replace_table(snapshot.table_name, query, model.effective_partitioned_by,
-                                model.storage_format or "parquet", model.columns, model.column_descriptions)
+                                model.storage_format or "parquet", model.columns, model.column_descriptions,
+                                journal=journal, reads_self=model.self_referencing)
 
 
 class TimeRangeStrategy(QueryStrategy):
     """Each write replaces exactly the rows of its interval, bounded on the time column."""
 
-    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
+                    journal: Journal | None) -> None:
         ev.create(snapshot)
         low, high = time_bounds(ev, snapshot, start, end)
-        ev.engine.insert_overwrite_interval(snapshot.table_name, query, _time_kind(snapshot).time_column, low, high)
+        ev.engine.insert_overwrite_interval(snapshot.table_name, query, _time_kind(snapshot).time_column, low, high,
+                                            journal=journal, reads_self=snapshot.model.self_referencing)
+
+    def lock_scope(self, snapshot: Snapshot, start: int, end: int) -> str | None:
+        """Batches of one model may run side by side (`batch_concurrency`): each replaces only the
+        partitions of its interval (its table is partitioned by the time column), so each locks
+        its interval. One reading its own table locks all of it."""
+        model = snapshot.model
+        if model.batch_concurrency > 1 and not model.self_referencing:
+            return f"{start}-{end}"
+        return None
 
 
 class ScdType2Strategy(QueryStrategy):
@@ -165,14 +181,14 @@ class ScdType2Strategy(QueryStrategy):
                                model.column_descriptions)
 
     def write_rendered(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
-                       execution_time: int) -> None:
+                       execution_time: int, journal: Journal | None) -> None:
         ev.create(snapshot)
         kind, table = _scd_kind(snapshot), snapshot.table_name
         added = {name.lower() for name in kind.added_columns()}
         columns = [name for name in ev.engine.columns(table) if name.lower() not in added]
         history = history_query(kind, table, query, columns, ms_to_datetime(execution_time),
                                 f"{snapshot.model.where()} ({snapshot.name})")
-        ev.engine.rewrite_table(table, history)
+        ev.engine.rewrite_table(table, history, journal=journal)
 
 
 def _scd_kind(snapshot: Snapshot) -> ScdType2Kind:
@@ -182,22 +198,18 @@ def _scd_kind(snapshot: Snapshot) -> ScdType2Kind:
     return kind
 
 
-def _quoted(name: str) -> str:
-    """A `schema.table` the engine named (letters, digits, underscores), quoted for Spark SQL."""
-    return ".".join(f"`{part}`" for part in name.split("."))
-
 class UniqueKeyStrategy(QueryStrategy):
     """Each write upserts its rows by the model's unique key (see core/merge.py); a batch whose
     output repeats a key is refused, naming the keys, before anything is written."""
 
-    exclusive = True
     DUPLICATES_SHOWN = 5
 
-    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
+                    journal: Journal | None) -> None:
         ev.create(snapshot)
         kind = snapshot.model.kind
         assert isinstance(kind, IncrementalByUniqueKeyKind)
-        duplicates = ev.engine.upsert(snapshot.table_name, query, kind.upsert, self.DUPLICATES_SHOWN)
+        duplicates = ev.engine.upsert(snapshot.table_name, query, kind.upsert, self.DUPLICATES_SHOWN, journal=journal)
         if duplicates:
             raise _duplicate_keys(snapshot, kind, duplicates, (start, end), self.DUPLICATES_SHOWN)
 
@@ -218,19 +230,20 @@ def _duplicate_keys(snapshot: Snapshot, kind: IncrementalByUniqueKeyKind, duplic
 class PartitionsStrategy(QueryStrategy):
     """Each write replaces the partitions its output holds and leaves the others alone."""
 
-    exclusive = True
-
-    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
+                    journal: Journal | None) -> None:
         ev.create(snapshot)
-        ev.engine.overwrite_partitions(snapshot.table_name, query)
+        ev.engine.overwrite_partitions(snapshot.table_name, query, journal=journal,
+                                       reads_self=snapshot.model.self_referencing)
 
 
 class AppendStrategy(QueryStrategy):
     """Each write adds its rows (INSERT INTO); nothing is ever replaced."""
 
-    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int) -> None:
+    def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
+                    journal: Journal | None) -> None:
         ev.create(snapshot)
-        ev.engine.append(snapshot.table_name, query)
+        ev.engine.append(snapshot.table_name, query, journal=journal)
 
 
 def time_bounds(ev: Evaluation, snapshot: Snapshot, start: int, end: int) -> tuple[str, str]:

@@ -129,20 +129,25 @@ blobs = Table(
     Column("created_ts", BigInteger, nullable=False),
 )
 
-# v4. Writes under way that cannot simply be redone from the model's query: the staged content
-# they apply (complete before the row is written) and what the table held before, so a resumed
-# apply finishes or undoes them exactly (execution/strategies.py). Deleted with the interval record.
+# v4. The journal of writes (state/journal.py, execution/scheduler.py). A *pending* row: a write whose
+# destructive step may be under way, with what finishing or undoing it exactly needs (its staged
+# content, the generation it switches to, the row count before an append): written before that step,
+# deleted in the transaction that records the write's interval. At most one per physical table
+# (its writers hold the table's lock). A *retired* row: a former location (generation) of a table's
+# files, kept for readers still in flight and deleted later (by the next rewrite, or the janitor).
 pending_writes = Table(
     "mesh_pending_writes",
     metadata,
-    Column("table_name", String(512), primary_key=True),  # one write per physical table at a time
-    Column("name", String(512), nullable=False),
-    Column("version", String(64), nullable=False),
-    Column("start_ts", BigInteger, nullable=False),
-    Column("end_ts", BigInteger, nullable=False),
-    Column("operation", String(32), nullable=False),
-    Column("staging", String(512)),
-    Column("payload", Text),  # JSON: what the operation needs to finish (e.g. the row count before)
+    Column("id", _AutoId, primary_key=True, autoincrement=True),
+    Column("table_name", String(512), nullable=False),
+    Column("operation", String(32), nullable=False),  # switch | overwrite | append | retired
+    Column("name", String(512)),  # the interval the write records (none for a retired location)
+    Column("version", String(64)),
+    Column("start_ts", BigInteger),
+    Column("end_ts", BigInteger),
+    Column("location", Text),  # the generation a switch writes; a retired one
+    Column("payload", Text),  # JSON: what the engine needs to finish or undo the write
     Column("owner", String(255), nullable=False),
     Column("created_ts", BigInteger, nullable=False),
+    Index("ix_mesh_pending_writes_table", "table_name"),
 )

@@ -60,8 +60,9 @@ from mesh_dagster.core.errors import ConflictingPlanError, StateError
 from mesh_dagster.core.intervals import Interval, merge_intervals, subtract_intervals
 from mesh_dagster.core.review import PlanEvent, PlanRecord, PlanSummary
 from mesh_dagster.core.snapshot import Snapshot, SnapshotId
-from mesh_dagster.state import schema
+from mesh_dagster.state import journal, schema
 from mesh_dagster.state.blobs import blob_rows, captured_content, read_blob
+from mesh_dagster.state.journal import PendingWrite
 from mesh_dagster.state.migrations import (
     MIGRATIONS,
     Migration,
@@ -686,6 +687,45 @@ class StateStore:
         stmt = self._insert(table).values(**row)
         changes = {c: stmt.excluded[c] for c in row if c not in keys and c not in keep}
         conn.execute(stmt.on_conflict_do_update(index_elements=[table.c[k] for k in keys], set_=changes))
+
+    # ------------------------------------------------------------------ journal of writes (state/journal.py)
+
+    def journal_write(self, write: PendingWrite, lease: Lease | None = None) -> None:
+        """Make `write` its table's pending write, before its destructive step; with `lease`, only
+        while that lock (the table's) is still held."""
+        with self._write() as conn:
+            if lease is not None:
+                self._hold(conn, lease)
+            journal.put(conn, write, _now_ms())
+
+    def pending_write(self, table: str) -> PendingWrite | None:
+        with self._read() as conn:
+            found = journal.pending(conn, table)
+        return found[0] if found else None
+
+    def pending_writes(self) -> list[PendingWrite]:
+        with self._read() as conn:
+            return journal.pending(conn)
+
+    def finish_write(self, table: str, interval: tuple[str, str, int, int] | None, retire: Iterable[str] = (),
+                     lease: Lease | None = None) -> None:
+        """In one transaction: record `interval` (if any), end `table`'s pending write and retire the
+        locations `retire` (a generation the write switched away from)."""
+        if interval is not None and not interval[2] < interval[3]:
+            raise ValueError(f"Invalid interval for {interval[0]}: start {interval[2]} is not before end {interval[3]}")
+        with self._write() as conn:
+            if lease is not None:
+                self._hold(conn, lease)
+            journal.finish(conn, table, interval, retire, _now_ms(), lease.owner if lease is not None else "mesh")
+
+    def retired_locations(self, table: str | None = None) -> list[tuple[str, str]]:
+        """(table, location) of the generations rewrites switched away from, oldest first."""
+        with self._read() as conn:
+            return journal.retired(conn, table)
+
+    def forget_retired(self, items: Iterable[tuple[str, str]]) -> None:
+        with self._write() as conn:
+            journal.forget_retired(conn, items)
 
 
 def _never_dead(_holder: LockInfo) -> bool:

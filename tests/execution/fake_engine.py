@@ -124,17 +124,18 @@ class FakeEngine:
 
     def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
                       storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
-                      comments: Mapping[str, str] | None = None) -> None:
-        self._record("replace_table", table, query=query_sql, partitioned_by=list(partitioned_by))
+                      comments: Mapping[str, str] | None = None, *, journal: Any = None,
+                      reads_self: bool = False) -> None:
+        self._record("replace_table", table, query=query_sql, partitioned_by=list(partitioned_by), reads_self=reads_self)
         self.tables[table] = dict(columns) if columns else dict(self.output)
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str,
-                                  high_sql: str) -> None:
+                                  high_sql: str, *, journal: Any = None, reads_self: bool = False) -> None:
         self._require_table(table)
         self._record("insert_overwrite_interval", table, query=query_sql, time_column=time_column, low=low_sql,
-                     high=high_sql)
+                     high=high_sql, reads_self=reads_self)
 
-    def rewrite_table(self, table: str, query_sql: str) -> None:
+    def rewrite_table(self, table: str, query_sql: str, *, journal: Any = None) -> None:
         self._require_table(table)
         self._record("rewrite_table", table, query=query_sql)
 
@@ -144,21 +145,23 @@ class FakeEngine:
         self.tables[staging] = dict(self.tables.get(table) or self.output)
         return staging
 
-    def upsert(self, table: str, query_sql: str, upsert: Any, duplicates_shown: int = 5) -> list[tuple]:
+    def upsert(self, table: str, query_sql: str, upsert: Any, duplicates_shown: int = 5, *,
+               journal: Any = None) -> list[tuple]:
         self._require_table(table)
         self._record("upsert", table, query=query_sql, upsert=upsert, duplicates_shown=duplicates_shown)
         return list(self.duplicates[:duplicates_shown])
 
-    def overwrite_partitions(self, table: str, query_sql: str) -> None:
+    def overwrite_partitions(self, table: str, query_sql: str, *, journal: Any = None,
+                             reads_self: bool = False) -> None:
         self._require_table(table)
         self._record("overwrite_partitions", table, query=query_sql)
 
-    def append(self, table: str, query_sql: str) -> None:
+    def append(self, table: str, query_sql: str, *, journal: Any = None) -> None:
         self._require_table(table)
         self._record("append", table, query=query_sql)
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
-                  comments: Mapping[str, str] | None = None) -> None:
+                  comments: Mapping[str, str] | None = None, *, journal: Any = None) -> None:
         self._record("load_seed", table, rows=len(df), columns=dict(columns))
         self.tables[table] = dict(columns)
 
@@ -173,3 +176,16 @@ class FakeEngine:
     def drop_table(self, name: str) -> None:
         self._record("drop_table", name)
         self.tables.pop(name, None)
+
+    # -- the journal of writes (the fake journals nothing, so there is never anything to finish)
+    def finish_write(self, payload: dict[str, Any]) -> bool:
+        raise AssertionError(f"the fake engine journals no write, yet was asked to finish {payload}")
+
+    def discard_write(self, payload: dict[str, Any]) -> None:
+        self._record("discard_write", payload.get("table", ""))
+
+    def table_location(self, table: str) -> str | None:
+        return f"/warehouse/{table}" if table in self.tables else None
+
+    def drop_locations(self, schema: str, locations: Iterable[str]) -> None:
+        self._record("drop_locations", schema, locations=list(locations))

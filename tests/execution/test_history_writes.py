@@ -1,5 +1,6 @@
 """Writes that read the table they write, on the in-memory engine (no JVM): SCD type 2 rewrites and
-self-referencing models go through a staging table, and models that depend on their past run
+self-referencing models are written `reads_self` (the engine never reads and overwrites a table in
+one statement: tests/spark/test_kill_safe_writes.py), and models that depend on their past run
 their intervals in order, stop at the first failure, and refuse an interval whose predecessor is
 missing."""
 
@@ -83,19 +84,18 @@ def test_declared_columns_are_created_with_the_validity_columns(ctx) -> None:
     assert created.args["columns"] == {"id": "INT", "ds": "DATE", "valid_from": "TIMESTAMP", "valid_to": "TIMESTAMP"}
 
 
-def test_a_self_referencing_write_reads_a_staged_copy_of_its_own_table(ctx) -> None:
+def test_a_self_referencing_write_is_written_as_one_reading_its_own_table(ctx) -> None:
     engine = ctx.engine
     snapshots = ctx.plan(execution_time="2024-01-02").snapshots
     totals = snapshots["s.totals"]
     SnapshotEvaluator(ctx.project, engine, snapshots).evaluate(totals, DAY1, DAY2, DAY2)
     calls = _writes(engine)
-    assert [c.method for c in calls] == ["create_table", "stage", "insert_overwrite_interval", "drop_table"]
-    created, staged, write, dropped = calls
+    assert [c.method for c in calls] == ["create_table", "insert_overwrite_interval"]
+    created, write = calls
     assert created.args["columns"] == {"ds": "DATE", "value": "DOUBLE", "id": "INT"}  # known before any query ran
     # Its own name is its own table (its previous state), never the environment's view.
-    assert staged.args["table"] == totals.table_name and f"FROM {totals.table_name} AS t" in staged.args["query"]
-    assert write.args["query"] == f"SELECT * FROM `{staged.name.replace('.', '`.`')}`"
-    assert dropped.name == staged.name
+    assert write.name == totals.table_name and f"FROM {totals.table_name} AS t" in write.args["query"]
+    assert write.args["reads_self"] is True
 
 
 class FailingDay(FakeEngine):
@@ -105,22 +105,10 @@ class FailingDay(FakeEngine):
         super().__init__()
         self.day = day
 
-    def insert_overwrite_interval(self, table, query_sql, time_column, low_sql, high_sql) -> None:
-        super().insert_overwrite_interval(table, query_sql, time_column, low_sql, high_sql)
+    def insert_overwrite_interval(self, table, query_sql, time_column, low_sql, high_sql, **options) -> None:
+        super().insert_overwrite_interval(table, query_sql, time_column, low_sql, high_sql, **options)
         if self.day in low_sql:
             raise EngineError(f"boom on {self.day}")
-
-
-def test_the_staged_copy_is_dropped_when_the_write_fails(tmp_path) -> None:
-    engine = FailingDay("2024-01-01")
-    context = Context(write_project(tmp_path / "p", FILES, CONFIG), engine=engine)
-    snapshots = context.plan(execution_time="2024-01-02").snapshots
-    context.close()
-    ev = SnapshotEvaluator(context.project, engine, snapshots)
-    with pytest.raises(EngineError, match="boom"):
-        ev.evaluate(snapshots["s.totals"], DAY1, DAY2, DAY2)
-    staged = next(c.name for c in engine.calls if c.method == "stage")
-    assert engine.calls[-1].method == "drop_table" and engine.calls[-1].name == staged
 
 
 def test_a_failing_day_stops_the_days_after_it_even_with_concurrent_tasks(tmp_path) -> None:
@@ -150,12 +138,12 @@ def test_materializing_an_interval_whose_predecessor_is_missing_is_refused(ctx) 
         assert done.recorded == [(to_ms(start), to_ms(end))]
 
 
-def test_a_full_model_reading_itself_replaces_its_table_from_a_staged_copy(ctx) -> None:
+def test_a_full_model_reading_itself_replaces_its_table_as_a_write_reading_it(ctx) -> None:
     engine = ctx.engine
     snapshots = ctx.plan(execution_time="2024-01-02").snapshots
     runs = snapshots["s.runs"]
     SnapshotEvaluator(ctx.project, engine, snapshots).evaluate(runs, DAY1, DAY2, DAY2)
     calls = _writes(engine)
-    assert [c.method for c in calls] == ["create_table", "stage", "replace_table", "drop_table"]
+    assert [c.method for c in calls] == ["create_table", "replace_table"]
     assert calls[0].args["columns"] == {"n": "BIGINT"} and f"FROM {runs.table_name} AS runs" in calls[1].args["query"]
-    assert calls[2].args["query"] == f"SELECT * FROM `{calls[1].name.replace('.', '`.`')}`"
+    assert calls[1].args["reads_self"] is True

@@ -1,0 +1,52 @@
+"""A test hook: named points of the write path where the process can be made to die (`kill -9`).
+
+A write is kill-safe when a process killed at *any* point of it leaves a table that a later run
+finishes exactly. Tests make "any point" deterministic with `MESH_TEST_KILL_AT=<step>[@<table>][:<n>]`:
+the process SIGKILLs itself (with its process group when it leads one: the JVM of an embedded
+session dies with it) the `n`-th time (default: the first) it reaches `step` writing a table whose
+name contains `<table>`. Unset — always, outside tests — every point is a no-op.
+
+The steps of one batch, in order (a write passes only those its kind has):
+- `write`: the table's lock is held, nothing is written yet;
+- `staged`: the new content is durable (a staging table, or the new generation's files);
+- `journaled`: the journal says how to finish the write; its destructive step comes next;
+- `overwritten`: a partition overwrite landed; the partitions it no longer produces are not yet dropped;
+- `committed`: the write is complete in the table; audits and the interval record come next;
+- `recorded`: the interval is recorded (and the journal entry gone); clean-up comes next.
+
+This module is the only reader of the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections import Counter
+
+KILL_AT_ENV = "MESH_TEST_KILL_AT"
+STEPS = ("write", "staged", "journaled", "overwritten", "committed", "recorded")
+
+_reached: Counter[str] = Counter()
+_lock = threading.Lock()
+
+
+def kill_point(step: str, table: str) -> None:
+    """Die here if `MESH_TEST_KILL_AT` names this step (and table, and occurrence)."""
+    spec = os.environ.get(KILL_AT_ENV)
+    if not spec:
+        return
+    wanted, _, count = spec.partition(":")
+    wanted_step, _, wanted_table = wanted.partition("@")
+    if wanted_step != step or wanted_table not in table:
+        return
+    with _lock:
+        _reached[wanted] += 1
+        if _reached[wanted] < int(count or 1):
+            return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,372 @@
+"""The write strategies' engine side: every way execution/strategies.py changes a table's rows.
+
+Every write keeps the table's previous rows readable until the new ones are committed, and tells
+its caller how to finish it exactly (`journal`, called before its destructive step) should the
+process die on the way:
+
+- an unpartitioned table is rewritten as a new generation of files that the table is then switched
+  to (generations.py): one metastore update, before which nothing of the table changed;
+- a partitioned table is overwritten partition by partition (dynamic partition overwrite: Spark
+  replaces a partition when its job commits, so the others keep their rows). A write that reads the
+  table itself (upsert, SCD type 2, a self-referencing model) first stages its complete new content
+  in a durable table, which the journal names: a resumed write redoes the overwrite from it exactly.
+  One that does not read the table needs no journal: computing it again gives the same rows;
+- an append stages its rows and notes the table's row count first: a resumed append tells "not
+  committed" (redo) from "committed" (done) from "half committed" (refused, naming the table).
+
+Payloads (what `journal` is given and `finish` takes back) are JSON-able dicts only this module
+reads. Named kill points (kill_points.py) mark each step for the tests that kill a write there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mesh_dagster.core.errors import EngineError
+from mesh_dagster.core.merge import Upsert
+from mesh_dagster.engine import generations
+from mesh_dagster.engine.kill_points import kill_point
+from mesh_dagster.engine.sql_text import (
+    TEMP_PREFIX,
+    ddl_type,
+    find_column,
+    known_column,
+    normalized_columns,
+    quote_identifier,
+    quote_name,
+    split_name,
+    sql_string,
+    strip_sql,
+    temp_name,
+)
+
+if TYPE_CHECKING:
+    from mesh_dagster.engine.adapter import SparkEngine
+
+Journal = Callable[[dict[str, Any]], None]
+_DROP_PARTITIONS_PER_STATEMENT = 100
+
+
+class TableWrites:
+    """The writes of one `SparkEngine` (which delegates its write methods here)."""
+
+    def __init__(self, engine: SparkEngine) -> None:
+        self.engine = engine
+
+    # -- the strategies' writes --------------------------------------------------------------
+
+    def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
+                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
+                      comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
+                      reads_self: bool = False) -> None:
+        """Full refresh: the table (recreated when its columns or partitioning no longer match)
+        holds exactly the query's output; partitions the query no longer produces are dropped."""
+        produced = self.engine.query_columns(query_sql)
+        wanted = dict(columns) if columns is not None else produced
+        table_columns, partition_columns = self.ensure_table(table, wanted, partitioned_by, storage_format, comments,
+                                                             spelled=columns is None)
+        select = self.select_for(table, query_sql, table_columns, produced)
+        self._replace(table, select, partition_columns, None, journal, reads_self)
+
+    def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str, high_sql: str,
+                                  *, journal: Journal | None = None, reads_self: bool = False) -> None:
+        """Rows with `time_column BETWEEN low AND high` become exactly the query's output for that
+        range; rows outside it are untouched. On a table partitioned by the time column, in-range
+        partitions the query no longer produces are dropped rather than left stale; another table is
+        rewritten whole (its rows outside the range, and the new ones). Idempotent."""
+        self.engine.refresh(table)
+        table_columns = self.engine.columns(table)
+        time_name = find_column(table_columns, time_column)
+        if time_name is None:
+            raise EngineError(f"Cannot write an interval of {table}: it has no time column {time_column!r}")
+        in_range = f"{quote_identifier(time_name)} BETWEEN {low_sql} AND {high_sql}"
+        select = self.select_for(table, query_sql, table_columns, self.engine.query_columns(query_sql))
+        new_rows = f"SELECT * FROM ({select}) AS _new WHERE {in_range}"
+        partition_columns = self.engine.partition_columns(table)
+        if any(p.lower() == time_name.lower() for p in partition_columns):
+            self._replace(table, new_rows, partition_columns, in_range, journal, reads_self)
+            return
+        kept_rows = f"SELECT * FROM {quote_name(table)} WHERE {quote_identifier(time_name)} IS NULL OR NOT ({in_range})"
+        self._replace(table, f"{kept_rows}\nUNION ALL\n{new_rows}", partition_columns, None, journal, True)
+
+    def rewrite_table(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
+        """The table holds exactly the query's output, where the query reads the table itself
+        (Parquet has no MERGE: SCD type 2 writes compute the new content from the old)."""
+        self.engine.refresh(table)
+        table_columns = self.engine.columns(table)
+        select = self.select_for(table, query_sql, table_columns, self.engine.query_columns(query_sql))
+        self._replace(table, select, self.engine.partition_columns(table), None, journal, True)
+
+    def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5, *,
+               journal: Journal | None = None) -> list[tuple]:
+        """Merge the query's rows into the table by key (core/merge.py writes the SQL): the rows are
+        cached once and checked for repeated keys (then nothing is written and those keys are
+        returned); otherwise the table is rewritten from itself and them."""
+        self.engine.refresh(table)
+        table_columns = self.engine.columns(table)
+        select = self.select_for(table, query_sql, table_columns, self.engine.query_columns(query_sql))
+        staged = temp_name()
+        self.engine.execute(f"CACHE TABLE {quote_identifier(staged)} AS {select}")
+        try:
+            duplicates = self.engine.fetchall(upsert.duplicates_sql(quote_identifier(staged), duplicates_shown))
+            if duplicates:
+                return duplicates
+            merged = upsert.merged_sql(quote_name(table), quote_identifier(staged), list(table_columns))
+            self._replace(table, merged, self.engine.partition_columns(table), None, journal, True)
+            return []
+        finally:
+            self._uncache(staged)
+
+    def overwrite_partitions(self, table: str, query_sql: str, *, journal: Journal | None = None,
+                             reads_self: bool = False) -> None:
+        """The partitions the output holds are replaced whole, the others untouched; an
+        unpartitioned table is replaced whole."""
+        self.engine.refresh(table)
+        select = self.select_for(table, query_sql, self.engine.columns(table), self.engine.query_columns(query_sql))
+        self._replace(table, select, self.engine.partition_columns(table), None, journal, reads_self,
+                      drop_stale=False)
+
+    def append(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
+        """INSERT INTO, from rows staged first: the journal holds them and the row count before, so
+        a resumed append neither loses nor repeats them (`finish`)."""
+        self.engine.refresh(table)
+        select = self.select_for(table, query_sql, self.engine.columns(table), self.engine.query_columns(query_sql))
+        staging = self.stage(table, select)
+        payload: dict[str, Any] = {"operation": "append", "table": table, "staging": [staging],
+                                   "select": f"SELECT * FROM {quote_name(staging)}"}
+        try:
+            payload.update(rows=self._count(staging), before=self._count(table))
+            kill_point("staged", table)
+            if journal is not None:
+                journal(payload)
+            kill_point("journaled", table)
+            self.engine.execute(f"INSERT INTO {quote_name(table)} {payload['select']}")
+            kill_point("committed", table)
+        finally:
+            if journal is None or "before" not in payload:
+                self.discard(payload)
+
+    def replace_rows(self, table: str, select_sql: str, *, journal: Journal | None = None) -> None:
+        """The unpartitioned table holds exactly the rows of `select_sql` (columns in table order)."""
+        self._replace(table, select_sql, self.engine.partition_columns(table), None, journal, False)
+
+    # -- finishing what a killed process left -------------------------------------------------
+
+    def finish(self, payload: dict[str, Any]) -> bool:
+        """Complete a journaled write (idempotent): True once it is committed, False when it had
+        not reached its destructive step and was undone instead (nothing of it is left)."""
+        table, operation = payload["table"], payload["operation"]
+        if operation == "switch":
+            return self._finish_switch(table, payload)
+        self._require_staging(table, payload)
+        self.engine.refresh(table)
+        if operation == "overwrite":
+            self._overwrite(table, payload["select"], self.engine.partition_columns(table), payload.get("scope"),
+                            payload.get("drop_stale", True), staged=payload["staging"][0])
+            return True
+        if operation == "append":
+            return self._finish_append(table, payload)
+        raise EngineError(f"Cannot finish the interrupted write of {table}: unknown operation {operation!r}")
+
+    def discard(self, payload: dict[str, Any]) -> None:
+        """Drop what a finished (or abandoned) write staged."""
+        for staging in payload.get("staging", []):
+            self.engine.drop_table(staging)
+
+    def _finish_switch(self, table: str, payload: dict[str, Any]) -> bool:
+        located = generations.describe(self.engine, table)
+        if not payload.get("ready") or located is None:
+            generations.delete(self.engine, _schema_of(table), [payload["location"]])
+            return False
+        if located[0].rstrip("/") != payload["location"].rstrip("/"):
+            generations.switch(self.engine, table, payload["location"])
+        return True
+
+    def _finish_append(self, table: str, payload: dict[str, Any]) -> bool:
+        """Redo an append that did not commit; refuse one that committed only partly (Spark moves
+        an INSERT's files into the table one by one at the end of its job)."""
+        located = generations.describe(self.engine, table)
+        if located is not None:  # what a killed job left: the next INSERT would commit it as its own
+            generations.delete(self.engine, _schema_of(table), [f"{located[0].rstrip('/')}/_temporary"])
+        before, rows, now = payload["before"], payload["rows"], self._count(table)
+        if now == before:
+            self.engine.execute(f"INSERT INTO {quote_name(table)} {payload['select']}")
+            return True
+        if now == before + rows:
+            return True
+        raise EngineError(
+            f"An append to {table} was interrupted while Spark committed it: the table holds {now} rows, "
+            f"{before} before the append and {before + rows} after it, so some of its {rows} rows are missing. "
+            f"Nothing more was written. Bring {table} back to {before} rows (the append is then redone) or "
+            f"to {before + rows} (it is then recorded), and run again.")
+
+    def _require_staging(self, table: str, payload: dict[str, Any]) -> None:
+        missing = [s for s in payload.get("staging", []) if not self.engine.table_exists(s)]
+        if missing:
+            raise EngineError(
+                f"Cannot finish the interrupted write of {table}: its staged rows ({', '.join(missing)}) are gone. "
+                f"Restate the model (or rebuild the table) to recompute it.")
+
+    # -- the steps ----------------------------------------------------------------------------
+
+    def _replace(self, table: str, select_sql: str, partition_columns: list[str], scope: str | None,
+                 journal: Journal | None, reads_self: bool, drop_stale: bool = True) -> None:
+        """Make the table (on a partitioned table: its partitions matching `scope`) hold exactly the
+        rows of `select_sql` (columns in table order), kill-safely (see the module's docstring)."""
+        if not partition_columns:
+            located = generations.describe(self.engine, table)
+            if located is not None and located[1] in generations.FILE_FORMATS:
+                self._switch(table, select_sql, located, journal)
+                return
+            reads_self = True  # a format generations cannot hold: staged, then overwritten in place
+        if not reads_self:
+            self._overwrite(table, select_sql, partition_columns, scope, drop_stale)
+            kill_point("committed", table)
+            return
+        staging = self.stage(table, select_sql)
+        payload: dict[str, Any] = {"operation": "overwrite", "table": table, "staging": [staging], "scope": scope,
+                                   "drop_stale": drop_stale, "select": f"SELECT * FROM {quote_name(staging)}"}
+        try:
+            kill_point("staged", table)
+            if journal is not None:
+                journal(payload)
+            kill_point("journaled", table)
+            self._overwrite(table, payload["select"], partition_columns, scope, drop_stale, staged=staging)
+            kill_point("committed", table)
+        finally:
+            if journal is None:  # nobody could finish it from the staged rows: they go now
+                self.discard(payload)
+
+    def _switch(self, table: str, select_sql: str, located: tuple[str, str], journal: Journal | None) -> None:
+        """Write a new generation of the table's files, then switch the table to it. The journal
+        hears of the generation before it is written (a crash leaves a directory to delete) and
+        again once it is complete (a crash then leaves a switch to make)."""
+        location, provider = located
+        payload: dict[str, Any] = {"operation": "switch", "table": table, "previous": location,
+                                   "location": generations.next_generation(location), "ready": False}
+        if journal is not None:
+            journal(payload)
+        try:
+            generations.write(self.engine, payload["location"], provider, select_sql)
+        except Exception:
+            if journal is None:  # nobody else knows of the half-written generation
+                generations.delete(self.engine, _schema_of(table), [payload["location"]])
+            raise
+        kill_point("staged", table)
+        payload = {**payload, "ready": True}
+        if journal is not None:
+            journal(payload)
+        kill_point("journaled", table)
+        generations.switch(self.engine, table, payload["location"])
+        kill_point("committed", table)
+        if journal is None:  # nobody keeps track of the previous generation: it goes now
+            generations.delete(self.engine, _schema_of(table), [location])
+
+    def _overwrite(self, table: str, select_sql: str, partition_columns: list[str], scope: str | None,
+                   drop_stale: bool = True, staged: str | None = None) -> None:
+        """Make the table's partitions (those matching `scope`) hold exactly the rows of `select_sql`.
+
+        Dynamic partition overwrite only replaces partitions that receive rows, so with `drop_stale`
+        the output is materialised once (`staged`, or cached), written, and every partition in scope
+        it did not produce is dropped: writing first and dropping second leaves old data on a
+        failure, never a hole. A table without any partition yet has none the write could leave
+        stale: there one INSERT is exact.
+        """
+        quoted = quote_name(table)
+        if not drop_stale or not partition_columns or not self._has_partitions(table):
+            self.engine.execute(f"INSERT OVERWRITE TABLE {quoted} {select_sql}")
+            kill_point("overwritten", table)
+            return
+        cached = None if staged is not None else temp_name()
+        if cached is not None:
+            self.engine.execute(f"CACHE TABLE {quote_identifier(cached)} AS {select_sql}")
+        source = quote_name(staged) if staged is not None else quote_identifier(cached or "")
+        try:
+            self.engine.execute(f"INSERT OVERWRITE TABLE {quoted} SELECT * FROM {source}")
+            kill_point("overwritten", table)
+            as_text = ", ".join(f"CAST({quote_identifier(p)} AS STRING) AS {quote_identifier(p)}"
+                                for p in partition_columns)
+            where = f" WHERE {scope}" if scope else ""
+            stale = self.engine.fetchall(f"SELECT DISTINCT {as_text} FROM {quoted}{where} "
+                                         f"EXCEPT SELECT DISTINCT {as_text} FROM {source}")
+            self._drop_partitions(table, partition_columns, stale)
+        finally:
+            if cached is not None:
+                self._uncache(cached)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def ensure_table(self, table: str, columns: dict[str, str], partitioned_by: Sequence[str], storage_format: str,
+                     comments: Mapping[str, str] | None = None,
+                     spelled: bool = False) -> tuple[dict[str, str], list[str]]:
+        """Create the table, or recreate it when columns or partitioning differ from the wanted ones.
+
+        `spelled`: the types are already in Spark's spelling (a query's analysed columns), which
+        spares the round trip that canonicalises declared ones. Returns the table's columns (in
+        table order) and partition columns.
+        """
+        engine = self.engine
+        if engine.table_exists(table):
+            engine.refresh(table)
+            current, current_partitions = engine.columns(table), engine.partition_columns(table)
+            wanted = columns if spelled else engine.canonical_types(columns)
+            same_columns = normalized_columns(current) == normalized_columns(wanted)
+            same_partitions = [p.lower() for p in current_partitions] == [p.lower() for p in partitioned_by]
+            if same_columns and same_partitions:
+                return current, current_partitions
+            engine.drop_table(table)
+        engine.create_table(table, None, partitioned_by, storage_format, columns, comments)
+        return engine.columns(table), engine.partition_columns(table)
+
+    def select_for(self, table: str, query_sql: str, table_columns: Mapping[str, str],
+                   produced: Mapping[str, str]) -> str:
+        """SELECT the table's columns, in table order, by name from the query, cast to the table's types."""
+        missing = [name for name in table_columns if find_column(produced, name) is None]
+        if missing:
+            raise EngineError(f"Cannot write {table}: the query does not produce column(s) {', '.join(missing)}")
+        select = ", ".join(
+            f"CAST(_q.{quote_identifier(known_column(produced, name))} AS {ddl_type(kind)})"
+            f" AS {quote_identifier(name)}"
+            for name, kind in table_columns.items()
+        )
+        return f"SELECT {select} FROM (\n{strip_sql(query_sql)}\n) AS _q"
+
+    def stage(self, table: str, query_sql: str) -> str:
+        """Materialise the query's rows into a new Parquet table beside `table` and return its name
+        (a write whose query reads `table` itself reads the staged rows instead). A crash can leave
+        it behind (named `__mesh_tmp_...`): the janitor drops it unless the journal still needs it."""
+        schema, name = split_name(table)
+        staging = f"{schema + '.' if schema else ''}{TEMP_PREFIX}{name[:40]}_{temp_name()[-12:]}"
+        self.engine.execute(f"CREATE TABLE {quote_name(staging)} USING parquet AS {strip_sql(query_sql)}")
+        return staging
+
+    def _count(self, table: str) -> int:
+        return int(self.engine.fetchall(f"SELECT COUNT(*) FROM {quote_name(table)}")[0][0])
+
+    def _has_partitions(self, table: str) -> bool:
+        """Whether a partitioned table has any partition (from the metastore: no data is read)."""
+        sql = f"SHOW PARTITIONS {quote_name(table)}"
+        with self.engine._errors(f"Cannot list the partitions of {table}", sql):
+            return bool(self.engine.spark.sql(sql).take(1))
+
+    def _drop_partitions(self, table: str, partition_columns: list[str], values: list[tuple]) -> None:
+        for start in range(0, len(values), _DROP_PARTITIONS_PER_STATEMENT):
+            specs = ", ".join(
+                "PARTITION ("
+                + ", ".join(f"{quote_identifier(column)} = {'NULL' if value is None else sql_string(str(value))}"
+                            for column, value in zip(partition_columns, row))
+                + ")"
+                for row in values[start : start + _DROP_PARTITIONS_PER_STATEMENT]
+            )
+            self.engine.execute(f"ALTER TABLE {quote_name(table)} DROP IF EXISTS {specs}")
+
+    def _uncache(self, name: str) -> None:
+        try:
+            self.engine.execute(f"UNCACHE TABLE IF EXISTS {quote_identifier(name)}")
+        finally:
+            self.engine.drop_temp_view(name)
+
+
+def _schema_of(table: str) -> str:
+    return split_name(table)[0] or "default"
