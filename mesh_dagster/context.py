@@ -656,6 +656,8 @@ class Context:
         return run_tests(self.project, lambda: self.engine, names=names, pattern=pattern)
 
     def info(self) -> dict[str, Any]:
+        from mesh_dagster.core.redaction import redact_settings  # tokens, passwords, keys, URL passwords: ***
+
         project = self.project
         kinds: dict[str, int] = {}
         for m in project.models.values():
@@ -668,7 +670,7 @@ class Context:
             "audits": len(project.audits),
             "tests": len(project.test_files),
             "state": self.state.url,  # the password hidden
-            "connection": project.config.gateway(self.gateway).connection.model_dump(exclude_none=True),
+            "connection": redact_settings(self.config.gateway(self.gateway).connection.model_dump(exclude_none=True)),
             "environments": [e.name for e in self.environments()],
         }
 

@@ -388,13 +388,19 @@ def audit(ctx, models, environment) -> None:
         sys.exit(EXIT_ERROR)
 
 
+INFO_LIMIT = 2000  # characters of one `mesh info` line: a huge setting is cut, saying how much is left out
+
+
 @cli.command()
 @click.pass_context
 def info(ctx) -> None:
     """Show the project's models, audits, tests and connections."""
-    data = project_context(ctx).info()
+    from mesh_dagster.core.display import printable_line
+    from mesh_dagster.core.redaction import shorten
+
+    data = project_context(ctx).info()  # secrets already hidden
     for key, value in data.items():
-        click.echo(f"{key}: {value}")
+        click.echo(f"{key}: {shorten(printable_line(str(value)), INFO_LIMIT)}")
 
 
 @cli.command()

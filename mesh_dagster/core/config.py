@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mesh_dagster.core.errors import ConfigError
 from mesh_dagster.core.files import compose_yaml, load_yaml, read_text
 from mesh_dagster.core.kinds import SchemaChangePolicy
+from mesh_dagster.core.redaction import redact_text
 
 CONFIG_FILES = ("config.yaml", "config.yml")
 MESH_DIR = ".mesh"
@@ -289,7 +290,7 @@ class NotificationTarget(_Strict):
     @classmethod
     def _check_url(cls, value: str) -> str:
         if not re.match(r"^https?://[^/\s]+", value.strip()):
-            raise ValueError(f"'{value}' is not an http(s) URL")
+            raise ValueError(f"'{redact_text(value)}' is not an http(s) URL")
         return value.strip()
 
     @field_validator("events")

@@ -45,6 +45,7 @@ from pyspark.sql import SparkSession
 from mesh_dagster.core.config import METASTORE_URL_SETTING, SparkConnectionConfig
 from mesh_dagster.core.dates import now_ms
 from mesh_dagster.core.errors import EngineError
+from mesh_dagster.core.redaction import redact_text
 from mesh_dagster.engine.metastore import MetastoreHolder
 from mesh_dagster.engine.session import (
     _configure,
@@ -135,7 +136,7 @@ def start_server(
     if not conn.is_local:
         raise EngineError(
             f"The shared Spark Connect server is only for local masters; this connection uses "
-            f"{conn.remote or conn.master}, which already is a shared Spark."
+            f"{redact_text(conn.remote or conn.master)}, which already is a shared Spark."
         )
     if conn.shared_catalog:
         raise EngineError(
