@@ -32,6 +32,7 @@ from sqlglot import Dialect, exp
 from sqlglot.errors import ParseError, TokenError
 
 from mesh_dagster.core.errors import MacroError, ModelError
+from mesh_dagster.core.macro_depth import def_application
 from mesh_dagster.core.macro_types import SQL, CoercionError, UnsupportedAnnotation, coerce, resolved_annotations
 from mesh_dagster.core.parse_errors import describe
 from mesh_dagster.core.user_modules import UserPackage
@@ -360,6 +361,7 @@ class MacroEvaluator:
         self._patterns = _patterns(self.dialect.lower() in _BACKSLASH_DIALECTS)
         self._sqlglot_dialect = get_dialect(self.dialect)
         self.locals: dict[str, Any] = {k.lower(): v for k, v in (locals or {}).items()}
+        self._def_calls: list[str] = []  # the @DEF functions being applied (core/macro_depth.py)
         self.locals["runtime_stage"] = runtime_stage
         self.locals["gateway"] = gateway
         self.locals["model_kind_name"] = model_kind_name
@@ -529,7 +531,8 @@ class MacroEvaluator:
         key = call.name.lower()
         local = self.locals.get(key)
         if isinstance(local, Lambda):
-            return self.apply(local, [self.evaluate(a) for a in call.args], call.line)
+            with def_application(self._def_calls, key, local, self.path):  # a recursive @DEF: one error
+                return self.apply(local, [self.evaluate(a) for a in call.args], call.line)
         fn = self.registry.get(key)
         if fn is not None:
             return self._call_python(fn, call)

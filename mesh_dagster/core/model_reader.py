@@ -34,6 +34,7 @@ from mesh_dagster.core.kinds import (
     ViewKind,
 )
 from mesh_dagster.core.kinds import kind_class as kind_of
+from mesh_dagster.core.macro_depth import def_line_key
 from mesh_dagster.core.macros import QUERY_MACROS
 from mesh_dagster.core.model import Audit, AuditRef, Model, SignalRef, check_storage_format
 from mesh_dagster.core.names import IDENTIFIER, check_model_name
@@ -249,9 +250,9 @@ _PROPERTY_FIELDS = {"grains": "grain", "interval_unit": "declared_unit"}
 
 def _split_statements(
     statements: list[Statement], path: str
-) -> tuple[list[str], list[str], Statement | None, list[str], list[Audit]]:
+) -> tuple[list[Statement], list[str], Statement | None, list[str], list[Audit]]:
     """Macro definitions, pre-statements, the main query, post-statements and inline audits."""
-    macro_defs: list[str] = []
+    macro_defs: list[Statement] = []
     body: list[Statement] = []
     audits: list[Audit] = []
     i = 0
@@ -266,7 +267,7 @@ def _split_statements(
             i += 2
             continue
         if word == "@" and len(st.tokens) > 1 and st.tokens[1].text.upper() == "DEF":
-            macro_defs.append(st.text)
+            macro_defs.append(st)
         else:
             body.append(st)
         i += 1
@@ -357,8 +358,9 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
         if query is None:
             raise ModelError(f"Model {props['name']} has no query after its MODEL block", path, definition.block_line)
         props.update(query=query.text, query_line=query.line)
-    props.update(macro_definitions=macro_defs, pre_statements=pre, post_statements=post, inline_audits=audits,
-                 property_lines=lines)
+    lines.update({def_line_key(i): d.line for i, d in enumerate(macro_defs)})
+    props.update(macro_definitions=[d.text for d in macro_defs], pre_statements=pre, post_statements=post,
+                 inline_audits=audits, property_lines=lines)
     return Model(**props)
 
 

@@ -25,6 +25,7 @@ from sqlglot.errors import ParseError, TokenError
 from mesh_dagster.core.columns import expand_stars, query_columns, table_key
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.kinds import IncrementalByTimeRangeKind
+from mesh_dagster.core.macro_depth import def_line_key
 from mesh_dagster.core.macros import (
     SQL,
     MacroEvaluator,
@@ -208,8 +209,8 @@ def _evaluator(ctx: RenderContext, macros: MacroRegistry, dialect: str, this_mod
 def _model_evaluator(model: Model, ctx: RenderContext, macros: MacroRegistry, line: int) -> MacroEvaluator:
     evaluator = _evaluator(ctx, macros, model.dialect, ctx.this_model or model.name, model.kind.name.value,
                            model.path, line)
-    for definition in model.macro_definitions:
-        evaluator.define(definition, model.line)
+    for index, definition in enumerate(model.macro_definitions):
+        evaluator.define(definition, model.line_of(def_line_key(index)))
     evaluator.line = line
     return evaluator
 
