@@ -18,8 +18,10 @@ import getpass
 import os
 import platform
 import shlex
+import sys
 import sysconfig
 import tempfile
+import threading
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +35,7 @@ from mesh_dagster.core.redaction import redact_text
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+TASK_THREADS = "mesh-task"  # execution/tasks.py's worker threads
 LOG_LIMIT = 20  # log files kept per folder; older ones are deleted
 ARGV_KEY = "mesh.argv"
 
@@ -58,19 +61,29 @@ class MeshGroup(click.Group):
         except click.Abort as e:
             if not isinstance(e.__context__, KeyboardInterrupt):
                 raise  # a prompt got no answer (end of input): click says "Aborted!"
-            _interrupted(ctx)  # Ctrl-C at a prompt: click turns it into Abort
+            _interrupted(ctx, e.__context__)  # Ctrl-C at a prompt: click turns it into Abort
         except (click.exceptions.Exit, OneLineUsageError, BrokenPipeError):
             raise  # click ends these itself (BrokenPipe: output piped into `head`)
         except click.ClickException as e:
             raise OneLineUsageError(e) from None
-        except KeyboardInterrupt:
-            _interrupted(ctx)
+        except KeyboardInterrupt as e:
+            _interrupted(ctx, e)
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line and a log
             ctx.exit(report_failure(exc, _project_dir(ctx), ctx.meta.get(ARGV_KEY, []), _debug(ctx)))
 
 
-def _interrupted(ctx: click.Context) -> None:
-    click.echo("Interrupted.", err=True)
+def _interrupted(ctx: click.Context, interrupt: BaseException | None) -> None:
+    """Ctrl-C: one line (which model was running, when execution/tasks.py says so), exit code 130.
+
+    A Python model that never returns keeps its worker thread, and Python waits for every worker
+    before a process ends: so with one still running the process ends at once. Its batch was never
+    recorded, and the locks were released (or are taken over from a dead holder) on the way here.
+    """
+    click.echo(printable(str(interrupt or "") or "Interrupted."), err=True)
+    if any(t.name.startswith(TASK_THREADS) and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
     ctx.exit(EXIT_INTERRUPTED)
 
 

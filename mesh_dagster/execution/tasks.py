@@ -12,7 +12,10 @@ needs:
 - results are handed to `done` on the caller's thread, in completion order, so the state store
   and the listener are never used from two threads;
 - nothing is left running on return, whatever happened, so a caller releasing a lock afterwards
-  cannot race a write.
+  cannot race a write — except after Ctrl-C: running tasks get `INTERRUPT_GRACE_S` to finish (and
+  are recorded if they do), then `Interrupted` names the ones still running and the caller ends
+  without them. A Python model that never returns cannot be stopped from another thread; the CLI
+  then ends its process at once (cli/errors.py), with nothing recorded for those tasks.
 
 With `limit == 1` everything runs on the caller's thread, exactly as a plain loop would.
 """
@@ -23,10 +26,24 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from time import monotonic
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+INTERRUPT_GRACE_S = 2.0  # what running tasks get to finish after Ctrl-C
+THREAD_PREFIX = "mesh-task"  # worker threads' names: the CLI looks for ones left running
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while tasks ran: the keys of those still running, whose results were not recorded."""
+
+    def __init__(self, running: Sequence[str]):
+        self.running = list(dict.fromkeys(running))
+        many = len(self.running) > 1
+        super().__init__(f"Interrupted: {', '.join(self.running)} {'were' if many else 'was'} running; nothing was "
+                         f"recorded for {'their intervals' if many else 'its interval'}")
 
 
 def run_tasks(
@@ -50,7 +67,11 @@ def run_tasks(
     """
     if limit <= 1:
         for item in items:
-            if not done(item, work(item)):
+            try:
+                result = work(item)
+            except KeyboardInterrupt:
+                raise Interrupted([key(item)]) from None
+            if not done(item, result):
                 return
         return
     _Run(items, key, work, done, waits_for or {}, limit, per_key).run()
@@ -76,23 +97,44 @@ class _Run(Generic[T, R]):
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        with ThreadPoolExecutor(max_workers=self.limit, thread_name_prefix="mesh-task") as pool:
-            try:
-                while True:
-                    if not self.stopped:
-                        self._start_ready(pool)
-                    if not self.running:
-                        break
-                    finished, _ = wait(self.running, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        self._finish(future)
-            finally:
-                wait(self.running)  # interrupted: still never return while a task is writing
+        pool = ThreadPoolExecutor(max_workers=self.limit, thread_name_prefix=THREAD_PREFIX)
+        interrupted = False
+        try:
+            self._loop(pool)
+        except KeyboardInterrupt:
+            interrupted, self.stopped = True, True
+            left = self._drain(INTERRUPT_GRACE_S)
+            if left:
+                raise Interrupted(left) from None
+            raise
+        finally:
+            if not interrupted:
+                wait(self.running)  # a failure: still never return while a task is writing
+            pool.shutdown(wait=not self.running, cancel_futures=True)
         if self.error is not None:
             raise self.error
         blocked = sorted(k for k, q in self.queues.items() if q)
         if blocked and not self.stopped:
             raise RuntimeError(f"Tasks wait for each other in a cycle: {', '.join(blocked)}")
+
+    def _loop(self, pool: ThreadPoolExecutor) -> None:
+        while True:
+            if not self.stopped:
+                self._start_ready(pool)
+            if not self.running:
+                return
+            finished, _ = wait(self.running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                self._finish(future)
+
+    def _drain(self, grace_s: float) -> list[str]:
+        """After Ctrl-C: hand over what finishes within `grace_s`; the keys of what still runs."""
+        deadline = monotonic() + grace_s
+        while self.running and monotonic() < deadline:
+            finished, _ = wait(self.running, timeout=deadline - monotonic(), return_when=FIRST_COMPLETED)
+            for future in finished:
+                self._finish(future)
+        return [self.key(item) for item in self.running.values()]
 
     def _start_ready(self, pool: ThreadPoolExecutor) -> None:
         for k, queue in self.queues.items():
