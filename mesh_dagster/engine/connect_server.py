@@ -58,6 +58,7 @@ from mesh_dagster.engine.session import (
     quiet_pyspark_error_logs,
     spark_error_message,
     to_engine_error,
+    watch_server,
 )
 
 __all__ = [
@@ -387,7 +388,9 @@ def _new_client_session(info: ServerInfo, conn: SparkConnectionConfig) -> SparkS
     context = f"Cannot use the shared Spark Connect server at {info.url}"
     try:
         session = builder.create()
-        fail_fast(session)
+        # The server is ours, on this machine: a closed port means it is gone, not restarting.
+        watch_server(session, _BIND_ADDRESS, info.port, "the project's shared Spark Connect server",
+                     "Start it again with `mesh spark start`, then re-run")
         atexit.register(close_if_unreachable, session, _BIND_ADDRESS, info.port)
     except Exception as e:  # noqa: BLE001
         raise to_engine_error(e, context) from e

@@ -71,6 +71,7 @@ __all__ = [
     "spark_error_message",
     "to_engine_error",
     "unreachable_reason",
+    "watch_server",
 ]
 
 LOG4J2_FILE = "log4j2.properties"
@@ -138,6 +139,10 @@ class SparkSQLError(EngineError):
 
 class MetastoreBusyError(SparkSQLError):
     """Another process has the project's embedded Derby metastore open (Derby admits one JVM)."""
+
+
+class LostServerError(SparkSQLError):
+    """The Spark Connect server this process used went away mid-command (see `watch_server`)."""
 
 
 def build_session(
@@ -221,7 +226,8 @@ def _remote_session(conn: SparkConnectionConfig) -> SparkSession:
     except Exception as e:  # noqa: BLE001
         raise to_engine_error(e, f"Cannot configure Spark Connect at {url}") from e
     _configure(spark, conn, f"Cannot use Spark Connect at {url}")
-    spark.client.set_retry_policies(patient)
+    spark.client.set_retry_policies(patient)  # a cluster may restart mid-run: PySpark's patience
+    _WATCHED[(host, port)] = ("the Spark Connect server of `remote:`", "Check that it runs, then re-run")
     return spark
 
 
@@ -230,6 +236,49 @@ def fail_fast(session: SparkSession | ConnectSession, retries: int = CLIENT_RETR
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     session.client.set_retry_policies([DefaultPolicy(max_retries=retries, max_backoff=10_000)])
+
+
+# -- a Connect server lost mid-command ------------------------------------------------------------
+# PySpark retries an unavailable server for minutes, then each clean-up step fails the same way, so
+# a killed server used to end a run after ~2 minutes with the error of a clean-up step. A watched
+# server is asked whether it still listens before each retry: a closed port is a lost server, at
+# once, and every error from then on says so (with what to do) instead of naming a clean-up step.
+
+_WATCHED: dict[tuple[str, int], tuple[str, str]] = {}  # (host, port) -> (what it is, what to do if lost)
+_UNAVAILABLE = ("StatusCode.UNAVAILABLE", "failed to connect to all addresses", "Connection refused",
+                "Socket closed", "Spark Connect server unreachable")
+
+
+def watch_server(session: SparkSession | ConnectSession, host: str, port: int, what: str, todo: str,
+                 retries: int = CLIENT_RETRIES) -> None:
+    """Make `session` give up as soon as its server at `host:port` stops listening, and name the
+    server (`what`) and the remedy (`todo`) in the errors that follow."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    class WhileListening(DefaultPolicy):
+        def can_retry(self, e: BaseException) -> bool:
+            return super().can_retry(e) and unreachable_reason(host, port, timeout_s=1.0) is None
+
+    _WATCHED[(host, port)] = (what, todo)
+    session.client.set_retry_policies([WhileListening(max_retries=retries, max_backoff=10_000)])
+
+
+def lost_server_message(exc: BaseException) -> str | None:
+    """Which watched server is gone, when `exc` says a Connect server did not answer."""
+    if not _WATCHED:
+        return None
+    chain: list[str] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 10:
+        chain.append(f"{seen!r} {_message_text(seen)}")
+        seen = seen.__cause__ or seen.__context__
+    if not any(marker in text for text in chain for marker in _UNAVAILABLE):
+        return None
+    for (host, port), (what, todo) in list(_WATCHED.items()):
+        if unreachable_reason(host, port, timeout_s=1.0) is not None:
+            return (f"Lost {what} at {host}:{port}: it stopped or was killed while this command ran. {todo} "
+                    "(what did not finish was not recorded)")
+    return None
 
 
 def close_if_unreachable(session: SparkSession, host: str, port: int) -> None:
@@ -321,7 +370,7 @@ def spark_error_message(exc: BaseException) -> str:
     need neither to fix their SQL. A metastore that another process holds is said as such: its
     first line would be "Unable to instantiate SessionHiveMetaStoreClient".
     """
-    busy = _busy_message(exc)
+    busy = _busy_message(exc) or lost_server_message(exc)
     if busy is not None:
         return busy
     condition = _condition(exc)
@@ -352,6 +401,9 @@ def to_engine_error(exc: BaseException, context: str | None = None, sql: str | N
     busy = _busy_message(exc)
     if busy is not None:  # says all there is to say: no "Spark query failed" in front
         return MetastoreBusyError(busy, condition="XSDB6", sql=sql)
+    lost = lost_server_message(exc)
+    if lost is not None:  # the same: not the step that happened to notice it
+        return LostServerError(lost, sql=sql)
     message = spark_error_message(exc)
     return SparkSQLError(f"{context}: {message}" if context else message, _condition(exc), sql)
 
