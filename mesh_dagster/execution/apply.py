@@ -341,21 +341,7 @@ def _put_back(plan: Plan, project: Project, state: State, engine: Engine, served
     """Put the views `moved` back as `served` showed them and the record back to `served`; the
     error to raise, saying where the environment stands."""
     env = plan.environment
-    undo_failed = None
-    try:
-        lease.check()
-        wanted = [s.snapshot_id for s in served.snapshots if s.name in served.promoted] if served else []
-        snapshots = {s.name: s for s in state.get_snapshots(wanted).values()}
-
-        def select(snap: Snapshot) -> str:
-            own = plan.snapshots.get(snap.name)
-            if own is not None and own.identifier == snap.identifier:
-                return view_sql(snap, project)
-            return view_sql(snap, None, columns.get(snap.name))
-
-        restore_views(engine, env, moved, snapshots, select)
-    except Exception as e:  # noqa: BLE001 - the record below says the views are unsettled
-        undo_failed = first_line(e)
+    undo_failed = _restore_views(plan, project, state, engine, served, columns, moved, lease)
     settled_before = plan.base_environment is None or plan.base_environment.finalized_ts is not None
     restored = undo_failed is None and settled_before
     what = f"Plan {plan.plan_id} was not applied to '{env}': {error}."
@@ -365,16 +351,36 @@ def _put_back(plan: Plan, project: Project, state: State, engine: Engine, served
         return VirtualUpdateError(f"{what} Its record could not be taken back ({first_line(e)}): `mesh run` "
                                   f"runs the last finished plan meanwhile; the next `mesh plan {env}` completes or "
                                   "replaces this one.")
-    was = f"plan {served.plan_id}" if served else "nothing"
     if restored:
         now = f"'{env}' is back on plan {served.plan_id} and its views were put back" if served else \
             f"'{env}' was not created (the views made so far were dropped)"
     else:
         why = f"putting its views back failed ({undo_failed})" if undo_failed else \
             "its views were already half-moved by an earlier apply"
-        now = (f"'{env}' serves {was} again (`mesh run` runs it), but {why}: the next `mesh plan {env}` "
-               "re-creates them")
+        serves = f"'{env}' serves plan {served.plan_id} again (`mesh run` runs it)" if served else \
+            f"'{env}' has no finished plan to serve"
+        now = f"{serves}, but {why}: the next `mesh plan {env}` re-creates them"
     return VirtualUpdateError(f"{what} {now}. Fix the cause and re-run `mesh plan {env}`.")
+
+
+def _restore_views(plan: Plan, project: Project, state: State, engine: Engine, served: Environment | None,
+                   columns: dict[str, list[str]], moved: list[str], lease: Lease) -> str | None:
+    """Point the views `moved` back at `served`'s snapshots (or drop them); why not, if that fails."""
+    try:
+        lease.check()
+        wanted = [s.snapshot_id for s in served.snapshots if s.name in served.promoted] if served else []
+        snapshots = {s.name: s for s in state.get_snapshots(wanted).values()}
+
+        def select(snap: Snapshot) -> str:
+            own = plan.snapshots.get(snap.name)
+            if own is not None and own.identifier == snap.identifier:  # the project's own snapshot
+                return view_sql(snap, project)
+            return view_sql(snap, None, columns.get(snap.name))
+
+        restore_views(engine, plan.environment, moved, snapshots, select)
+    except Exception as e:  # noqa: BLE001 - the record then says the views are unsettled
+        return first_line(e)
+    return None
 
 
 def _expiration(plan: Plan, project: Project) -> int | None:
