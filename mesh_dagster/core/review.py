@@ -102,6 +102,13 @@ class PlanSummary(BaseModel):
         return "\n".join(lines)
 
 
+def markdown_block(text: str) -> str:
+    """User text (an error quoting a model, a note) as a Markdown code block it cannot break out of."""
+    shown = printable(text.rstrip())
+    fence = markdown_fence(shown)
+    return f"{fence}\n{shown}\n{fence}"
+
+
 def _cell(name: str) -> str:
     """A model name as a table cell: a `|` in it would start another cell."""
     return markdown_code(name).replace("|", "\\|")

@@ -28,6 +28,7 @@ from dagster import (
 )
 
 from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.review import markdown_block
 
 GIT_PLAN_JOB = "git_plan"
 
@@ -53,10 +54,11 @@ def git_plan_job() -> JobDefinition:
         except MeshError as e:
             raise Failure(description=str(e)) from None
         failure = record.events[-1].note if record.status.value == "failed" else None
+        # User text (the error quotes the project) shown, never rendered: control characters escaped.
+        summary = markdown_block(failure) if failure else record.summary.markdown(record.environment)
         yield Output(None, metadata={
             "plan_id": record.plan_id, "environment": record.environment, "status": record.status.value,
-            "branch": branch, "commit": sha, "author": record.author,
-            "summary": MetadataValue.md(failure or record.summary.markdown(record.environment))})
+            "branch": branch, "commit": sha, "author": record.author, "summary": MetadataValue.md(summary)})
         if failure:  # recorded as failed (its project does not load): the run says so too
             raise Failure(description=failure)
 

@@ -103,3 +103,31 @@ def test_an_error_quoting_user_text_shows_its_escapes(tmp_path: Path) -> None:
         result = mesh(root, "plan", "--explain")
     line = assert_refused(result, "config.yaml:4:", "unknown gateway")
     assert "\x1b" not in result.stderr and f"'local{SHOWN}'" in line
+
+
+def test_a_failed_git_plan_shows_its_error_as_text_in_dagster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The git_plan job's summary of a commit whose project does not load is the error quoting the
+    project: shown in a code block with its escapes, never rendered or obeyed."""
+    import dagster as dg
+
+    from mesh_dagster.dagster import definitions
+    from tests.state.test_git_plans import MODELS, WATCHER_CONFIG, Repo
+
+    monkeypatch.setenv("MESH_USER", "alice@example.com")
+    repo = Repo(tmp_path)
+    sha = repo.commit({**MODELS, "models/x.sql": "MODEL (name s.x, kind FULL, grain (`\x1b[2K```x`));\n"
+                                                 "SELECT 1 AS a\n"}, "broken")
+    repo.push("main")
+    location = write_project(tmp_path / "location", {}, WATCHER_CONFIG)
+    (tmp_path / "home").mkdir()
+    instance = dg.DagsterInstance.local_temp(str(tmp_path / "home"))
+    run = definitions(location, "prod", shared_spark=False).resolve_job_def("git_plan").execute_in_process(
+        run_config={"ops": {"git_plan_commit": {"config": {"branch": "main", "sha": sha}}}}, instance=instance,
+        raise_on_error=False)
+    assert not run.success
+    (output,) = [e for e in run.all_events if e.event_type_value == "STEP_OUTPUT"]
+    summary = output.event_specific_data.metadata["summary"].value
+    lines = summary.splitlines()
+    assert "\x1b" not in summary and "\\x1b[2K" in summary
+    assert lines[0] == lines[-1] == "````" and len(lines) == 3  # one code block no backtick in it can close
+
