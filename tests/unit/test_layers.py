@@ -23,14 +23,14 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 # (build_plan, load_project, load_config, materialize, ...), which they reach through Context.
 FRONT_DOOR_NAMES = {
     "mesh_dagster.core.plan": {"Plan", "ALL_TIME", "model_start_ms"},
-    "mesh_dagster.core.review": {"PlanRecord"},
+    "mesh_dagster.core.review": {"PlanRecord", "markdown_block"},
     "mesh_dagster.core.project": {"Project"},
     "mesh_dagster.core.config": {"CONFIG_FILES", "MESH_DIR", "DagsterStorageConfig"},
     "mesh_dagster.core.audits": {"is_blocking"},
     "mesh_dagster.execution.events": {"ApplyListener", "LogLines"},
     "mesh_dagster.execution.materialize": {"ModelMaterialization", "Outcome"},
     "mesh_dagster.execution.promote": {"PromotionRefused"},
-    "mesh_dagster.engine.session": {"spark_error_message", "redact_secrets"},
+    "mesh_dagster.engine.session": {"spark_error_message"},
 }
 
 
