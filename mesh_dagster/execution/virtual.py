@@ -28,7 +28,10 @@ class ViewUpdateError(EngineError):
 
 def view_sql(snapshot: Snapshot, project: Project | None, columns: Sequence[str] | None = None) -> str:
     """Select the model's columns in query order (partition columns are stored last): `columns`,
-    else the project's columns of the model (for the project's own snapshot of it), else all."""
+    else those the snapshot captured when planned, else (a snapshot stored before captures) the
+    project's columns of the model, else all."""
+    if columns is None and snapshot.capture is not None and snapshot.capture.columns:
+        columns = list(snapshot.capture.columns)
     if columns is None and project is not None and snapshot.name in project.models:
         found = project.columns(snapshot.name)
         columns = list(found) if found else None
