@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import bisect
 import copy
-import traceback
 import numbers
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
