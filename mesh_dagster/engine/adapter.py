@@ -441,8 +441,8 @@ class SparkEngine:
         described = generations.describe(self, table)
         return described[0] if described is not None else None
 
-    def drop_locations(self, schema: str, locations: Iterable[str]) -> None:
-        generations.delete(self, schema, list(locations))
+    def drop_locations(self, locations: Iterable[str]) -> None:
+        generations.delete(self, list(locations))
 
     def _drop_temp_view(self, name: str) -> None:
         with self._errors(f"Cannot drop temporary view {name}"):

@@ -65,12 +65,13 @@ def switch(engine: SparkEngine, table: str, location: str) -> None:
     engine.refresh(table)
 
 
-def delete(engine: SparkEngine, schema: str, locations: list[str]) -> None:
+def delete(engine: SparkEngine, locations: list[str]) -> None:
     """Delete directories of generations nobody points at any more.
 
     A classic session deletes through Hadoop's file system API (any file system Spark reaches). A
-    Spark Connect client has no file system at hand: it borrows a managed table, points it at the
-    directory and drops it, which makes the metastore delete the directory (Spark SQL only)."""
+    Spark Connect client has no file system at hand: it points a managed table at the directory and
+    drops it, which makes the metastore delete the directory (Spark SQL only). The borrowed table
+    lives in a database created inside that directory, so that its own directory goes too."""
     if not locations:
         return
     if engine.is_classic:
@@ -83,12 +84,16 @@ def delete(engine: SparkEngine, schema: str, locations: list[str]) -> None:
                 path.getFileSystem(conf).delete(path, True)
         return
     for location in locations:
-        holder = f"{schema}.{TEMP_PREFIX}delete_{uuid.uuid4().hex[:12]}"
-        engine.execute(f"CREATE TABLE {quote_name(holder)} (c INT) USING parquet")
+        database = f"{TEMP_PREFIX}delete_{uuid.uuid4().hex[:12]}"
+        holder = f"{database}.doomed"
+        engine.execute(f"CREATE DATABASE {quote_identifier(database)} "
+                       f"LOCATION {sql_string(location.rstrip('/') + '/_mesh_holder')}")
         try:
+            engine.execute(f"CREATE TABLE {quote_name(holder)} (c INT) USING parquet")
             engine.execute(f"ALTER TABLE {quote_name(holder)} SET LOCATION {sql_string(location)}")
+            engine.execute(f"DROP TABLE {quote_name(holder)}")
         finally:
-            engine.execute(f"DROP TABLE IF EXISTS {quote_name(holder)}")
+            engine.execute(f"DROP DATABASE IF EXISTS {quote_identifier(database)} CASCADE")
 
 
 def drop(engine: SparkEngine, table: str) -> None:
@@ -96,7 +101,7 @@ def drop(engine: SparkEngine, table: str) -> None:
     described = None if split_name(table)[1].startswith(TEMP_PREFIX) else describe(engine, table)
     engine.execute(f"DROP TABLE IF EXISTS {quote_name(table)}")
     if described is not None and base_location(described[0]) != described[0].rstrip("/"):
-        delete(engine, split_name(table)[0] or "default", [base_location(described[0])])
+        delete(engine, [base_location(described[0])])
 
 
 def clear_default_location(engine: SparkEngine, table: str) -> None:
@@ -107,4 +112,4 @@ def clear_default_location(engine: SparkEngine, table: str) -> None:
     info = {str(r[0]).strip().lower(): str(r[1] or "").strip() for r in rows}
     root = info.get("location", "").rstrip("/")
     if root:
-        delete(engine, schema or "default", [f"{root}/{name.lower()}"])
+        delete(engine, [f"{root}/{name.lower()}"])

@@ -177,7 +177,7 @@ class TableWrites:
     def _finish_switch(self, table: str, payload: dict[str, Any]) -> bool:
         located = generations.describe(self.engine, table)
         if not payload.get("ready") or located is None:
-            generations.delete(self.engine, _schema_of(table), [payload["location"]])
+            generations.delete(self.engine, [payload["location"]])
             return False
         if located[0].rstrip("/") != payload["location"].rstrip("/"):
             generations.switch(self.engine, table, payload["location"])
@@ -188,7 +188,7 @@ class TableWrites:
         an INSERT's files into the table one by one at the end of its job)."""
         located = generations.describe(self.engine, table)
         if located is not None:  # what a killed job left: the next INSERT would commit it as its own
-            generations.delete(self.engine, _schema_of(table), [f"{located[0].rstrip('/')}/_temporary"])
+            generations.delete(self.engine, [f"{located[0].rstrip('/')}/_temporary"])
         before, rows, now = payload["before"], payload["rows"], self._count(table)
         if now == before:
             self.engine.execute(f"INSERT INTO {quote_name(table)} {payload['select']}")
@@ -251,7 +251,7 @@ class TableWrites:
             generations.write(self.engine, payload["location"], provider, select_sql)
         except Exception:
             if journal is None:  # nobody else knows of the half-written generation
-                generations.delete(self.engine, _schema_of(table), [payload["location"]])
+                generations.delete(self.engine, [payload["location"]])
             raise
         kill_point("staged", table)
         payload = {**payload, "ready": True}
@@ -261,7 +261,7 @@ class TableWrites:
         generations.switch(self.engine, table, payload["location"])
         kill_point("committed", table)
         if journal is None:  # nobody keeps track of the previous generation: it goes now
-            generations.delete(self.engine, _schema_of(table), [location])
+            generations.delete(self.engine, [location])
 
     def _overwrite(self, table: str, select_sql: str, partition_columns: list[str], scope: str | None,
                    drop_stale: bool = True, staged: str | None = None) -> None:
@@ -366,7 +366,3 @@ class TableWrites:
             self.engine.execute(f"UNCACHE TABLE IF EXISTS {quote_identifier(name)}")
         finally:
             self.engine.drop_temp_view(name)
-
-
-def _schema_of(table: str) -> str:
-    return split_name(table)[0] or "default"

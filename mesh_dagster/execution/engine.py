@@ -122,8 +122,8 @@ class Engine(Protocol):
     def table_location(self, table: str) -> str | None:
         """Where the table's files are now (None: no such table)."""
 
-    def drop_locations(self, schema: str, locations: Iterable[str]) -> None:
-        """Delete former locations (generations) of tables of `schema`: nothing points at them."""
+    def drop_locations(self, locations: Iterable[str]) -> None:
+        """Delete former locations (generations) of tables: nothing points at them any more."""
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None, *, journal: Journal | None = None) -> None:

@@ -179,13 +179,10 @@ def _delete_retired_generations(state: State, engine_factory: Callable[[], Engin
     engine = engine_factory()
     needed = {write.payload.get("location") for write in state.pending_writes()}
     current = {table: engine.table_location(table) for table in {t for t, _ in retired}}
-    doomed: dict[str, list[str]] = {}
-    for table, location in retired:
-        if location not in needed and not _same_location(current[table], location):
-            doomed.setdefault(table.rpartition(".")[0] or "default", []).append(location)
-    for schema, locations in doomed.items():
-        lease.check()
-        engine.drop_locations(schema, locations)
+    doomed = [location for table, location in retired
+              if location not in needed and not _same_location(current[table], location)]
+    lease.check()
+    engine.drop_locations(doomed)
     state.forget_retired([(t, loc) for t, loc in retired if loc not in needed])
 
 

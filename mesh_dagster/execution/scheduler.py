@@ -240,7 +240,7 @@ class _JournaledWrite:
         kept = {payload["previous"], payload["location"]}
         old = [location for _, location in self.state.retired_locations(self.table) if location not in kept]
         if old:
-            engine.drop_locations(self.table.rpartition(".")[0] or "default", old)
+            engine.drop_locations(old)
             self.state.forget_retired([(self.table, location) for location in old])
 
 

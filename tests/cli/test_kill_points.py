@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,15 +113,17 @@ for model in spec["models"]:
         f"SELECT (SELECT COUNT(*) FROM {a}), (SELECT COUNT(*) FROM {b}), "
         f"(SELECT COUNT(*) FROM ((SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b}) "
         f"UNION ALL (SELECT * FROM {b} EXCEPT ALL SELECT * FROM {a})) AS d)")[0]]
-print(json.dumps(out))
+leftovers = [r[1] for r in ctx.engine.fetchall(f"SHOW TABLES IN mesh__{spec['schema']}") if r[1].startswith("__mesh_tmp")]
+leftovers += [r[0] for r in ctx.engine.fetchall("SHOW DATABASES") if r[0].startswith("__mesh_tmp")]
+print(json.dumps({"tables": out, "leftovers": leftovers}))
 ctx.close()
 """
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The models of every step and the reference, planned for day 1, behind a shared Connect server;
-    the reference has run days 2 and 3 already."""
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """The models of every step and the reference, planned for day 1, behind a shared Connect server
+    (and the server's warehouse); the reference has run day 2 already."""
     root = tmp_path_factory.mktemp("kill_points")
     host = write_project(root / "server", {}, SERVER_CONFIG)
     info = start_server(load_config(host).gateway().connection, host / ".mesh", timeout_s=300)
@@ -133,7 +137,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         _mesh(path, "plan", "--auto-apply", "--skip-tests", "--execution-time", SETUP_TIME)
         _mesh(path, "run", "--execution-time", RUN_TIME, "--select-model", "ref.*")
         (path / "config.yaml").write_text(config)  # the kills: one write at a time, each at its kill point
-        yield path
+        yield path, host / ".mesh" / "warehouse"
     finally:
         stop_server(host / ".mesh")
 
@@ -149,7 +153,7 @@ def _mesh(project: Path, *args: str, kill_at: str | None = None) -> subprocess.C
     return proc
 
 
-def _compare(project: Path, schema: str) -> dict[str, list[int]]:
+def _compare(project: Path, schema: str) -> dict:
     spec = {"project": str(project), "schema": schema, "models": list(MODELS)}
     env = {k: v for k, v in os.environ.items() if k != KILL_AT_ENV}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(COMPARE), json.dumps(spec)], env=env,
@@ -159,7 +163,9 @@ def _compare(project: Path, schema: str) -> dict[str, list[int]]:
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_killed_at_each_step_of_each_kind_the_next_runs_end_as_an_uninterrupted_one(project: Path, step: str) -> None:
+def test_killed_at_each_step_of_each_kind_the_next_runs_end_as_an_uninterrupted_one(
+        project: tuple[Path, Path], step: str) -> None:
+    project, warehouse = project
     schema = f"k_{step}"
     run = ("run", "--execution-time", RUN_TIME, "--select-model", f"{schema}.*")
     order = DAG({f"{schema}.{name}": [] for name in MODELS}).sorted()  # the order a run writes them in
@@ -170,6 +176,20 @@ def test_killed_at_each_step_of_each_kind_the_next_runs_end_as_an_uninterrupted_
             f"{name} was not killed at '{step}' (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     _mesh(project, *run)  # finishes what the last kill left, and whatever is still missing
 
+    # Of each table's files, only its current generation and the one before it (for readers still in
+    # flight) are kept; what a kill left before its journal entry, or after its interval record (a
+    # staging table), is the janitor's: then nothing but the tables' current files is left.
+    assert max(_generations(warehouse / f"mesh__{schema}.db").values()) <= 2
+    _mesh(project, "janitor")
+
     compared = _compare(project, schema)
-    assert {name: c for name, c in compared.items() if c[0] != c[1] or c[2]} == {}, compared
-    assert all(rows > 0 for rows, _, _ in compared.values()), compared
+    tables = compared["tables"]
+    assert {name: c for name, c in tables.items() if c[0] != c[1] or c[2]} == {}, tables
+    assert all(rows > 0 for rows, _, _ in tables.values()), tables
+    assert compared["leftovers"] == []  # staging tables, borrowed databases
+    assert set(_generations(warehouse / f"mesh__{schema}.db").values()) == {1}
+
+
+def _generations(schema_dir: Path) -> Counter[str]:
+    """How many directories each table (or leftover) of a schema has."""
+    return Counter(re.sub(r"__mesh_g[0-9a-f]{12}$", "", p.name) for p in schema_dir.iterdir())

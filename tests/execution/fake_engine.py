@@ -187,5 +187,5 @@ class FakeEngine:
     def table_location(self, table: str) -> str | None:
         return f"/warehouse/{table}" if table in self.tables else None
 
-    def drop_locations(self, schema: str, locations: Iterable[str]) -> None:
-        self._record("drop_locations", schema, locations=list(locations))
+    def drop_locations(self, locations: Iterable[str]) -> None:
+        self._record("drop_locations", "", locations=list(locations))

@@ -87,7 +87,7 @@ def test_a_rewrite_crashed_while_writing_its_generation_is_undone(engine, unique
     with pytest.raises(Crash):
         engine.rewrite_table(table, f"SELECT id, CONCAT(v, 'x') AS v FROM {table}", journal=journal)
     [payload] = heard
-    engine.drop_locations(unique_schema, [])  # nothing to delete: a no-op
+    engine.drop_locations([])  # nothing to delete: a no-op
     os.makedirs(_path(payload["location"]) / "_temporary")  # what a killed job would have left
 
     assert engine.finish_write(payload) is False  # never switched to: deleted instead
@@ -103,7 +103,7 @@ def test_a_reader_that_listed_the_old_files_reads_them_until_the_old_generation_
     heard: list[dict[str, Any]] = []
     engine.replace_table(table, "SELECT 1 AS id, 'a' AS v UNION ALL SELECT 2, 'b'", journal=heard.append)
     assert reader.sql(f"SELECT COUNT(*) FROM {table}").collect()[0][0] == 1  # the old content, no missing file
-    engine.drop_locations(unique_schema, [heard[-1]["previous"]])
+    engine.drop_locations([heard[-1]["previous"]])
     reader.catalog.refreshTable(table)
     assert reader.sql(f"SELECT COUNT(*) FROM {table}").collect()[0][0] == 2
 
@@ -194,9 +194,8 @@ def test_without_a_file_system_generations_are_deleted_with_spark_sql_only(spark
     doomed = tmp_path / "generation"
     doomed.mkdir()
     (doomed / "part-00000.parquet").write_text("x")
-    engine.drop_locations(unique_schema, [f"file:{doomed}"])
-    assert not doomed.exists()
-    assert [n for n in engine.list_objects(unique_schema) if n.startswith("__mesh_tmp_")] == []
+    engine.drop_locations([f"file:{doomed}"])
+    assert not doomed.exists() and not [d for d in spark.catalog.listDatabases() if d.name.startswith("__mesh_tmp_")]
 
 
 # -- through the scheduler and the janitor ------------------------------------------------------
