@@ -14,6 +14,7 @@ from tests import jvm_startup, system_packages  # noqa: E402 - needs the reposit
 # worker starting a five-minute module when the other has nothing left. Order only: a module
 # missing from this list (or a stale entry) changes nothing but the balance.
 FIRST = (
+    "tests/cli/test_kill_points.py",
     "tests/cli/test_interrupted_backfill.py",
     "tests/dagster/test_git_webserver.py",
     "tests/cli/test_selectors_cli.py",
@@ -27,6 +28,8 @@ FIRST = (
     "tests/dagster/test_run_status.py",
     "tests/spark/test_engine.py",
     "tests/races/test_unique_key_race.py",
+    "tests/cli/test_killed_rewrite.py",
+    "tests/races/test_one_writer.py",
     "tests/spark/test_connect_server.py",
     "tests/cli/test_create_external_models.py",
     "tests/dagster/test_dagster_materialize.py",
