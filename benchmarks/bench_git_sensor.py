@@ -58,7 +58,9 @@ def main() -> None:
             git(clone, "push", "-q", "origin", f"feature/b{b:02d}")
         location = root / "location"
         location.mkdir()
-        (location / "config.yaml").write_text("model_defaults:\n  start: 2024-01-01\ngit:\n  repo: ../warehouse.git\n")
+        (location / "config.yaml").write_text("model_defaults:\n  start: 2024-01-01\n"
+                                              "protected_environments:\n  prod: {}\n"
+                                              "git:\n  repo: ../warehouse.git\n")
         sensor = definitions(location, "prod", shared_spark=False).resolve_sensor_def("git_push_sensor")
         instance = dg.DagsterInstance.ephemeral()
 

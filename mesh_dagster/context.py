@@ -348,8 +348,13 @@ class Context:
                 return self.reviews.record_failure(environment, f"commit {sha[:8]}: {e}", author=author,
                                                    git_commit=sha, git_branch=branch)
             plan.options[FROM_COMMIT] = sha
+            protected = self.config.protection(environment) is not None
+            failed = None if protected else self._failed_audits(commit, plan)  # what it would promote as it is
+            if failed:
+                return self.reviews.record_failure(environment, f"commit {sha[:8]}: {failed}", author=author,
+                                                   git_commit=sha, git_branch=branch)
             record = self.reviews.record(plan, author=author, git_commit=sha, git_branch=branch)
-            if self.config.protection(environment) is not None:
+            if protected:
                 return record
             return self.reviews.run(record, plan, author,
                                     lambda p: apply_plan(p, commit.project, commit.state, commit.engine, listener))
@@ -452,6 +457,38 @@ class Context:
             return self.reviews.run(self.record(plan), plan, self.user, apply)
 
         return promote_environment(self.project, self.state, lambda: self.engine, environment, listener, track=track)
+
+    @staticmethod
+    def _failed_audits(context: Context, plan: Plan) -> str | None:
+        """Why promoting `plan` as it is would serve data a blocking audit failed on (the models it
+        recomputes run their audits again), or None."""
+        from mesh_dagster.execution.verdicts import AuditsFailed, failed_audits
+
+        kept = {n: s for n, s in plan.snapshots.items() if n not in plan.backfills}
+        failed = failed_audits(context.state, kept, context.project.audits)
+        return str(AuditsFailed(plan.environment, failed)) if failed else None
+
+    def verdicts(self, keys: list[tuple[str, str]]) -> dict:
+        """The audit verdicts that hold on these `(model, version)`s: {(model, version, audit digest):
+        [Holding(interval, verdict)]} (execution/verdicts.py)."""
+        from mesh_dagster.execution.verdicts import holding, verdicts_of
+
+        store = verdicts_of(self.state)
+        return holding(store.history(keys)) if store is not None else {}
+
+    def audit_digests(self, plan: Plan) -> dict[str, list[str]]:
+        """Each model's audits as the digests of their definitions, in the model's order."""
+        from mesh_dagster.execution.verdicts import audit_digest, snapshot_audits
+
+        return {name: [audit_digest(ref, snapshot_audits(snap, self.project.audits)) for ref in snap.model.audits]
+                for name, snap in plan.snapshots.items()}
+
+    def materialization_windows(self, environment: str, model: str) -> list[Interval]:
+        """What one materialization of a model without partitions processes (execution/materialize.py)."""
+        from mesh_dagster.execution.materialize import unpartitioned_windows
+
+        return unpartitioned_windows(self.project, self.state, normalize_environment(environment),
+                                     self.model_name(model), engine_factory=lambda: self.engine)
 
     def pending_intervals(self, environment: str = PROD, models: list[str] | None = None,
                           execution_time: int | str | None = None, listener: ApplyListener | None = None):

@@ -504,6 +504,7 @@ def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
     out += _variable_clashes(config.variables, ("variables",))
     out += _statement_refusals(config)
     out += _dagster_refusals(config.dagster)
+    out += _git_refusals(config)
     if config.state_connection is not None:
         out += _state_connection_refusals(config.state_connection, ("state_connection",))
     for name, gateway in config.gateways.items():
@@ -512,6 +513,21 @@ def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
         if gateway.state_connection is not None:
             out += _state_connection_refusals(gateway.state_connection, ("gateways", name, "state_connection"))
     return out
+
+
+def _git_refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
+    """A protected branch deploys prod through a reviewed plan only: prod must then be a protected
+    environment (its approvers decide), or a push would be applied unreviewed."""
+    from mesh_dagster.core.snapshot import PROD
+
+    git = config.git
+    if git is None or not git.protected or config.protection(PROD) is not None:
+        return []
+    loc: Loc = ("git", "protected") if "protected" in git.model_fields_set else ("git",)
+    branches = ", ".join(git.protected)
+    return [(loc, f"pushes to {branches} plan prod for review, but protected_environments does not list prod, so "
+                  f"they would be applied unreviewed: add `protected_environments: {{prod: {{approvers: [...]}}}}`, "
+                  f"or set `git.protected: []` to deploy those pushes without review")]
 
 
 def _statement_refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:

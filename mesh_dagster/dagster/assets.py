@@ -1,16 +1,24 @@
-"""Models as assets: one subsettable multi-asset per partitions definition (interval unit).
+"""Models as assets: one asset, and one step, per model.
 
-A run evaluates its selected models in DAG order in one step, with one Spark session, over the
-run's whole partition range (`BackfillPolicy.single_run`): a backfill of a year of days is one
-evaluation per model, not 365. The step calls `Context.materialize`, the same code a plan apply
-uses to evaluate, audit and record intervals; it never moves an environment's views.
+Each model is its own (one-spec) multi-asset, so every run has one step per model: Dagster itself
+attributes success, failure, retries, timing and logs to the right asset, and skips the models
+reading a failed one ("upstream failed") without evaluating them. The step calls
+`Context.materialize` for its one model, the same code a plan apply uses to evaluate, audit and
+record intervals; it never moves an environment's views.
 
-Models whose writes build on the rows before them (`restates_full_history`: unique key,
-partition, unmanaged...) are one unpartitioned multi-asset instead: recomputing one of their
-intervals alone would replay old rows over newer ones, so they offer no per-partition backfill,
-and a materialization processes every pending interval of theirs in order, as `mesh run` does.
+Partitioned models (incremental by time range: an interval can be recomputed alone) share the
+time-window partitions definition of their interval unit, and a range backfill runs as one step
+per model over the whole range (`BackfillPolicy.single_run`): a year of days is one evaluation
+per model, not 365.
+
+Every other model is an unpartitioned asset: seeds and views are built once for all time, a FULL
+model is rebuilt whole each time it is materialized (its data is its parents' at that moment, so a
+backfill of its parents refreshes it once), and models whose writes build on the rows before them
+(`restates_full_history`: unique key, partition, unmanaged...) process every pending interval in
+order: recomputing one interval alone would replay old rows over newer ones.
 """
 
+import re
 import warnings
 from collections.abc import Iterator
 
@@ -20,7 +28,6 @@ from dagster import (
     AssetsDefinition,
     BackfillPolicy,
     DataVersion,
-    Failure,
     MaterializeResult,
     MetadataValue,
     PreviewWarning,
@@ -28,15 +35,16 @@ from dagster import (
     multi_asset,
 )
 
-from mesh_dagster.context import Context
-from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.intervals import Interval, format_interval_range
+from mesh_dagster.core.intervals import format_interval_range
+from mesh_dagster.dagster.compat import mark_partitions_failed
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
-from mesh_dagster.dagster.outcomes import RangedChecks, RunReport, check_results
+from mesh_dagster.dagster.held import held_evaluations
+from mesh_dagster.dagster.outcomes import RangedChecks, check_results, step_failure
 from mesh_dagster.dagster.partitions import partition_tags, to_ms
-from mesh_dagster.dagster.stamps import is_restamp, restamp_results
+from mesh_dagster.dagster.restamps import is_restamp, restamp_results
 from mesh_dagster.dagster.translator import MeshTranslator
+from mesh_dagster.dagster.unpartitioned import unpartitioned_runs
 from mesh_dagster.dagster.versions import BUILT_ON
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.materialize import ModelMaterialization, Outcome
@@ -63,11 +71,16 @@ class DagsterLogListener(ApplyListener):
         self._log.info(message)
 
 
+def step_name(asset: ModelAsset) -> str:
+    """The op of a model's step: its asset key, as Dagster names allow (`sqlmesh_example__full_model`)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", "__".join(asset.key))
+
+
 def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinition | None = None
                 ) -> list[AssetCheckSpec]:
-    """One check per audit, partitioned like the model's multi-asset. Partitioned checks are a
-    preview in Dagster 1.13 (see outcomes.py for what a ranged run records): known and wanted, so
-    that one warning, and only it, stays out of the code location's log."""
+    """One check per audit, partitioned like the model. Partitioned checks are a preview in Dagster
+    1.13 (see outcomes.py for what a ranged run records): known and wanted, so that one warning,
+    and only it, stays out of the code location's log."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec",
                                 category=PreviewWarning)
@@ -81,169 +94,116 @@ def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinitio
                 + f"Audit `{check.audit}`" + (f" ({', '.join(f'{k} := {v}' for k, v in check.args)})"
                                               if check.args else "")
                 + (" — blocking: a failure stops downstream models and promotion" if check.blocking else ""),
+                metadata={"mesh/audit_digest": check.digest},
             )
             for check in asset.checks
         ]
 
 
-def model_assets(graph: ProjectGraph, unit: IntervalUnit, assets: list[ModelAsset],
-                 partitions: dict[IntervalUnit, TimeWindowPartitionsDefinition],
-                 translator: MeshTranslator | None = None) -> AssetsDefinition:
-    """The multi-asset of every model whose intervals are `unit`s.
-
-    After its models, a run re-stamps the partitions of their *other* children that keep their
-    version through the change just computed (see stamps.py), so those do not turn stale.
-    """
-    environment = graph.environment
+def model_asset(graph: ProjectGraph, asset: ModelAsset, partitions: dict,
+                translator: MeshTranslator | None = None) -> AssetsDefinition:
+    """The asset, and step, of one model; partitioned when `asset.is_partitioned`."""
     translator = translator or MeshTranslator()
-    partitions_def = partitions[unit]
-    by_key = {a.asset_key: a for a in assets}
-    by_name = {a.name: a for a in assets}
+    partitions_def = partitions[asset.unit] if asset.is_partitioned else None
 
     @multi_asset(
-        name=f"{environment}__{unit.value}",
-        specs=[translator.get_asset_spec(a) for a in assets],
-        check_specs=[spec for a in assets for spec in check_specs(a, partitions_def)] or None,
-        can_subset=True,
+        name=step_name(asset),
+        specs=[translator.get_asset_spec(asset)],
+        check_specs=check_specs(asset, partitions_def) or None,
+        can_subset=True,  # its checks may be run, or left out, on their own
         partitions_def=partitions_def,
-        backfill_policy=BackfillPolicy.single_run(),
+        backfill_policy=BackfillPolicy.single_run() if partitions_def is not None else None,
         required_resource_keys={RESOURCE_KEY},
-        op_tags={"mesh/environment": environment},
+        op_tags={"mesh/environment": graph.environment, "mesh/model": asset.name},
+        description=f"Evaluate {asset.name} into its current version's table and record its intervals.",
     )
-    def _models(context: AssetExecutionContext) -> Iterator:
+    def _model(context: AssetExecutionContext) -> Iterator:
+        mesh_context = getattr(context.resources, RESOURCE_KEY).get_context()
         if is_restamp(context.run.tags):  # a re-stamp run (stamps.py): computes nothing
-            yield from restamp_results(context, graph, partitions, getattr(context.resources, RESOURCE_KEY)
-                                       .get_context(), assets)
-            return
-        names = [by_key[k].name for k in context.selected_asset_keys]
-        window = context.partition_time_window
-        mesh = getattr(context.resources, RESOURCE_KEY)
-        listener = DagsterLogListener(context.log)
-        selected_checks = context.selected_asset_check_keys
-        ranged = None if context.has_partition_key else RangedChecks.of(context, partitions_def)
-        computed: set[str] = set()
-        report = RunReport()
-        try:
-            mesh_context = mesh.get_context()
-            runs = mesh_context.materialize(names, to_ms(window.start), to_ms(window.end), environment,
-                                            listener=listener)
-            for run in runs:
-                asset = by_name[run.name]
-                if report.healthy(run):
-                    yield MaterializeResult(
-                        asset_key=asset.asset_key,
-                        data_version=DataVersion(run.snapshot.version or ""),
-                        metadata={**result_metadata(run), BUILT_ON: MetadataValue.json(
-                            {p.name: p.version for p in graph.parent_assets(asset)})},
-                    )
-                # after it: the checks point at the materialization; a failed model's audits too
-                yield from check_results(asset, run, selected_checks, ranged)
-                if run.outcome == Outcome.EVALUATED:
-                    computed.add(run.name)
-            announce_children_to_restamp(context, graph, computed, set(names))
-        except MeshError as e:
-            raise Failure(description=str(e)) from None
-        report.raise_if_failed()
+            yield from restamp_results(context, graph, partitions, mesh_context, asset)
+        elif partitions_def is not None:
+            yield from _partitioned_step(context, graph, asset, partitions_def)
+        else:
+            yield from _unpartitioned_step(context, graph, asset)
 
-    return _models
+    return _model
 
 
-def history_assets(graph: ProjectGraph, assets: list[ModelAsset],
-                   translator: MeshTranslator | None = None) -> AssetsDefinition:
-    """The unpartitioned multi-asset of the models whose intervals cannot be recomputed one by
-    one: materializing one processes each of its pending (due, missing) intervals in order.
-
-    A run for partitions (a backfill, or a partition picked in the UI) is refused with one line;
-    a scheduled run carries the range of the partitioned models it also fills, and these models
-    process what is pending whatever that range, after their parents of the same run.
-    """
-    environment = graph.environment
-    translator = translator or MeshTranslator()
-    by_key = {a.asset_key: a for a in assets}
-
-    @multi_asset(
-        name=f"{environment}__history",
-        specs=[translator.get_asset_spec(a) for a in assets],
-        check_specs=[spec for a in assets for spec in check_specs(a)] or None,
-        can_subset=True,
-        required_resource_keys={RESOURCE_KEY},
-        op_tags={"mesh/environment": environment},
-    )
-    def _models(context: AssetExecutionContext) -> Iterator:
-        selected = [by_key[k] for k in by_key if k in context.selected_asset_keys]  # parents first
-        tags = context.run.tags
-        if partition_tags(tags) and tags.get(SCHEDULED_TAG) != "true":
-            raise Failure(description=_partitions_refused(selected))
-        mesh = getattr(context.resources, RESOURCE_KEY)
-        listener = DagsterLogListener(context.log)
-        report = RunReport()
-        try:
-            mesh_context = mesh.get_context()
-            pending = mesh_context.pending_intervals(environment, [a.name for a in selected])
-            for asset in selected:
-                yield from _process_pending(asset, pending.get(asset.name, []), mesh_context, environment, listener,
-                                            context.selected_asset_check_keys, report)
-        except MeshError as e:
-            raise Failure(description=str(e)) from None
-        report.raise_if_failed()
-
-    return _models
+def _partitioned_step(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset,
+                      partitions_def: TimeWindowPartitionsDefinition) -> Iterator:
+    """The model over the run's partition (or range): one evaluation, one result fanned out by
+    Dagster to every partition; its audits as one check result per partition."""
+    window = context.partition_time_window
+    mesh_context = getattr(context.resources, RESOURCE_KEY).get_context()
+    listener = DagsterLogListener(context.log)
+    ranged = None if context.has_partition_key else RangedChecks.of(context, partitions_def)
+    try:
+        (run,) = list(mesh_context.materialize([asset.name], to_ms(window.start), to_ms(window.end),
+                                               graph.environment, listener=listener))
+    except MeshError as e:
+        raise step_failure(asset, str(e)) from None
+    yield from _reported(context, graph, asset, run, ranged)
 
 
-def _partitions_refused(assets: list[ModelAsset]) -> str:
-    kinds = ", ".join(f"{a.name} ({a.kind.value})" for a in assets)
-    return (f"{kinds}: not materialized for partitions. Each write of these models builds on the rows written "
-            "before it, so an interval cannot be recomputed alone; materialize them without a partition, which "
+def _unpartitioned_step(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset) -> Iterator:
+    """A seed or view (built once), a FULL model (rebuilt whole), or a model whose history is
+    processed in order (each pending interval, oldest first); one result for the step."""
+    tags = context.run.tags
+    if asset.model.kind.restates_full_history and partition_tags(tags) and tags.get(SCHEDULED_TAG) != "true":
+        raise step_failure(asset, _partitions_refused(asset))
+    mesh_context = getattr(context.resources, RESOURCE_KEY).get_context()
+    listener = DagsterLogListener(context.log)
+    try:
+        run = unpartitioned_runs(mesh_context, asset, graph.environment, listener)
+    except MeshError as e:
+        raise step_failure(asset, str(e)) from None
+    if run is None:  # nothing due: reported with the version it keeps (never as a failure)
+        yield MaterializeResult(asset_key=asset.asset_key, data_version=DataVersion(asset.version or ""),
+                                metadata={"mesh/outcome": "up to date", "mesh/version": asset.version or ""})
+        yield from held_evaluations(mesh_context, context.instance, asset, None, [])
+        return
+    yield from _reported(context, graph, asset, run, None)
+
+
+def _reported(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset, run: ModelMaterialization,
+              ranged: RangedChecks | None) -> Iterator:
+    """The model's result, then its audits (they point at it); a failed model's audits alone,
+    then the step's failure: its partitions show failed, and Dagster skips the models reading it."""
+    if run.error is None:
+        yield MaterializeResult(
+            asset_key=asset.asset_key,
+            data_version=DataVersion(run.snapshot.version or ""),
+            metadata={**result_metadata(run), BUILT_ON: MetadataValue.json(
+                {p.name: p.version for p in graph.parent_assets(asset)})},
+        )
+    yield from check_results(asset, run, context.selected_asset_check_keys, ranged)
+    if run.error is None and not run.audited:  # nothing audited here (already built): the verdicts that hold
+        mesh_context = getattr(context.resources, RESOURCE_KEY).get_context()
+        partitions_def = ranged.partitions_def if ranged is not None else None
+        yield from held_evaluations(mesh_context, context.instance, asset, partitions_def,
+                                    list(ranged.keys) if ranged is not None else [])
+    if run.error is not None:
+        if ranged is not None or context.has_partition_key:  # its partitions show failed (compat.py)
+            mark_partitions_failed(context.instance, context.run.run_id, context.run.job_name, step_name(asset),
+                                   asset.asset_key, list(context.partition_keys))
+        raise step_failure(asset, str(run.error))
+    if run.outcome == Outcome.EVALUATED:
+        announce_children_to_restamp(context, graph, asset)
+
+
+def _partitions_refused(asset: ModelAsset) -> str:
+    return (f"not materialized for partitions ({asset.kind.value}): each write builds on the rows written "
+            "before it, so an interval cannot be recomputed alone; materialize it without a partition, which "
             "processes every pending interval in order.")
 
 
-def _process_pending(asset: ModelAsset, pending: list[Interval], mesh_context: Context, environment: str,
-                     listener: DagsterLogListener, selected_checks, report: RunReport) -> Iterator:
-    """Materialize one model's pending intervals, oldest first; one result for all of them. A
-    failure stops this model (its later intervals build on the failed one); a model reading a
-    failed or blocked one of this step is blocked."""
-    key = asset.asset_key
-    culprit = report.culprit(asset.parents)
-    if culprit is not None:
-        listener.log(f"{'.'.join(asset.key)}: not evaluated, it reads {culprit}, which failed")
-        report.blocked[asset.name] = culprit
-        return
-    runs: list[ModelMaterialization] = []
-    for start, end in pending:
-        for run in mesh_context.materialize([asset.name], start, end, environment, listener=listener):
-            runs.append(run)
-        if runs and runs[-1].error is not None:
-            break
-    if not runs:  # nothing due: skipped, reported with the version it keeps (never as a failure)
-        yield MaterializeResult(asset_key=key, data_version=DataVersion(asset.version or ""),
-                                metadata={"mesh/outcome": "up to date", "mesh/version": asset.version or ""})
-        return
-    combined = _combined(runs)
-    checks = check_results(asset, combined, selected_checks)
-    if report.healthy(combined):
-        yield MaterializeResult(asset_key=key, data_version=DataVersion(combined.snapshot.version or ""),
-                                metadata=result_metadata(combined), check_results=checks)
-    else:
-        yield from checks
-
-
-def _combined(runs: list[ModelMaterialization]) -> ModelMaterialization:
-    """Several materializations of one model (one per pending range) as one."""
-    first, last = runs[0], runs[-1]
-    windows = [r.window for r in runs if r.window is not None]
-    window = (min(w[0] for w in windows), max(w[1] for w in windows)) if windows else None
-    return ModelMaterialization(
-        first.name, last.snapshot, last.outcome, window, [i for r in runs for i in r.recorded],
-        [a for r in runs for a in r.audited], last.error, sum(r.seconds for r in runs))
-
-
-def announce_children_to_restamp(context: AssetExecutionContext, graph: ProjectGraph, computed: set[str],
-                     selected: set[str]) -> None:
-    """The unselected children of freshly computed models are left to the re-stamp sensor: those
-    whose version and data stay valid get a ranged re-stamp run once this run has finished."""
-    children = [c for c in graph.children(computed) if c not in selected]
+def announce_children_to_restamp(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset) -> None:
+    """The children of a freshly computed model that this run does not materialize are left to the
+    re-stamp sensor: those whose version and data stay valid are re-stamped once the run has finished."""
+    selected = {tuple(k.path) for k in (context.run.asset_selection or ())}
+    children = [c for c in graph.children({asset.name}) if graph.assets[c].key not in selected]
     if children:
-        context.log.info(f"Not selected, left to restamp_{graph.environment}_sensor (re-stamped if their data "
+        context.log.info(f"Not in this run, left to restamp_{graph.environment}_sensor (re-stamped if their data "
                          f"stays valid): {', '.join(children)}")
 
 
@@ -257,6 +217,5 @@ def result_metadata(run: ModelMaterialization) -> dict:
     if not run.snapshot.model.kind.is_symbolic:
         meta["mesh/physical_table"] = run.snapshot.table_name
     if run.recorded and run.window is not None and run.recorded != [run.window]:
-
         meta["mesh/recorded"] = format_interval_range(run.recorded, run.snapshot.model.interval_unit)
     return meta

@@ -22,17 +22,17 @@ from dagster import (
 from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.snapshot import PROD, normalize_environment
-from mesh_dagster.dagster.assets import history_assets, model_assets
+from mesh_dagster.dagster.assets import model_asset
 from mesh_dagster.dagster.git_sensor import git_plan_job, git_sensor
 from mesh_dagster.dagster.graph import ProjectGraph, build_graph
 from mesh_dagster.dagster.outcomes import RUN_EXECUTOR
 from mesh_dagster.dagster.partitions import partition_format
 from mesh_dagster.dagster.promotion import promote_job
 from mesh_dagster.dagster.resource import MeshResource
+from mesh_dagster.dagster.restamps import stamp_sensor
 from mesh_dagster.dagster.restatement import restate_job
 from mesh_dagster.dagster.reviews import apply_plan_job, plan_job, plan_status_sensor
 from mesh_dagster.dagster.schedules import cron_schedules
-from mesh_dagster.dagster.stamps import stamp_sensor
 from mesh_dagster.dagster.translator import MeshTranslator
 
 
@@ -84,10 +84,7 @@ def definitions(
     for graph in loaded:
         environment = graph.environment
         partitions = _partitions(graph, translator)
-        assets += [model_assets(graph, unit, members, partitions, translator)
-                   for unit, members in graph.by_unit().items()]
-        if graph.unpartitioned:
-            assets.append(history_assets(graph, graph.unpartitioned, translator))
+        assets += [model_asset(graph, asset, partitions, translator) for asset in graph.materializable]
         for asset in graph.assets.values():
             if asset.is_external and asset.key not in external_keys:
                 external_keys.add(asset.key)
@@ -130,9 +127,8 @@ def _load_graphs(project_dir: str, environments: list[str], gateway: str | None,
 
     context = Context(project_dir, gateway, state_url=state_url)
     try:
-        return [build_graph(context.project, context.plan(environment, allow_empty=True, render_added=False),
-                            translator)
-                for environment in environments]
+        plans = [context.plan(environment, allow_empty=True, render_added=False) for environment in environments]
+        return [build_graph(context.project, plan, translator, context.audit_digests(plan)) for plan in plans]
     except MeshError as e:
         return e
     finally:

@@ -42,6 +42,7 @@ class AuditCheck:
     blocking: bool
     args: tuple[tuple[str, str], ...] = ()
     description: str | None = None  # the AUDIT block's own `description`
+    digest: str = ""  # its definition's (execution/verdicts.py): a verdict holds for this definition only
 
 
 @dataclass
@@ -89,11 +90,13 @@ class ModelAsset:
 
     @property
     def is_partitioned(self) -> bool:
-        """Whether Dagster shows the model's intervals as partitions. Not for kinds whose writes
-        build on the rows before them (unique key, partition, unmanaged...): an interval of
-        theirs cannot be recomputed alone, so they offer no per-partition backfill; each
-        materialization processes every pending interval in order instead."""
-        return not self.model.kind.restates_full_history
+        """Whether Dagster shows the model's intervals as partitions: only models built interval by
+        interval whose intervals can be recomputed alone (incremental by time range). A seed or
+        view is built once, a FULL model rebuilt whole (thousands of partitions would each say the
+        same), and models whose writes build on the rows before them (unique key, partition,
+        unmanaged...) process every pending interval in order."""
+        kind = self.model.kind
+        return kind.is_incremental and not kind.restates_full_history
 
 
 @dataclass
@@ -141,8 +144,10 @@ class ProjectGraph:
         return unit.start_of(unit.index_of(now_ms()) - 1)
 
 
-def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None = None) -> ProjectGraph:
-    """The models as assets of the plan's environment, keyed by `translator.get_asset_key`."""
+def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None = None,
+                digests: dict[str, list[str]] | None = None) -> ProjectGraph:
+    """The models as assets of the plan's environment, keyed by `translator.get_asset_key`;
+    `digests`: each model's audit definitions (Context.audit_digests), the checks' identities."""
     if translator is None:
         from mesh_dagster.dagster.translator import MeshTranslator
 
@@ -176,7 +181,7 @@ def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None 
             change=change,
             deps=[keys[p] for p in parents],
             parents=parents,
-            checks=audit_checks(model, project.audits),
+            checks=audit_checks(model, project.audits, (digests or {}).get(name, [])),
             start_ms=None if model.kind.is_external else model_start_ms(model, project),
             end_ms=_end_ms(model),
             columns=column_cache.columns(project, name, snap.identifier),
@@ -257,16 +262,17 @@ def _asset_parents(project: Project, name: str) -> set[str]:
     return out
 
 
-def audit_checks(model: Model, audits: dict[str, Audit]) -> list[AuditCheck]:
+def audit_checks(model: Model, audits: dict[str, Audit], digests: list[str] | None = None) -> list[AuditCheck]:
     checks: list[AuditCheck] = []
     seen: dict[str, int] = {}
-    for ref in model.audits:
+    for i, ref in enumerate(model.audits):
         base = re.sub(r"[^A-Za-z0-9_]", "_", ref.name)
         seen[base] = seen.get(base, 0) + 1
         check_name = base if seen[base] == 1 else f"{base}_{seen[base]}"
         audit = audits.get(ref.name)
         checks.append(AuditCheck(check_name, ref.name, is_blocking(ref, audits), tuple(sorted(ref.args.items())),
-                                 audit.description if audit is not None else None))
+                                 audit.description if audit is not None else None,
+                                 digests[i] if digests and i < len(digests) else ""))
     return checks
 
 

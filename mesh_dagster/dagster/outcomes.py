@@ -1,16 +1,10 @@
-"""What a multi-asset step reports for each model it was asked for, so the run tells the truth.
+"""What a model's step reports, so the run tells the truth (one step per model, see assets.py).
 
-One step evaluates many models. Dagster (1.13, OSS) marks an asset partition FAILED when a run
-that planned it ends failed without materializing it; there is no public event for "this asset
-failed" on its own. So a step reports:
-
-- a model that was computed (or had nothing to compute: before its start, already built, no
-  interval due) with its materialization, whatever happens to the others;
-- a model that failed with its audits' results only, and a model blocked by it (it reads the
-  failed one) with nothing, after a log line naming the culprit;
-- and, once every model had its turn, one `Failure` listing the failed and the blocked models, so
-  the step and the run end failed and the UI shows exactly those assets' partitions FAILED while
-  the healthy ones keep their new materializations.
+A model that was computed (or had nothing to compute: before its start, already built, no interval
+due) yields its materialization. A model that fails yields its audits' results only, then ends its
+step with one `Failure` naming the model and the error, in one line: Dagster shows that model's
+partitions failed, and skips the steps of the models reading it (they are not evaluated, their
+partitions stay unmaterialized); every other model of the run is still evaluated.
 
 Audits of partitioned models are partitioned asset checks (a Dagster 1.13 preview). Dagster
 attributes an `AssetCheckResult` to a partition only in a run for one partition key; a ranged run
@@ -22,18 +16,12 @@ Dagster shows a partition's check status only for an evaluation that names the p
 materialization (as `AssetCheckResult` does in a one-partition run); the type of that pointer is
 not exported, so it is taken from the public `AssetCheckEvaluation`'s own field annotation, and
 without it (a future Dagster) the evaluations are still recorded, in the check's history only.
-
-Across steps (a run of daily models and of the unpartitioned history models reading them), Dagster
-by default skips every step after a failed one. `RUN_EXECUTOR` runs a step once the outputs it reads
-are there instead: a history step runs when none of its models' parents failed; when one did, Dagster
-leaves the whole step out (its granularity, not a model's).
 """
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dagster import (
     AssetCheckEvaluation,
@@ -41,69 +29,46 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetExecutionContext,
-    AssetKey,
-    AssetRecordsFilter,
     DagsterInstance,
-    Failure,
-    MetadataValue,
     Output,
     TimeWindowPartitionsDefinition,
     in_process_executor,
 )
 
 from mesh_dagster.core.intervals import Interval, format_interval_range
+from mesh_dagster.dagster.compat import latest_materialization_targets
 from mesh_dagster.dagster.graph import ModelAsset
 from mesh_dagster.dagster.partitions import to_ms
-from mesh_dagster.execution.materialize import ModelMaterialization, Outcome
+from mesh_dagster.execution.materialize import ModelMaterialization
 
-# One Spark session per run, models in DAG order; a step waits for the outputs it reads, not for the
-# success of the steps making them (Dagster's `step_dependency_config`).
-RUN_EXECUTOR = in_process_executor.configured({"step_dependency_config": {"require_upstream_step_success": False}})
+# One Spark session per run, models in DAG order; a step whose upstream step failed is skipped.
+RUN_EXECUTOR = in_process_executor
 
 
-@dataclass
-class RunReport:
-    """The failed and blocked models of one step, for the step's closing `Failure` (the listener
-    has logged each as it happened)."""
+class ModelFailed(Exception):
+    """A model's step failed, said in one line: the model, what went wrong (for an error in the
+    model's file, its file and line) and what to do.
 
-    failed: list[ModelMaterialization] = field(default_factory=list)
-    blocked: dict[str, str] = field(default_factory=dict)  # a blocked model -> the failed one behind it
+    Dagster shows a user error as its own message under "Error occurred while executing op ...",
+    with that error's stack trace. This error's message is the whole story (the detail is in the
+    run's log above it), so it has no stack trace to show: its Python-level `__traceback__` reads
+    as None, which is what a traceback of it (Dagster's serialized error included) walks."""
 
-    def healthy(self, run: ModelMaterialization) -> bool:
-        """Note `run`; True when its materialization is to be yielded (it neither failed nor was
-        blocked)."""
-        if run.outcome == Outcome.BLOCKED:
-            self.blocked[run.name] = run.blocked_by or ""
-        elif run.error is not None:
-            self.failed.append(run)
-        else:
-            return True
-        return False
+    __module__ = "mesh"  # shown as "mesh.ModelFailed: ..."
 
-    def culprit(self, parents: Sequence[str]) -> str | None:
-        """The failed model behind the first of `parents` that failed or was blocked in this step."""
-        failed = {r.name for r in self.failed}
-        return next((p if p in failed else self.blocked[p] for p in parents if p in failed or p in self.blocked),
-                    None)
+    @property
+    def __traceback__(self):
+        return None
 
-    def raise_if_failed(self) -> None:
-        """End the step failed when a model failed: the run shows failed, and so do exactly the
-        failed and blocked assets (planned, not materialized)."""
-        if not self.failed:
-            return
-        lines = [f"{len(self.failed)} model(s) failed"
-                 + (f", {len(self.blocked)} blocked by them" if self.blocked else "")
-                 + "; the models not reading them were materialized."]
-        lines += [f"- {r.name}: {r.error}" for r in self.failed]
-        lines += [f"- {name}: not evaluated, it reads {culprit}, which failed"
-                  for name, culprit in self.blocked.items()]
-        raise Failure(
-            description="\n".join(lines),
-            metadata={
-                "failed": MetadataValue.json({r.name: str(r.error) for r in self.failed}),
-                "blocked": MetadataValue.json(self.blocked),
-            },
-        )
+    @__traceback__.setter
+    def __traceback__(self, _value) -> None:
+        pass
+
+
+def step_failure(asset: ModelAsset, error: str) -> ModelFailed:
+    """The one line a failed model's step ends with."""
+    return ModelFailed(error if error.startswith(asset.name) or f" {asset.name} " in error
+                       else f"{asset.name} failed: {error}")
 
 
 @dataclass
@@ -135,7 +100,7 @@ def check_results(asset: ModelAsset, run: ModelMaterialization,
     if not asset.checks or not run.audited:
         return []
     key = asset.asset_key
-    targets = _latest_materializations(ranged.instance, key, ranged.keys) if ranged is not None else {}
+    targets = latest_materialization_targets(ranged.instance, key, ranged.keys) if ranged is not None else {}
     out: list = []
     for i, check in enumerate(asset.checks):
         batches = [(interval, results[i]) for interval, results in run.audited if i < len(results)]
@@ -166,32 +131,6 @@ def check_results(asset: ModelAsset, run: ModelMaterialization,
                 f"Audit `{check.audit}` returned {result.count} row(s) over the batch {_describe(run, interval)}",
             ))
     return out
-
-
-def _target_type() -> type | None:
-    """The class of `AssetCheckEvaluation.target_materialization_data`, read from the public class's
-    annotation (Dagster does not export it); None when that is no longer a plain optional class."""
-    hint = AssetCheckEvaluation.__annotations__.get("target_materialization_data")
-    found = [t for t in typing.get_args(hint) if isinstance(t, type) and t is not type(None)]
-    return found[0] if len(found) == 1 else None
-
-
-_TARGET = _target_type()
-
-
-def _latest_materializations(instance: DagsterInstance, key: AssetKey, partitions: Sequence[str]) -> dict:
-    """Each partition's latest materialization as an evaluation's target, in one query: the newest
-    records, as many as partitions (a run that just materialized them all finds each one)."""
-    if _TARGET is None or not partitions:
-        return {}
-    records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=key, asset_partitions=list(partitions)), limit=len(partitions)).records
-    targets: dict = {}
-    for record in records:  # newest first
-        if record.partition_key is not None and record.partition_key not in targets:
-            targets[record.partition_key] = _TARGET(storage_id=record.storage_id, run_id=record.run_id,
-                                                    timestamp=record.timestamp)
-    return targets
 
 
 def _window(partitions_def: TimeWindowPartitionsDefinition, partition: str) -> Interval:

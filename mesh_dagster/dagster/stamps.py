@@ -32,48 +32,25 @@ stale until materialized — exactly what the change would recompute.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from dagster import (
-    AssetExecutionContext,
-    AssetKey,
-    AssetRecordsFilter,
-    AssetSelection,
-    DagsterInstance,
-    DagsterRunStatus,
-    DataVersion,
-    DefaultSensorStatus,
-    Failure,
-    MaterializeResult,
-    MetadataValue,
-    RunRequest,
-    RunsFilter,
-    SensorEvaluationContext,
-    SensorResult,
-    SkipReason,
-    sensor,
-)
+from dagster import AssetRecordsFilter, DagsterInstance
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.intervals import Interval
+from mesh_dagster.core.intervals import Interval, intervals_cover
 from mesh_dagster.core.plan import ALL_TIME
-from mesh_dagster.core.snapshot import PROD
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
-from mesh_dagster.dagster.partitions import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    keys_in,
-    partition_window,
-    to_ms,
+from mesh_dagster.dagster.partitions import keys_in, partition_window, to_ms
+from mesh_dagster.dagster.versions import (
+    BUILT_ON,
+    CODE_VERSION_TAG,
+    DATA_VERSION_TAG,
+    input_event_pointer_tag,
+    version_of,
 )
-from mesh_dagster.dagster.versions import BUILT_ON, CODE_VERSION_TAG, DATA_VERSION_TAG, version_of
-
-RESTAMP_TAG = "mesh/restamp"  # run tag: the run re-stamps the selected models over its range, computing nothing
 
 
 @dataclass
@@ -82,6 +59,7 @@ class LatestEvent:
 
     tags: dict[str, str]
     built_on: dict[str, str]  # see versions.BUILT_ON
+    storage_id: int | None = None
 
     @property
     def version(self) -> str | None:
@@ -95,11 +73,12 @@ class Suspects:
     latest_ids: dict[str, int]  # model -> id of its latest materialization event
 
 
-def confirmation(asset: ModelAsset, present: list[Interval]) -> str:
-    """Fingerprint and intervals of a model's current version: while both stay the same, a model
-    once found fully stamped needs no new look (unless a parent's data moves)."""
+def confirmation(asset: ModelAsset, present: list[Interval], served: str | None) -> str:
+    """Fingerprint, intervals of a model's current version and what the environment serves: while
+    they stay the same, a model once found fully stamped needs no new look (unless a parent's data
+    moves)."""
     intervals = hashlib.sha1(repr(sorted(present)).encode()).hexdigest()[:12]
-    return f"{asset.fingerprint}:{intervals}"
+    return f"{asset.fingerprint}:{served or '-'}:{intervals}"
 
 
 class Stamper:
@@ -112,12 +91,77 @@ class Stamper:
         self.instance = instance
         # model -> partition -> physical version of its latest event, including stamps emitted here
         self._versions: dict[str, dict[str, str | None]] = {}
+        self._served: dict[str, str] | None = None
+        self._restamped_whole: set[str] = set()
 
-    def pending(self, names: list[str] | None = None) -> dict[str, list[tuple[str, bool]]]:
-        """Model name -> (partition key, holds data) to stamp now, models in DAG order.
+    @property
+    def served(self) -> dict[str, str]:
+        """Model -> the version (physical table) the environment's views serve: its finalized
+        record; nothing for an environment that does not exist (yet)."""
+        if self._served is None:
+            env = self.context.state.served_environment(self.graph.environment)
+            self._served = {s.name: s.version for s in env.snapshots} if env is not None else {}
+        return self._served
+
+    def serves(self, asset: ModelAsset) -> bool:
+        """Whether the environment's views show the data of the model's current version: only then
+        are its partitions stamped with the current code version. A change keeping the version
+        (metadata, indirect non-breaking: the plan reuses the table the views already show) is
+        stamped at once; a new version only once the environment serves it (promotion), whoever
+        computed its data meanwhile: before, the environment shows the pending change."""
+        return asset.version is not None and self.served.get(asset.name) == asset.version
+
+    def whole(self) -> list[str]:
+        """The models without partitions to stamp now: served at their current version, which holds
+        data (a seed or view: built), while their latest materialization carries another code
+        version or was built on a parent version the parent's newer data has since replaced."""
+        models = [a for a in self.graph.unpartitioned if self.serves(a)]
+        present = self._present(models)
+        latest = self._latest_whole(models + self._parents_of(models))
+        out = []
+        for asset in models:
+            have = present.get((asset.name, asset.version or ""), [])
+            if not (intervals_cover(have, ALL_TIME) if asset.is_timeless else bool(have)):
+                continue
+            event = latest.get(asset.name)
+            moved = [p for p in self.graph.parent_assets(asset) if event is not None and p.name in latest
+                     and event.built_on.get(p.name, latest[p.name].version) != latest[p.name].version]
+            if event is None or event.tags.get(CODE_VERSION_TAG) != asset.fingerprint or moved:
+                out.append(asset.name)
+        return out
+
+    def whole_built_on(self, asset: ModelAsset) -> dict[str, str]:
+        """The parent versions a stamp of a model without partitions stands on: those of the
+        parents' latest materializations (what Dagster's provenance points at)."""
+        latest = self._latest_whole(self.graph.parent_assets(asset))
+        return {name: version for name, event in latest.items() if (version := event.version)}
+
+    def _parents_of(self, models: list[ModelAsset]) -> list[ModelAsset]:
+        return list({p.name: p for a in models for p in self.graph.parent_assets(a)}.values())
+
+    def _latest_whole(self, models: list[ModelAsset]) -> dict[str, LatestEvent]:
+        names = {a.asset_key: a.name for a in models}
+        out: dict[str, LatestEvent] = {}
+        for record in self.instance.get_asset_records(list(names)) if names else []:
+            event = record.asset_entry.last_materialization_record
+            materialization = event.asset_materialization if event is not None else None
+            if materialization is not None:
+                built_on = materialization.metadata.get(BUILT_ON)
+                out[names[record.asset_entry.asset_key]] = LatestEvent(
+                    dict(materialization.tags or {}),
+                    dict(built_on.value) if built_on is not None and isinstance(built_on.value, dict) else {},
+                    event.storage_id if event is not None else None)
+        return out
+
+    def pending(self, names: list[str] | None = None, whole: Sequence[str] = ()) -> dict[str, list[tuple[str, bool]]]:
+        """Model name -> (partition key, holds data) to stamp now, models in DAG order; `whole`: the
+        models without partitions stamped in the same run (`whole()`), before their children.
 
         A model's stamps count as written for the models after it (a re-stamp run yields parents
         first), so a child kept through its parent's change is found behind it in the same pass."""
+        self._restamped_whole = set(whole)
+        if names is not None and whole:  # their children's provenance must point at the new stamps
+            names = list(dict.fromkeys([*names, *self.graph.children(set(whole))]))
         models = self._models(names)
         present = self._present(models)
         out: dict[str, list[tuple[str, bool]]] = {}
@@ -126,31 +170,6 @@ class Stamper:
             if todo:
                 out[asset.name] = todo
                 self._versions.setdefault(asset.name, {}).update({k: asset.version or "" for k, _ in todo})
-        return out
-
-    def runs(self, pending: dict[str, list[tuple[str, bool]]]) -> list[RestampRun]:
-        """The ranged runs writing `pending`: one per interval unit, set of models and contiguous
-        range of partitions sharing that set (a run's range applies to each model it selects)."""
-        out: list[RestampRun] = []
-        for unit, pdef in self.partitions.items():
-            names = [a.name for a in self.graph.partitioned if a.unit == unit and a.name in pending]
-            if not names:
-                continue
-            all_keys = pdef.get_partition_keys()
-            index = {k: i for i, k in enumerate(all_keys)}
-            wanted: dict[int, list[str]] = {}
-            for name in names:
-                for key, _ in pending[name]:
-                    wanted.setdefault(index[key], []).append(name)
-            group: RestampRun | None = None
-            for i in sorted(wanted):
-                selected = tuple(wanted[i])
-                key = all_keys[i]
-                if group is not None and group.names == selected and group.last_index == i - 1:
-                    group.last, group.last_index = key, i
-                else:
-                    group = RestampRun(unit, selected, key, key, i)
-                    out.append(group)
         return out
 
     def unstampable(self, asset: ModelAsset, keys: list[str]) -> list[str]:
@@ -173,8 +192,9 @@ class Stamper:
         return out
 
     def _models(self, names: list[str] | None) -> list[ModelAsset]:
-        """Partitioned models only: the others have no partitions to stamp (see ModelAsset.is_partitioned)."""
-        return [a for a in self.graph.partitioned if names is None or a.name in names]
+        """Partitioned models the environment serves at their current version (see `serves`); the
+        others have no partitions to stamp (see ModelAsset.is_partitioned, `whole`)."""
+        return [a for a in self.graph.partitioned if (names is None or a.name in names) and self.serves(a)]
 
     def _parents(self, asset: ModelAsset) -> list[ModelAsset]:
         return [p for p in self.graph.parent_assets(asset) if p.is_partitioned]
@@ -193,7 +213,25 @@ class Stamper:
         todo += [(k, False) for k in outside if (code[k] != asset.fingerprint if k in latest else bool(covered))]
         stamped = [k for k in [*covered, *outside] if code.get(k) == asset.fingerprint]
         holds_data = set(covered)
-        return todo + [(k, k in holds_data) for k in self._behind(asset, stamped, latest)]
+        behind = set(self._behind(asset, stamped, latest)) | set(self._unlinked(asset, stamped, latest))
+        return todo + [(k, k in holds_data) for k in stamped if k in behind]
+
+    def _unlinked(self, asset: ModelAsset, keys: list[str], latest: dict[str, LatestEvent]) -> list[str]:
+        """Partitions whose provenance does not point at the latest materialization of a parent
+        without partitions (a seed built, or re-stamped, after them) although that materialization
+        is of the version they were built on: re-stamped, so Dagster sees them built on it."""
+        parents = [p for p in self.graph.parent_assets(asset) if not p.is_partitioned]
+        events = self._latest_whole(parents) if parents and keys else {}
+        out: set[str] = set()
+        for parent in parents:
+            if parent.name in self._restamped_whole:  # stamped in the same run, first: point at that
+                return list(keys)
+            event = events.get(parent.name)
+            if event is None or event.version != parent.version:
+                continue  # nothing to point at, or new data: Dagster's own judgement
+            tag = input_event_pointer_tag(parent.asset_key.to_user_string())
+            out |= {k for k in keys if latest[k].tags.get(tag) != str(event.storage_id)}
+        return [k for k in keys if k in out]
 
     def suspects(self, confirmed: dict[str, str], seen: dict[str, int]) -> Suspects:
         """Models that may need stamps. Cheap — the state's intervals and one query for the latest
@@ -206,7 +244,8 @@ class Stamper:
         latest_ids = self._latest_ids(models)
         moved = {name for name, storage_id in latest_ids.items() if storage_id > seen.get(name, -1)}
         present = self._present(models)
-        tokens = {a.name: confirmation(a, present.get((a.name, a.version or ""), [])) for a in models}
+        tokens = {a.name: confirmation(a, present.get((a.name, a.version or ""), []), self.served.get(a.name))
+                  for a in models}
         names = [a.name for a in models if confirmed.get(a.name) != tokens[a.name] or moved.intersection(a.parents)]
         return Suspects(names, tokens, latest_ids)
 
@@ -296,131 +335,3 @@ class Stamper:
                 if len(records) < limit:
                     break  # every partition with an event was in this page: the rest have none
         return out
-
-
-def pending_digest(pending: dict[str, list[tuple[str, bool]]], graph: ProjectGraph,
-                   latest_ids: dict[str, int]) -> str:
-    """Identifies one set of outstanding stamps (a sensor's run key). The latest event ids of the
-    models and their parents are part of it: the same partitions can need stamps again once a
-    parent's data has moved on, but a failed re-stamp is not retried until something changes."""
-    h = hashlib.sha1()
-    for name in sorted(pending):
-        asset = graph.assets[name]
-        ids = ",".join(str(latest_ids.get(n, -1)) for n in (name, *asset.parents))
-        h.update(f"{name}:{asset.fingerprint}:{len(pending[name])}:{pending[name][0][0]}:"
-                 f"{pending[name][-1][0]}:{ids};".encode())
-    return h.hexdigest()[:16]
-
-
-@dataclass
-class RestampRun:
-    """One ranged re-stamp run: `names` (DAG order) over partitions `first`..`last` of `unit`."""
-
-    unit: IntervalUnit
-    names: tuple[str, ...]
-    first: str
-    last: str
-    last_index: int
-
-    @property
-    def tags(self) -> dict[str, str]:
-        return {RESTAMP_TAG: "true", ASSET_PARTITION_RANGE_START_TAG: self.first,
-                ASSET_PARTITION_RANGE_END_TAG: self.last}
-
-
-def is_restamp(tags: Mapping[str, str]) -> bool:
-    return tags.get(RESTAMP_TAG) == "true"
-
-
-def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partitions: dict, mesh_context: Context,
-                    assets: list[ModelAsset]) -> Iterator[MaterializeResult]:
-    """The body of a re-stamp run (`mesh/restamp=true`): for each selected model, parents first,
-    one result over the run's range with the model's unchanged data version. Refused when part of
-    the range holds no data of a model's current version: that must be computed, not stamped."""
-    keys = list(context.partition_keys)
-    selected = [a for a in assets if a.asset_key in context.selected_asset_keys]
-    stamper = Stamper(graph, partitions, mesh_context, context.instance)
-    try:
-        for asset in selected:
-            missing = stamper.unstampable(asset, keys)
-            if missing:
-                raise Failure(description=(
-                    f"Cannot re-stamp {asset.name} for {missing[0]}{' - ' + missing[-1] if len(missing) > 1 else ''}: "
-                    f"{len(missing)} partition(s) hold no data of its current version. Materialize them instead "
-                    "(a run without the mesh/restamp tag)."))
-        for asset in selected:
-            yield MaterializeResult(
-                asset_key=asset.asset_key,
-                data_version=DataVersion(asset.version or ""),
-                metadata={"mesh/outcome": "restamped", "mesh/version": asset.version or "",
-                          "mesh/change": asset.change, "mesh/physical_table": asset.table or "",
-                          BUILT_ON: MetadataValue.json(stamper.range_built_on(asset, keys))},
-            )
-    except MeshError as e:
-        raise Failure(description=str(e)) from None
-    context.log.info(f"{len(keys)} partition(s) re-stamped for {', '.join(a.name for a in selected)}")
-
-
-SENSOR_INTERVAL_S = 30  # Dagster's default: a plan's reused data shows fresh within half a minute
-
-IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-             DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
-
-
-def run_in_flight(instance: DagsterInstance, keys: set[AssetKey]) -> str | None:
-    """The id of a run not finished yet that materializes (or re-stamps) some of `keys`."""
-    for record in instance.get_run_records(filters=RunsFilter(statuses=IN_FLIGHT), limit=500):
-        run = record.dagster_run
-        if keys.intersection(run.asset_selection or ()):
-            return run.run_id
-    return None
-
-
-def read_cursor(cursor: str | None) -> tuple[dict[str, str], dict[str, int]]:
-    """(fingerprints confirmed as fully stamped, latest event id per model at the last tick)."""
-    data = json.loads(cursor) if cursor else {}
-    if not isinstance(data, dict) or "confirmed" not in data:
-        return {}, {}  # none yet, or written by an earlier release: check everything once
-    return dict(data["confirmed"]), {k: int(v) for k, v in data.get("seen", {}).items()}
-
-
-def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gateway: str | None,
-                 state_url: str | None, running: bool):
-    """Launches ranged re-stamp runs whenever some reused data carries an outdated code version."""
-    keys = {a.asset_key for a in graph.materializable}
-    targets = [a.asset_key for a in graph.partitioned]
-
-    @sensor(name=f"restamp_{graph.environment}_sensor", target=AssetSelection.assets(*targets),
-            minimum_interval_seconds=SENSOR_INTERVAL_S,
-            default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
-            description="Keeps Dagster in step with the state store: data a plan reuses (or that `mesh` computed) "
-                        "shows as materialized under the current code version.")
-    def _sensor(context: SensorEvaluationContext):
-        busy = run_in_flight(context.instance, keys)
-        if busy is not None:
-            # stamping data a run is still writing events for would race it (and duplicate its events)
-            return SkipReason(f"Run {busy} is writing to these assets; re-stamping waits for it to finish")
-        confirmed, seen = read_cursor(context.cursor)
-        ctx = Context(project_dir, gateway, state_url=state_url)
-        try:
-            if graph.environment != PROD and not ctx.environment_exists(graph.environment):
-                return SkipReason(f"Environment '{graph.environment}' does not exist yet: nothing of it to show "
-                                  f"until it is planned or promoted")
-            stamper = Stamper(graph, partitions, ctx, context.instance)
-            suspects = stamper.suspects(confirmed, seen)
-            pending = stamper.pending(suspects.names) if suspects.names else {}
-            runs = stamper.runs(pending)
-        finally:
-            ctx.close()
-        confirmed = {n: token for n, token in suspects.tokens.items()
-                     if confirmed.get(n) == token or (n in suspects.names and n not in pending)}
-        context.update_cursor(json.dumps({"confirmed": confirmed, "seen": suspects.latest_ids}, sort_keys=True))
-        if not pending:
-            return SkipReason("Nothing to re-stamp")
-        digest = pending_digest(pending, graph, suspects.latest_ids)
-        return SensorResult(run_requests=[
-            RunRequest(run_key=f"{digest}:{i}", tags=run.tags,
-                       asset_selection=[graph.assets[n].asset_key for n in run.names])
-            for i, run in enumerate(runs)])
-
-    return _sensor

@@ -26,6 +26,8 @@ INSTANCE_CONFIG = """# Written by `mesh ui`: the Dagster instance of this projec
 # Rewritten at every start from config.yaml (its `dagster:` section): change that instead.
 telemetry:
   enabled: false
+nux:
+  enabled: false  # no "join the community" dialog over the UI
 concurrency:
   pools:
     # each environment's promote op sits in the pool `mesh_promote_<env>`: one promotion at a time

@@ -30,3 +30,9 @@ def version_of(data_version_text: str | None) -> str | None:
 # version. mesh never writes them: a re-stamp run yields a data version and Dagster does the rest.
 CODE_VERSION_TAG = "dagster/code_version"
 DATA_VERSION_TAG = "dagster/data_version"
+
+
+def input_event_pointer_tag(parent: str) -> str:
+    """The tag of a materialization pointing at the parent's event it was built from (`parent`: the
+    parent's key as Dagster writes it, `a/b`)."""
+    return f"dagster/input_event_pointer/{parent}"

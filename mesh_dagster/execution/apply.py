@@ -60,6 +60,7 @@ from mesh_dagster.execution.readiness import Readiness, SignalsPendingError, Wai
 from mesh_dagster.execution.scheduler import plan_batches, run_batches, upstream_of
 from mesh_dagster.execution.state import State
 from mesh_dagster.execution.tasks import run_tasks
+from mesh_dagster.execution.verdicts import RecordingEvaluator
 from mesh_dagster.execution.virtual import ViewUpdateError, first_line, restore_views, update_views, view_sql
 from mesh_dagster.state.store import Lease, LockLostError
 
@@ -227,8 +228,8 @@ def _build(plan: Plan, project: Project, state: State, engine: Engine, listener:
            backfills: dict[str, Backfill]) -> None:
     """Physical tables and backfill of `backfills` (the plan's, less what waits for signals):
     nothing an environment shows yet."""
-    evaluator = SnapshotEvaluator(project, engine, plan.snapshots, allow_destructive=plan.allow_destructive,
-                                  allow_additive=plan.allow_additive)
+    evaluator = RecordingEvaluator(project, engine, plan.snapshots, allow_destructive=plan.allow_destructive,
+                                   allow_additive=plan.allow_additive, state=state, source="apply")
     creating = physical_snapshots(plan) if (plan.new_snapshots or plan.empty_backfill) else []
     if creating:
         listener.physical_start(len(creating))

@@ -38,6 +38,7 @@ from mesh_dagster.execution.locking import snapshots_in_use
 from mesh_dagster.execution.readiness import check_readiness, require_ready
 from mesh_dagster.execution.scheduler import execute_batches, plan_batches
 from mesh_dagster.execution.state import State
+from mesh_dagster.execution.verdicts import RecordingEvaluator
 
 
 class Outcome(str, Enum):
@@ -179,7 +180,7 @@ def _materialize(
             yield ModelMaterialization(name, snap, Outcome.REUSED, window)
             continue
         if evaluator is None:
-            evaluator = SnapshotEvaluator(project, engine_factory(), snapshots)
+            evaluator = RecordingEvaluator(project, engine_factory(), snapshots, state=state, source="materialize")
             run_environment_statements(Stage.BEFORE_ALL, project, evaluator.engine, environment, plan.promoted,
                                        listener, execution_ms)
         began = time.perf_counter()
@@ -326,3 +327,26 @@ def pending_intervals(project: Project, state: State, environment: str, names: l
     readiness = check_readiness(project.signals, plan.snapshots, backfills, order, execution_ms, spark=spark)
     readiness.report(listener or ApplyListener(), lambda n: view_name(n, environment))
     return {name: bf.intervals for name, bf in readiness.backfills.items()}
+
+
+def unpartitioned_windows(project: Project, state: State, environment: str, name: str, *,
+                          execution_time: int | str | None = None,
+                          engine_factory: Callable[[], Engine] | None = None) -> list[Interval]:
+    """The ranges one materialization of a model without partitions processes, in order.
+
+    A seed or view: all time (built once; nothing to redo when built). A FULL model: one range
+    from its first recorded or due interval to its last, so it is rebuilt whole from its parents
+    as they are now — a backfill of its parents refreshes it once, even when no interval of its
+    own is due. A model whose writes build on its history: each pending (due, missing) range,
+    oldest first. Nothing (an empty list) when there is nothing to do."""
+    snap = current_plan(project, state, environment,
+                        to_ms(execution_time) if execution_time is not None else None).snapshots[name]
+    model = snap.model
+    if model.kind.is_timeless:
+        return [ALL_TIME]
+    pending = pending_intervals(project, state, environment, [name], execution_time=execution_time,
+                                engine_factory=engine_factory).get(name, [])
+    if model.kind.is_incremental:
+        return pending
+    spans = pending + state.get_intervals([snap.interval_key]).get(snap.interval_key, [])
+    return [(min(s for s, _ in spans), max(e for _, e in spans))] if spans else []

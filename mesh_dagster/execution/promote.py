@@ -2,8 +2,10 @@
 
 Promotion builds the plan `mesh plan <env>` would build and applies it with the same code, but
 only when the plan has nothing left to compute — every model's current version already holds
-every interval (filled by Dagster partition materializations, `mesh run` or an earlier apply).
-Otherwise it refuses and lists the gaps, and nothing moves.
+every interval (filled by Dagster partition materializations, `mesh run` or an earlier apply) —
+and no blocking audit's verdict on that data is a failure (execution/verdicts.py: an audit edited
+since the data was built must have run again, and passed). Otherwise it refuses, listing the gaps
+or the failed audits, and nothing moves.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.reviews import refuse_unreviewed
 from mesh_dagster.execution.state import State
+from mesh_dagster.execution.verdicts import refuse_failed_audits
 
 
 @dataclass
@@ -84,6 +87,7 @@ def promote_environment(project: Project, state: State, engine_factory: Callable
         gaps = environment_gaps(plan)
         if gaps:
             raise PromotionRefused(plan.environment, gaps)
+        refuse_failed_audits(state, plan.environment, plan.snapshots, project.audits)
         if not plan.needs_apply:
             listener.log(f"Environment '{plan.environment}' is up to date: nothing to promote")
             return plan

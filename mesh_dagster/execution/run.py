@@ -20,12 +20,12 @@ from mesh_dagster.core.selectors import ModelIndex, select_models
 from mesh_dagster.core.snapshot import Snapshot, normalize_environment, view_name
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.environment_statements import run_environment_statements
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
 from mesh_dagster.execution.readiness import check_readiness
 from mesh_dagster.execution.scheduler import plan_batches, run_batches
 from mesh_dagster.execution.state import State
+from mesh_dagster.execution.verdicts import RecordingEvaluator
 
 
 def environment_snapshots(state: State, environment: str, listener: ApplyListener | None = None):
@@ -77,7 +77,7 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
                          else "All intervals are up to date: nothing to run")
             return 0
         run_environment_statements(Stage.BEFORE_ALL, project, engine, environment, env.promoted, listener, execution_ms)
-        evaluator = SnapshotEvaluator(project, engine, snapshots)
+        evaluator = RecordingEvaluator(project, engine, snapshots, state=state, source="run")
         run_batches(batches, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment),
                     concurrent_tasks=project.concurrent_tasks)
         run_environment_statements(Stage.AFTER_ALL, project, engine, environment, env.promoted, listener, execution_ms)

@@ -16,6 +16,7 @@ from mesh_dagster import __version__
 from mesh_dagster.core.errors import StateError
 from mesh_dagster.state.schema import (
     SCHEMA_VERSION,
+    audit_verdicts,
     blobs,
     environments,
     metadata,
@@ -54,8 +55,13 @@ def _v4_captured_content(conn: Connection) -> None:
     metadata.create_all(conn, tables=[blobs, pending_writes], checkfirst=True)
 
 
+def _v5_audit_verdicts(conn: Connection) -> None:
+    """Audit verdicts are kept with the data they judged (promotion and Dagster's checks read them)."""
+    metadata.create_all(conn, tables=[audit_verdicts], checkfirst=True)
+
+
 MIGRATIONS: dict[int, Migration] = {1: _v1_baseline, 2: _v2_replaced_views, 3: _v3_plan_records,
-                                    4: _v4_captured_content}
+                                    4: _v4_captured_content, 5: _v5_audit_verdicts}
 
 
 def stored_schema_version(conn: Connection) -> int | None:

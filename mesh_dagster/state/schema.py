@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # SQLite only auto-increments an `INTEGER PRIMARY KEY`; elsewhere the id is a BIGINT identity.
 _AutoId = BigInteger().with_variant(Integer(), "sqlite")
@@ -150,4 +150,28 @@ pending_writes = Table(
     Column("owner", String(255), nullable=False),
     Column("created_ts", BigInteger, nullable=False),
     Index("ix_mesh_pending_writes_table", "table_name"),
+)
+
+# v5. Every audit verdict, on the data it judged: a model's version (its physical table) over an
+# interval, by one definition of the audit (`digest`: the audit's query, arguments and blocking
+# flag). Written by whatever ran the audit (a plan apply, `mesh run`, a Dagster materialization);
+# the latest row of a (name, version, digest, interval) is the verdict that holds. Promotion reads
+# it (a failed blocking audit on what an environment would serve blocks it), and Dagster shows it
+# as the audit's check result on each partition, whatever re-stamps the partition meanwhile.
+audit_verdicts = Table(
+    "mesh_audit_verdicts",
+    metadata,
+    Column("id", _AutoId, primary_key=True, autoincrement=True),
+    Column("name", String(512), nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("identifier", String(64), nullable=False),  # the snapshot that ran it
+    Column("audit", String(512), nullable=False),  # the audit's name, as attached to the model
+    Column("digest", String(64), nullable=False),
+    Column("blocking", Boolean, nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
+    Column("end_ts", BigInteger, nullable=False),
+    Column("failing_rows", BigInteger, nullable=False),
+    Column("source", String(32), nullable=False),  # apply | run | materialize
+    Column("created_ts", BigInteger, nullable=False),
+    Index("ix_mesh_audit_verdicts_name_version", "name", "version"),
 )

@@ -58,20 +58,22 @@ def test_example_project_as_assets(example):
         assert graph.get(key).code_version == fingerprint
         assert f"sqlmesh_example.{name}: {fingerprint} (version " in explain
 
-    # one daily partitions definition from the earliest start (incremental_model's 2020-01-01)
-    partitions = {graph.get(k).partitions_def for k in (SEED, INC, FULL)}
-    assert len(partitions) == 1
-    daily = partitions.pop()
+    # the incremental model's intervals are daily partitions from its start; the seed (built once)
+    # and the FULL model (rebuilt whole) are not partitioned: thousands of partitions would each
+    # say the same
+    daily = graph.get(INC).partitions_def
     assert isinstance(daily, dg.TimeWindowPartitionsDefinition)
     assert daily.start == datetime(2020, 1, 1, tzinfo=UTC)
     assert daily.cron_schedule == "0 0 * * *"
     assert daily.get_partition_keys()[0] == "2020-01-01"
+    assert graph.get(SEED).partitions_def is None and graph.get(FULL).partitions_def is None
 
-    # one multi-asset, single-run backfills
+    # one asset, and one step, per model; a range is one run (single-run backfills)
+    for key in (SEED, INC, FULL):
+        assert defs.get_assets_def(key).keys == {key}
+    assert defs.get_assets_def(INC).backfill_policy == dg.BackfillPolicy.single_run()
+    assert defs.get_assets_def(INC).node_def.name == "sqlmesh_example__incremental_model"
     assets_def = defs.get_assets_def(FULL)
-    assert assets_def.keys == {SEED, INC, FULL}
-    assert assets_def.backfill_policy == dg.BackfillPolicy.single_run()
-    assert assets_def.can_subset
 
     meta = graph.get(FULL).metadata
     snap = plan.snapshots["sqlmesh_example.full_model"]
@@ -152,10 +154,9 @@ def test_external_embedded_and_units(tmp_path):
     assert graph.get(hourly).parent_keys == {ext}
     assert graph.get(daily).parent_keys == {hourly}  # through the embedded model
     assert graph.get(hourly).partitions_def.cron_schedule == "0 * * * *"
-    # `0 6 * * *` has daily intervals: it shares the daily definition, in the same multi-asset
-    assert graph.get(morning).partitions_def == graph.get(daily).partitions_def
-    assert defs.get_assets_def(morning) is defs.get_assets_def(daily)
-    assert defs.get_assets_def(hourly) is not defs.get_assets_def(daily)
+    # a FULL model (rebuilt whole) and a view (built once) have no partitions; each model is its own step
+    assert graph.get(morning).partitions_def is None and graph.get(daily).partitions_def is None
+    assert len({id(defs.get_assets_def(k)) for k in (hourly, daily, morning)}) == 3
     assert sorted(s.name for s in defs.schedules) == ["run_prod_0_6_x_x_x_schedule", "run_prod_daily_schedule",
                                                       "run_prod_hourly_schedule"]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster._utils.test.data_versions import get_stale_status_resolver
+from failures import failure_text
 from project_copies import edit, recent_example
 
 from mesh_dagster.context import Context
@@ -69,11 +70,13 @@ class Project:
             ctx.close()
 
     def statuses(self, defs: dg.Definitions, model: str, env: str = "prod") -> str:
-        """One letter per partition: F(resh), S(tale), M(issing)."""
+        """One letter per partition (one for a model without partitions): F(resh), S(tale), M(issing)."""
         resolver = get_stale_status_resolver(self.instance, list(defs.assets))
         key = self.key(model, env)
-        keys = defs.resolve_asset_graph().get(key).partitions_def.get_partition_keys()
-        return "".join(resolver.get_status(key, p).value[0] for p in keys)
+        partitions = defs.resolve_asset_graph().get(key).partitions_def
+        if partitions is None:
+            return resolver.get_status(key).value[0]
+        return "".join(resolver.get_status(key, p).value[0] for p in partitions.get_partition_keys())
 
 
 def _new_project(tmp_path: Path) -> Project:
@@ -103,8 +106,7 @@ def _tick() -> datetime:
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:
-    (event,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    return event.step_failure_data.error.message
+    return failure_text(result)
 
 
 def test_promote_is_refused_while_intervals_are_missing(project):
@@ -134,20 +136,19 @@ def test_scheduled_run_fills_the_current_versions_and_records_intervals(project,
     for event in result.get_asset_materialization_events():
         m = event.event_specific_data.materialization
         by_key.setdefault(m.asset_key.path[-1], []).append(m)
-    assert {k: len(v) for k, v in by_key.items()} == {"seed_model": DAYS, "incremental_model": DAYS,
-                                                     "full_model": DAYS}  # one event per partition
+    # one event per partition of the incremental model; the seed is built once, the FULL model rebuilt once
+    assert {k: len(v) for k, v in by_key.items()} == {"seed_model": 1, "incremental_model": DAYS, "full_model": 1}
 
     plan = project.context().plan("prod", allow_empty=True)
     inc, full, seed = (plan.snapshots[project.name(m)] for m in ("incremental_model", "full_model", "seed_model"))
-    # full_model starts two days later: one full refresh over its lifetime, for every partition of the run
+    # full_model starts two days later: one full refresh over its lifetime
     # the data version is the physical version: the partition itself is the interval
     assert {m.tags["dagster/data_version"] for m in by_key["full_model"]} == {full.version}
     assert {m.tags["dagster/data_version"] for m in by_key["incremental_model"]} == {inc.version}
     assert {m.tags["dagster/data_version"] for m in by_key["seed_model"]} == {seed.version}
     assert {m.tags["dagster/code_version"] for m in by_key["incremental_model"]} == {inc.identifier}
-    checks = result.get_asset_check_evaluations()  # a partitioned check: one result per partition audited
-    assert sorted(c.partition for c in checks) == [str(LATER + timedelta(days=i)) for i in range(DAYS - 2)]
-    assert all(c.passed and c.check_name == "assert_positive_order_ids" for c in checks)
+    (check,) = result.get_asset_check_evaluations()  # the FULL model's audit, over the table it rebuilt
+    assert check.passed and check.check_name == "assert_positive_order_ids" and check.partition is None
 
     state = project.context().state
     assert state.get_intervals([inc.interval_key])[inc.interval_key] == [(to_ms(str(FIRST)), to_ms(str(date.today())))]
@@ -182,50 +183,45 @@ def test_rematerializing_after_a_killed_run_gives_no_duplicates(project):
     assert project.rows(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {inc.table_name}") == [(7, 7)]
 
 
-def test_partition_before_the_model_start_is_a_noop_success(project):
-    defs = project.defs()
-    before = project.statuses(defs, "full_model")
-    result = project.run(partition_key=str(FIRST), asset_selection=[project.key("full_model")])
+def test_a_full_model_is_rebuilt_once_by_a_range_backfill(project):
+    """Its data is its parents' as they are now: materializing it with nothing due of its own still
+    rebuilds it (once, over its lifetime), and audits it."""
+    result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model"), project.key("full_model")])
     assert result.success
-    (event,) = result.get_asset_materialization_events()
-    materialization = event.event_specific_data.materialization
-    assert materialization.metadata["mesh/outcome"].value == "empty"
-    assert not result.get_asset_check_evaluations()  # nothing ran, nothing audited
-    assert project.statuses(defs, "full_model") == before
+    events = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]
+    (full,) = [m for m in events if m.asset_key == project.key("full_model")]
+    assert full.metadata["mesh/outcome"].value == "evaluated"
+    assert full.metadata["mesh/interval"].value == f"{LATER} - {date.today() - timedelta(days=1)}"
+    (check,) = result.get_asset_check_evaluations()
+    assert check.passed and check.asset_key == project.key("full_model")
 
 
 def test_staleness_follows_the_change_category(project):
-    """Non-breaking: the model's partitions are stale, its child's are not (re-stamped, not
-    recomputed). Breaking: both. Metadata-only: neither."""
+    """Prod shows what it serves. Non-breaking: the model's new version is not served yet, its
+    partitions show the pending change (stale); its child keeps its version, which prod serves:
+    re-stamped, not recomputed, fresh. Breaking: both pending. Metadata-only: neither."""
     original = (project.root / "models" / "incremental_model.sql").read_text()
     defs = project.defs()
     assert project.statuses(defs, "incremental_model") == "F" * DAYS
-    assert project.statuses(defs, "full_model") == "F" * DAYS
+    assert project.statuses(defs, "full_model") == "F"
     cases = {
-        "non-breaking": (("  item_id,\n", "  item_id,\n  'z' AS new_column,\n"), "S" * DAYS, "F" * DAYS),
-        "breaking": (("  item_id,\n", "  item_id + 1 AS item_id,\n"), "S" * DAYS, "FF" + "S" * (DAYS - 2)),
-        "metadata": (("  cron '@daily',", "  cron '@daily',\n  owner jen,"), "F" * DAYS, "F" * DAYS),
+        "non-breaking": (("  item_id,\n", "  item_id,\n  'z' AS new_column,\n"), "S" * DAYS, "F", {"full_model": 1}),
+        "breaking": (("  item_id,\n", "  item_id + 1 AS item_id,\n"), "S" * DAYS, "S", {}),
+        "metadata": (("  cron '@daily',", "  cron '@daily',\n  owner jen,"), "F" * DAYS, "F",
+                     {"incremental_model": DAYS, "full_model": 1}),
     }
     try:
-        for case, (change, incremental, full) in cases.items():
+        for case, (change, incremental, full, stamped) in cases.items():
             (project.root / "models" / "incremental_model.sql").write_text(original)
             edit(project.root, "incremental_model", *change)
             defs = project.defs()
-            sensor = defs.resolve_sensor_def("restamp_prod_sensor")
-            with dg.build_sensor_context(instance=project.instance, definitions=defs) as context:
-                wanted = sensor(context)
-            assert isinstance(wanted, dg.SensorResult) and wanted.run_requests, case  # reused data to re-stamp
-            (request,) = wanted.run_requests  # one ranged run: the models' partitions form one range
-            assert request.tags["mesh/restamp"] == "true", case
             results = project.restamp()
-            assert results and all(r.success for r in results)
-            stamped = _restamped(results)
-            assert "incremental_model" not in stamped or case == "metadata", case
+            assert all(r.success for r in results), case
+            assert all(r.dagster_run.tags["mesh/restamp"] == "true" for r in results), case
+            assert _restamped(results) == stamped, case
             assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
                 (incremental, full), case
-            with dg.build_sensor_context(instance=project.instance, definitions=defs,
-                                         cursor=context.cursor) as context:
-                assert isinstance(sensor(context), dg.SkipReason), case  # nothing left
+            assert isinstance(_sensor_tick(project, defs)[0], dg.SkipReason), case  # nothing left
     finally:
         (project.root / "models" / "incremental_model.sql").write_text(original)
 
@@ -246,9 +242,10 @@ def _restamped(results: list[dg.ExecuteInProcessResult]) -> dict[str, int]:
 
 
 def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_computed(project):
-    """Non-breaking change to incremental_model: full_model keeps its data and its version. Once
-    the new incremental_model is computed — by a Dagster run or by `mesh` outside Dagster —
-    full_model is re-stamped against the new data instead of turning stale."""
+    """Non-breaking change to incremental_model: full_model keeps its data and its version, which
+    prod serves. Once the new incremental_model is computed — by a Dagster run or by `mesh` outside
+    Dagster — full_model is re-stamped against the new data instead of turning stale; the new
+    incremental_model itself is not stamped in prod before prod serves it."""
     path = project.root / "models" / "incremental_model.sql"
     original = path.read_text()
     full = project.name("full_model")
@@ -256,48 +253,41 @@ def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_compu
         # computed by a Dagster run: the sensor then re-stamps the child the run did not select
         edit(project.root, "incremental_model", "  item_id,\n", "  item_id,\n  'y' AS other_column,\n")
         defs = project.defs()
-        assert all(r.success for r in project.restamp())
-        assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
-            ("S" * DAYS, "F" * DAYS)
+        assert _restamped(project.restamp()) == {"full_model": 1}
+        assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == ("S" * DAYS, "F")
         result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model")])
         assert result.success
         assert _restamped([result]) == {}
-        assert project.statuses(defs, "full_model") == "S" * DAYS  # built on the old data, until re-stamped
-        assert _restamped(project.restamp()) == {"full_model": DAYS}
-        assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
-            ("F" * DAYS, "F" * DAYS)
+        # built on the old data (Dagster does not compare a time-window parent with an unpartitioned
+        # child): re-stamped against the new one, with the parent version it now stands on
+        assert _restamped(project.restamp()) == {"full_model": 1}
+        assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == ("F" * DAYS, "F")
         assert isinstance(_sensor_tick(project, defs)[0], dg.SkipReason)  # nothing left behind
 
-        # computed outside Dagster (what `mesh run` does): the sensor notices and one re-stamp run fixes both
+        # computed outside Dagster (what `mesh run` does): the new version of the parent is not stamped
+        # in prod (prod does not serve it), so the child stays as it is
         path.write_text(original)
         edit(project.root, "incremental_model", "  item_id,\n", "  item_id,\n  'x' AS third_column,\n")
         defs = project.defs()
-        request, cursor = _sensor_tick(project, defs)
-        assert isinstance(request, dg.SensorResult)
-        assert all(r.success for r in project.restamp())
+        assert _restamped(project.restamp()) == {"full_model": 1}
         ctx = project.context()
         try:
             done = list(ctx.materialize([project.name("incremental_model")], str(FIRST), str(date.today()), "prod"))
         finally:
             ctx.close()
         assert [m.outcome.value for m in done] == ["evaluated"]
-        assert project.statuses(defs, "full_model") == "F" * DAYS  # the new data is not in Dagster yet
-        request, cursor = _sensor_tick(project, defs, cursor)
-        assert isinstance(request, dg.SensorResult)
-        assert _restamped(project.restamp()) == {"incremental_model": DAYS, "full_model": DAYS}
-        assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == \
-            ("F" * DAYS, "F" * DAYS)
-        assert isinstance(_sensor_tick(project, defs, cursor)[0], dg.SkipReason)
+        assert _restamped(project.restamp()) == {}  # Dagster has no event of the new data: nothing moved
+        assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == ("S" * DAYS, "F")
+        assert isinstance(_sensor_tick(project, defs)[0], dg.SkipReason)
 
-        # breaking: full_model gets a version of its own; computing its parent does not hide that
+        # breaking: full_model gets a version of its own, which prod does not serve: stale, nothing stamped
         path.write_text(original)
         edit(project.root, "incremental_model", "  item_id,\n", "  item_id + 10 AS item_id,\n")
         defs = project.defs()
         result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model")])
         assert result.success
-        # only its two partitions before its start are stamped: empty, whatever the version
-        assert _restamped(project.restamp()) == {"full_model": 2}
-        assert project.statuses(defs, "full_model") == "FF" + "S" * (DAYS - 2)
+        assert _restamped(project.restamp()) == {}
+        assert project.statuses(defs, "full_model") == "S"
         plan = project.context().plan("prod", allow_empty=True)
         assert plan.snapshots[full].change_category is not None  # stale because it must be recomputed
     finally:
@@ -343,7 +333,7 @@ def test_dev_environment_then_prod_promotion_is_a_view_swap(project):
     assert project.rows(f"SELECT DISTINCT new_column FROM {project.schema}__dev.incremental_model") == [("z",)]
     assert all(r.success for r in project.restamp("dev"))
     assert [project.statuses(dev, m, "dev") for m in ("seed_model", "incremental_model", "full_model")] == \
-        ["F" * DAYS] * 3
+        ["F", "F" * DAYS, "F"]
 
     ctx = project.context()
     assert ctx.gaps("prod") == []
@@ -372,9 +362,8 @@ def test_failing_blocking_audit_stops_downstream_and_promotion(tmp_path, spark, 
         assert not result.success
         assert "Audit 'assert_positive_order_ids' failed for " f"{project.schema}.full_model: 1 row(s) returned" \
             in _failure(result)
-        checks = result.get_asset_check_evaluations()  # per partition: full_model's days of the range
-        assert len(checks) == DAYS - 2
-        assert all(not c.passed and c.severity == dg.AssetCheckSeverity.ERROR for c in checks)
+        (check,) = result.get_asset_check_evaluations()  # full_model's, over the table it rebuilt
+        assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
         materialized = {e.event_specific_data.materialization.asset_key.path[-1]
                         for e in result.get_asset_materialization_events()}
         assert materialized == {"seed_model", "incremental_model"}  # neither full_model nor after_full
@@ -392,14 +381,14 @@ def test_failing_blocking_audit_stops_downstream_and_promotion(tmp_path, spark, 
 
 
 def test_child_is_refused_while_its_parent_misses_part_of_the_range(tmp_path, spark, engine):
-    """Computing full_model over days incremental_model's current version lacks would record an
+    """Rebuilding full_model over days incremental_model's current version lacks would record an
     interval over missing rows that nothing recomputes later: refused, naming the missing days."""
     project = _new_project(tmp_path)
     third = FIRST + timedelta(days=2)
     try:
         assert project.run(partition_key=str(third),
                            asset_selection=[project.key("seed_model"), project.key("incremental_model")]).success
-        result = project.run(tags=RANGE, asset_selection=[project.key("full_model")])
+        result = project.run(asset_selection=[project.key("full_model")])
         assert not result.success
         message = _failure(result)
         last = date.today() - timedelta(days=1)
@@ -412,7 +401,8 @@ def test_child_is_refused_while_its_parent_misses_part_of_the_range(tmp_path, sp
         assert ctx.state.get_intervals([full.interval_key]).get(full.interval_key, []) == []
         assert not result.get_asset_materialization_events()
 
-        # the partition the parent has: computed
-        assert project.run(partition_key=str(third), asset_selection=[project.key("full_model")]).success
+        # once the parent has them all: computed
+        assert project.run(tags=RANGE, asset_selection=[project.key("incremental_model")]).success
+        assert project.run(asset_selection=[project.key("full_model")]).success
     finally:
         _drop(engine, project.schema)

@@ -1,6 +1,7 @@
-"""How the re-stamp sensor cuts outstanding stamps into ranged runs (no Spark, no Dagster run):
-one run per interval unit, set of models and contiguous range of partitions; the run's tags make
-it a ranged re-stamp run of the model assets."""
+"""How the re-stamp sensor cuts outstanding stamps into runs (no Spark, no Dagster run): one run per
+interval unit, set of models and contiguous range of partitions, and one for the models without
+partitions; the run's tags make it a re-stamp run of the model assets, kept out of the Runs page's
+default view."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from project_copies import recent_example
 from mesh_dagster.context import Context
 from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.dagster.graph import build_graph
-from mesh_dagster.dagster.stamps import RESTAMP_TAG, Stamper, is_restamp
+from mesh_dagster.dagster.restamps import RESTAMP_TAG, is_restamp, restamp_runs
+from mesh_dagster.dagster.stamps import Stamper
 from mesh_dagster.dagster.translator import MeshTranslator
 
 
@@ -31,18 +33,20 @@ def test_contiguous_partitions_of_the_same_models_are_one_run_and_gaps_split_run
     stamper = _stamper(tmp_path)
     keys = stamper.partitions[IntervalUnit.DAY].get_partition_keys()
     assert len(keys) == 10
-    both = [(k, True) for k in keys[2:6]]
-    pending = {
-        "sqlmesh_example.incremental_model": [*both, (keys[8], True)],  # a gap after keys[5]
-        "sqlmesh_example.full_model": [(keys[0], False), (keys[1], False), *both],
-    }
-    runs = stamper.runs(pending)
-    assert [(r.names, r.first, r.last) for r in runs] == [
-        (("sqlmesh_example.full_model",), keys[0], keys[1]),  # only full_model: its own run
-        (("sqlmesh_example.incremental_model", "sqlmesh_example.full_model"), keys[2], keys[5]),  # parents first
-        (("sqlmesh_example.incremental_model",), keys[8], keys[8]),
+    pending = {"sqlmesh_example.incremental_model": [*((k, True) for k in keys[2:6]), (keys[8], True)]}  # a gap
+    whole = ["sqlmesh_example.seed_model", "sqlmesh_example.full_model"]  # no partitions: once each
+    runs = restamp_runs(stamper, pending, whole)
+    assert [(r.unit, r.selected, r.first, r.last) for r in runs] == [
+        # with the first ranged run (Dagster runs the seed's step before the incremental model's)
+        (IntervalUnit.DAY, ("sqlmesh_example.seed_model", "sqlmesh_example.full_model",
+                            "sqlmesh_example.incremental_model"), keys[2], keys[5]),
+        (IntervalUnit.DAY, ("sqlmesh_example.incremental_model",), keys[8], keys[8]),
     ]
-    assert runs[1].tags == {RESTAMP_TAG: "true", "dagster/asset_partition_range_start": keys[2],
-                            "dagster/asset_partition_range_end": keys[5]}
-    assert is_restamp(runs[1].tags) and not is_restamp({"dagster/asset_partition_range_start": keys[2]})
-    assert stamper.runs({}) == []
+    assert runs[0].tags("prod") == {RESTAMP_TAG: "true", "dagster/backfill": "mesh-restamp-prod",
+                                    "dagster/asset_partition_range_start": keys[2],
+                                    "dagster/asset_partition_range_end": keys[5]}
+    (alone,) = restamp_runs(stamper, {}, whole)  # nothing partitioned to stamp: a run without a range
+    assert (alone.unit, alone.selected) == (None, tuple(whole))
+    assert alone.tags("dev") == {RESTAMP_TAG: "true", "dagster/backfill": "mesh-restamp-dev"}
+    assert is_restamp(runs[1].tags("prod")) and not is_restamp({"dagster/asset_partition_range_start": keys[2]})
+    assert restamp_runs(stamper, {}, []) == []

@@ -1,17 +1,20 @@
 """Run status that tells the truth, through Dagster's own execution APIs on the test process's Spark
-session: in one run, a model that fails fails its own asset and blocks only the models reading it;
-the others are materialized; a model with nothing to do is reported as such, never as failed; and
-the audits of partitioned models are partitioned checks, with a result per partition.
+session: one step per model, so in one run a model that fails fails its own asset (its partitions
+FAILED, one line saying why, no stack trace), Dagster skips the models reading it (their partitions
+stay unmaterialized: their upstream failed), and the others are materialized; a model with nothing to
+do is reported as such, never as failed; and the audits of partitioned models are partitioned checks,
+with a result per partition.
 
 The project, daily over the last days:
 - `daily` (INCREMENTAL_BY_TIME_RANGE, a batch per day) with a non-blocking audit that fails on
-  one day only, and `totals` (FULL) with a blocking one that passes: the two healthy models;
-- `bad`, a Python model that raises, and `after_bad`, which reads it;
+  one day only, and `totals` (FULL: no partitions, rebuilt whole) with a blocking one that passes;
+- `bad`, an incremental Python model that raises, and `after_bad`, incremental too, which reads it;
 - `late`, whose start is after the run's range (nothing to compute);
-- `latest` (INCREMENTAL_BY_UNIQUE_KEY: an unpartitioned asset, its own step) reading `totals`.
+- `latest` (INCREMENTAL_BY_UNIQUE_KEY: no partitions, pending intervals in order) reading `totals`.
 
-Runs with history models go through `execute_job` on the schedule's job, as a real run does:
-`execute_in_process` ignores the executor's config, and with it how steps after a failed one run.
+Runs go through `execute_in_process`, or `execute_job` on the schedule's job as a real run does;
+the planned events are Dagster's per asset and range, as under `mesh ui`
+(DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS).
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ BAD = '''\
 from mesh_dagster import ExecutionContext, model
 
 
-@model("{schema}.bad", columns={{"x": "int"}})
+@model("{schema}.bad", columns={{"x": "int", "ds": "date"}},
+       kind=dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds"))
 def execute(context: ExecutionContext, start, end, execution_time):
     raise RuntimeError("the upstream API is down")
 '''
@@ -111,14 +115,15 @@ def project(tmp_path_factory, spark):
             """,
         "models/bad.py": BAD.format(schema=schema),
         "models/after_bad.sql": f"""
-            MODEL (name {schema}.after_bad, kind FULL);
+            MODEL (name {schema}.after_bad, kind INCREMENTAL_BY_TIME_RANGE (time_column ds));
 
-            SELECT x FROM {schema}.bad
+            SELECT x, ds FROM {schema}.bad WHERE ds BETWEEN @start_ds AND @end_ds
             """,
         "models/late.sql": f"""
-            MODEL (name {schema}.late, kind FULL, start '{date.today() + timedelta(days=30)}');
+            MODEL (name {schema}.late, kind INCREMENTAL_BY_TIME_RANGE (time_column ds),
+                   start '{date.today() + timedelta(days=30)}');
 
-            SELECT 1 AS id
+            SELECT 1 AS id, CAST(@start_ds AS DATE) AS ds
             """,
         "models/latest.sql": f"""
             MODEL (name {schema}.latest, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key id));
@@ -135,9 +140,20 @@ def project(tmp_path_factory, spark):
         engine.drop_schema(s, cascade=True)
 
 
+@pytest.fixture(autouse=True)
+def planned_per_range(monkeypatch):
+    """What `mesh ui` runs with: Dagster plans each asset of a run once, for its range."""
+    monkeypatch.setenv("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "true")
+
+
 def _failure(result: dg.ExecuteInProcessResult | dg.JobExecutionResult) -> str:
+    """The step failure as the UI shows it: Dagster's line naming the op, then the model's error
+    (a cause without a stack trace)."""
     (event,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    return event.step_failure_data.error.message
+    error = event.step_failure_data.error
+    assert error.cause is not None and error.cause.stack == [], error.cause
+    assert event.step_failure_data.error_source.value == "USER_CODE_ERROR"  # the UI hides Dagster's own stack
+    return f"{error.message.strip()}\n{error.cause.message.strip()}"
 
 
 def _outcomes(result: dg.ExecuteInProcessResult | dg.JobExecutionResult) -> dict[str, list[str]]:
@@ -152,23 +168,26 @@ def test_one_failing_model_fails_its_own_asset_and_its_readers_only(project):
     result = project.run(["daily", "totals", "bad", "after_bad", "late"], tags=RANGE)
     assert not result.success  # the run shows the failure
 
+    # one step per model; the one reading the failed model is not run
+    started = {e.step_key for e in result.all_events if e.event_type_value == "STEP_START"}
+    assert started == {f"{project.schema}__{m}" for m in ("daily", "totals", "bad", "late")}
+    assert {e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"} == {
+        f"{project.schema}__bad"}
+
     # the healthy models and the one with nothing to compute have their materializations
-    assert _outcomes(result) == {"daily": ["evaluated"] * DAYS, "totals": ["evaluated"] * DAYS,
-                                 "late": ["empty"] * DAYS}
-    assert project.statuses("daily") == project.statuses("totals") == project.statuses("late") == "MMM"
-    # the failing model and the model reading it: their partitions failed, nothing recorded
-    assert project.statuses("bad") == project.statuses("after_bad") == "FFF"
+    assert _outcomes(result) == {"daily": ["evaluated"] * DAYS, "totals": ["evaluated"], "late": ["empty"] * DAYS}
+    assert project.statuses("daily") == project.statuses("late") == "MMM"
+    # the failing model's partitions failed; the model reading it: not materialized, nothing recorded
+    assert project.statuses("bad") == "FFF"
+    assert project.statuses("after_bad") == "---"
     assert project.intervals("bad") == project.intervals("after_bad") == []
     assert project.intervals("daily") and project.intervals("totals")
 
     message = _failure(result)
-    assert "Failure: 1 model(s) failed, 1 blocked by them; the models not reading them were materialized.\n" in message
-    assert f"- {project.schema}.bad: " in message and "the upstream API is down" in message
-    assert f"- {project.schema}.after_bad: not evaluated, it reads {project.schema}.bad, which failed" in message
-    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    metadata = failure.step_failure_data.user_failure_data.metadata
-    assert set(metadata["failed"].value) == {f"{project.schema}.bad"}
-    assert metadata["blocked"].value == {f"{project.schema}.after_bad": f"{project.schema}.bad"}
+    assert message == ("dagster._core.errors.DagsterExecutionStepExecutionError: Error occurred while executing op "
+                       f'"{project.schema}__bad":\n'
+                       f"mesh.ModelFailed: models/bad.py:7: Python model {project.schema}.bad failed: RuntimeError: the "
+                       "upstream API is down")
 
 
 def test_audits_of_a_ranged_run_are_reported_per_partition(project):
@@ -206,7 +225,7 @@ def test_a_model_with_nothing_due_is_skipped_not_failed_in_a_failing_run(project
     blocking check passed: the step waits for that check's result too)."""
     first = project.run_job(["totals", "bad", "latest"], SCHEDULED)
     assert not first.success
-    assert _outcomes(first) == {"totals": ["evaluated"] * DAYS, "latest": ["evaluated"]}
+    assert _outcomes(first) == {"totals": ["evaluated"], "latest": ["evaluated"]}
     again = project.run_job(["totals", "bad", "latest"], SCHEDULED)
     assert not again.success
     assert _outcomes(again)["latest"] == ["up to date"]  # skipped: nothing was due
@@ -222,7 +241,8 @@ def test_a_step_reading_a_failed_model_is_left_out_whole(project):
         f"SELECT x AS id, 'b' AS v FROM {project.schema}.bad\n")
     result = project.run_job(["bad", "latest"], SCHEDULED)
     assert not result.success and "latest" not in _outcomes(result)
-    assert {e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"} == {"prod__day"}
+    assert {e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"} == {
+        f"{project.schema}__bad"}
 
 
 STATUS_QUERY = """
@@ -261,7 +281,7 @@ def test_the_ui_shows_failed_partitions_and_per_partition_checks(project, tmp_pa
             return result.data["assetNodeOrError"]
 
         assert ranges(node("bad")["assetPartitionStatuses"]) == [("FAILED", str(FIRST), str(LAST))]
-        assert ranges(node("after_bad")["assetPartitionStatuses"]) == [("FAILED", str(FIRST), str(LAST))]
+        assert ranges(node("after_bad")["assetPartitionStatuses"]) == []  # not materialized: upstream failed
         daily = node("daily")
         assert ranges(daily["assetPartitionStatuses"]) == [("MATERIALIZED", str(FIRST), str(LAST))]
         (check,) = daily["assetChecksOrError"]["checks"]

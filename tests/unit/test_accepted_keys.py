@@ -794,7 +794,8 @@ def git_probe(key: str) -> Callable[[Path], None]:
     repositories), and a bad value is refused naming it."""
 
     def probe(tmp_path: Path) -> None:
-        text = ("git:\n  repo: ../w.git\n  branches: ['feature/*']\n  protected: [release]\n  project_path: sub\n"
+        text = ("protected_environments:\n  prod:\n    approvers: [bob@example.com]\n"
+                "git:\n  repo: ../w.git\n  branches: ['feature/*']\n  protected: [release]\n  project_path: sub\n"
                 "  tick_timeout_s: 5\n")
         watch = _config(tmp_path, text).git
         assert watch is not None

@@ -1,0 +1,69 @@
+"""Audit verdicts that hold, as check evaluations: what a step reports for the checks of data it
+did not audit itself (a re-stamp, a seed already built), so a check keeps the verdict on the data
+it judged — whoever ran the audit (a plan apply, `mesh run`, an earlier Dagster run) — instead of
+turning SKIPPED or "not executed".
+
+The verdicts come from the state store (Context.verdicts, execution/verdicts.py): one per audit
+definition (the check's `digest`), model version and interval. A partition gets the verdict over
+the interval holding its window; an asset without partitions passes when every verdict that holds
+on its version passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dagster import AssetCheckEvaluation, AssetCheckSeverity, DagsterInstance, TimeWindowPartitionsDefinition
+
+from mesh_dagster.context import Context
+from mesh_dagster.core.dates import ms_to_datetime
+from mesh_dagster.core.intervals import format_interval_range
+from mesh_dagster.core.plan import ALL_TIME
+from mesh_dagster.dagster.compat import latest_materialization_targets
+from mesh_dagster.dagster.graph import AuditCheck, ModelAsset
+from mesh_dagster.dagster.partitions import partition_window
+
+
+def held_evaluations(mesh_context: Context, instance: DagsterInstance, asset: ModelAsset,
+                     partitions_def: TimeWindowPartitionsDefinition | None,
+                     keys: Sequence[str]) -> list[AssetCheckEvaluation]:
+    """The holding verdict of each of `asset`'s audits on each partition of `keys` (partitioned),
+    or on the asset (no partitions def), pointing at the latest materializations: call it after
+    the materializations were reported."""
+    if not asset.checks or not asset.version:
+        return []
+    held = mesh_context.verdicts([(asset.name, asset.version)])
+    targets = latest_materialization_targets(instance, asset.asset_key, list(keys) if partitions_def else [None])
+    out: list[AssetCheckEvaluation] = []
+    for check in asset.checks:
+        holdings = held.get((asset.name, asset.version, check.digest), [])
+        if not holdings:
+            continue
+        if partitions_def is None:
+            failing = [h for h in holdings if not h.verdict.passed]
+            out.append(_evaluation(asset, check, None, targets.get(None), not failing,
+                                   max((h.verdict.failing_rows for h in failing), default=0), holdings[-1]))
+            continue
+        for key in keys:
+            window = partition_window(partitions_def, key)
+            found = next((h for h in reversed(holdings)
+                          if h.interval[0] <= window[0] and window[1] <= h.interval[1]), None)
+            if found is not None:
+                out.append(_evaluation(asset, check, key, targets.get(key), found.verdict.passed,
+                                       found.verdict.failing_rows, found))
+    return out
+
+
+def _evaluation(asset: ModelAsset, check: AuditCheck, partition: str | None, target, passed: bool, rows: int,
+                holding) -> AssetCheckEvaluation:
+    verdict = holding.verdict
+    when = ms_to_datetime(verdict.created_ts).strftime("%Y-%m-%d %H:%M UTC")
+    judged = "all time" if holding.interval == ALL_TIME else format_interval_range([holding.interval], asset.unit)
+    return AssetCheckEvaluation(
+        asset_key=asset.asset_key, check_name=check.check_name, passed=passed,
+        severity=AssetCheckSeverity.ERROR if check.blocking else AssetCheckSeverity.WARN,
+        blocking=check.blocking, partition=partition, target_materialization_data=target,
+        metadata={"failing_rows": rows, "audited": f"{judged} by {verdict.source} at {when}",
+                  "mesh/audit_digest": check.digest},
+        description=None if passed else f"Audit `{check.audit}` returned {rows} row(s) over {judged}",
+    )

@@ -1,0 +1,160 @@
+"""Audit verdicts that hold: kept with the data they judged, read by promotion and by Dagster.
+
+An audit's verdict is about one version of a model (its physical table) over an interval, by one
+definition of the audit — its `digest` covers the audit's query, defaults, arguments and blocking
+flag, so editing an audit (a metadata change: the version and its data stay) needs a new verdict,
+while a change elsewhere that keeps the version keeps the verdicts. For each point in time, the
+verdict that holds is the latest one recorded over an interval containing it.
+
+Every run of an audit records its verdicts (`record`): a Dagster materialization, a plan apply,
+`mesh run`. Promotion refuses an environment while a blocking audit's verdict that holds on a
+version it would serve is a failure (`refuse_failed_audits`), and Dagster shows the holding
+verdicts as check results on each partition, whatever re-stamps the partition meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from mesh_dagster.core.audits import is_blocking
+from mesh_dagster.core.dates import now_ms
+from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.intervals import Interval, format_interval_range, subtract_intervals
+from mesh_dagster.core.model import Audit, AuditRef
+from mesh_dagster.core.plan import ALL_TIME
+from mesh_dagster.core.snapshot import Snapshot, view_name
+from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
+from mesh_dagster.state.verdicts import AuditVerdicts, Verdict
+
+
+def audit_digest(ref: AuditRef, audits: Mapping[str, Audit]) -> str:
+    """What decides an audit's verdict on given rows: its query (or built-in name), defaults,
+    arguments and whether it blocks."""
+    audit = audits.get(ref.name)
+    definition = [ref.name, sorted(ref.args.items()), is_blocking(ref, dict(audits)),
+                  audit.query if audit is not None else "built-in", sorted(audit.defaults.items()) if audit else []]
+    return hashlib.sha1(json.dumps(definition).encode()).hexdigest()[:16]
+
+
+def snapshot_audits(snapshot: Snapshot, project_audits: Mapping[str, Audit]) -> dict[str, Audit]:
+    """The audit definitions a snapshot runs: those it captured, else the project's."""
+    return dict(snapshot.capture.audits) if snapshot.capture is not None else dict(project_audits)
+
+
+def verdicts_of(state: object) -> AuditVerdicts | None:
+    """The verdicts of a real state store (None for a stand-in that has no table for them)."""
+    from mesh_dagster.state.store import StateStore
+
+    return AuditVerdicts(state) if isinstance(state, StateStore) else None
+
+
+def record(state: object, snapshot: Snapshot, project_audits: Mapping[str, Audit],
+           batches: Iterable[tuple[Interval, list[AuditResult]]], source: str) -> None:
+    """Keep the verdicts of `batches` (each batch's interval and its audits' results, in the order
+    of the model's audits)."""
+    store = verdicts_of(state)
+    if store is None or snapshot.version is None:
+        return
+    audits = snapshot_audits(snapshot, project_audits)
+    refs = snapshot.model.audits
+    store.record([Verdict(snapshot.name, snapshot.version, snapshot.identifier, ref.name, audit_digest(ref, audits),
+                          result.blocking, interval[0], interval[1], result.count, source)
+                  for interval, results in batches for ref, result in zip(refs, results)], now_ms())
+
+
+class RecordingEvaluator(SnapshotEvaluator):
+    """The evaluator that keeps every audit verdict it computes (`source`: who ran it). An audit of
+    the whole table (no interval) judges all of its time."""
+
+    def __init__(self, *args, state: object, source: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._state = state
+        self._source = source
+
+    def audit(self, snapshot: Snapshot, start: int | None, end: int | None, execution_time: int) -> list[AuditResult]:
+        results = super().audit(snapshot, start, end, execution_time)
+        interval = (start, end) if start is not None and end is not None else ALL_TIME
+        record(self._state, snapshot, self.project.audits, [(interval, results)], self._source)
+        return results
+
+
+@dataclass(frozen=True)
+class Holding:
+    """The verdict that holds over `interval` for one audit definition of one model version."""
+
+    interval: Interval
+    verdict: Verdict
+
+
+def holding(verdicts: Iterable[Verdict]) -> dict[tuple[str, str, str], list[Holding]]:
+    """(name, version, digest) -> the verdicts that hold, by interval (a later verdict replaces an
+    earlier one where their intervals overlap), oldest interval first. `verdicts` oldest first."""
+    out: dict[tuple[str, str, str], list[Holding]] = {}
+    for verdict in verdicts:
+        key = (verdict.name, verdict.version, verdict.digest)
+        new = (verdict.start, verdict.end)
+        kept = [Holding(piece, h.verdict)
+                for h in out.get(key, []) for piece in subtract_intervals([h.interval], [new])]
+        out[key] = sorted([*kept, Holding(new, verdict)], key=lambda h: h.interval)
+    return out
+
+
+@dataclass(frozen=True)
+class FailedAudit:
+    """A blocking audit whose holding verdict on a version an environment would serve failed."""
+
+    model: str
+    audit: str
+    intervals: list[Interval]
+    failing_rows: int
+    snapshot: Snapshot
+
+    def describe(self, environment: str) -> str:
+        unit = self.snapshot.model.interval_unit
+        return (f"{view_name(self.model, environment)}: blocking audit '{self.audit}' failed for "
+                f"{format_interval_range(self.intervals, unit)} ({self.failing_rows} row(s))")
+
+
+class AuditsFailed(PlanError):
+    """Promotion refused: the data an environment would serve failed a blocking audit."""
+
+    def __init__(self, environment: str, failed: list[FailedAudit]):
+        self.environment = environment
+        self.failed = failed
+        lines = "\n".join(f"  {f.describe(environment)}" for f in failed)
+        super().__init__(
+            f"Cannot promote '{environment}': {len(failed)} blocking audit(s) failed on the data it would serve, so "
+            f"nothing was changed.\n{lines}\nFix the model or the audit and materialize these partitions again "
+            f"(their audits run again), then promote.")
+
+
+def failed_audits(state: object, snapshots: Mapping[str, Snapshot],
+                  project_audits: Mapping[str, Audit]) -> list[FailedAudit]:
+    """The blocking audits whose holding verdict fails on these snapshots' versions."""
+    store = verdicts_of(state)
+    wanted = {s.name: s for s in snapshots.values() if s.version and s.model.audits}
+    if store is None or not wanted:
+        return []
+    held = holding(store.history((s.name, s.version or "") for s in wanted.values()))
+    out: list[FailedAudit] = []
+    for name, snap in sorted(wanted.items()):
+        audits = snapshot_audits(snap, project_audits)
+        for ref in snap.model.audits:
+            if not is_blocking(ref, audits):
+                continue
+            failing = [h for h in held.get((name, snap.version or "", audit_digest(ref, audits)), [])
+                       if not h.verdict.passed]
+            if failing:
+                out.append(FailedAudit(name, ref.name, [h.interval for h in failing],
+                                       max(h.verdict.failing_rows for h in failing), snap))
+    return out
+
+
+def refuse_failed_audits(state: object, environment: str, snapshots: Mapping[str, Snapshot],
+                         project_audits: Mapping[str, Audit]) -> None:
+    failed = failed_audits(state, snapshots, project_audits)
+    if failed:
+        raise AuditsFailed(environment, failed)
