@@ -106,7 +106,7 @@ class PlanExplanation:
 
 
 # The plan option that says a recorded plan was made from a pushed commit (its sha).
-FROM_COMMIT = "from_commit"
+FROM_COMMIT = "from_commit"  # execution/deployed.py reads it back
 
 
 def recordable_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -482,6 +482,16 @@ class Context:
 
         return {name: [audit_digest(ref, snapshot_audits(snap, self.project.audits)) for ref in snap.model.audits]
                 for name, snap in plan.snapshots.items()}
+
+    def deployed_project(self, environment: str) -> Path | None:
+        """The project files of the commit a git push deployed to `environment` (what it serves),
+        exported once under `.mesh/dagster/deployed/`; None without a `git:` section or when the
+        environment was planned from this working tree."""
+        from mesh_dagster.execution.deployed import deployed_files
+
+        if self.config.git is None:
+            return None
+        return deployed_files(self.state, normalize_environment(environment), self.config.git, self.path, self.home)
 
     def materialization_windows(self, environment: str, model: str) -> list[Interval]:
         """What one materialization of a model without partitions processes (execution/materialize.py)."""

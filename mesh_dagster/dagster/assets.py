@@ -31,6 +31,8 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     PreviewWarning,
+    TableColumn,
+    TableSchema,
     TimeWindowPartitionsDefinition,
     multi_asset,
 )
@@ -173,7 +175,7 @@ def _reported(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelA
         yield MaterializeResult(
             asset_key=asset.asset_key,
             data_version=DataVersion(run.snapshot.version or ""),
-            metadata={**result_metadata(run), BUILT_ON: MetadataValue.json(
+            metadata={**result_metadata(run), **_table_schema(context, asset, run), BUILT_ON: MetadataValue.json(
                 {p.name: p.version for p in graph.parent_assets(asset)})},
         )
     yield from check_results(asset, run, context.selected_asset_check_keys, ranged)
@@ -189,6 +191,20 @@ def _reported(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelA
         raise step_failure(asset, str(run.error))
     if run.outcome == Outcome.EVALUATED:
         announce_children_to_restamp(context, graph, asset)
+
+
+def _table_schema(context: AssetExecutionContext, asset: ModelAsset, run: ModelMaterialization) -> dict:
+    """The table's columns as Spark typed them, when the model's query left a type unknown (an
+    aggregate, a UDF): read from the table just written, so the asset's Columns show real types."""
+    if run.outcome != Outcome.EVALUATED or not asset.columns or all(asset.columns.values()) or not asset.table:
+        return {}
+    try:
+        types = getattr(context.resources, RESOURCE_KEY).get_context().engine.columns(run.snapshot.table_name)
+    except MeshError:
+        return {}
+    descriptions = asset.model.column_descriptions
+    return {"dagster/column_schema": TableSchema(columns=[
+        TableColumn(name=c, type=t, description=descriptions.get(c)) for c, t in types.items()])}
 
 
 def _partitions_refused(asset: ModelAsset) -> str:

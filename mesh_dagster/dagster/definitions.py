@@ -53,6 +53,7 @@ def definitions(
     shared_spark: bool = True,
     executor: ExecutorDefinition | None = RUN_EXECUTOR,
     translator: MeshTranslator | None = None,
+    follow_deployed: bool = True,
 ) -> Definitions:
     """The project's models as assets of `environment`, with its promote job, re-stamp
     sensor, plan and apply_plan jobs, and (for prod) one schedule per cron and, when config.yaml
@@ -65,6 +66,10 @@ def definitions(
     running once the models it reads are materialized even if another model failed. With the
     local default connection, runs use the project's shared Spark Connect server (`shared_spark`),
     started on demand, so concurrent runs and `mesh` commands share one warehouse.
+
+    With a `git:` section in config.yaml, one environment whose served plan was made from a pushed
+    commit (the git sensor's) is shown from that commit's files (`follow_deployed`), not this
+    working tree's: what it serves, with no pending revert of what was deployed.
     """
     project_dir = str(Path(project_dir).resolve())
     environments = [environment] if isinstance(environment, str) else list(environment)
@@ -72,7 +77,10 @@ def definitions(
         raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: no environment given")
     environments = list(dict.fromkeys(normalize_environment(e) for e in environments))
     translator = translator or MeshTranslator()
-    loaded = _load_graphs(project_dir, environments, gateway, state_url, translator)
+    source = _deployed_source(project_dir, environments, gateway, state_url) if follow_deployed else None
+    home = project_dir if source is not None else None  # state, warehouse and Spark stay the project's
+    code_dir = str(source) if source is not None else project_dir
+    loaded = _load_graphs(code_dir, environments, gateway, state_url, translator, home)
     if isinstance(loaded, MeshError):  # raised here so the code location shows no frames of ours below this
         raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {loaded}") from None
 
@@ -95,7 +103,7 @@ def definitions(
         sensors += [stamp_sensor(graph, partitions, project_dir, gateway, state_url, restamp_sensor_running),
                     plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running)]
         if environment == PROD:
-            schedules += cron_schedules(graph, project_dir, gateway, state_url, schedules_running)
+            schedules += cron_schedules(graph, code_dir, gateway, state_url, schedules_running, home)
             if graph.watches_git:
                 git_job = git_plan_job()
                 jobs.append(git_job)
@@ -105,30 +113,56 @@ def definitions(
         jobs=jobs,
         schedules=schedules,
         sensors=sensors,
-        resources={"mesh": _resource(project_dir, gateway, state_url, shared_spark)},
+        resources={"mesh": _resource(code_dir, gateway, state_url, shared_spark, home)},
         executor=executor,
     )
 
 
 @cache
-def _resource(project_dir: str, gateway: str | None, state_url: str | None, shared_spark: bool) -> MeshResource:
+def _resource(project_dir: str, gateway: str | None, state_url: str | None, shared_spark: bool,
+              home: str | None = None) -> MeshResource:
     """One resource object per project and connection: Dagster merges the Definitions of several
     components (a prod one and a dev one, say) only if their `mesh` resources are the same object."""
-    return MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url, shared_spark=shared_spark)
+    return MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url, shared_spark=shared_spark,
+                        home=home)
+
+
+def _deployed_source(project_dir: str, environments: list[str], gateway: str | None,
+                     state_url: str | None) -> Path | None:
+    """The files of the commit the (one) environment serves, when a git push deployed it."""
+    from mesh_dagster.context import Context
+
+    if len(environments) != 1:
+        return None
+    context = Context(project_dir, gateway, state_url=state_url)
+    try:
+        try:
+            if context.config.git is None:
+                return None
+        except MeshError:  # a broken project: loading it says why, with its file and line
+            return None
+        return context.deployed_project(environments[0])
+    except MeshError as e:  # raised here so the code location shows no frames of ours below this
+        error = e
+    finally:
+        context.close()
+    raise ProjectLoadError(f"Cannot load the commit '{environments[0]}' serves (config.yaml `git:`): {error}") from None
 
 
 def _load_graphs(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,
-                 translator: MeshTranslator) -> list[ProjectGraph] | MeshError:
+                 translator: MeshTranslator, home: str | None = None) -> list[ProjectGraph] | MeshError:
     """Plan the project against each environment (one project load); a broken project is returned as its error.
 
     The plans are never applied, so new snapshots are not rendered to their canonical text (what
     a stored snapshot keeps for later categorization): the largest cost of a first load."""
     from mesh_dagster.context import Context
 
-    context = Context(project_dir, gateway, state_url=state_url)
+    context = Context(project_dir, gateway, state_url=state_url, home=home)
     try:
         plans = [context.plan(environment, allow_empty=True, render_added=False) for environment in environments]
-        return [build_graph(context.project, plan, translator, context.audit_digests(plan)) for plan in plans]
+        present = context.intervals(list({(s.name, s.version) for p in plans for s in p.snapshots.values()
+                                          if s.version}))
+        return [build_graph(context.project, plan, translator, context.audit_digests(plan), present) for plan in plans]
     except MeshError as e:
         return e
     finally:

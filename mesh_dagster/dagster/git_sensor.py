@@ -16,7 +16,9 @@ from dagster import (
     Field,
     JobDefinition,
     MetadataValue,
+    Nothing,
     OpExecutionContext,
+    Out,
     Output,
     RunRequest,
     SensorDefinition,
@@ -34,7 +36,7 @@ GIT_PLAN_JOB = "git_plan"
 
 
 def git_plan_job() -> JobDefinition:
-    @op(name="git_plan_commit", required_resource_keys={"mesh"},
+    @op(name="git_plan_commit", required_resource_keys={"mesh"}, out=Out(Nothing),  # no IO manager: nothing to store
         config_schema={"branch": Field(str, description="The branch that moved (or was deleted)."),
                        "sha": Field(str, default_value="", description="Its new head; empty: the branch is gone.")},
         description="Plan a pushed commit: pending for prod (protected branches), applied for other branches.")

@@ -62,6 +62,10 @@ class ModelAsset:
     columns: dict[str, str | None] | None = None
     environment: str = "prod"
     dep_keys: list[AssetKey] = field(default_factory=list)  # `deps` as AssetKeys (the parents' own objects)
+    # The plan, as `mesh plan` prints it: intervals of the current version to compute, and those its
+    # table already holds (reused: computed before, by any environment sharing the version)
+    recompute: int = 0
+    reuse: int = 0
 
     @cached_property
     def asset_key(self) -> AssetKey:
@@ -145,9 +149,11 @@ class ProjectGraph:
 
 
 def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None = None,
-                digests: dict[str, list[str]] | None = None) -> ProjectGraph:
+                digests: dict[str, list[str]] | None = None,
+                present: dict[tuple[str, str], list[tuple[int, int]]] | None = None) -> ProjectGraph:
     """The models as assets of the plan's environment, keyed by `translator.get_asset_key`;
-    `digests`: each model's audit definitions (Context.audit_digests), the checks' identities."""
+    `digests`: each model's audit definitions (Context.audit_digests), the checks' identities;
+    `present`: the intervals each `(model, version)` holds (what a change reuses)."""
     if translator is None:
         from mesh_dagster.dagster.translator import MeshTranslator
 
@@ -186,6 +192,8 @@ def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None 
             end_ms=_end_ms(model),
             columns=column_cache.columns(project, name, snap.identifier),
             environment=environment,
+            recompute=interval_count(model, plan.backfills[name].intervals) if name in plan.backfills else 0,
+            reuse=interval_count(model, (present or {}).get((name, snap.version or ""), [])),
         )
         asset.key = tuple(translator.get_asset_key(asset).path)
         if asset.key in taken:
@@ -243,6 +251,14 @@ class ColumnCache:
             os.replace(tmp, self.path)
         except OSError:
             pass
+
+
+def interval_count(model: Model, intervals: list[tuple[int, int]]) -> int:
+    """How many of the model's intervals `intervals` span (a seed or view: one, built once)."""
+    if model.kind.is_timeless:
+        return 1 if intervals else 0
+    unit = model.interval_unit
+    return sum(max(unit.index_of(end) - unit.index_of(start), 1) for start, end in intervals)
 
 
 def _end_ms(model: Model) -> int | None:

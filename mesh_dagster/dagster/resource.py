@@ -27,12 +27,14 @@ class MeshResource(ConfigurableResource):
     # server (started on demand): concurrent runs and the `mesh` CLI then reach one warehouse
     # instead of fighting over Derby. Ignored when the project's catalog needs no sharing.
     shared_spark: bool = True
+    # Where `.mesh/` lives when `project_dir` holds a deployed commit's files (execution/deployed.py).
+    home: Optional[str] = None  # noqa: UP045
 
     _context: Optional[Context] = PrivateAttr(default=None)  # noqa: UP045
 
     def get_context(self) -> Context:
         if self._context is None:
-            context = Context(self.project_dir, self.gateway, state_url=self.state_url)
+            context = Context(self.project_dir, self.gateway, state_url=self.state_url, home=self.home)
             if self.shared_spark and context.needs_shared_spark:
                 # A run worker is a process of its own: asking for the shared server here affects this run only.
                 Context.prefer_shared_spark()

@@ -15,7 +15,9 @@ from dagster import (
     Field,
     JobDefinition,
     MetadataValue,
+    Nothing,
     OpExecutionContext,
+    Out,
     Output,
     SensorDefinition,
     SensorEvaluationContext,
@@ -32,7 +34,7 @@ from mesh_dagster.core.snapshot import view_name
 
 
 def plan_job(environment: str) -> JobDefinition:
-    @op(name=f"plan_{environment}_changes", required_resource_keys={"mesh"},
+    @op(name=f"plan_{environment}_changes", required_resource_keys={"mesh"}, out=Out(Nothing),  # no IO manager
         config_schema={"execution_time": Field(str, is_required=False,
                                                description="The 'now' of the plan (default: the run's start).")},
         description=f"Compare the project with '{environment}' and record the plan for review.")

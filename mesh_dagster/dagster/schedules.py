@@ -132,13 +132,14 @@ def _clip(span: Interval, asset: ModelAsset, unit: IntervalUnit) -> Interval:
 
 
 def cron_schedules(graph: ProjectGraph, project_dir: str, gateway: str | None, state_url: str | None,
-                   running: bool) -> list[ScheduleDefinition]:
-    return [cron_schedule(graph, cadence, assets, project_dir, gateway, state_url, running)
+                   running: bool, home: str | None = None) -> list[ScheduleDefinition]:
+    return [cron_schedule(graph, cadence, assets, project_dir, gateway, state_url, running, home)
             for cadence, assets in cron_groups(graph).items()]
 
 
 def cron_schedule(graph: ProjectGraph, cadence: Cadence, assets: list[ModelAsset], project_dir: str,
-                  gateway: str | None, state_url: str | None, running: bool) -> ScheduleDefinition:
+                  gateway: str | None, state_url: str | None, running: bool,
+                  home: str | None = None) -> ScheduleDefinition:
     from mesh_dagster.context import Context
 
     environment = graph.environment
@@ -160,7 +161,7 @@ def cron_schedule(graph: ProjectGraph, cadence: Cadence, assets: list[ModelAsset
                     "(what `mesh run` does).",
     )
     def _schedule(context: ScheduleEvaluationContext):
-        ctx = Context(project_dir, gateway, state_url=state_url)
+        ctx = Context(project_dir, gateway, state_url=state_url, home=home)
         waits = LogLines()  # what the pending intervals leave out because a signal holds it back
         try:
             when = context.scheduled_execution_time

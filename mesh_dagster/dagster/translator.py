@@ -27,6 +27,7 @@ from dagster import (
 from mesh_dagster.core.cron import IntervalUnit
 from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.snapshot import view_name
+from mesh_dagster.dagster.graph import ADDED, UNCHANGED
 from mesh_dagster.dagster.partitions import partition_format
 
 if TYPE_CHECKING:
@@ -36,6 +37,47 @@ TAG_KEY_LIMIT = 63
 _NOT_IN_TAG_KEYS = re.compile(r"[^A-Za-z0-9_.-]")
 _NOT_IN_GROUP_NAMES = re.compile(r"[^A-Za-z0-9_]")
 EXTERNAL_GROUP = "external"
+
+
+def plan_kinds(asset: ModelAsset) -> list[str]:
+    """The plan's change to the model as tags: its category (`non-breaking`...) and the intervals
+    of its current version to compute and already computed (`recompute-7`, `reuse-0`)."""
+    if asset.change == UNCHANGED:
+        return []
+    category = re.sub(r"[^a-z0-9]+", "-", asset.change.lower()).strip("-")
+    counts = [f"recompute-{asset.recompute}"] if asset.recompute else []
+    return [category, *counts, *([f"reuse-{asset.reuse}"] if asset.reuse else [])]
+
+
+def model_summary(asset: ModelAsset) -> str:
+    """What the model is, from its definition, for a model without a `description`: its kind (and
+    time column), cadence, start, grain, the models it reads and where it is defined."""
+    model = asset.model
+    kind = model.kind.name.value.replace("_", " ").lower().replace("scd type 2", "SCD type 2")
+    parts = [f"{kind[0].upper()}{kind[1:]} model" + (f" on `{model.time_column}`" if model.time_column else "")]
+    parts.append(f"runs `{model.cron}`" + (f" ({model.cron_tz})" if model.cron_tz else ""))
+    if asset.start_ms is not None:
+        parts.append(f"from {ms_to_datetime(asset.start_ms):%Y-%m-%d}")
+    if model.grain:
+        parts.append(f"grain {', '.join(model.grain)}")
+    if asset.parents:
+        parts.append(f"reads {', '.join(asset.parents)}")
+    return "; ".join(parts) + f". Defined in {model.where()}."
+
+
+def plan_line(asset: ModelAsset) -> str | None:
+    """`mesh plan`'s word on the model, in one line (None when the environment has it as planned)."""
+    if asset.change == UNCHANGED:
+        return None
+    env = asset.environment
+    if asset.is_partitioned:
+        work = f"{asset.recompute} partition(s) to recompute, {asset.reuse} reused"
+    elif asset.recompute:
+        work = "to build" if asset.is_timeless else "to rebuild"
+    else:
+        work = "reused, nothing to recompute"
+    state = "New" if asset.change == ADDED else f"Pending change ({asset.change})"
+    return f"{state} in {env}: {work}. `mesh plan {env}` applies it; in Dagster, materialize then promote_{env}."
 
 
 def tag_key(tag: str) -> str:
@@ -78,20 +120,24 @@ class MeshTranslator:
 
     # -- what the UI shows -----------------------------------------------------------------------
     def get_description(self, asset: ModelAsset) -> str:
+        """The plan's change to the model, when there is one (the catalog shows this first line),
+        then the model's own description."""
         model = asset.model
-        if model.description:
-            return model.description
         if asset.is_external:
-            return f"External table `{asset.name}`"
-        return f"{model.kind.name.value} model `{model.name}` ({model.where()})"
+            return model.description or f"External table `{asset.name}`"
+        own = model.description or model_summary(asset)
+        pending = plan_line(asset)
+        return f"{pending}\n\n{own}" if pending else own
 
     def get_kinds(self, asset: ModelAsset) -> set[str]:
-        """The kinds the UI shows as icons: the engine, the model kind and, for a Python model,
-        python (Dagster shows up to three, and accepts at most ten)."""
+        """The tags the graph and the catalog show on every asset: the plan's change to the model
+        and what it recomputes and reuses (e.g. `non-breaking`, `recompute-7`; `indirect-non-breaking`,
+        `reuse-7`), then the model kind, python for a Python model, and the engine (Dagster accepts
+        at most ten)."""
         if asset.is_external:
             return {"spark"}
         model = asset.model
-        return {"spark", model.kind.name.value.lower(), *(["python"] if model.is_python else [])}
+        return {*plan_kinds(asset), "spark", model.kind.name.value.lower(), *(["python"] if model.is_python else [])}
 
     def get_tags(self, asset: ModelAsset) -> dict[str, str]:
         """The model's tags as labels (key = the tag, value empty) to filter assets by, plus its kind."""

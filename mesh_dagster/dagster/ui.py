@@ -128,7 +128,7 @@ def write_workspace(project_dir: str | Path, environments: list[str],
         f"  - python_file:\n"
         f"      relative_path: {LOCATIONS_FILE}\n"
         f"      attribute: env_{env}\n"
-        f"      location_name: {_location(project, env)}\n"
+        f"      location_name: {location_name(project, env)}\n"
         f"      working_directory: {project}\n"
         for env in envs
     )
@@ -137,8 +137,19 @@ def write_workspace(project_dir: str | Path, environments: list[str],
     return workspace
 
 
-def _location(project: Path, environment: str) -> str:
+def location_name(project: Path, environment: str) -> str:
     return f"{project.name}_{environment}".replace("-", "_")
+
+
+def workspace_environments(workspace: Path) -> list[str]:
+    """The environments a workspace written by `write_workspace` loads, in its order."""
+    try:
+        loaded = yaml.safe_load(workspace.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    entries = loaded.get("load_from", []) if isinstance(loaded, dict) else []
+    attributes = [(e.get("python_file") or {}).get("attribute", "") for e in entries if isinstance(e, dict)]
+    return [a.removeprefix("env_") for a in attributes if isinstance(a, str) and a.startswith("env_")]
 
 
 def dagster_dev_command(workspace: Path, host: str, port: int) -> list[str]:

@@ -45,6 +45,7 @@ from mesh_dagster.dagster.ui import (
     dagster_env,
     only_ui,
 )
+from mesh_dagster.dagster.ui_watch import WorkspaceWatch, wait_stopped
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -61,7 +62,13 @@ def main(argv: list[str]) -> int:
     workspace, host, port = Path(argv[0]), argv[1], int(argv[2])
     try:
         with only_ui(workspace.parent):
-            return Supervisor(dagster_dev_args(workspace, host, port), dagster_env(workspace), workspace.parent).run()
+            watch = WorkspaceWatch(workspace, host, port)  # code locations follow the environments (ui_watch)
+            watch.start()
+            try:
+                return Supervisor(dagster_dev_args(workspace, host, port), dagster_env(workspace),
+                                  workspace.parent).run()
+            finally:
+                wait_stopped(watch)
     except UiAlreadyRunning as e:
         print(f"Error: {e}", file=sys.stderr, flush=True)
         return 1
