@@ -8,6 +8,7 @@ names the command `mesh ui` runs, `dagster dev` under a supervisor (`ui_supervis
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -47,11 +48,26 @@ POSTGRES_SCHEME = "postgresql+psycopg2"
 DAGSTER_TABLES = frozenset({"runs", "event_logs", "alembic_version"})
 
 
-def instance_config(storage: DagsterStorageConfig | None = None) -> str:
-    """The dagster.yaml of `mesh ui`'s instance: SQLite files beside it (Dagster's default), or the
-    Postgres database of config.yaml's `dagster.storage` for runs, the event log and schedules."""
+# The embedded SQLite event log, writing a batch of a run's materializations in one statement per
+# file (dagster/compat.py; the stock storage when Dagster no longer has what it needs).
+SQLITE_EVENT_LOG = """# the event log: Dagster's SQLite files, written in batches (mesh_dagster/dagster/compat.py)
+event_log_storage:
+  module: mesh_dagster.dagster.compat
+  class: BatchingSqliteEventLogStorage
+  config:
+    base_dir: {base_dir}
+"""
+EVENT_BATCH_SIZE = 500  # SQLite allows ~32,000 values per statement; a materialization's row and tags take ~50
+
+
+def instance_config(storage: DagsterStorageConfig | None = None, home: Path | None = None) -> str:
+    """The dagster.yaml of `mesh ui`'s instance: SQLite files beside it (Dagster's default, the event
+    log written in batches), or the Postgres database of config.yaml's `dagster.storage` for runs,
+    the event log and schedules."""
     if storage is None or storage.type == "sqlite":
-        return INSTANCE_CONFIG
+        if home is None:
+            return INSTANCE_CONFIG
+        return INSTANCE_CONFIG + SQLITE_EVENT_LOG.format(base_dir=json.dumps(str(home / "history" / "runs")))
     db: dict = {"hostname": storage.host, "port": storage.port, "username": storage.user}
     if storage.password_env:
         db["password"] = {"env": storage.password_env}  # Dagster reads it at start: no secret on disk
@@ -64,7 +80,7 @@ def write_instance(home: Path, storage: DagsterStorageConfig | None = None) -> P
     """`.mesh/dagster/dagster.yaml`, rewritten from config.yaml at every `mesh ui`."""
     home.mkdir(parents=True, exist_ok=True)
     path = home / "dagster.yaml"
-    path.write_text(instance_config(storage))
+    path.write_text(instance_config(storage, home))
     return path
 
 
@@ -173,12 +189,14 @@ PLANNED_EVENTS_PER_RUN = {"DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "tr
 
 def dagster_env(workspace: Path, storage: DagsterStorageConfig | None = None) -> dict[str, str]:
     """The environment of `dagster dev` and its processes: the project's instance, one planned
-    event per asset of a ranged run, and on Postgres batched event writes (a ranged run's
-    per-partition events in one statement per batch; Dagster's SQLite storage has no batch write,
-    it would only delay the events)."""
+    event per asset of a ranged run, and batched event writes (a ranged run's per-partition events
+    in one statement per batch: Postgres natively, SQLite through the instance's event log class)."""
     env = {**os.environ, "DAGSTER_HOME": str(workspace.parent), **PLANNED_EVENTS_PER_RUN}
-    if storage is not None and storage.type == "postgres" and storage.event_batch_size > 0:
-        env["DAGSTER_EVENT_BATCH_SIZE"] = str(storage.event_batch_size)
+    if storage is not None and storage.type == "postgres":
+        if storage.event_batch_size > 0:
+            env["DAGSTER_EVENT_BATCH_SIZE"] = str(storage.event_batch_size)
+    else:
+        env["DAGSTER_EVENT_BATCH_SIZE"] = str(EVENT_BATCH_SIZE)
     return env
 
 

@@ -50,9 +50,15 @@ def _with_storage(project: Path, database: str, port: int = 5432, extra: str = "
     return project
 
 
-def test_the_default_instance_is_sqlite_in_the_project():
+def test_the_default_instance_is_sqlite_in_the_project(tmp_path):
     assert instance_config() == INSTANCE_CONFIG == instance_config(DagsterStorageConfig())
     assert "storage" not in yaml.safe_load(INSTANCE_CONFIG)
+    # mesh ui's: the event log in the project's SQLite files, written in batches (dagster/compat.py)
+    written = yaml.safe_load(write_instance(tmp_path / "home").read_text())
+    assert written["event_log_storage"] == {"module": "mesh_dagster.dagster.compat",
+                                            "class": "BatchingSqliteEventLogStorage",
+                                            "config": {"base_dir": str(tmp_path / "home" / "history" / "runs")}}
+    assert dagster_env(tmp_path / "home" / "workspace.yaml")["DAGSTER_EVENT_BATCH_SIZE"] == "500"
 
 
 def test_postgres_storage_writes_dagsters_postgres_section_without_the_password(tmp_path):
@@ -67,7 +73,6 @@ def test_postgres_storage_writes_dagsters_postgres_section_without_the_password(
     assert (env["DAGSTER_HOME"], env["DAGSTER_EVENT_BATCH_SIZE"]) == (str(tmp_path / "home"), "1000")
     assert "DAGSTER_EVENT_BATCH_SIZE" not in dagster_env(tmp_path / "w.yaml", DagsterStorageConfig(
         type="postgres", database="d", event_batch_size=0))
-    assert "DAGSTER_EVENT_BATCH_SIZE" not in dagster_env(tmp_path / "w.yaml", DagsterStorageConfig())
 
 
 @pytest.mark.parametrize(("extra", "fragments"), [

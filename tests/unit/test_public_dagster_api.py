@@ -1,6 +1,8 @@
 """mesh_dagster uses Dagster's public API only: private modules (`dagster._core…`, `dagster._utils…`,
 and the same in Dagster's libraries) change without notice, and moving to the next Dagster
-release must stay a version bump."""
+release must stay a version bump. The one exception is dagster/compat.py, which holds every use
+the public API does not cover, each tested against the installed Dagster (tests/dagster/test_compat.py)
+with a fallback when it is gone."""
 
 from __future__ import annotations
 
@@ -25,7 +27,10 @@ def test_the_pattern_catches_private_imports():
     assert private_imports("from dagster import AssetKey\nfrom mesh_dagster.dagster._x import y\n") == []
 
 
-def test_no_module_imports_a_private_dagster_module():
+COMPAT = "mesh_dagster/dagster/compat.py"
+
+
+def test_no_module_but_compat_imports_a_private_dagster_module():
     found = {str(path.relative_to(PACKAGE.parent)): hits for path in sorted(PACKAGE.rglob("*.py"))
              if (hits := private_imports(path.read_text()))}
-    assert found == {}
+    assert set(found) <= {COMPAT}, found
