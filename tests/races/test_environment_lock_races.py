@@ -86,8 +86,10 @@ def test_apply_that_lost_its_lock_stops_before_recording_or_moving_views(race: R
     theirs = write_project(race.path("theirs"),
                            {**MODELS_V1, "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT x + 1 AS x FROM s.a\n"})
     paused, resume = race.path("paused"), race.path("resume")
+    # Paused while creating its tables: holding the environment's lock only (a write would hold its
+    # table's lock too, which the thief's apply needs for the same table and would wait for).
     first = race.start("apply", "first", project=str(mine), environment="prod",
-                       hooks={"replace_table": {"pause": str(paused), "resume": str(resume)}})
+                       hooks={"create_table": {"pause": str(paused), "resume": str(resume)}})
     wait_for(paused)  # computing, and holding the lock
 
     thief = race.start("steal", "thief", project=str(theirs), environment="prod")

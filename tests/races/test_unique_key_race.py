@@ -6,8 +6,10 @@ can both land (duplicates), or one can read files the other deletes. Writes to o
 its lock in the state store (`table:<table>`) and take turns.
 
 Both processes are clients of the project's shared Spark Connect server (embedded Derby admits one
-process), and each meets the other just before its upsert: without the lock both would write at
-that moment; with it, the second waits at the lock until the first has finished.
+process). The first stops inside its upsert until the second has planned the same interval and
+reached the table: without the lock both would write; with it, the second waits at the lock, then
+finds the interval recorded by the first and skips it (an upsert applied twice could replay old
+rows over newer ones; execution/scheduler.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,10 +45,10 @@ model_defaults:
   dialect: spark
   start: 2020-01-01
 """
-MEET_S = 45  # how long a writer waits for the other at the meeting point (startup skew included)
+HOLD_S = 60  # how long the first writer may be held inside its upsert
 
-# One writer: materializes the model's interval as a Dagster run would, meeting the other writer
-# just before its upsert and noting when the upsert starts and ends.
+# One writer: materializes the model's interval as a Dagster run would, noting when its upsert
+# starts and ends; the first one (with `hold`) stops inside it until the test lets it go on.
 WRITER = """
 import json, sys, time
 from pathlib import Path
@@ -61,11 +64,12 @@ def note(what):
 real = SparkEngine.upsert
 
 def upsert(self, *args, **kwargs):
-    Path(spec["arrived"]).write_text("here")
-    deadline = time.monotonic() + spec["meet_s"]
-    while not Path(spec["other_arrived"]).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
     note("start")
+    if spec.get("hold"):
+        Path(spec["arrived"]).write_text("here")
+        deadline = time.monotonic() + spec["hold_s"]
+        while not Path(spec["release"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
     try:
         return real(self, *args, **kwargs)
     finally:
@@ -115,24 +119,30 @@ def _python(code: str, spec: dict) -> subprocess.Popen:
 
 
 def _outcome(proc: subprocess.Popen):
-    out, err = proc.communicate(timeout=ACTOR_TIMEOUT_S + 2 * MEET_S)
+    out, err = proc.communicate(timeout=ACTOR_TIMEOUT_S + HOLD_S)
     lines = out.strip().splitlines()
     assert lines, f"exit {proc.returncode}, no outcome:\n{err[-3000:]}"
     return json.loads(lines[-1])
 
 
-def test_two_processes_upserting_one_interval_take_turns_and_leave_no_duplicates(served: Path, race: Race) -> None:
+def test_two_processes_writing_one_interval_of_a_unique_key_model_write_it_once(served: Path, race: Race) -> None:
     model = f"r_{uuid.uuid4().hex[:8]}.latest"
     (served / "models" / "latest.sql").write_text(
         f"MODEL (name {model}, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key id));\n"
         "SELECT id, CONCAT('v', id) AS v FROM VALUES (1), (2), (3) AS t(id)\n")
-    events = race.path("events.log")
+    events, arrived, release = race.path("events.log"), race.path("a.arrived"), race.path("release")
     common = {"project": str(served), "url": race.url, "model": model, "start": "2020-01-01", "end": "2020-01-02",
-              "events": str(events), "meet_s": MEET_S}
-    writers = [_python(WRITER, {**common, "name": me, "arrived": str(race.path(f"{me}.arrived")),
-                                "other_arrived": str(race.path(f"{other}.arrived"))})
-               for me, other in (("a", "b"), ("b", "a"))]
+              "events": str(events)}
+    writers = [_python(WRITER, {**common, "name": "a", "hold": True, "hold_s": HOLD_S, "arrived": str(arrived),
+                                "release": str(release)})]
     try:
+        deadline = time.monotonic() + ACTOR_TIMEOUT_S
+        while not arrived.exists():  # the first writer is inside its upsert, holding the table's lock
+            assert writers[0].poll() is None and time.monotonic() < deadline, writers[0].communicate()
+            time.sleep(0.05)
+        writers.append(_python(WRITER, {**common, "name": "b"}))
+        time.sleep(4)  # it plans the same interval, and waits at the table's lock
+        release.write_text("go")
         outcomes = [_outcome(w) for w in writers]
     finally:
         for w in writers:
@@ -140,12 +150,8 @@ def test_two_processes_upserting_one_interval_take_turns_and_leave_no_duplicates
                 w.kill()
     assert all(o["ok"] for o in outcomes), outcomes
     assert all(o["recorded"] == [[to_ms("2020-01-01"), to_ms("2020-01-02")]] for o in outcomes), outcomes
-
-    # one upsert ended before the other started: they took turns at the table's lock
-    noted = [line.split() for line in events.read_text().splitlines()]
-    times = {(who, what): float(at) for at, who, what in noted}
-    first, second = sorted("ab", key=lambda who: times[(who, "start")])
-    assert times[(second, "start")] >= times[(first, "end")], noted
+    # Only the first upserted: the second found the interval recorded once it had the lock.
+    assert [line.split()[1:] for line in events.read_text().splitlines()] == [["a", "start"], ["a", "end"]]
 
     assert _outcome(_python(CHECKER, common)) == [[3, 3]]  # no duplicates
     with StateStore(race.url) as store:
