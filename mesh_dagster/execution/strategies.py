@@ -3,8 +3,8 @@
 One strategy per way of writing (full, time range, upsert by key, partition overwrite, append,
 SCD type 2, seed, view; EMBEDDED and EXTERNAL write nothing). Strategies decide *what* is written;
 rendering and the per-apply memos stay with the evaluator, which strategies reach through the
-`Evaluation` Protocol, and Spark stays behind the `Engine` Protocol. A new kind is one new class
-here and one line in `strategy_for`.
+`Evaluation` Protocol, and Spark stays behind the `Engine` Protocol, which makes every write
+kill-safe (engine/writes.py). A new kind is one new class here and one line in `strategy_for`.
 """
 
 from __future__ import annotations
@@ -171,7 +171,8 @@ class TimeRangeStrategy(QueryStrategy):
 
 class ScdType2Strategy(QueryStrategy):
     """Each write folds the query's rows, a snapshot of the source, into the table's history
-    (core/scd2.py): the whole table is rewritten, through a staging table, from a query reading it."""
+    (core/scd2.py): the whole table is rewritten from a query reading it (engine/writes.py keeps the
+    previous history readable until the new one is committed)."""
 
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
         model, kind = snapshot.model, _scd_kind(snapshot)
