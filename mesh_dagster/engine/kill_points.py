@@ -14,6 +14,10 @@ The steps of one batch, in order (a write passes only those its kind has):
 - `committed`: the write is complete in the table; audits and the interval record come next;
 - `recorded`: the interval is recorded (and the journal entry gone); clean-up comes next.
 
+A restatement that rebuilds a history from scratch empties the table first: `journaled` (its
+intervals forgotten, the `clear` journaled) and `overwritten` (the table emptied) come before its
+first batch (`execution/scheduler.clear_history`).
+
 This module is the only reader of the variable.
 """
 

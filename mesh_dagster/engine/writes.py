@@ -159,6 +159,9 @@ class TableWrites:
         table, operation = payload["table"], payload["operation"]
         if operation == "switch":
             return self._finish_switch(table, payload)
+        if operation == "clear":  # a history about to be rebuilt: its intervals are forgotten already
+            self.engine.execute(f"TRUNCATE TABLE {quote_name(table)}")
+            return True
         self._require_staging(table, payload)
         self.engine.refresh(table)
         if operation == "overwrite":

@@ -57,7 +57,7 @@ from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock
 from mesh_dagster.execution.migration import migrate_table
 from mesh_dagster.execution.readiness import Readiness, SignalsPendingError, Wait, check_readiness
-from mesh_dagster.execution.scheduler import plan_batches, run_batches, upstream_of
+from mesh_dagster.execution.scheduler import clear_history, plan_batches, run_batches, upstream_of
 from mesh_dagster.execution.state import State
 from mesh_dagster.execution.tasks import run_tasks
 from mesh_dagster.execution.verdicts import RecordingEvaluator
@@ -248,7 +248,7 @@ def _build(plan: Plan, project: Project, state: State, engine: Engine, listener:
     elif plan.requires_backfill and backfills:
         for backfill in backfills.values():
             if backfill.clear:
-                evaluator.clear(plan.snapshots[backfill.name])
+                clear_history(state, evaluator, plan.snapshots[backfill.name], backfill.intervals)
         batches = plan_batches(plan.snapshots, backfills, snapshot_order(plan.snapshots))
         run_batches(batches, evaluator, state, plan.execution_time, listener, plan.view,
                     concurrent_tasks=project.concurrent_tasks)

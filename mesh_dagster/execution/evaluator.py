@@ -194,12 +194,6 @@ class SnapshotEvaluator:
                     self._migrate(snapshot)
                 self._created.add(snapshot.table_name)
 
-    def clear(self, snapshot: Snapshot) -> None:
-        """Empty a snapshot's table before it is rebuilt over its whole history (a restatement of a
-        kind whose intervals build on each other)."""
-        self.create(snapshot)
-        self.engine.execute(f"TRUNCATE TABLE {snapshot.table_name}")
-
     def _migrate(self, snapshot: Snapshot) -> None:
         """Fit a kept table to what the query now outputs, as the model's policies allow (the
         first write of each apply or run checks: the table may have been changed since)."""

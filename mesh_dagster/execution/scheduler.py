@@ -189,7 +189,7 @@ class _JournaledWrite:
         if not engine.finish_write(pending.payload):  # it never reached its destructive step: undone
             self.state.finish_write(self.table, None, lease=self.lease)
             return False
-        if (pending.name, pending.version, pending.start, pending.end) == (
+        if pending.operation != "clear" and (pending.name, pending.version, pending.start, pending.end) == (
                 self.snapshot.name, self.snapshot.version or "", *self.batch.recorded_interval):
             self.payload = pending.payload
             self.notes.append(f"finished the write of {self.batch.describe('')} that an interrupted run left")
@@ -242,6 +242,26 @@ class _JournaledWrite:
         if old:
             engine.drop_locations(old)
             self.state.forget_retired([(self.table, location) for location in old])
+
+
+def clear_history(state: State, evaluator: SnapshotEvaluator, snapshot: Snapshot, intervals: list[Interval]) -> None:
+    """Empty a table before its whole history is rebuilt (a restatement of a kind whose intervals
+    build on each other), kill-safely: its intervals are forgotten and a `clear` journaled in one
+    transaction before the TRUNCATE, so a kill in between leaves the state saying "missing", and the
+    next write to the table (`_JournaledWrite.resume`) empties it first. Never "recorded but empty"."""
+    table = snapshot.table_name
+    with table_lock(state, table) as lease:
+        evaluator.create(snapshot)
+        payload = {"operation": "clear", "table": table}
+        start, end = min(s for s, _ in intervals), max(e for _, e in intervals)
+        state.journal_write(PendingWrite(table=table, operation="clear", name=snapshot.name,
+                                         version=snapshot.version or "", start=start, end=end, payload=payload,
+                                         owner=lease.owner),
+                            lease=lease, forget=[(*snapshot.interval_key, s, e) for s, e in intervals])
+        kill_point("journaled", table)
+        evaluator.engine.finish_write(payload)
+        kill_point("overwritten", table)
+        state.finish_write(table, None, lease=lease)
 
 
 def _retired(payload: dict[str, Any] | None) -> list[str]:

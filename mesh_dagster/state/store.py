@@ -450,28 +450,17 @@ class StateStore:
         return {k: _replay(log) for k, log in logs.items()}
 
     def _append_intervals(self, items: Iterable[tuple[str, str, int, int]], removed: bool) -> None:
-        ts = _now_ms()
-        rows = []
-        for name, version, start, end in items:
-            if not start < end:
-                raise ValueError(
-                    f"Invalid interval for {name} (version {version}): start {start} is not before end {end}"
-                )
-            rows.append(
-                {
-                    "name": name,
-                    "version": version,
-                    "start_ts": start,
-                    "end_ts": end,
-                    "is_removed": removed,
-                    "created_ts": ts,
-                }
-            )
+        rows = _interval_rows(items, removed, _now_ms())
         if not rows:
             return
         with self._write() as conn:
             for chunk in _chunks(rows, 1000):
                 conn.execute(insert(schema.intervals), chunk)
+
+    def _insert_intervals(self, conn: Connection, items: Iterable[tuple[str, str, int, int]], removed: bool) -> None:
+        """`_append_intervals` inside a transaction the caller holds."""
+        for chunk in _chunks(_interval_rows(items, removed, _now_ms()), 1000):
+            conn.execute(insert(schema.intervals), chunk)
 
     # ------------------------------------------------------------------ plans
 
@@ -690,13 +679,18 @@ class StateStore:
 
     # ------------------------------------------------------------------ journal of writes (state/journal.py)
 
-    def journal_write(self, write: PendingWrite, lease: Lease | None = None) -> None:
+    def journal_write(self, write: PendingWrite, lease: Lease | None = None,
+                      forget: Iterable[tuple[str, str, int, int]] = ()) -> None:
         """Make `write` its table's pending write, before its destructive step; with `lease`, only
-        while that lock (the table's) is still held."""
+        while that lock (the table's) is still held. `forget`: intervals the write will no longer
+        hold (a history about to be rebuilt), forgotten in the same transaction."""
+        forget = list(forget)
         with self._write() as conn:
             if lease is not None:
                 self._hold(conn, lease)
             journal.put(conn, write, _now_ms())
+            if forget:
+                self._insert_intervals(conn, forget, removed=True)
 
     def pending_write(self, table: str) -> PendingWrite | None:
         with self._read() as conn:
@@ -945,6 +939,16 @@ def _advisory_key(key: str) -> int:
 def _event_row(plan_id: str, event: PlanEvent) -> dict[str, Any]:
     return {"plan_id": plan_id, "action": event.action, "actor": event.actor, "status": event.status.value,
             "note": event.note, "ts": event.ts}
+
+
+def _interval_rows(items: Iterable[tuple[str, str, int, int]], removed: bool, ts: int) -> list[dict[str, Any]]:
+    rows = []
+    for name, version, start, end in items:
+        if not start < end:
+            raise ValueError(f"Invalid interval for {name} (version {version}): start {start} is not before end {end}")
+        rows.append({"name": name, "version": version, "start_ts": start, "end_ts": end, "is_removed": removed,
+                     "created_ts": ts})
+    return rows
 
 
 def _snapshot_row(snapshot: Snapshot, ts: int) -> dict[str, Any]:
