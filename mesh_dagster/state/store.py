@@ -198,10 +198,10 @@ class StateStore:
                 conn.execute(self._insert(schema.blobs).on_conflict_do_nothing(), content)
             for chunk in _chunks(list(rows.values()), BATCH_SIZE):
                 conn.execute(self._insert(table).on_conflict_do_nothing(), chunk)
-
             for snap in recaptured:
                 conn.execute(update(table).where(table.c.name == snap.name, table.c.identifier == snap.identifier)
                              .values(payload=snap.model_dump_json(), updated_ts=ts))
+
     def update_snapshots(self, snapshots: Iterable[Snapshot]) -> None:
         """Rewrite stored snapshots (e.g. after categorisation). All must exist already."""
         ts = _now_ms()
