@@ -34,6 +34,8 @@ class SystemPackage:
 PACKAGES = (
     SystemPackage("libpostgresql-jdbc-java", Path("/usr/share/java/postgresql.jar"),
                   "the Hive metastore on Postgres (tests/team, tests/bad_input/test_team_services.py)"),
+    SystemPackage("chromium", Path("/usr/bin/chromium"),
+                  "a look at the Dagster UI in a headless browser (tests/dagster/test_dagster_truth.py)"),
 )
 
 

@@ -62,7 +62,9 @@ def _evaluation(asset: ModelAsset, check: AuditCheck, partition: str | None, tar
     return AssetCheckEvaluation(
         asset_key=asset.asset_key, check_name=check.check_name, passed=passed,
         severity=AssetCheckSeverity.ERROR if check.blocking else AssetCheckSeverity.WARN,
-        blocking=check.blocking, partition=partition, target_materialization_data=target,
+        # what the audit's run blocked, it blocked then (and promotion reads the verdict itself):
+        # carried forward, a failure must not fail the step that carries it (a re-stamp computes nothing)
+        blocking=False, partition=partition, target_materialization_data=target,
         metadata={"failing_rows": rows, "audited": f"{judged} by {verdict.source} at {when}",
                   "mesh/audit_digest": check.digest},
         description=None if passed else f"Audit `{check.audit}` returned {rows} row(s) over {judged}",

@@ -1,0 +1,45 @@
+"""Headless Chromium (Debian's `chromium`, installed by tests/system_packages.py) on a page of the
+Dagster UI: its DOM once the page has rendered, and a screenshot to look at.
+
+The UI is a React app fed by GraphQL: a page is rendered once its data arrived, which takes longer
+on a busy machine. Chromium's virtual time budget lets the page's timers and requests run before the
+DOM is dumped; a dump still missing what the page must show is taken again, with a longer budget.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--window-size=1600,1000"]
+
+
+def chromium() -> str:
+    found = shutil.which("chromium")
+    assert found, "Debian's chromium is not installed (tests/system_packages.py installs it)"
+    return found
+
+
+def _run(url: str, output: list[str], budget_ms: int) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory(prefix="mesh_chromium_") as profile:
+        return subprocess.run([chromium(), *FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
+                               *output, url], capture_output=True, text=True, timeout=180)
+
+
+def rendered_dom(url: str, *must_show: str, attempts: int = 4) -> str:
+    """The page's DOM once it shows every one of `must_show` (or the last try's)."""
+    dom = ""
+    for attempt in range(attempts):
+        dom = _run(url, ["--dump-dom"], 15000 * (attempt + 1)).stdout
+        if all(text in dom for text in must_show):
+            return dom
+    return dom
+
+
+def screenshot(url: str, path: Path, budget_ms: int = 30000) -> Path:
+    _run(url, [f"--screenshot={path}"], budget_ms)
+    return path

@@ -1,0 +1,270 @@
+"""The Dagster view tells the truth (issue 20), end to end: `mesh ui` (webserver + daemon + code
+servers, prod and dev locations) on the example moved to the last days, prod applied by the CLI
+first, driven and checked through GraphQL, and the plan at a glance also in headless Chromium.
+
+The tests run in order on one server and build on each other:
+1. a change shows at a glance on graph nodes and catalog rows (kinds and the description's first
+   line, as `mesh plan` says it);
+2. prod shows what prod serves: the change computed in dev leaves prod's partitions stale until
+   promote_prod, then they are fresh;
+3. a failing model fails its own asset (its partitions FAILED, one line, no stack trace), the model
+   reading it is not materialized, the healthy one is;
+4. audits are checks that hold: the CLI's verdicts show as check results; a failed blocking audit
+   blocks promote_dev and survives re-stamps.
+(5, git pushes: test_git_webserver.py; 6, fast and quiet: test_ui_partitions.py.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from datetime import date, timedelta
+
+import pytest
+from browser import rendered_dom, screenshot
+from project_copies import edit, recent_example
+from test_dagster_webserver import LAUNCH_RUN, RELOAD, Dagster, _free_port
+
+from mesh_dagster.context import Context
+
+pytestmark = pytest.mark.slow
+
+DAYS = 7
+FIRST = date.today() - timedelta(days=DAYS)
+LAST = date.today() - timedelta(days=1)
+PARTITIONS = [str(FIRST + timedelta(days=i)) for i in range(DAYS)]
+RANGE = {"dagster/asset_partition_range_start": PARTITIONS[0], "dagster/asset_partition_range_end": PARTITIONS[-1]}
+SCHEMA = {"prod": "sqlmesh_example", "dev": "sqlmesh_example__dev"}
+NEW_COLUMN = ("  item_id,\n", "  item_id,\n  'z' AS new_column,\n")
+
+NODES = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) {
+  assetKey { path } kinds description staleStatus
+  assetPartitionStatuses { ... on TimePartitionStatuses { ranges { status startKey endKey } } }
+  assetMaterializations(limit: 1) { runId tags { key value }
+    metadataEntries { label ... on TextMetadataEntry { text } } }
+  assetChecksOrError { ... on AssetChecks { checks { name
+    executionForLatestMaterialization { status evaluation { success } } } } } } }"""
+STALE = """query($keys: [AssetKeyInput!], $partitions: [String!]) { assetNodes(assetKeys: $keys) {
+  staleStatusByPartition(partitions: $partitions) } }"""
+STEPS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events { __typename
+  ... on MessageEvent { stepKey }
+  ... on ExecutionStepFailureEvent { errorSource error { message stack cause { message stack } } } } } } }"""
+SENSORS = """query($loc: String!) { sensorsOrError(repositorySelector: {repositoryLocationName: $loc,
+  repositoryName: "__repository__"}) { ... on Sensors { results { id name } } } }"""
+STOP_SENSOR = """mutation($id: String!) { stopSensor(id: $id) { __typename } }"""
+
+
+class Truth(Dagster):
+    """The UI of prod and dev, with what these tests launch and read."""
+
+    def location(self, env: str) -> str:
+        return f"project_{env}"
+
+    def key(self, env: str, model: str) -> list[str]:
+        return [SCHEMA[env], model]
+
+    def launch_in(self, env: str, job: str, tags: dict[str, str] | None = None,
+                  models: list[str] | None = None) -> str:
+        selector = {"repositoryLocationName": self.location(env), "repositoryName": "__repository__", "jobName": job}
+        if models:
+            selector["assetSelection"] = [{"path": self.key(env, m)} for m in models]
+        params = {"selector": selector,
+                  "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]}}
+        result = self.query(LAUNCH_RUN, p=params)["launchRun"]
+        assert result["__typename"] == "LaunchRunSuccess", result
+        return result["run"]["runId"]
+
+    def run(self, env: str, job: str, tags: dict[str, str] | None = None,
+            models: list[str] | None = None) -> tuple[str, str]:
+        run_id = self.launch_in(env, job, tags, models)
+        return run_id, self.wait_run(run_id)
+
+    def nodes(self, env: str, *models: str) -> dict[str, dict]:
+        found = self.query(NODES, keys=[{"path": self.key(env, m)} for m in models])
+        return {n["assetKey"]["path"][-1]: n for n in found["assetNodes"]}
+
+    def stale_partitions(self, env: str, model: str) -> str:
+        """One letter per partition: F(resh), S(tale), M(issing)."""
+        (node,) = self.query(STALE, keys=[{"path": self.key(env, model)}], partitions=PARTITIONS)["assetNodes"]
+        return "".join(s[0] for s in node["staleStatusByPartition"])
+
+    def reload(self, env: str) -> None:
+        self.query(RELOAD, name=self.location(env))
+        self.wait_loaded()
+
+    def restamp_env(self, env: str) -> list[str]:
+        """Tick restamp_<env>_sensor here (on the UI's instance) and launch the runs it requests
+        through GraphQL, as the daemon would; returns their statuses."""
+        import dagster as dg
+
+        from mesh_dagster.dagster import definitions
+
+        defs = definitions(self.project, env)
+        with dg.DagsterInstance.from_config(str(self.project / ".mesh" / "dagster")) as instance, \
+                dg.build_sensor_context(instance=instance, definitions=defs) as context:
+            wanted = defs.resolve_sensor_def(f"restamp_{env}_sensor")(context)
+        requests_ = [] if isinstance(wanted, dg.SkipReason) else wanted.run_requests
+        runs = [self.launch_in(env, "__ASSET_JOB", r.tags, [k.path[-1] for k in r.asset_selection or []])
+                for r in requests_]
+        statuses = [self.wait_run(run_id) for run_id in runs]
+        assert set(statuses) <= {"SUCCESS"}, [self.failure(r) for r in runs]
+        return statuses
+
+    def step_events(self, run_id: str) -> list[dict]:
+        return self.query(STEPS, id=run_id)["logsForRun"]["events"]
+
+    def page(self, path: str) -> str:
+        return self.url.removesuffix("/graphql") + path
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
+    work = tmp_path_factory.mktemp("truth")
+    project = recent_example(work / "project", DAYS)
+    applied = subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(project), "plan",
+                              "--auto-apply"], capture_output=True, text=True, timeout=900)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    server = Truth(project, _free_port(), work / "dagster.log", ["prod", "dev"])
+    try:
+        server.wait_loaded()
+        for env in ("prod", "dev"):  # these tests tick the re-stamp sensors themselves
+            for sensor in server.query(SENSORS, loc=server.location(env))["sensorsOrError"]["results"]:
+                if sensor["name"].startswith("restamp_"):
+                    server.query(STOP_SENSOR, id=sensor["id"])
+        server.shots = work  # type: ignore[attr-defined]
+        yield server
+    finally:
+        server.stop()
+        from mesh_dagster.engine.connect_server import stop_server
+
+        stop_server(project / ".mesh")
+
+
+def _wait(predicate, timeout: float = 120, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_0_what_the_cli_applied_shows_materialized_with_its_audit(ui):
+    """The re-stamp sensor's first tick (before the fixture stopped it) or ours shows it."""
+    assert set(ui.restamp_env("prod")) <= {"SUCCESS"}
+
+    def shown() -> bool:
+        nodes = ui.nodes("prod", "seed_model", "incremental_model", "full_model")
+        return all(n["assetMaterializations"] for n in nodes.values()) and \
+            nodes["incremental_model"]["assetPartitionStatuses"]["ranges"][:1] == [
+                {"status": "MATERIALIZED", "startKey": PARTITIONS[0], "endKey": PARTITIONS[-1]}]
+
+    _wait(shown, what="prod's data in Dagster")
+    nodes = ui.nodes("prod", "seed_model", "incremental_model", "full_model")
+    assert nodes["incremental_model"]["assetPartitionStatuses"]["ranges"] == [
+        {"status": "MATERIALIZED", "startKey": PARTITIONS[0], "endKey": PARTITIONS[-1]}]
+    assert nodes["seed_model"]["assetMaterializations"] and nodes["full_model"]["assetMaterializations"]
+    (check,) = nodes["full_model"]["assetChecksOrError"]["checks"]  # the audit `mesh plan` ran: passed
+    assert check["executionForLatestMaterialization"]["status"] == "SUCCEEDED"
+    # nothing pending: no plan on the assets
+    assert "non-breaking" not in nodes["incremental_model"]["kinds"]
+    assert not nodes["incremental_model"]["description"].startswith("Pending")
+
+
+def test_1_a_change_shows_at_a_glance_on_the_graph_and_in_the_catalog(ui):
+    edit(ui.project, "incremental_model", *NEW_COLUMN)
+    ui.reload("prod")
+    nodes = ui.nodes("prod", "incremental_model", "full_model")
+    inc, full = nodes["incremental_model"], nodes["full_model"]
+    assert {"non-breaking", f"recompute-{DAYS}"} <= set(inc["kinds"])
+    assert {"indirect-non-breaking", f"reuse-{DAYS - 2}"} <= set(full["kinds"])  # full_model starts 2 days later
+    assert inc["description"].startswith(
+        f"Pending change (Non-breaking) in prod: {DAYS} partition(s) to recompute, 0 reused.")
+    assert full["description"].startswith("Pending change (Indirect Non-breaking) in prod: reused, nothing to "
+                                          "recompute.")
+
+    # what the browser shows: the graph's nodes carry the plan, the catalog rows its line
+    graph = ui.page("/locations/project_prod/asset-groups/sqlmesh_example")
+    dom = rendered_dom(graph, "incremental_model", "non-breaking", f"recompute-{DAYS}")
+    assert all(t in dom for t in ("incremental_model", "full_model", "non-breaking", f"recompute-{DAYS}",
+                                  "indirect-non-breaking", f"reuse-{DAYS - 2}")), dom[-3000:]
+    screenshot(graph, ui.shots / "plan_graph.png")
+    catalog = rendered_dom(ui.page("/assets"), "Pending change (Non-breaking) in prod")
+    assert f"Pending change (Non-breaking) in prod: {DAYS} partition(s) to recompute, 0 reused." in catalog
+    screenshot(ui.page("/assets"), ui.shots / "plan_catalog.png")
+
+
+def test_2_prod_is_fresh_only_once_prod_serves_the_change(ui):
+    ui.reload("dev")
+    run_id, status = ui.run("dev", "__ASSET_JOB", RANGE, ["incremental_model"])
+    assert status == "SUCCESS", ui.failure(run_id)
+    assert ui.run("dev", "promote_dev")[1] == "SUCCESS"
+    ui.restamp_env("prod")  # the new version's data exists, but prod's views still show the old one
+    prod = ui.nodes("prod", "incremental_model")["incremental_model"]
+    assert ui.stale_partitions("prod", "incremental_model") == "S" * DAYS  # the pending change
+    tags = {t["key"]: t["value"] for t in prod["assetMaterializations"][0]["tags"]}
+    plan = Context(ui.project).plan("prod", allow_empty=True)
+    assert tags["dagster/code_version"] != plan.snapshots["sqlmesh_example.incremental_model"].identifier
+
+    run_id, status = ui.run("prod", "promote_prod")
+    assert status == "SUCCESS", ui.failure(run_id)
+    # mesh ui reloads prod's location (it serves something new): no pending change left on it
+    _wait(lambda: "non-breaking" not in ui.nodes("prod", "incremental_model")["incremental_model"]["kinds"],
+          what="prod's location to show the promoted plan")
+    assert set(ui.restamp_env("prod")) == {"SUCCESS"}
+    assert ui.stale_partitions("prod", "incremental_model") == "F" * DAYS
+
+
+def test_3_a_failing_model_fails_its_own_asset_only(ui):
+    path = ui.project / "models" / "incremental_model.sql"
+    original = path.read_text()
+    edit(ui.project, "incremental_model", "  item_id,\n", "  item_id,\n  CAST(raise_error('boom') AS INT) AS x,\n")
+    try:
+        ui.reload("dev")
+        run_id, status = ui.run("dev", "__ASSET_JOB", RANGE, ["seed_model", "incremental_model", "full_model"])
+        assert status == "FAILURE"
+        events = ui.step_events(run_id)
+        started = {e["stepKey"] for e in events if e["__typename"] == "ExecutionStepStartEvent"}
+        assert started == {"sqlmesh_example__dev__seed_model", "sqlmesh_example__dev__incremental_model"}
+        (failure,) = [e for e in events if e["__typename"] == "ExecutionStepFailureEvent"]
+        assert failure["stepKey"] == "sqlmesh_example__dev__incremental_model"
+        assert failure["errorSource"] == "USER_CODE_ERROR"  # the UI hides Dagster's own stack for it
+        cause = failure["error"]["cause"]
+        assert cause["stack"] == [] and cause["message"].startswith("mesh.ModelFailed: ")
+        assert "boom" in cause["message"] and "\n" not in cause["message"].strip()
+        nodes = ui.nodes("dev", "incremental_model", "full_model")
+        assert nodes["incremental_model"]["assetPartitionStatuses"]["ranges"][-1]["status"] == "FAILED"
+        assert all(m["runId"] != run_id for m in nodes["full_model"]["assetMaterializations"])  # not by this run
+    finally:
+        path.write_text(original)
+        ui.reload("dev")
+
+
+def test_4_a_failed_blocking_audit_blocks_promotion_and_stays_failed(ui):
+    audit = ui.project / "audits" / "assert_positive_order_ids.sql"
+    original = audit.read_text()
+    audit.write_text(original.replace("item_id < 0", "item_id > 2"))
+    assert audit.read_text() != original
+    try:
+        ui.reload("dev")
+        run_id, status = ui.run("dev", "__ASSET_JOB", None, ["full_model"])
+        assert status == "FAILURE"
+        check = ui.nodes("dev", "full_model")["full_model"]["assetChecksOrError"]["checks"][0]
+        assert check["executionForLatestMaterialization"]["status"] == "FAILED"
+        run_id, status = ui.run("dev", "promote_dev")
+        assert status == "FAILURE"
+        assert "blocking audit 'assert_positive_order_ids' failed" in ui.failure(run_id)
+        # a re-stamp of full_model (another metadata change) keeps the failure on its check
+        edit(ui.project, "full_model", "  cron '@daily',\n", "  cron '@daily',\n  owner someone,\n")
+        ui.reload("dev")
+        assert set(ui.restamp_env("dev")) == {"SUCCESS"}
+        latest = ui.nodes("dev", "full_model")["full_model"]
+        meta = {m["label"]: m.get("text") for m in latest["assetMaterializations"][0]["metadataEntries"]}
+        assert meta["mesh/outcome"] == "restamped"  # its latest materialization is the re-stamp...
+        check = latest["assetChecksOrError"]["checks"][0]
+        assert check["executionForLatestMaterialization"]["status"] == "FAILED"  # ...and its check still fails
+    finally:
+        audit.write_text(original)
+        edit(ui.project, "full_model", "  owner someone,\n", "")
+        ui.reload("dev")
