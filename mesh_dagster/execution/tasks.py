@@ -9,8 +9,9 @@ needs:
   by `done` (a child never reads a parent whose interval was not recorded);
 - at most `limit` tasks run at once, and at most `per_key(key)` of one key (a model's own
   `batch_concurrency`);
-- results are handed to `done` on the caller's thread, in completion order, so the state store
-  and the listener are never used from two threads;
+- results are handed to `done` on the caller's thread, in completion order, so the listener is
+  never used from two threads (work may use the state store, which is safe to share: a batch
+  records its interval on its worker thread, under its table's lock);
 - nothing is left running on return, whatever happened, so a caller releasing a lock afterwards
   cannot race a write — except after Ctrl-C: running tasks get `INTERRUPT_GRACE_S` to finish (and
   are recorded if they do), then `Interrupted` names the ones still running and the caller ends

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from mesh_dagster.context import Context
+from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.plan import Plan
 from mesh_dagster.core.review import PlanStatus
 
 MACRO = """from mesh_dagster import macro
@@ -65,6 +67,16 @@ def _applied(root: Path, engine, when: str) -> Context:
     return ctx
 
 
+def _applied_without_captures(root: Path, engine, when: str) -> tuple[Context, Plan]:
+    """Prod applied with its snapshots stored as a mesh_dagster from before captures stored them."""
+    ctx = Context(root, engine=engine)
+    plan = ctx.plan("prod", execution_time=when)
+    for snap in plan.new_snapshots:
+        object.__setattr__(snap, "capture", None)
+    ctx.apply(plan)
+    return ctx, plan
+
+
 def test_a_run_evaluates_the_macro_and_variables_that_were_planned(tmp_path, engine, schema):
     root = _project(tmp_path / "p", schema)
     _applied(root, engine, "2020-01-03")
@@ -103,11 +115,7 @@ def test_an_approved_restatement_runs_the_macro_it_was_approved_with(tmp_path, e
 def test_a_snapshot_stored_before_captures_is_evaluated_from_the_project_and_captured_by_the_next_plan(
         tmp_path, engine, schema):
     root = _project(tmp_path / "p", schema)
-    ctx = Context(root, engine=engine)
-    plan = ctx.plan("prod", execution_time="2020-01-02")
-    for snap in plan.new_snapshots:  # as an older mesh_dagster stored them
-        object.__setattr__(snap, "capture", None)
-    ctx.apply(plan)
+    ctx, plan = _applied_without_captures(root, engine, "2020-01-02")
     stored = ctx.state.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
     assert all(s.capture is None for s in stored.values())
     assert ctx.run("prod", execution_time="2020-01-03") == 1  # still runs, from the project's files
@@ -121,14 +129,8 @@ def test_a_snapshot_stored_before_captures_is_evaluated_from_the_project_and_cap
 
 def test_restating_a_snapshot_stored_before_captures_needs_the_project_to_define_it_as_stored(
         tmp_path, engine, schema):
-    from mesh_dagster.core.errors import PlanError
-
     root = _project(tmp_path / "p", schema)
-    ctx = Context(root, engine=engine)
-    plan = ctx.plan("prod", execution_time="2020-01-03")
-    for snap in plan.new_snapshots:  # as an older mesh_dagster stored them
-        object.__setattr__(snap, "capture", None)
-    ctx.apply(plan)
+    ctx, plan = _applied_without_captures(root, engine, "2020-01-03")
     (root / "macros" / "m.py").write_text(MACRO.format(factor=1000))
     with pytest.raises(PlanError, match=f"Cannot restate {schema}.events: 'prod' holds it as planned by an earlier"):
         Context(root, engine=engine).restate("prod", [f"{schema}.events"], start="2020-01-01", end="2020-01-01",
