@@ -200,11 +200,14 @@ def test_partition_range_backfill_of_all_assets_then_promote(dagster):
         time.sleep(3)
     runs = dagster.query(BACKFILL_RUNS, id=backfill["backfillId"])["runsOrError"]["results"]
     assert status in ("COMPLETED", "COMPLETED_SUCCESS"), (status, runs, dagster.log.read_text()[-2000:])
-    (run,) = runs  # the whole range of every asset in one run: one evaluation per model
+    assert {r["status"] for r in runs} == {"SUCCESS"}
+    # the incremental model's whole range in one run (one evaluation); the seed and the FULL model,
+    # which have no partitions, once each
+    ranged = [r for r in runs if "dagster/asset_partition_range_start" in {t["key"] for t in r["tags"]}]
+    (run,) = ranged
     tags = {t["key"]: t["value"] for t in run["tags"]}
     assert (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]) == \
         (str(FIRST), str(LAST))
-    assert run["status"] == "SUCCESS"
 
     assert Context(dagster.project).state.get_environment("prod") is None  # materializing never moves views
     run_id = dagster.launch("promote_prod")
@@ -220,37 +223,24 @@ def test_partition_range_backfill_of_all_assets_then_promote(dagster):
 
 
 def test_staleness_follows_the_change_category(dagster):
+    """Prod shows what it serves: a change making a new version leaves prod's partitions stale (the
+    pending change) until prod serves it; one keeping the version (metadata-only) is re-stamped."""
     path = dagster.project / "models" / "incremental_model.sql"
     original = path.read_text()
-    assert (dagster.stale("incremental_model"), dagster.stale("full_model")) == ("F" * DAYS, "F" * DAYS)
+    assert dagster.stale("incremental_model") == "F" * DAYS
     cases = [
-        ("non-breaking", ("incremental_model", "  item_id,\n", "  item_id,\n  'z' AS new_column,\n"), "S" * DAYS,
-         "F" * DAYS),
-        ("breaking", ("incremental_model", "  item_id,\n", "  item_id + 1 AS item_id,\n"), "S" * DAYS,
-         "FF" + "S" * (DAYS - 2)),
-        ("metadata-only", ("incremental_model", "  cron '@daily',", "  cron '@daily',\n  owner jen,"), "F" * DAYS,
-         "F" * DAYS),
+        ("non-breaking", ("incremental_model", "  item_id,\n", "  item_id,\n  'z' AS new_column,\n"), "S" * DAYS),
+        ("breaking", ("incremental_model", "  item_id,\n", "  item_id + 1 AS item_id,\n"), "S" * DAYS),
+        ("metadata-only", ("incremental_model", "  cron '@daily',", "  cron '@daily',\n  owner jen,"), "F" * DAYS),
     ]
     try:
-        for case, change, incremental, full in cases:
+        for case, change, incremental in cases:
             path.write_text(original)
             edit(dagster.project, *change)
             dagster.query(RELOAD, name=LOCATION)
             dagster.wait_loaded()
-            statuses = dagster.restamp()
-            assert statuses and set(statuses) == {"SUCCESS"}, case
-            assert (dagster.stale("incremental_model"), dagster.stale("full_model")) == (incremental, full), case
-        # computing the non-breaking version, then re-stamping full_model against it: both fresh
-        path.write_text(original)
-        edit(dagster.project, *cases[0][1])
-        dagster.query(RELOAD, name=LOCATION)
-        dagster.wait_loaded()
-        run_id = dagster.launch("__ASSET_JOB", {"dagster/asset_partition_range_start": PARTITIONS[0],
-                                                "dagster/asset_partition_range_end": PARTITIONS[-1]},
-                                [["sqlmesh_example", "incremental_model"]])
-        assert dagster.wait_run(run_id) == "SUCCESS", dagster.failure(run_id)
-        assert set(dagster.restamp()) == {"SUCCESS"}
-        assert (dagster.stale("incremental_model"), dagster.stale("full_model")) == ("F" * DAYS, "F" * DAYS)
+            assert set(dagster.restamp()) <= {"SUCCESS"}, case
+            assert dagster.stale("incremental_model") == incremental, case
     finally:
         path.write_text(original)
         dagster.query(RELOAD, name=LOCATION)
