@@ -120,7 +120,7 @@ def model_asset(graph: ProjectGraph, asset: ModelAsset, partitions: dict,
         description=f"Evaluate {asset.name} into its current version's table and record its intervals.",
     )
     def _model(context: AssetExecutionContext) -> Iterator:
-        mesh_context = getattr(context.resources, RESOURCE_KEY).get_context()
+        mesh_context = getattr(context.resources, RESOURCE_KEY).get_context(graph.environment)
         if is_restamp(context.run.tags):  # a re-stamp run (stamps.py): computes nothing
             yield from restamp_results(context, graph, partitions, mesh_context, asset)
         elif partitions_def is not None:
@@ -136,7 +136,7 @@ def _partitioned_step(context: AssetExecutionContext, graph: ProjectGraph, asset
     """The model over the run's partition (or range): one evaluation, one result fanned out by
     Dagster to every partition; its audits as one check result per partition."""
     window = context.partition_time_window
-    mesh_context = getattr(context.resources, RESOURCE_KEY).get_context()
+    mesh_context = getattr(context.resources, RESOURCE_KEY).get_context(graph.environment)
     listener = DagsterLogListener(context.log)
     ranged = None if context.has_partition_key else RangedChecks.of(context, partitions_def)
     try:
@@ -153,7 +153,7 @@ def _unpartitioned_step(context: AssetExecutionContext, graph: ProjectGraph, ass
     tags = context.run.tags
     if asset.model.kind.restates_full_history and partition_tags(tags) and tags.get(SCHEDULED_TAG) != "true":
         raise step_failure(asset, _partitions_refused(asset))
-    mesh_context = getattr(context.resources, RESOURCE_KEY).get_context()
+    mesh_context = getattr(context.resources, RESOURCE_KEY).get_context(graph.environment)
     listener = DagsterLogListener(context.log)
     try:
         run = unpartitioned_runs(mesh_context, asset, graph.environment, listener)
@@ -180,7 +180,7 @@ def _reported(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelA
         )
     yield from check_results(asset, run, context.selected_asset_check_keys, ranged)
     if run.error is None and not run.audited:  # nothing audited here (already built): the verdicts that hold
-        mesh_context = getattr(context.resources, RESOURCE_KEY).get_context()
+        mesh_context = getattr(context.resources, RESOURCE_KEY).get_context(graph.environment)
         partitions_def = ranged.partitions_def if ranged is not None else None
         yield from held_evaluations(mesh_context, context.instance, asset, partitions_def,
                                     list(ranged.keys) if ranged is not None else [])
@@ -199,7 +199,8 @@ def _table_schema(context: AssetExecutionContext, asset: ModelAsset, run: ModelM
     if run.outcome != Outcome.EVALUATED or not asset.columns or all(asset.columns.values()) or not asset.table:
         return {}
     try:
-        types = getattr(context.resources, RESOURCE_KEY).get_context().engine.columns(run.snapshot.table_name)
+        types = getattr(context.resources, RESOURCE_KEY).get_context(asset.environment).engine.columns(
+            run.snapshot.table_name)
     except MeshError:
         return {}
     descriptions = asset.model.column_descriptions

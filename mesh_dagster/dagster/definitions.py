@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dagster import (
     Definitions,
@@ -34,6 +35,10 @@ from mesh_dagster.dagster.restatement import restate_job
 from mesh_dagster.dagster.reviews import apply_plan_job, plan_job, plan_status_sensor
 from mesh_dagster.dagster.schedules import cron_schedules
 from mesh_dagster.dagster.translator import MeshTranslator
+
+if TYPE_CHECKING:
+    from mesh_dagster.context import Context
+    from mesh_dagster.core.plan import Plan
 
 
 class ProjectLoadError(Exception):
@@ -67,7 +72,7 @@ def definitions(
     local default connection, runs use the project's shared Spark Connect server (`shared_spark`),
     started on demand, so concurrent runs and `mesh` commands share one warehouse.
 
-    With a `git:` section in config.yaml, one environment whose served plan was made from a pushed
+    With a `git:` section in config.yaml, an environment whose served plan was made from a pushed
     commit (the git sensor's) is shown from that commit's files (`follow_deployed`), not this
     working tree's: what it serves, with no pending revert of what was deployed.
     """
@@ -77,10 +82,8 @@ def definitions(
         raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: no environment given")
     environments = list(dict.fromkeys(normalize_environment(e) for e in environments))
     translator = translator or MeshTranslator()
-    source = _deployed_source(project_dir, environments, gateway, state_url) if follow_deployed else None
-    home = project_dir if source is not None else None  # state, warehouse and Spark stay the project's
-    code_dir = str(source) if source is not None else project_dir
-    loaded = _load_graphs(code_dir, environments, gateway, state_url, translator, home)
+    sources, watches_git = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed)
+    loaded = _load_graphs(project_dir, environments, gateway, state_url, translator, sources)
     if isinstance(loaded, MeshError):  # raised here so the code location shows no frames of ours below this
         raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {loaded}") from None
 
@@ -103,8 +106,9 @@ def definitions(
         sensors += [stamp_sensor(graph, partitions, project_dir, gateway, state_url, restamp_sensor_running),
                     plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running)]
         if environment == PROD:
-            schedules += cron_schedules(graph, code_dir, gateway, state_url, schedules_running, home)
-            if graph.watches_git:
+            schedules += cron_schedules(graph, sources.get(environment, project_dir), gateway, state_url,
+                                        schedules_running, project_dir if environment in sources else None)
+            if watches_git:
                 git_job = git_plan_job()
                 jobs.append(git_job)
                 sensors.append(git_sensor(project_dir, gateway, state_url, git_job, git_sensor_running))
@@ -113,60 +117,92 @@ def definitions(
         jobs=jobs,
         schedules=schedules,
         sensors=sensors,
-        resources={"mesh": _resource(code_dir, gateway, state_url, shared_spark, home)},
+        resources={"mesh": _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())))},
         executor=executor,
     )
 
 
 @cache
 def _resource(project_dir: str, gateway: str | None, state_url: str | None, shared_spark: bool,
-              home: str | None = None) -> MeshResource:
+              sources: tuple[tuple[str, str], ...] = ()) -> MeshResource:
     """One resource object per project and connection: Dagster merges the Definitions of several
     components (a prod one and a dev one, say) only if their `mesh` resources are the same object."""
     return MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url, shared_spark=shared_spark,
-                        home=home)
+                        sources=dict(sources))
 
 
-def _deployed_source(project_dir: str, environments: list[str], gateway: str | None,
-                     state_url: str | None) -> Path | None:
-    """The files of the commit the (one) environment serves, when a git push deployed it."""
+def _deployed_sources(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,
+                      follow: bool) -> tuple[dict[str, str], bool]:
+    """Environment -> the files of the commit a git push deployed to it (execution/deployed.py),
+    and whether this project's config.yaml (not a deployed commit's) has a `git:` section."""
     from mesh_dagster.context import Context
 
-    if len(environments) != 1:
-        return None
     context = Context(project_dir, gateway, state_url=state_url)
     try:
         try:
             if context.config.git is None:
-                return None
+                return {}, False
         except MeshError:  # a broken project: loading it says why, with its file and line
-            return None
-        return context.deployed_project(environments[0])
-    except MeshError as e:  # raised here so the code location shows no frames of ours below this
-        error = e
+            return {}, False
+        out: dict[str, str] = {}
+        for environment in environments if follow else []:
+            try:
+                source = context.deployed_project(environment)
+            except MeshError as e:  # raised here so the code location shows no frames of ours below this
+                raise ProjectLoadError(f"Cannot load the commit '{environment}' serves (config.yaml `git:`): "
+                                       f"{e}") from None
+            if source is not None:
+                out[environment] = str(source)
+        return out, True
     finally:
         context.close()
-    raise ProjectLoadError(f"Cannot load the commit '{environments[0]}' serves (config.yaml `git:`): {error}") from None
 
 
 def _load_graphs(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,
-                 translator: MeshTranslator, home: str | None = None) -> list[ProjectGraph] | MeshError:
-    """Plan the project against each environment (one project load); a broken project is returned as its error.
+                 translator: MeshTranslator, sources: dict[str, str]) -> list[ProjectGraph] | MeshError:
+    """Plan each environment's project against it (one load per folder: the project's, or a deployed
+    commit's); a broken project is returned as its error.
 
     The plans are never applied, so new snapshots are not rendered to their canonical text (what
     a stored snapshot keeps for later categorization): the largest cost of a first load."""
+    graphs: dict[str, ProjectGraph] = {}
+    for folder in dict.fromkeys(sources.get(e, project_dir) for e in environments):
+        found = _folder_graphs(folder, [e for e in environments if sources.get(e, project_dir) == folder], gateway,
+                               state_url, translator, None if folder == project_dir else project_dir)
+        if isinstance(found, MeshError):
+            return found
+        graphs.update({g.environment: g for g in found})
+    return [graphs[e] for e in environments]
+
+
+def _folder_graphs(folder: str, environments: list[str], gateway: str | None, state_url: str | None,
+                   translator: MeshTranslator, home: str | None) -> list[ProjectGraph] | MeshError:
     from mesh_dagster.context import Context
 
-    context = Context(project_dir, gateway, state_url=state_url, home=home)
+    context = Context(folder, gateway, state_url=state_url, home=home)
     try:
         plans = [context.plan(environment, allow_empty=True, render_added=False) for environment in environments]
         present = context.intervals(list({(s.name, s.version) for p in plans for s in p.snapshots.values()
                                           if s.version}))
-        return [build_graph(context.project, plan, translator, context.audit_digests(plan), present) for plan in plans]
+        return [build_graph(context.project, plan, translator, context.audit_digests(plan), present,
+                            _served_columns(context, plan)) for plan in plans]
     except MeshError as e:
         return e
     finally:
         context.close()
+
+
+def _served_columns(context: Context, plan: Plan) -> dict[str, dict[str, str | None]]:
+    """The columns the environment's views show, for models it serves in another version than the
+    plan's (their asset's Columns are what a query of the environment returns, until promotion)."""
+    env = context.state.served_environment(plan.environment)
+    if env is None:
+        return {}
+    ids = [s.snapshot_id for s in env.snapshots
+           if s.name in plan.snapshots and plan.snapshots[s.name].version not in (None, s.version)]
+    found = context.state.get_snapshots(ids) if ids else {}
+    return {sid.name: snap.capture.columns for sid, snap in found.items()
+            if snap.capture is not None and snap.capture.columns}
 
 
 def _partitions(graph: ProjectGraph, translator: MeshTranslator) -> dict[IntervalUnit, TimeWindowPartitionsDefinition]:

@@ -66,6 +66,9 @@ class ModelAsset:
     # table already holds (reused: computed before, by any environment sharing the version)
     recompute: int = 0
     reuse: int = 0
+    # A change making a new version the environment does not serve yet: `columns` are what its views
+    # show (the served snapshot's), these the new version's
+    pending_columns: dict[str, str | None] | None = None
 
     @cached_property
     def asset_key(self) -> AssetKey:
@@ -150,10 +153,12 @@ class ProjectGraph:
 
 def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None = None,
                 digests: dict[str, list[str]] | None = None,
-                present: dict[tuple[str, str], list[tuple[int, int]]] | None = None) -> ProjectGraph:
+                present: dict[tuple[str, str], list[tuple[int, int]]] | None = None,
+                served_columns: dict[str, dict[str, str | None]] | None = None) -> ProjectGraph:
     """The models as assets of the plan's environment, keyed by `translator.get_asset_key`;
     `digests`: each model's audit definitions (Context.audit_digests), the checks' identities;
-    `present`: the intervals each `(model, version)` holds (what a change reuses)."""
+    `present`: the intervals each `(model, version)` holds (what a change reuses); `served_columns`:
+    the columns of the version the environment serves, for models it serves in another version."""
     if translator is None:
         from mesh_dagster.dagster.translator import MeshTranslator
 
@@ -190,11 +195,13 @@ def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None 
             checks=audit_checks(model, project.audits, (digests or {}).get(name, [])),
             start_ms=None if model.kind.is_external else model_start_ms(model, project),
             end_ms=_end_ms(model),
-            columns=column_cache.columns(project, name, snap.identifier),
+            columns=(served_columns or {}).get(name) or column_cache.columns(project, name, snap.identifier),
             environment=environment,
             recompute=interval_count(model, plan.backfills[name].intervals) if name in plan.backfills else 0,
             reuse=interval_count(model, (present or {}).get((name, snap.version or ""), [])),
         )
+        if served_columns and name in served_columns:
+            asset.pending_columns = column_cache.columns(project, name, snap.identifier)
         asset.key = tuple(translator.get_asset_key(asset).path)
         if asset.key in taken:
             raise MeshError(f"Models {taken[asset.key]} and {name} have the same asset key "

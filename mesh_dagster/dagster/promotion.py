@@ -20,7 +20,7 @@ def promote_job(environment: str) -> JobDefinition:
     def _promote(context: OpExecutionContext):
         from mesh_dagster.dagster.assets import DagsterLogListener
 
-        mesh_context = context.resources.mesh.get_context()
+        mesh_context = context.resources.mesh.get_context(environment)
         try:
             plan = mesh_context.promote(environment, DagsterLogListener(context.log))
         except PromotionRefused as e:

@@ -27,19 +27,24 @@ class MeshResource(ConfigurableResource):
     # server (started on demand): concurrent runs and the `mesh` CLI then reach one warehouse
     # instead of fighting over Derby. Ignored when the project's catalog needs no sharing.
     shared_spark: bool = True
-    # Where `.mesh/` lives when `project_dir` holds a deployed commit's files (execution/deployed.py).
-    home: Optional[str] = None  # noqa: UP045
+    # Environments shown from the files of the commit a git push deployed to them (execution/
+    # deployed.py): environment -> those files; `.mesh/` stays `project_dir`'s.
+    sources: dict[str, str] = {}
 
-    _context: Optional[Context] = PrivateAttr(default=None)  # noqa: UP045
+    _contexts: dict = PrivateAttr(default_factory=dict)
 
-    def get_context(self) -> Context:
-        if self._context is None:
-            context = Context(self.project_dir, self.gateway, state_url=self.state_url, home=self.home)
+    def get_context(self, environment: str | None = None) -> Context:
+        """The Context of the project as `environment` is shown: its deployed commit's files, or the
+        project's (one Context per folder, for the run)."""
+        folder = self.sources.get(environment or "", self.project_dir)
+        if folder not in self._contexts:
+            home = self.project_dir if folder != self.project_dir else None
+            context = Context(folder, self.gateway, state_url=self.state_url, home=home)
             if self.shared_spark and context.needs_shared_spark:
                 # A run worker is a process of its own: asking for the shared server here affects this run only.
                 Context.prefer_shared_spark()
-            self._context = context
-        return self._context
+            self._contexts[folder] = context
+        return self._contexts[folder]
 
     @property
     def spark(self):
@@ -47,6 +52,6 @@ class MeshResource(ConfigurableResource):
         return self.get_context().engine.spark
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
-        if self._context is not None:
-            self._context.close()
-            self._context = None
+        for mesh_context in self._contexts.values():
+            mesh_context.close()
+        self._contexts.clear()

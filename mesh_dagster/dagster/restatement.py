@@ -25,7 +25,7 @@ def restate_job(environment: str) -> JobDefinition:
         from mesh_dagster.dagster.assets import DagsterLogListener
 
         config = context.op_config
-        mesh_context = context.resources.mesh.get_context()
+        mesh_context = context.resources.mesh.get_context(environment)
         try:
             plan = mesh_context.restate(environment, config["models"], start=config.get("start"),
                                         end=config.get("end"))

@@ -32,6 +32,9 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.review import PlanRecord
 from mesh_dagster.core.snapshot import view_name
 
+# Both jobs work from this project's files (a plan records what is to be reviewed; a recorded plan
+# made from a pushed commit is rebuilt from that commit's files), never a deployed commit's copy.
+
 
 def plan_job(environment: str) -> JobDefinition:
     @op(name=f"plan_{environment}_changes", required_resource_keys={"mesh"}, out=Out(Nothing),  # no IO manager

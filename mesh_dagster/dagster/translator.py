@@ -193,6 +193,9 @@ class MeshTranslator:
                 columns=[TableColumn(name=c, type=(t or "unknown"), description=model.column_descriptions.get(c))
                          for c, t in asset.columns.items()]
             )
+        if asset.pending_columns and asset.pending_columns != asset.columns:
+            meta["mesh/pending_columns"] = TableSchema(  # the new version's, once the environment serves it
+                columns=[TableColumn(name=c, type=t or "unknown") for c, t in asset.pending_columns.items()])
         if model.query:
             meta["mesh/query"] = MetadataValue.md(f"```sql\n{model.query.strip()}\n```")
         if model.python is not None:

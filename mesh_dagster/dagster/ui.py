@@ -135,22 +135,44 @@ def write_workspace(project_dir: str | Path, environments: list[str],
     functions = "\n\n".join(
         f"def env_{env}():\n    return definitions(PROJECT, {env!r})\n" for env in envs
     )
+    pushed = watches_git(project)
+    if pushed:  # the environments git pushes created: one location, reloaded as they come and go
+        functions += (f"\n\ndef {PUSHED}():\n    return pushed_definitions(PROJECT, {envs!r})\n")
     (home / LOCATIONS_FILE).write_text(
         '"""Written by `mesh ui`: one Dagster code location per environment."""\n\n'
-        "from mesh_dagster.dagster import definitions\n\n"
-        f"PROJECT = {str(project)!r}\n\n\n{functions}"
+        "from mesh_dagster.dagster import definitions\n"
+        + ("from mesh_dagster.dagster.ui_watch import pushed_definitions\n" if pushed else "")
+        + f"\nPROJECT = {str(project)!r}\n\n\n{functions}"
     )
+    attributes = [(f"env_{env}", location_name(project, env)) for env in envs]
+    attributes += [(PUSHED, location_name(project, "pushed"))] if pushed else []
     entries = "".join(
         f"  - python_file:\n"
         f"      relative_path: {LOCATIONS_FILE}\n"
-        f"      attribute: env_{env}\n"
-        f"      location_name: {location_name(project, env)}\n"
+        f"      attribute: {attribute}\n"
+        f"      location_name: {name}\n"
         f"      working_directory: {project}\n"
-        for env in envs
+        for attribute, name in attributes
     )
     workspace = home / "workspace.yaml"
     workspace.write_text(f"# Written by `mesh ui`.\nload_from:\n{entries}")
     return workspace
+
+
+PUSHED = "pushed_environments"  # the location of the environments git pushes created
+
+
+def watches_git(project: Path) -> bool:
+    """Whether the project's config.yaml has a `git:` section (a broken one: no)."""
+    from mesh_dagster.context import Context
+
+    context = Context(project)
+    try:
+        return context.config.git is not None
+    except MeshError:
+        return False
+    finally:
+        context.close()
 
 
 def location_name(project: Path, environment: str) -> str:

@@ -3,13 +3,13 @@ environment serves without anyone pressing "Reload".
 
 Dagster has no hot reload: a code location shows the plan it computed when it loaded. A thread of
 `mesh ui`'s supervisor looks at the environments every few seconds and asks the webserver
-(GraphQL, the UI's own "Reload" actions) to:
+(GraphQL, the UI's own "Reload" action) to reload:
 
-- reload an environment's code location when what it serves changed (a promotion, an apply, a git
+- an environment's code location when what it serves changed (a promotion, an apply, a git
   deploy): its assets then show the new versions, and no pending change that is done;
-- add a code location for every environment a git push created (its plan was made from a pushed
-  commit, and the location loads that commit's files, dagster/definitions.py), and drop the
-  location of one that is gone: the workspace file is rewritten, then reloaded.
+- the location of the environments git pushes created (`pushed_environments`, written when
+  config.yaml has a `git:` section) when one is added, removed or deployed to: each is shown from
+  the files of the commit it serves (dagster/definitions.py).
 
 It never fails `mesh ui`: a look that goes wrong is skipped, and the next one tries again.
 """
@@ -21,26 +21,28 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from mesh_dagster.context import FROM_COMMIT, Context
 from mesh_dagster.core.dates import now_ms
-from mesh_dagster.dagster.ui import location_name, workspace_environments, write_workspace
+from mesh_dagster.dagster.ui import location_name, workspace_environments
 
 INTERVAL_S = 5.0
+if TYPE_CHECKING:
+    from dagster import Definitions
+
 RELOAD_LOCATION = """mutation($name: String!) { reloadRepositoryLocation(repositoryLocationName: $name) {
   __typename } }"""
-RELOAD_WORKSPACE = "mutation { reloadWorkspace { __typename } }"
 
 
 class WorkspaceWatch(threading.Thread):
     def __init__(self, workspace: Path, host: str, port: int, interval_s: float = INTERVAL_S):
         super().__init__(name="mesh-ui-watch", daemon=True)
-        self.workspace = workspace
         self.project = workspace.parent.parent.parent  # <project>/.mesh/dagster/workspace.yaml
         self.url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/graphql"
         self.interval_s = interval_s
-        self.base = workspace_environments(workspace)  # what `mesh ui` was asked to show
-        self.shown = list(self.base)
-        self._served: dict[str, str] | None = None  # environment -> the plan its record holds
+        self.base = workspace_environments(workspace)  # the environments with a location of their own
+        self._served: dict[str, str] | None = None  # environment -> the record it serves
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -54,27 +56,22 @@ class WorkspaceWatch(threading.Thread):
                 continue
 
     def tick(self) -> None:
-        served, pushed, storage = self._environments()
-        wanted = self.base + [e for e in pushed if e not in self.base]
-        if wanted != self.shown:
-            write_workspace(self.project, wanted, storage)
-            self._post(RELOAD_WORKSPACE, {})
-            self.shown = wanted
+        served, pushed = self._environments()
         if self._served is not None:
-            for env in self.shown:
-                if served.get(env) != self._served.get(env):
+            changed = {e for e in set(served) | set(self._served) if served.get(e) != self._served.get(e)}
+            for env in self.base:
+                if env in changed:
                     self._post(RELOAD_LOCATION, {"name": location_name(self.project, env)})
+            if changed & (set(pushed) | (set(self._served) - set(self.base))):
+                self._post(RELOAD_LOCATION, {"name": location_name(self.project, "pushed")})
         self._served = served
 
-    def _environments(self):
-        from mesh_dagster.context import Context
-
+    def _environments(self) -> tuple[dict[str, str], list[str]]:
         ctx = Context(self.project)
         try:
             records = [e for e in ctx.state.get_environments() if not (e.expiration_ts and e.expiration_ts < now_ms())]
             served = {e.name: f"{e.plan_id}:{e.finalized_ts}" for e in records}
-            pushed = sorted(e.name for e in records if ctx.config.git is not None and _from_commit(ctx, e.plan_id))
-            return served, pushed, ctx.config.dagster.storage
+            return served, pushed_environments(ctx, self.base)
         finally:
             ctx.close()
 
@@ -85,9 +82,31 @@ class WorkspaceWatch(threading.Thread):
             response.read()
 
 
-def _from_commit(ctx, plan_id: str) -> bool:
+def pushed_environments(ctx: Context, base: list[str]) -> list[str]:
+    """The environments in state (not expired) that a git push deployed, less `base`."""
+    if ctx.config.git is None:
+        return []
+    records = [e for e in ctx.state.get_environments() if not (e.expiration_ts and e.expiration_ts < now_ms())]
+    return sorted(e.name for e in records if e.name not in base and _from_commit(ctx, e.plan_id))
+
+
+def pushed_definitions(project: str, base: list[str]) -> Definitions:
+    """The code location of the environments git pushes created (none yet: an empty one)."""
+    from dagster import Definitions
+
+    from mesh_dagster.dagster.definitions import definitions
+
+    ctx = Context(project)
+    try:
+        environments = pushed_environments(ctx, base)
+    finally:
+        ctx.close()
+    return definitions(project, environments) if environments else Definitions()
+
+
+def _from_commit(ctx: Context, plan_id: str) -> bool:
     record = ctx.state.get_plan_record(plan_id)
-    return record is not None and bool(record.summary.options.get("from_commit"))
+    return record is not None and bool(record.summary.options.get(FROM_COMMIT))
 
 
 def wait_stopped(watch: WorkspaceWatch, timeout_s: float = 2.0) -> None:

@@ -132,6 +132,15 @@ def test_dev_environment_shows_what_a_change_recomputes(example):
     assert graph.get(dg.AssetKey(["sqlmesh_example__dev", "incremental_model"])).metadata["mesh/physical_table"] != \
         prod_graph.get(INC).metadata["mesh/physical_table"]
 
+    # prod, which serves the version without the column: its Columns are what its view returns, the
+    # new version's are pending; the plan shows on the asset
+    prod = _graph(definitions(example, "prod")).get(INC)
+    assert [c.name for c in prod.metadata["dagster/column_schema"].columns] == ["id", "item_id", "event_date"]
+    assert [c.name for c in prod.metadata["mesh/pending_columns"].columns] == ["id", "item_id", "new_column",
+                                                                               "event_date"]
+    assert "non-breaking" in prod.kinds
+    assert prod.description.startswith("Pending change (Non-breaking) in prod:")
+
 
 def test_external_embedded_and_units(tmp_path):
     root = write_project(tmp_path / "p", {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from project_copies import edit, recent_example
-from test_dagster_webserver import LAUNCH_RUN, Dagster, _free_port
+from test_dagster_webserver import LAUNCH_RUN, LOCATIONS, Dagster, _free_port
 
 from mesh_dagster.context import Context
 
@@ -27,6 +27,7 @@ START_SENSOR = """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s
   ... on PythonError { message } } }"""
 RUNS = """query($branch: String!) { runsOrError(filter: {tags: [{key: "mesh/git_branch", value: $branch}]}) {
   ... on Runs { results { runId status tags { key value } } } } }"""
+KINDS = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { kinds description } }"""
 WATCH = """
 protected_environments:
   prod:
@@ -65,6 +66,15 @@ def sensor_run(dagster: Dagster, branch: str, sha: str, timeout: float = 600) ->
                 return run["runId"]
         time.sleep(3)
     raise AssertionError(f"no finished git_plan run for {branch}@{sha}:\n{dagster.log.read_text()[-3000:]}")
+
+
+def _wait_for(predicate, what: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(3)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def pending_prod_plan(project: Path, sha: str) -> str:
@@ -133,6 +143,30 @@ def test_git_pushes_through_the_webserver(tmp_path):
         assert "superseded" in server.failure(run_id) and "branch main moved on" in server.failure(run_id)
         assert Context(project).plan_record(outdated).status.value == "superseded"
         assert Context(project).state.get_environment("prod").plan_id == approved  # prod untouched
+
+        # the environment the feature branch created shows, in the location of pushed environments
+        # (mesh ui reloads it), from its branch's commit: nothing pending
+        assert "project_pushed" in {e["name"] for e in server.query(LOCATIONS)["workspaceOrError"]["locationEntries"]}
+        feature = [{"path": ["sqlmesh_example__feature_new_col", "incremental_model"]}]
+        _wait_for(lambda: server.query(KINDS, keys=feature)["assetNodes"], "the feature branch's assets")
+        (feature_node,) = server.query(KINDS, keys=feature)["assetNodes"]
+        assert not feature_node["description"].startswith("Pending")
+
+        # the latest push approved and deployed: prod's location shows that commit (new_column), not
+        # this working tree (without it) — no pending revert of what was just deployed
+        latest = git(clone, "rev-parse", "HEAD")
+        sensor_run(server, "main", latest)
+        deployed = pending_prod_plan(project, latest)
+        assert mesh(project, "plans", "approve", deployed[:8], user="bob@example.com").returncode == 0
+        run_id = launch(server, "apply_plan_prod", {"ops": {"apply_plan_prod_record": {"config": {"plan_id": deployed}}}})
+        assert server.wait_run(run_id) == "SUCCESS", server.failure(run_id)
+        assert "new_column" not in (project / "models" / "incremental_model.sql").read_text()
+
+        def prod_shows_the_deployed_commit() -> bool:
+            (node,) = server.query(KINDS, keys=[{"path": ["sqlmesh_example", "incremental_model"]}])["assetNodes"]
+            return not node["description"].startswith("Pending") and "non-breaking" not in node["kinds"]
+
+        _wait_for(prod_shows_the_deployed_commit, "prod's location to load the deployed commit")
     finally:
         server.stop()
         from mesh_dagster.engine.connect_server import stop_server
