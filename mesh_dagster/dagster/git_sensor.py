@@ -12,7 +12,6 @@ import json
 
 from dagster import (
     DefaultSensorStatus,
-    Failure,
     Field,
     JobDefinition,
     MetadataValue,
@@ -31,6 +30,7 @@ from dagster import (
 
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.review import markdown_block
+from mesh_dagster.dagster.outcomes import JobFailed
 
 GIT_PLAN_JOB = "git_plan"
 
@@ -54,7 +54,7 @@ def git_plan_job() -> JobDefinition:
                 return
             record = mesh.plan_git_commit(branch, sha, DagsterLogListener(context.log))
         except MeshError as e:
-            raise Failure(description=str(e)) from None
+            raise JobFailed(str(e)) from None
         failure = record.events[-1].note if record.status.value == "failed" else None
         # User text (the error quotes the project) shown, never rendered: control characters escaped.
         summary = markdown_block(failure) if failure else record.summary.markdown(record.environment)
@@ -62,7 +62,7 @@ def git_plan_job() -> JobDefinition:
             "plan_id": record.plan_id, "environment": record.environment, "status": record.status.value,
             "branch": branch, "commit": sha, "author": record.author, "summary": MetadataValue.md(summary)})
         if failure:  # recorded as failed (its project does not load): the run says so too
-            raise Failure(description=failure)
+            raise JobFailed(failure)
 
     @job(name=GIT_PLAN_JOB, tags={"mesh/git": "true"}, description="Plan (and, outside prod, apply) a pushed commit.")
     def _job():

@@ -45,9 +45,9 @@ from mesh_dagster.execution.materialize import ModelMaterialization
 RUN_EXECUTOR = in_process_executor
 
 
-class ModelFailed(Exception):
-    """A model's step failed, said in one line: the model, what went wrong (for an error in the
-    model's file, its file and line) and what to do.
+class StepFailed(Exception):
+    """A step that failed, said in one line: what failed, why (for an error in a project file, its
+    file and line) and what to do.
 
     Dagster shows a user error as its own message under "Error occurred while executing op ...",
     with that error's stack trace. This error's message is the whole story (the detail is in the
@@ -63,6 +63,18 @@ class ModelFailed(Exception):
     @__traceback__.setter
     def __traceback__(self, _value) -> None:
         pass
+
+
+class ModelFailed(StepFailed):
+    """A model's step failed."""
+
+    __module__ = "mesh"
+
+
+class JobFailed(StepFailed):
+    """A promote, plan, apply, restate, git or re-stamp step was refused or failed."""
+
+    __module__ = "mesh"
 
 
 def step_failure(asset: ModelAsset, error: str) -> ModelFailed:

@@ -7,10 +7,10 @@ finds its work done. In Dagster the op also sits in the pool `mesh_promote_<env>
 instance can limit (`concurrency: pools: {default_limit: 1, granularity: op}` in dagster.yaml).
 """
 
-from dagster import Failure, JobDefinition, OpExecutionContext, job, op
+from dagster import JobDefinition, OpExecutionContext, job, op
 
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.execution.promote import PromotionRefused
+from mesh_dagster.dagster.outcomes import JobFailed
 
 
 def promote_job(environment: str) -> JobDefinition:
@@ -23,11 +23,8 @@ def promote_job(environment: str) -> JobDefinition:
         mesh_context = context.resources.mesh.get_context(environment)
         try:
             plan = mesh_context.promote(environment, DagsterLogListener(context.log))
-        except PromotionRefused as e:
-            raise Failure(description=str(e), metadata={
-                "gaps": "\n".join(f"{g.view}: {g.describe()}" for g in e.gaps)}) from None
-        except MeshError as e:
-            raise Failure(description=str(e)) from None
+        except MeshError as e:  # refused (gaps, failed audits: listed) or failed, in one message
+            raise JobFailed(str(e)) from None
         changed = plan.changed
         context.log.info(
             f"Environment '{plan.environment}' now points at the current versions"

@@ -27,7 +27,6 @@ from dagster import (
     DagsterRunStatus,
     DataVersion,
     DefaultSensorStatus,
-    Failure,
     MaterializeResult,
     MetadataValue,
     RunRequest,
@@ -44,6 +43,7 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.snapshot import PROD
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.held import held_evaluations
+from mesh_dagster.dagster.outcomes import JobFailed
 from mesh_dagster.dagster.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from mesh_dagster.dagster.stamps import Stamper
 from mesh_dagster.dagster.versions import BUILT_ON
@@ -140,15 +140,15 @@ def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partiti
     keys = list(context.partition_keys) if asset.is_partitioned else []
     try:
         if not stamper.serves(asset):
-            raise Failure(description=f"Cannot re-stamp {asset.name}: '{graph.environment}' does not serve its current "
-                                      f"version yet (promote_{graph.environment} does that).")
+            raise JobFailed(f"Cannot re-stamp {asset.name}: '{graph.environment}' does not serve its current "
+                            f"version yet (promote_{graph.environment} does that).")
         missing = stamper.unstampable(asset, keys) if asset.is_partitioned else \
             ([] if asset.name in stamper.whole() else ["all time"])
         if missing:
-            raise Failure(description=(
+            raise JobFailed(
                 f"Cannot re-stamp {asset.name} for {missing[0]}{' - ' + missing[-1] if len(missing) > 1 else ''}: "
                 f"{len(missing)} partition(s) hold no data of its current version. Materialize them instead "
-                "(a run without the mesh/restamp tag)."))
+                "(a run without the mesh/restamp tag).")
         built_on = stamper.range_built_on(asset, keys) if asset.is_partitioned else stamper.whole_built_on(asset)
         yield MaterializeResult(
             asset_key=asset.asset_key,
@@ -160,7 +160,7 @@ def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partiti
         yield from held_evaluations(mesh_context, context.instance, asset,
                                     partitions.get(asset.unit) if asset.is_partitioned else None, keys)
     except MeshError as e:
-        raise Failure(description=str(e)) from None
+        raise JobFailed(str(e)) from None
     context.log.info(f"{asset.name}: {len(keys) or 1} partition(s) re-stamped under its current code version")
 
 

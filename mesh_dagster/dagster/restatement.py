@@ -6,10 +6,11 @@ code as the CLI, under the environment's lock. Each recomputed model is reported
 materialization of its asset, so the UI shows when its data last changed.
 """
 
-from dagster import AssetMaterialization, Failure, Field, JobDefinition, OpExecutionContext, job, op
+from dagster import AssetMaterialization, Field, JobDefinition, OpExecutionContext, job, op
 
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.snapshot import view_name
+from mesh_dagster.dagster.outcomes import JobFailed
 
 
 def restate_job(environment: str) -> JobDefinition:
@@ -33,7 +34,7 @@ def restate_job(environment: str) -> JobDefinition:
                 context.log.warning(warning)
             mesh_context.apply(plan, DagsterLogListener(context.log))
         except MeshError as e:
-            raise Failure(description=str(e)) from None
+            raise JobFailed(str(e)) from None
         for name in plan.restated:
             schema, _, table = view_name(name, environment).rpartition(".")
             context.log_event(AssetMaterialization(asset_key=[schema, table], description="restated",

@@ -11,7 +11,6 @@ reviewed, else the run fails and nothing runs.
 from dagster import (
     AssetObservation,
     DefaultSensorStatus,
-    Failure,
     Field,
     JobDefinition,
     MetadataValue,
@@ -31,6 +30,7 @@ from dagster import (
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.review import PlanRecord
 from mesh_dagster.core.snapshot import view_name
+from mesh_dagster.dagster.outcomes import JobFailed
 
 # Both jobs work from this project's files (a plan records what is to be reviewed; a recorded plan
 # made from a pushed commit is rebuilt from that commit's files), never a deployed commit's copy.
@@ -47,7 +47,7 @@ def plan_job(environment: str) -> JobDefinition:
             plan = mesh.plan(environment, execution_time=context.op_config.get("execution_time"), allow_empty=True)
             record = mesh.record(plan)
         except MeshError as e:
-            raise Failure(description=str(e)) from None
+            raise JobFailed(str(e)) from None
         for observation in observations(record, environment, f"pending in plan {record.plan_id[:8]}", {}):
             context.log_event(observation)
         protected = mesh.config.protection(environment) is not None
@@ -82,7 +82,7 @@ def apply_plan_job(environment: str) -> JobDefinition:
                                 f"launch apply_plan_{record.environment}")
             done = mesh.apply_recorded(record.plan_id, DagsterLogListener(context.log))
         except MeshError as e:
-            raise Failure(description=str(e)) from None
+            raise JobFailed(str(e)) from None
         context.log.info(f"Plan {done.plan_id} {done.status.value} in '{environment}'")
 
     @job(name=f"apply_plan_{environment}", tags={"mesh/environment": environment, "mesh/apply_plan": "true"},

@@ -114,8 +114,9 @@ class FailedAudit:
 
     def describe(self, environment: str) -> str:
         unit = self.snapshot.model.interval_unit
-        return (f"{view_name(self.model, environment)}: blocking audit '{self.audit}' failed for "
-                f"{format_interval_range(self.intervals, unit)} ({self.failing_rows} row(s))")
+        judged = "the whole table" if ALL_TIME in self.intervals else format_interval_range(self.intervals, unit)
+        return (f"{view_name(self.model, environment)}: blocking audit '{self.audit}' failed for {judged} "
+                f"({self.failing_rows} row(s))")
 
 
 class AuditsFailed(PlanError):

@@ -8,6 +8,7 @@ DOM is dumped; a dump still missing what the page must show is taken again, with
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -43,3 +44,15 @@ def rendered_dom(url: str, *must_show: str, attempts: int = 4) -> str:
 def screenshot(url: str, path: Path, budget_ms: int = 30000) -> Path:
     _run(url, [f"--screenshot={path}"], budget_ms)
     return path
+
+
+def node_tags(dom: str, asset_path: str) -> list[str]:
+    """The text tags (kinds) the graph shows under the node of asset `a/b`: what follows its links,
+    up to the next node's."""
+    start = dom.find(f'href="/assets/{asset_path}')
+    if start < 0:
+        return []
+    rest = dom[start:]
+    others = [m.start() for m in re.finditer(r'href="/assets/([^"?]+)', rest) if m.group(1) != asset_path]
+    segment = rest[:others[0]] if others else rest
+    return re.findall(r'OpTags_opTagsContainer[^>]*><div[^>]*>([^<]+)<', segment)

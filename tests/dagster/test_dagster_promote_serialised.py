@@ -78,7 +78,8 @@ class Launch:
 
 
 def _failures(result: dg.ExecuteInProcessResult) -> list[str]:
-    return [e.step_failure_data.error.message for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    """Each failed step's one line (its cause: mesh.JobFailed, no stack trace)."""
+    return [e.step_failure_data.error.cause.message for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
 
 
 def _now_ms() -> int:

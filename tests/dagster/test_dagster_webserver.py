@@ -90,7 +90,8 @@ class Dagster:
 
     def failure(self, run_id: str) -> str:
         events = self.query(RUN_LOGS, id=run_id)["logsForRun"]["events"]
-        return "\n".join(e["error"]["message"] for e in events if e.get("error"))
+        return "\n".join(e["error"]["message"] + (e["error"]["cause"] or {}).get("message", "")
+                         for e in events if e.get("error"))
 
     def stale(self, model: str) -> str:
         nodes = self.query(STALE, keys=[{"path": ["sqlmesh_example", model]}], partitions=PARTITIONS)["assetNodes"]
@@ -134,7 +135,7 @@ LAUNCH_RUN = """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) 
   ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } ... on InvalidSubsetError { message } } }"""
 RUN = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"""
 RUN_LOGS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
-  __typename ... on ExecutionStepFailureEvent { error { message } } } } } }"""
+  __typename ... on ExecutionStepFailureEvent { error { message cause { message } } } } } } }"""
 BACKFILL = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { __typename
   ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 BACKFILL_STATUS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill {

@@ -6,6 +6,7 @@ summary on the run and its pending categories on the assets; the apply job is ga
 from __future__ import annotations
 
 import dagster as dg
+from failures import failure_text
 from project_builder import write_project
 
 from mesh_dagster.context import Context
@@ -23,8 +24,7 @@ protected_environments:
 
 
 def _failure(result) -> str:
-    event = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
-    return event.event_specific_data.error.message
+    return failure_text(result)
 
 
 def test_plan_job_records_and_shows_the_plan_and_apply_job_is_gated(tmp_path, monkeypatch):
