@@ -11,6 +11,7 @@ from dagster import JobDefinition, OpExecutionContext, job, op
 
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.dagster.outcomes import JobFailed
+from mesh_dagster.execution.promote import PromotionRefused
 
 
 def promote_job(environment: str) -> JobDefinition:
@@ -23,7 +24,11 @@ def promote_job(environment: str) -> JobDefinition:
         mesh_context = context.resources.mesh.get_context(environment)
         try:
             plan = mesh_context.promote(environment, DagsterLogListener(context.log))
-        except MeshError as e:  # refused (gaps, failed audits: listed) or failed, in one message
+        except PromotionRefused as e:  # the gaps, one log line each, then the refusal in one message
+            for gap in e.gaps:
+                context.log.info(f"Missing in '{environment}': {gap.view}: {gap.describe()}")
+            raise JobFailed(str(e)) from None
+        except MeshError as e:  # refused (failed audits: listed) or failed, in one message
             raise JobFailed(str(e)) from None
         changed = plan.changed
         context.log.info(
