@@ -43,13 +43,13 @@ class WorkspaceWatch(threading.Thread):
         self.interval_s = interval_s
         self.base = workspace_environments(workspace)  # the environments with a location of their own
         self._served: dict[str, str] | None = None  # environment -> the record it serves
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
     def run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while not self._halt.wait(self.interval_s):
             try:
                 self.tick()
             except Exception:  # noqa: BLE001 - a look that goes wrong (state store busy, UI starting) waits for the next
