@@ -75,7 +75,7 @@ def main() -> None:
     project = generate(work / "project", args.models)
     print(f"# {args.models}-model project in {project}")
 
-    load = [sys.executable, "-c", f"import time; t=time.perf_counter(); from mesh_dagster.core.project import "
+    load = [sys.executable, "-c", f"import time; t=time.perf_counter(); from mesh_dagster.core.project.project import "
                                   f"load_project; load_project({str(project)!r}); print(time.perf_counter()-t)"]
     drop_cache(project)
     _, out = timed(load)

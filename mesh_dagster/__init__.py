@@ -7,9 +7,9 @@ __version__ = "0.1.0"
 # mesh_dagster import signal` in its signals/*.py. Resolved lazily so that `import mesh_dagster`
 # stays cheap (no sqlglot until a macro, model or signal file asks for it). `MeshProjectComponent`
 # is the Dagster component `dg` lists (the entry point in pyproject.toml names this module).
-_LAZY = {"macro": "mesh_dagster.core.macros", "SQL": "mesh_dagster.core.macro_types",
-         "model": "mesh_dagster.core.python_model", "ExecutionContext": "mesh_dagster.core.python_model",
-         "signal": "mesh_dagster.core.signals", "MeshProjectComponent": "mesh_dagster.dagster.component"}
+_LAZY = {"macro": "mesh_dagster.core.macros.user", "SQL": "mesh_dagster.core.macros.coercion",
+         "model": "mesh_dagster.core.models.python_model", "ExecutionContext": "mesh_dagster.core.models.python_model",
+         "signal": "mesh_dagster.core.project.signals", "MeshProjectComponent": "mesh_dagster.dagster.component"}
 
 
 def __dir__() -> list[str]:

@@ -16,20 +16,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mesh_dagster.core.config import MESH_DIR, ProjectConfig, load_config
-from mesh_dagster.core.dates import now_ms, time_range, to_end_ms, to_ms
-from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
+from mesh_dagster.core.config.config import ProjectConfig
+from mesh_dagster.core.config.connections import MESH_DIR
+from mesh_dagster.core.config.names import PROD, normalize_environment, view_name
 from mesh_dagster.core.errors import ConfigError, MeshError, PlanError
-from mesh_dagster.core.intervals import Interval
-from mesh_dagster.core.manual_categories import CHOICES as CATEGORY_CHOICES  # noqa: F401 - for the CLI
-from mesh_dagster.core.plan import Plan, build_plan
-from mesh_dagster.core.project import Project, load_project
-from mesh_dagster.core.snapshot import PROD, ChangeCategory, Snapshot, normalize_environment, view_name
-from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.core.plan.manual_categories import CHOICES as CATEGORY_CHOICES  # noqa: F401 - for the CLI
+from mesh_dagster.core.plan.plan import Plan, build_plan
+from mesh_dagster.core.project.config_file import load_config
+from mesh_dagster.core.project.project import Project, load_project
+from mesh_dagster.core.snapshots.environment import Environment, EnvironmentSnapshot
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot
+from mesh_dagster.core.time.dates import now_ms, time_range, to_end_ms, to_ms
+from mesh_dagster.core.time.intervals import Interval
+
+# The types of Context's own API, for the front doors (cli/, dagster/) that go through Context only.
+from mesh_dagster.execution.events import ApplyListener, LogLines  # noqa: F401
+from mesh_dagster.execution.materialize import ModelMaterialization, Outcome  # noqa: F401
+from mesh_dagster.execution.promote import PromotionRefused  # noqa: F401
 
 if TYPE_CHECKING:
-    from mesh_dagster.core.cron import IntervalUnit
-    from mesh_dagster.core.external_models import ExternalModelsFile
+    from mesh_dagster.core.project.external_models import ExternalModelsFile
+    from mesh_dagster.core.time.cron import IntervalUnit
     from mesh_dagster.engine.connect_server import ServerInfo
     from mesh_dagster.state.store import StateStore
 
@@ -225,8 +232,8 @@ class Context:
                 end: str | None = None, execution_time: str | int | None = None) -> Plan:
         """A plan recomputing `models` (and everything below them) over `[start, end]` in the
         environment, as the environment has them: local changes are not part of it."""
-        from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
-        from mesh_dagster.core.restatement import build_restatement
+        from mesh_dagster.core.plan.restatement import build_restatement
+        from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
 
         execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
         plan = build_restatement(self.state, environment, list(models), start_ms=to_ms(start) if start else None,
@@ -243,13 +250,13 @@ class Context:
 
     def parse_categories(self, texts: list[str] | tuple[str, ...]) -> dict[str, ChangeCategory]:
         """`--categorize MODEL=CATEGORY` values, by model name."""
-        from mesh_dagster.core.manual_categories import parse_choice
+        from mesh_dagster.core.plan.manual_categories import parse_choice
 
         return {self.model_name(name): category for name, category in map(parse_choice, texts)}
 
     def categories_to_choose(self, plan: Plan, ask_all: bool = False) -> list[str]:
-        """Directly modified models whose category the user chooses (see core/manual_categories.py)."""
-        from mesh_dagster.core.manual_categories import needs_choice
+        """Directly modified models whose category the user chooses (see core/plan/manual_categories.py)."""
+        from mesh_dagster.core.plan.manual_categories import needs_choice
 
         return needs_choice(plan, self.project.config.plan.auto_categorize_changes, ask_all=ask_all)
 
@@ -267,7 +274,7 @@ class Context:
     @property
     def user(self) -> str:
         """Who acts: `MESH_USER`, else the project repository's git user e-mail, else the OS user."""
-        from mesh_dagster.core.identity import current_user
+        from mesh_dagster.core.plan.identity import current_user
 
         return current_user(self.path)
 
@@ -283,7 +290,7 @@ class Context:
 
     def record(self, plan: Plan):
         """Store `plan` for review (pending), with its author and the project's git commit."""
-        from mesh_dagster.core.identity import git_branch, git_commit
+        from mesh_dagster.core.plan.identity import git_branch, git_commit
 
         return self.reviews.record(plan, author=self.user, git_commit=git_commit(self.path),
                                    git_branch=git_branch(self.path))
@@ -332,7 +339,7 @@ class Context:
         """Plan commit `sha` of `branch` from its own files (never this project's working tree):
         a protected branch records a pending plan for prod; any other branch's plan is applied to
         the environment named after it. A commit whose project does not load is a failed record."""
-        from mesh_dagster.core.review import environment_for_branch
+        from mesh_dagster.core.plan.review import environment_for_branch
         from mesh_dagster.execution.apply import apply_plan
         from mesh_dagster.execution.git_repo import commit_author
 
@@ -379,7 +386,7 @@ class Context:
 
     def git_branch_deleted(self, branch: str) -> str | None:
         """Invalidate the environment of a deleted branch (the janitor removes it); its name, if any."""
-        from mesh_dagster.core.review import environment_for_branch
+        from mesh_dagster.core.plan.review import environment_for_branch
 
         watch = self._git_watch()
         environment = environment_for_branch(branch, watch.protected, list(self.config.protected_environments))
@@ -526,8 +533,8 @@ class Context:
         raise MeshError(f"Unknown model '{name}'. Models: {', '.join(sorted(self.project.models)[:20])}")
 
     def select(self, selectors: tuple[str, ...] | list[str], flag: str) -> set[str]:
-        """The project's models `selectors` choose (core/selectors.py); errors name `flag`."""
-        from mesh_dagster.core.selectors import ModelIndex, select_models
+        """The project's models `selectors` choose (core/plan/selectors.py); errors name `flag`."""
+        from mesh_dagster.core.plan.selectors import ModelIndex, select_models
 
         if not selectors:
             return set()
@@ -541,8 +548,8 @@ class Context:
         return self.environment_exists(PROD)
 
     def _fresh_snapshots(self) -> dict[str, Snapshot]:
-        from mesh_dagster.core.fingerprint import build_snapshots
-        from mesh_dagster.core.snapshot import ChangeCategory
+        from mesh_dagster.core.snapshots.fingerprint import build_snapshots
+        from mesh_dagster.core.snapshots.snapshot import ChangeCategory
 
         snaps = build_snapshots(self.project)
         for s in snaps.values():
@@ -552,7 +559,7 @@ class Context:
     def render(self, model: str, start: str | None = None, end: str | None = None,
                execution_time: str | None = None, pretty: bool = True) -> str:
         """The query as it would run: macros expanded, references pointing at physical tables."""
-        from mesh_dagster.core.renderer import render_query
+        from mesh_dagster.core.sql.renderer import render_query
         from mesh_dagster.execution.evaluator import SnapshotEvaluator
 
         name = self.model_name(model)
@@ -611,7 +618,7 @@ class Context:
     def table_diff(self, source: str, target: str, model: str, on: list[str] | None = None,
                    limit: int = 20) -> TableDiff:
         """Row and column differences of one model between two environments, joined on its grain."""
-        from mesh_dagster.core.table_diff import table_diff_queries
+        from mesh_dagster.core.snapshots.table_diff import table_diff_queries
 
         name = self.model_name(model)
         keys = on or self.project.models[name].grain
@@ -641,7 +648,7 @@ class Context:
         """`table_diff` of every project model `selectors` select that the two environments show
         from different tables; the others are listed with the reason (no view in one of them, one
         table for both, no grain and no `on`). Selection errors come before Spark starts."""
-        from mesh_dagster.core.selectors import ModelIndex, select_models
+        from mesh_dagster.core.plan.selectors import ModelIndex, select_models
 
         envs = []
         for env in (normalize_environment(source), normalize_environment(target)):
@@ -703,7 +710,7 @@ class Context:
         return run_tests(self.project, lambda: self.engine, names=names, pattern=pattern)
 
     def info(self) -> dict[str, Any]:
-        from mesh_dagster.core.redaction import redact_settings  # tokens, passwords, keys, URL passwords: ***
+        from mesh_dagster.core.config.redaction import redact_settings
 
         project = self.project
         kinds: dict[str, int] = {}
@@ -724,10 +731,10 @@ class Context:
     def create_external_models(self, strict: bool = False) -> ExternalModelsFile:
         """Write every external table of the project (declared or only read) to
         `external_models.yaml` with its columns from Spark's catalog, keeping what the file says
-        otherwise (core/external_models.py). `strict`: a table missing from the catalog is an
+        otherwise (core/project/external_models.py). `strict`: a table missing from the catalog is an
         error and nothing is written; otherwise it is written without columns and reported."""
-        from mesh_dagster.core.definition import relative_path
-        from mesh_dagster.core.external_models import external_models_path, write_external_models
+        from mesh_dagster.core.models.definition import relative_path
+        from mesh_dagster.core.project.external_models import external_models_path, write_external_models
         from mesh_dagster.execution.external_tables import catalog_columns
 
         tables = sorted(n for n, m in self.project.models.items() if m.kind.is_external)

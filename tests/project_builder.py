@@ -5,8 +5,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from mesh_dagster.core.dates import now_ms
-from mesh_dagster.core.plan import ALL_TIME, Plan
+from mesh_dagster.core.plan.backfills import ALL_TIME
+from mesh_dagster.core.plan.plan import Plan
+from mesh_dagster.core.time.dates import now_ms
 
 CONFIG = """model_defaults:
   dialect: spark

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mesh_dagster.core.config import SparkConnectionConfig
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.engine.adapter import SparkEngine
 from mesh_dagster.engine.session import build_session
 

@@ -2,7 +2,7 @@
 
 Everything shown holds user text (model names, diffs of model files, test messages): it goes
 through `printable`, so an escape sequence in a model is shown to the reviewer, never obeyed by
-their terminal (core/display.py), and through `escape` where rich would read it as markup.
+their terminal (core/config/display.py), and through `escape` where rich would read it as markup.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from mesh_dagster.core.display import printable
-from mesh_dagster.core.plan import Plan
-from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.context import ApplyListener
+from mesh_dagster.core.config.display import printable
+from mesh_dagster.core.plan.plan import Plan
 
 if TYPE_CHECKING:
     from mesh_dagster.context import PlanExplanation

@@ -28,10 +28,11 @@ from pathlib import Path
 
 import click
 
-from mesh_dagster.core.config import CONFIG_FILES, MESH_DIR
-from mesh_dagster.core.display import printable
+from mesh_dagster.core.config.config import CONFIG_FILES
+from mesh_dagster.core.config.connections import MESH_DIR
+from mesh_dagster.core.config.display import printable
+from mesh_dagster.core.config.redaction import redact_text
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.redaction import redact_text
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C

@@ -395,8 +395,8 @@ INFO_LIMIT = 2000  # characters of one `mesh info` line: a huge setting is cut, 
 @click.pass_context
 def info(ctx) -> None:
     """Show the project's models, audits, tests and connections."""
-    from mesh_dagster.core.display import printable_line
-    from mesh_dagster.core.redaction import shorten
+    from mesh_dagster.core.config.display import printable_line
+    from mesh_dagster.core.config.redaction import shorten
 
     data = project_context(ctx).info()  # secrets already hidden
     for key, value in data.items():
@@ -407,7 +407,7 @@ def info(ctx) -> None:
 @click.pass_context
 def environments(ctx) -> None:
     """List environments and when they expire."""
-    from mesh_dagster.core.dates import ms_to_datetime
+    from mesh_dagster.core.time.dates import ms_to_datetime
 
     for env in project_context(ctx).environments():
         expiry = ms_to_datetime(env.expiration_ts).strftime("%Y-%m-%d %H:%M") if env.expiration_ts else "never"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import click
 
-from mesh_dagster.core.dates import DateError, to_ms
-from mesh_dagster.core.snapshot import EnvironmentNameError, environment_spelling_notice, normalize_environment
+from mesh_dagster.core.config.names import EnvironmentNameError, environment_spelling_notice, normalize_environment
+from mesh_dagster.core.time.dates import DateError, to_ms
 
 
 class TimeParam(click.ParamType):
@@ -60,7 +60,7 @@ SELECTOR_SYNTAX = (
 
 
 def selector_option(*param_decls: str, help: str):
-    """A repeatable option taking model selectors (core/selectors.py): its help ends with the
+    """A repeatable option taking model selectors (core/plan/selectors.py): its help ends with the
     selector syntax, so every flag that takes selectors explains them the same way. The command
     evaluates them (`core.selectors.select_models`), naming the flag in its errors."""
     return click.option(*param_decls, multiple=True, metavar="SELECTOR", help=f"{help} {SELECTOR_SYNTAX}")

@@ -8,7 +8,7 @@ import click
 
 from mesh_dagster.cli.params import ENVIRONMENT
 from mesh_dagster.cli.project import project_context
-from mesh_dagster.core.display import printable, printable_line
+from mesh_dagster.core.config.display import printable, printable_line
 
 STATUSES = ("pending", "approved", "running", "completed", "failed", "rejected", "cancelled", "superseded")
 
@@ -48,7 +48,7 @@ def show(ctx, plan_id) -> None:
     """A plan's summary (changes, categories, diffs, backfill) and its history.
 
     All of it is user text shown for review: control characters are shown as escapes, never sent
-    to the terminal (the summary's Markdown is already made so, core/review.py)."""
+    to the terminal (the summary's Markdown is already made so, core/plan/review.py)."""
     r = project_context(ctx).plan_record(plan_id)
     click.echo(printable_line(f"Plan {r.plan_id} for '{r.environment}': {r.status.value}"))
     click.echo(printable_line(f"Made by {r.author} on {_when(r.created_ts)}" + (

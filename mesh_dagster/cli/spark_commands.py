@@ -63,7 +63,7 @@ def stop(ctx: click.Context) -> None:
 @click.pass_context
 def status(ctx: click.Context) -> None:
     """Show whether the shared server runs, its URL, pid, uptime and log. Exit code 1 when it does not."""
-    from mesh_dagster.core.dates import now_ms
+    from mesh_dagster.core.time.dates import now_ms
 
     context = project_context(ctx)
     info = context.spark_server()

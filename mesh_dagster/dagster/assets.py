@@ -37,8 +37,9 @@ from dagster import (
     multi_asset,
 )
 
+from mesh_dagster.context import ApplyListener, ModelMaterialization, Outcome
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.intervals import format_interval_range
+from mesh_dagster.core.time.intervals import format_interval_range
 from mesh_dagster.dagster.compat import mark_partitions_failed
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.held import held_evaluations
@@ -48,8 +49,6 @@ from mesh_dagster.dagster.restamps import is_restamp, restamp_results
 from mesh_dagster.dagster.translator import MeshTranslator
 from mesh_dagster.dagster.unpartitioned import unpartitioned_runs
 from mesh_dagster.dagster.versions import BUILT_ON
-from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.materialize import ModelMaterialization, Outcome
 
 RESOURCE_KEY = "mesh"
 SCHEDULED_TAG = "mesh/scheduled"  # runs launched by a cron schedule: they fill what is due

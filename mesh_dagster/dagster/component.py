@@ -41,8 +41,8 @@ from dagster.components.resolved.core_models import resolve_asset_spec_update_kw
 from dagster.components.utils import TranslatorResolvingInfo
 from pydantic import BaseModel
 
-from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.snapshot import PROD
+from mesh_dagster.core.config.names import PROD
+from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.dagster.definitions import definitions
 from mesh_dagster.dagster.graph import ModelAsset
 from mesh_dagster.dagster.translator import MeshTranslator

@@ -20,9 +20,9 @@ from dagster import (
     TimeWindowPartitionsDefinition,
 )
 
-from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.config.names import PROD, normalize_environment
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.snapshot import PROD, normalize_environment
+from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.dagster.assets import model_asset
 from mesh_dagster.dagster.git_sensor import git_plan_job, git_sensor
 from mesh_dagster.dagster.graph import ProjectGraph, build_graph
@@ -38,7 +38,7 @@ from mesh_dagster.dagster.translator import MeshTranslator
 
 if TYPE_CHECKING:
     from mesh_dagster.context import Context
-    from mesh_dagster.core.plan import Plan
+    from mesh_dagster.core.plan.plan import Plan
 
 
 class ProjectLoadError(Exception):

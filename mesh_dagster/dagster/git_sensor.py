@@ -29,7 +29,7 @@ from dagster import (
 )
 
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.review import markdown_block
+from mesh_dagster.core.plan.review import markdown_block
 from mesh_dagster.dagster.outcomes import JobFailed
 
 GIT_PLAN_JOB = "git_plan"

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from mesh_dagster.core.audits import is_blocking
-from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.dates import now_ms
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.model import Audit, KindName, Model
-from mesh_dagster.core.plan import Plan, model_start_ms
-from mesh_dagster.core.project import Project
+from mesh_dagster.core.models.kinds import KindName
+from mesh_dagster.core.models.model import Audit, Model
+from mesh_dagster.core.plan.plan import Plan, model_start_ms
+from mesh_dagster.core.project.audits import is_blocking
+from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.core.time.dates import now_ms
 
 if TYPE_CHECKING:
     from dagster import AssetKey
@@ -269,7 +270,7 @@ def interval_count(model: Model, intervals: list[tuple[int, int]]) -> int:
 
 
 def _end_ms(model: Model) -> int | None:
-    from mesh_dagster.core.dates import to_end_ms
+    from mesh_dagster.core.time.dates import to_end_ms
 
     return to_end_ms(model.end) if model.end else None
 

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dagster import AssetCheckEvaluation, AssetCheckSeverity, DagsterInstance, TimeWindowPartitionsDefinition
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.dates import ms_to_datetime
-from mesh_dagster.core.intervals import format_interval_range
-from mesh_dagster.core.plan import ALL_TIME
+from mesh_dagster.core.plan.backfills import ALL_TIME
+from mesh_dagster.core.time.dates import ms_to_datetime
+from mesh_dagster.core.time.intervals import format_interval_range
 from mesh_dagster.dagster.compat import latest_materialization_targets
 from mesh_dagster.dagster.graph import AuditCheck, ModelAsset
 from mesh_dagster.dagster.partitions import partition_window

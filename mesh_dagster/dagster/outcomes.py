@@ -35,11 +35,11 @@ from dagster import (
     in_process_executor,
 )
 
-from mesh_dagster.core.intervals import Interval, format_interval_range
+from mesh_dagster.context import ModelMaterialization
+from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.dagster.compat import latest_materialization_targets
 from mesh_dagster.dagster.graph import ModelAsset
 from mesh_dagster.dagster.partitions import to_ms
-from mesh_dagster.execution.materialize import ModelMaterialization
 
 # One Spark session per run, models in DAG order; a step whose upstream step failed is skipped.
 RUN_EXECUTOR = in_process_executor

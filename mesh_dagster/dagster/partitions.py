@@ -12,9 +12,9 @@ from datetime import datetime
 
 from dagster import PartitionsDefinition, TimeWindowPartitionsDefinition
 
-from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.dates import ms_to_datetime, now_ms
-from mesh_dagster.core.intervals import Interval
+from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.core.time.dates import ms_to_datetime, now_ms
+from mesh_dagster.core.time.intervals import Interval
 
 # Dagster's run tags for partitions, as its docs spell them (dagster exports no constant for them):
 # one partition, or a range of them processed by one run (a single-run backfill).

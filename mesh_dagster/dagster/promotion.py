@@ -9,9 +9,9 @@ instance can limit (`concurrency: pools: {default_limit: 1, granularity: op}` in
 
 from dagster import JobDefinition, OpExecutionContext, job, op
 
+from mesh_dagster.context import PromotionRefused
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.dagster.outcomes import JobFailed
-from mesh_dagster.execution.promote import PromotionRefused
 
 
 def promote_job(environment: str) -> JobDefinition:

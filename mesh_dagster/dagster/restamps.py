@@ -38,9 +38,9 @@ from dagster import (
 )
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.snapshot import PROD
+from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.held import held_evaluations
 from mesh_dagster.dagster.outcomes import JobFailed

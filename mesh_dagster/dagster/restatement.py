@@ -8,8 +8,8 @@ materialization of its asset, so the UI shows when its data last changed.
 
 from dagster import AssetMaterialization, Field, JobDefinition, OpExecutionContext, job, op
 
+from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.snapshot import view_name
 from mesh_dagster.dagster.outcomes import JobFailed
 
 

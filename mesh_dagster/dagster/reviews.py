@@ -27,9 +27,9 @@ from dagster import (
     sensor,
 )
 
+from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.review import PlanRecord
-from mesh_dagster.core.snapshot import view_name
+from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.dagster.outcomes import JobFailed
 
 # Both jobs work from this project's files (a plan records what is to be reviewed; a recorded plan

@@ -22,14 +22,14 @@ from dagster import (
     schedule,
 )
 
-from mesh_dagster.core.cron import ALIASES, IntervalUnit, interval_unit, validate_cron
-from mesh_dagster.core.dates import now_ms
-from mesh_dagster.core.intervals import Interval, merge_intervals
-from mesh_dagster.core.plan import ALL_TIME
+from mesh_dagster.context import LogLines
+from mesh_dagster.core.plan.backfills import ALL_TIME
+from mesh_dagster.core.time.cron import ALIASES, IntervalUnit, interval_unit, validate_cron
+from mesh_dagster.core.time.dates import now_ms
+from mesh_dagster.core.time.intervals import Interval, merge_intervals
 from mesh_dagster.dagster.assets import SCHEDULED_TAG
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.partitions import range_tags, to_ms
-from mesh_dagster.execution.events import LogLines
 
 
 def cron_slug(cron: str) -> str:

@@ -39,9 +39,9 @@ from typing import cast
 from dagster import AssetRecordsFilter, DagsterInstance
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.intervals import Interval, intervals_cover
-from mesh_dagster.core.plan import ALL_TIME
+from mesh_dagster.core.plan.backfills import ALL_TIME
+from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.core.time.intervals import Interval, intervals_cover
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.partitions import keys_in, partition_window, to_ms
 from mesh_dagster.dagster.versions import (

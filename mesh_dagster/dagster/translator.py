@@ -24,9 +24,9 @@ from dagster import (
     TimeWindowPartitionsDefinition,
 )
 
-from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.dates import ms_to_datetime
-from mesh_dagster.core.snapshot import view_name
+from mesh_dagster.core.config.names import view_name
+from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.core.time.dates import ms_to_datetime
 from mesh_dagster.dagster.graph import ADDED, UNCHANGED
 from mesh_dagster.dagster.partitions import partition_format
 

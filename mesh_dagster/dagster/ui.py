@@ -17,9 +17,9 @@ from pathlib import Path
 import yaml
 from filelock import FileLock, Timeout
 
-from mesh_dagster.core.config import DagsterStorageConfig  # config.yaml's `dagster.storage`, from Context.config
+from mesh_dagster.core.config.config import DagsterStorageConfig
+from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.snapshot import normalize_environment
 
 LOCATIONS_FILE = "locations.py"
 LOCK_FILE = "ui.lock"

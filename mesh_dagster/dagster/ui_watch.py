@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mesh_dagster.context import FROM_COMMIT, Context
-from mesh_dagster.core.dates import now_ms
+from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.dagster.ui import location_name, workspace_environments
 
 INTERVAL_S = 5.0

@@ -3,10 +3,8 @@ a FULL model rebuilt whole, a model building on its history each pending range i
 
 from __future__ import annotations
 
-from mesh_dagster.context import Context
+from mesh_dagster.context import ApplyListener, Context, ModelMaterialization
 from mesh_dagster.dagster.graph import ModelAsset
-from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.materialize import ModelMaterialization
 
 
 def unpartitioned_runs(mesh_context: Context, asset: ModelAsset, environment: str,

@@ -30,16 +30,16 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from mesh_dagster.core.config.names import IDENTIFIER
+from mesh_dagster.core.config.names import TEMP_PREFIX as TEMP_PREFIX  # re-exported: part of this module's API
 from mesh_dagster.core.errors import EngineError
-from mesh_dagster.core.merge import Upsert
-from mesh_dagster.core.names import IDENTIFIER  # the one rule for names Spark can hold
+from mesh_dagster.core.models.merge import Upsert
 from mesh_dagster.engine import generations
 from mesh_dagster.engine.session import (
     SparkSQLError,
     quiet_pyspark_error_logs,
     to_engine_error,
 )
-from mesh_dagster.engine.sql_text import TEMP_PREFIX as TEMP_PREFIX  # re-exported: part of this module's API
 from mesh_dagster.engine.sql_text import (
     ddl_type,
     find_column,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 
-from mesh_dagster.core.config import SparkConnectionConfig
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 
 __all__ = [

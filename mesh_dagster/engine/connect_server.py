@@ -42,10 +42,10 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 from pyspark.sql import SparkSession
 
-from mesh_dagster.core.config import METASTORE_URL_SETTING, SparkConnectionConfig
-from mesh_dagster.core.dates import now_ms
+from mesh_dagster.core.config.connections import METASTORE_URL_SETTING, SparkConnectionConfig
+from mesh_dagster.core.config.redaction import redact_text
 from mesh_dagster.core.errors import EngineError
-from mesh_dagster.core.redaction import redact_text
+from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.engine.metastore import MetastoreHolder
 from mesh_dagster.engine.session import (
     _configure,

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mesh_dagster.core.config import METASTORE_URL_SETTING, MetastoreConfig
+from mesh_dagster.core.config.connections import METASTORE_URL_SETTING, MetastoreConfig
 from mesh_dagster.core.errors import EngineError
 
 if TYPE_CHECKING:

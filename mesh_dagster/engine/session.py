@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from mesh_dagster.core.config import METASTORE_URL_SETTING, WAREHOUSE_SETTING, SparkConnectionConfig
+from mesh_dagster.core.config.connections import METASTORE_URL_SETTING, WAREHOUSE_SETTING, SparkConnectionConfig
+from mesh_dagster.core.config.redaction import redact_text
 from mesh_dagster.core.errors import EngineError
-from mesh_dagster.core.redaction import redact_text
 from mesh_dagster.engine.cluster import check_master, loopback_master, unreachable_reason
 from mesh_dagster.engine.hive_metastore import (
     check_metastore,

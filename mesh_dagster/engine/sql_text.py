@@ -11,10 +11,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from mesh_dagster.core.config.names import IDENTIFIER, TEMP_PREFIX
 from mesh_dagster.core.errors import EngineError
-from mesh_dagster.core.names import IDENTIFIER  # the one rule for names Spark can hold
-
-TEMP_PREFIX = "__mesh_tmp_"  # staging tables and temporary views: a crash may leave them, the janitor drops them
 
 
 def quote_identifier(name: str) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.errors import EngineError
-from mesh_dagster.core.merge import Upsert
+from mesh_dagster.core.models.merge import Upsert
 from mesh_dagster.engine import generations
 from mesh_dagster.engine.kill_points import kill_point
 from mesh_dagster.engine.sql_text import (
@@ -100,7 +100,7 @@ class TableWrites:
 
     def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5, *,
                journal: Journal | None = None) -> list[tuple]:
-        """Merge the query's rows into the table by key (core/merge.py writes the SQL): the rows are
+        """Merge the query's rows into the table by key (core/models/merge.py writes the SQL): the rows are
         cached once and checked for repeated keys (then nothing is written and those keys are
         returned); otherwise the table is rewritten from itself and them."""
         self.engine.refresh(table)

@@ -41,15 +41,16 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from mesh_dagster.core.dates import now_ms, parse_ttl
-from mesh_dagster.core.environment import Environment
-from mesh_dagster.core.environment_statements import Stage
 from mesh_dagster.core.errors import ConflictingPlanError, MeshError, PlanError
-from mesh_dagster.core.intervals import intersect_intervals
-from mesh_dagster.core.kinds import IncrementalKind, SeedKind
-from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, snapshot_order
-from mesh_dagster.core.project import Project
-from mesh_dagster.core.snapshot import ChangeCategory, Snapshot
+from mesh_dagster.core.models.kinds import IncrementalKind, SeedKind
+from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
+from mesh_dagster.core.plan.plan import Plan, snapshot_order
+from mesh_dagster.core.project.environment_statements import Stage
+from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.snapshots.environment import Environment
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot
+from mesh_dagster.core.time.dates import now_ms, parse_ttl
+from mesh_dagster.core.time.intervals import intersect_intervals
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.environment_statements import run_environment_statements
 from mesh_dagster.execution.evaluator import SnapshotEvaluator

@@ -14,7 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from mesh_dagster.core.config import MESH_DIR, GitWatchConfig
+from mesh_dagster.core.config.config import GitWatchConfig
+from mesh_dagster.core.config.connections import MESH_DIR
 from mesh_dagster.execution.git_repo import export_commit
 from mesh_dagster.execution.state import State
 

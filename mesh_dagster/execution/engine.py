@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mesh_dagster.core.merge import Upsert
+    from mesh_dagster.core.models.merge import Upsert
 
 # Hears what finishing a write needs (an opaque, JSON-able payload) before its destructive step.
 Journal = Callable[[dict[str, Any]], None]
@@ -100,7 +100,7 @@ class Engine(Protocol):
 
     def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5, *,
                journal: Journal | None = None) -> list[tuple]:
-        """Merge the query's rows into the table by `upsert.keys` (see core/merge.py). When a key
+        """Merge the query's rows into the table by `upsert.keys` (see core/models/merge.py). When a key
         occurs more than once in the output, nothing is written and up to `duplicates_shown` of
         those keys are returned (their values, then their count); otherwise []."""
 

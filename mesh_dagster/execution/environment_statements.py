@@ -3,22 +3,22 @@
 Every path that writes data goes through here: a plan apply (and so a promotion, which applies a
 plan), `mesh run`, and a materialization (a Dagster run). `before_all` runs before anything is
 written — a failure stops there with nothing written — and `after_all` once everything else
-succeeded (an apply or run that failed does not run it). Rendering is core/environment_statements.py.
+succeeded (an apply or run that failed does not run it). Rendering is core/project/environment_statements.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mesh_dagster.core.dates import ms_to_datetime
-from mesh_dagster.core.environment_statements import (
+from mesh_dagster.core.errors import EngineError
+from mesh_dagster.core.project.environment_statements import (
     EnvironmentNaming,
     Stage,
     StatementSource,
     render_environment_statements,
 )
-from mesh_dagster.core.errors import EngineError
-from mesh_dagster.core.project import Project
+from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.time.dates import ms_to_datetime
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
 

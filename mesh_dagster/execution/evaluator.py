@@ -14,19 +14,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mesh_dagster.core.audits import audit_query
-from mesh_dagster.core.cache import content_key
-from mesh_dagster.core.dates import ms_to_datetime, now_ms
+from mesh_dagster.core.config.cache import content_key
+from mesh_dagster.core.config.files import UTF8_BOM
 from mesh_dagster.core.errors import AuditError, EngineError, ModelError
-from mesh_dagster.core.files import UTF8_BOM
-from mesh_dagster.core.kinds import IncrementalKind, SeedKind
-from mesh_dagster.core.macros import MacroRegistry
-from mesh_dagster.core.model import Audit, Model
-from mesh_dagster.core.plan import ALL_TIME
-from mesh_dagster.core.project import Project
-from mesh_dagster.core.renderer import RenderContext, render_query, render_statements
-from mesh_dagster.core.snapshot import Snapshot
-from mesh_dagster.core.time_column import find_type
+from mesh_dagster.core.macros.user import MacroRegistry
+from mesh_dagster.core.models.kinds import IncrementalKind, SeedKind
+from mesh_dagster.core.models.model import Audit, Model
+from mesh_dagster.core.plan.backfills import ALL_TIME
+from mesh_dagster.core.project.audits import audit_query
+from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.snapshots.snapshot import Snapshot
+from mesh_dagster.core.sql.renderer import RenderContext, render_query, render_statements
+from mesh_dagster.core.time.dates import ms_to_datetime, now_ms
+from mesh_dagster.core.time.time_column import find_type
 from mesh_dagster.execution.engine import Engine, Journal
 from mesh_dagster.execution.migration import migrate_table
 from mesh_dagster.execution.python_evaluation import empty_query, inclusive_interval, python_query
@@ -93,7 +93,7 @@ class SnapshotEvaluator:
             mapping[snapshot.name] = snapshot.table_name
         return mapping
 
-    # -- what a snapshot captured (core/capture.py); the project only for snapshots without one --
+    # -- what a snapshot captured (core/snapshots/capture.py); the project only for snapshots without one --
     def schemas(self, snapshot: Snapshot) -> dict[str, dict[str, str | None]]:
         """Parents' columns as the snapshot was planned with them."""
         if snapshot.capture is not None:

@@ -24,16 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mesh_dagster.core.config import ProjectConfig
-from mesh_dagster.core.dates import now_ms, parse_ttl
-from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
-from mesh_dagster.core.snapshot import (
-    PREVIEW_SUFFIX,
-    Snapshot,
-    physical_table,
-    view_name,
-    view_schema,
-)
+from mesh_dagster.core.config.config import ProjectConfig
+from mesh_dagster.core.config.names import TEMP_PREFIX, physical_table, view_name, view_schema
+from mesh_dagster.core.snapshots.environment import Environment, EnvironmentSnapshot
+from mesh_dagster.core.snapshots.snapshot import PREVIEW_SUFFIX, Snapshot
+from mesh_dagster.core.time.dates import now_ms, parse_ttl
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.locking import janitor_lock
 from mesh_dagster.execution.state import State
@@ -134,7 +129,6 @@ def _drop_leftovers(state: State, engine_factory: Callable[[], Engine], live_tab
     """Tables nothing references any more that no snapshot record names: staging tables a crashed
     write left behind, and previews (`..__dev`) no environment reads — with their intervals, so a
     preview built again later starts empty rather than claiming rows it no longer holds."""
-    from mesh_dagster.engine.sql_text import TEMP_PREFIX
 
     schemas = sorted({t.split(".")[0] for t in known if "." in t})
     dropped: list[str] = []

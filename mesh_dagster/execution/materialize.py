@@ -23,13 +23,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
-from mesh_dagster.core.dates import now_ms, to_end_ms, to_ms
-from mesh_dagster.core.environment_statements import Stage
+from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError, StateError
-from mesh_dagster.core.intervals import Interval, format_interval_range, intervals_cover, subtract_intervals
-from mesh_dagster.core.plan import ALL_TIME, Backfill, Plan, build_plan, compute_backfills, model_start_ms
-from mesh_dagster.core.project import Project
-from mesh_dagster.core.snapshot import Snapshot, view_name
+from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill, compute_backfills
+from mesh_dagster.core.plan.plan import Plan, build_plan, model_start_ms
+from mesh_dagster.core.project.environment_statements import Stage
+from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.snapshots.snapshot import Snapshot
+from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
+from mesh_dagster.core.time.intervals import Interval, format_interval_range, intervals_cover, subtract_intervals
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.environment_statements import run_environment_statements
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.schema_diff import SchemaDiff, diff_schemas, judge
-from mesh_dagster.core.snapshot import Snapshot
+from mesh_dagster.core.models.schema_evolution import SchemaDiff, diff_schemas, judge
+from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.execution.engine import Engine
 
 logger = logging.getLogger(__name__)

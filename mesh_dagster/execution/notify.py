@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from mesh_dagster.core.config import NotificationTarget
-from mesh_dagster.core.dates import now_ms
-from mesh_dagster.core.display import printable
-from mesh_dagster.core.redaction import redact_text
+from mesh_dagster.core.config.config import NotificationTarget
+from mesh_dagster.core.config.display import printable
+from mesh_dagster.core.config.redaction import redact_text
+from mesh_dagster.core.time.dates import now_ms
 
 log = logging.getLogger("mesh_dagster.notify")
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.intervals import Interval, format_interval_range
-from mesh_dagster.core.plan import ALL_TIME, Plan, build_plan
-from mesh_dagster.core.project import Project
-from mesh_dagster.core.snapshot import normalize_environment
+from mesh_dagster.core.plan.backfills import ALL_TIME
+from mesh_dagster.core.plan.plan import Plan, build_plan
+from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.execution.apply import apply_locked, environment_held
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener

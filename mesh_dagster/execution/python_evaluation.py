@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from mesh_dagster.core.config.names import check_model_name
 from mesh_dagster.core.errors import EngineError, MeshError, ModelError
-from mesh_dagster.core.macros import EPOCH
-from mesh_dagster.core.model import Model
-from mesh_dagster.core.names import check_model_name
+from mesh_dagster.core.macros.syntax import EPOCH
+from mesh_dagster.core.models.model import Model
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 class PythonContext:
-    """The `ExecutionContext` a Python model's function receives (core/python_model.py)."""
+    """The `ExecutionContext` a Python model's function receives (core/models/python_model.py)."""
 
     def __init__(self, engine: Engine, model: Model, tables: Mapping[str, str], variables: Mapping[str, Any],
                  start: datetime, end: datetime, execution_time: datetime):

@@ -1,7 +1,7 @@
 """Readiness: which missing intervals the models' signals let a backfill compute now.
 
 Given the backfills of a plan, a `mesh run` or a Dagster tick (name → missing intervals), each
-model's signals (core/signals.py) are called batch by batch — the batches the scheduler would run:
+model's signals (core/project/signals.py) are called batch by batch — the batches the scheduler would run:
 `batch_size` unit intervals, or one per contiguous range — and answer which unit intervals are
 ready. What is not ready is dropped from the backfill, and so is, in every model downstream, each
 interval overlapping one its parents do not compute now: a child never computes over data its
@@ -27,19 +27,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from mesh_dagster.core.backfills import ALL_TIME, Backfill
-from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.dates import ms_to_datetime, to_ms
 from mesh_dagster.core.errors import MeshError, PlanError
-from mesh_dagster.core.intervals import (
+from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
+from mesh_dagster.core.project.signals import BoundSignal, SignalError, SignalRegistry
+from mesh_dagster.core.snapshots.snapshot import Snapshot
+from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.core.time.dates import ms_to_datetime, to_ms
+from mesh_dagster.core.time.intervals import (
     Interval,
     expand_range,
     format_interval_range,
     merge_intervals,
     subtract_intervals,
 )
-from mesh_dagster.core.signals import BoundSignal, SignalError, SignalRegistry
-from mesh_dagster.core.snapshot import Snapshot
 from mesh_dagster.execution.events import ApplyListener
 
 SparkProvider = Callable[[], Any]
@@ -256,7 +256,7 @@ def signals_of(snapshot: Snapshot, project_signals: SignalRegistry) -> SignalReg
 
 
 def stored_code_location(error: BaseException, path: str, line: int | None) -> tuple[str, int | None]:
-    """Where captured code raised: it is compiled at its original file and lines (core/python_env.py),
+    """Where captured code raised: it is compiled at its original file and lines (core/models/python_env.py),
     so the innermost frame in a file of its folder (`signals/...`) names the file and line."""
     folder = path.split("/")[0] + "/"
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith(folder)]

@@ -1,6 +1,6 @@
 """The life of a recorded plan: record → (approve | reject | cancel) → apply → completed | failed.
 
-Every plan a front door makes is recorded (core/review.py holds what a record is). On a protected
+Every plan a front door makes is recorded (core/plan/review.py holds what a record is). On a protected
 environment only an approved record may be applied; elsewhere a pending one may. Applying a
 record rebuilds the plan from the project and the state as they are now, with the options and the
 execution time it was reviewed with, and refuses — marking the record superseded, running
@@ -23,11 +23,10 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from mesh_dagster.core.config import ProjectConfig
-from mesh_dagster.core.dates import now_ms
+from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.errors import MeshError, PlanError
-from mesh_dagster.core.plan import Plan
-from mesh_dagster.core.review import (
+from mesh_dagster.core.plan.plan import Plan
+from mesh_dagster.core.plan.review import (
     TRANSITIONS,
     PlanEvent,
     PlanRecord,
@@ -40,6 +39,7 @@ from mesh_dagster.core.review import (
     differences,
     summarize,
 )
+from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.execution.apply import environment_held
 from mesh_dagster.execution.locking import environment_lock_name, holder_is_dead
 from mesh_dagster.execution.notify import Notifier

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mesh_dagster.core.dates import now_ms, to_ms
-from mesh_dagster.core.environment_statements import Stage
+from mesh_dagster.core.config.names import normalize_environment, view_name
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.plan import compute_backfills, snapshot_order
-from mesh_dagster.core.project import Project
-from mesh_dagster.core.selectors import ModelIndex, select_models
-from mesh_dagster.core.snapshot import Snapshot, normalize_environment, view_name
+from mesh_dagster.core.plan.backfills import compute_backfills
+from mesh_dagster.core.plan.plan import snapshot_order
+from mesh_dagster.core.plan.selectors import ModelIndex, select_models
+from mesh_dagster.core.project.environment_statements import Stage
+from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.snapshots.snapshot import Snapshot
+from mesh_dagster.core.time.dates import now_ms, to_ms
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.environment_statements import run_environment_statements
 from mesh_dagster.execution.events import ApplyListener

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mesh_dagster.core.errors import AuditError
-from mesh_dagster.core.intervals import Interval, batch, expand_range, format_interval_range, intervals_cover
-from mesh_dagster.core.kinds import SeedKind
-from mesh_dagster.core.plan import ALL_TIME, Backfill
-from mesh_dagster.core.snapshot import Snapshot
+from mesh_dagster.core.models.kinds import SeedKind
+from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
+from mesh_dagster.core.snapshots.snapshot import Snapshot
+from mesh_dagster.core.time.intervals import Interval, batch, expand_range, format_interval_range, intervals_cover
 from mesh_dagster.engine.kill_points import kill_point  # a test hook; imports nothing of Spark
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener

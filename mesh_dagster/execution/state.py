@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from mesh_dagster.core.environment import Environment
-from mesh_dagster.core.review import PlanEvent, PlanRecord
-from mesh_dagster.core.snapshot import Snapshot, SnapshotId
+from mesh_dagster.core.plan.review import PlanEvent, PlanRecord
+from mesh_dagster.core.snapshots.environment import Environment
+from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotId
 from mesh_dagster.state.journal import PendingWrite
 from mesh_dagster.state.store import Lease, LockInfo
 

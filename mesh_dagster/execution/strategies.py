@@ -12,10 +12,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
-from mesh_dagster.core.dates import ms_to_datetime
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.intervals import format_interval_range
-from mesh_dagster.core.kinds import (
+from mesh_dagster.core.models.kinds import (
     IncrementalByPartitionKind,
     IncrementalByTimeRangeKind,
     IncrementalByUniqueKeyKind,
@@ -23,9 +21,11 @@ from mesh_dagster.core.kinds import (
     ScdType2Kind,
     SeedKind,
 )
-from mesh_dagster.core.scd2 import history_query, with_validity_columns
-from mesh_dagster.core.snapshot import Snapshot
-from mesh_dagster.core.time_column import TimeColumnError, interval_bounds
+from mesh_dagster.core.models.scd2 import history_query, with_validity_columns
+from mesh_dagster.core.snapshots.snapshot import Snapshot
+from mesh_dagster.core.time.dates import ms_to_datetime
+from mesh_dagster.core.time.intervals import format_interval_range
+from mesh_dagster.core.time.time_column import TimeColumnError, interval_bounds
 from mesh_dagster.execution.engine import Engine, Journal
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def _scd_kind(snapshot: Snapshot) -> ScdType2Kind:
 
 
 class UniqueKeyStrategy(QueryStrategy):
-    """Each write upserts its rows by the model's unique key (see core/merge.py); a batch whose
+    """Each write upserts its rows by the model's unique key (see core/models/merge.py); a batch whose
     output repeats a key is refused, naming the keys, before anything is written."""
 
     DUPLICATES_SHOWN = 5
@@ -249,7 +249,7 @@ class AppendStrategy(QueryStrategy):
 
 def time_bounds(ev: Evaluation, snapshot: Snapshot, start: int, end: int) -> tuple[str, str]:
     """Spark SQL literals bounding the time column for `[start, end)`: the only place an interval
-    becomes bounds. The stored column type decides them (see core/time_column.py)."""
+    becomes bounds. The stored column type decides them (see core/time/time_column.py)."""
     model, kind = snapshot.model, _time_kind(snapshot)
     try:
         low, high = interval_bounds(ms_to_datetime(start), ms_to_datetime(end), ev.time_column_type(snapshot),

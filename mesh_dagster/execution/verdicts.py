@@ -19,13 +19,14 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from mesh_dagster.core.audits import is_blocking
-from mesh_dagster.core.dates import now_ms
+from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.intervals import Interval, format_interval_range, subtract_intervals
-from mesh_dagster.core.model import Audit, AuditRef
-from mesh_dagster.core.plan import ALL_TIME
-from mesh_dagster.core.snapshot import Snapshot, view_name
+from mesh_dagster.core.models.model import Audit, AuditRef
+from mesh_dagster.core.plan.backfills import ALL_TIME
+from mesh_dagster.core.project.audits import is_blocking
+from mesh_dagster.core.snapshots.snapshot import Snapshot
+from mesh_dagster.core.time.dates import now_ms
+from mesh_dagster.core.time.intervals import Interval, format_interval_range, subtract_intervals
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.state.verdicts import AuditVerdicts, Verdict
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from mesh_dagster.core.environment import Environment
+from mesh_dagster.core.config.names import view_name, view_schema
 from mesh_dagster.core.errors import EngineError
-from mesh_dagster.core.project import Project
-from mesh_dagster.core.snapshot import Snapshot, view_name, view_schema
+from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.snapshots.environment import Environment
+from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
 

@@ -13,7 +13,7 @@ from importlib.abc import Traversable
 from pathlib import Path
 from string import Template
 
-from mesh_dagster.core.config import CONFIG_FILES
+from mesh_dagster.core.config.config import CONFIG_FILES
 from mesh_dagster.core.errors import MeshError
 
 # Interactive questions of plain `mesh init`: option key -> label, in the order they are offered.

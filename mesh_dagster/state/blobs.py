@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, select
 
-from mesh_dagster.core.snapshot import Snapshot
+from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.state import schema
 
 

@@ -55,11 +55,11 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
-from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.errors import ConflictingPlanError, StateError
-from mesh_dagster.core.intervals import Interval, merge_intervals, subtract_intervals
-from mesh_dagster.core.review import PlanEvent, PlanRecord, PlanSummary
-from mesh_dagster.core.snapshot import Snapshot, SnapshotId
+from mesh_dagster.core.plan.review import PlanEvent, PlanRecord, PlanSummary
+from mesh_dagster.core.snapshots.environment import Environment
+from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotId
+from mesh_dagster.core.time.intervals import Interval, merge_intervals, subtract_intervals
 from mesh_dagster.state import journal, schema
 from mesh_dagster.state.blobs import blob_rows, captured_content, read_blob
 from mesh_dagster.state.journal import PendingWrite
@@ -185,7 +185,7 @@ class StateStore:
         """Record new snapshots; ones already stored are left untouched (they are immutable
         by identity — use `update_snapshots` for the few fields that may change). `recaptured`
         are stored snapshots made before captures existed, given the capture a plan just made
-        for the same fingerprint (core/capture.py): only that is added to them."""
+        for the same fingerprint (core/snapshots/capture.py): only that is added to them."""
         ts = _now_ms()
         snapshots, recaptured = list(snapshots), list(recaptured)
         rows = {s.snapshot_id: _snapshot_row(s, ts) for s in snapshots}

@@ -19,11 +19,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from mesh_dagster.core.dates import to_datetime
-from mesh_dagster.core.definition import relative_path
+from mesh_dagster.core.config.files import ProjectYamlLoader, load_yaml, read_text
+from mesh_dagster.core.config.types import to_spark_type
 from mesh_dagster.core.errors import UnitTestError
-from mesh_dagster.core.files import ProjectYamlLoader, load_yaml, read_text
-from mesh_dagster.core.types import to_spark_type
+from mesh_dagster.core.models.definition import relative_path
+from mesh_dagster.core.time.dates import to_datetime
 
 TEST_KEYS = {"model", "description", "inputs", "outputs", "vars", "schema", "gateway"}
 INPUT_KEYS = {"rows", "format", "csv_settings", "path", "columns", "query"}

@@ -6,7 +6,7 @@ import pytest
 import sqlglot
 from sqlglot.errors import ParseError
 
-from mesh_dagster.core.parse_errors import describe
+from mesh_dagster.core.config.parse_errors import describe
 from tests.bad_input.harness import assert_refused, copy_example, mesh, nothing_written
 
 

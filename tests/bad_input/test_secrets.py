@@ -4,7 +4,7 @@
 `connection.config` (`spark.hadoop.fs.s3a.secret.key`) in clear; a webhook URL with
 `user:password@` was accepted, never delivered (urllib reads the password as part of the host) and
 its warning printed the password. Such a URL is now delivered with HTTP basic auth.
-What counts as a secret: core/redaction.py.
+What counts as a secret: core/config/redaction.py.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from bad_input.harness import assert_refused, copy_example, mesh, nothing_written
-from mesh_dagster.core.environment import Environment
+from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.state import StateStore
 from tests.state.readonly import read_only
 

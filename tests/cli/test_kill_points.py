@@ -35,8 +35,8 @@ from pathlib import Path
 import pytest
 from project_builder import write_project
 
-from mesh_dagster.core.config import load_config
-from mesh_dagster.core.dag import DAG
+from mesh_dagster.core.project.config_file import load_config
+from mesh_dagster.core.project.dag import DAG
 from mesh_dagster.engine.connect_server import start_server, stop_server
 from mesh_dagster.engine.kill_points import KILL_AT_ENV, STEPS
 

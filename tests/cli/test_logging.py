@@ -15,7 +15,7 @@ from bad_input.harness import assert_refused, copy_example, mesh
 from mesh_dagster.cli.errors import LOG_LIMIT, MeshGroup
 from mesh_dagster.cli.main import cli
 from mesh_dagster.cli.spark_commands import spark
-from mesh_dagster.core.dates import add_months
+from mesh_dagster.core.time.dates import add_months
 
 
 @click.command("boom")
@@ -72,7 +72,7 @@ def test_an_unexpected_error_is_one_line_naming_where_with_the_traceback_in_a_lo
 
 
 def test_a_bug_in_mesh_dagster_names_our_file_and_line(project):
-    assert_refused(mesh(project, "boom", "--how", "ours"), "Unexpected AttributeError at mesh_dagster/core/dates.py:",
+    assert_refused(mesh(project, "boom", "--how", "ours"), "Unexpected AttributeError at mesh_dagster/core/time/dates.py:",
                    "This is a bug in mesh_dagster")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from project_builder import write_project
 
-from mesh_dagster.core.review import PlanStatus
+from mesh_dagster.core.plan.review import PlanStatus
 from mesh_dagster.state import StateStore
 from tests.cli.test_interrupted_backfill import DAILY, DAYS, EVENTS, ROWS_PER_DAY, TOTAL, _counts, _csv, _recorded
 

@@ -23,7 +23,7 @@ from cli.conftest import run_mesh
 from project_builder import record_plan, write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.dates import to_ms
+from mesh_dagster.core.time.dates import to_ms
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 from dagster import AssetKey
 
-from mesh_dagster.core.model import Audit, AuditRef, KindName, Model, ModelKind
+from mesh_dagster.core.models.kinds import KindName, ModelKind
+from mesh_dagster.core.models.model import Audit, AuditRef, Model
 from mesh_dagster.dagster.assets import check_specs
 from mesh_dagster.dagster.graph import audit_checks
 

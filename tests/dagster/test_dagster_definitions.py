@@ -18,8 +18,8 @@ from project_builder import record_plan, write_project
 from project_copies import EXAMPLE, edit
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.dates import to_ms
+from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.dagster import ProjectLoadError, definitions
 from mesh_dagster.dagster.graph import ModelAsset
 from mesh_dagster.dagster.schedules import run_requests
@@ -215,7 +215,8 @@ def test_schedule_requests_few_ranged_runs_and_recomputes_nothing_present():
 
 
 def _model(name: str, kind: str):
-    from mesh_dagster.core.model import Model, ModelKind
+    from mesh_dagster.core.models.kinds import ModelKind
+    from mesh_dagster.core.models.model import Model
 
     return Model(name=name, kind=ModelKind(name=kind, time_column="ds" if "INCREMENTAL" in kind else None))
 

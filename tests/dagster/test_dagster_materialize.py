@@ -15,8 +15,8 @@ from failures import failure_text
 from project_copies import edit, recent_example
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.dates import to_ms
-from mesh_dagster.core.plan import ALL_TIME
+from mesh_dagster.core.plan.backfills import ALL_TIME
+from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.dagster import definitions
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 import yaml
 
-from mesh_dagster.core.config import DagsterStorageConfig
+from mesh_dagster.core.config.config import DagsterStorageConfig
 from mesh_dagster.core.errors import ConfigError
 from mesh_dagster.dagster.ui import (
     INSTANCE_CONFIG,
@@ -92,7 +92,7 @@ def test_bad_dagster_storage_config_is_refused_naming_the_key(tmp_path, extra, f
     with nothing_written(project):
         outcome = mesh(project, "ui")
     assert_refused(outcome, *fragments)
-    from mesh_dagster.core.config import load_config
+    from mesh_dagster.core.project.config_file import load_config
 
     with pytest.raises(ConfigError):
         load_config(project)

@@ -10,7 +10,7 @@ from pathlib import Path
 from project_copies import recent_example
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.dagster.graph import build_graph
 from mesh_dagster.dagster.restamps import RESTAMP_TAG, is_restamp, restamp_runs
 from mesh_dagster.dagster.stamps import Stamper

@@ -70,9 +70,10 @@ def test_a_tick_asks_for_what_is_due_in_the_cron_time_zone(tmp_path):
 
 
 def test_a_tick_leaves_the_incomplete_interval_of_allow_partials_to_mesh_run():
-    from mesh_dagster.core.cron import IntervalUnit
-    from mesh_dagster.core.dates import to_ms
-    from mesh_dagster.core.model import Model, ModelKind
+    from mesh_dagster.core.models.kinds import ModelKind
+    from mesh_dagster.core.models.model import Model
+    from mesh_dagster.core.time.cron import IntervalUnit
+    from mesh_dagster.core.time.dates import to_ms
     from mesh_dagster.dagster.graph import ModelAsset
     from mesh_dagster.dagster.schedules import run_requests
 

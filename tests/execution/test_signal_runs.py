@@ -10,8 +10,8 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.dates import to_ms
-from mesh_dagster.core.signals import SignalError
+from mesh_dagster.core.project.signals import SignalError
+from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.execution.events import LogLines
 from mesh_dagster.execution.readiness import NotReadyError, SignalsPendingError
 from tests.execution.fake_engine import FakeEngine
@@ -69,7 +69,7 @@ def setup(tmp_path: Path, day: str) -> tuple[Path, Context, FakeEngine]:
 
 def intervals(ctx: Context, environment: str = "prod") -> dict[str, list[tuple[str, str]]]:
     """Each model's recorded intervals as dates, for the environment's snapshots."""
-    from mesh_dagster.core.dates import to_ds
+    from mesh_dagster.core.time.dates import to_ds
 
     env = ctx.state.get_environment(environment)
     assert env is not None

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mesh_dagster.core.plan import build_plan
-from mesh_dagster.core.project import load_project
+from mesh_dagster.core.plan.plan import build_plan
+from mesh_dagster.core.project.project import load_project
 from mesh_dagster.execution import locking
 from mesh_dagster.execution.apply import apply_plan
 from mesh_dagster.execution.janitor import run_janitor

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from mesh_dagster.core.plan import build_plan
-from mesh_dagster.core.project import load_project
+from mesh_dagster.core.plan.plan import build_plan
+from mesh_dagster.core.project.project import load_project
 from mesh_dagster.execution.apply import apply_plan
 from mesh_dagster.execution.janitor import run_janitor
 from mesh_dagster.state import StateStore

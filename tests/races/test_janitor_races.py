@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from mesh_dagster.core.errors import ConflictingPlanError
-from mesh_dagster.core.plan import build_plan
-from mesh_dagster.core.project import load_project
+from mesh_dagster.core.plan.plan import build_plan
+from mesh_dagster.core.project.project import load_project
 from mesh_dagster.execution.apply import apply_plan
 from mesh_dagster.execution.janitor import run_janitor
 from mesh_dagster.state import StateStore

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from mesh_dagster.core.config import load_config
+from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.engine.connect_server import start_server, stop_server
 from tests.project_builder import write_project
 from tests.races.conftest import ACTOR_TIMEOUT_S, CODE

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from mesh_dagster.core.config import load_config
-from mesh_dagster.core.dates import to_ms
+from mesh_dagster.core.project.config_file import load_config
+from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.engine.connect_server import start_server, stop_server
 from mesh_dagster.state import StateStore
 from tests.races.conftest import ACTOR_TIMEOUT_S, CODE, Race

@@ -12,8 +12,8 @@ import pytest
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.plan import Plan
-from mesh_dagster.core.review import PlanStatus
+from mesh_dagster.core.plan.plan import Plan
+from mesh_dagster.core.plan.review import PlanStatus
 
 MACRO = """from mesh_dagster import macro
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from project_builder import CONFIG, write_project
 
 from mesh_dagster.cli.main import cli
-from mesh_dagster.core.config import SparkConnectionConfig
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 
 

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from mesh_dagster.core.names import MAX_DATABASE_NAME as MAX_SCHEMA_NAME
+from mesh_dagster.core.config.names import MAX_DATABASE_NAME as MAX_SCHEMA_NAME
 
 
 def test_the_metastore_holds_schema_names_up_to_the_limit_planning_enforces(engine):

@@ -23,8 +23,8 @@ from project_builder import write_project
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.review import PlanStatus
-from mesh_dagster.core.snapshot import ChangeCategory
+from mesh_dagster.core.plan.review import PlanStatus
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory
 from mesh_dagster.engine.adapter import SparkEngine
 from mesh_dagster.execution.events import LogLines
 

@@ -12,7 +12,7 @@ from quickstart_copy import edit, quickstart
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.snapshot import ChangeCategory as C
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
 
 WHEN = "2020-01-08"
 

@@ -20,7 +20,7 @@ import pytest
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import EngineError
-from mesh_dagster.core.merge import Upsert
+from mesh_dagster.core.models.merge import Upsert
 from mesh_dagster.engine.adapter import SparkEngine
 from mesh_dagster.engine.writes import TableWrites
 from mesh_dagster.execution.events import LogLines

@@ -7,9 +7,10 @@ from datetime import date
 
 import pytest
 
-from mesh_dagster.core.macros import MacroRegistry
-from mesh_dagster.core.model import KindName, Model, ModelKind
-from mesh_dagster.core.renderer import RenderContext, render_sql
+from mesh_dagster.core.macros.user import MacroRegistry
+from mesh_dagster.core.models.kinds import KindName, ModelKind
+from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.sql.renderer import RenderContext, render_sql
 from mesh_dagster.engine.adapter import SparkEngine
 
 

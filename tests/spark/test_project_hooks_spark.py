@@ -10,7 +10,7 @@ import pytest
 from project_builder import CONFIG, write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.environment_statements import EnvironmentStatementError
+from mesh_dagster.core.project.environment_statements import EnvironmentStatementError
 
 
 @pytest.fixture

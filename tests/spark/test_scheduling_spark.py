@@ -17,7 +17,7 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.dates import to_ms
+from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.engine.adapter import SparkEngine
 
 pytestmark = pytest.mark.spark

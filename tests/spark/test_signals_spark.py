@@ -10,7 +10,7 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.dates import to_ds
+from mesh_dagster.core.time.dates import to_ds
 from mesh_dagster.engine.adapter import SparkEngine
 from mesh_dagster.execution.events import LogLines
 

@@ -14,8 +14,8 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.dates import to_ms
 from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.engine.adapter import SparkEngine
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 

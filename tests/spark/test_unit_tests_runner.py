@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mesh_dagster.core.project import load_project
+from mesh_dagster.core.project.project import load_project
 from mesh_dagster.scaffold import init_project
 from mesh_dagster.testing import run_tests
 from mesh_dagster.testing.runner import FIXTURE_PREFIX

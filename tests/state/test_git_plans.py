@@ -16,7 +16,7 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.review import BranchError, PlanStatus
+from mesh_dagster.core.plan.review import BranchError, PlanStatus
 from mesh_dagster.execution.git_repo import GitError
 from mesh_dagster.execution.reviews import PlanSupersededError
 from tests.execution.fake_engine import FakeEngine

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.review import PlanStatus, ProtectionError
+from mesh_dagster.core.plan.review import PlanStatus, ProtectionError
 from tests.execution.fake_engine import FakeEngine
 from tests.state.test_plan_reviews import WHEN, as_user, context, project
 

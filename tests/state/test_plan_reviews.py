@@ -15,8 +15,8 @@ from project_builder import write_project
 from mesh_dagster.cli.main import cli
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import ConfigError, EngineError
-from mesh_dagster.core.identity import current_user
-from mesh_dagster.core.review import PlanEvent, PlanStatus, ProtectionError
+from mesh_dagster.core.plan.identity import current_user
+from mesh_dagster.core.plan.review import PlanEvent, PlanStatus, ProtectionError
 from mesh_dagster.execution.reviews import PlanSupersededError
 from mesh_dagster.state import StateStore
 from tests.execution.fake_engine import FakeEngine
@@ -182,7 +182,7 @@ def test_unprotected_plans_are_recorded_with_their_outcome_and_can_be_cancelled(
 
 
 def test_two_deciders_at_once_one_wins(store: StateStore, tmp_path, monkeypatch):
-    from mesh_dagster.core.dates import now_ms
+    from mesh_dagster.core.time.dates import now_ms
 
     root = project(tmp_path)
     ctx = Context(root, state_url=store.url, engine=FakeEngine())

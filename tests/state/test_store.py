@@ -12,10 +12,11 @@ from project_builder import write_project
 from sqlalchemy import Engine, text
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.errors import ConflictingPlanError, StateError
-from mesh_dagster.core.model import AuditRef, KindName, Model, ModelKind
-from mesh_dagster.core.snapshot import ChangeCategory, Snapshot, SnapshotFingerprint, SnapshotId, hash_values
+from mesh_dagster.core.models.kinds import KindName, ModelKind
+from mesh_dagster.core.models.model import AuditRef, Model
+from mesh_dagster.core.snapshots.environment import Environment, EnvironmentSnapshot
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot, SnapshotFingerprint, SnapshotId, hash_values
 from mesh_dagster.state import SCHEMA_VERSION, LockLostError, StateStore
 from mesh_dagster.state.migrations import MIGRATIONS, pending_migrations
 

@@ -11,8 +11,9 @@ from unittest import mock
 
 import pytest
 
-from mesh_dagster.core.config import SparkConnectionConfig, load_config
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.engine import hive_metastore
 from mesh_dagster.engine.cluster import check_master
 from mesh_dagster.engine.session import local_session_config

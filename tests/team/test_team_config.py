@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from mesh_dagster.core.config import load_config
+from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.scaffold.init import init_project
 
 

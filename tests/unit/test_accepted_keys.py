@@ -22,15 +22,17 @@ import pytest
 from project_builder import CONFIG, write_project
 from pydantic import BaseModel
 
-from mesh_dagster.core import model_reader
-from mesh_dagster.core.config import ProjectConfig, SparkConnectionConfig, load_config
-from mesh_dagster.core.cron import IntervalUnit
+from mesh_dagster.core.config.config import ProjectConfig
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.fingerprint import build_snapshots
-from mesh_dagster.core.kinds import CSV_SETTINGS, KIND_CLASSES
-from mesh_dagster.core.plan import build_plan
-from mesh_dagster.core.project import EXTERNAL_MODEL_KEYS, Project, load_project
-from mesh_dagster.core.seeds import check_seed
+from mesh_dagster.core.models.kinds import CSV_SETTINGS, KIND_CLASSES
+from mesh_dagster.core.models.seeds import check_seed
+from mesh_dagster.core.plan.plan import build_plan
+from mesh_dagster.core.project import model_reader
+from mesh_dagster.core.project.config_file import load_config
+from mesh_dagster.core.project.project import EXTERNAL_MODEL_KEYS, Project, load_project
+from mesh_dagster.core.snapshots.fingerprint import build_snapshots
+from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.state.store import StateStore
 from tests.team.config_probes import TEAM_CONFIG_PROBES
 
@@ -395,8 +397,8 @@ def test_audit_name_is_what_models_attach(tmp_path: Path) -> None:
 
 
 def test_audit_defaults_change_the_rendered_audit(tmp_path: Path) -> None:
-    from mesh_dagster.core.audits import audit_query
-    from mesh_dagster.core.renderer import RenderContext
+    from mesh_dagster.core.project.audits import audit_query
+    from mesh_dagster.core.sql.renderer import RenderContext
 
     def rendered(project: Project) -> str:
         model = project.models["s.m"]
@@ -624,7 +626,7 @@ def _expiration(tmp_path: Path, extra: str, environment: str) -> int | None:
 
 
 def probe_environment_ttl(tmp_path: Path) -> None:
-    from mesh_dagster.core.dates import now_ms
+    from mesh_dagster.core.time.dates import now_ms
 
     week = _expiration(tmp_path, "environment_ttl: in 1 week\n", "dev")
     year = _expiration(tmp_path, "environment_ttl: in 1 year\n", "dev")
@@ -694,7 +696,7 @@ def probe_plan_forward_only(tmp_path: Path) -> None:
 
 def categorize_probe(source: str) -> Callable[[Path], None]:
     """`plan.auto_categorize_changes.<source>: off` makes the plan ask about that source's changes only."""
-    from mesh_dagster.core.manual_categories import needs_choice
+    from mesh_dagster.core.plan.manual_categories import needs_choice
 
     python_model = ("from mesh_dagster import model\n\n\n@model('s.m', columns={'a': 'int'})\n"
                     "def execute(context, start, end, execution_time):\n    return 1\n")
@@ -746,7 +748,7 @@ def protection_probe(key: str) -> Callable[[Path], None]:
         import os
 
         from mesh_dagster.context import Context
-        from mesh_dagster.core.review import ProtectionError
+        from mesh_dagster.core.plan.review import ProtectionError
         from tests.execution.fake_engine import FakeEngine
 
         self_ok = "true" if key == "protected_environments.*.allow_self_approval" else "false"

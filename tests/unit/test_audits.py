@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mesh_dagster.core.audits import audit_query, check_audit_refs
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.macros import MacroRegistry
-from mesh_dagster.core.model import Audit, AuditRef, KindName, Model, ModelKind
-from mesh_dagster.core.renderer import RenderContext
+from mesh_dagster.core.macros.user import MacroRegistry
+from mesh_dagster.core.models.kinds import KindName, ModelKind
+from mesh_dagster.core.models.model import Audit, AuditRef, Model
+from mesh_dagster.core.project.audits import audit_query, check_audit_refs
+from mesh_dagster.core.sql.renderer import RenderContext
 
 EMPTY = MacroRegistry()
 CTX = RenderContext(this_model="mesh__db.db__m__1")
@@ -94,8 +95,8 @@ def test_good_attachments_pass_the_load_check() -> None:
 def test_a_single_string_argument_keeps_its_escapes_from_the_model_file() -> None:
     from pathlib import Path
 
-    from mesh_dagster.core.config import ModelDefaults
-    from mesh_dagster.core.model_reader import read_model_file
+    from mesh_dagster.core.config.config import ModelDefaults
+    from mesh_dagster.core.project.model_reader import read_model_file
 
     text = ("MODEL (name db.m, kind FULL,\n"
             "  audits (accepted_values(column := x, is_in := 'it\\'s')));\n"
@@ -106,7 +107,7 @@ def test_a_single_string_argument_keeps_its_escapes_from_the_model_file() -> Non
 
 
 def test_audit_defaults_keep_string_escapes_and_refuse_unnamed_items() -> None:
-    from mesh_dagster.core.model_reader import read_audit_file
+    from mesh_dagster.core.project.model_reader import read_audit_file
 
     [audit] = read_audit_file("AUDIT (name no_value, defaults (bad := 'it\\'s'));\n"
                               "SELECT * FROM @this_model WHERE x = @bad", "audits/a.sql")

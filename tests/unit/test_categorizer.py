@@ -1,16 +1,17 @@
 import pytest
 from sqlglot import parse_one
 
-from mesh_dagster.core.categorizer import (
+from mesh_dagster.core.models.kinds import KindName, ModelKind
+from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.plan.categorizer import (
     categorize_direct,
     categorize_indirect,
     downstream_category,
     only_projection_additions,
     text_diff,
 )
-from mesh_dagster.core.model import KindName, Model, ModelKind
-from mesh_dagster.core.snapshot import ChangeCategory as C
-from mesh_dagster.core.snapshot import Snapshot, SnapshotFingerprint, hash_values
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
+from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotFingerprint, hash_values
 
 
 def adds(old: str, new: str) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mesh_dagster.core.config import SparkConnectionConfig
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.connect_server import (
     INFO_FILE,

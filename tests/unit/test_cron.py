@@ -2,7 +2,7 @@ from datetime import datetime
 
 import pytest
 
-from mesh_dagster.core.cron import (
+from mesh_dagster.core.time.cron import (
     IntervalUnit,
     cron_floor,
     cron_floor_ms,
@@ -13,7 +13,7 @@ from mesh_dagster.core.cron import (
     interval_unit,
     validate_cron,
 )
-from mesh_dagster.core.dates import MS_PER_DAY, UTC, to_ms
+from mesh_dagster.core.time.dates import MS_PER_DAY, UTC, to_ms
 
 
 def utc(*args: int) -> datetime:

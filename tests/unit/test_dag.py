@@ -1,6 +1,6 @@
 import pytest
 
-from mesh_dagster.core.dag import DAG, CycleError
+from mesh_dagster.core.project.dag import DAG, CycleError
 
 
 def test_sorted_parents_first():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mesh_dagster.core.dag import DAG, CycleError
+from mesh_dagster.core.project.dag import DAG, CycleError
 
 
 def test_last_ready_model_goes_first_and_ties_start_by_name():

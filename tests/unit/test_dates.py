@@ -2,7 +2,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from mesh_dagster.core.dates import (
+from mesh_dagster.core.time.dates import (
     MS_PER_DAY,
     UTC,
     add_months,
@@ -228,8 +228,8 @@ def test_add_months_clamps_and_crosses_years():
 def test_date_errors_are_mesh_errors_and_value_errors():
     # A MeshError so the CLI shows one line (a bad --start was a traceback); a ValueError so the
     # loaders that add the file and line of a bad `start:` keep catching it.
-    from mesh_dagster.core.dates import DateError
     from mesh_dagster.core.errors import MeshError
+    from mesh_dagster.core.time.dates import DateError
 
     with pytest.raises(DateError) as e:
         to_ms("yesterdayish")
@@ -247,7 +247,7 @@ def test_date_errors_are_mesh_errors_and_value_errors():
     ],
 )
 def test_a_well_shaped_but_impossible_date_says_which_part_is_wrong(text, reason):
-    from mesh_dagster.core.dates import DateError
+    from mesh_dagster.core.time.dates import DateError
 
     with pytest.raises(DateError) as e:
         to_ms(text)
@@ -256,7 +256,7 @@ def test_a_well_shaped_but_impossible_date_says_which_part_is_wrong(text, reason
 
 
 def test_time_range_is_start_and_exclusive_end():
-    from mesh_dagster.core.dates import time_range
+    from mesh_dagster.core.time.dates import time_range
 
     assert time_range("2020-01-01", "2020-01-01") == (JAN1_MS, JAN1_MS + MS_PER_DAY)  # the end's whole day
     assert time_range("2020-01-01", JAN1_MS + 1) == (JAN1_MS, JAN1_MS + 1)
@@ -273,7 +273,7 @@ def test_time_range_is_start_and_exclusive_end():
     ],
 )
 def test_time_range_refuses_an_empty_or_reversed_range(start, end, message):
-    from mesh_dagster.core.dates import DateError, time_range
+    from mesh_dagster.core.time.dates import DateError, time_range
 
     with pytest.raises(DateError) as e:
         time_range(start, end)

@@ -1,10 +1,10 @@
-"""core/display.py: user text shown, never obeyed (control characters and bidi controls as escapes)."""
+"""core/config/display.py: user text shown, never obeyed (control characters and bidi controls as escapes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mesh_dagster.core.display import markdown_code, markdown_fence, printable, printable_line
+from mesh_dagster.core.config.display import markdown_code, markdown_fence, printable, printable_line
 
 
 @pytest.mark.parametrize(("text", "shown"), [

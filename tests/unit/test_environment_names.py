@@ -2,9 +2,8 @@
 
 import pytest
 
-from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.names import MAX_DATABASE_NAME as MAX_SCHEMA_NAME
-from mesh_dagster.core.snapshot import (
+from mesh_dagster.core.config.names import MAX_DATABASE_NAME as MAX_SCHEMA_NAME
+from mesh_dagster.core.config.names import (
     EnvironmentNameError,
     check_environment_fits,
     environment_spelling_notice,
@@ -12,6 +11,7 @@ from mesh_dagster.core.snapshot import (
     view_name,
     view_schema,
 )
+from mesh_dagster.core.errors import PlanError
 
 
 @pytest.mark.parametrize(
@@ -96,8 +96,8 @@ def test_every_plan_refuses_an_environment_the_metastore_cannot_hold(tmp_path):
     """Checked inside build_plan, so Dagster's materialize/promote paths refuse it too."""
     from project_builder import write_project
 
-    from mesh_dagster.core.plan import build_plan
-    from mesh_dagster.core.project import load_project
+    from mesh_dagster.core.plan.plan import build_plan
+    from mesh_dagster.core.project.project import load_project
     from mesh_dagster.state.store import StateStore
 
     root = write_project(tmp_path / "p", {"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 1 AS x\n"})

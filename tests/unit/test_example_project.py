@@ -3,7 +3,7 @@
 from datetime import date
 from pathlib import Path
 
-from mesh_dagster.core.project import load_project
+from mesh_dagster.core.project.project import load_project
 from mesh_dagster.scaffold.init import init_project
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "example_project"

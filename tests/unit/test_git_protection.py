@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mesh_dagster.core.config import load_config
 from mesh_dagster.core.errors import ConfigError
+from mesh_dagster.core.project.config_file import load_config
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -2,9 +2,9 @@ import time
 
 import pytest
 
-from mesh_dagster.core.cron import IntervalUnit
-from mesh_dagster.core.dates import MS_PER_DAY, MS_PER_HOUR, to_ds, to_ms
-from mesh_dagster.core.intervals import (
+from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.core.time.dates import MS_PER_DAY, MS_PER_HOUR, to_ds, to_ms
+from mesh_dagster.core.time.intervals import (
     batch,
     compute_missing,
     expand_range,

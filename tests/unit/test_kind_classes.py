@@ -17,10 +17,8 @@ import pytest
 from project_builder import record_plan, write_project
 from pydantic import ValidationError
 
-from mesh_dagster.core import project as project_module
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.fingerprint import build_snapshots
-from mesh_dagster.core.kinds import (
+from mesh_dagster.core.models.kinds import (
     KIND_CLASSES,
     BaseKind,
     EmbeddedKind,
@@ -37,10 +35,12 @@ from mesh_dagster.core.kinds import (
     SeedKind,
     ViewKind,
 )
-from mesh_dagster.core.model import Model
-from mesh_dagster.core.plan import build_plan
-from mesh_dagster.core.project import load_project
-from mesh_dagster.core.snapshot import Snapshot
+from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.plan.plan import build_plan
+from mesh_dagster.core.project import project as project_module
+from mesh_dagster.core.project.project import load_project
+from mesh_dagster.core.snapshots.fingerprint import build_snapshots
+from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.state.store import StateStore
 
 FILES = {

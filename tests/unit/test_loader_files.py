@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from project_builder import CONFIG, write_project
 
+from mesh_dagster.core.config.files import decode_text
 from mesh_dagster.core.errors import ConfigError, ModelError
-from mesh_dagster.core.files import decode_text
-from mesh_dagster.core.fingerprint import build_snapshots
-from mesh_dagster.core.project import load_project
+from mesh_dagster.core.project.project import load_project
+from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 
 BOM = b"\xef\xbb\xbf"
 FILES = {

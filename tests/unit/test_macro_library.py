@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 
 from mesh_dagster.core.errors import MacroError, ModelError
-from mesh_dagster.core.macros import MacroEvaluator, MacroRegistry, discovering_dependencies
-from mesh_dagster.core.model import KindName, Model, ModelKind
-from mesh_dagster.core.renderer import RenderContext, output_columns, render_sql
+from mesh_dagster.core.macros.evaluator import MacroEvaluator
+from mesh_dagster.core.macros.syntax import discovering_dependencies
+from mesh_dagster.core.macros.user import MacroRegistry
+from mesh_dagster.core.models.kinds import KindName, ModelKind
+from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.sql.renderer import RenderContext, output_columns, render_sql
 
 EMPTY = MacroRegistry()
 SCHEMAS: dict[str, dict[str, str | None]] = {
@@ -82,7 +85,7 @@ def test_query_macros_as_the_query_of_models_in_a_project(tmp_path: Path) -> Non
     """A model's query may be a query macro; its parents are found before their columns are known."""
     from project_builder import write_project
 
-    from mesh_dagster.core.project import load_project
+    from mesh_dagster.core.project.project import load_project
 
     root = write_project(tmp_path / "p", {
         "models/a.sql": "MODEL (name s.a, kind FULL, columns (id INT, v STRING));\nSELECT 1 AS id, 'x' AS v\n",

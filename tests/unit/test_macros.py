@@ -9,9 +9,13 @@ import pytest
 from sqlglot import exp
 
 from mesh_dagster.core.errors import MacroError, ModelError
-from mesh_dagster.core.macros import SQL, MacroEvaluator, MacroRegistry, load_macros, macro, temporal_locals
-from mesh_dagster.core.model import KindName, Model, ModelKind
-from mesh_dagster.core.renderer import RenderContext, render_sql, render_statements
+from mesh_dagster.core.macros.coercion import SQL
+from mesh_dagster.core.macros.evaluator import MacroEvaluator
+from mesh_dagster.core.macros.syntax import temporal_locals
+from mesh_dagster.core.macros.user import MacroRegistry, load_macros, macro
+from mesh_dagster.core.models.kinds import KindName, ModelKind
+from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.sql.renderer import RenderContext, render_sql, render_statements
 
 EMPTY = MacroRegistry()
 JAN1 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -450,7 +454,7 @@ def test_import_mesh_dagster_stays_cheap_and_exports_macro() -> None:
     import sys
 
     code = ("import sys, mesh_dagster; assert 'sqlglot' not in sys.modules; "
-            "from mesh_dagster import macro; from mesh_dagster.core.macros import macro as m; assert macro is m")
+            "from mesh_dagster import macro; from mesh_dagster.core.macros.user import macro as m; assert macro is m")
     root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
 
@@ -513,8 +517,8 @@ def test_star_over_a_parent_with_declared_columns_loads_in_a_project(tmp_path: P
     """Dependencies are found before any model's columns are known: @STAR must not fail then."""
     from project_builder import write_project
 
-    from mesh_dagster.core.project import load_project
-    from mesh_dagster.core.renderer import RenderContext, render_sql
+    from mesh_dagster.core.project.project import load_project
+    from mesh_dagster.core.sql.renderer import RenderContext, render_sql
 
     root = write_project(tmp_path / "p", {
         "models/parent.sql": "MODEL (name s.parent, kind FULL, columns (id INT, name STRING));\n"

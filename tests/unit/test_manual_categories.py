@@ -11,7 +11,7 @@ from project_builder import CONFIG, record_plan, write_project
 
 from mesh_dagster.cli.main import cli
 from mesh_dagster.context import Context
-from mesh_dagster.core.snapshot import ChangeCategory as C
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
 
 MODEL = """MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2020-01-01');
 SELECT 1 AS a, CAST('2020-01-01' AS DATE) AS ds

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from mesh_dagster.core.config import ModelDefaults
+from mesh_dagster.core.config.config import ModelDefaults
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.model import KindName
-from mesh_dagster.core.model_reader import read_audit_file, read_model_file
+from mesh_dagster.core.models.kinds import KindName
+from mesh_dagster.core.project.model_reader import read_audit_file, read_model_file
 
 INCREMENTAL = """MODEL (
   name sqlmesh_example.incremental_model,
@@ -145,7 +145,7 @@ def test_a_models_own_attachment_wins_over_the_default() -> None:
 
 
 def test_unreadable_default_audit_is_a_value_error_naming_it() -> None:
-    from mesh_dagster.core.model_reader import default_audit_refs
+    from mesh_dagster.core.project.model_reader import default_audit_refs
 
     with pytest.raises(ValueError, match=r"cannot read the audit 'not_null\(\(a\)\)'"):
         default_audit_refs(("not_null((a))",))

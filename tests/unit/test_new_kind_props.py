@@ -12,19 +12,18 @@ from project_builder import CONFIG, write_project
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.fingerprint import hash_values
-from mesh_dagster.core.kinds import (
+from mesh_dagster.core.models.kinds import (
     FullKind,
     IncrementalByPartitionKind,
     IncrementalByTimeRangeKind,
     IncrementalByUniqueKeyKind,
     IncrementalUnmanagedKind,
 )
-from mesh_dagster.core.merge import Upsert
-from mesh_dagster.core.model import Model
-from mesh_dagster.core.project import load_project
-from mesh_dagster.core.snapshot import ChangeCategory as C
-from mesh_dagster.core.snapshot import Snapshot, SnapshotFingerprint
+from mesh_dagster.core.models.merge import Upsert
+from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.project.project import load_project
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
+from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotFingerprint, hash_values
 from mesh_dagster.execution.locking import describe_lock
 from tests.execution.fake_engine import FakeEngine
 
@@ -156,7 +155,7 @@ def _snapshot(model: Model) -> Snapshot:
 
 
 def _category(old: dict, new: dict, old_sql: str = "SELECT id, ds FROM s.src", new_sql: str | None = None):
-    from mesh_dagster.core.categorizer import categorize_direct
+    from mesh_dagster.core.plan.categorizer import categorize_direct
 
     def snapshot(settings: dict, sql: str) -> Snapshot:
         return _snapshot(Model(name="s.m", query=sql, **{"kind": FullKind(), **settings}))

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from project_builder import record_plan, write_project
 
-from mesh_dagster.core.environment import Environment
-from mesh_dagster.core.plan import Plan, build_plan
-from mesh_dagster.core.project import load_project
-from mesh_dagster.core.snapshot import ChangeCategory as C
+from mesh_dagster.core.plan.plan import Plan, build_plan
+from mesh_dagster.core.project.project import load_project
+from mesh_dagster.core.snapshots.environment import Environment
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
 from mesh_dagster.state.store import StateStore
 
 WHEN = "2020-01-05"

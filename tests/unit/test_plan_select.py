@@ -1,4 +1,4 @@
-"""Plans limited by --select-model and --backfill-model (core/selection.py), without Spark.
+"""Plans limited by --select-model and --backfill-model (core/plan/selected_changes.py), without Spark.
 
 Prod is recorded as applied (state only) before each test; then the project changes in four ways
 at once: s.a and s.d are edited (breaking), s.n is added, s.e is removed.
@@ -14,9 +14,9 @@ import pytest
 from project_builder import record_plan, write_project
 
 from mesh_dagster.core.errors import PlanError, SelectorError
-from mesh_dagster.core.plan import Plan, build_plan
-from mesh_dagster.core.project import load_project
-from mesh_dagster.core.snapshot import ChangeCategory as C
+from mesh_dagster.core.plan.plan import Plan, build_plan
+from mesh_dagster.core.project.project import load_project
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
 from mesh_dagster.state.store import StateStore
 
 WHEN = "2020-01-05"

@@ -11,12 +11,9 @@ from pathlib import Path
 import pytest
 from project_builder import record_plan, write_project
 
-from mesh_dagster.core.changes import ChangeSet, categorize_changes
-from mesh_dagster.core.dates import to_end_ms, to_ms
-from mesh_dagster.core.environment import Environment
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.fingerprint import build_snapshots
-from mesh_dagster.core.plan import (
+from mesh_dagster.core.plan.changes import ChangeSet, categorize_changes
+from mesh_dagster.core.plan.plan import (
     Base,
     build_plan,
     known_snapshots,
@@ -25,8 +22,11 @@ from mesh_dagster.core.plan import (
     resolve_base,
     validate_range,
 )
-from mesh_dagster.core.project import Project, load_project
-from mesh_dagster.core.snapshot import ChangeCategory as C
+from mesh_dagster.core.project.project import Project, load_project
+from mesh_dagster.core.snapshots.environment import Environment
+from mesh_dagster.core.snapshots.fingerprint import build_snapshots
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
+from mesh_dagster.core.time.dates import to_end_ms, to_ms
 from mesh_dagster.state.store import StateStore
 
 WHEN = "2020-01-05"

@@ -3,11 +3,11 @@
 import pytest
 from project_builder import record_plan, write_project
 
+from mesh_dagster.core.config.names import normalize_environment, view_name
 from mesh_dagster.core.errors import ModelError, PlanError
-from mesh_dagster.core.plan import build_plan
-from mesh_dagster.core.project import load_project
-from mesh_dagster.core.snapshot import ChangeCategory as C
-from mesh_dagster.core.snapshot import normalize_environment, view_name
+from mesh_dagster.core.plan.plan import build_plan
+from mesh_dagster.core.project.project import load_project
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
 from mesh_dagster.state.store import StateStore
 
 SEED = """

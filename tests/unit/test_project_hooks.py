@@ -12,17 +12,17 @@ import pytest
 import yaml
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.config import load_config
-from mesh_dagster.core.environment_statements import (
+from mesh_dagster.core.errors import ConfigError, EngineError, MeshError, ModelError
+from mesh_dagster.core.project.config_file import load_config
+from mesh_dagster.core.project.environment_statements import (
     EnvironmentNaming,
     EnvironmentStatementError,
     Stage,
     StatementSource,
     render_environment_statements,
 )
-from mesh_dagster.core.errors import ConfigError, EngineError, MeshError, ModelError
-from mesh_dagster.core.external_models import merge_entries, write_external_models
-from mesh_dagster.core.project import load_project
+from mesh_dagster.core.project.external_models import merge_entries, write_external_models
+from mesh_dagster.core.project.project import load_project
 from tests.execution.fake_engine import FakeEngine
 from tests.project_builder import CONFIG, write_project
 
@@ -32,7 +32,7 @@ MODELS = {
     "models/v.sql": "MODEL (name t.v, kind VIEW);\nSELECT id FROM s.b\n",
 }
 GRANTS = '''
-from mesh_dagster.core.macros import macro
+from mesh_dagster.core.macros.user import macro
 
 
 @macro()

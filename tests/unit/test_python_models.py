@@ -11,12 +11,12 @@ import pytest
 from project_builder import record_plan, write_project
 
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.fingerprint import build_snapshots
-from mesh_dagster.core.kinds import FullKind
-from mesh_dagster.core.plan import build_plan
-from mesh_dagster.core.project import load_project
-from mesh_dagster.core.snapshot import ChangeCategory as C
-from mesh_dagster.core.snapshot import SnapshotFingerprint
+from mesh_dagster.core.models.kinds import FullKind
+from mesh_dagster.core.plan.plan import build_plan
+from mesh_dagster.core.project.project import load_project
+from mesh_dagster.core.snapshots.fingerprint import build_snapshots
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
+from mesh_dagster.core.snapshots.snapshot import SnapshotFingerprint
 from mesh_dagster.state.store import StateStore
 
 CONFIG = """model_defaults:

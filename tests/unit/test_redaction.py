@@ -1,10 +1,10 @@
-"""core/redaction.py: which settings are secrets, and secrets inside URLs."""
+"""core/config/redaction.py: which settings are secrets, and secrets inside URLs."""
 
 from __future__ import annotations
 
 import pytest
 
-from mesh_dagster.core.redaction import is_secret_name, redact_settings, redact_text, shorten
+from mesh_dagster.core.config.redaction import is_secret_name, redact_settings, redact_text, shorten
 
 
 @pytest.mark.parametrize("name", [

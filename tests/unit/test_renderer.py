@@ -9,9 +9,10 @@ import pytest
 from sqlglot import exp
 
 from mesh_dagster.core.errors import MacroError, ModelError
-from mesh_dagster.core.macros import MacroRegistry
-from mesh_dagster.core.model import KindName, Model, ModelKind
-from mesh_dagster.core.renderer import (
+from mesh_dagster.core.macros.user import MacroRegistry
+from mesh_dagster.core.models.kinds import KindName, ModelKind
+from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.sql.renderer import (
     RenderContext,
     output_columns,
     referenced_tables,
@@ -283,7 +284,7 @@ def test_sqlglot_path_expands_plain_stars_as_the_fast_path_does(query: str) -> N
     """The fast path is an optimisation of sqlglot's expansion, not another meaning of `*`."""
     from sqlglot import parse_one
 
-    from mesh_dagster.core.columns import _expand_with_sqlglot, cte_queries, expand_stars
+    from mesh_dagster.core.sql.query_columns import _expand_with_sqlglot, cte_queries, expand_stars
 
     fast, slow = parse_one(query, read="spark"), parse_one(query, read="spark")
     expand_stars(fast, WIDE, cte_queries(fast))
@@ -335,7 +336,7 @@ def test_referenced_tables() -> None:
 
 
 def test_referenced_tables_of_a_user_macro(tmp_path) -> None:
-    from mesh_dagster.core.macros import load_macros
+    from mesh_dagster.core.macros.user import load_macros
 
     (tmp_path / "m.py").write_text("from mesh_dagster import macro\n\n@macro()\ndef src(evaluator):\n"
                                    "    return 'db.generated'\n")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mesh_dagster.core.config import load_config
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.model import KindName
-from mesh_dagster.core.project import load_project
+from mesh_dagster.core.models.kinds import KindName
+from mesh_dagster.core.project.config_file import load_config
+from mesh_dagster.core.project.project import load_project
 from mesh_dagster.scaffold import CLI_MODES, ENGINES, PROJECT_TYPES, check_engine, init_project, next_steps_message
 from mesh_dagster.testing import load_tests
 

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from project_builder import write_project
 
-from mesh_dagster.core.categorizer import categorize_direct
+from mesh_dagster.core.config.config import SchemaChangePolicy
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.kinds import ScdType2ByColumnKind, ScdType2ByTimeKind, SchemaChangePolicy
-from mesh_dagster.core.model import Model
-from mesh_dagster.core.project import Project, load_project
-from mesh_dagster.core.snapshot import ChangeCategory, Snapshot, SnapshotFingerprint
+from mesh_dagster.core.models.kinds import ScdType2ByColumnKind, ScdType2ByTimeKind
+from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.plan.categorizer import categorize_direct
+from mesh_dagster.core.project.project import Project, load_project
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot, SnapshotFingerprint
 
 EXTERNAL = ("- name: raw.menu\n  columns:\n    id: INT\n    name: STRING\n    price: DOUBLE\n"
             "    updated_at: TIMESTAMP\n    ds: DATE\n")

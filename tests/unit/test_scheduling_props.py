@@ -13,13 +13,13 @@ from click.testing import CliRunner
 from project_builder import record_plan, write_project
 
 from mesh_dagster.cli.main import cli
-from mesh_dagster.core.cron import IntervalUnit, cron_floor, cron_next, validate_cron_tz
-from mesh_dagster.core.dates import to_ms
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.intervals import compute_missing
-from mesh_dagster.core.plan import Plan, build_plan
-from mesh_dagster.core.project import load_project
-from mesh_dagster.core.snapshot import ChangeCategory as C
+from mesh_dagster.core.plan.plan import Plan, build_plan
+from mesh_dagster.core.project.project import load_project
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
+from mesh_dagster.core.time.cron import IntervalUnit, cron_floor, cron_next, validate_cron_tz
+from mesh_dagster.core.time.dates import to_ms
+from mesh_dagster.core.time.intervals import compute_missing
 from mesh_dagster.state.store import StateStore
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from project_builder import CONFIG, write_project
 
-from mesh_dagster.core.cache import ProjectCache
+from mesh_dagster.core.config.cache import ProjectCache
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.project import load_project
-from mesh_dagster.core.seeds import cast_check
+from mesh_dagster.core.models.seeds import cast_check
+from mesh_dagster.core.project.project import load_project
 
 CAST_CASES: list[tuple[str, str, bool]] = [
     ("INT", "1", True), ("INT", " 1 ", True), ("INT", "+1", True), ("INT", "-1", True), ("INT", "\t7\n", True),

@@ -1,4 +1,4 @@
-"""Model selectors (core/selectors.py): parsing, evaluation over a tagged graph, and every error."""
+"""Model selectors (core/plan/selectors.py): parsing, evaluation over a tagged graph, and every error."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.core.errors import PlanError, SelectorError
-from mesh_dagster.core.project import load_project
-from mesh_dagster.core.selectors import ModelIndex, Selector, select_models
+from mesh_dagster.core.plan.selectors import ModelIndex, Selector, select_models
+from mesh_dagster.core.project.project import load_project
 
 #   s.seed -> s.orders -> s.revenue -> m.metrics_daily
 #                     \-> m.test_orders
@@ -276,7 +276,7 @@ def test_with_upstream_and_with_downstream():
 def test_an_index_of_snapshots_selects_what_an_environment_has(tmp_path):
     from project_builder import record_plan
 
-    from mesh_dagster.core.plan import build_plan
+    from mesh_dagster.core.plan.plan import build_plan
     from mesh_dagster.execution.run import environment_snapshots, run_scope
     from mesh_dagster.state.store import StateStore
 

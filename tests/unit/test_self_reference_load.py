@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from project_builder import write_project
 
-from mesh_dagster.core.dates import to_ms
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.fingerprint import build_snapshots
-from mesh_dagster.core.plan import build_plan
-from mesh_dagster.core.project import load_project
+from mesh_dagster.core.plan.plan import build_plan
+from mesh_dagster.core.project.project import load_project
+from mesh_dagster.core.snapshots.fingerprint import build_snapshots
+from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.state.store import StateStore
 
 EXTERNAL = "- name: raw.events\n  columns:\n    ds: DATE\n    amount: INT\n"

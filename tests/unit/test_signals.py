@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from project_builder import write_project
 
-from mesh_dagster.core.backfills import ALL_TIME, Backfill
-from mesh_dagster.core.dates import to_ms
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.fingerprint import build_snapshots
-from mesh_dagster.core.project import Project, load_project
-from mesh_dagster.core.signals import USER_SIGNALS_PACKAGE, SignalError
+from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
+from mesh_dagster.core.project.project import Project, load_project
+from mesh_dagster.core.project.signals import USER_SIGNALS_PACKAGE, SignalError
+from mesh_dagster.core.snapshots.fingerprint import build_snapshots
+from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.execution.events import LogLines
 from mesh_dagster.execution.readiness import Readiness, check_readiness
 from tests.unit import signal_calls

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mesh_dagster.core.errors import UnitTestError
-from mesh_dagster.core.project import load_project
+from mesh_dagster.core.project.project import load_project
 from mesh_dagster.scaffold import init_project
 from mesh_dagster.testing import load_tests
 from mesh_dagster.testing.definition import parse_csv
@@ -301,7 +301,7 @@ def test_duplicate_test_name_in_one_file(project_dir: Path) -> None:
           model: sqlmesh_example.full_model
           outputs: {query: []}
     """)
-    # The one YAML loader of project files refuses any duplicate key (core/files.py).
+    # The one YAML loader of project files refuses any duplicate key (core/config/files.py).
     assert str(error).startswith("tests/test_extra.yaml:4: Invalid YAML: duplicate key 'test_a' (first on line 1)")
 
 

@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 import pytest
 
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.macros import MacroRegistry
-from mesh_dagster.core.model import KindName, Model, ModelKind
-from mesh_dagster.core.renderer import RenderContext, render_audit
-from mesh_dagster.core.time_column import TimeColumnError, check_time_column, interval_bounds
+from mesh_dagster.core.macros.user import MacroRegistry
+from mesh_dagster.core.models.kinds import KindName, ModelKind
+from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.sql.renderer import RenderContext, render_audit
+from mesh_dagster.core.time.time_column import TimeColumnError, check_time_column, interval_bounds
 
 JAN1 = datetime(2020, 1, 1, tzinfo=UTC)
 JAN3 = datetime(2020, 1, 3, tzinfo=UTC)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from mesh_dagster.core.errors import MacroError
-from mesh_dagster.core.macros import MacroRegistry, load_macros
-from mesh_dagster.core.model import KindName, Model, ModelKind
-from mesh_dagster.core.renderer import RenderContext, render_sql
+from mesh_dagster.core.macros.user import MacroRegistry, load_macros
+from mesh_dagster.core.models.kinds import KindName, ModelKind
+from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.sql.renderer import RenderContext, render_sql
 
 # `from __future__ import annotations` makes every annotation a string: they must still resolve.
 TYPED_MACROS = '''
@@ -257,7 +258,7 @@ def test_keyword_arguments_and_defaults(macros: MacroRegistry) -> None:
 
 def test_sql_is_importable_from_the_package() -> None:
     from mesh_dagster import SQL
-    from mesh_dagster.core.macros import SQL as CoreSQL
+    from mesh_dagster.core.macros.coercion import SQL as CoreSQL
 
     assert SQL is CoreSQL
 

@@ -1,0 +1,453 @@
+"""Project configuration (`config.yaml`).
+
+The embedded default needs no configuration at all: local Spark with a Hive catalog inside the
+project's `.mesh/` folder and a SQLite state file beside it. Teams switch either half by
+pointing `connection.remote`/`master` at their Spark and `state_connection` at Postgres.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator
+
+from mesh_dagster.core.config.connections import (
+    GatewayConfig,
+    Loc,
+    StateConnectionConfig,
+    Strict,
+    connection_refusals,
+    state_connection_refusals,
+)
+from mesh_dagster.core.config.files import compose_yaml, load_yaml, read_text
+from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
+from mesh_dagster.core.config.redaction import redact_text
+from mesh_dagster.core.config.statements import check_statement
+from mesh_dagster.core.config.types import check_dialect, check_storage_format
+from mesh_dagster.core.errors import ConfigError
+from mesh_dagster.core.time.cron import IntervalUnit, validate_cron, validate_cron_tz
+from mesh_dagster.core.time.dates import parse_ttl, to_datetime
+
+CONFIG_FILES = ("config.yaml", "config.yml")
+
+
+class SchemaChangePolicy(str, Enum):
+    """What a plan or run does when a kept table's schema must change (`on_destructive_change`,
+    `on_additive_change`): refuse, warn and go on, go on, or go on without touching the table."""
+
+    ERROR = "error"
+    WARN = "warn"
+    ALLOW = "allow"
+    IGNORE = "ignore"
+
+
+class ModelDefaults(Strict):
+    dialect: str = "spark"
+    start: str | None = None
+    cron: str = "@daily"
+    cron_tz: str | None = None
+    interval_unit: str | None = None
+    allow_partials: bool = False
+    owner: str | None = None
+    storage_format: str | None = None
+    # Audits attached to every model that holds data, written like a model's `audits` entries.
+    audits: list[str] = Field(default_factory=list)
+    # Schema-change policies of every incremental model that does not set its own.
+    on_destructive_change: SchemaChangePolicy | None = None
+    on_additive_change: SchemaChangePolicy | None = None
+
+    @field_validator("start", mode="before")
+    @classmethod
+    def _stringify_start(cls, value: Any) -> Any:
+        # YAML turns `start: 2020-01-01` into a date object.
+        return None if value is None else str(value)
+
+    @field_validator("start")
+    @classmethod
+    def _check_start(cls, value: str | None) -> str | None:
+        if value is not None:
+            to_datetime(value)  # ValueError names the value and what is accepted
+        return value
+
+    @field_validator("on_destructive_change", "on_additive_change", mode="before")
+    @classmethod
+    def _lower_policy(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("cron")
+    @classmethod
+    def _check_cron(cls, value: str) -> str:
+        return validate_cron(value)
+
+    @field_validator("cron_tz")
+    @classmethod
+    def _check_cron_tz(cls, value: str | None) -> str | None:
+        return None if value is None else validate_cron_tz(value)
+
+    @field_validator("interval_unit")
+    @classmethod
+    def _check_interval_unit(cls, value: str | None) -> str | None:
+        return None if value is None else IntervalUnit.parse(value).value
+
+    @field_validator("dialect")
+    @classmethod
+    def _check_dialect(cls, value: str) -> str:
+        return check_dialect(value)
+
+    @field_validator("storage_format")
+    @classmethod
+    def _check_storage_format(cls, value: str | None) -> str | None:
+        return None if value is None else check_storage_format(value)
+
+
+
+
+CategorizeMode = Literal["full", "semi", "off"]
+
+
+class AutoCategorize(Strict):
+    """Per kind of source: `full` categorizes every directly modified model automatically, `semi`
+    asks when the change could not be proven non-breaking, `off` always asks."""
+
+    sql: CategorizeMode = "full"
+    python: CategorizeMode = "full"
+    seed: CategorizeMode = "full"
+    external: CategorizeMode = "full"
+
+    @field_validator("sql", "python", "seed", "external", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        # YAML reads a bare `off` as false.
+        if value is False:
+            return "off"
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class PlanDefaults(Strict):
+    include_unmodified: bool = False
+    no_prompts: bool = False
+    auto_apply: bool = False
+    forward_only: bool = False
+    auto_categorize_changes: AutoCategorize = Field(default_factory=AutoCategorize)
+
+
+class ProtectedEnvironment(Strict):
+    """An environment changed only by approved plans (core/plan/review.py)."""
+
+    approvers: list[str] = Field(default_factory=list)  # identities (MESH_USER / git e-mail / OS user)
+    allow_self_approval: bool = False
+
+    @field_validator("approvers")
+    @classmethod
+    def _check_approvers(cls, value: list[str]) -> list[str]:
+        blank = [a for a in value if not str(a).strip()]
+        if blank:
+            raise ValueError("an approver cannot be empty")
+        return [str(a).strip() for a in value]
+
+
+NOTIFICATION_EVENTS = ("plan_pending", "plan_approved", "plan_rejected", "plan_cancelled", "plan_applied",
+                       "plan_failed", "plan_superseded", "run_failed")
+
+
+class NotificationTarget(Strict):
+    """A webhook that receives a small JSON body for each of its `events` (all of them by default)."""
+
+    type: str = "webhook"
+    url: str
+    events: list[str] = Field(default_factory=lambda: list(NOTIFICATION_EVENTS))
+
+    @field_validator("type")
+    @classmethod
+    def _check_type(cls, value: str) -> str:
+        if value != "webhook":
+            raise ValueError(f"notification target type '{value}' is not supported: only webhook")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", value.strip()):
+            raise ValueError(f"'{redact_text(value)}' is not an http(s) URL")
+        return value.strip()
+
+    @field_validator("events")
+    @classmethod
+    def _check_events(cls, value: list[str]) -> list[str]:
+        unknown = [e for e in value if e not in NOTIFICATION_EVENTS]
+        if unknown:
+            raise ValueError(f"unknown event(s) {', '.join(unknown)}; known: {', '.join(NOTIFICATION_EVENTS)}")
+        return value
+
+    def wants(self, event: str) -> bool:
+        return event in self.events
+
+
+class GitWatchConfig(Strict):
+    """A git repository whose pushes become plans (the Dagster git sensor, dagster/git_sensor.py)."""
+
+    repo: str  # a local repository or a bare one people push to, relative to the project
+    branches: list[str] = Field(default_factory=lambda: ["*"])  # fnmatch patterns of branches to watch
+    protected: list[str] = Field(default_factory=lambda: ["main"])  # their pushes make a pending plan for prod
+    project_path: str = "."  # where the project lives inside the repository
+    tick_timeout_s: float = Field(30.0, gt=0)  # a sensor tick never takes longer than this
+
+    def repo_path(self, project_dir: Path) -> Path:
+        path = Path(self.repo).expanduser()
+        return path if path.is_absolute() else (project_dir / path).resolve()
+
+
+# -- the Dagster instance `mesh ui` runs on (dagster/ui.py writes its dagster.yaml) -------------
+
+
+class DagsterStorageConfig(Strict):
+    """Where `mesh ui`'s Dagster instance keeps runs, the event log and schedules: SQLite files in
+    `.mesh/dagster/` (the default, one person), or a Postgres database a team shares."""
+
+    type: Literal["sqlite", "postgres"] = "sqlite"
+    host: str = "127.0.0.1"
+    port: int = Field(default=5432, ge=1, le=65535)
+    database: str | None = None
+    user: str = "postgres"
+    # The NAME of an environment variable holding the password: dagster.yaml refers to it
+    # (`password: {env: NAME}`), so no secret is written to disk.
+    password_env: str | None = None
+    # Asset events Dagster writes per statement (DAGSTER_EVENT_BATCH_SIZE); Postgres only, 0 = off.
+    event_batch_size: int = Field(default=1000, ge=0)
+
+    @field_validator("password_env")
+    @classmethod
+    def _check_env_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(f"'{value}' is not an environment variable name (the password itself never goes here)")
+        return value
+
+
+class DagsterConfig(Strict):
+    storage: DagsterStorageConfig = Field(default_factory=DagsterStorageConfig)
+
+
+_DAGSTER_POSTGRES_ONLY = ("host", "port", "database", "user", "password_env", "event_batch_size")
+
+
+def _dagster_refusals(config: DagsterConfig) -> list[tuple[Loc, str]]:
+    storage, loc = config.storage, ("dagster", "storage")
+    given = storage.model_fields_set
+    if storage.type == "sqlite":
+        for key in _DAGSTER_POSTGRES_ONLY:
+            if key in given:
+                return [(loc + (key,), "applies to `type: postgres` only (the sqlite instance lives in "
+                                       ".mesh/dagster/)")]
+    elif not storage.database:
+        return [(loc + ("database",), "`type: postgres` needs the database holding Dagster's runs and events")]
+    return []
+
+
+class ProjectConfig(Strict):
+    gateways: dict[str, GatewayConfig] = Field(default_factory=lambda: {"local": GatewayConfig()})
+    default_gateway: str | None = None
+    model_defaults: ModelDefaults = Field(default_factory=ModelDefaults)
+    variables: dict[str, Any] = Field(default_factory=dict)
+    snapshot_ttl: str = "in 1 week"
+    environment_ttl: str = "in 1 week"
+    pinned_environments: list[str] = Field(default_factory=list)
+    default_target_environment: str = "prod"
+    plan: PlanDefaults = Field(default_factory=PlanDefaults)
+    state_connection: StateConnectionConfig | None = None
+    # Parsed so that `linter: {enabled: false}` stays valid; anything that asks for linting is refused.
+    linter: dict[str, Any] = Field(default_factory=dict)
+    # SQL (macros allowed) run at the start / end of every apply and run: core/project/environment_statements.py.
+    before_all: list[str] = Field(default_factory=list)
+    after_all: list[str] = Field(default_factory=list)
+    # Environments whose plans wait for an approver (opt-in: the quickstart applies prod directly).
+    protected_environments: dict[str, ProtectedEnvironment] = Field(default_factory=dict)
+    notification_targets: list[NotificationTarget] = Field(default_factory=list)
+    git: GitWatchConfig | None = None
+    dagster: DagsterConfig = Field(default_factory=DagsterConfig)
+
+    @field_validator("protected_environments", mode="before")
+    @classmethod
+    def _protected_names(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        try:
+            return {normalize_environment(str(k)): ({} if v is None else v) for k, v in value.items()}
+        except EnvironmentNameError as e:
+            raise ValueError(str(e)) from None
+
+    @field_validator("snapshot_ttl", "environment_ttl")
+    @classmethod
+    def _check_ttl(cls, value: str) -> str:
+        parse_ttl(value)
+        return value
+
+    @field_validator("default_target_environment")
+    @classmethod
+    def _check_environment(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name an environment, e.g. prod or dev")
+        return value
+
+    def gateway(self, name: str | None = None) -> GatewayConfig:
+        name = name or self.default_gateway or next(iter(self.gateways), None)
+        if name is None:
+            return GatewayConfig()
+        if name not in self.gateways:
+            raise ConfigError(f"Unknown gateway '{name}'. Known: {', '.join(self.gateways)}")
+        return self.gateways[name]
+
+    def state_connection_for(self, gateway: str | None = None) -> StateConnectionConfig:
+        return self.gateway(gateway).state_connection or self.state_connection or StateConnectionConfig()
+
+    def protection(self, environment: str) -> ProtectedEnvironment | None:
+        """The rules of a protected environment (None: plans apply directly)."""
+        return self.protected_environments.get(environment)
+
+    def statements(self, key: str) -> list[str]:
+        """The `before_all` or `after_all` entries."""
+        return list(self.before_all if key == "before_all" else self.after_all)
+
+    def variables_for(self, gateway: str | None = None) -> dict[str, Any]:
+        return {**{k.lower(): v for k, v in self.variables.items()},
+                **{k.lower(): v for k, v in self.gateway(gateway).variables.items()}}
+
+
+_ENV_VAR = re.compile(r"\{\{\s*env_var\(\s*['\"]([^'\"]+)['\"]\s*(?:,\s*['\"]([^'\"]*)['\"]\s*)?\)\s*\}\}")
+
+
+def _expand_env_vars(text: str) -> str:
+    """Support `{{ env_var('NAME', 'default') }}` like SQLMesh's templated YAML."""
+    return _ENV_VAR.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), text)
+
+
+def find_config_file(project_dir: Path) -> Path | None:
+    for name in CONFIG_FILES:
+        path = project_dir / name
+        if path.is_file():
+            return path
+    return None
+
+
+def read_config(project_dir: Path) -> ProjectConfig:
+    """Read and validate config.yaml: every key is honoured, or refused with its file and line.
+
+    All but `model_defaults.audits`, which reads like a model's audits: the project layer's
+    `load_config` checks those too (`core/project/config_file.py`)."""
+    path = find_config_file(project_dir)
+    if path is None:
+        raise ConfigError(f"No config.yaml found in {project_dir}. Run `mesh init spark` to create a project.")
+    shown = path.name  # errors name the file as the user sees it in the project
+    text = _expand_env_vars(read_text(path, shown, ConfigError))
+    try:
+        raw = load_yaml(text) or {}
+    except yaml.YAMLError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        raise ConfigError(
+            f"Invalid YAML: {getattr(e, 'problem', e)}", shown, line + 1 if line is not None else None
+        ) from None
+    if not isinstance(raw, dict):
+        raise ConfigError("The configuration must be a mapping", shown, 1)
+    try:
+        config = ProjectConfig.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ConfigError(_describe(err), shown, line_of(text, err["loc"])) from None
+    for loc, message in _refusals(config):
+        raise ConfigError(f"{'.'.join(map(str, loc))}: {message}", shown, line_of(text, loc))
+    return config
+
+
+def _describe(err: Mapping[str, Any]) -> str:
+    """pydantic's error as `dotted.key: what is wrong`."""
+    loc = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        return f"{loc}: unknown setting"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {message}"
+
+
+
+
+def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
+    """Settings that parse but that mesh_dagster cannot honour (the first one is reported)."""
+    out: list[tuple[Loc, str]] = []
+    if config.linter and config.linter != {"enabled": False}:
+        out.append((("linter",), "linting is not supported by mesh_dagster yet (only `enabled: false` is accepted)"))
+    if config.default_gateway is not None and config.default_gateway not in config.gateways:
+        out.append((("default_gateway",), f"unknown gateway '{config.default_gateway}'. "
+                                          f"Known: {', '.join(config.gateways) or 'none'}"))
+    out += _variable_clashes(config.variables, ("variables",))
+    out += _statement_refusals(config)
+    out += _dagster_refusals(config.dagster)
+    out += _git_refusals(config)
+    if config.state_connection is not None:
+        out += state_connection_refusals(config.state_connection, ("state_connection",))
+    for name, gateway in config.gateways.items():
+        out += _variable_clashes(gateway.variables, ("gateways", name, "variables"))
+        out += connection_refusals(gateway.connection, ("gateways", name, "connection"))
+        if gateway.state_connection is not None:
+            out += state_connection_refusals(gateway.state_connection, ("gateways", name, "state_connection"))
+    return out
+
+
+def _git_refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
+    """A protected branch deploys prod through a reviewed plan only: prod must then be a protected
+    environment (its approvers decide), or a push would be applied unreviewed."""
+    git = config.git
+    if git is None or not git.protected or config.protection(PROD) is not None:
+        return []
+    loc: Loc = ("git", "protected") if "protected" in git.model_fields_set else ("git",)
+    branches = ", ".join(git.protected)
+    return [(loc, f"pushes to {branches} plan prod for review, but protected_environments does not list prod, so "
+                  f"they would be applied unreviewed: add `protected_environments: {{prod: {{approvers: [...]}}}}`, "
+                  f"or set `git.protected: []` to deploy those pushes without review")]
+
+
+def _statement_refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
+    """`before_all` / `after_all` entries that cannot run: empty, or SQL that does not parse."""
+    out: list[tuple[Loc, str]] = []
+    for key in ("before_all", "after_all"):
+        for index, text in enumerate(config.statements(key)):
+            problem = check_statement(text, config.model_defaults.dialect)
+            if problem is not None:
+                out.append(((key, index), f"{problem}"))
+    return out
+
+
+def _variable_clashes(variables: dict[str, Any], loc: Loc) -> list[tuple[Loc, str]]:
+    """Variable names are case-insensitive: `A` and `a` would silently overwrite each other."""
+    seen: dict[str, str] = {}
+    for key in variables:
+        other = seen.setdefault(str(key).lower(), str(key))
+        if other != key:
+            return [(loc + (key,), f"clashes with '{other}' (variable names are case-insensitive)")]
+    return []
+
+
+def line_of(text: str, loc: Loc) -> int | None:
+    """1-based line of the YAML key at `loc` (a path of keys and list indexes), or of its closest
+    enclosing key that exists."""
+    try:
+        node = compose_yaml(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if str(k.value) == str(part)), None)
+            if match is None:
+                break
+            line = match[0].start_mark.line + 1
+            node = match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

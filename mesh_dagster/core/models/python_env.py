@@ -1,0 +1,457 @@
+"""The code a Python model runs, kept as source text: its function and everything the function uses.
+
+A snapshot must run the code it was planned with, long after its file changed (a prod `mesh run`
+while a dev edit is in progress) and in other processes (Dagster runs). So, like SQLMesh's
+`python_env`, the loader stores text rather than live objects: the model function; the functions,
+classes and global values of the project's own modules (the model's file, `macros/`) that it
+uses, recursively; and one import statement for each thing it takes from an installed library.
+Only what the function reaches is kept: editing an unrelated function of the same file changes
+nothing, editing anything it reaches changes the text, and so the model's data hash.
+
+Each piece keeps the file and line it was written at, so it is compiled at those lines and a
+traceback from a running model points into the user's file.
+
+The same walk notes the calls the model makes on its execution context with literal arguments:
+`resolve_table("schema.model")` (its dependencies) and `var("name")` (the variables it reads).
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import builtins
+import importlib
+import importlib.util
+import inspect
+import linecache
+import symtable
+import sys
+import textwrap
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from mesh_dagster.core.config.files import read_text
+from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.macros.user import USER_MACROS_PACKAGE
+from mesh_dagster.core.models.definition import relative_path
+
+USER_MODELS_PACKAGE = "mesh_user_models"
+_USER_PACKAGES = (USER_MACROS_PACKAGE, USER_MODELS_PACKAGE)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_MISSING: Any = object()
+# The namespace stored code runs in: a module name nothing can import, so that cloudpickle ships
+# the model's functions by value to Spark's Python workers (a UDF defined in a model works there).
+ENV_MODULE = "mesh_python_model"
+
+
+class Executable(BaseModel):
+    """One piece of stored code: an import, a global value's assignment, or a function/class."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["import", "value", "definition"]
+    text: str
+    path: str | None = None  # the project file it was written in (imports have none)
+    line: int = 1  # the line its text starts at in that file
+    lazy_annotations: bool = False  # its file has `from __future__ import annotations`
+
+
+class TableRead(BaseModel):
+    """A `resolve_table("schema.model")` call: a dependency of the model, and where it is read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str  # as written
+    path: str
+    line: int
+
+
+def is_user_module(name: str) -> bool:
+    """Whether a module is one of the project's (its macros or model files), not an installed one."""
+    return any(name == p or name.startswith(p + ".") for p in _USER_PACKAGES)
+
+
+def run_env(env: dict[str, Executable], file: Path | None = None) -> dict[str, Any]:
+    """Execute stored code in a fresh namespace (nothing is shared between runs), at its lines.
+
+    `file` becomes `__file__`: code that finds files beside it (`Path(__file__).parent`) looks in
+    the project it runs for."""
+    namespace: dict[str, Any] = {"__name__": ENV_MODULE, "__builtins__": builtins}
+    if file is not None:
+        namespace["__file__"] = str(file)
+    for piece in env.values():
+        filename = piece.path or "<mesh python model>"
+        flags = __future__.annotations.compiler_flag if piece.lazy_annotations else 0
+        code = compile("\n" * (piece.line - 1) + piece.text, filename, "exec", flags=flags, dont_inherit=True)
+        if piece.path:  # tracebacks show the stored text, even where the file is absent or changed
+            padded = ["\n"] * (piece.line - 1) + [line + "\n" for line in piece.text.splitlines()]
+            linecache.cache[filename] = (0, None, padded, filename)
+        exec(code, namespace)
+    return namespace
+
+
+# ---------------------------------------------------------------------------------------------
+# Building an env from live modules
+
+
+@dataclass
+class _Source:
+    """A project module as the builder reads it: its text, and what each top-level statement binds."""
+
+    module: types.ModuleType
+    path: str  # as shown to users (relative to the project)
+    lines: list[str]
+    bindings: dict[str, ast.stmt]
+    lazy_annotations: bool
+
+    def text(self, first: int, last: int, blank: list[ast.expr] | None = None) -> str:
+        """Lines `first..last`, with the lines of `blank` nodes inside them emptied (keeps the numbering)."""
+        lines = self.lines[first - 1:last]
+        for node in blank or []:
+            for number in range(max(node.lineno, first), min(node.end_lineno or node.lineno, last) + 1):
+                lines[number - first] = ""
+        return textwrap.dedent("\n".join(lines))
+
+
+@dataclass
+class EnvBuilder:
+    """Collects the code of one model function (see the module docstring).
+
+    `dropped` are the decorators left out of stored definitions (mesh_dagster's own `model` and
+    `macro`: they only mark functions for the loader).
+    """
+
+    root: Path
+    dropped: tuple[Callable, ...]
+    env: dict[str, Executable] = field(default_factory=dict)
+    reads: list[TableRead] = field(default_factory=list)
+    dynamic_reads: list[tuple[str, int]] = field(default_factory=list)  # resolve_table of a computed name
+    variables: set[str] = field(default_factory=set)
+    all_variables: bool = False  # var() of a computed name: any variable may be read
+    _origins: dict[str, tuple[str, int]] = field(default_factory=dict)
+    _sources: dict[str, _Source] = field(default_factory=dict)
+
+    def add_function(self, fn: Callable, module: types.ModuleType) -> ast.FunctionDef | ast.AsyncFunctionDef:
+        """Add a model function (found in `module`'s file) and what it uses; its definition node."""
+        source = self._source(module)
+        node = _function_node(source, fn)
+        if node is None:
+            raise ModelError(f"Cannot find the source of {fn.__name__} in {source.path}", source.path,
+                             fn.__code__.co_firstlineno)
+        self._add_definition(fn.__name__, node, source)
+        return node
+
+    # -- sources ---------------------------------------------------------------------------
+
+    def _source(self, module: types.ModuleType) -> _Source:
+        if module.__name__ not in self._sources:
+            file = Path(getattr(module, "__file__", "") or "")
+            shown = relative_path(file, self.root)
+            text = read_text(file, shown)
+            tree = ast.parse(text, shown)
+            self._sources[module.__name__] = _Source(module, shown, text.splitlines(), _bindings(tree),
+                                                     _has_lazy_annotations(tree))
+        return self._sources[module.__name__]
+
+    # -- names -----------------------------------------------------------------------------
+
+    def _resolve(self, name: str, source: _Source, line: int) -> None:
+        """Add what `name` means in `source`'s module, if it is a global of that module."""
+        if name.startswith("__") and name.endswith("__"):
+            return
+        binding = source.bindings.get(name)
+        value = vars(source.module).get(name, _MISSING)
+        if binding is None and value is _MISSING:
+            return  # a builtin, or a name of the function's own
+        if isinstance(binding, _DEFINITIONS):
+            self._add_definition(name, binding, source)
+        elif isinstance(binding, (ast.Import, ast.ImportFrom)):
+            self._add_import(name, binding, value, source)
+        elif isinstance(binding, (ast.Assign, ast.AnnAssign)):
+            self._add_statement(name, binding, source)
+        else:
+            self._add_value(name, value, source, line)
+
+    def _claim(self, name: str, origin: tuple[str, int], path: str, line: int) -> bool:
+        """Reserve `name` for the code written at `origin`; False when it is already there.
+
+        The stored code runs in one namespace, so two different things of one name cannot both be
+        used (a helper `fmt` of the model's file and another `fmt` of a macro file)."""
+        known = self._origins.get(name)
+        if known is None:
+            self._origins[name] = origin
+            return True
+        if known != origin:
+            raise ModelError(f"The model uses two different things named '{name}' ({known[0]}:{known[1]} and "
+                             f"{origin[0]}:{origin[1]}): rename one", path, line)
+        return False
+
+    def _put(self, name: str, piece: Executable) -> None:
+        self.env[name] = piece
+
+    def _add_definition(self, name: str, node: ast.stmt, source: _Source) -> None:
+        assert isinstance(node, _DEFINITIONS)
+        if not self._claim(name, (source.path, node.lineno), source.path, node.lineno):
+            return
+        dropped = [d for d in node.decorator_list if self._is_dropped(d, source)]
+        first = min([d.lineno for d in node.decorator_list if d not in dropped] + [node.lineno])
+        text = source.text(first, node.end_lineno or node.lineno, dropped)
+        self._walk(node, text, dropped, source)
+        self._put(name, Executable(kind="definition", text=text, path=source.path, line=first,
+                                   lazy_annotations=source.lazy_annotations))
+
+    def _add_statement(self, name: str, node: ast.Assign | ast.AnnAssign, source: _Source) -> None:
+        if not self._claim(name, (source.path, node.lineno), source.path, node.lineno):
+            return
+        text = source.text(node.lineno, node.end_lineno or node.lineno)
+        self._walk(node, text, [], source)
+        self._put(name, Executable(kind="value", text=text, path=source.path, line=node.lineno,
+                                   lazy_annotations=source.lazy_annotations))
+
+    def _add_import(self, name: str, node: ast.Import | ast.ImportFrom, value: Any, source: _Source) -> None:
+        alias = next(a for a in node.names if _bound_name(a, isinstance(node, ast.Import)) == name)
+        if isinstance(node, ast.ImportFrom) and node.level:
+            # Inside a folder of the project imported as a package (macros/, signals/), files import
+            # each other relatively (core/config/user_modules.py): what they import is project code, stored.
+            module = _relative_module(node, source.module)
+            if module is None or not is_user_module(module):
+                raise ModelError("Relative imports cannot be used by Python models: import from installed packages, "
+                                 "or define the helper in the model's file", source.path, node.lineno)
+            self._add_from_project(name, alias.name, module, source, node.lineno)
+            return
+        if isinstance(value, types.ModuleType) and is_user_module(value.__name__):
+            raise ModelError(f"'{name}' is a module of the project: import the functions the model uses from it "
+                             "by name (`from module import helper`)", source.path, node.lineno)
+        if isinstance(node, ast.ImportFrom) and node.module and is_user_module(node.module):
+            self._add_from_project(name, alias.name, node.module, source, node.lineno)
+            return
+        text = ast.unparse(ast.Import(names=[alias]) if isinstance(node, ast.Import)
+                           else ast.ImportFrom(module=node.module, names=[alias], level=0))
+        if self._claim(name, (text, 0), source.path, node.lineno):
+            self._put(name, Executable(kind="import", text=text))
+
+    def _add_from_project(self, name: str, original: str, module_name: str, source: _Source, line: int) -> None:
+        """`from <project module> import x [as y]`: x's own code is stored, not the import."""
+        module = sys.modules.get(module_name)
+        if module is None:
+            raise ModelError(f"Cannot find the project module {module_name}", source.path, line)
+        other = self._source(module)
+        value = vars(module).get(original, _MISSING)
+        if original in other.bindings:
+            self._resolve(original, other, line)
+        elif inspect.isfunction(value) or inspect.isclass(value):
+            self._add_nested_definition(value, other, line)
+        elif value is not _MISSING:
+            self._add_value(original, value, other, line)
+        else:
+            raise ModelError(f"{module_name} has no '{original}'", source.path, line)
+        if name != original:
+            self._add_alias(name, original, source, line)
+
+    def _add_nested_definition(self, value: Any, source: _Source, line: int) -> None:
+        """A function or class of a project module defined inside a block (`if`, `try`)."""
+        node = _definition_node(source, value)
+        if node is None:
+            raise ModelError(f"Cannot find the source of '{value.__name__}' in {source.path}", source.path, line)
+        self._add_definition(value.__name__, node, source)
+
+    def _add_alias(self, name: str, original: str, source: _Source, line: int) -> None:
+        text = f"{name} = {original}"
+        if self._claim(name, (text, 0), source.path, line):
+            self._put(name, Executable(kind="value", text=text))
+
+    def _add_value(self, name: str, value: Any, source: _Source, line: int) -> None:
+        """A global bound by code the loader cannot read statically (inside an `if`/`try`):
+        stored from its live value when that can be written back as code."""
+        if isinstance(value, types.ModuleType):
+            if is_user_module(value.__name__):
+                raise ModelError(f"'{name}' is a module of the project: import the functions the model uses "
+                                 "from it by name", source.path, line)
+            text = f"import {value.__name__}" if value.__name__ == name else f"import {value.__name__} as {name}"
+        elif (inspect.isfunction(value) or inspect.isclass(value)) and not is_user_module(value.__module__):
+            if not _importable(value):
+                raise ModelError(f"'{name}' cannot be imported by name from {value.__module__}", source.path, line)
+            text = f"from {value.__module__} import {value.__qualname__}"
+            text += f" as {name}" if value.__qualname__ != name else ""
+        elif inspect.isfunction(value) or inspect.isclass(value):  # of the project
+            self._add_from_project(name, value.__name__, value.__module__, source, line)
+            return
+        elif _is_literal(value):
+            text = f"{name} = {value!r}"
+        else:
+            raise ModelError(f"The model uses the global '{name}' (a {type(value).__name__}), which cannot be stored "
+                             "with the model: assign it at the top level of the file, or import it", source.path, line)
+        if self._claim(name, (text, 0), source.path, line):
+            self._put(name, Executable(kind="import" if text.startswith(("import", "from")) else "value", text=text))
+
+    # -- walking code ----------------------------------------------------------------------
+
+    def _walk(self, node: ast.AST, text: str, skipped: list[ast.expr], source: _Source) -> None:
+        """Resolve the globals the code `text` (of `node`) reads, and note its execution-context calls.
+
+        Python's own scoping (symtable) decides which names are globals: a function's local that
+        happens to share a global's name does not drag that global in."""
+        skip = {id(n) for part in skipped for n in ast.walk(part)}
+        lines: dict[str, int] = {}
+        for child in ast.walk(node):
+            if id(child) in skip:
+                continue
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
+                lines.setdefault(child.id, child.lineno)
+            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute):
+                self._note_call(child, source)
+        for name in sorted((_global_names(text, source.path) | _annotation_names(node)) & set(lines)):
+            self._resolve(name, source, lines[name])
+
+    def _note_call(self, call: ast.Call, source: _Source) -> None:
+        method = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+        argument = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "name"), None)
+        literal = argument.value if isinstance(argument, ast.Constant) and isinstance(argument.value, str) else None
+        if method == "resolve_table":
+            if literal is None:
+                self.dynamic_reads.append((source.path, call.lineno))
+            else:
+                self.reads.append(TableRead(name=literal, path=source.path, line=call.lineno))
+        elif method == "var" and argument is not None:
+            if literal is None:
+                self.all_variables = True
+            else:
+                self.variables.add(literal.lower())
+
+    def _is_dropped(self, decorator: ast.expr, source: _Source) -> bool:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return any(_live_value(target, source.module) is fn for fn in self.dropped)
+
+
+def _function_node(source: _Source, fn: Callable) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The `def` of `fn` in its file: same name, same first line (that of its first decorator)."""
+    node = _definition_node(source, fn)
+    return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _definition_node(source: _Source, value: Any) -> ast.stmt | None:
+    """Where a function (same name and first line) or a class (same name) is defined in its file."""
+    first = value.__code__.co_firstlineno if inspect.isfunction(value) else None
+    for node in ast.walk(ast.parse("\n".join(source.lines))):
+        if not isinstance(node, _DEFINITIONS) or node.name != value.__name__:
+            continue
+        if first is None if isinstance(node, ast.ClassDef) else _first_line(node) == first:
+            return node
+    return None
+
+
+def _global_names(text: str, path: str) -> set[str]:
+    """Names the code reads as globals: at its top level, and in any scope nested in it."""
+    names: set[str] = set()
+
+    def visit(table: symtable.SymbolTable, top: bool) -> None:
+        for symbol in table.get_symbols():
+            if symbol.is_referenced() and (top or symbol.is_global()):
+                names.add(symbol.get_name())
+        for child in table.get_children():
+            visit(child, False)
+
+    visit(symtable.symtable(text, path, "exec"), True)
+    return names
+
+
+def _annotation_names(node: ast.AST) -> set[str]:
+    """Names read by the annotations in `node`. Under `from __future__ import annotations` Python's
+    scoping does not count them as used, but the stored code needs them: typed macro and signal
+    arguments are converted by their annotations (`exp.Column`), resolved against its globals."""
+    names: set[str] = set()
+    for child in ast.walk(node):
+        annotations: list[ast.expr | None] = []
+        if isinstance(child, ast.arg):
+            annotations.append(child.annotation)
+        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            annotations.append(child.returns)
+        elif isinstance(child, ast.AnnAssign):
+            annotations.append(child.annotation)
+        for annotation in annotations:
+            if annotation is not None:
+                names |= {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)}
+    return names
+
+
+def _relative_module(node: ast.ImportFrom, module: types.ModuleType) -> str | None:
+    """The absolute name of the module a relative `from . import x` in `module` reads."""
+    package = module.__package__ or (module.__name__ if hasattr(module, "__path__") else None)
+    if not package:
+        return None
+    try:
+        return importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+    except (ImportError, ValueError):
+        return None
+
+
+def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> int:
+    return min([d.lineno for d in node.decorator_list] + [node.lineno])
+
+
+def _bindings(tree: ast.Module) -> dict[str, ast.stmt]:
+    """What each top-level statement binds (the last binding of a name wins, as when it ran)."""
+    out: dict[str, ast.stmt] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, _DEFINITIONS):
+            out[stmt.name] = stmt
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for alias in stmt.names:
+                if alias.name != "*":
+                    out[_bound_name(alias, isinstance(stmt, ast.Import))] = stmt
+        elif isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                for node in ast.walk(target):
+                    if isinstance(node, ast.Name):
+                        out[node.id] = stmt
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None and isinstance(stmt.target, ast.Name):
+            out[stmt.target.id] = stmt
+        else:  # a statement binding names in ways not read here (`for`, `with`, `if`...): from live values
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    out.pop(node.id, None)
+                elif isinstance(node, _DEFINITIONS):
+                    out.pop(node.name, None)
+    return out
+
+
+def _bound_name(alias: ast.alias, plain_import: bool) -> str:
+    if alias.asname:
+        return alias.asname
+    return alias.name.split(".")[0] if plain_import else alias.name
+
+
+def _has_lazy_annotations(tree: ast.Module) -> bool:
+    return any(isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations"
+                                                                                  for a in s.names)
+               for s in tree.body)
+
+
+def _live_value(node: ast.expr, module: types.ModuleType) -> Any:
+    """The object a `name` or `name.attr...` expression means in `module` (or _MISSING)."""
+    if isinstance(node, ast.Name):
+        return vars(module).get(node.id, _MISSING)
+    if isinstance(node, ast.Attribute):
+        base = _live_value(node.value, module)
+        return getattr(base, node.attr, _MISSING) if base is not _MISSING else _MISSING
+    return _MISSING
+
+
+def _importable(value: Any) -> bool:
+    try:
+        return getattr(importlib.import_module(value.__module__), value.__qualname__, None) is value
+    except Exception:  # noqa: BLE001 - any failure means: not importable by name
+        return False
+
+
+def _is_literal(value: Any) -> bool:
+    """Whether `repr(value)` is Python code giving the value back (numbers, strings, containers of them)."""
+    try:
+        return bool(ast.literal_eval(repr(value)) == value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False

@@ -1,0 +1,138 @@
+"""Python models: what users write in `models/*.py`, and what a snapshot stores of it.
+
+```python
+from mesh_dagster import ExecutionContext, model
+
+@model("shop.daily_totals", kind=dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds"),
+       columns={"ds": "date", "total": "double"})
+def execute(context: ExecutionContext, start, end, execution_time, min_amount=0):
+    orders = context.spark.table(context.resolve_table("shop.orders"))
+    ...
+    return frame  # a PySpark or pandas DataFrame, or a generator yielding them
+```
+
+The decorator only tags the function: the loader (core/project/python_model_reader.py) reads the tag, with
+the file and line to report. The model's parameters after the context receive `start`, `end`
+(inclusive) and `execution_time` (UTC datetimes) and, for any other name, the config variable of
+that name. A snapshot stores the code the function runs as source text (core/models/python_env.py), so it
+runs the code it was planned with, wherever and whenever it runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mesh_dagster.core.models.python_env import Executable, TableRead, run_env
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MODEL_ATTR = "__mesh_model__"
+# What the function is called with besides config variables (all optional but the first).
+RUNTIME_ARGUMENTS = ("start", "end", "execution_time")
+
+
+# ---------------------------------------------------------------------------------------------
+# What users write
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What `@model(...)` was given, read by the loader (which knows the file and line)."""
+
+    name: Any
+    properties: dict[str, Any]
+
+
+def model(name: Any = None, **properties: Any) -> Callable[[Callable], Callable]:
+    """Mark a function in `models/*.py` as a Python model: `@model("schema.name", columns={...}, ...)`.
+
+    Nothing is checked here: the loader checks the arguments, with the file and line to report.
+    """
+
+    def tag(fn: Callable) -> Callable:
+        specs = getattr(fn, MODEL_ATTR, ())
+        setattr(fn, MODEL_ATTR, (*specs, ModelSpec(name, dict(properties))))
+        return fn
+
+    if callable(name) and not properties:  # bare `@model`, without the name: the loader reports it
+        bare = name
+        setattr(bare, MODEL_ATTR, (ModelSpec(None, {}),))
+        return bare
+    return tag
+
+
+class ExecutionContext(Protocol):
+    """What a Python model's function receives first (the type to annotate it with).
+
+    `spark` is the SparkSession mesh writes with; `resolve_table("schema.model")` the table (or
+    view) holding a dependency's data for this evaluation; `var(name, default)` a config variable;
+    `fetchdf(sql)` runs a query and returns its rows as a pandas DataFrame (on the driver: keep it
+    small); `start`, `end` (inclusive) and `execution_time` are UTC datetimes.
+    """
+
+    start: datetime
+    end: datetime
+    execution_time: datetime
+
+    @property
+    def spark(self) -> Any: ...
+
+    def resolve_table(self, name: str) -> str: ...
+
+    def var(self, name: str, default: Any = None) -> Any: ...
+
+    def fetchdf(self, sql: str) -> pd.DataFrame: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# What a snapshot stores
+
+
+class PythonCode(BaseModel):
+    """A Python model's code: its function's name and the source it runs (see core/models/python_env.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entrypoint: str  # the function's name
+    env: dict[str, Executable]  # name -> code, in running order (what a piece uses comes first)
+    reads: list[TableRead] = Field(default_factory=list)  # resolve_table("...") calls with a literal name
+    dynamic_reads: list[tuple[str, int]] = Field(default_factory=list)  # (path, line) of computed names
+    variables: list[str] = Field(default_factory=list)  # config variables it reads (parameters, var("..."))
+    all_variables: bool = False  # it calls var() with a computed name
+
+    def data_hash_values(self) -> list[str]:
+        """The code as written: any edit of what the model runs is a change of its data."""
+        return [f"python:{self.entrypoint}", *(f"{name}:{piece.kind}:{piece.text}" for name, piece in self.env.items())]
+
+    def metadata_hash_values(self) -> list[str]:
+        """Where the code sits: moving it keeps the data but tracebacks must point at the new lines."""
+        return [f"{name}@{piece.path}:{piece.line}" for name, piece in self.env.items() if piece.path]
+
+    def source(self) -> str:
+        """The stored code, imports first, as plans diff it and Dagster shows it."""
+        imports = [p.text for p in self.env.values() if p.kind == "import"]
+        rest = [p.text.strip("\n") for p in self.env.values() if p.kind != "import"]
+        return "\n".join(imports) + ("\n\n" if imports and rest else "") + "\n\n".join(rest) + "\n"
+
+    def function(self) -> Callable:
+        """The model function, defined afresh from the stored code."""
+        return run_env(self.env)[self.entrypoint]
+
+    def arguments(self, fn: Callable, variables: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict[str, Any]:
+        """Keyword arguments for `fn` (after the context): the runtime values it takes and a config
+        variable for each other named parameter (a parameter whose variable is missing keeps its default)."""
+        params = list(inspect.signature(fn).parameters.values())[1:]
+        named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
+        kwargs = {key: value for key, value in runtime.items() if key in named or any_keyword}
+        for name in named - set(RUNTIME_ARGUMENTS):
+            if name.lower() in variables:
+                kwargs[name] = variables[name.lower()]
+        return kwargs

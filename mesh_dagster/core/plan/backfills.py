@@ -1,0 +1,149 @@
+"""Backfills: the intervals each snapshot still has to compute before an environment may use it.
+
+Plans (the changed models), `mesh run` (every model whose cron is due) and Dagster
+materialisations all ask the same question of the state store, so it is answered here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.snapshots.snapshot import Snapshot
+from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.core.time.dates import to_ms
+from mesh_dagster.core.time.intervals import Interval, compute_missing, format_interval_range, subtract_intervals
+
+# Non-incremental kinds are complete once built; their single interval spans all time.
+ALL_TIME: Interval = (0, 253402300800000)  # 9999-12-31
+
+
+class IntervalReader(Protocol):
+    def get_intervals(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[int, int]]]: ...
+
+
+@dataclass
+class Backfill:
+    """Work for one snapshot: its missing intervals (or a full refresh)."""
+
+    name: str
+    intervals: list[Interval]
+    full_refresh: bool
+    clear: bool = False  # empty the table first (a history-keeping kind rebuilt by a restatement)
+
+    def describe(self, unit: IntervalUnit | str) -> str:
+        return "[full refresh]" if self.full_refresh else f"[{format_interval_range(self.intervals, unit)}]"
+
+
+@dataclass(frozen=True)
+class Clearing:
+    """Intervals of one table version forgotten after a prod restatement (a development version of
+    a restated model), so the environments reading it recompute them at their next run."""
+
+    name: str
+    version: str
+    interval: Interval
+
+
+def compute_backfills(
+    state: IntervalReader,
+    snapshots: dict[str, Snapshot],
+    scope: set[str],
+    previous: dict[str, Snapshot],
+    *,
+    order: list[str],
+    default_start: str | None,
+    start: str | None,
+    end: str | None,
+    execution_ms: int,
+    ignore_cron: bool = False,
+    min_intervals: int = 0,
+    end_bounded: bool = True,
+    start_of: Mapping[str, int] | None = None,
+    recompute_from: Mapping[str, int] | None = None,
+) -> dict[str, Backfill]:
+    """Missing intervals of the snapshots in `scope` (in DAG order).
+
+    `start_of` overrides the start for some models (a preview covers a short range);
+    `min_intervals` makes each model check at least that many intervals back from its end;
+    `recompute_from` treats their intervals from that time on as missing (`--effective-from`).
+
+    A snapshot that depends on its past (`Snapshot.depends_on_past`) cannot start in the middle of
+    its history: each interval is computed from the table the previous ones left. Its missing
+    intervals are counted from its own start whatever `start` (or `start_of`) says, so the first of
+    them always follows an interval it has (or is its first), and the scheduler runs them in order.
+    """
+    start_of, recompute_from = start_of or {}, recompute_from or {}
+    candidates = [snapshots[n] for n in order if n in scope and not snapshots[n].model.kind.is_symbolic]
+    keys = [s.interval_key for s in candidates]
+    prev_keys = [p.interval_key for p in previous.values() if p.version]
+    intervals = state.get_intervals(keys + prev_keys) if candidates else {}
+    backfills: dict[str, Backfill] = {}
+    for snap in candidates:
+        model = snap.model
+        present = intervals.get(snap.interval_key, [])
+        if snap.name in recompute_from:
+            present = subtract_intervals(present, [(recompute_from[snap.name], ALL_TIME[1])])
+        if model.kind.is_timeless:
+            if not present:
+                backfills[snap.name] = Backfill(snap.name, [ALL_TIME], True)
+            continue
+        bound = None
+        prev = previous.get(snap.name)
+        if end_bounded and prev is not None and prev.version and prev.version != snap.version:
+            prev_present = intervals.get(prev.interval_key, [])
+            bound = max((e for _, e in prev_present), default=None)
+        missing = compute_missing(
+            cron=model.cron,
+            cron_tz=model.cron_tz,
+            unit=model.declared_unit,
+            allow_partials=model.allow_partials,
+            min_intervals=min_intervals,
+            model_start=model.start or default_start,
+            model_end=model.end,
+            plan_start=None if snap.depends_on_past else start_of.get(snap.name, start),
+            plan_end=end,
+            execution_time=execution_ms,
+            present=present,
+            lookback=model.lookback,
+            end_bounded_by=bound,
+            ignore_cron=ignore_cron,
+            merged=True,
+        )
+        if missing:
+            backfills[snap.name] = Backfill(snap.name, missing, not model.kind.is_incremental)
+    return backfills
+
+
+def refuse_gaps(
+    state: IntervalReader,
+    snapshots: dict[str, Snapshot],
+    previous: dict[str, Snapshot],
+    backfills: dict[str, Backfill],
+    *,
+    default_start: str | None,
+) -> None:
+    """`--no-gaps`: refuse a plan after which a new table version would lack intervals the version
+    it replaces in the environment has (a plan `--start` later than the data, say), naming each
+    model and the missing ranges. Nothing has been written when this runs."""
+    pairs = [(snapshots[name], prev) for name, prev in previous.items()
+             if name in snapshots and prev.version and prev.version != snapshots[name].version
+             and not snapshots[name].model.kind.is_timeless and not snapshots[name].model.kind.is_symbolic]
+    if not pairs:
+        return
+    intervals = state.get_intervals([s.interval_key for pair in pairs for s in pair])
+    found = []
+    for snap, prev in pairs:
+        planned = backfills[snap.name].intervals if snap.name in backfills else []
+        after = intervals.get(snap.interval_key, []) + planned
+        gaps = subtract_intervals(intervals.get(prev.interval_key, []), after)
+        start = snap.model.start or default_start
+        if start:
+            gaps = subtract_intervals(gaps, [(ALL_TIME[0], to_ms(start))])
+        if gaps:
+            found.append(f"{snap.name}: {format_interval_range(gaps, snap.model.interval_unit)}")
+    if found:
+        raise PlanError("--no-gaps: after this plan these models would lack intervals their current version has "
+                        "(widen --start or drop --no-gaps):\n  " + "\n  ".join(found))

@@ -1,0 +1,449 @@
+"""Loading a project directory: config, macros, signals, audits, models, seeds, external models.
+
+Loading validates everything that can be validated without Spark, and reports each problem with
+its file and line: unreadable files, names Spark cannot hold, cycles, duplicate names, seeds
+(header, row shape, every value against its type), audits, and each model's output columns
+against what the model says about them (time column, grain, partitioning, column descriptions,
+duplicates). A project that loads is one whose apply cannot fail on any of these after tables
+were built. Where a model's columns cannot be known without Spark (`SELECT *` over an external
+table with no declared columns), the column checks are left to Spark, which fails the model's
+table creation before any of its rows are written and before any view moves.
+
+A table a model reads that is neither a model nor declared in external_models.yaml is not an
+error (SQLMesh's behaviour): it becomes an implicit EXTERNAL model with unknown columns, and the
+project carries a warning naming the reader's file and line (and a model of a close name, in case
+of a typo). `mesh create_external_models` declares such tables with their columns.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mesh_dagster import __version__
+from mesh_dagster.core.config.cache import ProjectCache, content_key
+from mesh_dagster.core.config.config import ProjectConfig, find_config_file, line_of
+from mesh_dagster.core.config.files import parse_yaml, read_text
+from mesh_dagster.core.config.names import check_identifier, check_model_name
+from mesh_dagster.core.config.types import check_dialect, to_spark_type
+from mesh_dagster.core.errors import ConfigError, ModelError
+from mesh_dagster.core.macros.syntax import discovering_dependencies
+from mesh_dagster.core.macros.user import MacroRegistry, load_macros
+from mesh_dagster.core.models.definition import relative_path
+from mesh_dagster.core.models.kinds import ExternalKind, SeedKind
+from mesh_dagster.core.models.model import MODEL_FORMAT, Audit, Model
+from mesh_dagster.core.models.seeds import SeedFile, check_seed
+from mesh_dagster.core.project.config_file import load_config
+from mesh_dagster.core.project.dag import DAG, CycleError
+from mesh_dagster.core.project.model_reader import default_audit_refs, read_audit_file, read_model_file
+from mesh_dagster.core.project.python_model_reader import read_python_model_files
+from mesh_dagster.core.project.signals import SignalRegistry, check_signals, load_signals
+from mesh_dagster.core.sql.model_outputs import OutputColumns, check_output_columns, query_output
+from mesh_dagster.core.sql.query_columns import COLUMN_RULES
+
+EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
+# What an external model entry may say: `columns` typed in `dialect` (Spark by default).
+EXTERNAL_MODEL_KEYS = ("name", "columns", "description", "dialect")
+
+
+@dataclass
+class Project:
+    path: Path
+    config: ProjectConfig
+    models: dict[str, Model]
+    audits: dict[str, Audit]
+    macros: MacroRegistry
+    dag: DAG
+    variables: dict[str, Any] = field(default_factory=dict)
+    test_files: list[Path] = field(default_factory=list)
+    gateway: str | None = None
+    cache: ProjectCache | None = None
+    seeds: dict[str, SeedFile] = field(default_factory=dict)  # seed model → header and content hash
+    # What the user should know but that does not stop loading (tables read that nobody declared).
+    warnings: list[str] = field(default_factory=list)
+    # The `@signal` functions of signals/ (core/project/signals.py): readiness checks models name.
+    signals: SignalRegistry = field(default_factory=SignalRegistry)
+    _outputs: dict[str, OutputColumns] = field(default_factory=dict)
+
+    @property
+    def mesh_dir(self) -> Path:
+        return self.path / ".mesh"
+
+    @property
+    def concurrent_tasks(self) -> int:
+        """How many models (or batches) an apply or a run evaluates at once on the gateway's Spark."""
+        return self.config.gateway(self.gateway).connection.concurrent_tasks
+
+    def parents(self, name: str) -> list[str]:
+        return self.dag.parents.get(name, [])
+
+    def columns(self, name: str) -> dict[str, str | None] | None:
+        """Columns of a model's table (name → type or None), or None when they cannot be known: its
+        output, and the columns its kind adds (an SCD type 2 model's `valid_from`/`valid_to`)."""
+        found = self.output(name).columns
+        added = self.models[name].kind.added_columns()
+        if found is None or not added:
+            return found
+        return {**found, **added}
+
+    def parent_schemas(self, name: str) -> dict[str, dict[str, str | None]]:
+        return {p: cols for p in self.parents(name) if (cols := self.columns(p)) is not None}
+
+    def output(self, name: str) -> OutputColumns:
+        """What a model outputs: declared columns, a seed's header, or its query's columns (the
+        query is rendered even when columns are declared, to check it against them)."""
+        if name not in self._outputs:
+            model = self.models[name]
+            found = OutputColumns(None)
+            if model.query is not None:
+                found = query_output(model, self.macros, self.variables, self.parent_schemas(name), self.cache)
+            if model.columns is not None:
+                found = OutputColumns(dict(model.columns), found.projections)
+            elif isinstance(model.kind, SeedKind):
+                seed = self.seeds.get(name) or check_seed(model, self._shown(model.kind.path))
+                found = OutputColumns({c: None for c in seed.header})
+            self._outputs[name] = found
+        return self._outputs[name]
+
+    def _shown(self, path: str) -> str:
+        return relative_path(Path(path), self.path)
+
+
+def _cache_salt(root: Path, config: ProjectConfig, variables: dict[str, Any], macros: MacroRegistry) -> str:
+    import sqlglot
+
+    # The root is part of the key: models hold absolute seed paths.
+    parts = [
+        str(root),
+        __version__,
+        f"model format {MODEL_FORMAT}, column rules {COLUMN_RULES}",
+        sqlglot.__version__,
+        config.model_defaults.model_dump_json(),
+        repr(sorted(variables.items())),
+    ]
+    parts += [f"{name}:{macros.source(name)}" for name in sorted(macros.names())]
+    return content_key("\n".join(parts).encode())
+
+
+def load_project(path: str | Path, gateway: str | None = None, use_cache: bool = True) -> Project:
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise ModelError(f"Project directory not found: {root}")
+    config = load_config(root)
+    config.gateway(gateway)  # validates the gateway name
+    variables = config.variables_for(gateway)
+    macros = load_macros(root / "macros")
+    signals = load_signals(root / "signals")
+    cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
+    audits = _load_audits(root)
+    models, known_refs = _load_models(root, config, cache, variables)
+    for ext in _load_external_models(root):
+        _add_model(models, ext)
+    for model in models.values():
+        for inline in model.inline_audits:
+            audits.setdefault(inline.name, inline)
+    parents, warnings = _infer_dependencies(models, macros, variables, known_refs)
+    dag = DAG(parents)
+    try:
+        order = dag.sorted()
+    except CycleError as e:
+        first = models[e.cycle[0]]
+        raise ModelError(
+            f"Models depend on each other in a cycle: {' -> '.join(e.cycle)}", first.path, first.line
+        ) from None
+    _check_default_audits(root, config, audits)
+    _check_audits(models, audits, macros, variables)
+    check_signals(models, signals)
+    tests_dir = root / "tests"
+    tests = sorted([*tests_dir.glob("test*.yaml"), *tests_dir.glob("test*.yml")]) if tests_dir.is_dir() else []
+    project = Project(root, config, models, audits, macros, dag, variables, tests, gateway, cache, warnings=warnings,
+                      signals=signals)
+    project.seeds = _check_seeds(project, _seed_values_checked(config, gateway))
+    for name in order:  # parents first: a child's columns need its parents'
+        check_output_columns(models[name], project.output(name))
+    if cache is not None:
+        _store_parsed(cache, models, parents, known_refs)
+        cache.save()
+    _declare_self_reference_columns(project)
+    return project
+
+
+def _declare_self_reference_columns(project: Project) -> None:
+    """A self-referencing model's table must exist, with its types, before its query can be run or
+    even analysed (it reads that table): the types inferred at load become its declared `columns`
+    (`check_output_columns` made sure every one is known). Done after the models were cached: the
+    types follow the parents' columns, which the cache of this model's file does not depend on."""
+    for name, model in project.models.items():
+        if model.self_referencing and model.columns is None:
+            inferred = project.output(name).columns or {}
+            project.models[name] = model.model_copy(
+                update={"columns": {column: kind for column, kind in inferred.items() if kind is not None}})
+
+
+def _store_parsed(cache: ProjectCache, models: dict[str, Model], parents: dict[str, set[str]],
+                  known_refs: dict[str, Any]) -> None:
+    keys: dict[str, str] = known_refs.get("__keys__", {})
+    for model in models.values():
+        path = model.path or ""
+        key = keys.get(path)
+        if key and cache.model(path, key) is None:  # external models have no model file, so no key
+            inferred = parents[model.name] - set(model.depends_on)
+            if model.self_referencing:
+                inferred.add(model.name)
+            cache.put_model(path, key, (model, sorted(inferred)))
+
+
+def _add_model(models: dict[str, Model], model: Model) -> None:
+    if model.name in models:
+        other = models[model.name]
+        raise ModelError(
+            f"Duplicate model name '{model.name}': also defined in {other.where()}", model.path, model.line
+        )
+    models[model.name] = model
+
+
+def _model_files(models_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The SQL model files and the Python model files (`__init__.py` aside)."""
+    sql, python = [], []
+    for folder, _, names in os.walk(models_dir):
+        for name in names:
+            suffix = os.path.splitext(name)[1].lower()
+            if suffix == ".py" and name != "__init__.py":
+                python.append(Path(folder, name))
+            elif suffix == ".sql":
+                sql.append(Path(folder, name))
+    return sorted(sql, key=str), sorted(python, key=str)  # Path comparisons are slow: 1000 models took 50 ms
+
+
+def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None,
+                 variables: dict[str, Any]) -> tuple[dict[str, Model], dict]:
+    """Models by name, and what the cache already knew: `{model name: inferred refs}` plus the
+    content keys of every SQL file under `__keys__` (for storing new entries). Python model files
+    are imported every time (what they define depends on more than their own text)."""
+    models: dict[str, Model] = {}
+    known: dict[str, Any] = {"__keys__": {}}
+    models_dir = root / "models"
+    if not models_dir.is_dir():
+        return models, known
+    sql_files, python_files = _model_files(models_dir)
+    for file in sql_files:
+        rel = relative_path(file, root)
+        data = file.read_bytes()
+        key = content_key(data)
+        known["__keys__"][rel] = key
+        hit = cache.model(rel, key) if cache is not None else None
+        if hit is not None:
+            model, refs = hit
+            known[model.name] = set(refs)
+        else:
+            model = read_model_file(read_text(file, rel), rel, file, config.model_defaults)
+        if model.enabled:
+            _add_model(models, model)
+    for model in read_python_model_files(python_files, root, config.model_defaults, variables):
+        if model.enabled:
+            _add_model(models, model)
+    return models, known
+
+
+def _load_audits(root: Path) -> dict[str, Audit]:
+    audits: dict[str, Audit] = {}
+    audits_dir = root / "audits"
+    if not audits_dir.is_dir():
+        return audits
+    for file in sorted(audits_dir.rglob("*.sql")):
+        rel = relative_path(file, root)
+        for audit in read_audit_file(read_text(file, rel), rel):
+            if audit.name in audits:
+                raise ModelError(f"Duplicate audit name '{audit.name}': also defined in {audits[audit.name].path}",
+                                 audit.path, audit.line)
+            audits[audit.name] = audit
+    return audits
+
+
+def _load_external_models(root: Path) -> list[Model]:
+    for name in EXTERNAL_MODELS_FILES:
+        file = root / name
+        if file.is_file():
+            break
+    else:
+        return []
+    rel = relative_path(file, root)
+    text = read_text(file, rel)
+    entries = parse_yaml(text, rel) or []
+    if not isinstance(entries, list):
+        raise ModelError("external_models.yaml must be a list of `- name: schema.table` entries", rel, 1)
+    return [_external_model(entry, index, text, rel) for index, entry in enumerate(entries)]
+
+
+def _external_model(entry: Any, index: int, text: str, rel: str) -> Model:
+    line = line_of(text, (index,)) or 1
+    if not isinstance(entry, dict) or "name" not in entry:
+        raise ModelError(f"Each external model needs a name, got {entry!r}", rel, line)
+    unknown = sorted(set(entry) - set(EXTERNAL_MODEL_KEYS))
+    if unknown:
+        raise ModelError(f"Unknown external model key '{unknown[0]}' (known: {', '.join(EXTERNAL_MODEL_KEYS)})",
+                         rel, line_of(text, (index, unknown[0])) or line)
+    try:
+        name = check_model_name(str(entry["name"]))
+    except ValueError as e:
+        raise ModelError(str(e), rel, line_of(text, (index, "name")) or line) from None
+    columns = entry.get("columns")
+    if columns is not None and not isinstance(columns, dict):
+        raise ModelError(f"External model {name}: columns must be a mapping of name: type", rel, line)
+    try:
+        dialect = check_dialect(str(entry.get("dialect", "spark")))
+    except ValueError as e:
+        raise ModelError(f"External model {name}: {e}", rel, line_of(text, (index, "dialect")) or line) from None
+    typed: dict[str, str] = {}
+    for column, type_text in (columns or {}).items():
+        try:
+            typed[check_identifier(str(column))] = to_spark_type(str(type_text), dialect)
+        except ValueError as e:
+            raise ModelError(
+                f"External model {name}: {e}", rel, line_of(text, (index, "columns", column)) or line
+            ) from None
+    return Model(name=name, kind=ExternalKind(), columns=typed if columns else None,
+                 description=entry.get("description"), path=rel, line=line)
+
+
+def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variables: dict[str, Any],
+                        known_refs: dict[str, Any]) -> tuple[dict[str, set[str]], list[str]]:
+    """Each model's parents, from its query's references and `depends_on`, and the warnings about
+    tables read that no file declares: those become implicit external models (added to `models`),
+    as in SQLMesh. A query reading its own name is no cycle: it reads the model's previous state,
+    and the model is marked self-referencing (in `models`)."""
+    from mesh_dagster.core.sql.renderer import query_references
+
+    parents: dict[str, set[str]] = {}
+    unknown: dict[str, list[tuple[Model, int]]] = {}  # table -> (reader, line), first reader first
+    with discovering_dependencies():  # parents' columns are not known yet: @STAR waits for them
+        for name, model in list(models.items()):
+            refs = set(model.depends_on)
+            if model.name in known_refs:
+                refs |= known_refs[model.name]
+            elif model.query is not None:
+                refs |= query_references(model, macros, variables)
+            elif model.python is not None and not model.depends_on:  # depends_on replaces what is inferred
+                refs |= {read.name for read in model.python.reads}
+            if model.name in refs - set(model.depends_on) and not model.self_referencing:
+                model = models[name] = model.model_copy(update={"self_referencing": True})
+            refs.discard(model.name)
+            if model.python is not None:
+                _check_python_reads(model, models)
+            for ref in sorted(r for r in refs if r not in models):
+                unknown.setdefault(ref, []).append((model, _reference_line(model, ref)))
+            parents[model.name] = refs
+    warnings = [_implicit_external_warning(ref, readers, models) for ref, readers in unknown.items()]
+    for ref, readers in unknown.items():
+        models[ref] = _implicit_external(ref, *readers[0])
+        parents[ref] = set()
+    return parents, warnings
+
+
+def _implicit_external(name: str, reader: Model, line: int) -> Model:
+    try:
+        check_model_name(name)
+    except ValueError as e:
+        raise ModelError(f"Model {reader.name} reads {name}, which cannot be an external table: {e}",
+                         reader.path, line) from None
+    return Model(name=name, kind=ExternalKind())
+
+
+def _implicit_external_warning(name: str, readers: list[tuple[Model, int]], models: dict[str, Model]) -> str:
+    reader, line = readers[0]
+    where = f"{reader.path}:{line}: " if reader.path else ""
+    others = sorted({m.name for m, _ in readers[1:]} - {reader.name})
+    also = f" (also read by {', '.join(others)})" if others else ""
+    close = _close_model_name(name, models)
+    hint = f" Did you mean {close}?" if close else ""
+    return (f"{where}{reader.name} reads {name}{also}, which is neither a model nor declared in external_models.yaml: "
+            f"it is treated as an external table whose columns are unknown "
+            f"(`mesh create_external_models` declares it).{hint}")
+
+
+def _close_model_name(name: str, models: dict[str, Model]) -> str | None:
+    """A model (or declared external table) of the same schema whose name is one small typo away
+    (`orders` for `oders`)."""
+    schema, _, table = name.rpartition(".")
+    same_schema = {m.table_name: m.name for m in models.values() if m.schema_name == (schema or "default")}
+    close = difflib.get_close_matches(table, list(same_schema), n=1, cutoff=0.8)
+    return same_schema[close[0]] if close else None
+
+
+def _reference_line(model: Model, name: str) -> int:
+    """The line of the first mention of `name` in the model's query (macros may hide it: then
+    the query's first line), or of `depends_on` when only that names it."""
+    if model.python is not None:  # the line of its `resolve_table` call
+        line = next((read.line for read in model.python.reads if read.name == name), None)
+        if line is not None:
+            return line
+    parts = [re.escape(p) for p in name.split(".")]
+    quoted = [rf"[`\"]?{p}[`\"]?" for p in parts]
+    pattern = re.compile(r"(?<![\w.`\"])" + r"\s*\.\s*".join(quoted) + r"(?![\w`\"])", re.IGNORECASE)
+    if model.query is not None:
+        found = pattern.search(model.query)
+        if found is not None:
+            return model.query_line + model.query.count("\n", 0, found.start())
+        if name not in model.depends_on:
+            return model.query_line
+    return model.line_of("depends_on") if name in model.depends_on else model.line
+def _check_python_reads(model: Model, models: dict[str, Model]) -> None:
+    """Each `resolve_table` names a table to read (an unknown one becomes an implicit external
+    model, as a SQL model's reference does), at the line of the call."""
+    assert model.python is not None
+    for read in model.python.reads:
+        parent = models.get(read.name)
+        if parent is not None and parent.kind.is_inlined:
+            raise ModelError(f"{read.name} is an {parent.kind.name.value} model: it has no table a Python model can "
+                             "read (make it a VIEW)", read.path, read.line)
+    for name in model.depends_on:
+        if name in models and models[name].kind.is_inlined:
+            raise ModelError(f"{name} is an {models[name].kind.name.value} model: it has no table a Python model can "
+                             "read (make it a VIEW)", model.path, model.line_of("depends_on"))
+
+
+def _seed_values_checked(config: ProjectConfig, gateway: str | None) -> bool:
+    """Seed values are checked against Spark's ANSI casts unless the user turned ANSI mode off
+    (then Spark turns a bad value into NULL, which is what they asked for)."""
+    ansi = config.gateway(gateway).connection.config.get("spark.sql.ansi.enabled", True)
+    return str(ansi).strip().lower() != "false"
+
+
+def _check_seeds(project: Project, check_values: bool) -> dict[str, SeedFile]:
+    return {name: check_seed(model, project._shown(model.kind.path), project.cache, check_values=check_values)
+            for name, model in project.models.items() if isinstance(model.kind, SeedKind)}
+
+
+def _check_default_audits(root: Path, config: ProjectConfig, audits: dict[str, Audit]) -> None:
+    """`model_defaults.audits` naming an unknown audit is reported at its line in config.yaml."""
+    from mesh_dagster.core.project.audits import is_known_audit
+
+    refs = default_audit_refs(tuple(config.model_defaults.audits))
+    for index, ref in enumerate(refs):
+        if not is_known_audit(ref.name, audits):
+            path = find_config_file(root)
+            line = (
+                line_of(read_text(path, path.name, ConfigError), ("model_defaults", "audits", index)) if path else None
+            )
+            raise ConfigError(f"model_defaults.audits: unknown audit '{ref.name}'", path.name if path else None, line)
+
+
+def _check_audits(models: dict[str, Model], audits: dict[str, Audit], macros: MacroRegistry,
+                  variables: dict[str, Any]) -> None:
+    """Every attachment names a known audit with arguments it takes (core.audits decides)."""
+    from mesh_dagster.core.project.audits import check_audit_refs, is_known_audit
+
+    for model in models.values():
+        if model.audits and model.kind.is_symbolic:  # nothing to audit
+            raise ModelError(f"{model.kind.name.value} models cannot have audits", model.path, model.line_of("audits"))
+        for ref in model.audits:
+            if not is_known_audit(ref.name, audits):
+                raise ModelError(
+                    f"Model {model.name} uses unknown audit '{ref.name}'", model.path, model.line_of("audits")
+                )
+        if model.audits:
+            check_audit_refs(model, audits, macros, variables)

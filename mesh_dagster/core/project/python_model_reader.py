@@ -1,0 +1,396 @@
+"""Loading `models/*.py`: importing each file once, and reading its `@model` functions into Models.
+
+Every decorator argument is a MODEL property, read by the very code that reads MODEL blocks
+(core/project/model_reader.py, and the kind classes of core/models/kinds.py for `kind`): Python values become the
+definition entries those readers take, so a property means, and is refused, exactly as in SQL, at
+the line of its argument (found in the file's syntax tree). Only `columns` (a dict; required,
+because the table is created before the function first runs), `pre_statements` and
+`post_statements` (lists of SQL text) are Python's own.
+
+A file is imported as `mesh_user_models.<path>` only while it is read, and forgotten afterwards,
+so nothing leaks into the next project loaded in this process; what a model runs is kept as
+source text (core/models/python_env.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import re
+import sys
+import traceback
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mesh_dagster.core.config.config import ModelDefaults
+from mesh_dagster.core.config.files import read_text
+from mesh_dagster.core.config.names import check_model_name
+from mesh_dagster.core.config.types import to_spark_type
+from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.macros.user import macro
+from mesh_dagster.core.models.definition import Entry, Value, read_value, relative_path
+from mesh_dagster.core.models.kinds import FullKind, IncrementalKind
+from mesh_dagster.core.models.property_values import read_column
+from mesh_dagster.core.models.python_env import USER_MODELS_PACKAGE, EnvBuilder, TableRead
+from mesh_dagster.core.models.python_model import MODEL_ATTR, RUNTIME_ARGUMENTS, ModelSpec, PythonCode, model
+
+if TYPE_CHECKING:
+    from mesh_dagster.core.models.model import Model
+
+# Decorator arguments that are no MODEL property: Python's own way to say what a SQL file says
+# with its query and statements.
+PYTHON_PROPERTIES = ("columns", "pre_statements", "post_statements")
+# SQLMesh decorator arguments we recognise but do not implement: refused, not ignored.
+UNSUPPORTED_PYTHON_PROPERTIES = ("is_sql", "on_virtual_update", "python_env", "module_path")
+
+
+def read_python_model_files(files: list[Path], root: Path, defaults: ModelDefaults,
+                            variables: Mapping[str, Any]) -> list[Model]:
+    """The models the Python files of `models/` define, every module forgotten afterwards."""
+    _forget_model_modules()
+    try:
+        models = []
+        for file in files:
+            shown = relative_path(file, root)
+            module = _import_model_file(file, shown, f"{USER_MODELS_PACKAGE}.{_MODULE_PART.sub('_', shown[:-3])}")
+            models += _read_python_models(module, shown, root, defaults, variables)
+        return models
+    finally:
+        _forget_model_modules()
+
+
+_MODULE_PART = re.compile(r"[^0-9A-Za-z_]")
+
+
+def _import_model_file(file: Path, shown: str, module_name: str) -> types.ModuleType:
+    """Run a model file as the module `module_name`; a failure is one error at the file's line."""
+    _check_imports(file, shown)
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise ModelError("Cannot import the Python model file", shown)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - the user's code may raise anything while importing
+        sys.modules.pop(module_name, None)
+        line = e.lineno if isinstance(e, SyntaxError) else _innermost_line(e, {str(file)})
+        message = e.msg if isinstance(e, SyntaxError) else str(e)
+        raise ModelError(f"Cannot import the Python model file: {type(e).__name__}: {message}", shown, line) from e
+    return module
+
+
+def _check_imports(file: Path, shown: str) -> None:
+    """Model files are no package: a relative import is refused as what it is, before it fails as
+    a missing module."""
+    try:
+        tree = ast.parse(read_text(file, shown), shown)
+    except SyntaxError:
+        return  # reported by the import, with its line
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            raise ModelError("Python model files cannot use relative imports: import from installed packages or "
+                             "from the project's macros (`from mesh_user_macros.<file> import helper`), or define the "
+                             "helper in the model's file", shown, node.lineno)
+
+
+def _forget_model_modules() -> None:
+    """Model files are imported only to read them: none stays importable afterwards."""
+    for name in [n for n in sys.modules if n == USER_MODELS_PACKAGE or n.startswith(USER_MODELS_PACKAGE + ".")]:
+        del sys.modules[name]
+
+
+def _innermost_line(error: BaseException, filenames: set[str]) -> int | None:
+    """The line of the innermost traceback frame in one of `filenames` (None if none is)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in filenames]
+    return frames[-1].lineno if frames else None
+
+
+def _read_python_models(module: types.ModuleType, shown: str, root: Path, defaults: ModelDefaults,
+                       variables: Mapping[str, Any]) -> list[Model]:
+    """The models an imported model file defines (a file defining none is refused: it would be ignored)."""
+    tree = ast.parse(read_text(Path(module.__file__ or ""), shown), shown)
+    decorated = _decorated_defs(tree, module)
+    functions = [fn for fn in vars(module).values()
+                 if inspect.isfunction(fn) and getattr(fn, MODEL_ATTR, None) and fn.__module__ == module.__name__]
+    found = {fn.__code__.co_firstlineno for fn in functions}
+    for node, _ in decorated:
+        if _first_line(node) not in found:
+            raise ModelError(f"The model function '{node.name}' is not reachable by its name: another definition "
+                             "of the same name replaces it; give each model function its own name",
+                             shown, _first_line(node))
+    if not functions:
+        raise ModelError("This Python file in models/ defines no model: decorate a function with "
+                         "@model(\"schema.name\", columns={...}) (helpers belong in the model's file or an installed "
+                         "package)", shown, 1)
+    calls = {_first_line(node): call for node, call in decorated}
+    return [_read_model(fn, calls.get(fn.__code__.co_firstlineno), module, shown, root, defaults, variables)
+            for fn in sorted(functions, key=lambda f: f.__code__.co_firstlineno)]
+
+
+def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    return min([d.lineno for d in node.decorator_list] + [node.lineno])
+
+
+def _decorated_defs(tree: ast.Module, module: types.ModuleType
+                    ) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.expr]]:
+    """Every `def` of the file decorated with `@model`, with its decorator expression."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if _names_model(target, module):
+                    out.append((node, decorator))
+                    break
+    return out
+
+
+def _names_model(node: ast.expr, module: types.ModuleType) -> bool:
+    if isinstance(node, ast.Name):
+        return vars(module).get(node.id) is model
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return getattr(vars(module).get(node.value.id), node.attr, None) is model
+    return False
+
+
+@dataclass
+class _Decorator:
+    """Where the decorator and each of its arguments are written (for errors)."""
+
+    line: int
+    name_line: int
+    lines: dict[str, int]
+
+    @classmethod
+    def of(cls, call: ast.expr | None, fallback: int) -> _Decorator:
+        if not isinstance(call, ast.Call):
+            return cls(fallback, fallback, {})
+        name_line = call.args[0].lineno if call.args else call.lineno
+        return cls(call.lineno, name_line, {k.arg: k.value.lineno for k in call.keywords if k.arg})
+
+    def at(self, key: str) -> int:
+        return self.lines.get(key, self.line)
+
+
+def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, root: Path,
+                defaults: ModelDefaults, variables: Mapping[str, Any]) -> Model:
+    from mesh_dagster.core.models.model import Model
+    from mesh_dagster.core.project.model_reader import complete_model_properties, read_model_properties
+
+    specs: tuple[ModelSpec, ...] = getattr(fn, MODEL_ATTR)
+    where = _Decorator.of(call, fn.__code__.co_firstlineno)
+    if len(specs) > 1:
+        raise ModelError(f"{fn.__name__} is decorated with @model twice", shown, where.line)
+    spec = specs[0]
+    name = _model_name(spec, shown, where)
+    properties = {k: v for k, v in spec.properties.items() if v is not None}
+    for key in properties:
+        if key in UNSUPPORTED_PYTHON_PROPERTIES:
+            raise ModelError(f"@model argument '{key}' is not supported by mesh_dagster yet", shown, where.at(key))
+    entries = [Entry(key, where.name_line, [], key="name", value=Value(name, where.name_line, "string"))]
+    entries += [_entry(key, value, shown, where.at(key)) for key, value in properties.items()
+                if key not in PYTHON_PROPERTIES]
+    props, lines, deferred = read_model_properties(entries, shown, where.line, defaults)
+    props["columns"] = _columns(properties.get("columns"), props["name"], props["dialect"], shown, where)
+    kind = complete_model_properties(props, lines, deferred.get("kind"), FullKind(), shown, where.line, defaults,
+                                     root / Path(shown).parent)
+    if not isinstance(kind, (FullKind, IncrementalKind)):
+        raise ModelError(f"Python models cannot be {kind.name.value} models: use FULL or an incremental kind (or "
+                         "write the model in SQL)", shown, where.at("kind"))
+    lines.update({key: where.at(key) for key in PYTHON_PROPERTIES if key in properties})
+    code, def_line = _code(fn, module, root, shown, variables)
+    code = code.model_copy(update={"reads": _checked_reads(code, props.get("depends_on", []), props["name"])})
+    props.update(
+        query=None,
+        python=code,
+        query_line=def_line,
+        pre_statements=_statements(properties.get("pre_statements"), "pre_statements", shown, where),
+        post_statements=_statements(properties.get("post_statements"), "post_statements", shown, where),
+        property_lines=lines,
+    )
+    return Model(**props)
+
+
+def _model_name(spec: ModelSpec, shown: str, where: _Decorator) -> str:
+    if not isinstance(spec.name, str):
+        problem = "must be a string" if spec.name is not None else "is missing"
+        raise ModelError(f"The model's name {problem}: write @model(\"schema.name\", columns={{...}}, ...)",
+                         shown, where.name_line)
+    return spec.name
+
+
+def _code(fn: Callable, module: types.ModuleType, root: Path, shown: str,
+          variables: Mapping[str, Any]) -> tuple[PythonCode, int]:
+    """The stored code of a model function, its signature checked; and the line of its `def`."""
+    builder = EnvBuilder(root, (model, macro))
+    node = builder.add_function(fn, module)
+    parameters = _check_signature(fn, shown, node.lineno, variables)
+    code = PythonCode(entrypoint=fn.__name__, env=builder.env, reads=builder.reads, dynamic_reads=builder.dynamic_reads,
+                      variables=sorted(builder.variables | parameters), all_variables=builder.all_variables)
+    return code, node.lineno
+
+
+def _check_signature(fn: Callable, shown: str, line: int, variables: Mapping[str, Any]) -> set[str]:
+    """The config variables the parameters take; a function that cannot be called is refused now."""
+    params = list(inspect.signature(fn).parameters.values())
+    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD,
+                                            params[0].VAR_POSITIONAL):
+        raise ModelError(f"{fn.__name__}() must take the execution context as its first parameter: "
+                         f"def {fn.__name__}(context, start, end, execution_time, **kwargs)", shown, line)
+    taken: set[str] = set()
+    for param in params[1:]:
+        if param.kind == param.POSITIONAL_ONLY and param.default is param.empty:
+            raise ModelError(f"{fn.__name__}() parameter '{param.name}' is positional-only: it cannot be given",
+                             shown, line)
+        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY) or param.name in RUNTIME_ARGUMENTS:
+            continue
+        key = param.name.lower()
+        if key in variables:
+            taken.add(key)
+        elif param.default is param.empty:
+            raise ModelError(f"{fn.__name__}() parameter '{param.name}' has no default and no config variable "
+                             f"'{key}' is defined (parameters other than context, start, end and execution_time "
+                             "receive the config variable of their name)", shown, line)
+    return taken
+
+
+def _columns(value: Any, name: str, dialect: str, shown: str, where: _Decorator) -> dict[str, str]:
+    """`columns={"id": "int", ...}`: required, because the table is created before the function runs."""
+    if value is None:
+        raise ModelError(f"Python model {name} needs columns={{\"column\": \"type\", ...}}: its table is created "
+                         "before its function first runs", shown, where.line)
+    line = where.at("columns")
+    if not isinstance(value, Mapping) or not value:
+        raise ModelError("columns is written columns={\"column\": \"type\", ...} (at least one column)", shown, line)
+    columns: dict[str, str] = {}
+    for column, type_text in value.items():
+        key = read_column(str(column), shown, line)
+        if key in columns:
+            raise ModelError(f"Column '{key}' is declared twice", shown, line)
+        if not isinstance(type_text, str):
+            raise ModelError(f"The type of column '{key}' must be a string such as \"int\"", shown, line)
+        try:
+            columns[key] = to_spark_type(type_text, dialect)
+        except ValueError as e:
+            raise ModelError(f"Invalid type for column '{key}': {e}", shown, line) from None
+    return columns
+
+
+def _statements(value: Any, key: str, shown: str, where: _Decorator) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(s, str) and s.strip() for s in items):
+        raise ModelError(f"{key} is a list of SQL statements (strings)", shown, where.at(key))
+    return [s.strip().rstrip(";") for s in items]
+
+
+# ---------------------------------------------------------------------------------------------
+# Python values as the definition entries the MODEL readers take
+
+
+def _entry(key: str, value: Any, shown: str, line: int) -> Entry:
+    if key == "kind":
+        parsed = _kind_value(value, shown, line)
+    elif key in ("audits", "signals"):
+        parsed = _written_list(key, value, shown, line)
+    else:
+        parsed = _value(value, key, shown, line)
+    return Entry(key, line, [], key=key, value=parsed)
+
+
+def _value(value: Any, key: str, shown: str, line: int) -> Value:
+    if isinstance(value, bool):
+        return Value("true" if value else "false", line, "scalar")
+    if isinstance(value, Enum):
+        return _value(value.value, key, shown, line)
+    if isinstance(value, (int, float)):
+        return Value(str(value), line, "number")
+    if isinstance(value, str):
+        return Value(value, line, "string")
+    if isinstance(value, (datetime, date)):
+        return Value(value.isoformat(), line, "string")
+    if isinstance(value, (list, tuple)):
+        items = [Entry(_raw(v), line, [], value=_value(v, key, shown, line)) for v in value]
+        return Value(repr(value), line, "group", items=items)
+    if isinstance(value, Mapping):
+        items = [Entry(str(k), line, [], key=str(k), value=_value(v, key, shown, line)) for k, v in value.items()]
+        return Value(repr(value), line, "group", items=items)
+    raise ModelError(f"@model argument '{key}' cannot be a {type(value).__name__}", shown, line)
+
+
+def _raw(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value.value if isinstance(value, Enum) else value)
+
+
+def _kind_value(value: Any, shown: str, line: int) -> Value:
+    """`"FULL"`, or `dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds", ...)`: the kind's name
+    and the properties its class reads, as `kind NAME (property value, ...)` would give them."""
+    if isinstance(value, (str, Enum)):
+        return Value(_raw(value), line, "scalar")
+    if isinstance(value, Mapping) and isinstance(value.get("name"), (str, Enum)):
+        items = [Entry(str(k), line, [], key=str(k), value=_value(v, str(k), shown, line))
+                 for k, v in value.items() if k != "name" and v is not None]
+        return Value(repr(dict(value)), line, "call", head=_raw(value["name"]), items=items)
+    raise ModelError("kind is a kind name (kind=\"FULL\") or a dict of the name and the kind's properties "
+                     "(kind=dict(name=\"INCREMENTAL_BY_TIME_RANGE\", time_column=\"ds\"))", shown, line)
+
+
+_WRITTEN_EXAMPLES = {"audits": "not_null(columns := (id))", "signals": "files_landed(folder := 'raw')"}
+
+
+def _written_list(key: str, value: Any, shown: str, line: int) -> Value:
+    """`audits=["not_null(columns := (id))", "my_audit"]`, `signals=["files_landed(folder := 'raw')"]`:
+    each entry written as in a MODEL block."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(a, str) for a in items):
+        raise ModelError(f"{key} is a list of {key} written as in SQL, e.g. [\"{_WRITTEN_EXAMPLES[key]}\"]",
+                         shown, line)
+    entries = []
+    for text in items:
+        try:
+            parsed = read_value(text, shown)
+        except ModelError as e:
+            raise ModelError(e.message, shown, line) from None
+        entries.append(Entry(text, line, [], value=_at_line(parsed, line)))
+    return Value(repr(items), line, "group", items=entries)
+
+
+def _at_line(value: Value, line: int) -> Value:
+    """A value read from a string of its own, moved to the line the string is written at."""
+    value.line = line
+    for item in value.items:
+        item.line = line
+        if item.value is not None:
+            _at_line(item.value, line)
+    return value
+
+
+def _checked_reads(code: PythonCode, depends_on: list[str], name: str) -> list[TableRead]:
+    """The dependencies read with `resolve_table`, names checked; with `depends_on` given, each
+    read must be one of them (it replaces inference)."""
+    reads = []
+    for read in code.reads:
+        try:
+            reads.append(read.model_copy(update={"name": check_model_name(read.name)}))
+        except ValueError as e:
+            raise ModelError(f"resolve_table: {e}", read.path, read.line) from None
+    if depends_on:
+        for read in reads:
+            if read.name not in depends_on and read.name != name:
+                raise ModelError(f"resolve_table('{read.name}') reads a model missing from depends_on "
+                                 f"({', '.join(depends_on)}): add it there", read.path, read.line)
+    elif code.dynamic_reads:
+        path, line = code.dynamic_reads[0]
+        raise ModelError("resolve_table is called with a computed name, so the model's dependencies cannot be "
+                         "inferred: list the models it reads in depends_on=[...]", path, line)
+    return reads

@@ -1,0 +1,280 @@
+"""What a snapshot captures besides its model definition: everything else that decides its data.
+
+A model's rows depend on more than its own file: the Python macros its SQL calls (and the helpers,
+constants and imports they use), the config variables it reads, the audits that gate it, the
+signals that time it, its parents' columns (star expansion, `@STAR`) and, for a seed, the CSV's
+bytes. Reading any of these from the working tree at evaluation would run code nobody planned:
+a macro edited after the plan, a variable changed in config.yaml, a CSV edited while a plan waits
+at its prompt. So the plan captures them into the snapshot, as source text and values, and every
+evaluation (backfill, `mesh run`, restatement, reviewed apply, Dagster) works from the capture.
+
+Functions are stored the way a Python model's code is (core/models/python_env.py): only what they
+reach, as text compiled at its original file and line. A seed's content is too large for the
+snapshot's JSON: the capture holds its digest, the bytes travel in memory until the apply stores
+them once in the state store, by digest; a snapshot read back from the store fetches them there.
+
+Snapshots stored before captures existed have none (`Snapshot.capture is None`): they are
+evaluated from the project as before, and the next plan captures them.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.macros.user import MacroRegistry, macro
+from mesh_dagster.core.models.kinds import SeedKind
+from mesh_dagster.core.models.model import Audit, Model
+from mesh_dagster.core.models.python_env import EnvBuilder, Executable, run_env
+from mesh_dagster.core.project.signals import SignalRegistry, describe_signal, signal
+
+if TYPE_CHECKING:
+    from mesh_dagster.core.project.project import Project
+
+_MACRO_USE = re.compile(r"@\{?([A-Za-z_]\w*)")
+
+
+class CapturedFunction(BaseModel):
+    """A user macro or signal as stored code: the function and everything it uses."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str  # the name models call it by (lower case)
+    entrypoint: str  # the Python function's own name
+    env: dict[str, Executable]
+    path: str | None = None  # where it is defined (for messages)
+    line: int | None = None
+    metadata_only: bool = False  # a macro whose output never changes data (`@macro(metadata_only=True)`)
+    variables: list[str] = Field(default_factory=list)  # `evaluator.var("x")` calls with a literal name
+    all_variables: bool = False  # `var()` of a computed name
+
+    def hash_values(self) -> list[str]:
+        """The code as written: any edit of what the function runs is a change."""
+        return [f"{self.name}:{self.entrypoint}", *(f"{n}:{p.kind}:{p.text}" for n, p in self.env.items())]
+
+    def load(self, root: Path | None = None) -> Callable:
+        """The function, defined afresh from the stored code (nothing shared with the project's);
+        its `__file__` is where it was written in the project at `root`."""
+        file = root / self.path if root is not None and self.path else None
+        return run_env(self.env, file)[self.entrypoint]
+
+    def uses(self, names: Iterable[str]) -> set[str]:
+        """Which of `names` (other macros) the stored code calls as `@name` in the SQL it returns."""
+        known = {n.lower() for n in names}
+        return {m.lower() for p in self.env.values() for m in _MACRO_USE.findall(p.text) if m.lower() in known}
+
+
+class SeedContent(BaseModel):
+    """A seed CSV as planned: the digest of its bytes, and its header (the columns it loads)."""
+
+    digest: str
+    header: list[str]
+    size: int
+    _data: bytes | None = PrivateAttr(default=None)
+    _loader: Callable[[], bytes | None] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SeedContent) and self.model_dump() == other.model_dump()
+
+    @classmethod
+    def of(cls, data: bytes, digest: str, header: list[str]) -> SeedContent:
+        content = cls(digest=digest, header=list(header), size=len(data))
+        content._data = data
+        return content
+
+    @property
+    def in_memory(self) -> bytes | None:
+        """The bytes, when this process read them (a plan made here): what an apply stores."""
+        return self._data
+
+    def attach(self, loader: Callable[[], bytes | None]) -> None:
+        """Where to fetch the bytes from when they are not in memory (the state store)."""
+        self._loader = loader
+
+    def data(self) -> bytes | None:
+        if self._data is None and self._loader is not None:
+            self._data = self._loader()
+        return self._data
+
+
+class Capture(BaseModel):
+    """Everything a snapshot's evaluation reads besides its `Model` (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    macros: dict[str, CapturedFunction] = Field(default_factory=dict)
+    variables: dict[str, str] = Field(default_factory=dict)  # name -> the value as YAML text
+    audits: dict[str, Audit] = Field(default_factory=dict)
+    signals: dict[str, CapturedFunction] = Field(default_factory=dict)
+    parent_schemas: dict[str, dict[str, str | None]] = Field(default_factory=dict)
+    columns: dict[str, str | None] | None = None  # what the model outputs (its table's columns)
+    seed: SeedContent | None = None
+    _values: dict[str, Any] | None = PrivateAttr(default=None)
+    _macros: MacroRegistry | None = PrivateAttr(default=None)
+    _signals: SignalRegistry | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal captures capture the same things; what was loaded or fetched from them does not count."""
+        return isinstance(other, Capture) and self.model_dump() == other.model_dump()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Capture:
+        """A capture is never changed once made: copies share it, with the functions it loaded."""
+        return self
+
+    def variable_values(self) -> dict[str, Any]:
+        """The captured variables as the project gave them (parsed once)."""
+        if self._values is None:
+            self._values = {name: yaml.safe_load(text) for name, text in self.variables.items()}
+        return self._values
+
+    def macro_registry(self, root: Path | None = None) -> MacroRegistry:
+        """The captured macros as a registry: what rendering this snapshot may call (`root`: the
+        project it is evaluated for)."""
+        if self._macros is None:
+            registry = MacroRegistry()
+            for name, captured in self.macros.items():
+                registry.register(captured.load(root), name, captured.metadata_only)
+            self._macros = registry
+        return self._macros
+
+    def signal_registry(self, root: Path | None = None) -> SignalRegistry:
+        """The captured signals, as the readiness check binds and calls them."""
+        if self._signals is None:
+            self._signals = SignalRegistry({
+                name: describe_signal(name, captured.load(root), captured.path or "signals", captured.line)
+                for name, captured in self.signals.items()})
+        return self._signals
+
+    def macro_values(self) -> list[str]:
+        return [v for name in sorted(self.macros) for v in self.macros[name].hash_values()]
+
+    def signal_values(self) -> list[str]:
+        return [v for name in sorted(self.signals) for v in self.signals[name].hash_values()]
+
+
+def dump_value(value: Any) -> str:
+    """A variable's value as YAML text: dates and nested values come back as they were written."""
+    try:
+        return yaml.safe_dump(value, default_flow_style=True, sort_keys=True, width=10**9).strip()
+    except yaml.YAMLError as e:
+        raise ModelError(f"A config variable cannot be stored with the plan: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Capturing a loaded project's models
+
+
+def sql_text(model: Model, audits: dict[str, Audit]) -> str:
+    """All SQL a model's evaluation renders, as written: where its macro and variable uses are."""
+    texts = [model.query or "", *model.pre_statements, *model.post_statements, *model.macro_definitions]
+    texts += [audits[ref.name].query for ref in model.audits if ref.name in audits]
+    return " ".join(texts)
+
+
+class Capturer:
+    """Captures the models of one loaded project; each macro and signal is captured once."""
+
+    def __init__(self, project: Project):
+        self.project = project
+        self._macros: dict[str, CapturedFunction] = {}
+        self._signals: dict[str, CapturedFunction] = {}
+
+    def capture(self, model: Model) -> Capture:
+        project = self.project
+        audits = {ref.name: project.audits[ref.name] for ref in model.audits if ref.name in project.audits}
+        sql = sql_text(model, audits)
+        macros = self._macro_closure(project.macros.used_by(sql))
+        return Capture(
+            macros=macros,
+            variables=self._variables(model, sql, macros.values()),
+            audits=audits,
+            signals={ref.name.lower(): self._signal(ref.name.lower()) for ref in model.signals},
+            parent_schemas=project.parent_schemas(model.name) if model.query is not None else {},
+            columns=project.columns(model.name),
+            seed=self._seed(model),
+        )
+
+    # -- macros and signals ----------------------------------------------------------------
+
+    def _macro_closure(self, names: list[str]) -> dict[str, CapturedFunction]:
+        """The macros `names` and, transitively, those their code calls as `@name`."""
+        registered = self.project.macros.names()
+        found: dict[str, CapturedFunction] = {}
+        pending = list(names)
+        while pending:
+            name = pending.pop()
+            if name in found:
+                continue
+            found[name] = self._macro(name)
+            pending += sorted(found[name].uses(registered) - set(found))
+        return dict(sorted(found.items()))
+
+    def _macro(self, name: str) -> CapturedFunction:
+        if name not in self._macros:
+            registry = self.project.macros
+            fn = registry.get(name)
+            assert fn is not None  # `used_by` only names registered macros
+            self._macros[name] = _capture_function(name, fn, self.project.path, macro,
+                                                   metadata_only=registry.is_metadata_only(name))
+        return self._macros[name]
+
+    def _signal(self, name: str) -> CapturedFunction:
+        if name not in self._signals:
+            function = self.project.signals.get(name)
+            if function is None:  # refused when the project loaded; a plan never gets here
+                raise ModelError(f"Unknown signal '{name}'")
+            self._signals[name] = _capture_function(name, function.fn, self.project.path, signal)
+        return self._signals[name]
+
+    # -- values ----------------------------------------------------------------------------
+
+    def _variables(self, model: Model, sql: str, macros: Iterable[CapturedFunction]) -> dict[str, str]:
+        """The config variables the model can read: named in its SQL (`@VAR('x')`, `@x`, `'x'`),
+        read by its macros or its Python code; all of them when one reads a computed name."""
+        variables = self.project.variables
+        if not variables:
+            return {}
+        functions = list(macros)
+        code = model.python
+        if any(f.all_variables for f in functions) or (code is not None and code.all_variables):
+            used = set(variables)
+        else:
+            named = {v for f in functions for v in f.variables} | set(code.variables if code is not None else ())
+            text = sql.lower()
+            used = {key for key in variables if key in named or _mentions(text, key)}
+        return {key: dump_value(variables[key]) for key in sorted(used)}
+
+    def _seed(self, model: Model) -> SeedContent | None:
+        if not isinstance(model.kind, SeedKind):
+            return None
+        seed = self.project.seeds[model.name]
+        return SeedContent.of(seed.data, seed.content_hash, seed.header)
+
+
+def _mentions(sql_lower: str, key: str) -> bool:
+    name = re.escape(key)
+    return re.search(rf"@{name}\b|@\{{{name}\}}|['\"]{name}['\"]", sql_lower) is not None
+
+
+def _capture_function(name: str, fn: Callable, root: Path, decorator: Callable, *,
+                      metadata_only: bool = False) -> CapturedFunction:
+    """`fn` as stored code (core/models/python_env.py), its own decorator left out."""
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    code = getattr(fn, "__code__", None)
+    if module is None or code is None:
+        raise ModelError(f"Macro or signal '{name}' has no source file mesh can store with the plan: define it in "
+                         "the project's macros/ or signals/ folder")
+    builder = EnvBuilder(root, (decorator,))
+    node = builder.add_function(fn, module)
+    piece = builder.env.get(fn.__name__)
+    return CapturedFunction(name=name, entrypoint=fn.__name__, env=builder.env, path=piece.path if piece else None,
+                            line=node.lineno,
+                            metadata_only=metadata_only, variables=sorted(builder.variables),
+                            all_variables=builder.all_variables)

@@ -1,0 +1,114 @@
+"""Fingerprints of a loaded project's models.
+
+The data hash covers what can change a model's rows (query text as written, statements, the
+user macros and variables it uses, kind, declared columns, partitioning, seed content, a Python
+model's stored code: its function and what the function uses); the metadata hash covers the rest.
+Parent hashes chain both up the DAG so that any upstream change gives every descendant a new
+identifier without rendering a single query.
+"""
+
+from __future__ import annotations
+
+from mesh_dagster.core.models.model import Audit, Model
+from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.snapshots.capture import Capture, Capturer
+from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotFingerprint, SnapshotId, hash_values
+
+
+def data_hash(model: Model, capture: Capture) -> str:
+    values = [
+        model.query,
+        *model.pre_statements,
+        *model.post_statements,
+        *model.macro_definitions,
+        model.dialect,
+        *model.kind.data_hash_values(),
+        *(f"{c} {t}" for c, t in (model.columns or {}).items()),
+        *model.partitioned_by,
+        model.storage_format,
+        model.stamp,
+        *(f"{key}={value!r}" for key, value in capture.variable_values().items()),
+    ]
+    if model.declared_unit is not None:  # only when written: fingerprints of other models stay as they were
+        values.append(f"interval_unit={model.declared_unit.value}")
+    values += capture.macro_values()
+    if model.python is not None:
+        values += model.python.data_hash_values()
+    if capture.seed is not None:
+        values.append(capture.seed.digest)  # hashed once, when the loader checked it
+    return hash_values(values)
+
+
+def _audit_values(model: Model, capture: Capture) -> list[str]:
+    values = []
+    for ref in model.audits:
+        audit: Audit | None = capture.audits.get(ref.name)
+        values += [ref.name, str(sorted(ref.args.items())), str(ref.blocking)]
+        if audit is not None:
+            values += [audit.query, str(audit.blocking), audit.dialect]
+    return values
+
+
+def metadata_hash(model: Model, capture: Capture) -> str:
+    values = [
+        model.cron,
+        model.start,
+        model.end,
+        model.owner,
+        model.description,
+        *sorted(model.tags),
+        *model.grain,
+        *model.kind.metadata_hash_values(),
+        *(f"{c}={d}" for c, d in sorted(model.column_descriptions.items())),
+        *_audit_values(model, capture),
+        # Whitespace/comment-only edits are new snapshots, categorised as metadata later.
+        model.query,
+        *(model.python.metadata_hash_values() if model.python is not None else []),
+    ]
+    values += _scheduling_values(model)
+    values += capture.signal_values()  # when its intervals are ready, as the code decides it
+    if model.query and "*" in model.query:
+        # A `SELECT *` child's output follows its parents' columns (see categorizer).
+        for parent, cols in sorted(capture.parent_schemas.items()):
+            values.append(f"{parent}:{','.join(cols)}")
+    return hash_values(values)
+
+
+def _scheduling_values(model: Model) -> list[str]:
+    """When a model runs, not what it computes: metadata. Listed only when set, so projects that
+    set none keep their fingerprints."""
+    values = [f"cron_tz={model.cron_tz}"] if model.cron_tz else []
+    if model.allow_partials:
+        values.append("allow_partials")
+    values += [f"signal={ref.describe()}" for ref in model.signals]
+    return values
+
+
+def build_snapshots(project: Project) -> dict[str, Snapshot]:
+    """One uncategorised snapshot per model, parents before children."""
+    snapshots: dict[str, Snapshot] = {}
+    capturer = Capturer(project)
+    for name in project.dag.sorted():
+        model = project.models[name]
+        parents = [snapshots[p] for p in project.parents(name)]
+        capture = capturer.capture(model)
+        own = SnapshotFingerprint(data_hash=data_hash(model, capture), metadata_hash=metadata_hash(model, capture))
+        snapshots[name] = Snapshot(
+            name=name,
+            fingerprint=with_parents(own, parents),
+            model=model,
+            parents=[SnapshotId(p.name, p.identifier) for p in parents],
+            capture=capture,
+        )
+    return snapshots
+
+
+def with_parents(fingerprint: SnapshotFingerprint, parents: list[Snapshot]) -> SnapshotFingerprint:
+    """`fingerprint`'s own hashes chained with `parents`' (a plan limited by --select-model
+    re-chains a model the environment has onto parents the plan changes)."""
+    return fingerprint.model_copy(update={
+        "parent_data_hash": hash_values(sorted(p.fingerprint.to_version() for p in parents)) if parents else "0",
+        "parent_metadata_hash": hash_values(
+            sorted(p.fingerprint.metadata_hash + p.fingerprint.parent_metadata_hash for p in parents)
+        ) if parents else "0",
+    })

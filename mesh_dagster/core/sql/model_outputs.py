@@ -1,0 +1,250 @@
+"""A model's output columns, worked out at load time, and every property checked against them.
+
+`time_column`, the columns other kind properties name (`unique_key`...), `grain`, `partitioned_by`,
+`column_descriptions`, declared `columns` and the columns named by built-in audits must be columns
+the model outputs; the output must not name a column
+twice; a model that writes a table must name every output column with letters, digits and
+underscores (the engine quotes nothing else). Spark would otherwise refuse these only while the
+apply creates or fills the table, after other models' tables were built.
+
+Rendering every query once at load is the price; the result is cached by what determines it (the
+model's text and its parents' columns), so a warm load renders nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from mesh_dagster.core.config.cache import ProjectCache, content_key
+from mesh_dagster.core.config.names import IDENTIFIER
+from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.macros.user import MacroRegistry
+from mesh_dagster.core.models.kinds import IncrementalByTimeRangeKind
+from mesh_dagster.core.models.model import AuditRef, Model
+
+_CACHE_NAMESPACE = "output_columns"
+Schemas = dict[str, dict[str, str | None]]
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One output column of a query as written: its name (None if unnamed), its SQL and its line."""
+
+    name: str | None
+    sql: str
+    line: int
+
+
+@dataclass(frozen=True)
+class OutputColumns:
+    columns: dict[str, str | None] | None  # name → Spark type (None if unknown); None if unknowable
+    projections: tuple[Projection, ...] | None = None  # the query's own projections, when known
+
+
+def query_output(model: Model, macros: MacroRegistry, variables: dict, schemas: Schemas,
+                 cache: ProjectCache | None) -> OutputColumns:
+    """The output of a model's query rendered against its parents' columns (cached)."""
+    key = content_key(repr((model.name, model.dialect, model.kind.name.value, model.query, model.macro_definitions,
+                            model.query_line, sorted((k, sorted(v.items())) for k, v in schemas.items()))).encode())
+    found = cache.get(_CACHE_NAMESPACE, key) if cache is not None else None
+    if found is None:
+        found = _render_output(model, macros, variables, schemas)
+        if cache is not None:
+            cache.put(_CACHE_NAMESPACE, key, found)
+    return found
+
+
+def _render_output(model: Model, macros: MacroRegistry, variables: dict, schemas: Schemas) -> OutputColumns:
+    from mesh_dagster.core.sql.query_columns import query_columns
+    from mesh_dagster.core.sql.renderer import RenderContext, render_query
+
+    tree = render_query(model, RenderContext(variables=variables, schemas=schemas), macros)
+    projections = _projections(tree, model.query_line)
+    return OutputColumns(query_columns(tree, schemas), projections)
+
+
+def _projections(query: exp.Expr, first_line: int) -> tuple[Projection, ...] | None:
+    """The outermost SELECT's projections (the left-most one of a set operation); None while a
+    `*` remains (its columns are not known)."""
+    while isinstance(query, (exp.Subquery, exp.Paren, exp.SetOperation)):
+        query = query.this
+    if not isinstance(query, exp.Select):
+        return None
+    out = []
+    for projection in query.expressions:
+        if isinstance(projection, exp.Star) or (
+            isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+        ):
+            return None
+        if isinstance(projection, exp.Alias):
+            name = projection.alias or None
+        elif isinstance(projection, (exp.Column, exp.Dot)):
+            name = projection.name or None
+        else:
+            name = None
+        # The SQL is only shown for unnamed columns: generating it for every column costs a copy.
+        sql = "" if name else projection.sql(dialect="spark", copy=False)[:60]
+        out.append(Projection(name, sql, first_line + _relative_line(projection) - 1))
+    return tuple(out)
+
+
+def _relative_line(node: exp.Expr) -> int:
+    for child in node.walk():
+        line = child.meta.get("line") if child.meta else None
+        if line:
+            return line
+    return 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+
+
+def check_output_columns(model: Model, output: OutputColumns) -> None:
+    """Every property that names a column is checked against the model's output columns."""
+    if output.projections is not None:
+        _check_projections(model, output.projections)
+    if model.self_referencing:
+        _check_self_reference(model, output)
+    columns = output.columns
+    if columns is None:
+        return
+    _check_kind_columns(model, output, columns)
+    known = set(columns)
+    if model.columns is not None and output.projections is not None:
+        produced = {p.name.lower() for p in output.projections if p.name}
+        _require(model, "columns", [c for c in model.columns if c not in produced], sorted(produced),
+                 "columns declares {names}, which the query does not output")
+    if isinstance(model.kind, IncrementalByTimeRangeKind):
+        time_column = model.kind.time_column
+        _require(model, "kind", [time_column], columns, "time_column {names} is not an output column of {model}")
+        _check_time_column_type(model, model.kind, columns[time_column])
+    for prop, named in model.kind.named_columns().items():
+        _require(model, "kind", named, columns, prop + " names {names}, not an output column of {model}")
+    for prop in ("grain", "partitioned_by", "column_descriptions"):
+        _require(
+            model, prop, list(getattr(model, prop)), columns, prop + " names {names}, not an output column of {model}"
+        )
+    for ref in model.audits:
+        _check_audit_columns(model, ref, known)
+
+
+def _check_kind_columns(model: Model, output: OutputColumns, columns: dict[str, str | None]) -> None:
+    """The columns the kind's properties name are output columns; those it adds are not."""
+    for prop, names in model.kind.named_columns().items():
+        _require(model, "kind", names, columns, prop + " names {names}, not an output column of {model}")
+    kind_name = model.kind.name.value
+    for column in model.kind.added_columns():
+        if column not in columns:
+            continue
+        line = next((p.line for p in output.projections or () if p.name and p.name.lower() == column),
+                    model.line_of("columns" if model.columns is not None else "kind"))
+        raise ModelError(f"The query outputs a column '{column}', which {kind_name} adds itself: rename the "
+                         f"column, or name the kind's column otherwise (valid_from_name / valid_to_name)",
+                         model.path, line)
+
+
+def _check_self_reference(model: Model, output: OutputColumns) -> None:
+    """A model reading its own table needs that table before its first run, so its column types
+    must be known without running the query: declared (`columns`) or all inferred from casts,
+    literals and typed parents. Kinds without a table of their own cannot read themselves, and its
+    batches run one after another, each reading what the previous one wrote."""
+    kind = model.kind
+    if not kind.is_materialized:
+        raise ModelError(f"Model {model.name} reads itself, which a {kind.name.value} model cannot do (it has no "
+                         "table holding its previous state): make it FULL or incremental", model.path, model.query_line)
+    if isinstance(kind, IncrementalByTimeRangeKind) and kind.batch_concurrency > 1:
+        raise ModelError(f"batch_concurrency {kind.batch_concurrency} cannot apply: model {model.name} "
+                         "reads its own table, so each batch needs the one before it and they run one after another",
+                         model.path, model.line_of("kind"))
+    if model.columns is not None:
+        return
+    columns = output.columns
+    untyped = [name for name, kind_ in (columns or {}).items() if kind_ is None]
+    if columns is not None and not untyped:
+        return
+    line = next((p.line for p in output.projections or () if p.name and p.name.lower() in untyped), model.query_line)
+    which = f"the type of {', '.join(untyped)} is" if untyped else "its columns are"
+    raise ModelError(f"Model {model.name} reads its own table, so its column types must be known before it first "
+                     f"runs, but {which} not: cast each column (`CAST(x AS INT) AS x`) or declare `columns (...)`",
+                     model.path, line)
+
+
+def _check_time_column_type(model: Model, kind: IncrementalByTimeRangeKind, column_type: str | None) -> None:
+    """Intervals must be expressible on the time column's type in its format (an INT `ds` needs a
+    numeric format such as '%Y%m%d'): core.time_column decides, for writes and audits alike."""
+    from mesh_dagster.core.time.time_column import TimeColumnError, check_time_column
+
+    if column_type is None:
+        return
+    try:
+        check_time_column(column_type, kind.time_column_format)
+    except TimeColumnError as e:
+        raise ModelError(f"time_column {kind.time_column}: {e}", model.path, model.line_of("kind")) from None
+
+
+def _writes_table(model: Model) -> bool:
+    return model.kind.is_materialized
+
+
+def _check_projections(model: Model, projections: tuple[Projection, ...]) -> None:
+    if model.kind.is_inlined:
+        return  # inlined as a subquery: only the columns its readers select matter
+    seen: dict[str, Projection] = {}
+    for projection in projections:
+        if projection.name is None:
+            if _writes_table(model):
+                raise ModelError(f"The query's column `{projection.sql}` needs a name: write `... AS name`",
+                                 model.path, projection.line)
+            continue
+        key = projection.name.lower()
+        if _writes_table(model) and not IDENTIFIER.fullmatch(projection.name):
+            raise ModelError(f"Column name '{projection.name}' is not supported: use letters, digits and "
+                             "underscores only", model.path, projection.line)
+        if key in seen:
+            raise ModelError(f"The query outputs column '{key}' twice (also at line {seen[key].line})",
+                             model.path, projection.line)
+        seen[key] = projection
+
+
+def _require(model: Model, prop: str, named: list[str], known, message: str) -> None:
+    """`named` columns must all be `known`; the message shows what the model does output."""
+    missing = [c for c in named if c not in known]
+    if missing:
+        outputs = ", ".join(list(known)[:12]) + (", ..." if len(known) > 12 else "")
+        text = message.format(names=", ".join(f"'{c}'" for c in missing), model=model.name)
+        raise ModelError(f"{text} (it outputs: {outputs or 'nothing known'})", model.path, model.line_of(prop))
+
+
+_AUDIT_COLUMN_ARGS = {"not_null": "columns", "unique_values": "columns", "accepted_values": "column"}
+
+
+def _check_audit_columns(model: Model, ref: AuditRef, known: set[str]) -> None:
+    """Built-in audits name the columns they check: each must exist (or the audit fails in Spark)."""
+    arg = _AUDIT_COLUMN_ARGS.get(ref.name.removesuffix("_non_blocking"))
+    if arg is None or arg not in ref.args:
+        return
+    missing = [c for c in _column_names(ref.args[arg], model.dialect) if c not in known]
+    if missing:
+        source = " (attached by model_defaults.audits in config.yaml)" if ref.default else ""
+        names = ", ".join(f"'{c}'" for c in missing)
+        raise ModelError(f"Audit {ref.name}{source}: column {names} is not an output column of {model.name}",
+                         model.path, model.line_of("audits"))
+
+
+def _column_names(text: str, dialect: str) -> list[str]:
+    """Plain column names in an audit argument such as `(id, item_id)`; expressions are skipped."""
+    try:
+        tree = sqlglot.parse_one(text, read=dialect)
+    except (ParseError, TokenError):
+        return []  # the audit's own rendering reports what is wrong with its arguments
+    items = (
+        tree.expressions
+        if isinstance(tree, (exp.Tuple, exp.Array))
+        else [tree.this if isinstance(tree, exp.Paren) else tree]
+    )
+    return [item.name.lower() for item in items if isinstance(item, exp.Column) and not item.table]
