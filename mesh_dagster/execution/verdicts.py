@@ -28,6 +28,7 @@ from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.core.time.intervals import Interval, format_interval_range, subtract_intervals
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
+from mesh_dagster.state.store import StateStore
 from mesh_dagster.state.verdicts import AuditVerdicts, Verdict
 
 
@@ -47,8 +48,6 @@ def snapshot_audits(snapshot: Snapshot, project_audits: Mapping[str, Audit]) -> 
 
 def verdicts_of(state: object) -> AuditVerdicts | None:
     """The verdicts of a real state store (None for a stand-in that has no table for them)."""
-    from mesh_dagster.state.store import StateStore
-
     return AuditVerdicts(state) if isinstance(state, StateStore) else None
 
 
