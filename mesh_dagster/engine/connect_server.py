@@ -40,7 +40,10 @@ from pathlib import Path
 import psutil
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
+from pyspark import SparkContext
+from pyspark.find_spark_home import _find_spark_home
 from pyspark.sql import SparkSession
+from pyspark.version import __version__ as pyspark_version
 
 from mesh_dagster.core.config.connections import METASTORE_URL_SETTING, SparkConnectionConfig
 from mesh_dagster.core.config.redaction import redact_text
@@ -242,8 +245,6 @@ def project_session(
 
 
 def _launch(conn: SparkConnectionConfig, mesh_dir: Path, port: int | None, timeout_s: float) -> ServerInfo:
-    from pyspark.version import __version__
-
     port = _choose_port(port)
     token = uuid.uuid4().hex
     log_path = mesh_dir / LOG_FILE
@@ -265,7 +266,7 @@ def _launch(conn: SparkConnectionConfig, mesh_dir: Path, port: int | None, timeo
     _CHILDREN[process.pid] = process
     info = ServerInfo(
         pid=process.pid, port=port, url=f"sc://{_CLIENT_HOST}:{port}", token=token, started_ts=now_ms(),
-        log_path=str(log_path), mesh_dir=str(mesh_dir), master=conn.master, spark_version=__version__,
+        log_path=str(log_path), mesh_dir=str(mesh_dir), master=conn.master, spark_version=pyspark_version,
     )
     # Recorded before it is ready, so a starter that dies now does not leave an unknown JVM behind.
     _write_info(mesh_dir, info)
@@ -300,8 +301,6 @@ def _server_command(conn: SparkConnectionConfig, mesh_dir: Path, port: int, spar
 
 def _spark_home() -> Path:
     """Spark's home as PySpark itself finds it: SPARK_HOME, else the installed pyspark package."""
-    from pyspark.find_spark_home import _find_spark_home
-
     home = Path(_find_spark_home())
     if not (home / "bin" / "spark-submit").is_file():
         raise EngineError(f"Cannot start the Spark Connect server: no bin/spark-submit under Spark home {home}")
@@ -344,7 +343,9 @@ def _await_ready(info: ServerInfo, process: subprocess.Popen, timeout_s: float) 
 def _probe(info: ServerInfo) -> None:
     # The Connect session class is used directly: the public builder would flip this whole
     # process into Connect mode, which a process that only starts the server must not be.
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
+    # Imported here on purpose: the Connect client (grpc, ~1.5 s to import) is needed only to probe
+    # a server, and every process with an embedded (classic) session imports this module too.
+    from pyspark.sql.connect.session import SparkSession as ConnectSession  # deliberately lazy, see above
 
     session = ConnectSession(connection=info.client_url)
     fail_fast(session)
@@ -408,8 +409,6 @@ def _stop_client(info: ServerInfo) -> None:
 
 
 def _classic_running() -> bool:
-    from pyspark import SparkContext
-
     return SparkContext._active_spark_context is not None  # noqa: SLF001 - no public equivalent
 
 
@@ -419,8 +418,6 @@ def _connect_mode() -> bool:
 
 def _refuse_if_embedded_here(mesh_dir: Path) -> None:
     """An embedded session of this project in this process owns Derby; the server could not."""
-    from pyspark import SparkContext
-
     context = SparkContext._active_spark_context  # noqa: SLF001
     if context is None:
         return

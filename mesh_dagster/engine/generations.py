@@ -25,7 +25,7 @@ from mesh_dagster.engine.session import SparkSQLError
 from mesh_dagster.engine.sql_text import TEMP_PREFIX, quote_identifier, quote_name, split_name, sql_string
 
 if TYPE_CHECKING:
-    from mesh_dagster.engine.adapter import SparkEngine
+    from mesh_dagster.engine.statements import SparkStatements
 
 _GENERATION = re.compile(r"__mesh_g[0-9a-f]{12}$")
 # Formats Spark writes as plain files into a directory: the only ones a generation can hold.
@@ -41,7 +41,7 @@ def next_generation(location: str) -> str:
     return f"{base_location(location)}__mesh_g{uuid.uuid4().hex[:12]}"
 
 
-def describe(engine: SparkEngine, table: str) -> tuple[str, str] | None:
+def describe(engine: SparkStatements, table: str) -> tuple[str, str] | None:
     """(location, provider) of a table; None when it does not exist."""
     try:
         rows = engine.fetchall(f"DESCRIBE TABLE EXTENDED {quote_name(table)}")
@@ -53,19 +53,19 @@ def describe(engine: SparkEngine, table: str) -> tuple[str, str] | None:
     return info.get("location", ""), (info.get("provider") or "parquet").lower()
 
 
-def write(engine: SparkEngine, location: str, provider: str, select_sql: str) -> None:
+def write(engine: SparkStatements, location: str, provider: str, select_sql: str) -> None:
     """Write the query's rows as a new generation (a directory no table points at yet)."""
     engine.execute(f"INSERT OVERWRITE DIRECTORY {sql_string(location)} USING {quote_identifier(provider)}\n"
                    f"{select_sql}")
 
 
-def switch(engine: SparkEngine, table: str, location: str) -> None:
+def switch(engine: SparkStatements, table: str, location: str) -> None:
     """Point the table at `location` (one metastore update) and forget what this session cached of it."""
     engine.execute(f"ALTER TABLE {quote_name(table)} SET LOCATION {sql_string(location)}")
     engine.refresh(table)
 
 
-def delete(engine: SparkEngine, locations: list[str]) -> None:
+def delete(engine: SparkStatements, locations: list[str]) -> None:
     """Delete directories of generations nobody points at any more.
 
     A classic session deletes through Hadoop's file system API (any file system Spark reaches). A
@@ -96,7 +96,7 @@ def delete(engine: SparkEngine, locations: list[str]) -> None:
             engine.execute(f"DROP DATABASE IF EXISTS {quote_identifier(database)} CASCADE")
 
 
-def drop(engine: SparkEngine, table: str) -> None:
+def drop(engine: SparkStatements, table: str) -> None:
     """DROP TABLE, and delete its default location when the table had moved away from it."""
     described = None if split_name(table)[1].startswith(TEMP_PREFIX) else describe(engine, table)
     engine.execute(f"DROP TABLE IF EXISTS {quote_name(table)}")
@@ -104,7 +104,7 @@ def drop(engine: SparkEngine, table: str) -> None:
         delete(engine, [base_location(described[0])])
 
 
-def clear_default_location(engine: SparkEngine, table: str) -> None:
+def clear_default_location(engine: SparkStatements, table: str) -> None:
     """Delete what a crash left at the default location of a table that does not exist (Spark
     refuses to create a managed table over a non-empty directory)."""
     schema, name = split_name(table)

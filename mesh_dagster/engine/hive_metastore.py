@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.config.connections import METASTORE_URL_SETTING, MetastoreConfig
 from mesh_dagster.core.errors import EngineError
+from mesh_dagster.engine.cluster import unreachable_reason
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -94,8 +95,6 @@ def check_metastore(meta: MetastoreConfig, timeout_s: float) -> Path:
     The database is checked before the driver: each of these messages must be reachable on its own,
     and a metastore that cannot be reached is the problem to fix first.
     """
-    from mesh_dagster.engine.cluster import unreachable_reason
-
     where = f"{meta.host}:{meta.port}"
     reason = unreachable_reason(meta.host, meta.port, timeout_s)
     if reason is not None:
@@ -196,7 +195,9 @@ def _advisory_lock(conn: Any, meta: MetastoreConfig) -> Iterator[None]:
 @contextmanager
 def _connect(meta: MetastoreConfig, timeout_s: float) -> Iterator[Any]:
     """An autocommit psycopg connection to the metastore database; a failure is one clear line."""
-    import psycopg
+    # Imported here on purpose: only a Postgres metastore needs psycopg (~0.3 s to import), and every
+    # process that starts Spark imports this module (through session.py).
+    import psycopg  # deliberately lazy, see above
 
     where = f"{meta.host}:{meta.port}"
     try:

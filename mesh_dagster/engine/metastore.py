@@ -136,7 +136,9 @@ def _locked_elsewhere(lock: Path) -> bool:
     Derby (Java's `FileChannel.tryLock`) takes an fcntl record lock; `filelock.FileLock` takes an
     flock, a separate lock that never conflicts with it, so it would call a booted Derby free.
     """
-    import fcntl
+    # Imported here on purpose: fcntl exists on POSIX systems only, and this module is imported by
+    # every process that starts Spark (session.py); only this check, off Linux, needs it.
+    import fcntl  # deliberately lazy, see above
 
     try:
         fd = os.open(lock, os.O_RDWR)

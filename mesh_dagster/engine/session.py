@@ -24,6 +24,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark import SparkContext
+from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from mesh_dagster.core.config.connections import METASTORE_URL_SETTING, WAREHOUSE_SETTING, SparkConnectionConfig
@@ -233,7 +235,9 @@ def _remote_session(conn: SparkConnectionConfig) -> SparkSession:
 
 def fail_fast(session: SparkSession | ConnectSession, retries: int = CLIENT_RETRIES) -> None:
     """Give up on an unreachable server after ~25 s (`retries` 6) instead of PySpark's 10 minutes."""
-    from pyspark.sql.connect.client.retries import DefaultPolicy
+    # Imported here on purpose: only a Connect session (which has loaded its client already) gets
+    # here, and a classic session must not pay the Connect client's import (grpc, ~1.5 s).
+    from pyspark.sql.connect.client.retries import DefaultPolicy  # deliberately lazy, see above
 
     session.client.set_retry_policies([DefaultPolicy(max_retries=retries, max_backoff=10_000)])
 
@@ -253,6 +257,7 @@ def watch_server(session: SparkSession | ConnectSession, host: str, port: int, w
                  retries: int = CLIENT_RETRIES) -> None:
     """Make `session` give up as soon as its server at `host:port` stops listening, and name the
     server (`what`) and the remedy (`todo`) in the errors that follow."""
+    # Deliberately lazy, as in `fail_fast`: only Connect sessions get here.
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     class WhileListening(DefaultPolicy):
@@ -429,8 +434,6 @@ def quiet_pyspark_error_logs() -> None:
     The Connect client also warns when its retries run out, just before raising the error we
     report, and PySpark warns about its own use of a deprecated error getter.
     """
-    from pyspark.logger import PySparkLogger
-
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]", category=UserWarning)
@@ -549,6 +552,4 @@ def _forward_lines(read_fd: int, write_fd: int) -> None:
 
 
 def _jvm_running() -> bool:
-    from pyspark import SparkContext
-
     return SparkContext._active_spark_context is not None  # noqa: SLF001 - no public equivalent

@@ -42,16 +42,16 @@ from mesh_dagster.engine.sql_text import (
 )
 
 if TYPE_CHECKING:
-    from mesh_dagster.engine.adapter import SparkEngine
+    from mesh_dagster.engine.catalog import SparkCatalog
 
 Journal = Callable[[dict[str, Any]], None]
 _DROP_PARTITIONS_PER_STATEMENT = 100
 
 
 class TableWrites:
-    """The writes of one `SparkEngine` (which delegates its write methods here)."""
+    """The writes of one `SparkEngine` (which delegates its write methods here), on its catalog."""
 
-    def __init__(self, engine: SparkEngine) -> None:
+    def __init__(self, engine: SparkCatalog) -> None:
         self.engine = engine
 
     # -- the strategies' writes --------------------------------------------------------------

@@ -42,7 +42,6 @@ from contextvars import ContextVar
 from typing import Any
 
 from mesh_dagster.core.errors import ConflictingPlanError, MeshError, PlanError
-from mesh_dagster.core.models.kinds import IncrementalKind, SeedKind
 from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
 from mesh_dagster.core.plan.plan import Plan, snapshot_order
 from mesh_dagster.core.project.environment_statements import Stage
@@ -265,7 +264,8 @@ def migrate_kept_tables(plan: Plan, evaluator: SnapshotEvaluator, listener: Appl
             if plan.category(n) == ChangeCategory.FORWARD_ONLY and not s.is_preview and not s.model.kind.is_symbolic]
     for snap in kept:
         evaluator.create(snap)
-        if not isinstance(snap.model.kind, (IncrementalKind, SeedKind)) and snap.model.kind.is_materialized:
+        kind = snap.model.kind
+        if kind.is_materialized and kind.has_query and not kind.is_incremental:  # a table rebuilt whole from its query
             _fit_rebuilt_table(snap, evaluator, listener)
         listener.log(f"Schema of {snap.table_name} checked for {snap.name}'s forward-only change")
     for warning in evaluator.warnings:

@@ -3,6 +3,11 @@
 `engine/adapter.SparkEngine` implements it on a SparkSession; tests implement it in memory
 (tests/execution/fake_engine.py), so the write path is tested without a JVM. `execution/` must
 never import `engine/` types: it only knows this Protocol.
+
+`Engine` is the union of three Protocols, one per concern, as the Spark engine is built from parts
+(engine/adapter.py): `Session` (statements, the session Python models compute with), `Catalog`
+(schemas, tables, views: DDL and what they hold) and `Writes` (every way a table's rows change,
+journaled for kill -9). Callers keep calling the flat names (`engine.upsert`, `engine.columns`).
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ if TYPE_CHECKING:
 Journal = Callable[[dict[str, Any]], None]
 
 
-class Engine(Protocol):
-    """Names are `schema.table` strings; SQL is Spark SQL; column types are Spark DDL types."""
+class Session(Protocol):
+    """Statements, and the session Python models compute with.
 
-    # -- statements
+    Names are `schema.table` strings; SQL is Spark SQL; column types are Spark DDL types (in every
+    part of the engine)."""
+
     def execute(self, sql: str) -> None: ...
 
     def fetchall(self, sql: str) -> list[tuple]: ...
@@ -44,7 +51,10 @@ class Engine(Protocol):
 
     def drop_temp_view(self, name: str) -> None: ...
 
-    # -- catalog
+
+class Catalog(Protocol):
+    """Schemas, tables and views: their DDL, and what they hold."""
+
     def create_schema(self, name: str) -> None: ...
 
     def drop_schema(self, name: str, cascade: bool = True) -> None: ...
@@ -61,22 +71,34 @@ class Engine(Protocol):
     def canonical_types(self, columns: Mapping[str, str]) -> dict[str, str]:
         """Declared types in the engine's own spelling, so they compare with a table's."""
 
-    # -- schema migration of kept tables
     def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
-        """Add columns in place; existing rows read NULL for them."""
+        """Add columns in place (schema migration of a kept table); existing rows read NULL for them."""
 
-    def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
-        """Make the table hold exactly `columns`, keeping (casting) its rows."""
-
-    # -- physical objects and writes
-    # Writes take a `journal`: called (maybe more than once, each time with the write's newer state)
-    # before the write's destructive step, with what `finish_write` needs to complete it exactly
-    # after a crash. Without one, a write cleans up after itself and nobody can finish it.
     def create_table(self, table: str, query_sql: str | None, partitioned_by: Sequence[str] = (),
                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
                      comments: Mapping[str, str] | None = None) -> None:
         """CREATE TABLE IF NOT EXISTS, with `columns` or the query's (analysed, not run)."""
 
+    def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:
+        """CREATE OR REPLACE VIEW."""
+
+    def drop_view(self, name: str) -> None: ...
+
+    def drop_table(self, name: str) -> None: ...
+
+    def table_location(self, table: str) -> str | None:
+        """Where the table's files are now (None: no such table)."""
+
+    def drop_locations(self, locations: Iterable[str]) -> None:
+        """Delete former locations (generations) of tables: nothing points at them any more."""
+
+
+class Writes(Protocol):
+    """Every way a table's rows change."""
+
+    # Writes take a `journal`: called (maybe more than once, each time with the write's newer state)
+    # before the write's destructive step, with what `finish_write` needs to complete it exactly
+    # after a crash. Without one, a write cleans up after itself and nobody can finish it.
     def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
                       storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
                       comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
@@ -119,19 +141,15 @@ class Engine(Protocol):
     def discard_write(self, payload: dict[str, Any]) -> None:
         """Drop what a journaled write staged, once it is recorded (or given up)."""
 
-    def table_location(self, table: str) -> str | None:
-        """Where the table's files are now (None: no such table)."""
-
-    def drop_locations(self, locations: Iterable[str]) -> None:
-        """Delete former locations (generations) of tables: nothing points at them any more."""
-
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None, *, journal: Journal | None = None) -> None:
         """(Re)create the table with exactly `columns`, filled from the frame."""
 
-    def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:
-        """CREATE OR REPLACE VIEW."""
+    def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
+        """Make the table hold exactly `columns`, keeping (casting) its rows (schema migration of a
+        kept table)."""
 
-    def drop_view(self, name: str) -> None: ...
 
-    def drop_table(self, name: str) -> None: ...
+class Engine(Session, Catalog, Writes, Protocol):
+    """The whole engine: its session, its catalog and its writes (one object implements them all;
+    a part of `execution/` that needs one concern only may ask for that Protocol instead)."""

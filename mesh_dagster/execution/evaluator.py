@@ -18,7 +18,6 @@ from mesh_dagster.core.config.cache import content_key
 from mesh_dagster.core.config.files import UTF8_BOM
 from mesh_dagster.core.errors import AuditError, EngineError, ModelError
 from mesh_dagster.core.macros.user import MacroRegistry
-from mesh_dagster.core.models.kinds import IncrementalKind, SeedKind
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.project.audits import audit_query
@@ -187,7 +186,7 @@ class SnapshotEvaluator:
         with self._lock_for(snapshot.table_name):  # a concurrent batch must not write before the table exists
             if snapshot.model.kind.is_view or snapshot.table_name not in self._created:
                 table = snapshot.table_name
-                kept = isinstance(snapshot.model.kind, IncrementalKind) and self.engine.table_exists(table)
+                kept = snapshot.model.kind.is_incremental and self.engine.table_exists(table)
                 self.engine.create_schema(snapshot.physical_schema)
                 strategy_for(snapshot).create(self, snapshot)
                 if kept:
@@ -272,11 +271,12 @@ def read_seed(model: Model, columns: dict[str, str | None] | None, content: byte
     """The seed CSV (`content`, else the file) as a pandas DataFrame of strings (typed later by Spark)."""
     import pandas as pd
 
-    if not isinstance(model.kind, SeedKind):
+    seed = model.kind.seed
+    if seed is None:
         raise ModelError(f"{model.name} is not a seed", model.path, model.line)
-    settings = {k: v for k, v in model.kind.csv_settings.items()
+    settings = {k: v for k, v in seed.csv_settings.items()
                 if k in ("delimiter", "quotechar", "escapechar", "encoding", "na_values", "keep_default_na")}
-    path = Path(model.kind.path or "")
+    path = Path(seed.path or "")
     try:
         source = io.BytesIO(content) if content is not None else path
         df = pd.read_csv(source, dtype=str, keep_default_na=settings.pop("keep_default_na", True), **settings)

@@ -151,57 +151,86 @@ def _materialize(
     listener = listener or ApplyListener()
     start_ms, end_ms = to_ms(start), to_ms(end)
     execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
-    plan = current_plan(project, state, environment, execution_ms)
+    plan, windows = _prepare(project, state, engine_factory, environment, names, (start_ms, end_ms), execution_ms)
     snapshots = plan.snapshots
-    _check_names(names, snapshots)
-    wanted = set(names)
-    windows = {name: _window_to_compute(snapshots[name], project, state, start_ms, end_ms)
-               for name in project.dag.sorted() if name in wanted}
-    for name, (window, reused) in windows.items():  # before anything is written
-        if window is not None and not reused:
-            require_ready(project.signals, snapshots[name], window, execution_ms,
-                          spark=lambda: engine_factory().spark, view=view_name(name, environment))
-    state.push_snapshots(plan.new_snapshots, plan.recaptured)  # as an apply does first: later plans see these versions
-
     evaluator: SnapshotEvaluator | None = None
     failed: dict[str, str] = {}  # a failed or blocked model -> the failed model behind it
     for name, (window, reused) in windows.items():
-        snap = snapshots[name]
-        culprit = next((failed[p] for p in _read_models(snap, snapshots) if p in failed), None)
-        if culprit is not None:
-            failed[name] = culprit
-            listener.log(f"{view_name(name, environment)}: not evaluated, it reads "
-                         f"{view_name(culprit, environment)}, which failed")
-            yield ModelMaterialization(name, snap, Outcome.BLOCKED, window, blocked_by=culprit)
+        skipped = _not_evaluated(snapshots[name], snapshots, window, reused, failed, listener, environment)
+        if skipped is not None:
+            yield skipped
             continue
-        if window is None:
-            listener.log(f"{view_name(name, environment)}: nothing to do before the model's start or after its end")
-            yield ModelMaterialization(name, snap, Outcome.EMPTY, None)
-            continue
-        if reused:
-            yield ModelMaterialization(name, snap, Outcome.REUSED, window)
-            continue
+        assert window is not None  # an empty window is not evaluated
         if evaluator is None:
             evaluator = RecordingEvaluator(project, engine_factory(), snapshots, state=state, source="materialize")
             run_environment_statements(Stage.BEFORE_ALL, project, evaluator.engine, environment, plan.promoted,
                                        listener, execution_ms)
-        began = time.perf_counter()
-        try:
-            result = _evaluate(evaluator, snap, window, (start_ms, end_ms), state, execution_ms, listener,
-                               environment)
-        except StateError:
-            raise  # the state store is gone: nothing more can be recorded for anyone
-        except MeshError as e:
-            result = ModelMaterialization(name, snap, Outcome.FAILED, window, error=e,
-                                          seconds=time.perf_counter() - began)
+        result = _evaluate_reporting(evaluator, snapshots[name], window, (start_ms, end_ms), state, execution_ms,
+                                     listener, environment)
         if result.error is not None:
-            result.outcome = Outcome.FAILED
             failed[name] = name
-            listener.log(f"{view_name(name, environment)} failed: {result.error}")
         yield result
     if evaluator is not None and not failed:
         run_environment_statements(Stage.AFTER_ALL, project, evaluator.engine, environment, plan.promoted, listener,
                                    execution_ms)
+
+
+def _prepare(project: Project, state: State, engine_factory: Callable[[], Engine], environment: str,
+             names: list[str], requested: Interval,
+             execution_ms: int) -> tuple[Plan, dict[str, tuple[Interval | None, bool]]]:
+    """Before anything is written: the current plan, each named model's window (parents first) and
+    whether it is reused; requested intervals a signal says are not ready are refused. The plan's
+    new snapshots are then pushed, as an apply does first: later plans see these versions."""
+    plan = current_plan(project, state, environment, execution_ms)
+    snapshots = plan.snapshots
+    _check_names(names, snapshots)
+    wanted = set(names)
+    windows = {name: _window_to_compute(snapshots[name], project, state, *requested)
+               for name in project.dag.sorted() if name in wanted}
+    for name, (window, reused) in windows.items():
+        if window is not None and not reused:
+            require_ready(project.signals, snapshots[name], window, execution_ms,
+                          spark=lambda: engine_factory().spark, view=view_name(name, environment))
+    state.push_snapshots(plan.new_snapshots, plan.recaptured)
+    return plan, windows
+
+
+def _not_evaluated(snap: Snapshot, snapshots: dict[str, Snapshot], window: Interval | None, reused: bool,
+                   failed: dict[str, str], listener: ApplyListener,
+                   environment: str) -> ModelMaterialization | None:
+    """The result of a model that is not evaluated (it reads a failed one, its window is empty, or it
+    is already built), or None when it is to be evaluated. A blocked model joins `failed`."""
+    name = snap.name
+    culprit = next((failed[p] for p in _read_models(snap, snapshots) if p in failed), None)
+    if culprit is not None:
+        failed[name] = culprit
+        listener.log(f"{view_name(name, environment)}: not evaluated, it reads "
+                     f"{view_name(culprit, environment)}, which failed")
+        return ModelMaterialization(name, snap, Outcome.BLOCKED, window, blocked_by=culprit)
+    if window is None:
+        listener.log(f"{view_name(name, environment)}: nothing to do before the model's start or after its end")
+        return ModelMaterialization(name, snap, Outcome.EMPTY, None)
+    if reused:
+        return ModelMaterialization(name, snap, Outcome.REUSED, window)
+    return None
+
+
+def _evaluate_reporting(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, requested: Interval,
+                        state: State, execution_ms: int, listener: ApplyListener,
+                        environment: str) -> ModelMaterialization:
+    """`_evaluate`, with a failure of the model (not of the state store) as a FAILED result, logged."""
+    began = time.perf_counter()
+    try:
+        result = _evaluate(evaluator, snap, window, requested, state, execution_ms, listener, environment)
+    except StateError:
+        raise  # the state store is gone: nothing more can be recorded for anyone
+    except MeshError as e:
+        result = ModelMaterialization(snap.name, snap, Outcome.FAILED, window, error=e,
+                                      seconds=time.perf_counter() - began)
+    if result.error is not None:
+        result.outcome = Outcome.FAILED
+        listener.log(f"{view_name(snap.name, environment)} failed: {result.error}")
+    return result
 
 
 def _window_to_compute(snap: Snapshot, project: Project, state: State, start_ms: int,

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mesh_dagster.core.errors import AuditError
-from mesh_dagster.core.models.kinds import SeedKind
 from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.intervals import Interval, batch, expand_range, format_interval_range, intervals_cover
@@ -53,7 +52,7 @@ class Batch:
 
     def describe(self, env_view: str) -> str:
         kind = self.snapshot.model.kind
-        if isinstance(kind, SeedKind):
+        if kind.seed is not None:
             return "insert seed file"
         if kind.is_view:
             return "recreate view"

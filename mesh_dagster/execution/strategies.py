@@ -4,23 +4,22 @@ One strategy per way of writing (full, time range, upsert by key, partition over
 SCD type 2, seed, view; EMBEDDED and EXTERNAL write nothing). Strategies decide *what* is written;
 rendering and the per-apply memos stay with the evaluator, which strategies reach through the
 `Evaluation` Protocol, and Spark stays behind the `Engine` Protocol, which makes every write
-kill-safe (engine/writes.py). A new kind is one new class here and one line in `strategy_for`.
+kill-safe (engine/writes.py).
+
+Each kind names the strategy writing its models (`BaseKind.write_strategy`); each strategy class
+registers under its name (`@writes("...")`), and `strategy_for` looks the name up. A new kind
+written a new way is its kind class and one new registered class here: no `if` chain.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.models.kinds import (
-    IncrementalByPartitionKind,
-    IncrementalByTimeRangeKind,
-    IncrementalByUniqueKeyKind,
-    IncrementalUnmanagedKind,
-    ScdType2Kind,
-    SeedKind,
-)
+from mesh_dagster.core.models.kinds import BaseKind, IncrementalByTimeRangeKind, ScdType2Kind
+from mesh_dagster.core.models.merge import Upsert
 from mesh_dagster.core.models.scd2 import history_query, with_validity_columns
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import ms_to_datetime
@@ -57,7 +56,7 @@ class Evaluation(Protocol):
 
 
 class WriteStrategy:
-    """A kind that writes nothing (EMBEDDED is inlined into its children, EXTERNAL is not ours).
+    """The base of every strategy: by default it creates and writes nothing.
 
     Every write runs under its table's lock (the scheduler's), and hands `journal` to the engine:
     a write the engine cannot simply redo tells it, before its destructive step, how to finish it.
@@ -76,6 +75,31 @@ class WriteStrategy:
         return None
 
 
+# The strategies by the name kinds give them (`BaseKind.write_strategy`), filled by `writes`.
+STRATEGIES: dict[str, WriteStrategy] = {}
+_Strategy = TypeVar("_Strategy", bound=type[WriteStrategy])
+
+
+def writes(name: str) -> Callable[[_Strategy], _Strategy]:
+    """Register the decorated strategy class as the one writing the kinds that name it `name`."""
+
+    def register(cls: _Strategy) -> _Strategy:
+        if name in STRATEGIES:
+            raise ValueError(f"Two write strategies are named '{name}': {type(STRATEGIES[name]).__name__} and "
+                             f"{cls.__name__}")
+        STRATEGIES[name] = cls()
+        return cls
+
+    return register
+
+
+@writes("nothing")
+class NothingStrategy(WriteStrategy):
+    """The kinds without a physical object of ours: EMBEDDED is inlined into its children, EXTERNAL
+    is someone else's table."""
+
+
+@writes("view")
 class ViewStrategy(WriteStrategy):
     """A view has no data and no interval: it is (re)defined whole, every time."""
 
@@ -89,6 +113,7 @@ class ViewStrategy(WriteStrategy):
                               snapshot.model.column_descriptions)
 
 
+@writes("seed")
 class SeedStrategy(WriteStrategy):
     """Created empty (so children can be validated against it), then loaded whole from its file."""
 
@@ -138,6 +163,7 @@ class QueryStrategy(WriteStrategy):
         raise NotImplementedError
 
 
+@writes("full")
 class FullStrategy(QueryStrategy):
     """Every write replaces the whole table (the interval only feeds `@start_ds`/`@end_ds`)."""
 
@@ -149,6 +175,7 @@ class FullStrategy(QueryStrategy):
                                 journal=journal, reads_self=model.self_referencing)
 
 
+@writes("time_range")
 class TimeRangeStrategy(QueryStrategy):
     """Each write replaces exactly the rows of its interval, bounded on the time column."""
 
@@ -169,6 +196,7 @@ class TimeRangeStrategy(QueryStrategy):
         return None
 
 
+@writes("scd_type_2")
 class ScdType2Strategy(QueryStrategy):
     """Each write folds the query's rows, a snapshot of the source, into the table's history
     (core/scd2.py): the whole table is rewritten from a query reading it (engine/writes.py keeps the
@@ -193,12 +221,13 @@ class ScdType2Strategy(QueryStrategy):
 
 
 def _scd_kind(snapshot: Snapshot) -> ScdType2Kind:
-    kind = snapshot.model.kind
-    if not isinstance(kind, ScdType2Kind):
+    kind = snapshot.model.kind.scd_type_2
+    if kind is None:
         raise ModelError(f"{snapshot.name} is no SCD type 2 model", snapshot.model.path, snapshot.model.line)
     return kind
 
 
+@writes("unique_key")
 class UniqueKeyStrategy(QueryStrategy):
     """Each write upserts its rows by the model's unique key (see core/models/merge.py); a batch whose
     output repeats a key is refused, naming the keys, before anything is written."""
@@ -208,26 +237,27 @@ class UniqueKeyStrategy(QueryStrategy):
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                     journal: Journal | None) -> None:
         ev.create(snapshot)
-        kind = snapshot.model.kind
-        assert isinstance(kind, IncrementalByUniqueKeyKind)
-        duplicates = ev.engine.upsert(snapshot.table_name, query, kind.upsert, self.DUPLICATES_SHOWN, journal=journal)
+        upsert = snapshot.model.kind.upsert
+        assert upsert is not None  # the kinds naming this strategy upsert by key
+        duplicates = ev.engine.upsert(snapshot.table_name, query, upsert, self.DUPLICATES_SHOWN, journal=journal)
         if duplicates:
-            raise _duplicate_keys(snapshot, kind, duplicates, (start, end), self.DUPLICATES_SHOWN)
+            raise _duplicate_keys(snapshot, upsert, duplicates, (start, end), self.DUPLICATES_SHOWN)
 
 
-def _duplicate_keys(snapshot: Snapshot, kind: IncrementalByUniqueKeyKind, duplicates: list[tuple],
+def _duplicate_keys(snapshot: Snapshot, upsert: Upsert, duplicates: list[tuple],
                     interval: tuple[int, int], shown: int) -> ModelError:
-    model, keys = snapshot.model, kind.unique_key
+    model, keys = snapshot.model, upsert.keys
     listed = "; ".join(", ".join(f"{k}={v!r}" for k, v in zip(keys, row[:-1])) + f" ({row[-1]} rows)"
                        for row in duplicates)
     more = " and maybe more" if len(duplicates) >= shown else ""
     when = format_interval_range([interval], model.interval_unit)
     return ModelError(
-        f"unique_key {kind.upsert.describe_key()} of {model.name} is not unique in the query's output for [{when}]: "
+        f"unique_key {upsert.describe_key()} of {model.name} is not unique in the query's output for [{when}]: "
         f"{listed}{more}. Nothing was written: make the query return one row per key (e.g. keep the latest with "
         "QUALIFY ROW_NUMBER() OVER (PARTITION BY <key> ORDER BY <column> DESC) = 1)", model.path, model.line_of("kind"))
 
 
+@writes("partitions")
 class PartitionsStrategy(QueryStrategy):
     """Each write replaces the partitions its output holds and leaves the others alone."""
 
@@ -238,6 +268,7 @@ class PartitionsStrategy(QueryStrategy):
                                        reads_self=snapshot.model.self_referencing)
 
 
+@writes("append")
 class AppendStrategy(QueryStrategy):
     """Each write adds its rows (INSERT INTO); nothing is ever replaced."""
 
@@ -260,33 +291,23 @@ def time_bounds(ev: Evaluation, snapshot: Snapshot, start: int, end: int) -> tup
 
 
 def _time_kind(snapshot: Snapshot) -> IncrementalByTimeRangeKind:
-    kind = snapshot.model.kind
-    if not isinstance(kind, IncrementalByTimeRangeKind):
+    kind = snapshot.model.kind.time_range
+    if kind is None:
         raise ModelError(f"{snapshot.name} has no time column", snapshot.model.path, snapshot.model.line)
     return kind
 
 
-NOTHING, SEED, VIEW = WriteStrategy(), SeedStrategy(), ViewStrategy()
-FULL, TIME_RANGE, SCD_TYPE_2 = FullStrategy(), TimeRangeStrategy(), ScdType2Strategy()
-UNIQUE_KEY, PARTITIONS, APPEND = UniqueKeyStrategy(), PartitionsStrategy(), AppendStrategy()
-
-
 def strategy_for(snapshot: Snapshot) -> WriteStrategy:
-    """The one place a kind picks its strategy, from the kind's own flags (a materialized VIEW is
-    written like a FULL table)."""
-    kind = snapshot.model.kind
-    if kind.is_symbolic:
-        return NOTHING
-    if isinstance(kind, SeedKind):
-        return SEED
-    if kind.is_view:
-        return VIEW
-    if isinstance(kind, ScdType2Kind):
-        return SCD_TYPE_2
-    if isinstance(kind, IncrementalByUniqueKeyKind):
-        return UNIQUE_KEY
-    if isinstance(kind, IncrementalByPartitionKind):
-        return PARTITIONS
-    if isinstance(kind, IncrementalUnmanagedKind):
-        return PARTITIONS if kind.insert_overwrite else APPEND
-    return TIME_RANGE if kind.is_incremental else FULL
+    """The strategy writing `snapshot`'s model: the one its kind names."""
+    return strategy_of(snapshot.model.kind)
+
+
+def strategy_of(kind: BaseKind) -> WriteStrategy:
+    """The strategy registered under the name `kind` gives (a materialized VIEW names FULL's);
+    a kind naming none registered is a programming error, said with the names there are."""
+    name = kind.write_strategy
+    strategy = STRATEGIES.get(name)
+    if strategy is None:
+        raise LookupError(f"Kind {kind.name.value} ({type(kind).__name__}) is written by strategy '{name}', which "
+                          f"no strategy class registers (@writes): known are {', '.join(sorted(STRATEGIES))}")
+    return strategy

@@ -9,15 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from mesh_dagster.core.config.config import SchemaChangePolicy
-from mesh_dagster.core.models.kinds import (
-    AnyKind,
-    IncrementalByTimeRangeKind,
-    IncrementalByUniqueKeyKind,
-    IncrementalKind,
-    KindName,
-    ModelKind,
-    ScdType2Kind,
-)
+from mesh_dagster.core.models.kinds import AnyKind, KindName, ModelKind
 from mesh_dagster.core.models.python_model import PythonCode
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.cron import interval_unit as unit_of_cron
@@ -29,8 +21,6 @@ __all__ = ["MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", 
 # written by another shape is dropped rather than unpickled into the wrong classes.
 MODEL_FORMAT = 5  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties
 
-# Kinds whose backfills are split into `batch_size` intervals, with a `lookback`.
-_BATCHED = (IncrementalByTimeRangeKind, IncrementalByUniqueKeyKind)
 
 class AuditRef(BaseModel):
     """An audit attached to a model: `audits (name, other(arg := value, blocking := false))`."""
@@ -131,17 +121,18 @@ class Model(BaseModel):
     @property
     def time_column(self) -> str | None:
         """The time column of an INCREMENTAL_BY_TIME_RANGE model; other kinds have none."""
-        return self.kind.time_column if isinstance(self.kind, IncrementalByTimeRangeKind) else None
+        time_range = self.kind.time_range
+        return time_range.time_column if time_range is not None else None
 
     @property
     def lookback(self) -> int:
         """Intervals before a run's range that are recomputed with it (only incremental kinds have any)."""
-        return self.kind.lookback if isinstance(self.kind, _BATCHED) else 0
+        return self.kind.batching.lookback
 
     @property
     def batch_size(self) -> int | None:
         """Intervals per batch; None when a backfill is one batch (always, for kinds built whole)."""
-        return self.kind.batch_size if isinstance(self.kind, (*_BATCHED, ScdType2Kind)) else None
+        return self.kind.batching.size
 
     @property
     def batch_concurrency(self) -> int:
@@ -149,7 +140,7 @@ class Model(BaseModel):
         for models that build on their own past: each batch needs the one before)."""
         if self.depends_on_past:
             return 1
-        return self.kind.batch_concurrency if isinstance(self.kind, IncrementalByTimeRangeKind) else 1
+        return self.kind.batching.concurrency
 
     @property
     def depends_on_past(self) -> bool:
@@ -161,19 +152,17 @@ class Model(BaseModel):
     @property
     def forward_only(self) -> bool:
         """Whether every change keeps the model's table (only kinds with history can be)."""
-        return isinstance(self.kind, IncrementalKind) and self.kind.forward_only
+        return self.kind.is_forward_only
 
     @property
     def disable_restatement(self) -> bool:
         """Whether restating this model is refused (its history cannot, or must not, be recomputed)."""
-        return isinstance(self.kind, IncrementalKind) and self.kind.disable_restatement
+        return self.kind.restatement_disabled
 
     @property
     def schema_change_policies(self) -> tuple[SchemaChangePolicy, SchemaChangePolicy]:
         """(on_destructive_change, on_additive_change): kinds rebuilt whole never keep a table."""
-        if isinstance(self.kind, IncrementalKind):
-            return self.kind.on_destructive_change, self.kind.on_additive_change
-        return SchemaChangePolicy.ALLOW, SchemaChangePolicy.ALLOW
+        return self.kind.schema_change_policies
 
     @property
     def effective_partitioned_by(self) -> list[str]:

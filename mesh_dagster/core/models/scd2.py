@@ -24,12 +24,13 @@ table as it is, so a repeated run changes nothing. A source holding a key twice 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from sqlglot import exp
 
 from mesh_dagster.core.config.names import IDENTIFIER
-from mesh_dagster.core.models.kinds import ScdType2Kind
+from mesh_dagster.core.models.kinds_scd_type_2 import ScdType2Kind
 
 EPOCH = "1970-01-01 00:00:00"
 
@@ -81,20 +82,9 @@ def history_query(kind: ScdType2Kind, table: str, query_sql: str, columns: list[
     now = cast(_string(f"{execution_time:%Y-%m-%d %H:%M:%S.%f}"))
     stamp = cast(f"s.{_q(kind.stamp_column)}") if kind.stamp_column else now
     first = {"epoch": cast(_string(EPOCH)), "updated_at": stamp, "execution_time": now}[kind.first_valid_from]
-    change_columns = kind.change_columns(list(columns))
-    if change_columns is None:
-        assert kind.stamp_column is not None  # a kind not comparing columns compares its stamps
-        updated = _q(kind.stamp_column)
-        changed = f"COALESCE({cast(f's.{updated}')} > {cast(f'c.{updated}')}, FALSE)"
-    elif change_columns:
-        changed = "NOT (" + " AND ".join(f"c.{_q(c)} <=> s.{_q(c)}" for c in change_columns) + ")"
-    else:
-        changed = "FALSE"
+    changed = _changed(kind, columns, cast)
     deleted_to = now if kind.invalidate_hard_deletes else cast("NULL")
-    duplicate = _string(
-        f"{model}: the query returned more than one row for one unique_key ({', '.join(kind.unique_key)}); an "
-        f"{kind.name.value} model needs one row per key in each batch (a source holding several snapshots of "
-        "each key is replayed with batch_size 1)")
+    duplicate = _duplicate_key_error(kind, model)
     listed = ", ".join(cols)
     return f"""WITH mesh_source AS (
   SELECT {listed}, TRUE AS {_PRESENT} FROM (
@@ -129,6 +119,27 @@ LEFT JOIN mesh_current AS c ON {on('c', 's')}
 LEFT JOIN mesh_closed AS h ON {on('h', 's')}
 CROSS JOIN mesh_state AS st
 WHERE c.{_PRESENT} IS NULL OR {changed}"""
+
+
+def _changed(kind: ScdType2Kind, columns: list[str], cast: Callable[[str], str]) -> str:
+    """The condition, over the current version `c` and the source row `s` of a key, under which
+    the row changed: a newer stamp, or a difference in one of the kind's change columns."""
+    change_columns = kind.change_columns(list(columns))
+    if change_columns is None:
+        assert kind.stamp_column is not None  # a kind not comparing columns compares its stamps
+        updated = _q(kind.stamp_column)
+        return f"COALESCE({cast(f's.{updated}')} > {cast(f'c.{updated}')}, FALSE)"
+    if change_columns:
+        return "NOT (" + " AND ".join(f"c.{_q(c)} <=> s.{_q(c)}" for c in change_columns) + ")"
+    return "FALSE"
+
+
+def _duplicate_key_error(kind: ScdType2Kind, model: str) -> str:
+    """The message (a Spark SQL string) the query raises when the source holds a key twice."""
+    return _string(
+        f"{model}: the query returned more than one row for one unique_key ({', '.join(kind.unique_key)}); an "
+        f"{kind.name.value} model needs one row per key in each batch (a source holding several snapshots of "
+        "each key is replayed with batch_size 1)")
 
 
 def _strip(sql: str) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import zoneinfo
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
@@ -33,7 +34,6 @@ from mesh_dagster.core.config.cache import ProjectCache, content_key
 from mesh_dagster.core.config.files import UTF8_BOM, decode_text
 from mesh_dagster.core.config.names import IDENTIFIER
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.models.kinds import SeedKind
 from mesh_dagster.core.models.model import Model
 
 # pandas.read_csv's default NA strings (pandas._libs.parsers.STR_NA_VALUES): these become NULL.
@@ -56,8 +56,8 @@ class SeedFile:
 
 def check_seed(model: Model, shown: str, cache: ProjectCache | None = None, *, check_values: bool = True) -> SeedFile:
     """The seed's header, after checking the whole file (see the module docstring)."""
-    kind = model.kind
-    assert isinstance(kind, SeedKind)  # only seed models are read from a CSV
+    kind = model.kind.seed
+    assert kind is not None  # only seed models are read from a CSV
     path = Path(kind.path or "")
     try:
         data = path.read_bytes()
@@ -76,8 +76,8 @@ def check_seed(model: Model, shown: str, cache: ProjectCache | None = None, *, c
 
 
 def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> list[str]:
-    kind = model.kind
-    assert isinstance(kind, SeedKind)  # only seed models are read from a CSV
+    kind = model.kind.seed
+    assert kind is not None  # only seed models are read from a CSV
     settings = kind.csv_settings
     rows = _rows(text, settings, shown)
     first = next(rows, None)
@@ -301,6 +301,4 @@ def _is_zone(text: str, local: bool) -> bool:
 
 @lru_cache(maxsize=1)
 def _zone_names() -> frozenset[str]:
-    import zoneinfo
-
     return frozenset(zoneinfo.available_timezones())

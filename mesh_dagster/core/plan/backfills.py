@@ -90,31 +90,26 @@ def compute_backfills(
             if not present:
                 backfills[snap.name] = Backfill(snap.name, [ALL_TIME], True)
             continue
-        bound = None
-        prev = previous.get(snap.name)
-        if end_bounded and prev is not None and prev.version and prev.version != snap.version:
-            prev_present = intervals.get(prev.interval_key, [])
-            bound = max((e for _, e in prev_present), default=None)
+        bound = _end_bound(snap, previous.get(snap.name), intervals) if end_bounded else None
         missing = compute_missing(
-            cron=model.cron,
-            cron_tz=model.cron_tz,
-            unit=model.declared_unit,
-            allow_partials=model.allow_partials,
-            min_intervals=min_intervals,
-            model_start=model.start or default_start,
-            model_end=model.end,
-            plan_start=None if snap.depends_on_past else start_of.get(snap.name, start),
-            plan_end=end,
-            execution_time=execution_ms,
-            present=present,
-            lookback=model.lookback,
-            end_bounded_by=bound,
-            ignore_cron=ignore_cron,
-            merged=True,
+            cron=model.cron, cron_tz=model.cron_tz, unit=model.declared_unit, allow_partials=model.allow_partials,
+            min_intervals=min_intervals, model_start=model.start or default_start, model_end=model.end,
+            plan_start=None if snap.depends_on_past else start_of.get(snap.name, start), plan_end=end,
+            execution_time=execution_ms, present=present, lookback=model.lookback, end_bounded_by=bound,
+            ignore_cron=ignore_cron, merged=True,
         )
         if missing:
             backfills[snap.name] = Backfill(snap.name, missing, not model.kind.is_incremental)
     return backfills
+
+
+def _end_bound(snap: Snapshot, prev: Snapshot | None,
+               intervals: Mapping[tuple[str, str], list[Interval]]) -> int | None:
+    """Where the version `snap` replaces in the environment (`prev`) ends: a new version is not
+    backfilled past it. None: no other version precedes it, or the one before has no interval."""
+    if prev is None or not prev.version or prev.version == snap.version:
+        return None
+    return max((e for _, e in intervals.get(prev.interval_key, [])), default=None)
 
 
 def refuse_gaps(

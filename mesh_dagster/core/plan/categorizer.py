@@ -15,7 +15,6 @@ import difflib
 
 from sqlglot import exp
 
-from mesh_dagster.core.models.kinds import IncrementalKind
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot
 from mesh_dagster.core.sql.canonical import Schemas, canonical_query, parse_query
@@ -150,7 +149,7 @@ def breaking_kind_change(old: Model, new: Model) -> bool:
     still mean the same, and the query and settings decide, as for any change."""
     if old.kind.name == new.kind.name:
         return False
-    keeps_history = isinstance(old.kind, IncrementalKind) and isinstance(new.kind, IncrementalKind)
+    keeps_history = old.kind.is_incremental and new.kind.is_incremental
     return not (keeps_history and old.effective_partitioned_by == new.effective_partitioned_by)
 
 

@@ -17,6 +17,7 @@ from mesh_dagster.core.plan.categorizer import categorize_direct, categorize_ind
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import EnvironmentSnapshot
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot, SnapshotId
+from mesh_dagster.core.sql.renderer import RenderContext, render_query
 from mesh_dagster.core.time.dates import now_ms
 
 
@@ -77,14 +78,7 @@ def categorize_changes(
         old = previous.get(name)
         existing = _captured(stored.get(snap.snapshot_id), snap, recaptured)
         if existing is None:
-            # A definition taken from the environment (see selection.py) keeps its stored rendering.
-            if render_added or old is not None:
-                snap = snap.model_copy(update={"rendered_query": snap.rendered_query or _rendered(project, snap)})
-            else:
-                snap = snap.model_copy()
-            category = tally.categorize(project, snap, old, decide=True)
-            snap.categorize(category, old)
-            snap.created_ts = now_ms()
+            snap, category = _new_snapshot(project, snap, old, tally, render_added)
             new_snapshots.append(snap)
         else:
             snap = existing
@@ -103,6 +97,22 @@ def categorize_changes(
         diffs=tally.diffs,
         categories=tally.categories,
     )
+
+
+def _new_snapshot(project: Project, snap: Snapshot, old: Snapshot | None, tally: _Tally,
+                  render_added: bool) -> tuple[Snapshot, ChangeCategory]:
+    """A snapshot the state store does not know, as the plan creates it: a copy of the local one,
+    rendered (unless `render_added` is off and nothing is compared with it), categorised against
+    `old`, stamped with its creation time; and its category."""
+    # A definition taken from the environment (see selection.py) keeps its stored rendering.
+    if render_added or old is not None:
+        snap = snap.model_copy(update={"rendered_query": snap.rendered_query or _rendered(project, snap)})
+    else:
+        snap = snap.model_copy()
+    category = tally.categorize(project, snap, old, decide=True)
+    snap.categorize(category, old)
+    snap.created_ts = now_ms()
+    return snap, category
 
 
 @dataclass
@@ -302,8 +312,6 @@ def _rendered(project: Project, snapshot: Snapshot) -> str | None:
 def _render_canonical(project: Project, model: Model) -> str | None:
     if model.query is None:
         return None
-    from mesh_dagster.core.sql.renderer import RenderContext, render_query
-
     ctx = RenderContext(variables=project.variables, schemas=project.parent_schemas(model.name),
                         embedded={p: project.models[p] for p in project.parents(model.name)
                                   if project.models[p].kind.is_inlined})

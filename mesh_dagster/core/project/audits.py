@@ -29,6 +29,7 @@ from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.syntax import temporal_locals
 from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.model import Audit, AuditRef, Model
+from mesh_dagster.core.sql.renderer import RenderContext, model_evaluator, render_audit
 
 Arguments = dict[str, exp.Expr]
 
@@ -238,8 +239,6 @@ class _LoadingAuditEvaluator(MacroEvaluator):
 def check_audit_refs(model: Model, audits: dict[str, Audit], macros: MacroRegistry,
                      variables: dict[str, Any]) -> None:
     """Refuse, at load time, any audit attachment of `model` that could only fail during an apply."""
-    from mesh_dagster.core.sql.renderer import RenderContext, model_evaluator
-
     def evaluator() -> MacroEvaluator:
         return model_evaluator(model, RenderContext(variables=variables), macros)
 
@@ -280,8 +279,6 @@ def is_blocking(ref: AuditRef, audits: dict[str, Audit]) -> bool:
 
 def audit_query(ref: AuditRef, model: Model, audits: dict[str, Audit], ctx, macros) -> tuple[str, bool]:
     """Rendered Spark SQL of an audit attached to a model, and whether it blocks."""
-    from mesh_dagster.core.sql.renderer import model_evaluator, render_audit
-
     args = audit_arguments(ref, model, audits, lambda: model_evaluator(model, ctx, macros))
     blocking = is_blocking(ref, audits)
     audit = audits.get(ref.name)

@@ -31,23 +31,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from mesh_dagster.core.config.config import ProjectConfig, find_config_file, line_of
+from mesh_dagster.core.config.files import read_text
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.config.parse_errors import describe
 from mesh_dagster.core.config.statements import parse_statements
 from mesh_dagster.core.config.types import get_dialect
-from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.errors import ConfigError, MeshError
 from mesh_dagster.core.macros.coercion import SQL
 from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.syntax import Arg, temporal_locals
 from mesh_dagster.core.macros.user import MacroRegistry
-
-if TYPE_CHECKING:
-    from mesh_dagster.core.config.config import ProjectConfig
 
 
 class Stage(str, Enum):
@@ -92,10 +91,6 @@ class StatementSource:
     @classmethod
     def of_config(cls, project_dir: Path, config: ProjectConfig) -> StatementSource:
         """The line of every entry of the project's config file."""
-        from mesh_dagster.core.config.config import find_config_file, line_of
-        from mesh_dagster.core.config.files import read_text
-        from mesh_dagster.core.errors import ConfigError
-
         path = find_config_file(project_dir)
         if path is None:
             return cls()

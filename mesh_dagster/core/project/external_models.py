@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from sqlglot import exp
 
 from mesh_dagster.core.config.files import parse_yaml, read_text
 from mesh_dagster.core.config.names import IDENTIFIER, check_model_name
+from mesh_dagster.core.config.types import get_dialect
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.models.definition import relative_path
 from mesh_dagster.core.project.project import EXTERNAL_MODELS_FILES
@@ -103,10 +105,6 @@ def _in_dialect(spark_type: str, dialect: str) -> str:
     """A Spark column type as the entry's dialect writes it (the loader reads it back in that dialect)."""
     if dialect.lower() == "spark":
         return spark_type
-    from sqlglot import exp
-
-    from mesh_dagster.core.config.types import get_dialect
-
     return exp.DataType.build(spark_type, dialect=get_dialect("spark")).sql(dialect=get_dialect(dialect))
 
 

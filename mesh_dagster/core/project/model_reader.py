@@ -28,7 +28,7 @@ from mesh_dagster.core.models.definition import (
     read_definition,
     read_value,
 )
-from mesh_dagster.core.models.kinds import KIND_CLASSES, BaseKind, IncrementalByTimeRangeKind, IncrementalKind, ViewKind
+from mesh_dagster.core.models.kinds import KIND_CLASSES, BaseKind, ViewKind
 from mesh_dagster.core.models.kinds import kind_class as kind_of
 from mesh_dagster.core.models.model import Audit, AuditRef, Model, SignalRef
 from mesh_dagster.core.models.property_values import checked, read_bool, read_column
@@ -399,13 +399,11 @@ def complete_model_properties(props: dict[str, Any], lines: dict[str, int], kind
     kind = _kind(kind_entry, path) if kind_entry else default_kind
     kind_line = kind_entry.line if kind_entry else line
     unit = _interval_unit(props, lines, path, line)
-    if isinstance(kind, IncrementalByTimeRangeKind) and "time_column_format" in kind.model_fields_set:
-        kind.check_time_format(unit, path, kind_line)
+    kind.check_interval_unit(unit, path, kind_line)
     kind = kind.checked(props, path, kind_line)
     _check_start_before_end(props, lines, path)
     _check_allow_partials(props, lines, kind, path)
-    if isinstance(kind, IncrementalKind):
-        kind = kind.with_policy_defaults(defaults.on_destructive_change, defaults.on_additive_change)
+    kind = kind.with_policy_defaults(defaults.on_destructive_change, defaults.on_additive_change)
     props["kind"] = kind.located(directory)
     props["audits"] = _attach_default_audits(props.get("audits", []), defaults, kind)
     return kind

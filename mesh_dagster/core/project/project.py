@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlglot
+
 from mesh_dagster import __version__
 from mesh_dagster.core.config.cache import ProjectCache, content_key
 from mesh_dagster.core.config.config import ProjectConfig, find_config_file, line_of
@@ -34,9 +36,10 @@ from mesh_dagster.core.errors import ConfigError, ModelError
 from mesh_dagster.core.macros.syntax import discovering_dependencies
 from mesh_dagster.core.macros.user import MacroRegistry, load_macros
 from mesh_dagster.core.models.definition import relative_path
-from mesh_dagster.core.models.kinds import ExternalKind, SeedKind
+from mesh_dagster.core.models.kinds import ExternalKind
 from mesh_dagster.core.models.model import MODEL_FORMAT, Audit, Model
 from mesh_dagster.core.models.seeds import SeedFile, check_seed
+from mesh_dagster.core.project.audits import check_audit_refs, is_known_audit
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.dag import DAG, CycleError
 from mesh_dagster.core.project.model_reader import default_audit_refs, read_audit_file, read_model_file
@@ -44,6 +47,7 @@ from mesh_dagster.core.project.python_model_reader import read_python_model_file
 from mesh_dagster.core.project.signals import SignalRegistry, check_signals, load_signals
 from mesh_dagster.core.sql.model_outputs import OutputColumns, check_output_columns, query_output
 from mesh_dagster.core.sql.query_columns import COLUMN_RULES
+from mesh_dagster.core.sql.renderer import query_references
 
 EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
 # What an external model entry may say: `columns` typed in `dialect` (Spark by default).
@@ -103,8 +107,8 @@ class Project:
                 found = query_output(model, self.macros, self.variables, self.parent_schemas(name), self.cache)
             if model.columns is not None:
                 found = OutputColumns(dict(model.columns), found.projections)
-            elif isinstance(model.kind, SeedKind):
-                seed = self.seeds.get(name) or check_seed(model, self._shown(model.kind.path))
+            elif (kind := model.kind.seed) is not None:
+                seed = self.seeds.get(name) or check_seed(model, self._shown(kind.path))
                 found = OutputColumns({c: None for c in seed.header})
             self._outputs[name] = found
         return self._outputs[name]
@@ -114,8 +118,6 @@ class Project:
 
 
 def _cache_salt(root: Path, config: ProjectConfig, variables: dict[str, Any], macros: MacroRegistry) -> str:
-    import sqlglot
-
     # The root is part of the key: models hold absolute seed paths.
     parts = [
         str(root),
@@ -316,8 +318,6 @@ def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variabl
     tables read that no file declares: those become implicit external models (added to `models`),
     as in SQLMesh. A query reading its own name is no cycle: it reads the model's previous state,
     and the model is marked self-referencing (in `models`)."""
-    from mesh_dagster.core.sql.renderer import query_references
-
     parents: dict[str, set[str]] = {}
     unknown: dict[str, list[tuple[Model, int]]] = {}  # table -> (reader, line), first reader first
     with discovering_dependencies():  # parents' columns are not known yet: @STAR waits for them
@@ -414,14 +414,12 @@ def _seed_values_checked(config: ProjectConfig, gateway: str | None) -> bool:
 
 
 def _check_seeds(project: Project, check_values: bool) -> dict[str, SeedFile]:
-    return {name: check_seed(model, project._shown(model.kind.path), project.cache, check_values=check_values)
-            for name, model in project.models.items() if isinstance(model.kind, SeedKind)}
+    return {name: check_seed(model, project._shown(kind.path), project.cache, check_values=check_values)
+            for name, model in project.models.items() if (kind := model.kind.seed) is not None}
 
 
 def _check_default_audits(root: Path, config: ProjectConfig, audits: dict[str, Audit]) -> None:
     """`model_defaults.audits` naming an unknown audit is reported at its line in config.yaml."""
-    from mesh_dagster.core.project.audits import is_known_audit
-
     refs = default_audit_refs(tuple(config.model_defaults.audits))
     for index, ref in enumerate(refs):
         if not is_known_audit(ref.name, audits):
@@ -435,8 +433,6 @@ def _check_default_audits(root: Path, config: ProjectConfig, audits: dict[str, A
 def _check_audits(models: dict[str, Model], audits: dict[str, Audit], macros: MacroRegistry,
                   variables: dict[str, Any]) -> None:
     """Every attachment names a known audit with arguments it takes (core.audits decides)."""
-    from mesh_dagster.core.project.audits import check_audit_refs, is_known_audit
-
     for model in models.values():
         if model.audits and model.kind.is_symbolic:  # nothing to audit
             raise ModelError(f"{model.kind.name.value} models cannot have audits", model.path, model.line_of("audits"))

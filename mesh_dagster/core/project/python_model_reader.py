@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mesh_dagster.core.config.config import ModelDefaults
 from mesh_dagster.core.config.files import read_text
@@ -35,13 +35,12 @@ from mesh_dagster.core.config.types import to_spark_type
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.user import macro
 from mesh_dagster.core.models.definition import Entry, Value, read_value, relative_path
-from mesh_dagster.core.models.kinds import FullKind, IncrementalKind
+from mesh_dagster.core.models.kinds import FullKind
+from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.models.property_values import read_column
 from mesh_dagster.core.models.python_env import USER_MODELS_PACKAGE, EnvBuilder, TableRead
 from mesh_dagster.core.models.python_model import MODEL_ATTR, RUNTIME_ARGUMENTS, ModelSpec, PythonCode, model
-
-if TYPE_CHECKING:
-    from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.project.model_reader import complete_model_properties, read_model_properties
 
 # Decorator arguments that are no MODEL property: Python's own way to say what a SQL file says
 # with its query and statements.
@@ -181,9 +180,6 @@ class _Decorator:
 
 def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, root: Path,
                 defaults: ModelDefaults, variables: Mapping[str, Any]) -> Model:
-    from mesh_dagster.core.models.model import Model
-    from mesh_dagster.core.project.model_reader import complete_model_properties, read_model_properties
-
     specs: tuple[ModelSpec, ...] = getattr(fn, MODEL_ATTR)
     where = _Decorator.of(call, fn.__code__.co_firstlineno)
     if len(specs) > 1:
@@ -201,7 +197,7 @@ def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, s
     props["columns"] = _columns(properties.get("columns"), props["name"], props["dialect"], shown, where)
     kind = complete_model_properties(props, lines, deferred.get("kind"), FullKind(), shown, where.line, defaults,
                                      root / Path(shown).parent)
-    if not isinstance(kind, (FullKind, IncrementalKind)):
+    if not kind.allows_python:
         raise ModelError(f"Python models cannot be {kind.name.value} models: use FULL or an incremental kind (or "
                          "write the model in SQL)", shown, where.at("kind"))
     lines.update({key: where.at(key) for key in PYTHON_PROPERTIES if key in properties})

@@ -30,7 +30,6 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.user import MacroRegistry, macro
-from mesh_dagster.core.models.kinds import SeedKind
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.models.python_env import EnvBuilder, Executable, run_env
 from mesh_dagster.core.project.signals import SignalRegistry, describe_signal, signal
@@ -252,7 +251,7 @@ class Capturer:
         return {key: dump_value(variables[key]) for key in sorted(used)}
 
     def _seed(self, model: Model) -> SeedContent | None:
-        if not isinstance(model.kind, SeedKind):
+        if model.kind.seed is None:
             return None
         seed = self.project.seeds[model.name]
         return SeedContent.of(seed.data, seed.content_hash, seed.header)

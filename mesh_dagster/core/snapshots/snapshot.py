@@ -16,7 +16,6 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from mesh_dagster.core.config.names import physical_schema, physical_table
-from mesh_dagster.core.models.kinds import ViewKind
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.snapshots.capture import Capture
 
@@ -137,7 +136,7 @@ class Snapshot(BaseModel):
         """
         if not category.reuses_previous_version:
             return False
-        if isinstance(self.model.kind, ViewKind):  # materialized or not, as always
+        if self.model.kind.follows_parent_tables:
             return self.fingerprint.parent_data_hash == previous.fingerprint.parent_data_hash
         return True
 

@@ -25,6 +25,9 @@ from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.kinds import IncrementalByTimeRangeKind
 from mesh_dagster.core.models.model import AuditRef, Model
+from mesh_dagster.core.sql.query_columns import query_columns
+from mesh_dagster.core.sql.renderer import RenderContext, render_query
+from mesh_dagster.core.time.time_column import TimeColumnError, check_time_column
 
 _CACHE_NAMESPACE = "output_columns"
 Schemas = dict[str, dict[str, str | None]]
@@ -59,9 +62,6 @@ def query_output(model: Model, macros: MacroRegistry, variables: dict, schemas: 
 
 
 def _render_output(model: Model, macros: MacroRegistry, variables: dict, schemas: Schemas) -> OutputColumns:
-    from mesh_dagster.core.sql.query_columns import query_columns
-    from mesh_dagster.core.sql.renderer import RenderContext, render_query
-
     tree = render_query(model, RenderContext(variables=variables, schemas=schemas), macros)
     projections = _projections(tree, model.query_line)
     return OutputColumns(query_columns(tree, schemas), projections)
@@ -119,10 +119,11 @@ def check_output_columns(model: Model, output: OutputColumns) -> None:
         produced = {p.name.lower() for p in output.projections if p.name}
         _require(model, "columns", [c for c in model.columns if c not in produced], sorted(produced),
                  "columns declares {names}, which the query does not output")
-    if isinstance(model.kind, IncrementalByTimeRangeKind):
-        time_column = model.kind.time_column
+    time_range = model.kind.time_range
+    if time_range is not None:
+        time_column = time_range.time_column
         _require(model, "kind", [time_column], columns, "time_column {names} is not an output column of {model}")
-        _check_time_column_type(model, model.kind, columns[time_column])
+        _check_time_column_type(model, time_range, columns[time_column])
     for prop, named in model.kind.named_columns().items():
         _require(model, "kind", named, columns, prop + " names {names}, not an output column of {model}")
     for prop in ("grain", "partitioned_by", "column_descriptions"):
@@ -157,8 +158,9 @@ def _check_self_reference(model: Model, output: OutputColumns) -> None:
     if not kind.is_materialized:
         raise ModelError(f"Model {model.name} reads itself, which a {kind.name.value} model cannot do (it has no "
                          "table holding its previous state): make it FULL or incremental", model.path, model.query_line)
-    if isinstance(kind, IncrementalByTimeRangeKind) and kind.batch_concurrency > 1:
-        raise ModelError(f"batch_concurrency {kind.batch_concurrency} cannot apply: model {model.name} "
+    concurrency = kind.batching.concurrency
+    if concurrency > 1:
+        raise ModelError(f"batch_concurrency {concurrency} cannot apply: model {model.name} "
                          "reads its own table, so each batch needs the one before it and they run one after another",
                          model.path, model.line_of("kind"))
     if model.columns is not None:
@@ -177,8 +179,6 @@ def _check_self_reference(model: Model, output: OutputColumns) -> None:
 def _check_time_column_type(model: Model, kind: IncrementalByTimeRangeKind, column_type: str | None) -> None:
     """Intervals must be expressible on the time column's type in its format (an INT `ds` needs a
     numeric format such as '%Y%m%d'): core.time_column decides, for writes and audits alike."""
-    from mesh_dagster.core.time.time_column import TimeColumnError, check_time_column
-
     if column_type is None:
         return
     try:

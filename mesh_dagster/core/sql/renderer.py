@@ -30,7 +30,6 @@ from mesh_dagster.core.macros.depth import def_line_key
 from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.syntax import lookup, normalize_name, temporal_locals
 from mesh_dagster.core.macros.user import MacroRegistry
-from mesh_dagster.core.models.kinds import IncrementalByTimeRangeKind
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.sql.query_columns import expand_stars, query_columns, table_key
 from mesh_dagster.core.time.time_column import TimeColumnError, find_type, interval_condition
@@ -116,7 +115,7 @@ def render_audit(
         evaluator.locals[name.lower()] = SQL(value) if isinstance(value, str) else value
     text = evaluator.expand(query, line)
     tree = _parse_query(text, dialect or model.dialect, path or model.path, line, "audit")
-    if model.kind.is_incremental and model.time_column and ctx.start is not None and ctx.end is not None:
+    if model.time_column and ctx.start is not None and ctx.end is not None:
         _filter_this_model(tree, model, ctx, normalize_name(this_model))
     collected = _collect(tree)
     if collected.has_star:
@@ -394,9 +393,9 @@ def _interval_condition(model: Model, ctx: RenderContext) -> exp.Expr:
     """`time_column BETWEEN low AND high` for the context's interval, bounded exactly as writes are."""
     column = model.time_column or ""
     column_type = ctx.time_column_type or find_type(model.columns, column)
-    kind = model.kind
+    kind = model.kind.time_range
     # The caller filters incremental models rendered for an interval only.
-    assert isinstance(kind, IncrementalByTimeRangeKind) and ctx.start is not None and ctx.end is not None
+    assert kind is not None and ctx.start is not None and ctx.end is not None
     try:
         return interval_condition(column, ctx.start, ctx.end, column_type, kind.time_column_format)
     except TimeColumnError as e:

@@ -1,0 +1,89 @@
+"""The session part of the Spark engine: one SparkSession, its statements, and its failures.
+
+Every call to Spark anywhere in engine/ passes through `SparkStatements._errors`: Spark's
+exceptions leave as `EngineError` (a `SparkSQLError` carrying Spark's error class), since the
+layers above cannot import pyspark and so could not catch its exception types; and with
+`MESH_SQL_TRACE` set each call is traced (the benchmark counts statements from it).
+
+The engine is built in layers, each a class a reader can take alone: this session part, the
+catalog (catalog.py: schemas, tables, views, what they hold) on top of it, and the engine itself
+(adapter.py), which adds the writes (writes.py) and Python models' frames (frames.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pandas as pd
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from mesh_dagster.engine.session import quiet_pyspark_error_logs, to_engine_error
+from mesh_dagster.engine.sql_text import quote_name
+
+SQL_TRACE_ENV = "MESH_SQL_TRACE"  # a file path: every call to Spark is appended with its duration
+
+
+class SparkStatements:
+    """Statements on one session, for classic and Spark Connect sessions alike (never `sparkContext`)."""
+
+    def __init__(self, spark: SparkSession):
+        self.spark = spark
+        self._trace = os.environ.get(SQL_TRACE_ENV) or None
+        quiet_pyspark_error_logs()
+        # The write strategies rely on it: in Spark's default STATIC mode, INSERT OVERWRITE into a
+        # partitioned table first deletes every partition, not just the ones written.
+        with self._errors("Cannot configure the Spark session"):
+            spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+
+    def execute(self, sql: str) -> None:
+        """Run a statement. DDL/DML run eagerly; a bare SELECT is only analyzed."""
+        with self._errors("Spark SQL failed", sql):
+            self.spark.sql(sql)
+
+    def fetchall(self, sql: str) -> list[tuple]:
+        with self._errors("Spark query failed", sql):
+            return [tuple(row) for row in self.spark.sql(sql).collect()]
+
+    def fetchdf(self, sql: str) -> pd.DataFrame:
+        with self._errors("Spark query failed", sql):
+            return self.spark.sql(sql).toPandas()
+
+    def refresh(self, table: str) -> None:
+        """Forget what this session cached of the table (its files, its location): another process
+        may have rewritten it since."""
+        with self._errors(f"Cannot refresh {table}"):
+            self.spark.catalog.refreshTable(quote_name(table))
+
+    def drop_temp_view(self, name: str) -> None:
+        with self._errors(f"Cannot drop temporary view {name}"):
+            self.spark.catalog.dropTempView(name)
+
+    @property
+    def is_classic(self) -> bool:
+        """A classic (py4j) session, which reaches Hadoop's file system; else Spark Connect."""
+        return not type(self.spark).__module__.startswith("pyspark.sql.connect")
+
+    @contextmanager
+    def _errors(self, context: str, sql: str | None = None) -> Iterator[None]:
+        """Every call to Spark passes here: Spark's exceptions become `EngineError`, and with
+        `MESH_SQL_TRACE` set the call is traced (the benchmark counts statements from it)."""
+        began = time.perf_counter() if self._trace else 0.0
+        try:
+            yield
+        except (PySparkException, Py4JError) as e:
+            raise to_engine_error(e, context, sql) from e
+        finally:
+            if self._trace:
+                _append_trace(self._trace, time.perf_counter() - began, sql or f"[{context}]")
+
+
+def _append_trace(path: str, seconds: float, what: str) -> None:
+    """One line per Spark call: duration in seconds, a tab, the statement on one line (or, for a
+    catalog call, its `[description]`)."""
+    with open(path, "a", encoding="utf-8") as trace:
+        trace.write(f"{seconds:.4f}\t{' '.join(what.split())}\n")
