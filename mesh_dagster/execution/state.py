@@ -3,7 +3,8 @@ the janitor call, and nothing about SQLAlchemy.
 
 `state/store.StateStore` implements it (mypy checks that where Context hands it over); a test may
 implement only what the code under test calls. Plan building reads through the narrower
-`core.plan.StateReader`.
+`core.plan.StateReader`. One Protocol per concern, as the store has one part per concern (state/);
+`State` is their union.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ from mesh_dagster.core.plan.review import PlanEvent, PlanRecord
 from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotId
 from mesh_dagster.state.journal import PendingWrite
-from mesh_dagster.state.store import Lease, LockInfo
+from mesh_dagster.state.locks import Lease, LockInfo
 
 IntervalKey = tuple[str, str]  # (model name, version)
 Interval = tuple[int, int]
 
 
-class State(Protocol):
-    # -- snapshots
+class SnapshotState(Protocol):
     def push_snapshots(self, snapshots: Iterable[Snapshot], recaptured: Iterable[Snapshot] = ()) -> None: ...
 
     def get_snapshots(self, ids: Iterable[SnapshotId]) -> dict[SnapshotId, Snapshot]: ...
@@ -34,7 +34,8 @@ class State(Protocol):
 
     def forget_snapshots(self, ids: Iterable[SnapshotId], interval_keys: Iterable[IntervalKey]) -> None: ...
 
-    # -- intervals
+
+class IntervalState(Protocol):
     def get_intervals(self, keys: Iterable[IntervalKey]) -> dict[IntervalKey, list[Interval]]: ...
 
     def add_interval(self, name: str, version: str, start_ts: int, end_ts: int) -> None: ...
@@ -43,7 +44,8 @@ class State(Protocol):
 
     def remove_intervals(self, items: Iterable[tuple[str, str, int, int]]) -> None: ...
 
-    # -- environments
+
+class EnvironmentState(Protocol):
     def get_environment(self, name: str) -> Environment | None: ...
 
     def get_environments(self) -> list[Environment]: ...
@@ -64,7 +66,10 @@ class State(Protocol):
 
     def delete_environment(self, name: str) -> None: ...
 
-    # -- plan records (execution/reviews.py)
+
+class PlanState(Protocol):
+    """Plan records (execution/reviews.py)."""
+
     def save_plan_record(self, record: PlanRecord) -> None: ...
 
     def get_plan_record(self, plan_id: str) -> PlanRecord | None: ...
@@ -77,14 +82,18 @@ class State(Protocol):
     def transition_plan(self, plan_id: str, allowed: Iterable[str], event: PlanEvent,
                         lease: Lease | None = None) -> PlanRecord | None: ...
 
-    # -- locks
+
+class LockState(Protocol):
     def lock(self, name: str, owner: str, timeout_s: float = 600, lease_s: float = 3600, *,
              holder_is_dead: Callable[[LockInfo], bool] | None = None,
              busy: Callable[[LockInfo], str] | None = None) -> AbstractContextManager[Lease]: ...
 
     def lock_holder(self, name: str) -> LockInfo | None: ...
 
-    # -- the journal of writes under way (state/journal.py)
+
+class JournalState(Protocol):
+    """The journal of writes under way (state/journal.py)."""
+
     def journal_write(self, write: PendingWrite, lease: Lease | None = None,
                       forget: Iterable[tuple[str, str, int, int]] = ()) -> None: ...
 
@@ -98,3 +107,15 @@ class State(Protocol):
     def retired_locations(self, table: str | None = None) -> list[tuple[str, str]]: ...
 
     def forget_retired(self, items: Iterable[tuple[str, str]]) -> None: ...
+
+
+class State(SnapshotState, IntervalState, EnvironmentState, PlanState, LockState, JournalState, Protocol):
+    """Everything execution/ asks of the state store. The plan records and the journal are also
+    reachable as parts (`state.plans`, `state.journal`), as they are on the store, so callers can
+    move to them."""
+
+    @property
+    def plans(self) -> PlanState: ...
+
+    @property
+    def journal(self) -> JournalState: ...

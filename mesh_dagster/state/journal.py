@@ -7,8 +7,8 @@ interval, so a crash anywhere leaves either a recorded interval or a pending row
 between. Former locations of a table's files (generations a rewrite switched away from) are kept as
 *retired* rows until nobody can read them any more.
 
-The `StateStore` delegates here (`StateStore.journal_write` and the rest of its journal section):
-these functions run inside the store's transactions.
+`Journal` is the store's part for it (`StateStore.journal`): each of its methods is one transaction
+of the shared connection, and the functions below run inside those transactions.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, and_, delete, insert, or_, select
 
 from mesh_dagster.state import schema
+from mesh_dagster.state.connection import Database, now_ms
+from mesh_dagster.state.intervals import insert_intervals
+from mesh_dagster.state.locks import Lease, hold
 
 RETIRED = "retired"
 
@@ -99,3 +102,52 @@ def _pending(row: Any) -> PendingWrite:
     return PendingWrite(table=row.table_name, operation=row.operation, name=row.name, version=row.version,
                         start=row.start_ts, end=row.end_ts, payload=json.loads(row.payload or "{}"),
                         owner=row.owner, created_ts=row.created_ts)
+
+
+class Journal:
+    """The journal of writes of one state store (`StateStore.journal`)."""
+
+    def __init__(self, db: Database):
+        self._db = db
+
+    def journal_write(self, write: PendingWrite, lease: Lease | None = None,
+                      forget: Iterable[tuple[str, str, int, int]] = ()) -> None:
+        """Make `write` its table's pending write, before its destructive step; with `lease`, only
+        while that lock (the table's) is still held. `forget`: intervals the write will no longer
+        hold (a history about to be rebuilt), forgotten in the same transaction."""
+        forget = list(forget)
+        with self._db.write() as conn:
+            if lease is not None:
+                hold(conn, lease)
+            put(conn, write, now_ms())
+            if forget:
+                insert_intervals(conn, forget, removed=True)
+
+    def pending_write(self, table: str) -> PendingWrite | None:
+        with self._db.read() as conn:
+            found = pending(conn, table)
+        return found[0] if found else None
+
+    def pending_writes(self) -> list[PendingWrite]:
+        with self._db.read() as conn:
+            return pending(conn)
+
+    def finish_write(self, table: str, interval: tuple[str, str, int, int] | None, retire: Iterable[str] = (),
+                     lease: Lease | None = None) -> None:
+        """In one transaction: record `interval` (if any), end `table`'s pending write and retire the
+        locations `retire` (a generation the write switched away from)."""
+        if interval is not None and not interval[2] < interval[3]:
+            raise ValueError(f"Invalid interval for {interval[0]}: start {interval[2]} is not before end {interval[3]}")
+        with self._db.write() as conn:
+            if lease is not None:
+                hold(conn, lease)
+            finish(conn, table, interval, retire, now_ms(), lease.owner if lease is not None else "mesh")
+
+    def retired_locations(self, table: str | None = None) -> list[tuple[str, str]]:
+        """(table, location) of the generations rewrites switched away from, oldest first."""
+        with self._db.read() as conn:
+            return retired(conn, table)
+
+    def forget_retired(self, items: Iterable[tuple[str, str]]) -> None:
+        with self._db.write() as conn:
+            forget_retired(conn, items)

@@ -1,7 +1,7 @@
 """Audit verdicts in the state store (`mesh_audit_verdicts`, schema v5): what each audit said about
 the data it judged — a model version over an interval, by one definition of the audit.
 
-A separate module over the store's connection (its `_read`/`_write` transactions), so the store
+A separate module over the store's shared connection (`StateStore.db`: its read and write transactions), so the store
 keeps one place per concern; every function is one transaction.
 """
 
@@ -49,7 +49,7 @@ class AuditVerdicts:
                      source=v.source, created_ts=v.created_ts or now_ms) for v in verdicts]
         if not rows:
             return
-        with self._store._write("record audit verdicts in") as conn:
+        with self._store.db.write("record audit verdicts in") as conn:
             conn.execute(insert(schema.audit_verdicts), rows)
 
     def history(self, keys: Iterable[tuple[str, str]]) -> list[Verdict]:
@@ -59,7 +59,7 @@ class AuditVerdicts:
             return []
         table = schema.audit_verdicts
         condition = or_(*(and_(table.c.name == n, table.c.version == v) for n, v in wanted))
-        with self._store._read() as conn:
+        with self._store.db.read() as conn:
             rows = conn.execute(select(table).where(condition).order_by(table.c.id)).all()
         return [Verdict(r.name, r.version, r.identifier, r.audit, r.digest, bool(r.blocking), r.start_ts, r.end_ts,
                         r.failing_rows, r.source, r.created_ts) for r in rows]
