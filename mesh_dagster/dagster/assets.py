@@ -37,12 +37,13 @@ from dagster import (
     multi_asset,
 )
 
-from mesh_dagster.context import ApplyListener, ModelMaterialization, Outcome
+from mesh_dagster.context import ModelMaterialization, Outcome
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.intervals import format_interval_range
 from mesh_dagster.dagster.compat import mark_partitions_failed
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.held import held_evaluations
+from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import RangedChecks, check_results, step_failure
 from mesh_dagster.dagster.partitions import partition_tags, to_ms
 from mesh_dagster.dagster.restamps import is_restamp, restamp_results
@@ -52,24 +53,6 @@ from mesh_dagster.dagster.versions import BUILT_ON
 
 RESOURCE_KEY = "mesh"
 SCHEDULED_TAG = "mesh/scheduled"  # runs launched by a cron schedule: they fill what is due
-
-
-class DagsterLogListener(ApplyListener):
-    """Progress of materializations and promotions in the run's log."""
-
-    def __init__(self, log):
-        self._log = log
-
-    def batch_done(self, name: str, index: int, count: int, description: str, seconds: float,
-                   audits_passed: int, audits_failed: int) -> None:
-        audits = f", audits passed {audits_passed}, failed {audits_failed}" if audits_passed or audits_failed else ""
-        self._log.info(f"[{index}/{count}] {name} {description} in {seconds:.2f}s{audits}")
-
-    def virtual_progress(self, name: str) -> None:
-        self._log.info(f"View updated: {name}")
-
-    def log(self, message: str) -> None:
-        self._log.info(message)
 
 
 def step_name(asset: ModelAsset) -> str:

@@ -1,5 +1,9 @@
-"""Every use of Dagster that its public API does not cover, in one place, each with a test against
-the installed Dagster (tests/dagster/test_compat.py) and a fallback when it is gone.
+"""Every use of Dagster that its public API does not cover, in one place: names Dagster does not
+export, methods and tags it does not document, behaviour it does not promise. Each entry of
+`INTERNALS` is checked against the installed Dagster by tests/unit/test_dagster_internals.py, whose
+failure names the Dagster change, so moving to the next Dagster release fails one test rather than
+a user's run; the behaviour is tested in tests/dagster/test_compat.py. Where it can, each use has a
+fallback when it is gone.
 
 - `materialization_target`: the pointer an `AssetCheckEvaluation` carries to the materialization
   it judged. Dagster shows a partition's check status only for an evaluation naming the partition's
@@ -21,15 +25,112 @@ the installed Dagster (tests/dagster/test_compat.py) and a fallback when it is g
   calls for a batch, with DAGSTER_EVENT_BATCH_SIZE set) is the base class's loop. This subclass
   writes a batch of materializations in one statement per file, as Dagster's Postgres storage does
   (the asset's record updated with the last one). `mesh ui` configures it (dagster.yaml
-  `event_log_storage`); when the class is not there any more, that name is the stock storage.
+  `event_log_storage`); when the class is not there any more, that name is the stock storage
+  (from the package `dagster._core.storage.event_log`).
+- `mesh ui`'s supervisor (ui_supervisor.py) opens the project's instance from its folder
+  (`DagsterInstance.from_config`), lists the runs in progress (`get_runs`) and marks them canceling,
+  then canceled (`report_run_canceling`, `report_run_canceled`): Dagster's own way to end a run
+  whose process is gone. On a shared instance it keeps the runs launched in its own code servers:
+  the hidden run tag `.dagster/grpc_info` names a run's code server (its socket, or host and port),
+  and `dagster dev` starts each code server with `--socket PATH` on its command line.
+- The component's `translation:` (component.py) is Dagster's asset-attributes block, resolved with
+  Dagster's own resolver (`TranslatorResolvingInfo`, `resolve_asset_spec_update_kwargs_to_mapping`,
+  in unexported submodules) and the resolution context's undocumented `at_path`, `with_scope`
+  and `scope`.
+- `check_outputs`: the output each asset check of a multi-asset yields (the undocumented
+  `AssetsDefinition.check_specs_by_output_name`).
+- `BACKFILL_TAG`: a run tagged as belonging to a backfill that does not exist is left out of the
+  Runs page's default view (re-stamp runs, restamps.py).
+- `RELOAD_LOCATION`: the webserver's GraphQL mutation behind the UI's "Reload" (ui_watch.py), as
+  Dagster's own GraphQL client sends it.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
-from dagster import AssetCheckEvaluation, AssetKey, AssetRecordsFilter, DagsterInstance
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckKey,
+    AssetKey,
+    AssetRecordsFilter,
+    AssetsDefinition,
+    AssetSpec,
+    DagsterEvent,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    RunsFilter,
+)
+
+try:  # not exported (Dagster's components): without them a component's `translation:` cannot resolve
+    from dagster.components.resolved.core_models import resolve_asset_spec_update_kwargs_to_mapping
+    from dagster.components.utils import TranslatorResolvingInfo
+except ImportError:  # pragma: no cover - a Dagster without them
+    _RESOLVER = False
+else:
+    _RESOLVER = True
+
+try:  # not exported (Dagster's events and SQLite storage): each use says what it does without them
+    from dagster._core.events import AssetMaterializationPlannedData, DagsterEventType
+except ImportError:  # pragma: no cover - a Dagster without them
+    _EVENTS = False
+else:
+    _EVENTS = True
+
+try:
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorageTable
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+except ImportError:  # pragma: no cover - a Dagster without them
+    _SQLITE = False
+else:
+    _SQLITE = True
+
+# What tests/unit/test_dagster_internals.py checks, one entry per use: name -> what mesh relies on.
+INTERNALS: dict[str, str] = {
+    "AssetCheckEvaluation.target_materialization_data": "its annotation names the (unexported) class of an "
+    "evaluation's pointer to the materialization it judged, built from a record's storage_id, run_id, timestamp",
+    "AssetMaterializationPlannedData": "dagster._core.events.AssetMaterializationPlannedData(asset_key, partition=)",
+    "DagsterEvent.build_asset_materialization_planned_event": "(job_name, step_key, planned_data)",
+    "DagsterInstance.report_dagster_event": "(event, run_id) stores an event of a run",
+    "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "the environment variable behind the event log's "
+    "supports_partition_subset_in_asset_materialization_planned_events: one planned event per asset of a run",
+    "DAGSTER_EVENT_BATCH_SIZE": "the environment variable that makes Dagster store a run's events in batches",
+    "SqliteEventLogStorage": "dagster._core's SQLite event log, with prepare_insert_event_batch, run_connection, "
+    "index_transaction, _store_asset_event_tags and _store_asset_event, and SqlEventLogStorageTable",
+    "dagster._core.storage.event_log": "the package exporting the stock SqliteEventLogStorage: dagster.yaml's "
+    "`BatchingSqliteEventLogStorage` when the batching one cannot be built",
+    "DagsterInstance.from_config": "(dagster_home) opens the instance its dagster.yaml describes",
+    "DagsterInstance.get_runs": "(RunsFilter) lists runs",
+    "DagsterInstance.report_run_canceling": "(run, message=) marks a run CANCELING",
+    "DagsterInstance.report_run_canceled": "(run, message=) marks a run CANCELED",
+    ".dagster/grpc_info": "the hidden run tag naming a run's code server: JSON with `socket`, or `host` and `port`",
+    "dagster api grpc --socket": "the command line of a code server `dagster dev` starts",
+    "TranslatorResolvingInfo": "dagster.components.utils.TranslatorResolvingInfo(asset_attributes=, "
+    "resolution_context=, model_key=).get_asset_spec(spec, variables)",
+    "resolve_asset_spec_update_kwargs_to_mapping": "dagster.components.resolved.core_models's (model=, context=)",
+    "ResolutionContext.at_path/with_scope/scope": "a resolution context below a key, with more template variables",
+    "AssetsDefinition.check_specs_by_output_name": "output name -> AssetCheckSpec of a multi-asset's checks",
+    "dagster/backfill": "a run with this tag is left out of the Runs page's default view",
+    "reloadRepositoryLocation": "the webserver's GraphQL mutation reloading a code location by name",
+}
+
+
+class DagsterChanged(RuntimeError):
+    """A use listed in `INTERNALS` is gone from the installed Dagster."""
+
+
+def _gone(name: str) -> DagsterChanged:
+    return DagsterChanged(f"The installed Dagster has no {name} ({INTERNALS[name]}): mesh_dagster/dagster/compat.py "
+                          f"must follow the change")
+
+
+# -- check evaluations: the materialization each one judged ---------------------------------------
 
 
 def _target_type() -> type | None:
@@ -61,16 +162,22 @@ def latest_materialization_targets(instance: DagsterInstance, key: AssetKey,
     return targets
 
 
+# -- planned events: a failed ranged run's partitions shown failed --------------------------------
+
+# Dagster writes, before a ranged run starts, one "planned" event per partition per asset, one by
+# one (never batched): as many events again as the run's materializations, and the slower half
+# (benchmarks/bench_events.py). With this (Dagster's own switch) a ranged run plans each asset once,
+# for its partition range. What is lost: a ranged run that fails leaves its partitions shown missing
+# rather than failed (the run itself shows the failure), which `mark_partitions_failed` gives back.
+PLANNED_EVENTS_PER_RUN = {"DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "true"}
+EVENT_BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"  # > 0: a run's events are stored in batches of this size
+
+
 def mark_partitions_failed(instance: DagsterInstance, run_id: str, job_name: str, step_key: str, key: AssetKey,
                            partitions: Sequence[str]) -> bool:
     """Plan `partitions` of `key` one by one in this (failing) run; False when Dagster has not the
     means any more (or the run already planned them one by one: nothing to add)."""
-    if not partitions or not _plans_subsets(instance):
-        return False
-    try:
-        from dagster import DagsterEvent
-        from dagster._core.events import AssetMaterializationPlannedData  # not exported
-    except ImportError:
+    if not partitions or not _plans_subsets(instance) or not _EVENTS:
         return False
     for partition in partitions:
         event = DagsterEvent.build_asset_materialization_planned_event(
@@ -84,36 +191,20 @@ def _plans_subsets(instance: DagsterInstance) -> bool:
     return bool(getattr(storage, "supports_partition_subset_in_asset_materialization_planned_events", False))
 
 
+# -- the SQLite event log, written in batches ------------------------------------------------------
+
 BATCHING_STORAGE = "BatchingSqliteEventLogStorage"
+_BATCHING_NEEDS = ("prepare_insert_event_batch", "run_connection", "index_transaction", "_store_asset_event_tags",
+                   "_store_asset_event")
+_BATCHING: type | None = None
 
-
-def batching_storage() -> type | None:
-    """The batching SQLite event log storage, or None when Dagster's SQLite storage (not exported)
-    is not there any more as this module uses it."""
-    return _batching_class()
-
-
-def _batching_class() -> type | None:
-    global _BATCHING
-    if not isinstance(_BATCHING, bool):
-        return _BATCHING
-    try:
-        from dagster._core.events import DagsterEventType
-        from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorageTable
-        from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
-    except ImportError:
-        _BATCHING = None
-        return None
-    batchable = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION}
-    needed = ("prepare_insert_event_batch", "run_connection", "index_transaction", "_store_asset_event_tags",
-              "_store_asset_event")
-    if not all(hasattr(SqliteEventLogStorage, name) for name in needed):
-        _BATCHING = None
-        return None
+if _EVENTS and _SQLITE and all(hasattr(SqliteEventLogStorage, name) for name in _BATCHING_NEEDS):
 
     class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
         """SQLite's event log, writing a batch of one run's materializations (or observations) in
         one statement per file; anything else as the stock storage does."""
+
+        BATCHABLE = frozenset({DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION})
 
         @classmethod
         def from_config_value(cls, inst_data, config_value):  # the stock one builds its own class
@@ -122,7 +213,7 @@ def _batching_class() -> type | None:
         def store_event_batch(self, events) -> None:
             types = {e.dagster_event.event_type if e.dagster_event else None for e in events}
             runs = {e.run_id for e in events}
-            if len(events) < 2 or len(types) != 1 or not types <= batchable or len(runs) != 1:
+            if len(events) < 2 or len(types) != 1 or not types <= self.BATCHABLE or len(runs) != 1:
                 return super().store_event_batch(events)
             statement = self.prepare_insert_event_batch(events)
             with self.run_connection(runs.pop()) as conn:
@@ -132,14 +223,95 @@ def _batching_class() -> type | None:
                 self._store_asset_event_tags(conn, events, ids)
                 self._store_asset_event(conn, events[-1], ids[-1])
 
-    BatchingSqliteEventLogStorage.__module__ = __name__
-    globals()[BATCHING_STORAGE] = BatchingSqliteEventLogStorage  # dagster.yaml names it here
     _BATCHING = BatchingSqliteEventLogStorage
+else:  # pragma: no cover - the stock storage under dagster.yaml's name, wherever Dagster's package exports it
+    _STOCK = getattr(importlib.import_module("dagster._core.storage.event_log"), "SqliteEventLogStorage", None)
+    if _STOCK is not None:
+        globals()[BATCHING_STORAGE] = _STOCK
+
+
+def batching_storage() -> type | None:
+    """The batching SQLite event log storage, or None when Dagster's SQLite storage (not exported)
+    is not there any more as this module uses it."""
     return _BATCHING
 
 
-_BATCHING: type | None | bool = False  # not looked for yet
-if _batching_class() is None:  # the stock storage, by the module path dagster.yaml documents
-    import importlib
+# -- mesh ui's supervisor: the runs in progress, marked canceled ----------------------------------
 
-    globals()[BATCHING_STORAGE] = importlib.import_module("dagster.core.storage.event_log").SqliteEventLogStorage
+GRPC_INFO_TAG = ".dagster/grpc_info"  # put on a run by Dagster's default run launcher: its code server
+CODE_SERVER_SOCKET_ARG = "--socket"  # `dagster api grpc --socket PATH`, as `dagster dev` starts a code server
+
+
+def open_instance(dagster_home: Path) -> DagsterInstance:
+    """The instance the dagster.yaml in `dagster_home` describes (not the one DAGSTER_HOME names)."""
+    return DagsterInstance.from_config(str(dagster_home))
+
+
+def runs_with_status(instance: DagsterInstance, statuses: Sequence[str]) -> Sequence[DagsterRun]:
+    """Every run in one of `statuses` (DagsterRunStatus names)."""
+    return instance.get_runs(RunsFilter(statuses=[DagsterRunStatus[s] for s in statuses]))
+
+
+def report_canceling(instance: DagsterInstance, run: DagsterRun, message: str) -> None:
+    instance.report_run_canceling(run, message=message)
+
+
+def report_canceled(instance: DagsterInstance, run: DagsterRun, message: str) -> None:
+    instance.report_run_canceled(run, message=message)
+
+
+def run_code_server(tags: Mapping[str, str]) -> str | None:
+    """The socket (or host:port) of the code server a run was launched in, from its tags."""
+    try:
+        info = json.loads(tags.get(GRPC_INFO_TAG) or "{}")
+    except ValueError:
+        return None
+    if not isinstance(info, dict):
+        return None
+    return info.get("socket") or (f"{info.get('host')}:{info['port']}" if info.get("port") else None)
+
+
+# -- the component's `translation:`, resolved as Dagster resolves one -----------------------------
+
+
+def translation_resolver(context: Any, model: Any) -> Any:
+    """Dagster's resolver of a component's `translation:` block (`get_asset_spec(spec, variables)`)."""
+    if not _RESOLVER:
+        raise _gone("TranslatorResolvingInfo")
+    return TranslatorResolvingInfo(asset_attributes=model, resolution_context=context, model_key="translation")
+
+
+def context_at(context: Any, key: str) -> Any:
+    """The resolution context of the value below `key` (errors then name where they are)."""
+    return context.at_path(key)
+
+
+def context_scope(context: Any) -> dict[str, Any]:
+    """The template variables a resolution context renders with."""
+    return dict(context.scope)
+
+
+def resolve_spec_attributes(model: Any, context: Any, variables: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The asset attributes of a translation block (`model`), rendered with `variables` as well."""
+    if not _RESOLVER:
+        raise _gone("resolve_asset_spec_update_kwargs_to_mapping")
+    return resolve_asset_spec_update_kwargs_to_mapping(model=model, context=context.with_scope(**variables))
+
+
+def translated_spec(resolver: Any, spec: AssetSpec, variables: Mapping[str, Any]) -> AssetSpec:
+    """`spec` with a whole-block (one template string) translation applied."""
+    return resolver.get_asset_spec(spec, variables)
+
+
+# -- asset checks, run tags, GraphQL --------------------------------------------------------------
+
+
+def check_outputs(assets_def: AssetsDefinition) -> dict[AssetCheckKey, str]:
+    """The output of a multi-asset that each of its checks yields."""
+    return {spec.key: name for name, spec in assets_def.check_specs_by_output_name.items()}
+
+
+BACKFILL_TAG = "dagster/backfill"  # Dagster's: the Runs page's default view leaves such runs out
+
+RELOAD_LOCATION = """mutation($name: String!) { reloadRepositoryLocation(repositoryLocationName: $name) {
+  __typename } }"""

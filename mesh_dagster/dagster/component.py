@@ -34,18 +34,25 @@ from dagster import (
     Scaffolder,
     ScaffoldRequest,
     TimeWindowPartitionsDefinition,
+    scaffold_component,
     scaffold_with,
 )
-from dagster.components.component_scaffolding import scaffold_component
-from dagster.components.resolved.core_models import resolve_asset_spec_update_kwargs_to_mapping
-from dagster.components.utils import TranslatorResolvingInfo
+from jinja2.nativetypes import NativeTemplate
 from pydantic import BaseModel
 
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.dagster.compat import (
+    context_at,
+    context_scope,
+    resolve_spec_attributes,
+    translated_spec,
+    translation_resolver,
+)
 from mesh_dagster.dagster.definitions import definitions
 from mesh_dagster.dagster.graph import ModelAsset
 from mesh_dagster.dagster.translator import MeshTranslator
+from mesh_dagster.scaffold.init import init_project
 
 # What a `translation:` may not change, and why: the graph, runs and staleness depend on them.
 _FIXED = {
@@ -142,9 +149,8 @@ class Translation:
         fixed = sorted(_FIXED.keys() & (model.model_fields_set if isinstance(model, BaseModel) else set()))
         if fixed:
             raise ValueError(f"translation: `{fixed[0]}` cannot be set for mesh models: {_FIXED[fixed[0]]}")
-        self.info = TranslatorResolvingInfo(asset_attributes=model, resolution_context=context,
-                                            model_key="translation")
-        self.context = context.at_path("translation")
+        self.info = translation_resolver(context, model)  # Dagster's own (compat.py)
+        self.context = context_at(context, "translation")
         self.model = model if isinstance(model, BaseModel) else None  # a whole-block template string: no cache
         self.raw = model.model_dump(exclude_unset=True) if isinstance(model, BaseModel) else None
         self.sets_key = _translation_sets_key(model)
@@ -154,12 +160,11 @@ class Translation:
     def __call__(self, spec: AssetSpec, asset: ModelAsset) -> AssetSpec:
         variables = {**model_template_vars(asset), "spec": spec}
         if self.model is None:
-            return self.info.get_asset_spec(spec, variables)
-        rendering = repr(self._render(self.raw, {**self.context.scope, **variables}))
+            return translated_spec(self.info, spec, variables)
+        rendering = repr(self._render(self.raw, {**context_scope(self.context), **variables}))
         attributes = self._resolved.get(rendering)
         if attributes is None:
-            attributes = resolve_asset_spec_update_kwargs_to_mapping(
-                model=self.model, context=self.context.with_scope(**variables))
+            attributes = resolve_spec_attributes(self.model, self.context, variables)
             self._resolved[rendering] = attributes
         return self._apply(spec, attributes)
 
@@ -172,8 +177,6 @@ class Translation:
         if isinstance(value, str) and ("{{" in value or "{%" in value):
             template = self._templates.get(value)
             if template is None:
-                from jinja2.nativetypes import NativeTemplate
-
                 template = self._templates[value] = NativeTemplate(value)
             return template.render(**scope)
         return value
@@ -213,8 +216,6 @@ class MeshProjectScaffolder(Scaffolder[MeshProjectScaffoldParams]):
     def scaffold(self, request: ScaffoldRequest[MeshProjectScaffoldParams]) -> None:
         project = request.params.project
         if project is None:
-            from mesh_dagster.scaffold.init import init_project
-
             init_project(request.target_path / "project")
             project = "project"
         scaffold_component(request, {"project": project, "environments": request.params.environments or [PROD]})

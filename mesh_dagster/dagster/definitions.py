@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dagster import (
+    AssetsDefinition,
+    AssetSpec,
     Definitions,
     ExecutorDefinition,
     TimeWindowPartitionsDefinition,
 )
 
+from mesh_dagster.context import Context
 from mesh_dagster.core.config.names import PROD, normalize_environment
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
@@ -37,7 +40,6 @@ from mesh_dagster.dagster.schedules import cron_schedules
 from mesh_dagster.dagster.translator import MeshTranslator
 
 if TYPE_CHECKING:
-    from mesh_dagster.context import Context
     from mesh_dagster.core.plan.plan import Plan
 
 
@@ -77,17 +79,14 @@ def definitions(
     working tree's: what it serves, with no pending revert of what was deployed.
     """
     project_dir = str(Path(project_dir).resolve())
-    environments = [environment] if isinstance(environment, str) else list(environment)
-    if not environments:
-        raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: no environment given")
-    environments = list(dict.fromkeys(normalize_environment(e) for e in environments))
+    environments = _environments(project_dir, environment)
     translator = translator or MeshTranslator()
     sources, watches_git = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed)
     loaded = _load_graphs(project_dir, environments, gateway, state_url, translator, sources)
     if isinstance(loaded, MeshError):  # raised here so the code location shows no frames of ours below this
         raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {loaded}") from None
 
-    assets: list = []
+    assets: list[AssetsDefinition | AssetSpec] = []
     jobs: list = []
     sensors: list = []
     schedules: list = []
@@ -95,12 +94,7 @@ def definitions(
     for graph in loaded:
         environment = graph.environment
         partitions = _partitions(graph, translator)
-        assets += [model_asset(graph, asset, partitions, translator) for asset in graph.materializable]
-        for asset in graph.assets.values():
-            if asset.is_external and asset.key not in external_keys:
-                external_keys.add(asset.key)
-                assets.append(translator.get_asset_spec(asset))
-
+        assets += _environment_assets(graph, partitions, translator, external_keys)
         jobs += [promote_job(environment), restate_job(environment), plan_job(environment),
                  apply_plan_job(environment)]
         sensors += [stamp_sensor(graph, partitions, project_dir, gateway, state_url, restamp_sensor_running),
@@ -109,17 +103,40 @@ def definitions(
             schedules += cron_schedules(graph, sources.get(environment, project_dir), gateway, state_url,
                                         schedules_running, project_dir if environment in sources else None)
             if watches_git:
-                git_job = git_plan_job()
-                jobs.append(git_job)
-                sensors.append(git_sensor(project_dir, gateway, state_url, git_job, git_sensor_running))
-    return Definitions(
-        assets=assets,
-        jobs=jobs,
-        schedules=schedules,
-        sensors=sensors,
-        resources={"mesh": _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())))},
-        executor=executor,
-    )
+                jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running)
+    resource = _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())))
+    return Definitions(assets=assets, jobs=jobs, schedules=schedules, sensors=sensors, resources={"mesh": resource},
+                       executor=executor)
+
+
+def _with_git(jobs: list, sensors: list, project_dir: str, gateway: str | None, state_url: str | None,
+              running: bool) -> tuple[list, list]:
+    """`jobs` and `sensors` with the `git_plan` job and the git push sensor launching it (prod, with
+    a `git:` section in config.yaml)."""
+    git_job = git_plan_job()
+    return [*jobs, git_job], [*sensors, git_sensor(project_dir, gateway, state_url, git_job, running)]
+
+
+def _environments(project_dir: str, environment: str | Sequence[str]) -> list[str]:
+    """The environments asked for, normalized, each once, in their order; at least one."""
+    environments = [environment] if isinstance(environment, str) else list(environment)
+    if not environments:
+        raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: no environment given")
+    return list(dict.fromkeys(normalize_environment(e) for e in environments))
+
+
+def _environment_assets(graph: ProjectGraph, partitions: dict[IntervalUnit, TimeWindowPartitionsDefinition],
+                        translator: MeshTranslator, external_keys: set[tuple[str, ...]]
+                        ) -> list[AssetsDefinition | AssetSpec]:
+    """The environment's models as assets, then the external tables not shown yet (`external_keys`:
+    those of the environments before it; the same in all, each appears once)."""
+    out: list[AssetsDefinition | AssetSpec] = [model_asset(graph, asset, partitions, translator)
+                                                for asset in graph.materializable]
+    for asset in graph.assets.values():
+        if asset.is_external and asset.key not in external_keys:
+            external_keys.add(asset.key)
+            out.append(translator.get_asset_spec(asset))
+    return out
 
 
 @cache
@@ -135,8 +152,6 @@ def _deployed_sources(project_dir: str, environments: list[str], gateway: str | 
                       follow: bool) -> tuple[dict[str, str], bool]:
     """Environment -> the files of the commit a git push deployed to it (execution/deployed.py),
     and whether this project's config.yaml (not a deployed commit's) has a `git:` section."""
-    from mesh_dagster.context import Context
-
     context = Context(project_dir, gateway, state_url=state_url)
     try:
         try:
@@ -177,8 +192,6 @@ def _load_graphs(project_dir: str, environments: list[str], gateway: str | None,
 
 def _folder_graphs(folder: str, environments: list[str], gateway: str | None, state_url: str | None,
                    translator: MeshTranslator, home: str | None) -> list[ProjectGraph] | MeshError:
-    from mesh_dagster.context import Context
-
     context = Context(folder, gateway, state_url=state_url, home=home)
     try:
         plans = [context.plan(environment, allow_empty=True, render_added=False) for environment in environments]

@@ -28,8 +28,10 @@ from dagster import (
     sensor,
 )
 
+from mesh_dagster.context import Context
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.review import markdown_block
+from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
 
 GIT_PLAN_JOB = "git_plan"
@@ -41,8 +43,6 @@ def git_plan_job() -> JobDefinition:
                        "sha": Field(str, default_value="", description="Its new head; empty: the branch is gone.")},
         description="Plan a pushed commit: pending for prod (protected branches), applied for other branches.")
     def _plan_commit(context: OpExecutionContext):
-        from mesh_dagster.dagster.assets import DagsterLogListener
-
         branch, sha = context.op_config["branch"], context.op_config["sha"]
         mesh = context.resources.mesh.get_context()
         try:
@@ -77,8 +77,6 @@ def git_sensor(project_dir: str, gateway: str | None, state_url: str | None, pla
             default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
             description="Watches the git repository of config.yaml's `git:` section: a push becomes a plan.")
     def _sensor(context: SensorEvaluationContext):
-        from mesh_dagster.context import Context
-
         ctx = Context(project_dir, gateway, state_url=state_url)
         try:
             heads = ctx.git_heads()

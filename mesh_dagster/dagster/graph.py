@@ -12,99 +12,19 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.models.kinds import KindName
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.plan.plan import Plan, model_start_ms
 from mesh_dagster.core.project.audits import is_blocking
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.time.cron import IntervalUnit
-from mesh_dagster.core.time.dates import now_ms
+from mesh_dagster.core.time.dates import now_ms, to_end_ms
+from mesh_dagster.dagster.model_asset import ADDED, UNCHANGED, AuditCheck, ModelAsset
+from mesh_dagster.dagster.translator import MeshTranslator
 
-if TYPE_CHECKING:
-    from dagster import AssetKey
-
-    from mesh_dagster.dagster.translator import MeshTranslator
-
-UNCHANGED = "Unchanged"
-ADDED = "Added"
-
-
-@dataclass(frozen=True)
-class AuditCheck:
-    """An audit attached to a model, as an asset check."""
-
-    check_name: str
-    audit: str
-    blocking: bool
-    args: tuple[tuple[str, str], ...] = ()
-    description: str | None = None  # the AUDIT block's own `description`
-    digest: str = ""  # its definition's (execution/verdicts.py): a verdict holds for this definition only
-
-
-@dataclass
-class ModelAsset:
-    name: str
-    key: tuple[str, ...]  # asset key path (MeshTranslator.get_asset_key): by default the model's view
-    model: Model
-    fingerprint: str
-    version: str | None
-    table: str | None
-    change: str  # category against the environment, "Unchanged" or "Added"
-    deps: list[tuple[str, ...]] = field(default_factory=list)
-    parents: list[str] = field(default_factory=list)  # model names behind `deps`
-    checks: list[AuditCheck] = field(default_factory=list)
-    start_ms: int | None = None
-    end_ms: int | None = None
-    columns: dict[str, str | None] | None = None
-    environment: str = "prod"
-    dep_keys: list[AssetKey] = field(default_factory=list)  # `deps` as AssetKeys (the parents' own objects)
-    # The plan, as `mesh plan` prints it: intervals of the current version to compute, and those its
-    # table already holds (reused: computed before, by any environment sharing the version)
-    recompute: int = 0
-    reuse: int = 0
-    # A change making a new version the environment does not serve yet: `columns` are what its views
-    # show (the served snapshot's), these the new version's
-    pending_columns: dict[str, str | None] | None = None
-
-    @cached_property
-    def asset_key(self) -> AssetKey:
-        """`key` as Dagster's AssetKey, built once (schedules, specs and checks all ask for it)."""
-        from dagster import AssetKey
-
-        return AssetKey(self.key)
-
-    @property
-    def kind(self) -> KindName:
-        return self.model.kind.name
-
-    @property
-    def is_external(self) -> bool:
-        return self.model.kind.is_external
-
-    @property
-    def unit(self) -> IntervalUnit:
-        return self.model.interval_unit
-
-    @property
-    def is_timeless(self) -> bool:
-        """Seeds and views are built once for all time, whatever partition is asked for (a
-        materialized VIEW is a table rebuilt on its cron, like FULL)."""
-        return self.model.kind.is_timeless
-
-    @property
-    def is_partitioned(self) -> bool:
-        """Whether Dagster shows the model's intervals as partitions: only models built interval by
-        interval whose intervals can be recomputed alone (incremental by time range). A seed or
-        view is built once, a FULL model rebuilt whole (thousands of partitions would each say the
-        same), and models whose writes build on the rows before them (unique key, partition,
-        unmanaged...) process every pending interval in order."""
-        kind = self.model.kind
-        return kind.is_incremental and not kind.restates_full_history
+__all__ = ["ADDED", "UNCHANGED", "AuditCheck", "ModelAsset", "ProjectGraph", "audit_checks", "build_graph"]
 
 
 @dataclass
@@ -160,59 +80,64 @@ def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None 
     `digests`: each model's audit definitions (Context.audit_digests), the checks' identities;
     `present`: the intervals each `(model, version)` holds (what a change reuses); `served_columns`:
     the columns of the version the environment serves, for models it serves in another version."""
-    if translator is None:
-        from mesh_dagster.dagster.translator import MeshTranslator
-
-        translator = MeshTranslator()
-    environment = plan.environment
+    translator = translator or MeshTranslator()
     column_cache = ColumnCache(project)
-    changed = set(plan.changed)
-    added = set(plan.added)
-    keys: dict[str, tuple[str, ...]] = {}
+    added, changed = set(plan.added), set(plan.changed)
     taken: dict[tuple[str, ...], str] = {}
     assets: dict[str, ModelAsset] = {}
     for name in project.dag.sorted():
-        model = project.models[name]
-        if model.kind.is_inlined:
+        if project.models[name].kind.is_inlined:
             continue
-        snap = plan.snapshots[name]
-        parents = [p for p in sorted(_asset_parents(project, name)) if p in keys]
-        if name in added:
-            change = ADDED
-        elif name in changed and (category := plan.category(name)) is not None:
-            change = category.label  # judged against this environment, as `mesh plan` shows it
-        else:
-            change = UNCHANGED
-        asset = ModelAsset(
-            name=name,
-            key=(),
-            model=model,
-            fingerprint=snap.identifier,
-            version=snap.version,
-            table=None if model.kind.is_symbolic else snap.table_name,
-            change=change,
-            deps=[keys[p] for p in parents],
-            parents=parents,
-            checks=audit_checks(model, project.audits, (digests or {}).get(name, [])),
-            start_ms=None if model.kind.is_external else model_start_ms(model, project),
-            end_ms=_end_ms(model),
-            columns=(served_columns or {}).get(name) or column_cache.columns(project, name, snap.identifier),
-            environment=environment,
-            recompute=interval_count(model, plan.backfills[name].intervals) if name in plan.backfills else 0,
-            reuse=interval_count(model, (present or {}).get((name, snap.version or ""), [])),
-        )
-        if served_columns and name in served_columns:
-            asset.pending_columns = column_cache.columns(project, name, snap.identifier)
+        parents = [p for p in sorted(_asset_parents(project, name)) if p in assets]
+        asset = _model_asset(project, plan, name, _change(plan, name, added, changed), parents, column_cache,
+                             (digests or {}).get(name, []), present or {}, served_columns or {})
+        asset.deps = [assets[p].key for p in parents]
         asset.key = tuple(translator.get_asset_key(asset).path)
         if asset.key in taken:
             raise MeshError(f"Models {taken[asset.key]} and {name} have the same asset key "
                             f"{'/'.join(asset.key)}: the translator must give each model its own key")
-        keys[name] = asset.key
         taken[asset.key] = name
         asset.dep_keys = [assets[p].asset_key for p in parents]
         assets[name] = asset
     column_cache.save()
-    return ProjectGraph(environment, assets, watches_git=project.config.git is not None)
+    return ProjectGraph(plan.environment, assets, watches_git=project.config.git is not None)
+
+
+def _change(plan: Plan, name: str, added: set[str], changed: set[str]) -> str:
+    """The model's change as the plan judged it against this environment (as `mesh plan` shows it)."""
+    if name in added:
+        return ADDED
+    if name in changed and (category := plan.category(name)) is not None:
+        return category.label
+    return UNCHANGED
+
+
+def _model_asset(project: Project, plan: Plan, name: str, change: str, parents: list[str],
+                 column_cache: ColumnCache, digests: list[str], present: dict[tuple[str, str], list[tuple[int, int]]],
+                 served_columns: dict[str, dict[str, str | None]]) -> ModelAsset:
+    """One model as an asset of the plan's environment, its key and dependencies not set yet."""
+    model = project.models[name]
+    snap = plan.snapshots[name]
+    asset = ModelAsset(
+        name=name,
+        key=(),
+        model=model,
+        fingerprint=snap.identifier,
+        version=snap.version,
+        table=None if model.kind.is_symbolic else snap.table_name,
+        change=change,
+        parents=parents,
+        checks=audit_checks(model, project.audits, digests),
+        start_ms=None if model.kind.is_external else model_start_ms(model, project),
+        end_ms=to_end_ms(model.end) if model.end else None,
+        columns=served_columns.get(name) or column_cache.columns(project, name, snap.identifier),
+        environment=plan.environment,
+        recompute=interval_count(model, plan.backfills[name].intervals) if name in plan.backfills else 0,
+        reuse=interval_count(model, present.get((name, snap.version or ""), [])),
+    )
+    if name in served_columns:
+        asset.pending_columns = column_cache.columns(project, name, snap.identifier)
+    return asset
 
 
 class ColumnCache:
@@ -267,12 +192,6 @@ def interval_count(model: Model, intervals: list[tuple[int, int]]) -> int:
         return 1 if intervals else 0
     unit = model.interval_unit
     return sum(max(unit.index_of(end) - unit.index_of(start), 1) for start, end in intervals)
-
-
-def _end_ms(model: Model) -> int | None:
-    from mesh_dagster.core.time.dates import to_end_ms
-
-    return to_end_ms(model.end) if model.end else None
 
 
 def _asset_parents(project: Project, name: str) -> set[str]:

@@ -37,7 +37,7 @@ from dagster import (
 
 from mesh_dagster.context import ModelMaterialization
 from mesh_dagster.core.time.intervals import Interval, format_interval_range
-from mesh_dagster.dagster.compat import latest_materialization_targets
+from mesh_dagster.dagster.compat import check_outputs, latest_materialization_targets
 from mesh_dagster.dagster.graph import ModelAsset
 from mesh_dagster.dagster.partitions import to_ms
 
@@ -98,8 +98,7 @@ class RangedChecks:
 
     @classmethod
     def of(cls, context: AssetExecutionContext, partitions_def: TimeWindowPartitionsDefinition) -> RangedChecks:
-        outputs = {spec.key: name for name, spec in context.assets_def.check_specs_by_output_name.items()}
-        return cls(partitions_def, context.partition_keys, context.instance, outputs)
+        return cls(partitions_def, context.partition_keys, context.instance, check_outputs(context.assets_def))
 
 
 def check_results(asset: ModelAsset, run: ModelMaterialization,

@@ -11,6 +11,7 @@ from dagster import JobDefinition, OpExecutionContext, job, op
 
 from mesh_dagster.context import PromotionRefused
 from mesh_dagster.core.errors import MeshError
+from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
 
 
@@ -19,8 +20,6 @@ def promote_job(environment: str) -> JobDefinition:
         pool=f"mesh_promote_{environment}",
         description=f"Check that every model of '{environment}' has all its intervals, then swap its views.")
     def _promote(context: OpExecutionContext):
-        from mesh_dagster.dagster.assets import DagsterLogListener
-
         mesh_context = context.resources.mesh.get_context(environment)
         try:
             plan = mesh_context.promote(environment, DagsterLogListener(context.log))

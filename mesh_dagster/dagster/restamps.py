@@ -41,6 +41,7 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.dagster.compat import BACKFILL_TAG
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.held import held_evaluations
 from mesh_dagster.dagster.outcomes import JobFailed
@@ -49,7 +50,6 @@ from mesh_dagster.dagster.stamps import Stamper
 from mesh_dagster.dagster.versions import BUILT_ON
 
 RESTAMP_TAG = "mesh/restamp"  # run tag: the run re-stamps the selected models over its range, computing nothing
-BACKFILL_TAG = "dagster/backfill"  # Dagster's: the Runs page's default view leaves such runs out
 
 
 def restamp_group(environment: str) -> str:

@@ -10,6 +10,7 @@ from dagster import AssetMaterialization, Field, JobDefinition, OpExecutionConte
 
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
+from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
 
 
@@ -23,8 +24,6 @@ def restate_job(environment: str) -> JobDefinition:
         },
         description=f"Recompute models of '{environment}' (and their downstream) over a range.")
     def _restate(context: OpExecutionContext):
-        from mesh_dagster.dagster.assets import DagsterLogListener
-
         config = context.op_config
         mesh_context = context.resources.mesh.get_context(environment)
         try:

@@ -22,7 +22,7 @@ from dagster import (
     schedule,
 )
 
-from mesh_dagster.context import LogLines
+from mesh_dagster.context import Context, LogLines
 from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.time.cron import ALIASES, IntervalUnit, interval_unit, validate_cron
 from mesh_dagster.core.time.dates import now_ms
@@ -140,8 +140,6 @@ def cron_schedules(graph: ProjectGraph, project_dir: str, gateway: str | None, s
 def cron_schedule(graph: ProjectGraph, cadence: Cadence, assets: list[ModelAsset], project_dir: str,
                   gateway: str | None, state_url: str | None, running: bool,
                   home: str | None = None) -> ScheduleDefinition:
-    from mesh_dagster.context import Context
-
     environment = graph.environment
     slug, unit = cadence.slug, cadence.unit
     names = [a.name for a in assets]

@@ -12,7 +12,7 @@ dependencies are the models' (staleness and runs rely on both), and checks are t
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dagster import (
     AssetKey,
@@ -27,11 +27,8 @@ from dagster import (
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import ms_to_datetime
-from mesh_dagster.dagster.graph import ADDED, UNCHANGED
+from mesh_dagster.dagster.model_asset import ADDED, UNCHANGED, ModelAsset
 from mesh_dagster.dagster.partitions import partition_format
-
-if TYPE_CHECKING:
-    from mesh_dagster.dagster.graph import ModelAsset
 
 TAG_KEY_LIMIT = 63
 _NOT_IN_TAG_KEYS = re.compile(r"[^A-Za-z0-9_.-]")

@@ -1,25 +1,30 @@
 """`mesh ui`: the Dagster UI (webserver + daemon) for a project, with one code location per environment.
 
 The workspace and the Dagster instance live in the project's `.mesh/dagster/`, so run history,
-schedules and sensor state survive restarts. Nothing here imports dagster: it writes files and
-names the command `mesh ui` runs, `dagster dev` under a supervisor (`ui_supervisor`).
+schedules and sensor state survive restarts. This module writes files and names the command `mesh
+ui` runs, `dagster dev` under a supervisor (`ui_supervisor`); the environment variables it sets for
+Dagster are undocumented ones, named in compat.py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import yaml
 from filelock import FileLock, Timeout
 
+from mesh_dagster.context import Context
 from mesh_dagster.core.config.config import DagsterStorageConfig
 from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.errors import MeshError
+from mesh_dagster.dagster.compat import EVENT_BATCH_SIZE_ENV, PLANNED_EVENTS_PER_RUN
 
 LOCATIONS_FILE = "locations.py"
 LOCK_FILE = "ui.lock"
@@ -94,10 +99,6 @@ def check_instance_database(storage: DagsterStorageConfig, home: Path) -> None:
     fine: Dagster creates its schema there on first start."""
     if storage.type != "postgres":
         return
-    import importlib.util
-
-    import psycopg
-
     where = f"{storage.host}:{storage.port}"
     if importlib.util.find_spec("dagster_postgres") is None:
         raise DagsterInstanceError("config.yaml `dagster.storage` is postgres but dagster-postgres is not installed: "
@@ -164,8 +165,6 @@ PUSHED = "pushed_environments"  # the location of the environments git pushes cr
 
 def watches_git(project: Path) -> bool:
     """Whether the project's config.yaml has a `git:` section (a broken one: no)."""
-    from mesh_dagster.context import Context
-
     context = Context(project)
     try:
         return context.config.git is not None
@@ -201,14 +200,6 @@ def dagster_dev_args(workspace: Path, host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", host, "-p", str(port)]
 
 
-# Dagster writes, before a ranged run starts, one "planned" event per partition per asset, one by
-# one (never batched): as many events again as the run's materializations, and the slower half
-# (benchmarks/bench_events.py). With this (Dagster's own switch) a ranged run plans each asset once,
-# for its partition range. What is lost: a ranged run that fails leaves its partitions shown missing
-# rather than failed (the run itself shows the failure).
-PLANNED_EVENTS_PER_RUN = {"DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "true"}
-
-
 def dagster_env(workspace: Path, storage: DagsterStorageConfig | None = None) -> dict[str, str]:
     """The environment of `dagster dev` and its processes: the project's instance, one planned
     event per asset of a ranged run, and batched event writes (a ranged run's per-partition events
@@ -216,9 +207,9 @@ def dagster_env(workspace: Path, storage: DagsterStorageConfig | None = None) ->
     env = {**os.environ, "DAGSTER_HOME": str(workspace.parent), **PLANNED_EVENTS_PER_RUN}
     if storage is not None and storage.type == "postgres":
         if storage.event_batch_size > 0:
-            env["DAGSTER_EVENT_BATCH_SIZE"] = str(storage.event_batch_size)
+            env[EVENT_BATCH_SIZE_ENV] = str(storage.event_batch_size)
     else:
-        env["DAGSTER_EVENT_BATCH_SIZE"] = str(EVENT_BATCH_SIZE)
+        env[EVENT_BATCH_SIZE_ENV] = str(EVENT_BATCH_SIZE)
     return env
 
 

@@ -26,7 +26,6 @@ the code server it runs in), so stopping one UI never cancels a teammate's runs.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -34,11 +33,20 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import psutil
 import yaml
+from dagster import DagsterInstance
 
+from mesh_dagster.dagster.compat import (
+    CODE_SERVER_SOCKET_ARG,
+    GRPC_INFO_TAG,  # noqa: F401 - the tag run_server reads, named here as before
+    open_instance,
+    report_canceled,
+    report_canceling,
+    run_code_server,
+    runs_with_status,
+)
 from mesh_dagster.dagster.ui import (
     UiAlreadyRunning,
     dagster_dev_args,
@@ -46,9 +54,6 @@ from mesh_dagster.dagster.ui import (
     only_ui,
 )
 from mesh_dagster.dagster.ui_watch import WorkspaceWatch, wait_stopped
-
-if TYPE_CHECKING:
-    from dagster import DagsterInstance
 
 GRACE_S = 5.0  # for `dagster dev` to stop its services and for runs to end as canceled
 KILL_WAIT_S = 3.0  # for the kernel to take down what was SIGKILLed
@@ -88,7 +93,6 @@ class Supervisor:
         for sig in _STOP_SIGNALS:
             signal.signal(sig, self._on_signal)
         child = subprocess.Popen(self._command, env=self._env, stdin=subprocess.DEVNULL, start_new_session=True)
-        self._runs.load_in_background()
         while child.poll() is None and not self._signals:
             self._wake.wait(1.0)
         canceled = self._stop(child)
@@ -127,11 +131,12 @@ class Supervisor:
 
 
 class Runs:
-    """The project's Dagster runs in progress, through its instance.
+    """The project's Dagster runs in progress, through its instance (compat.py: Dagster documents
+    none of the instance methods this takes).
 
-    Dagster is imported while `dagster dev` starts, but the instance is opened only when needed:
-    opening it alongside `dagster dev` on a new project would run two schema migrations of the
-    same SQLite files at once (seen: "alembic_version has more than one head").
+    The instance is opened only when needed: opening it alongside `dagster dev` on a new project
+    would run two schema migrations of the same SQLite files at once (seen: "alembic_version has
+    more than one head").
     """
 
     def __init__(self, dagster_home: Path, shared: bool = False):
@@ -139,11 +144,6 @@ class Runs:
         self._shared = shared
         self.servers: set[str] = set()  # sockets of this session's code servers (for a shared instance)
         self._instance: DagsterInstance | None = None
-        self._importer: threading.Thread | None = None
-
-    def load_in_background(self) -> None:
-        self._importer = threading.Thread(target=_import_dagster, name="mesh-ui-import", daemon=True)
-        self._importer.start()
 
     def mark(self, report) -> int:
         """`report(instance, run)` for every run in progress; how many there were.
@@ -154,9 +154,7 @@ class Runs:
             instance = self._get()
             if instance is None:
                 return 0
-            from dagster import DagsterRunStatus, RunsFilter
-
-            runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus[s] for s in _IN_PROGRESS]))
+            runs = runs_with_status(instance, _IN_PROGRESS)
             if self._shared:
                 runs = [run for run in runs if run_server(run.tags) in self.servers]
             for run in runs:
@@ -170,25 +168,17 @@ class Runs:
     @staticmethod
     def canceling(instance, run) -> None:
         if run.status.value != "CANCELING":
-            instance.report_run_canceling(run, message="`mesh ui` is stopping: canceling this run.")
+            report_canceling(instance, run, "`mesh ui` is stopping: canceling this run.")
 
     @staticmethod
     def canceled(instance, run) -> None:
-        instance.report_run_canceled(run, message=CANCEL_MESSAGE)
+        report_canceled(instance, run, CANCEL_MESSAGE)
 
     def _get(self) -> DagsterInstance | None:
         # no storage yet: no run ever (a shared instance keeps none here, but has runs)
         if self._instance is None and (self._shared or (self._home / "storage").exists()):
-            if self._importer is not None:
-                self._importer.join(timeout=GRACE_S)
-            from dagster import DagsterInstance
-
-            self._instance = DagsterInstance.from_config(str(self._home))
+            self._instance = open_instance(self._home)
         return self._instance
-
-
-# The tag Dagster's default run launcher puts on a run: the code server it was launched in.
-GRPC_INFO_TAG = ".dagster/grpc_info"
 
 
 def is_shared_instance(dagster_home: Path) -> bool:
@@ -201,14 +191,9 @@ def is_shared_instance(dagster_home: Path) -> bool:
 
 
 def run_server(tags) -> str | None:
-    """The socket (or host:port) of the code server a run was launched in, from its tags."""
-    try:
-        info = json.loads(tags.get(GRPC_INFO_TAG) or "{}")
-    except ValueError:
-        return None
-    if not isinstance(info, dict):
-        return None
-    return info.get("socket") or (f"{info.get('host')}:{info['port']}" if info.get("port") else None)
+    """The socket (or host:port) of the code server a run was launched in, from its tags
+    (Dagster's hidden `GRPC_INFO_TAG`)."""
+    return run_code_server(tags)
 
 
 def _code_server_sockets(session: int) -> set[str]:
@@ -219,12 +204,8 @@ def _code_server_sockets(session: int) -> set[str]:
             args = process.cmdline()
         except psutil.Error:
             continue
-        out |= {args[i + 1] for i, a in enumerate(args[:-1]) if a == "--socket"}
+        out |= {args[i + 1] for i, a in enumerate(args[:-1]) if a == CODE_SERVER_SOCKET_ARG}
     return out
-
-
-def _import_dagster() -> None:
-    import dagster  # noqa: F401 - warms the import for `Runs._get`
 
 
 # -- processes -----------------------------------------------------------------------------------

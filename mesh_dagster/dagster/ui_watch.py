@@ -21,18 +21,16 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from dagster import Definitions
 
 from mesh_dagster.context import FROM_COMMIT, Context
 from mesh_dagster.core.time.dates import now_ms
+from mesh_dagster.dagster.compat import RELOAD_LOCATION
+from mesh_dagster.dagster.definitions import definitions
 from mesh_dagster.dagster.ui import location_name, workspace_environments
 
 INTERVAL_S = 5.0
-if TYPE_CHECKING:
-    from dagster import Definitions
-
-RELOAD_LOCATION = """mutation($name: String!) { reloadRepositoryLocation(repositoryLocationName: $name) {
-  __typename } }"""
 
 
 class WorkspaceWatch(threading.Thread):
@@ -92,10 +90,6 @@ def pushed_environments(ctx: Context, base: list[str]) -> list[str]:
 
 def pushed_definitions(project: str, base: list[str]) -> Definitions:
     """The code location of the environments git pushes created (none yet: an empty one)."""
-    from dagster import Definitions
-
-    from mesh_dagster.dagster.definitions import definitions
-
     ctx = Context(project)
     try:
         environments = pushed_environments(ctx, base)

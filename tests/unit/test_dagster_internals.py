@@ -1,0 +1,250 @@
+"""Each use of Dagster outside its public API (dagster/compat.py's `INTERNALS`) against the installed
+Dagster: after a Dagster upgrade, this file fails, naming what changed, before any user's run does.
+What each use does is tested in tests/dagster/test_compat.py; here only that it is still there, as
+compat.py takes it (names, parameters, values). No Spark."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from mesh_dagster.dagster import compat
+
+Check = Callable[[Path, pytest.MonkeyPatch], None]
+CHECKS: dict[str, Check] = {}
+
+
+def check(name: str) -> Callable[[Check], Check]:
+    def register(fn: Check) -> Check:
+        CHECKS[name] = fn
+        return fn
+
+    return register
+
+
+def _params(fn) -> list[str]:
+    return [p for p in inspect.signature(fn).parameters if p != "self"]
+
+
+def _leading(fn, *names: str) -> None:
+    """`fn` takes `names` first, in this order (compat.py passes them by position)."""
+    found = _params(fn)[:len(names)]
+    assert found == list(names), f"{fn.__qualname__} takes {found}, not {list(names)}"
+
+
+def _takes(fn, *names: str) -> None:
+    """`fn` takes `names` by keyword."""
+    missing = [n for n in names if n not in _params(fn)]
+    assert not missing, f"{fn.__qualname__} takes no {', '.join(missing)} (its parameters: {_params(fn)})"
+
+
+def _source_has(obj, *texts: str) -> None:
+    source = inspect.getsource(obj)
+    missing = [t for t in texts if t not in source]
+    assert not missing, f"{getattr(obj, '__qualname__', obj.__name__)} no longer mentions {missing}"
+
+
+def _run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus, tags: dict | None = None) -> dg.DagsterRun:
+    return instance.add_run(dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), status=status, tags=tags or {}))
+
+
+# -- check evaluations and planned events ------------------------------------------------------------
+
+
+@check("AssetCheckEvaluation.target_materialization_data")
+def _target(tmp_path, monkeypatch):
+    assert compat.TARGET_TYPE is not None, "the annotation is no longer one optional class"
+    target = compat.TARGET_TYPE(storage_id=7, run_id="r", timestamp=1.5)  # as compat.py builds one
+    assert (target.storage_id, target.run_id, target.timestamp) == (7, "r", 1.5)
+
+
+@check("AssetMaterializationPlannedData")
+def _planned_data(tmp_path, monkeypatch):
+    from dagster._core.events import AssetMaterializationPlannedData
+
+    assert compat._EVENTS
+    _leading(AssetMaterializationPlannedData, "asset_key")
+    _takes(AssetMaterializationPlannedData, "partition")
+
+
+@check("DagsterEvent.build_asset_materialization_planned_event")
+def _planned_event(tmp_path, monkeypatch):
+    _leading(dg.DagsterEvent.build_asset_materialization_planned_event, "job_name", "step_key",
+             "asset_materialization_planned_data")
+
+
+@check("DagsterInstance.report_dagster_event")
+def _report_event(tmp_path, monkeypatch):
+    _leading(dg.DagsterInstance.report_dagster_event, "dagster_event", "run_id")
+
+
+@check("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS")
+def _planned_per_run(tmp_path, monkeypatch):
+    (name, value), = compat.PLANNED_EVENTS_PER_RUN.items()
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        monkeypatch.delenv(name, raising=False)
+        assert not compat._plans_subsets(instance), "the event log plans per asset without the variable"
+        monkeypatch.setenv(name, value)
+        assert compat._plans_subsets(instance), f"{name}={value} no longer makes the event log plan per asset"
+
+
+@check("DAGSTER_EVENT_BATCH_SIZE")
+def _batch_size(tmp_path, monkeypatch):
+    root = Path(dg.__file__).parent
+    readers = [p for p in root.rglob("*.py") if f'"{compat.EVENT_BATCH_SIZE_ENV}"' in p.read_text()]
+    assert readers, f"no Dagster module reads {compat.EVENT_BATCH_SIZE_ENV}"
+
+
+# -- the SQLite event log ------------------------------------------------------------------------------
+
+
+@check("SqliteEventLogStorage")
+def _sqlite_storage(tmp_path, monkeypatch):
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+    missing = [n for n in compat._BATCHING_NEEDS if not hasattr(SqliteEventLogStorage, n)]
+    assert not missing, f"SqliteEventLogStorage has no {', '.join(missing)}"
+    assert compat.batching_storage() is not None
+    assert compat.BatchingSqliteEventLogStorage.__module__ == compat.__name__  # dagster.yaml's name for it
+
+
+@check("dagster._core.storage.event_log")
+def _stock_storage_path(tmp_path, monkeypatch):
+    assert hasattr(importlib.import_module("dagster._core.storage.event_log"), "SqliteEventLogStorage")
+
+
+# -- mesh ui's supervisor ------------------------------------------------------------------------------
+
+
+@check("DagsterInstance.from_config")
+def _from_config(tmp_path, monkeypatch):
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with compat.open_instance(tmp_path) as instance:
+        assert isinstance(instance, dg.DagsterInstance)
+        assert Path(instance.root_directory) == tmp_path
+
+
+@check("DagsterInstance.get_runs")
+def _get_runs(tmp_path, monkeypatch):
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        started, _ = _run(instance, dg.DagsterRunStatus.STARTED), _run(instance, dg.DagsterRunStatus.SUCCESS)
+        assert [r.run_id for r in compat.runs_with_status(instance, ["STARTED", "CANCELING"])] == [started.run_id]
+
+
+@check("DagsterInstance.report_run_canceling")
+def _canceling(tmp_path, monkeypatch):
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        run = _run(instance, dg.DagsterRunStatus.STARTED)
+        compat.report_canceling(instance, run, "stopping")
+        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.CANCELING
+
+
+@check("DagsterInstance.report_run_canceled")
+def _canceled(tmp_path, monkeypatch):
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        run = _run(instance, dg.DagsterRunStatus.CANCELING)
+        compat.report_canceled(instance, run, "stopped")
+        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.CANCELED
+
+
+@check(".dagster/grpc_info")
+def _grpc_info(tmp_path, monkeypatch):
+    from dagster._core.launcher import default_run_launcher
+    from dagster._core.storage.tags import GRPC_INFO_TAG
+
+    assert GRPC_INFO_TAG == compat.GRPC_INFO_TAG, f"the tag is now {GRPC_INFO_TAG!r}"
+    _source_has(default_run_launcher, "GRPC_INFO_TAG", '"socket"', '"port"', '"host"')
+    assert compat.run_code_server({GRPC_INFO_TAG: json.dumps({"host": "h", "socket": "/s"})}) == "/s"
+    assert compat.run_code_server({GRPC_INFO_TAG: json.dumps({"host": "h", "port": 4266})}) == "h:4266"
+
+
+@check("dagster api grpc --socket")
+def _socket_arg(tmp_path, monkeypatch):
+    from dagster._grpc import server
+
+    _source_has(server.open_server_process, f'"{compat.CODE_SERVER_SOCKET_ARG}"')
+
+
+# -- the component's translation -----------------------------------------------------------------------
+
+
+@check("TranslatorResolvingInfo")
+def _resolving_info(tmp_path, monkeypatch):
+    from dagster.components.utils import TranslatorResolvingInfo
+
+    assert compat._RESOLVER
+    _takes(TranslatorResolvingInfo, "asset_attributes", "resolution_context", "model_key")
+    _leading(TranslatorResolvingInfo.get_asset_spec, "base_spec", "context")
+
+
+@check("resolve_asset_spec_update_kwargs_to_mapping")
+def _resolve_attributes(tmp_path, monkeypatch):
+    from dagster.components.resolved.core_models import resolve_asset_spec_update_kwargs_to_mapping
+
+    _takes(resolve_asset_spec_update_kwargs_to_mapping, "model", "context")
+    model = dg.AssetAttributesModel(group_name="{{ g }}")
+    resolved = compat.resolve_spec_attributes(model, dg.ResolutionContext.default(), {"g": "sales"})
+    assert dict(resolved).get("group_name") == "sales"
+
+
+@check("ResolutionContext.at_path/with_scope/scope")
+def _resolution_context(tmp_path, monkeypatch):
+    context = compat.context_at(dg.ResolutionContext.default(), "translation").with_scope(x=1)
+    assert compat.context_scope(context)["x"] == 1
+    assert list(context.path) == ["translation"]
+
+
+# -- asset checks, run tags, GraphQL -------------------------------------------------------------------
+
+
+@check("AssetsDefinition.check_specs_by_output_name")
+def _check_outputs(tmp_path, monkeypatch):
+    @dg.multi_asset(specs=[dg.AssetSpec("a")], check_specs=[dg.AssetCheckSpec("c", asset="a")])
+    def a():
+        return None
+
+    outputs = compat.check_outputs(a)
+    assert set(outputs) == {dg.AssetCheckKey(dg.AssetKey("a"), "c")}
+    assert set(outputs.values()) <= set(a.node_def.output_dict)
+
+
+@check("dagster/backfill")
+def _backfill_tag(tmp_path, monkeypatch):
+    from dagster._core.storage.tags import BACKFILL_ID_TAG
+
+    assert BACKFILL_ID_TAG == compat.BACKFILL_TAG, f"the tag is now {BACKFILL_ID_TAG!r}"
+
+
+@check("reloadRepositoryLocation")
+def _reload_location(tmp_path, monkeypatch):
+    from dagster_graphql.schema import create_schema
+
+    mutations = create_schema().graphql_schema.mutation_type.fields
+    assert "reloadRepositoryLocation" in mutations, "the webserver has no such mutation"
+    assert list(mutations["reloadRepositoryLocation"].args) == ["repositoryLocationName"]
+    assert "reloadRepositoryLocation(repositoryLocationName: $name)" in compat.RELOAD_LOCATION
+
+
+# -- the tests ---------------------------------------------------------------------------------------
+
+
+def test_every_internal_has_a_check():
+    assert set(CHECKS) == set(compat.INTERNALS)
+
+
+@pytest.mark.parametrize("name", sorted(compat.INTERNALS))
+def test_the_installed_dagster_still_has(name, tmp_path, monkeypatch):
+    if name not in CHECKS:
+        pytest.fail(f"compat.INTERNALS lists {name} but nothing here checks it")
+    try:
+        CHECKS[name](tmp_path, monkeypatch)
+    except Exception as e:  # noqa: BLE001 - any failure means the same: Dagster changed
+        pytest.fail(f"Dagster {dg.__version__} changed {name} ({compat.INTERNALS[name]}): {type(e).__name__}: "
+                    f"{e}. mesh_dagster/dagster/compat.py must follow the change.", pytrace=False)
