@@ -24,6 +24,7 @@ import tempfile
 import threading
 import traceback
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import click
@@ -190,8 +191,6 @@ def _prune(folder: Path) -> None:
 
 
 def _log_text(exc: BaseException, argv: list[str], message: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         mesh_version = version("mesh_dagster")
     except PackageNotFoundError:

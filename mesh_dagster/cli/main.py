@@ -12,11 +12,23 @@ from pathlib import Path
 
 import click
 
+from mesh_dagster.cli.console import (
+    ConsoleListener,
+    console,
+    show_diff,
+    show_explain,
+    show_plan,
+    show_test_report,
+)
 from mesh_dagster.cli.errors import EXIT_ERROR, MeshGroup
 from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name, selector_option
 from mesh_dagster.cli.project import project_context
-from mesh_dagster.context import CATEGORY_CHOICES
+from mesh_dagster.context import CATEGORY_CHOICES, PlanOptions
+from mesh_dagster.core.config.display import printable_line
+from mesh_dagster.core.config.redaction import shorten
 from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.time.dates import ms_to_datetime
+from mesh_dagster.scaffold import init as scaffold
 
 
 @click.group(cls=MeshGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,8 +52,6 @@ def cli(ctx: click.Context, path: str, gateway: str | None, debug: bool) -> None
 @click.pass_context
 def init(ctx: click.Context, engine: str | None, template: str | None) -> None:
     """Create a new project (the quickstart example by default). `mesh init spark` asks nothing."""
-    from mesh_dagster.scaffold import init as scaffold
-
     path = Path(ctx.obj["path"])
     cli_mode = "default"
     if engine is None:
@@ -115,14 +125,11 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
          allow_destructive_model, allow_additive_model, no_auto_categorization, categorize, restate_model,
          select_model, backfill_model, min_intervals, no_gaps) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
-    from mesh_dagster.cli.console import ConsoleListener, console, show_explain, show_plan, show_test_report
-
     context = project_context(ctx)
     config = context.project.config
     if environment is None:  # an empty name is refused by its type, never taken for the default
         environment = config.default_target_environment
     no_prompts = no_prompts or config.plan.no_prompts
-    auto_apply = auto_apply or config.plan.auto_apply
     if not skip_tests and not explain and context.project.test_files:
         report = context.test()
         show_test_report(report)
@@ -136,27 +143,37 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
                                    no_gaps=no_gaps)
         p = context.restate(environment, restate_model, start=start, end=end, execution_time=execution_time)
     else:
-        options = dict(start=start, end=end, execution_time=execution_time, create_from=create_from,
-                       include_unmodified=include_unmodified or None, skip_backfill=skip_backfill,
-                       empty_backfill=empty_backfill, forward_only=forward_only, effective_from=effective_from,
-                       allow_destructive=context.select(allow_destructive_model, "--allow-destructive-model"),
-                       allow_additive=context.select(allow_additive_model, "--allow-additive-model"),
-                       select_models=select_model, backfill_models=backfill_model,
-                       min_intervals=min_intervals, no_gaps=no_gaps)
-        choices = context.parse_categories(categorize)
-        p = context.plan(environment, **options, choices=choices)
-        asked = _ask_categories(p, context, choices, ask_all=no_auto_categorization, no_prompts=no_prompts)
-        if asked:
-            p = context.plan(environment, **options, choices={**choices, **asked})
+        options = PlanOptions(
+            start=start, end=end, execution_time=execution_time, create_from=create_from,
+            include_unmodified=include_unmodified or None, skip_backfill=skip_backfill, empty_backfill=empty_backfill,
+            forward_only=forward_only, effective_from=effective_from,
+            allow_destructive=frozenset(context.select(allow_destructive_model, "--allow-destructive-model")),
+            allow_additive=frozenset(context.select(allow_additive_model, "--allow-additive-model")),
+            select_models=select_model, backfill_models=backfill_model, min_intervals=min_intervals, no_gaps=no_gaps)
+        p = _categorized_plan(context, environment, options, categorize, ask_all=no_auto_categorization,
+                              no_prompts=no_prompts)
     show_plan(p, no_diff=no_diff)
     if explain:
         show_explain(p, context.explain(p))
-        return
-    if not p.needs_apply:
-        return
-    protection = context.config.protection(p.environment)
+    elif p.needs_apply:
+        _apply_or_record(context, p, auto_apply=auto_apply or config.plan.auto_apply, no_prompts=no_prompts)
+
+
+def _categorized_plan(context, environment: str, options: PlanOptions, categorize: tuple[str, ...], *,
+                      ask_all: bool, no_prompts: bool):
+    """The plan, made again with the categories the user chose if automatic categorization left
+    some to them (`--categorize` values first)."""
+    choices = context.parse_categories(categorize)
+    p = context.plan(environment, options, choices=choices)
+    asked = _ask_categories(p, context, choices, ask_all=ask_all, no_prompts=no_prompts)
+    return context.plan(environment, options, choices={**choices, **asked}) if asked else p
+
+
+def _apply_or_record(context, p, *, auto_apply: bool, no_prompts: bool) -> None:
+    """Apply the plan, unless Context holds it for review (a protected environment), prompts are
+    off without --auto-apply, or the user declines: then it is only recorded."""
+    protection = context.hold_for_review(p)
     if protection is not None:
-        context.record(p)
         console.print(f"'{p.environment}' is protected: plan {p.plan_id[:8]} is recorded for review. One of "
                       f"{', '.join(protection.approvers) or 'its approvers (none listed yet)'} approves it with "
                       f"`mesh plans approve {p.plan_id[:8]}`; then `mesh plans apply {p.plan_id[:8]}` applies it.")
@@ -183,8 +200,6 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
 def _ask_categories(plan, context, given: dict, *, ask_all: bool, no_prompts: bool) -> dict:
     """The categories the user chooses for the directly modified models automatic categorization
     leaves to them (`--no-auto-categorization`, `plan.auto_categorize_changes`), diff first."""
-    from mesh_dagster.cli.console import console, show_diff
-
     unknown = sorted(set(given) - set(plan.directly_modified))
     if unknown:
         raise MeshError(f"--categorize names {', '.join(unknown)}, which this plan does not directly modify "
@@ -230,8 +245,6 @@ def _check_restatement_options(**given: object) -> None:
 @click.pass_context
 def run(ctx, environment, start, end, execution_time, ignore_cron, select_model, no_auto_upstream) -> None:
     """Process the missing intervals whose cron is due, for ENVIRONMENT's models."""
-    from mesh_dagster.cli.console import ConsoleListener
-
     if no_auto_upstream and not select_model:
         raise MeshError("--no-auto-upstream only applies with --select-model")
     context = project_context(ctx)
@@ -285,8 +298,6 @@ def evaluate(ctx, model, start, end, execution_time, limit) -> None:
 @click.pass_context
 def diff(ctx, environment) -> None:
     """Show the differences between the project and ENVIRONMENT."""
-    from mesh_dagster.cli.console import show_plan
-
     show_plan(project_context(ctx).plan(environment, allow_empty=True))
 
 
@@ -363,8 +374,6 @@ def janitor(ctx, ignore_ttl) -> None:
 @click.pass_context
 def test(ctx, tests, pattern) -> None:
     """Run the project's YAML unit tests on Spark."""
-    from mesh_dagster.cli.console import show_test_report
-
     report = project_context(ctx).test(list(tests) or None, pattern)
     show_test_report(report)
     if not report.ok:
@@ -395,9 +404,6 @@ INFO_LIMIT = 2000  # characters of one `mesh info` line: a huge setting is cut, 
 @click.pass_context
 def info(ctx) -> None:
     """Show the project's models, audits, tests and connections."""
-    from mesh_dagster.core.config.display import printable_line
-    from mesh_dagster.core.config.redaction import shorten
-
     data = project_context(ctx).info()  # secrets already hidden
     for key, value in data.items():
         click.echo(f"{key}: {shorten(printable_line(str(value)), INFO_LIMIT)}")
@@ -407,8 +413,6 @@ def info(ctx) -> None:
 @click.pass_context
 def environments(ctx) -> None:
     """List environments and when they expire."""
-    from mesh_dagster.core.time.dates import ms_to_datetime
-
     for env in project_context(ctx).environments():
         expiry = ms_to_datetime(env.expiration_ts).strftime("%Y-%m-%d %H:%M") if env.expiration_ts else "never"
         click.echo(f"{env.name:<20} {len(env.snapshots):>5} models   expires {expiry}")

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import click
 
+from mesh_dagster.cli.console import ConsoleListener
 from mesh_dagster.cli.params import ENVIRONMENT
 from mesh_dagster.cli.project import project_context
 from mesh_dagster.core.config.display import printable, printable_line
@@ -86,8 +87,6 @@ def apply_plan(ctx, plan_id) -> None:
 
     A plan whose apply was killed (still `running`, its process gone) is resumed: the apply picks up
     from what is missing."""
-    from mesh_dagster.cli.console import ConsoleListener
-
     listener = ConsoleListener()
     try:
         record = project_context(ctx).apply_recorded(plan_id, listener)

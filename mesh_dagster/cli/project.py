@@ -3,19 +3,14 @@ shared by the command groups so each reaches the project the same way."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
-if TYPE_CHECKING:
-    from mesh_dagster.context import Context
+from mesh_dagster.context import Context
 
 
 def project_context(ctx: click.Context) -> Context:
-    """Built on first use and kept in click's object. Imported then, not before: `mesh --help`
-    and a bad option must not pay for loading the planner."""
-    from mesh_dagster.context import Context
-
+    """Built on first use and kept in click's object, so every command group of one invocation
+    shares it."""
     obj = ctx.find_object(dict)
     assert obj is not None  # the `mesh` group puts its options there before any command runs
     if "context" not in obj:

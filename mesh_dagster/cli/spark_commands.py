@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from mesh_dagster.cli.project import project_context
+from mesh_dagster.core.time.dates import now_ms
 
 
 @click.group()
@@ -63,8 +64,6 @@ def stop(ctx: click.Context) -> None:
 @click.pass_context
 def status(ctx: click.Context) -> None:
     """Show whether the shared server runs, its URL, pid, uptime and log. Exit code 1 when it does not."""
-    from mesh_dagster.core.time.dates import now_ms
-
     context = project_context(ctx)
     info = context.spark_server()
     if info is None:

@@ -50,7 +50,7 @@ def plan_job(environment: str) -> JobDefinition:
             raise JobFailed(str(e)) from None
         for observation in observations(record, environment, f"pending in plan {record.plan_id[:8]}", {}):
             context.log_event(observation)
-        protected = mesh.config.protection(environment) is not None
+        protected = mesh.review_required(environment) is not None  # Context decides
         next_step = (f"approve with `mesh plans approve {record.plan_id[:8]}`, then launch apply_plan_{environment}"
                      if protected else f"launch apply_plan_{environment} with plan_id {record.plan_id}")
         yield Output(None, metadata={

@@ -66,11 +66,12 @@ class PlanReviews:
 
     def record(self, plan: Plan, *, author: str, git_commit: str | None = None,
                git_branch: str | None = None) -> PlanRecord:
-        """Store `plan` (pending) with the options it was built with (`plan.options`)."""
+        """Store `plan` (pending) with the options it was built with (`plan.options`): applying the
+        record rebuilds it from them."""
         ts = now_ms()
         record = PlanRecord(plan_id=plan.plan_id, environment=plan.environment, author=author, git_commit=git_commit,
                             git_branch=git_branch, created_ts=ts, updated_ts=ts,
-                            summary=summarize(plan, plan.options),
+                            summary=summarize(plan),
                             events=[PlanEvent(action="create", actor=author, ts=ts, status=PlanStatus.PENDING)])
         self.state.save_plan_record(record)
         if self.config.protection(plan.environment) is not None:  # someone has to act on it

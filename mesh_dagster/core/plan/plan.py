@@ -11,7 +11,7 @@ render cache (a memo of canonical query texts, by snapshot identifier).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.plan.backfills import Backfill, Clearing, IntervalReader, compute_backfills, refuse_gaps
 from mesh_dagster.core.plan.changes import ChangeSet, categorize_changes
 from mesh_dagster.core.plan.forward_only import plan_forward_only
+from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.schema_changes import SchemaChange
 from mesh_dagster.core.plan.selected_changes import select_plan
 from mesh_dagster.core.project.dag import DAG
@@ -75,8 +76,8 @@ class Plan:
     # development versions it forgets afterwards (prod only).
     restated: list[str] = field(default_factory=list)
     clearings: list[Clearing] = field(default_factory=list)
-    # The keywords it was built with, as JSON (set by Context): a recorded plan is rebuilt from them.
-    options: dict[str, Any] = field(default_factory=dict)
+    # What it was asked for (core/plan/options.py): its review record is rebuilt from them.
+    options: PlanOptions = field(default_factory=PlanOptions)
     # Stored snapshots made before captures existed, captured now: the apply stores their capture.
     recaptured: list[Snapshot] = field(default_factory=list)
 
@@ -149,111 +150,82 @@ def model_start_ms(model: Model, project: Project) -> int | None:
     return to_ms(start) if start else None
 
 
-def build_plan(
-    project: Project,
-    state: StateReader,
-    environment: str = PROD,
-    *,
-    start: str | None = None,
-    end: str | None = None,
-    execution_time: str | int | None = None,
-    create_from: str = PROD,
-    include_unmodified: bool | None = None,
-    skip_backfill: bool = False,
-    empty_backfill: bool = False,
-    allow_empty: bool = False,
-    forward_only: bool = False,
-    effective_from: str | None = None,
-    choices: dict[str, ChangeCategory] | None = None,
-    allow_destructive: Iterable[str] = (),
-    allow_additive: Iterable[str] = (),
-    select_models: Sequence[str] = (),
-    backfill_models: Sequence[str] = (),
-    min_intervals: int = 0,
-    no_gaps: bool = False,
-    render_added: bool = True,
-) -> Plan:
-    """Compare the project with `environment` (or, if new, with `create_from`) and categorise.
+def build_plan(project: Project, state: StateReader, environment: str = PROD, options: PlanOptions | None = None,
+               /, **keywords: Any) -> Plan:
+    """Compare the project with `environment` (or, if new, with `options.create_from`) and categorise.
 
+    `options` (core/plan/options.py), or its fields as keywords, say what the plan is asked for:
     `choices` fix the category of directly modified models (manual categorization);
     `allow_destructive`/`allow_additive` name models whose schema-change policy this plan
     overrides; `select_models` (selectors) limits the local changes the plan takes,
     `backfill_models` what a development plan computes (see selection.py); `min_intervals` makes
     every model check at least that many of its latest intervals; `no_gaps` refuses a plan that
     would leave a new table version without intervals its predecessor has; `render_added=False`
-    is for a plan only looked at, never applied (see `categorize_changes`).
+    is for a plan only looked at, never applied (see `categorize_changes`). The plan keeps them
+    (`Plan.options`): its review record is rebuilt from them.
     """
-    if min_intervals < 0:
-        raise PlanError(f"--min-intervals must be 0 or more, got {min_intervals}")
-    environment = normalize_environment(environment)
-    check_environment_fits(environment, {model.schema_name for model in project.models.values()})
+    opts = PlanOptions.of(options, **keywords)
+    environment = _check_request(project, environment, opts)
     is_prod = environment == PROD
-    if is_prod and (start or end):
-        raise PlanError("--start and --end can only be set for development environments, not prod")
-    include_unmodified = project.config.plan.include_unmodified if include_unmodified is None else include_unmodified
-    forward_only = forward_only or project.config.plan.forward_only
-    execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
+    forward_only = opts.forward_only or project.config.plan.forward_only
+    execution_ms = now_ms() if opts.execution_time is None else to_ms(opts.execution_time)
 
-    base = resolve_base(state, environment, create_from)
-    selection = select_plan(project, state, base.snapshots, build_snapshots(project), select=select_models,
-                            backfill=backfill_models, is_prod=is_prod)
+    base = resolve_base(state, environment, opts.create_from)
+    selection = select_plan(project, state, base.snapshots, build_snapshots(project), select=opts.select_models,
+                            backfill=opts.backfill_models, is_prod=is_prod)
     local = selection.snapshots
     stored, previous = known_snapshots(state, local, base)
     changes = categorize_changes(project, local, stored, base.snapshots, previous, forward_only=forward_only,
-                                 choices=choices, render_added=render_added)
+                                 choices=opts.choices, render_added=opts.render_added)
     if project.cache is not None:
         project.cache.save()  # the new snapshots' renderings, for the next plan
     removed = [es for name, es in base.snapshots.items() if name not in local]
-    if base.create_from is not None and not (changes.changed or removed or include_unmodified or allow_empty):
+    include_unmodified = _include_unmodified(project, opts)
+    if base.create_from is not None and not (changes.changed or removed or include_unmodified or opts.allow_empty):
         raise PlanError(
             f"Creating a new environment requires a change, but the project files match the "
             f"`{base.create_from}` environment. Make a change or use --include-unmodified."
         )
     promoted = selection.promoted(promoted_models(changes, base.target, promote_all=is_prod or include_unmodified),
                                   changes.changed, changes.snapshots)
+    start, end = opts.start, opts.end
     plan_start, plan_end = validate_range(project, changes.snapshots, start, end, execution_ms)
-    allowed_destructive, allowed_additive = frozenset(allow_destructive), frozenset(allow_additive)
-    fo = plan_forward_only(project, changes, previous, is_prod=is_prod, effective_from=effective_from,
+    fo = plan_forward_only(project, changes, previous, is_prod=is_prod, effective_from=opts.effective_from,
                            start=start, end_ms=plan_end, execution_ms=execution_ms,
-                           allow_destructive=allowed_destructive, allow_additive=allowed_additive)
+                           allow_destructive=opts.allow_destructive, allow_additive=opts.allow_additive)
     backfills = plan_backfills(project, state, changes, previous, is_prod=is_prod, start=start, end=end,
                                execution_ms=execution_ms, only=selection.backfill, start_of=fo.preview_starts,
-                               recompute_from=fo.recompute_from, min_intervals=min_intervals)
-    if no_gaps:
+                               recompute_from=fo.recompute_from, min_intervals=opts.min_intervals)
+    if opts.no_gaps:
         refuse_gaps(state, changes.snapshots, previous, backfills, default_start=project.config.model_defaults.start)
-
     return Plan(
-        plan_id=uuid.uuid4().hex,
-        environment=environment,
-        base_environment=base.target,
-        create_from=base.create_from,
-        snapshots=changes.snapshots,
-        new_snapshots=changes.new_snapshots,
-        recaptured=changes.recaptured,
-        added=changes.added,
-        removed=removed,
-        directly_modified=changes.directly_modified,
-        indirectly_modified=changes.indirectly_modified,
-        metadata_updated=changes.metadata_updated,
-        previous=previous,
-        backfills=backfills,
-        promoted=promoted,
-        start=plan_start,
-        end=plan_end,
-        execution_time=execution_ms,
-        include_unmodified=include_unmodified,
-        skip_backfill=skip_backfill or empty_backfill,
-        empty_backfill=empty_backfill,
-        diffs=changes.diffs,
-        categories=changes.categories,
-        forward_only=forward_only,
-        effective_from=fo.effective_ms,
-        previews=fo.previews,
-        schema_changes=fo.schema_changes,
-        allow_destructive=allowed_destructive,
-        allow_additive=allowed_additive,
-        warnings=fo.warnings,
+        plan_id=uuid.uuid4().hex, environment=environment, base_environment=base.target, create_from=base.create_from,
+        snapshots=changes.snapshots, new_snapshots=changes.new_snapshots, recaptured=changes.recaptured,
+        added=changes.added, removed=removed, directly_modified=changes.directly_modified,
+        indirectly_modified=changes.indirectly_modified, metadata_updated=changes.metadata_updated, previous=previous,
+        backfills=backfills, promoted=promoted, start=plan_start, end=plan_end, execution_time=execution_ms,
+        include_unmodified=include_unmodified, skip_backfill=opts.skip_backfill or opts.empty_backfill,
+        empty_backfill=opts.empty_backfill, diffs=changes.diffs, categories=changes.categories,
+        forward_only=forward_only, effective_from=fo.effective_ms, previews=fo.previews,
+        schema_changes=fo.schema_changes, allow_destructive=opts.allow_destructive,
+        allow_additive=opts.allow_additive, warnings=fo.warnings, options=opts,
     )
+
+
+def _check_request(project: Project, environment: str, opts: PlanOptions) -> str:
+    """The environment's name as stored, once it and the options make a plan that can be built."""
+    if opts.min_intervals < 0:
+        raise PlanError(f"--min-intervals must be 0 or more, got {opts.min_intervals}")
+    environment = normalize_environment(environment)
+    check_environment_fits(environment, {model.schema_name for model in project.models.values()})
+    if environment == PROD and (opts.start or opts.end):
+        raise PlanError("--start and --end can only be set for development environments, not prod")
+    return environment
+
+
+def _include_unmodified(project: Project, opts: PlanOptions) -> bool:
+    configured = project.config.plan.include_unmodified
+    return configured if opts.include_unmodified is None else opts.include_unmodified
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,15 @@ record and runs nothing — an approval covers exactly what was reviewed.
 from __future__ import annotations
 
 from enum import Enum
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from mesh_dagster.core.config.display import markdown_code, markdown_fence, printable, printable_line
+from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.time.intervals import subtract_intervals
 
 if TYPE_CHECKING:  # the state store reads records without loading the plan builder
@@ -75,7 +78,8 @@ class PlanSummary(BaseModel):
     execution_time: int
     start: int
     end: int
-    options: dict[str, Any] = Field(default_factory=dict)  # what rebuilds the plan (build_plan's keywords)
+    # What rebuilds the plan: its PlanOptions as JSON (`PlanOptions.recorded`; `PlanRecord.plan_options`).
+    options: dict[str, Any] = Field(default_factory=dict)
     fingerprints: dict[str, str] = Field(default_factory=dict)  # model -> snapshot identifier
     changes: list[Change] = Field(default_factory=list)
     diffs: dict[str, str] = Field(default_factory=dict)
@@ -129,6 +133,11 @@ class PlanRecord(BaseModel):
     events: list[PlanEvent] = Field(default_factory=list)
 
     @property
+    def plan_options(self) -> PlanOptions:
+        """The options the plan was made with, typed (records of earlier versions included)."""
+        return PlanOptions.from_record(self.summary.options)
+
+    @property
     def approvers(self) -> list[str]:
         return [e.actor for e in self.events if e.action == "approve"]
 
@@ -137,8 +146,8 @@ class ProtectionError(PlanError):
     """A decision the rules of a protected environment do not allow."""
 
 
-def summarize(plan: Plan, options: dict[str, Any]) -> PlanSummary:
-    """The reviewable summary of `plan`; `options` are the keywords it was built with."""
+def summarize(plan: Plan) -> PlanSummary:
+    """The reviewable summary of `plan`, with the options it was built with (`recorded()` form)."""
     changes = [Change(name=n, change="added", category=_category(plan, n)) for n in plan.added]
     changes += [Change(name=es.name, change="removed") for es in plan.removed]
     for name in plan.directly_modified:
@@ -153,7 +162,7 @@ def summarize(plan: Plan, options: dict[str, Any]) -> PlanSummary:
         execution_time=plan.execution_time,
         start=plan.start,
         end=plan.end,
-        options=options,
+        options=plan.options.recorded(),
         fingerprints={n: s.identifier for n, s in plan.snapshots.items()},
         changes=_unique(changes),
         diffs=dict(plan.diffs),
@@ -210,10 +219,6 @@ class BranchError(PlanError):
 def environment_for_branch(branch: str, protected_branches: list[str], protected_environments: list[str]) -> str:
     """The environment a push to `branch` plans: prod for a protected branch, else the branch name
     normalised (`feature/x` -> `feature_x`), never prod or another protected environment by accident."""
-    from fnmatch import fnmatchcase
-
-    from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
-
     if any(fnmatchcase(branch, p) for p in protected_branches):
         return PROD
     try:

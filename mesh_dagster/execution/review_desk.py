@@ -1,0 +1,182 @@
+"""Recorded plans for Context: recording, the protection decision, applying (a plan made now, a
+recorded one, a pushed commit's), promotion, and the plans git pushes make.
+
+The one place that decides "a protected environment records the plan for review instead of
+applying it" is `ReviewDesk.review_required`: the CLI's `plan`, Dagster's plan job and the git
+sensor all ask it (through Context). The records' life itself is execution/reviews.py.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Protocol
+
+from mesh_dagster.core.config.config import GitWatchConfig, ProtectedEnvironment
+from mesh_dagster.core.config.names import PROD, normalize_environment
+from mesh_dagster.core.errors import ConfigError, MeshError
+from mesh_dagster.core.plan.identity import git_branch, git_commit
+from mesh_dagster.core.plan.options import PlanOptions
+from mesh_dagster.core.plan.plan import Plan
+from mesh_dagster.core.plan.review import PlanRecord, environment_for_branch
+from mesh_dagster.core.time.dates import now_ms
+from mesh_dagster.execution.apply import apply_plan
+from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.git_repo import branch_heads, commit_author, export_commit
+from mesh_dagster.execution.notify import Notifier
+from mesh_dagster.execution.parts import Parts
+from mesh_dagster.execution.planning import Planning
+from mesh_dagster.execution.promote import promote_environment
+from mesh_dagster.execution.reviews import PlanReviews
+from mesh_dagster.execution.verdicts import AuditsFailed, failed_audits
+
+
+class CommitParts(Parts, Protocol):
+    """The parts of one pushed commit's files (a Context over them), and how it plans."""
+
+    planning: Planning
+
+
+# Opens the parts of the files at a path, sharing this project's state store, warehouse and Spark.
+OpenCommit = Callable[[Path], AbstractContextManager[CommitParts]]
+
+
+class ReviewDesk:
+    """Records, reviews and applies one project's plans under its rules (config.yaml)."""
+
+    def __init__(self, parts: Parts, planning: Planning, open_files: OpenCommit):
+        self.parts = parts
+        self.planning = planning
+        self._open_files = open_files
+        self._reviews: PlanReviews | None = None
+
+    @property
+    def reviews(self) -> PlanReviews:
+        if self._reviews is None:
+            config = self.parts.config
+            self._reviews = PlanReviews(self.parts.state, config, Notifier(config.notification_targets,
+                                                                           self.parts.path.name))
+        return self._reviews
+
+    def review_required(self, environment: str) -> ProtectedEnvironment | None:
+        """The rules a plan for `environment` waits under, or None when plans apply as made: a
+        protected environment's plans are recorded for review, never applied at once."""
+        return self.parts.config.protection(environment)
+
+    def record(self, plan: Plan) -> PlanRecord:
+        """Store `plan` for review (pending), with its author and the project's git commit."""
+        path = self.parts.path
+        return self.reviews.record(plan, author=self.parts.user, git_commit=git_commit(path),
+                                   git_branch=git_branch(path))
+
+    def hold_for_review(self, plan: Plan) -> ProtectedEnvironment | None:
+        """Record `plan` for review when its environment requires one, returning its rules; None
+        (and nothing recorded) when the plan may be applied now."""
+        protection = self.review_required(plan.environment)
+        if protection is not None:
+            self.record(plan)
+        return protection
+
+    def apply(self, plan: Plan, listener: ApplyListener | None = None) -> None:
+        """Apply a plan made just now, recording it (and its outcome) if it is not yet. A protected
+        environment's plans are applied only as approved records (`apply_recorded`)."""
+        self.reviews.refuse_unreviewed(plan)
+        record = self.parts.state.get_plan_record(plan.plan_id) or self.record(plan)
+        self.reviews.run(record, plan, self.parts.user, _applying(self.parts, listener))
+
+    def apply_recorded(self, plan_id: str, listener: ApplyListener | None = None) -> PlanRecord:
+        """Apply a recorded plan: approved (protected environments), and still the plan reviewed.
+        A plan made from a pushed commit is rebuilt and applied from that commit's files."""
+        record = self.reviews.find(plan_id)
+        sha = record.plan_options.from_commit
+        if sha is None:
+            return self.reviews.apply(plan_id, self.parts.user, self.planning.rebuild,
+                                      _applying(self.parts, listener))
+        head = self.git_heads().get(record.git_branch or "")
+        # A newer push is what the branch holds now: a plan of an older commit is outdated.
+        moved = None if head == sha else f"branch {record.git_branch} moved on to {head[:8] if head else 'nothing'}"
+        with self._commit(sha) as commit:
+            return self.reviews.apply(plan_id, self.parts.user, commit.planning.rebuild, _applying(commit, listener),
+                                      outdated=moved)
+
+    def promote(self, environment: str, listener: ApplyListener | None = None) -> Plan:
+        """Virtual update of `environment` to the current snapshots; refuses while any has gaps."""
+        def track(plan: Plan, apply: Callable[[Plan], None]) -> object:
+            return self.reviews.run(self.record(plan), plan, self.parts.user, apply)
+
+        parts = self.parts
+        return promote_environment(parts.project, parts.state, lambda: parts.engine, environment, listener,
+                                   track=track)
+
+    # -- git-driven plans (dagster/git_sensor.py) -------------------------------------------
+    def git_heads(self) -> dict[str, str]:
+        """{branch: sha} of the watched repository's branches that `git.branches` selects."""
+        watch = self._git_watch()
+        heads = branch_heads(watch.repo_path(self.parts.path), watch.tick_timeout_s)
+        return {b: sha for b, sha in heads.items() if any(fnmatchcase(b, p) for p in watch.branches)}
+
+    def plan_git_commit(self, branch: str, sha: str, listener: ApplyListener | None = None) -> PlanRecord:
+        """Plan commit `sha` of `branch` from its own files (never this project's working tree):
+        a protected branch records a pending plan for prod; any other branch's plan is applied to
+        the environment named after it. A commit whose project does not load is a failed record."""
+        watch = self._git_watch()
+        environment = environment_for_branch(branch, watch.protected, list(self.parts.config.protected_environments))
+        author = commit_author(watch.repo_path(self.parts.path), sha, watch.tick_timeout_s)
+        # The protection rules, approvers and notification targets are this project's, never the
+        # pushed commit's: a push cannot lift the protection it is subject to.
+        with self._commit(sha) as commit:
+            try:
+                plan = commit.planning.plan(environment, PlanOptions(allow_empty=True, from_commit=sha))
+            except MeshError as e:
+                return self.reviews.record_failure(environment, f"commit {sha[:8]}: {e}", author=author,
+                                                   git_commit=sha, git_branch=branch)
+            protected = self.review_required(environment) is not None
+            failed = None if protected else _failed_audits(commit, plan)  # what it would promote as it is
+            if failed:
+                return self.reviews.record_failure(environment, f"commit {sha[:8]}: {failed}", author=author,
+                                                   git_commit=sha, git_branch=branch)
+            record = self.reviews.record(plan, author=author, git_commit=sha, git_branch=branch)
+            if protected:
+                return record
+            return self.reviews.run(record, plan, author, _applying(commit, listener))
+
+    def git_branch_deleted(self, branch: str) -> str | None:
+        """Invalidate the environment of a deleted branch (the janitor removes it); its name, if any."""
+        watch = self._git_watch()
+        environment = environment_for_branch(branch, watch.protected, list(self.parts.config.protected_environments))
+        state = self.parts.state
+        if environment == PROD or state.get_environment(normalize_environment(environment)) is None:
+            return None
+        state.invalidate_environment(environment, now_ms())
+        return environment
+
+    @contextmanager
+    def _commit(self, sha: str) -> Iterator[CommitParts]:
+        """The parts of the files of commit `sha` of the watched repository."""
+        watch = self._git_watch()
+        with tempfile.TemporaryDirectory(prefix="mesh_git_") as tmp:
+            files = export_commit(watch.repo_path(self.parts.path), sha, Path(tmp) / "commit", watch.tick_timeout_s * 4)
+            with self._open_files(files / watch.project_path) as commit:
+                yield commit
+
+    def _git_watch(self) -> GitWatchConfig:
+        git = self.parts.config.git
+        if git is None:
+            raise ConfigError("No `git:` section in config.yaml: nothing to watch (see the README's Reviewed plans)")
+        return git
+
+
+def _applying(parts: Parts, listener: ApplyListener | None) -> Callable[[Plan], None]:
+    """Applies a plan with these parts' project, state store and (lazily started) engine."""
+    return lambda plan: apply_plan(plan, parts.project, parts.state, parts.engine, listener)
+
+
+def _failed_audits(parts: Parts, plan: Plan) -> str | None:
+    """Why promoting `plan` as it is would serve data a blocking audit failed on (the models it
+    recomputes run their audits again), or None."""
+    kept = {n: s for n, s in plan.snapshots.items() if n not in plan.backfills}
+    failed = failed_audits(parts.state, kept, parts.project.audits)
+    return str(AuditsFailed(plan.environment, failed)) if failed else None
