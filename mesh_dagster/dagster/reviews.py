@@ -27,9 +27,11 @@ from dagster import (
     sensor,
 )
 
+from mesh_dagster.context import Context
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.review import PlanRecord
+from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
 
 # Both jobs work from this project's files (a plan records what is to be reviewed; a recorded plan
@@ -72,8 +74,6 @@ def apply_plan_job(environment: str) -> JobDefinition:
         config_schema={"plan_id": Field(str, description="The recorded plan (or a unique prefix of its id).")},
         description=f"Apply a recorded plan of '{environment}' if it is approved and still what was reviewed.")
     def _apply(context: OpExecutionContext):
-        from mesh_dagster.dagster.assets import DagsterLogListener
-
         mesh = context.resources.mesh.get_context()
         try:
             record = mesh.plan_record(context.op_config["plan_id"])
@@ -103,8 +103,6 @@ def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, 
             default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
             description=f"Shows the status changes of '{environment}' plans on the assets they touch.")
     def _sensor(context: SensorEvaluationContext):
-        from mesh_dagster.context import Context
-
         since = int(context.cursor or 0)
         ctx = Context(project_dir, gateway, state_url=state_url)
         try:
