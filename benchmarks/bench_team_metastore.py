@@ -30,7 +30,7 @@ PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 WORK = """
 import json, sys, time
 from pathlib import Path
-from mesh_dagster.core.config.config import SparkConnectionConfig
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.engine.session import build_session
 database, home = sys.argv[1], Path(sys.argv[2])
 extra = {} if database == "-" else {"metastore": {"type": "postgres", "database": database},

@@ -41,7 +41,7 @@ _STATE = pytest.StashKey[dict]()
 _TRAIN = """
 import sys
 from pathlib import Path
-from mesh_dagster.core.config.config import SparkConnectionConfig
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.engine.adapter import SparkEngine
 from mesh_dagster.engine.session import build_session
 spark = build_session(SparkConnectionConfig(master="local[2]", config={"spark.sql.shuffle.partitions": 2}),

@@ -51,7 +51,7 @@ CONN = SparkConnectionConfig(master="local[1]", config={"spark.sql.shuffle.parti
 START = """
 import json, sys, time
 from pathlib import Path
-from mesh_dagster.core.config.config import load_config
+from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.engine.connect_server import start_server
 project = Path(sys.argv[1])
 started = time.monotonic()
@@ -63,7 +63,7 @@ print(json.dumps({"pid": info.pid, "port": info.port, "token": info.token, "seco
 CLIENT = """
 import json, sys, time
 from pathlib import Path
-from mesh_dagster.core.config.config import load_config
+from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.engine.adapter import SparkEngine
 from mesh_dagster.engine.connect_server import project_session
 project, me, other = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -96,7 +96,7 @@ from pathlib import Path
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.connect_server import project_session, start_server
 from mesh_dagster.engine.session import build_session
-from mesh_dagster.core.config.config import SparkConnectionConfig
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 mesh_dir = Path(sys.argv[1])
 conn = SparkConnectionConfig(master="local[1]")
 spark = build_session(conn, mesh_dir)

@@ -81,7 +81,7 @@ _QUIET_SCRIPT = """
 import sys
 sys.path.insert(0, {repo!r})
 from pathlib import Path
-from mesh_dagster.core.config.config import SparkConnectionConfig
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine import SparkEngine, build_session
 
@@ -103,7 +103,7 @@ sys.path.insert(0, {repo!r})
 from pathlib import Path
 import pandas as pd
 from pyspark.sql import SparkSession
-from mesh_dagster.core.config.config import SparkConnectionConfig
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine import SparkEngine
 from mesh_dagster.engine.session import local_session_config
