@@ -255,7 +255,7 @@ class _Plans(_Parts):
         return self.desk.record(plan)
 
     def plan_records(self, environment: str | None = None, statuses: list[str] | None = None, limit: int = 50):
-        return self.state.list_plan_records(normalize_environment(environment) if environment else None,
+        return self.state.plans.list_plan_records(normalize_environment(environment) if environment else None,
                                             statuses, limit)
 
     def plan_record(self, plan_id: str) -> PlanRecord:

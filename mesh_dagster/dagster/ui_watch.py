@@ -99,7 +99,7 @@ def pushed_definitions(project: str, base: list[str]) -> Definitions:
 
 
 def _from_commit(ctx: Context, plan_id: str) -> bool:
-    record = ctx.state.get_plan_record(plan_id)
+    record = ctx.state.plans.get_plan_record(plan_id)
     return record is not None and bool(record.summary.options.get(FROM_COMMIT))
 
 

@@ -26,7 +26,7 @@ def deployed_commit(state: State, environment: str) -> str | None:
     """The commit whose files made the plan `environment` serves; None when it was planned from a
     working tree (or the environment does not exist)."""
     env = state.served_environment(environment)
-    record = state.get_plan_record(env.plan_id) if env is not None else None
+    record = state.plans.get_plan_record(env.plan_id) if env is not None else None
     sha = record.summary.options.get(FROM_COMMIT) if record is not None else None
     return sha if isinstance(sha, str) and sha else None
 

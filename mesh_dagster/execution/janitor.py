@@ -110,7 +110,7 @@ def _remove_snapshots(state: State, engine_factory: Callable[[], Engine], doomed
             tables.setdefault(snap.table_name, snap)
     lease.check()
     state.forget_snapshots([s.snapshot_id for s in doomed], [s.interval_key for s in tables.values()])
-    pending = {w.table: w for w in state.pending_writes()}
+    pending = {w.table: w for w in state.journal.pending_writes()}
     for table, snap in tables.items():
         lease.check()
         engine = engine_factory()
@@ -119,7 +119,7 @@ def _remove_snapshots(state: State, engine_factory: Callable[[], Engine], doomed
             continue
         engine.drop_table(table)
         if table in pending:  # nothing is left to finish
-            state.finish_write(table, None)
+            state.journal.finish_write(table, None)
             engine.discard_write(pending[table].payload)
     return list(tables)
 
@@ -135,7 +135,7 @@ def _drop_leftovers(state: State, engine_factory: Callable[[], Engine], live_tab
     if not schemas:
         return dropped
     prefixes = {physical_table(sid.name, ""): sid.name for sid in state.all_snapshot_ids()}
-    needed = {staging for write in state.pending_writes() for staging in write.payload.get("staging", [])}
+    needed = {staging for write in state.journal.pending_writes() for staging in write.payload.get("staging", [])}
     engine = engine_factory()
     for schema in schemas:
         for name, kind in engine.list_objects(schema).items():
@@ -167,17 +167,17 @@ def _delete_retired_generations(state: State, engine_factory: Callable[[], Engin
     """Delete the generations rewrites switched away from: no run reads them any more (the
     janitor's lock excludes them all). A pending write's generation stays; one a table points at
     again (recreated at its first location) is only forgotten: its next switch retires it anew."""
-    retired = state.retired_locations()
+    retired = state.journal.retired_locations()
     if not retired:
         return
     engine = engine_factory()
-    needed = {write.payload.get("location") for write in state.pending_writes()}
+    needed = {write.payload.get("location") for write in state.journal.pending_writes()}
     current = {table: engine.table_location(table) for table in {t for t, _ in retired}}
     doomed = [location for table, location in retired
               if location not in needed and not _same_location(current[table], location)]
     lease.check()
     engine.drop_locations(doomed)
-    state.forget_retired([(t, loc) for t, loc in retired if loc not in needed])
+    state.journal.forget_retired([(t, loc) for t, loc in retired if loc not in needed])
 
 
 def _same_location(current: str | None, location: str) -> bool:

@@ -84,7 +84,7 @@ class ReviewDesk:
         """Apply a plan made just now, recording it (and its outcome) if it is not yet. A protected
         environment's plans are applied only as approved records (`apply_recorded`)."""
         self.reviews.refuse_unreviewed(plan)
-        record = self.parts.state.get_plan_record(plan.plan_id) or self.record(plan)
+        record = self.parts.state.plans.get_plan_record(plan.plan_id) or self.record(plan)
         self.reviews.run(record, plan, self.parts.user, _applying(self.parts, listener))
 
     def apply_recorded(self, plan_id: str, listener: ApplyListener | None = None) -> PlanRecord:

@@ -73,7 +73,7 @@ class PlanReviews:
                             git_branch=git_branch, created_ts=ts, updated_ts=ts,
                             summary=summarize(plan),
                             events=[PlanEvent(action="create", actor=author, ts=ts, status=PlanStatus.PENDING)])
-        self.state.save_plan_record(record)
+        self.state.plans.save_plan_record(record)
         if self.config.protection(plan.environment) is not None:  # someone has to act on it
             self._notify("plan_pending", record)
         return record
@@ -90,19 +90,19 @@ class PlanReviews:
                             events=[PlanEvent(action="create", actor=author, ts=ts, status=PlanStatus.PENDING),
                                     PlanEvent(action="fail", actor=author, ts=ts, status=PlanStatus.FAILED,
                                               note=error)])
-        self.state.save_plan_record(record)
+        self.state.plans.save_plan_record(record)
         self._notify("plan_failed", record)
         return record
 
     def find(self, plan_id: str) -> PlanRecord:
         """The record `plan_id` (or a unique prefix of it) names, or an error saying what exists."""
-        record = self.state.get_plan_record(plan_id)
+        record = self.state.plans.get_plan_record(plan_id)
         if record is not None:
             return record
         if len(plan_id) >= MIN_ID_PREFIX:
-            ids = self.state.plan_ids_starting(plan_id)
+            ids = self.state.plans.plan_ids_starting(plan_id)
             if len(ids) == 1:
-                found = self.state.get_plan_record(ids[0])
+                found = self.state.plans.get_plan_record(ids[0])
                 assert found is not None
                 return found
             if ids:
@@ -218,7 +218,7 @@ class PlanReviews:
     def _move(self, record: PlanRecord, action: str, actor: str, note: str | None = None,
               lease: Lease | None = None) -> PlanRecord:
         allowed, target = TRANSITIONS[action]
-        moved = self.state.transition_plan(record.plan_id, [s.value for s in allowed],
+        moved = self.state.plans.transition_plan(record.plan_id, [s.value for s in allowed],
                                            PlanEvent(action=action, actor=actor, ts=now_ms(), status=target, note=note),
                                            lease=lease)
         if moved is None:  # decided meanwhile by someone else

@@ -174,19 +174,19 @@ class _JournaledWrite:
     def journal(self, payload: dict[str, Any]) -> None:
         self.payload = payload
         start, end = self.batch.recorded_interval
-        self.state.journal_write(PendingWrite(
+        self.state.journal.journal_write(PendingWrite(
             table=self.table, operation=payload["operation"], name=self.snapshot.name,
             version=self.snapshot.version or "", start=start, end=end, payload=payload, owner=self.lease.owner),
             lease=self.lease)
 
     def resume(self, execution_time: int) -> bool:
         """Finish the table's journaled write, if any; True when it was this batch's own."""
-        pending = self.state.pending_write(self.table)
+        pending = self.state.journal.pending_write(self.table)
         if pending is None:
             return False
         engine = self.evaluator.engine
         if not engine.finish_write(pending.payload):  # it never reached its destructive step: undone
-            self.state.finish_write(self.table, None, lease=self.lease)
+            self.state.journal.finish_write(self.table, None, lease=self.lease)
             return False
         if pending.operation != "clear" and (pending.name, pending.version, pending.start, pending.end) == (
                 self.snapshot.name, self.snapshot.version or "", *self.batch.recorded_interval):
@@ -207,7 +207,7 @@ class _JournaledWrite:
             if error is not None:
                 raise error
             interval = (pending.name, pending.version, pending.start, pending.end)
-        self.state.finish_write(self.table, interval, _retired(pending.payload), lease=self.lease)
+        self.state.journal.finish_write(self.table, interval, _retired(pending.payload), lease=self.lease)
         self._clean_up(pending.payload)
         what = format_interval_range([(pending.start, pending.end)], self.snapshot.model.interval_unit)
         self.notes.append(f"finished the write of [{what}] that an interrupted run left")
@@ -215,7 +215,7 @@ class _JournaledWrite:
     def record(self) -> None:
         snap = self.snapshot
         interval = (snap.name, snap.version or "", *self.batch.recorded_interval)
-        self.state.finish_write(self.table, interval, _retired(self.payload), lease=self.lease)
+        self.state.journal.finish_write(self.table, interval, _retired(self.payload), lease=self.lease)
         kill_point("recorded", self.table)
         if self.payload is not None:
             self._clean_up(self.payload)
@@ -226,7 +226,7 @@ class _JournaledWrite:
         twice. Any other write is simply computed again next time."""
         if self.payload is None or self.payload["operation"] == "append":
             return
-        self.state.finish_write(self.table, None, _retired(self.payload), lease=self.lease)
+        self.state.journal.finish_write(self.table, None, _retired(self.payload), lease=self.lease)
         self._clean_up(self.payload)
 
     def _clean_up(self, payload: dict[str, Any]) -> None:
@@ -237,10 +237,10 @@ class _JournaledWrite:
         if payload["operation"] != "switch":
             return
         kept = {payload["previous"], payload["location"]}
-        old = [location for _, location in self.state.retired_locations(self.table) if location not in kept]
+        old = [location for _, location in self.state.journal.retired_locations(self.table) if location not in kept]
         if old:
             engine.drop_locations(old)
-            self.state.forget_retired([(self.table, location) for location in old])
+            self.state.journal.forget_retired([(self.table, location) for location in old])
 
 
 def clear_history(state: State, evaluator: SnapshotEvaluator, snapshot: Snapshot, intervals: list[Interval]) -> None:
@@ -253,14 +253,14 @@ def clear_history(state: State, evaluator: SnapshotEvaluator, snapshot: Snapshot
         evaluator.create(snapshot)
         payload = {"operation": "clear", "table": table}
         start, end = min(s for s, _ in intervals), max(e for _, e in intervals)
-        state.journal_write(PendingWrite(table=table, operation="clear", name=snapshot.name,
+        state.journal.journal_write(PendingWrite(table=table, operation="clear", name=snapshot.name,
                                          version=snapshot.version or "", start=start, end=end, payload=payload,
                                          owner=lease.owner),
                             lease=lease, forget=[(*snapshot.interval_key, s, e) for s, e in intervals])
         kill_point("journaled", table)
         evaluator.engine.finish_write(payload)
         kill_point("overwritten", table)
-        state.finish_write(table, None, lease=lease)
+        state.journal.finish_write(table, None, lease=lease)
 
 
 def _retired(payload: dict[str, Any] | None) -> list[str]:

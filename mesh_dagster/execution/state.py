@@ -38,8 +38,6 @@ class SnapshotState(Protocol):
 class IntervalState(Protocol):
     def get_intervals(self, keys: Iterable[IntervalKey]) -> dict[IntervalKey, list[Interval]]: ...
 
-    def add_interval(self, name: str, version: str, start_ts: int, end_ts: int) -> None: ...
-
     def add_intervals(self, items: Iterable[tuple[str, str, int, int]]) -> None: ...
 
     def remove_intervals(self, items: Iterable[tuple[str, str, int, int]]) -> None: ...
@@ -109,10 +107,9 @@ class JournalState(Protocol):
     def forget_retired(self, items: Iterable[tuple[str, str]]) -> None: ...
 
 
-class State(SnapshotState, IntervalState, EnvironmentState, PlanState, LockState, JournalState, Protocol):
-    """Everything execution/ asks of the state store. The plan records and the journal are also
-    reachable as parts (`state.plans`, `state.journal`), as they are on the store, so callers can
-    move to them."""
+class State(SnapshotState, IntervalState, EnvironmentState, LockState, Protocol):
+    """Everything execution/ asks of the state store; plan records and the write journal are its
+    parts (`state.plans`, `state.journal`), as they are on the store."""
 
     @property
     def plans(self) -> PlanState: ...

@@ -55,23 +55,6 @@ class StateStore:
         self.plans = PlanRecords(self.db)
         self.locks = Locks(self.db)
         self.journal = Journal(self.db)
-        # Moved to a part, still reachable under their old names on the store. Transitional:
-        # callers are to call the part (`store.plans.get_plan_record(...)`,
-        # `store.journal.finish_write(...)`, `store.intervals.add_interval(...)`), then these go.
-        self.save_plan_record = self.plans.save_plan_record
-        self.get_plan_record = self.plans.get_plan_record
-        self.plan_ids_starting = self.plans.plan_ids_starting
-        self.list_plan_records = self.plans.list_plan_records
-        self.transition_plan = self.plans.transition_plan
-        self.journal_write = self.journal.journal_write
-        self.pending_write = self.journal.pending_write
-        self.pending_writes = self.journal.pending_writes
-        self.finish_write = self.journal.finish_write
-        self.retired_locations = self.journal.retired_locations
-        self.forget_retired = self.journal.forget_retired
-        self.add_interval = self.intervals.add_interval
-        self._try_lock = self.locks.try_lock  # tests take a lock row by hand
-        self._read = self.db.read  # tests read the tables directly
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -43,7 +43,7 @@ def _approved(tmp_path: Path, mesh, monkeypatch: pytest.MonkeyPatch) -> tuple[Pa
     out = mesh(root, "plan", "--auto-apply", "--skip-tests", "--no-diff").stdout
     assert "recorded for review" in out
     with StateStore(f"sqlite:///{root / '.mesh' / 'state.db'}") as store:
-        (record,) = store.list_plan_records()
+        (record,) = store.plans.list_plan_records()
     _as(monkeypatch, "bob@example.com")
     mesh(root, "plans", "approve", record.plan_id[:8])
     return root, record.plan_id
@@ -51,7 +51,7 @@ def _approved(tmp_path: Path, mesh, monkeypatch: pytest.MonkeyPatch) -> tuple[Pa
 
 def _status(root: Path, plan_id: str) -> PlanStatus:
     with StateStore(f"sqlite:///{root / '.mesh' / 'state.db'}") as store:
-        record = store.get_plan_record(plan_id)
+        record = store.plans.get_plan_record(plan_id)
     assert record is not None
     return record.status
 

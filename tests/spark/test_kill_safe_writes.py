@@ -221,7 +221,7 @@ def test_a_failed_write_is_finished_by_the_next_run_and_the_janitor_keeps_its_st
             patched.setattr(TableWrites, "_overwrite", crash)
             with pytest.raises(Crash):
                 ctx.run(execution_time="2020-01-03")  # day 2: ids 1-4, journaled, not written
-        [pending] = ctx.state.pending_writes()
+        [pending] = ctx.state.journal.pending_writes()
         staging = pending.payload["staging"][0]
 
         ctx.janitor(ignore_ttl=True)
@@ -233,7 +233,7 @@ def test_a_failed_write_is_finished_by_the_next_run_and_the_janitor_keeps_its_st
                "run left" in lines.lines
         assert sorted(engine.fetchall(f"SELECT id, seen FROM {unique_schema}.latest")) == [
             (0, date(2020, 1, 1)), *((i, date(2020, 1, 2)) for i in range(1, 5))]
-        assert ctx.state.pending_writes() == [] and not engine.table_exists(staging)
+        assert ctx.state.journal.pending_writes() == [] and not engine.table_exists(staging)
     finally:
         ctx.close()
         engine.drop_schema(f"mesh__{unique_schema}", cascade=True)
@@ -249,12 +249,12 @@ def test_the_janitor_deletes_the_generations_rewrites_left(engine, unique_schema
         current = _path(engine.table_location(table))
         generations = sorted(p.name for p in current.parent.iterdir() if p.name.startswith(table.split(".")[1]))
         assert len(generations) == 2 and current.name in generations  # each switch deleted the older ones
-        assert [loc for _, loc in ctx.state.retired_locations(table)] == [
+        assert [loc for _, loc in ctx.state.journal.retired_locations(table)] == [
             f"file:{current.parent / (set(generations) - {current.name}).pop()}"]
 
         ctx.janitor()
         assert [p.name for p in current.parent.iterdir() if p.name.startswith(table.split(".")[1])] == [current.name]
-        assert ctx.state.retired_locations() == []
+        assert ctx.state.journal.retired_locations() == []
         assert len(engine.fetchall(f"SELECT * FROM {unique_schema}.latest")) == 7  # ids 0-6
     finally:
         ctx.close()

@@ -26,9 +26,9 @@ def test_dead_holder_is_replaced_by_its_token_only(store: StateStore) -> None:
     """The dead-holder check and the takeover are one step: a second waiter with the same view
     of who is dead finds the new, live holder and waits."""
     dead = {"ghost-token"}
-    assert store._try_lock("dev", "ghost", "ghost-token", 3600) is None
-    assert store._try_lock("dev", "bob", "bob-token", 3600, lambda h: h.token in dead) is None
-    holder = store._try_lock("dev", "carol", "carol-token", 3600, lambda h: h.token in dead)
+    assert store.locks.try_lock("dev", "ghost", "ghost-token", 3600) is None
+    assert store.locks.try_lock("dev", "bob", "bob-token", 3600, lambda h: h.token in dead) is None
+    holder = store.locks.try_lock("dev", "carol", "carol-token", 3600, lambda h: h.token in dead)
     assert (holder.owner, holder.token) == ("bob", "bob-token")
 
 
@@ -153,7 +153,7 @@ def test_v1_store_is_migrated_to_the_current_schema(store: StateStore, state_url
         assert migrated.schema_version == SCHEMA_VERSION == 5
         migrated.promote_environment(make_env("dev", "p2", "p1"))
         assert migrated.replaced_environment("dev").plan_id == "p1"
-        assert migrated.list_plan_records() == []  # v3: plan records with their commit and events
+        assert migrated.plans.list_plan_records() == []  # v3: plan records with their commit and events
         assert {"mesh_blobs", "mesh_pending_writes"} <= set(inspect(raw_engine).get_table_names())  # v4
         assert "mesh_audit_verdicts" in inspect(raw_engine).get_table_names()  # v5
 
@@ -195,7 +195,7 @@ def test_new_store_appears_complete_even_when_created_by_many_at_once(tmp_path: 
     def open_one() -> None:
         try:
             with StateStore(f"sqlite:///{path}") as store:
-                store.add_interval("s.a", "v", 0, 1)
+                store.intervals.add_interval("s.a", "v", 0, 1)
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 

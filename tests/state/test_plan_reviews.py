@@ -191,9 +191,9 @@ def test_two_deciders_at_once_one_wins(store: StateStore, tmp_path, monkeypatch)
     ctx.record(plan)
     approve = PlanEvent(action="approve", actor="bob@example.com", ts=now_ms(), status=PlanStatus.APPROVED)
     cancel = PlanEvent(action="cancel", actor="alice@example.com", ts=now_ms(), status=PlanStatus.CANCELLED)
-    assert store.transition_plan(plan.plan_id, ["pending"], approve) is not None
-    assert store.transition_plan(plan.plan_id, ["pending"], cancel) is None  # it was no longer pending
-    assert [e.action for e in store.get_plan_record(plan.plan_id).events] == ["create", "approve"]
+    assert store.plans.transition_plan(plan.plan_id, ["pending"], approve) is not None
+    assert store.plans.transition_plan(plan.plan_id, ["pending"], cancel) is None  # it was no longer pending
+    assert [e.action for e in store.plans.get_plan_record(plan.plan_id).events] == ["create", "approve"]
 
 
 def test_identity_comes_from_mesh_user_then_git_then_the_os(tmp_path, monkeypatch):

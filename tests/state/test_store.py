@@ -238,11 +238,11 @@ def test_invalidate_expire_delete(store: StateStore) -> None:
 
 
 def test_intervals_merge_sorted_half_open(store: StateStore) -> None:
-    store.add_interval("s.a", "v1", 30, 40)
-    store.add_interval("s.a", "v1", 0, 10)
-    store.add_interval("s.a", "v1", 10, 20)  # adjacent
-    store.add_interval("s.a", "v1", 35, 50)  # overlapping
-    store.add_interval("s.a", "v2", 100, 200)  # another version: another table
+    store.intervals.add_interval("s.a", "v1", 30, 40)
+    store.intervals.add_interval("s.a", "v1", 0, 10)
+    store.intervals.add_interval("s.a", "v1", 10, 20)  # adjacent
+    store.intervals.add_interval("s.a", "v1", 35, 50)  # overlapping
+    store.intervals.add_interval("s.a", "v2", 100, 200)  # another version: another table
 
     assert store.get_intervals([("s.a", "v1"), ("s.a", "v2"), ("s.b", "v1")]) == {
         ("s.a", "v1"): [(0, 20), (30, 50)],
@@ -256,7 +256,7 @@ def test_interval_removal_and_readd(store: StateStore) -> None:
     store.remove_intervals([("s.a", "v1", 2 * DAY, 4 * DAY)])
     assert store.get_intervals([("s.a", "v1")])[("s.a", "v1")] == [(0, 2 * DAY), (4 * DAY, 10 * DAY)]
 
-    store.add_interval("s.a", "v1", 3 * DAY, 4 * DAY)  # a re-backfill after a restatement counts
+    store.intervals.add_interval("s.a", "v1", 3 * DAY, 4 * DAY)  # a re-backfill after a restatement counts
     store.remove_intervals([("s.a", "v1", 9 * DAY, 20 * DAY), ("s.b", "v1", 0, DAY)])
     assert store.get_intervals([("s.a", "v1"), ("s.b", "v1")]) == {
         ("s.a", "v1"): [(0, 2 * DAY), (3 * DAY, 9 * DAY)],
@@ -294,7 +294,7 @@ def test_concurrent_writers(open_store: Callable[..., StateStore]) -> None:
         store = stores[worker % 2]
         try:
             for i in range(25):
-                store.add_interval("s.a", "v", (worker * 25 + i) * 2, (worker * 25 + i) * 2 + 1)
+                store.intervals.add_interval("s.a", "v", (worker * 25 + i) * 2, (worker * 25 + i) * 2 + 1)
                 store.promote_environment(make_env(f"env{worker}", f"p{i}", f"p{i - 1}" if i else None))
         except BaseException as e:  # noqa: BLE001 - surfaced below; a thread's exception is otherwise lost
             errors.append(e)
@@ -429,7 +429,7 @@ def test_newer_schema_is_refused(store: StateStore, state_url: str, raw_engine: 
 
 
 def test_older_schema_needs_migrate(store: StateStore, state_url: str, raw_engine: Engine) -> None:
-    store.add_interval("s.a", "v1", 0, 10)
+    store.intervals.add_interval("s.a", "v1", 0, 10)
     with raw_engine.begin() as conn:
         conn.execute(text("DROP TABLE mesh_plans"))
     _set_schema_version(raw_engine, 0)
@@ -445,7 +445,7 @@ def test_older_schema_needs_migrate(store: StateStore, state_url: str, raw_engin
         assert migrating.migrate() == []
     with StateStore(state_url) as migrated:
         assert migrated.schema_version == SCHEMA_VERSION
-        assert migrated.list_plan_records() == []  # the missing tables are back
+        assert migrated.plans.list_plan_records() == []  # the missing tables are back
         assert migrated.get_intervals([("s.a", "v1")]) == {("s.a", "v1"): [(0, 10)]}
 
 
@@ -460,7 +460,7 @@ def test_migration_steps_run_in_order(store: StateStore) -> None:
     steps = {**MIGRATIONS, v + 1: add_table, v + 2: fill_table}
     assert store.migrate(target=v + 2, migrations=steps) == [v + 1, v + 2]
     assert store.schema_version == v + 2
-    with store._read() as conn:
+    with store.db.read() as conn:
         assert conn.execute(text("SELECT x FROM mesh_extra")).scalars().all() == [2]
 
 
@@ -477,7 +477,7 @@ def test_failing_migration_writes_nothing(store: StateStore, state_url: str) -> 
 
     with StateStore(state_url) as reopened:  # still current, and the next step's table was rolled back
         assert reopened.schema_version == SCHEMA_VERSION
-        with reopened._read() as conn:
+        with reopened.db.read() as conn:
             assert conn.execute(text("SELECT COUNT(*) FROM mesh_versions")).scalar() == 1
         assert reopened.migrate(target=v + 1, migrations={v + 1: add_table}) == [v + 1]
 
@@ -532,7 +532,7 @@ def test_bad_urls(url: str, message: str) -> None:
 def test_sqlite_file_uses_wal(tmp_path: Path) -> None:
     path = tmp_path / "p" / ".mesh" / "state.db"
     with StateStore(f"sqlite:///{path}") as store:
-        store.add_interval("s.a", "v", 0, 1)
+        store.intervals.add_interval("s.a", "v", 0, 1)
         with sqlite3.connect(path) as conn:
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

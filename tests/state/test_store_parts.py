@@ -33,13 +33,11 @@ def test_parts_share_one_database(store: StateStore) -> None:
     assert store.db is store.snapshots._db is store.environments._db is store.journal._db
 
 
-def test_moved_names_are_the_parts_methods(store: StateStore) -> None:
-    """Until callers call the parts, the store answers to the old names with the parts' methods."""
+def test_plan_records_and_the_journal_are_parts_of_the_state(store: StateStore) -> None:
+    """execution/ reaches plan records and the write journal through the State protocol's parts."""
     state: State = store
-    assert state.plans.list_plan_records() == store.list_plan_records() == []
-    assert store.pending_writes() == store.journal.pending_writes() == []
-    assert store.finish_write.__self__ is store.journal
-    assert store.get_plan_record.__self__ is store.plans
+    assert state.plans.list_plan_records() == [] and state.journal.pending_writes() == []
+    assert not hasattr(store, "list_plan_records") and not hasattr(store, "pending_writes")
 
 
 def test_a_lease_from_the_locks_part_guards_the_other_parts(store: StateStore) -> None:
