@@ -1,5 +1,7 @@
 """mesh_dagster: SQLMesh-style plans and virtual environments on Spark, orchestrated by Dagster."""
 
+import importlib
+
 __version__ = "0.1.0"
 
 # `from mesh_dagster import macro, SQL` in a project's macros/*.py (SQLMesh's `from sqlmesh import
@@ -20,6 +22,4 @@ def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'mesh_dagster' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(module), name)

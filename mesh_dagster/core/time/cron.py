@@ -18,6 +18,7 @@ interval unit is inferred from the cron alone, so a time zone never changes what
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from difflib import get_close_matches
 from enum import Enum
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -188,8 +189,6 @@ def validate_cron_tz(name: str) -> str:
     try:
         _zone(text)
     except (ZoneInfoNotFoundError, ValueError):
-        from difflib import get_close_matches
-
         close = get_close_matches(text, sorted(available_timezones()), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else " (an IANA name such as Europe/Paris)"
         raise ValueError(f"Unknown time zone '{name}'{hint}") from None
