@@ -57,7 +57,6 @@ from mesh_dagster.execution.reviews import PlanReviews
 from mesh_dagster.execution.run import environment_snapshots, run_environment, run_scope
 from mesh_dagster.execution.verdicts import audit_digest, holding, snapshot_audits, verdicts_of
 from mesh_dagster.state.store import StateStore
-from mesh_dagster.testing.runner import run_tests
 
 if TYPE_CHECKING:
     from mesh_dagster.engine.connect_server import ServerInfo
@@ -445,4 +444,8 @@ class Context(_Plans):
         return run_janitor(self.config, self.state, lambda: self.engine, ignore_ttl=ignore_ttl)
 
     def test(self, names: list[str] | None = None, pattern: str | None = None):
+        # Deliberately lazy, like Spark (`_spark`): the YAML unit tests' models cost every other
+        # command ~0.1 s, and planning never needs them (`mesh plan` imports them only to run tests).
+        from mesh_dagster.testing.runner import run_tests
+
         return run_tests(self.project, lambda: self.engine, names=names, pattern=pattern)

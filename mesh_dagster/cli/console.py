@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.syntax import Syntax
 from rich.text import Text
 
 from mesh_dagster.context import ApplyListener
@@ -150,6 +149,8 @@ def show_diff(plan: Plan, name: str) -> None:
     diff = plan.diffs.get(name)
     if diff:
         console.print()
+        from rich.syntax import Syntax  # deliberately lazy: pygments costs every command ~0.1 s, diffs are rare
+
         console.print(Syntax(printable(diff), "diff", theme="ansi_dark", background_color="default"))
         console.print()
 

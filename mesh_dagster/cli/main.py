@@ -28,7 +28,6 @@ from mesh_dagster.core.config.display import printable_line
 from mesh_dagster.core.config.redaction import shorten
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.dates import ms_to_datetime
-from mesh_dagster.scaffold import init as scaffold
 
 
 @click.group(cls=MeshGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,6 +51,8 @@ def cli(ctx: click.Context, path: str, gateway: str | None, debug: bool) -> None
 @click.pass_context
 def init(ctx: click.Context, engine: str | None, template: str | None) -> None:
     """Create a new project (the quickstart example by default). `mesh init spark` asks nothing."""
+    from mesh_dagster.scaffold import init as scaffold  # deliberately lazy: only `mesh init` needs the templates
+
     path = Path(ctx.obj["path"])
     cli_mode = "default"
     if engine is None:
