@@ -118,7 +118,7 @@ def test_verdict_is_cached_by_content(tmp_path: Path) -> None:
     root = seed_project(tmp_path, "id,d,x\n1,2020-01-01,a\n")
     project = load_project(root)
     cached = ProjectCache(root / ".mesh" / "cache", project.cache.salt)
-    assert list(cached._other.get("seeds", {}).values()) == [("id", "d", "x")]
+    assert list(cached._other.get("seeds-2", {}).values()) == [(("id", "d", "x"), ())]
     (root / "seeds" / "s.csv").write_text("id,d,x\n1,2020-01-01,a\nbad,2020-01-01,b\n")
     assert "Value 'bad' of column id" in refusal(root)  # new content, new key: checked again
 

@@ -1,5 +1,11 @@
 """Seed CSV files, checked at load time: header, row shape and every value against its type.
 
+A seed without `columns` gets the types SQLMesh gives it, inferred from the values as pandas'
+CSV reader infers them: a column of integers is BIGINT (DOUBLE when a value is missing: pandas
+holds integers with gaps as floats), of numbers DOUBLE, of `true`/`false` BOOLEAN, anything else
+(dates included: pandas does not parse them unless asked) STRING. Left all-STRING, joins and
+arithmetic on seed ids would silently differ from what the same project computes in SQLMesh.
+
 A seed is loaded at apply time by pandas (every value as text) and cast by Spark to the declared
 column types. Spark (ANSI mode, Spark 4's default) fails the whole write on the first value that
 does not cast, without naming the file, row or column, and pandas pads short rows with NULLs. So
@@ -41,7 +47,7 @@ DEFAULT_NA_VALUES = frozenset({
     "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
     "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
 })
-_CACHE_NAMESPACE = "seeds"
+_CACHE_NAMESPACE = "seeds-2"  # (header, inferred types)
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class SeedFile:
 
     header: list[str]
     content_hash: str  # of the bytes without a byte-order mark: an editor adding one changes no data
+    types: dict[str, str] = field(default_factory=dict)  # inferred, when the model declares no columns
     data: bytes = field(default=b"", repr=False, compare=False)
 
 
@@ -69,13 +76,16 @@ def check_seed(model: Model, shown: str, cache: ProjectCache | None = None, *, c
     cached = cache.get(_CACHE_NAMESPACE, key) if cache is not None else None
     if cached is None:
         text = decode_text(data, shown, ModelError, str(settings.get("encoding", "utf-8")))
-        cached = tuple(_check_rows(model, shown, text, check_values))
+        header, types = _check_rows(model, shown, text, check_values)
+        cached = (tuple(header), tuple(types.items()))
         if cache is not None:
             cache.put(_CACHE_NAMESPACE, key, cached)
-    return SeedFile(list(cached), content_key(data.removeprefix(UTF8_BOM)), data)
+    header_t, types_t = cached
+    return SeedFile(list(header_t), content_key(data.removeprefix(UTF8_BOM)), types=dict(types_t), data=data)
 
 
-def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> list[str]:
+def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> tuple[list[str], dict[str, str]]:
+    """The header and, for a seed without declared columns, the types its values infer."""
     kind = model.kind.seed
     assert kind is not None  # only seed models are read from a CSV
     settings = kind.csv_settings
@@ -87,6 +97,7 @@ def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> list
     _check_header(model, shown, line, header)
     checks = _value_checks(model, shown, header) if check_values else {}
     na = _na_values(settings)
+    inferred = [_Inferred() for _ in header] if model.columns is None else []
     for line, row in rows:
         if len(row) != len(header):
             raise ModelError(f"Row has {len(row)} field{'s' if len(row) != 1 else ''}, the header has {len(header)}",
@@ -96,7 +107,55 @@ def _check_rows(model: Model, shown: str, text: str, check_values: bool) -> list
             if value not in na and not check(value):
                 type_text = (model.columns or {})[header[index]]
                 raise ModelError(f"Value '{value}' of column {header[index]} is not a valid {type_text}", shown, line)
-    return header
+        for column, value in zip(inferred, row):
+            column.see(value, value in na)
+    return header, {name: column.type() for name, column in zip(header, inferred)}
+
+
+_PANDAS_TRUE, _PANDAS_FALSE = frozenset({"True", "TRUE", "true"}), frozenset({"False", "FALSE", "false"})
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+@dataclass
+class _Inferred:
+    """What pandas' CSV reader would make of one column, seen value by value."""
+
+    integers: bool = True
+    numbers: bool = True
+    booleans: bool = True
+    values: int = 0
+    missing: int = 0
+
+    def see(self, value: str, missing: bool) -> None:
+        if missing:
+            self.missing += 1
+            return
+        self.values += 1
+        text = value.strip()
+        integer = bool(_INTEGER.fullmatch(text))
+        if integer and not _INT64[0] <= int(text) <= _INT64[1]:
+            self.integers = self.numbers = False  # pandas keeps integers past 64 bits as text
+        elif self.integers and not integer:
+            self.integers = False
+        if self.numbers and not integer and not _is_pandas_float(text):
+            self.numbers = False
+        if self.booleans and text not in _PANDAS_TRUE and text not in _PANDAS_FALSE:
+            self.booleans = False
+
+    def type(self) -> str:
+        if self.values == 0:
+            return "DOUBLE" if self.missing else "STRING"  # pandas: all-NA is float64, no rows object
+        if self.booleans:
+            return "STRING" if self.missing else "BOOLEAN"  # booleans with gaps stay objects
+        if self.integers:
+            return "DOUBLE" if self.missing else "BIGINT"
+        return "DOUBLE" if self.numbers else "STRING"
+
+
+def _is_pandas_float(text: str) -> bool:
+    lowered = text.lower()
+    return lowered in {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"} or \
+        bool(re.fullmatch(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", text))
 
 
 def _rows(text: str, settings: dict, shown: str) -> Iterator[tuple[int, list[str]]]:

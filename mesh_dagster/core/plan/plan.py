@@ -146,7 +146,7 @@ def _env_snapshot(s: Snapshot) -> EnvironmentSnapshot:
 
 
 def model_start_ms(model: Model, project: Project) -> int | None:
-    start = model.start or project.config.model_defaults.start
+    start = model.start or project.default_start
     return to_ms(start) if start else None
 
 
@@ -197,7 +197,7 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
                                execution_ms=execution_ms, only=selection.backfill, start_of=fo.preview_starts,
                                recompute_from=fo.recompute_from, min_intervals=opts.min_intervals)
     if opts.no_gaps:
-        refuse_gaps(state, changes.snapshots, previous, backfills, default_start=project.config.model_defaults.start)
+        refuse_gaps(state, changes.snapshots, previous, backfills, default_start=project.default_start)
     return Plan(
         plan_id=uuid.uuid4().hex, environment=environment, base_environment=base.target, create_from=base.create_from,
         snapshots=changes.snapshots, new_snapshots=changes.new_snapshots, recaptured=changes.recaptured,
@@ -317,7 +317,7 @@ def plan_backfills(
     """
     scope = only if only is not None else set(changes.snapshots) if is_prod else changes.changed
     return compute_backfills(state, changes.snapshots, scope, previous, order=project.dag.sorted(),
-                             default_start=project.config.model_defaults.start, start=start, end=end,
+                             default_start=project.default_start, start=start, end=end,
                              execution_ms=execution_ms, start_of=start_of, recompute_from=recompute_from,
                              min_intervals=min_intervals)
 

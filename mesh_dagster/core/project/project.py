@@ -48,6 +48,7 @@ from mesh_dagster.core.project.signals import SignalRegistry, check_signals, loa
 from mesh_dagster.core.sql.model_outputs import OutputColumns, check_output_columns, query_output
 from mesh_dagster.core.sql.query_columns import COLUMN_RULES
 from mesh_dagster.core.sql.renderer import query_references
+from mesh_dagster.core.time.dates import to_ms
 
 EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
 # What an external model entry may say: `columns` typed in `dialect` (Spark by default).
@@ -82,6 +83,16 @@ class Project:
         """How many models (or batches) an apply or a run evaluates at once on the gateway's Spark."""
         return self.config.gateway(self.gateway).connection.concurrent_tasks
 
+    @property
+    def default_start(self) -> str | None:
+        """Where a model without `start` starts: `model_defaults.start`, else the earliest start of
+        the project's models, as SQLMesh backfills it from the plan's start. Without either, it has
+        only its latest interval (nothing says how far back its history goes)."""
+        if self.config.model_defaults.start:
+            return self.config.model_defaults.start
+        starts = [model.start for model in self.models.values() if model.start]
+        return min(starts, key=to_ms, default=None)
+
     def parents(self, name: str) -> list[str]:
         return self.dag.parents.get(name, [])
 
@@ -109,7 +120,7 @@ class Project:
                 found = OutputColumns(dict(model.columns), found.projections)
             elif (kind := model.kind.seed) is not None:
                 seed = self.seeds.get(name) or check_seed(model, self._shown(kind.path))
-                found = OutputColumns({c: None for c in seed.header})
+                found = OutputColumns({c: seed.types.get(c) for c in seed.header})
             self._outputs[name] = found
         return self._outputs[name]
 
