@@ -43,6 +43,17 @@ fallback when it is gone.
   Runs page's default view (re-stamp runs, restamps.py).
 - `RELOAD_LOCATION`: the webserver's GraphQL mutation behind the UI's "Reload" (ui_watch.py), as
   Dagster's own GraphQL client sends it.
+- `one_line_failures`: the run's failure (RUN_FAILURE) shows the error of its first failed step
+  with that error's outer stack trace (Dagster's own frames: the UI hides them on the step's row,
+  not on the run's). Runs therefore use Dagster's in-process executor (made by its public creation
+  function, with its config schema and requirements, which are not public) behind one that passes
+  every event on, except that a step failure whose error ends in one of mesh's one-line errors
+  carries that error alone (the step failure's data and the error are named tuples: `_replace`).
+  Dagster stores a step's events when they happen, so the step's row keeps Dagster's line naming
+  the op; only the run's failure, built from what the executor yields, reads as the one line (and
+  the events `execute_job` returns, which are the yielded ones: there the step failure's error is
+  the one line too; `execute_in_process` uses Dagster's own executor).
+  Without the means, runs use the stock in-process executor (the run's row then shows the stack).
 """
 
 from __future__ import annotations
@@ -50,7 +61,7 @@ from __future__ import annotations
 import importlib
 import json
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +76,11 @@ from dagster import (
     DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
+    Executor,
+    ExecutorDefinition,
+    InitExecutorContext,
     RunsFilter,
+    executor,
 )
 
 try:  # not exported (Dagster's components): without them a component's `translation:` cannot resolve
@@ -118,6 +133,12 @@ INTERNALS: dict[str, str] = {
     "AssetsDefinition.check_specs_by_output_name": "output name -> AssetCheckSpec of a multi-asset's checks",
     "dagster/backfill": "a run with this tag is left out of the Runs page's default view",
     "reloadRepositoryLocation": "the webserver's GraphQL mutation reloading a code location by name",
+    "ExecutorDefinition.config_schema/get_requirements": "an executor definition's config schema and "
+    "requirements function, reused by mesh's executor as the in-process executor's",
+    "Executor.step_dependency_config": "the (non-public) property an executor answers besides retries",
+    "StepFailureData.error": "a STEP_FAILURE's event_specific_data: a named tuple whose `error` (a "
+    "SerializableErrorInfo: message, stack, cls_name, cause, context) the run's failure takes from the first "
+    "step failure the executor yields (DagsterEvent.job_failure), replaced with DagsterEvent._replace",
 }
 
 
@@ -315,3 +336,63 @@ BACKFILL_TAG = "dagster/backfill"  # Dagster's: the Runs page's default view lea
 
 RELOAD_LOCATION = """mutation($name: String!) { reloadRepositoryLocation(repositoryLocationName: $name) {
   __typename } }"""
+
+
+# -- the run's failure in one line ----------------------------------------------------------------
+
+
+def one_line_failures(base: ExecutorDefinition, error_names: frozenset[str]) -> ExecutorDefinition:
+    """`base` (the in-process executor), except that a step failure whose error ends in one of
+    mesh's one-line errors (class names `error_names`, raised without a stack trace) is yielded
+    with that error alone, so the run's failure reads as it; `base` when Dagster lacks the means."""
+    creation = base.executor_creation_fn
+    if creation is None or not all(hasattr(base, name) for name in ("config_schema", "get_requirements")):
+        return base  # pragma: no cover - a Dagster without them: the stock executor
+
+    @executor(name=base.name, config_schema=base.config_schema,  # type: ignore[call-overload]
+              requirements=base.get_requirements)
+    def _one_line(init_context: InitExecutorContext) -> Executor:
+        return _OneLineFailures(creation(init_context), error_names)
+
+    return _one_line
+
+
+class _OneLineFailures(Executor):
+    """Runs the plan with `inner`, passing its events on (see `one_line_failures`)."""
+
+    def __init__(self, inner: Executor, error_names: frozenset[str]) -> None:
+        self._inner = inner
+        self._error_names = error_names
+
+    def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[DagsterEvent]:
+        for event in self._inner.execute(plan_context, execution_plan):
+            yield one_line_failure(event, self._error_names)
+
+    @property
+    def retries(self) -> Any:
+        return self._inner.retries
+
+    @property
+    def step_dependency_config(self) -> Any:
+        return self._inner.step_dependency_config
+
+
+def one_line_failure(event: DagsterEvent, error_names: frozenset[str]) -> DagsterEvent:
+    """`event` with its step failure's error replaced by the last error of its chain when that one is
+    one of mesh's (`error_names`, no stack trace); any other event, or the same one if Dagster's
+    structures changed, unchanged."""
+    if not event.is_step_failure:
+        return event
+    try:
+        data = event.step_failure_data
+        error = data.error
+        if error is None:
+            return event
+        last = error
+        while last.cause is not None:
+            last = last.cause
+        if last is error or last.cls_name not in error_names or last.stack:
+            return event
+        return event._replace(event_specific_data=data._replace(error=last._replace(context=None)))
+    except (AttributeError, TypeError, ValueError):  # pragma: no cover - Dagster's structures changed
+        return event

@@ -37,12 +37,9 @@ from dagster import (
 
 from mesh_dagster.context import ModelMaterialization
 from mesh_dagster.core.time.intervals import Interval, format_interval_range
-from mesh_dagster.dagster.compat import check_outputs, latest_materialization_targets
+from mesh_dagster.dagster.compat import check_outputs, latest_materialization_targets, one_line_failures
 from mesh_dagster.dagster.graph import ModelAsset
 from mesh_dagster.dagster.partitions import to_ms
-
-# One Spark session per run, models in DAG order; a step whose upstream step failed is skipped.
-RUN_EXECUTOR = in_process_executor
 
 
 class StepFailed(Exception):
@@ -75,6 +72,14 @@ class JobFailed(StepFailed):
     """A promote, plan, apply, restate, git or re-stamp step was refused or failed."""
 
     __module__ = "mesh"
+
+
+# One Spark session per run, models in DAG order; a step whose upstream step failed is skipped.
+# Dagster's in-process executor, except that the run's failure (Dagster's last line of a failed run,
+# made from its first failed step) reads as that step's one line, without Dagster's stack trace
+# (compat.py's `one_line_failures`): "Steps failed: [...]" then "mesh.ModelFailed: ...".
+RUN_EXECUTOR = one_line_failures(in_process_executor,
+                                 frozenset(c.__name__ for c in (StepFailed, ModelFailed, JobFailed)))
 
 
 def step_failure(asset: ModelAsset, error: str) -> ModelFailed:

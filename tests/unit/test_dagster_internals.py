@@ -232,6 +232,55 @@ def _reload_location(tmp_path, monkeypatch):
     assert "reloadRepositoryLocation(repositoryLocationName: $name)" in compat.RELOAD_LOCATION
 
 
+# -- the run's failure in one line ----------------------------------------------------------------------
+
+
+@check("ExecutorDefinition.config_schema/get_requirements")
+def _executor_definition(tmp_path, monkeypatch):
+    base = dg.in_process_executor
+    assert base.executor_creation_fn is not None
+    assert base.config_schema.as_field().config_type is not None
+    assert list(base.get_requirements({})) == []  # the in-process executor needs nothing of a job
+    made = compat.one_line_failures(base, frozenset({"E"}))
+    assert made is not base and made.name == base.name
+    assert made.config_schema is base.config_schema
+
+
+@check("Executor.step_dependency_config")
+def _step_dependency_config(tmp_path, monkeypatch):
+    from dagster._core.executor.base import Executor
+    from dagster._core.executor.in_process import InProcessExecutor
+
+    for cls in (Executor, InProcessExecutor):  # the base's default, the in-process executor's own
+        assert isinstance(inspect.getattr_static(cls, "step_dependency_config"), property), cls
+
+    class Inner(dg.Executor):
+        def execute(self, plan_context, execution_plan):
+            return iter(())
+
+        retries = "retries"  # type: ignore[assignment]
+        step_dependency_config = "its config"  # type: ignore[assignment]
+
+    wrapped = compat._OneLineFailures(Inner(), frozenset())
+    assert (wrapped.step_dependency_config, wrapped.retries) == ("its config", "retries")
+
+
+@check("StepFailureData.error")
+def _step_failure_error(tmp_path, monkeypatch):
+    from dagster._core.execution.plan.objects import StepFailureData
+    from dagster._utils.error import SerializableErrorInfo
+
+    assert list(SerializableErrorInfo._fields) == ["message", "stack", "cls_name", "cause", "context"]
+    _source_has(dg.DagsterEvent.job_failure, "first_step_failure_event.step_failure_data.error")
+    ours = SerializableErrorInfo("mesh.E: it failed\n", [], "E")
+    wrapper = SerializableErrorInfo("Error occurred while executing op", ["frame"], "Wrapper", cause=ours)
+    event = dg.DagsterEvent(event_type_value="STEP_FAILURE", job_name="j", step_key="s",
+                            event_specific_data=StepFailureData(wrapper, None))
+    shortened = compat.one_line_failure(event, frozenset({"E"}))
+    assert shortened.step_failure_data.error == ours and shortened.step_key == "s"
+    assert compat.one_line_failure(event, frozenset({"Other"})) is event
+
+
 # -- the tests ---------------------------------------------------------------------------------------
 
 
