@@ -10,6 +10,9 @@ before it could change what another holder is changing:
 2. New snapshots are recorded, physical tables created, missing intervals backfilled.
 3. The environment is recorded — the optimistic check and the lock check in one transaction —
    *before* any view moves: a plan that lost a race fails here with nothing visible changed.
+   Before it, the versions the views would show are checked against the audit verdicts that hold
+   on them (execution/verdicts.py): a failed blocking one stops the apply (before the backfill for
+   the models it does not recompute, after it for the others, whose audits it just ran again).
 4. The views move. 5. The environment is finalized.
 
 A view that fails in 4 (named with its model: `VirtualUpdateError`) takes the apply back: the
@@ -60,7 +63,7 @@ from mesh_dagster.execution.readiness import Readiness, SignalsPendingError, Wai
 from mesh_dagster.execution.scheduler import clear_history, plan_batches, run_batches, upstream_of
 from mesh_dagster.execution.state import State
 from mesh_dagster.execution.tasks import run_tasks
-from mesh_dagster.execution.verdicts import RecordingEvaluator
+from mesh_dagster.execution.verdicts import RecordingEvaluator, refuse_serving_failed_audits
 from mesh_dagster.execution.virtual import ViewUpdateError, first_line, restore_views, update_views, view_sql
 from mesh_dagster.state.store import Lease, LockLostError
 
@@ -169,6 +172,8 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         check_base(plan, state)
         check_snapshots_kept(plan, state)
         readiness = backfill_readiness(plan, project, engine, guarded)  # before anything is written
+        # data a blocking audit failed on is never served; what the backfill recomputes is audited again
+        refuse_serving_failed_audits(state, plan, project.audits, leave_out=readiness.backfills)
         run_environment_statements(Stage.BEFORE_ALL, project, engine, plan.environment, plan.promoted, guarded,
                                    plan.execution_time)
         state.push_snapshots(plan.new_snapshots, plan.recaptured)
@@ -176,6 +181,7 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         hiding = hiding_waits(plan, state, readiness)
         if hiding:  # the ready part is recorded; the environment stays as it was
             raise SignalsPendingError(plan.environment, hiding, plan.view)
+        refuse_serving_failed_audits(state, plan, project.audits)  # with the verdicts the backfill recorded
         if plan.clearings:  # after the backfill: nobody sees a hole while it runs
             state.remove_intervals([(c.name, c.version, *c.interval) for c in plan.clearings])
         replaced = state.replaced_environment(plan.environment)

@@ -7,9 +7,12 @@ while a change elsewhere that keeps the version keeps the verdicts. For each poi
 verdict that holds is the latest one recorded over an interval containing it.
 
 Every run of an audit records its verdicts (`record`): a Dagster materialization, a plan apply,
-`mesh run`. Promotion refuses an environment while a blocking audit's verdict that holds on a
-version it would serve is a failure (`refuse_failed_audits`), and Dagster shows the holding
-verdicts as check results on each partition, whatever re-stamps the partition meanwhile.
+`mesh run`. No view moves onto a version whose blocking audit's holding verdict is a failure:
+promotion refuses before it plans an apply (`refuse_failed_audits`), and every apply — the CLI's,
+`apply_plan_<env>`, a promotion's, a git deploy's — checks the versions it is about to serve
+right before it records the environment (`refuse_serving_failed_audits`, execution/apply.py), after
+its backfill, whose audits have just recorded newer verdicts on what it recomputed. Dagster shows
+the holding verdicts as check results on each partition, whatever re-stamps the partition meanwhile.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.models.model import Audit, AuditRef
 from mesh_dagster.core.plan.backfills import ALL_TIME
+from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.project.audits import is_blocking
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms
@@ -122,14 +126,29 @@ class FailedAudit:
 class AuditsFailed(PlanError):
     """Promotion refused: the data an environment would serve failed a blocking audit."""
 
-    def __init__(self, environment: str, failed: list[FailedAudit]):
+    def __init__(self, environment: str, failed: list[FailedAudit], message: str | None = None):
         self.environment = environment
         self.failed = failed
         lines = "\n".join(f"  {f.describe(environment)}" for f in failed)
-        super().__init__(
+        super().__init__(message or (
             f"Cannot promote '{environment}': {len(failed)} blocking audit(s) failed on the data it would serve, so "
             f"nothing was changed.\n{lines}\nFix the model or the audit and materialize these partitions again "
-            f"(their audits run again), then promote.")
+            f"(their audits run again), then promote."))
+
+
+class ApplyAuditsFailed(AuditsFailed):
+    """An apply refused before any view moved: a version it would serve failed a blocking audit.
+    One line (a Dagster step's failure, a CLI error and a plan record's note all show it whole),
+    naming each model and audit, and what to do; the plan record stays retryable (failed)."""
+
+    def __init__(self, plan_id: str, environment: str, failed: list[FailedAudit]):
+        self.plan_id = plan_id
+        what = "; ".join(f.describe(environment) for f in failed)
+        super().__init__(environment, failed, (
+            f"Cannot apply plan {plan_id[:8]} to '{environment}', so no view was moved: {what}. Fix the data or "
+            f"the audit, materialize it again (its audits run again), then apply again: `mesh plans apply "
+            f"{plan_id[:8]}` (apply_plan_{environment} in Dagster), or a new `mesh plan {environment}` after a "
+            f"change."))
 
 
 def failed_audits(state: object, snapshots: Mapping[str, Snapshot],
@@ -159,3 +178,16 @@ def refuse_failed_audits(state: object, environment: str, snapshots: Mapping[str
     failed = failed_audits(state, snapshots, project_audits)
     if failed:
         raise AuditsFailed(environment, failed)
+
+
+def refuse_serving_failed_audits(state: object, plan: Plan, project_audits: Mapping[str, Audit],
+                                 leave_out: Iterable[str] = ()) -> None:
+    """Refuse an apply whose environment would serve, through its views (`plan.promoted`), a
+    version whose holding blocking verdict failed — whoever recorded it (a Dagster materialization,
+    `mesh run`, an earlier apply). `leave_out`: models whose verdicts the apply may still renew
+    (it recomputes them), checked once it has."""
+    skipped = set(leave_out)
+    served = {n: plan.snapshots[n] for n in plan.promoted if n in plan.snapshots and n not in skipped}
+    failed = failed_audits(state, served, project_audits)
+    if failed:
+        raise ApplyAuditsFailed(plan.plan_id, plan.environment, failed)
