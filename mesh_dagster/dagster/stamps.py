@@ -34,9 +34,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Protocol, cast
 
-from dagster import AssetRecordsFilter, DagsterInstance
+from dagster import AssetMaterialization, AssetRecordsFilter, DagsterInstance
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.plan.backfills import ALL_TIME
@@ -47,10 +47,21 @@ from mesh_dagster.dagster.partitions import keys_in, partition_window, to_ms
 from mesh_dagster.dagster.versions import (
     BUILT_ON,
     CODE_VERSION_TAG,
+    DATA_VERSION_IS_USER_PROVIDED_TAG,
     DATA_VERSION_TAG,
     input_event_pointer_tag,
+    is_provenance_tag,
     version_of,
 )
+
+
+class ServedSnapshot(Protocol):
+    """What the stamper reads of a snapshot an environment's record serves (the store's record)."""
+
+    name: str
+    identifier: str  # its code version in Dagster
+    version: str  # its data: the physical version
+    table_name: str | None
 
 
 @dataclass
@@ -92,6 +103,7 @@ class Stamper:
         # model -> partition -> physical version of its latest event, including stamps emitted here
         self._versions: dict[str, dict[str, str | None]] = {}
         self._served: dict[str, str] | None = None
+        self._served_snapshots: dict[str, ServedSnapshot] | None = None
         self._restamped_whole: set[str] = set()
 
     @property
@@ -99,9 +111,17 @@ class Stamper:
         """Model -> the version (physical table) the environment's views serve: its finalized
         record; nothing for an environment that does not exist (yet)."""
         if self._served is None:
-            env = self.context.state.served_environment(self.graph.environment)
-            self._served = {s.name: s.version for s in env.snapshots} if env is not None else {}
+            self._served = {name: snap.version for name, snap in self.served_snapshots.items()}
         return self._served
+
+    @property
+    def served_snapshots(self) -> dict[str, ServedSnapshot]:
+        """Model -> the snapshot the environment's finalized record serves (its code version is its
+        identifier, its data the version's table)."""
+        if self._served_snapshots is None:
+            env = self.context.state.served_environment(self.graph.environment)
+            self._served_snapshots = {s.name: s for s in env.snapshots} if env is not None else {}
+        return self._served_snapshots
 
     def serves(self, asset: ModelAsset) -> bool:
         """Whether the environment's views show the data of the model's current version: only then
@@ -135,6 +155,105 @@ class Stamper:
         parents' latest materializations (what Dagster's provenance points at)."""
         latest = self._latest_whole(self.graph.parent_assets(asset))
         return {name: version for name, event in latest.items() if (version := event.version)}
+
+    # -- what a run here computed, although the environment does not serve it ----------------------
+
+    def unserved_fresh(self, names: Sequence[str]) -> dict[str, list[str | None]]:
+        """Model -> the partitions (`[None]`: the asset, without partitions) whose latest
+        materialization carries the model's current code version although the environment's views
+        do not serve that version: a run in this code location computed it (materializing never
+        moves views), and Dagster wrote the run's code version. Dagster would call them fresh, while
+        a query of the environment returns the version it serves: they are stamped back with that
+        (`served_events`) until the environment is promoted. `names`: the partitioned models to
+        look at (`suspects`); every model without partitions is looked at (one query)."""
+        out: dict[str, list[str | None]] = {}
+        unserved = [a for a in self.graph.materializable if a.version and not self.serves(a)]
+        partitioned = [a for a in unserved if a.is_partitioned and a.name in names]
+        present = self._present(partitioned)
+        for asset in partitioned:
+            covered, _ = self._candidates(asset, present.get((asset.name, asset.version or ""), []))
+            latest = self._latest(asset, covered)
+            keys: list[str | None] = [k for k in covered if k in latest
+                                      and latest[k].tags.get(CODE_VERSION_TAG) == asset.fingerprint]
+            if keys:
+                out[asset.name] = keys
+        for name, event in self._latest_whole([a for a in unserved if not a.is_partitioned]).items():
+            if event.tags.get(CODE_VERSION_TAG) == self.graph.assets[name].fingerprint:
+                out[name] = [None]
+        return out
+
+    def served_events(self, found: dict[str, list[str | None]]) -> list[AssetMaterialization]:
+        """One runless materialization per partition of `found` (see `unserved_fresh`) saying what
+        the environment serves there: the latest earlier event of the version it serves, again
+        (its code version, data version and provenance, as Dagster wrote them), or, never recorded
+        in Dagster, that version's identifier and data version; where the served version holds no
+        data, only its code version, claiming no data. Either way the partition reads stale, the
+        model's current code version being another, until the environment serves it."""
+        out: list[AssetMaterialization] = []
+        for name, keys in found.items():
+            asset = self.graph.assets[name]
+            served = self.served_snapshots.get(name)
+            holds = self._served_keys(asset, served, keys)
+            earlier = self._events_of_version(asset, [k for k in keys if k in holds], served.version) \
+                if served is not None else {}
+            for key in keys:
+                event = earlier.get(key)
+                if event is not None:
+                    tags = {k: v for k, v in event.tags.items() if is_provenance_tag(k)}
+                elif served is not None and key in holds:
+                    tags = {CODE_VERSION_TAG: served.identifier, DATA_VERSION_TAG: served.version,
+                            DATA_VERSION_IS_USER_PROVIDED_TAG: "true"}
+                else:
+                    tags = {CODE_VERSION_TAG: served.identifier if served is not None else "none"}
+                out.append(self._served_event(asset, key, served, tags, key in holds))
+        return out
+
+    def _served_event(self, asset: ModelAsset, key: str | None, served: ServedSnapshot | None,
+                      tags: dict[str, str], holds: bool) -> AssetMaterialization:
+        env = self.graph.environment
+        what = f"version {served.version} ({served.table_name})" if served is not None and holds else "no data here"
+        return AssetMaterialization(
+            asset_key=asset.asset_key, partition=key, tags=tags,
+            description=f"'{env}' serves {what}: version {asset.version}, computed by a run of this code location, "
+                        f"is not served until promote_{env} points the views at it",
+            metadata={"mesh/outcome": "served", "mesh/version": served.version if served is not None and holds else "",
+                      "mesh/physical_table": (served.table_name or "") if served is not None and holds else "",
+                      "mesh/not_served": asset.version or ""})
+
+    def _served_keys(self, asset: ModelAsset, served: ServedSnapshot | None,
+                     keys: list[str | None]) -> set[str | None]:
+        """The keys of `keys` (None: the whole asset) whose data the served version holds."""
+        if served is None or not served.version:
+            return set()
+        present = self.context.intervals([(asset.name, served.version)]).get((asset.name, served.version), [])
+        if not asset.is_partitioned:
+            return {None} if (intervals_cover(present, ALL_TIME) if asset.is_timeless else bool(present)) else set()
+        covered = set(self._candidates(asset, present)[0])
+        return {k for k in keys if k in covered}
+
+    def _events_of_version(self, asset: ModelAsset, keys: list[str | None], version: str,
+                           pages: int = 5) -> dict[str | None, LatestEvent]:
+        """Each key's latest materialization of data `version` (newest first, at most `pages`
+        pages of 1000 events: beyond them the stamp says what it knows without provenance)."""
+        wanted = set(keys)
+        partitions = sorted(k for k in wanted if k is not None) or None
+        out: dict[str | None, LatestEvent] = {}
+        cursor = None
+        for _ in range(pages):
+            if not wanted - set(out):
+                break
+            result = self.instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=asset.asset_key, asset_partitions=partitions), limit=1000, cursor=cursor)
+            for record in result.records:
+                m = record.asset_materialization
+                if m is None or m.partition not in wanted or m.partition in out:
+                    continue
+                if version_of((m.tags or {}).get(DATA_VERSION_TAG)) == version:
+                    out[m.partition] = LatestEvent(dict(m.tags or {}), {})
+            if not result.has_more:
+                break
+            cursor = result.cursor
+        return out
 
     def _parents_of(self, models: list[ModelAsset]) -> list[ModelAsset]:
         return list({p.name: p for a in models for p in self.graph.parent_assets(a)}.values())
@@ -238,15 +357,18 @@ class Stamper:
         event ids, nothing per partition — so a sensor can ask every minute.
 
         A model is suspect when its fingerprint and intervals are not those last confirmed as
-        fully stamped (a change, or data computed outside Dagster, e.g. by `mesh run`), or when a
-        parent has new events since `seen` (its data may have moved to a new version)."""
+        fully stamped (a change, or data computed outside Dagster, e.g. by `mesh run`), when a
+        parent has new events since `seen` (its data may have moved to a new version), or when the
+        environment does not serve its current version and it has new events (a run in this code
+        location materialized that version: see `unserved_fresh`)."""
         models = self.graph.partitioned
         latest_ids = self._latest_ids(models)
         moved = {name for name, storage_id in latest_ids.items() if storage_id > seen.get(name, -1)}
         present = self._present(models)
         tokens = {a.name: confirmation(a, present.get((a.name, a.version or ""), []), self.served.get(a.name))
                   for a in models}
-        names = [a.name for a in models if confirmed.get(a.name) != tokens[a.name] or moved.intersection(a.parents)]
+        names = [a.name for a in models if confirmed.get(a.name) != tokens[a.name] or moved.intersection(a.parents)
+                 or (a.name in moved and not self.serves(a))]  # a run here computed a version it does not serve
         return Suspects(names, tokens, latest_ids)
 
     def _latest_ids(self, models: list[ModelAsset]) -> dict[str, int]:

@@ -27,9 +27,21 @@ def version_of(data_version_text: str | None) -> str | None:
 
 # The tags Dagster writes on every materialization of a run (its "asset versioning" guide names
 # them; dagster exports no constants): read back to tell which partitions carry an outdated code
-# version. mesh never writes them: a re-stamp run yields a data version and Dagster does the rest.
+# version. A re-stamp run never writes them: it yields a data version and Dagster does the rest.
+# The one event mesh writes with them itself is the runless stamp saying what an environment
+# serves after a run of its code location computed a version it does not serve yet
+# (stamps.Stamper.served_events): Dagster reads staleness from these tags whoever wrote them, and
+# that event copies them from Dagster's own earlier event of the served version where there is one.
 CODE_VERSION_TAG = "dagster/code_version"
 DATA_VERSION_TAG = "dagster/data_version"
+DATA_VERSION_IS_USER_PROVIDED_TAG = "dagster/data_version_is_user_provided"
+_PROVENANCE_PREFIXES = ("dagster/input_data_version/", "dagster/input_event_pointer/")
+
+
+def is_provenance_tag(tag: str) -> bool:
+    """Whether `tag` is one of the data-version tags Dagster reads staleness from."""
+    return tag in (CODE_VERSION_TAG, DATA_VERSION_TAG, DATA_VERSION_IS_USER_PROVIDED_TAG) or \
+        tag.startswith(_PROVENANCE_PREFIXES)
 
 
 def input_event_pointer_tag(parent: str) -> str:

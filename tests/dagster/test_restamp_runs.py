@@ -1,7 +1,7 @@
 """How the re-stamp sensor cuts outstanding stamps into runs (no Spark, no Dagster run): one run per
 interval unit, set of models and contiguous range of partitions, and one for the models without
-partitions; the run's tags make it a re-stamp run of the model assets, kept out of the Runs page's
-default view."""
+partitions; the run's tags make it a re-stamp run of the model assets of one environment. No
+`dagster/backfill` tag: no backfill exists for it to link to (restamps.py)."""
 
 from __future__ import annotations
 
@@ -42,11 +42,11 @@ def test_contiguous_partitions_of_the_same_models_are_one_run_and_gaps_split_run
                             "sqlmesh_example.incremental_model"), keys[2], keys[5]),
         (IntervalUnit.DAY, ("sqlmesh_example.incremental_model",), keys[8], keys[8]),
     ]
-    assert runs[0].tags("prod") == {RESTAMP_TAG: "true", "dagster/backfill": "mesh-restamp-prod",
+    assert runs[0].tags("prod") == {RESTAMP_TAG: "true", "mesh/environment": "prod",
                                     "dagster/asset_partition_range_start": keys[2],
                                     "dagster/asset_partition_range_end": keys[5]}
     (alone,) = restamp_runs(stamper, {}, whole)  # nothing partitioned to stamp: a run without a range
     assert (alone.unit, alone.selected) == (None, tuple(whole))
-    assert alone.tags("dev") == {RESTAMP_TAG: "true", "dagster/backfill": "mesh-restamp-dev"}
+    assert alone.tags("dev") == {RESTAMP_TAG: "true", "mesh/environment": "dev"}
     assert is_restamp(runs[1].tags("prod")) and not is_restamp({"dagster/asset_partition_range_start": keys[2]})
     assert restamp_runs(stamper, {}, []) == []

@@ -1,0 +1,102 @@
+"""A version is fresh in an environment only once its views point at it, also when a run of the
+environment's own code location computed it (issue 20), through Dagster's own APIs on real Spark.
+
+Materializing never moves views, but Dagster writes the run's code version on every
+materialization, so after a change materialized in prod's location without promote_prod Dagster
+alone would call prod's partitions fresh while prod's view still returns the old rows. The
+re-stamp sensor then stamps back what prod serves (runless materializations, reported here as
+the daemon reports a sensor's asset events): the partitions read stale, the pending change, until
+promote_prod; then the re-stamp runs mark them fresh, computing nothing."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+from project_copies import edit
+from test_dagster_materialize import DAYS, RANGE, Project, _drop, _new_project
+
+from mesh_dagster.context import Context
+from mesh_dagster.dagster.versions import CODE_VERSION_TAG, DATA_VERSION_TAG
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, spark):
+    from mesh_dagster.engine.adapter import SparkEngine
+
+    p = _new_project(tmp_path_factory.mktemp("served"))
+    ctx = Context(p.root)
+    try:
+        ctx.apply(ctx.plan("prod"))  # `mesh plan --auto-apply`
+    finally:
+        ctx.close()
+    yield p
+    _drop(SparkEngine(spark), p.schema)
+
+
+def _tick(project: Project) -> tuple[list, list[dg.ExecuteInProcessResult]]:
+    """One tick of restamp_prod_sensor, handled as Dagster's daemon handles it: its asset events
+    reported (runless), its run requests launched. (events, run results)."""
+    defs = project.defs()
+    with dg.build_sensor_context(instance=project.instance, definitions=defs) as context:
+        wanted = defs.resolve_sensor_def("restamp_prod_sensor")(context)
+    if isinstance(wanted, dg.SkipReason):
+        return [], []
+    for event in wanted.asset_events:
+        project.instance.report_runless_asset_event(event)
+    runs = [project.run(tags=r.tags, asset_selection=list(r.asset_selection or [])) for r in wanted.run_requests]
+    return list(wanted.asset_events), runs
+
+
+def _columns(project: Project, view: str) -> list[str]:
+    ctx = project.context()
+    try:
+        return list(ctx.engine.columns(view))
+    finally:
+        ctx.close()
+
+
+def _served(project: Project, model: str):
+    ctx = project.context()
+    try:
+        env = ctx.state.served_environment("prod")
+        return next(s for s in env.snapshots if s.name == project.name(model))
+    finally:
+        ctx.close()
+
+
+def test_a_version_computed_in_prods_location_is_stale_until_promote_prod(project):
+    events, runs = _tick(project)
+    assert runs and all(r.success for r in runs) and events == []  # prod's data shown: nothing to stamp back
+    assert project.statuses(project.defs(), "incremental_model") == "F" * DAYS
+    old = _served(project, "incremental_model")
+    view = f"{project.schema}.incremental_model"
+
+    edit(project.root, "incremental_model", "  item_id,\n", "  item_id,\n  'z' AS new_column,\n")
+    assert project.statuses(project.defs(), "incremental_model") == "S" * DAYS  # the pending change
+    result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model")])  # no promote_prod
+    assert result.success
+    assert project.statuses(project.defs(), "incremental_model") == "F" * DAYS  # Dagster alone: the run's code
+    assert "new_column" not in _columns(project, view)  # ...while prod serves the old version
+
+    events, runs = _tick(project)
+    assert all(r.success for r in runs)
+    assert len(events) == DAYS and {e.partition for e in events} == {str(k) for k in _partitions(project)}
+    stamp = events[0]
+    assert stamp.tags[CODE_VERSION_TAG] == old.identifier and stamp.tags[DATA_VERSION_TAG] == old.version
+    assert stamp.metadata["mesh/outcome"].value == "served"
+    assert f"'prod' serves version {old.version}" in (stamp.description or "")
+    assert project.statuses(project.defs(), "incremental_model") == "S" * DAYS  # what prod serves: stale
+    assert _tick(project)[0] == []  # stamped back once
+
+    assert project.run("promote_prod").success
+    assert "new_column" in _columns(project, view)
+    events, runs = _tick(project)
+    assert events == [] and runs and all(r.success for r in runs)
+    assert project.statuses(project.defs(), "incremental_model") == "F" * DAYS  # served now: fresh
+
+
+def _partitions(project: Project) -> list[str]:
+    defs = project.defs()
+    return defs.resolve_asset_graph().get(project.key("incremental_model")).partitions_def.get_partition_keys()
