@@ -726,7 +726,23 @@ def plan_root(tmp_path: Path) -> Path:
 
 def probe_linter(tmp_path: Path) -> None:
     assert _config(tmp_path, "linter:\n  enabled: false\n")
-    refused(lambda: _config(tmp_path, "linter:\n  enabled: true\n"), "config.yaml:1:", "linter", "not supported")
+    # SQLMesh's linter is off unless enabled: its rule lists are accepted and run nothing
+    assert _config(tmp_path, "linter:\n  enabled: false\n  rules: [noselectstar]\n  warn_rules: all\n")
+    assert _config(tmp_path, "linter:\n  rules: all\n")
+    refused(lambda: _config(tmp_path, "linter:\n  rules: all\n  enabled: true\n"), "config.yaml:3:",
+            "linter.enabled", "not supported", "enabled: false")
+    refused(lambda: _config(tmp_path, "linter:\n  enabled: false\n  rulez: all\n"), "config.yaml:3:",
+            "linter.rulez", "unknown setting")
+
+
+def test_a_python_config_beside_config_yaml_is_refused_not_ignored(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "config.yaml").write_text("model_defaults:\n  dialect: spark\n")
+    (root / "config.py").write_text("from sqlmesh.core.config import Config\nconfig = Config()\n")
+    refused(lambda: load_config(root), "config.py:1:", "Python configuration", "config.yaml")
+    (root / "config.yaml").unlink()
+    refused(lambda: load_config(root), "config.py:1:", "not supported yet")
 
 
 def probe_model_defaults(tmp_path: Path) -> None:

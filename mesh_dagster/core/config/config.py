@@ -339,6 +339,10 @@ def read_config(project_dir: Path) -> ProjectConfig:
 
     All but `model_defaults.audits`, which reads like a model's audits: the project layer's
     `load_config` checks those too (`core/project/config_file.py`)."""
+    if (project_dir / "config.py").is_file():  # SQLMesh's Python config: never passed over in silence
+        raise ConfigError("A Python configuration (SQLMesh's `Config` object) is not supported yet: write its "
+                          "settings in config.yaml (gateways, model_defaults, ...) and remove config.py",
+                          "config.py", 1)
     path = find_config_file(project_dir)
     if path is None:
         raise ConfigError(f"No config.yaml found in {project_dir}. Run `mesh init spark` to create a project.")
@@ -374,11 +378,24 @@ def _describe(err: Mapping[str, Any]) -> str:
 
 
 
+_LINTER_KEYS = ("enabled", "rules", "warn_rules", "ignored_rules")  # SQLMesh's; disabled unless enabled: true
+
+
+def _linter_refusals(linter: Mapping[str, Any]) -> list[tuple[Loc, str]]:
+    """A disabled linter (SQLMesh's default) is accepted with its rule lists, which it does not run;
+    asking for linting is refused at `linter.enabled`, an unknown key at its own line."""
+    out: list[tuple[Loc, str]] = [(("linter", key), "unknown setting (SQLMesh's linter has "
+                                   f"{', '.join(_LINTER_KEYS)})") for key in linter if key not in _LINTER_KEYS]
+    if linter.get("enabled") not in (None, False):
+        out.append((("linter", "enabled"), "linting is not supported by mesh_dagster yet: set `enabled: false` "
+                                           "(the rule lists may stay; a disabled linter runs none)"))
+    return out
+
+
 def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
     """Settings that parse but that mesh_dagster cannot honour (the first one is reported)."""
     out: list[tuple[Loc, str]] = []
-    if config.linter and config.linter != {"enabled": False}:
-        out.append((("linter",), "linting is not supported by mesh_dagster yet (only `enabled: false` is accepted)"))
+    out += _linter_refusals(config.linter)
     if config.default_gateway is not None and config.default_gateway not in config.gateways:
         out.append((("default_gateway",), f"unknown gateway '{config.default_gateway}'. "
                                           f"Known: {', '.join(config.gateways) or 'none'}"))
