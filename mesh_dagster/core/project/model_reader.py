@@ -47,6 +47,7 @@ UNSUPPORTED_PROPERTIES = {
     "blueprints", "references", "grants", "project", "formatting", "ignored_rules", "validate_query",
 }
 UNSUPPORTED_KINDS = {"MANAGED", "CUSTOM"}
+JINJA_MARKERS = {"JINJA_QUERY_BEGIN", "JINJA_STATEMENT_BEGIN", "JINJA_END"}  # SQLMesh's Jinja blocks
 QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE"}
 AUDIT_PROPERTIES = {"name", "dialect", "blocking", "defaults", "skip", "standalone", "description"}
 
@@ -253,6 +254,9 @@ def _split_statements(
     while i < len(statements):
         st = statements[i]
         word = st.first_word
+        if word in JINJA_MARKERS:
+            raise ModelError(f"Jinja ({word}) is not supported by mesh_dagster yet: write the query in SQL with "
+                             "macros (@start_ds, @VAR, ...)", path, st.line)
         if word == "AUDIT" and len(st.tokens) > 1 and st.tokens[1].text == "(":
             file = read_blocks(st.text + ";" + (statements[i + 1].text if i + 1 < len(statements) else ""), path)
             (block, _), = file
@@ -373,6 +377,9 @@ def read_model_properties(entries: list[Entry], path: str, line: int, defaults: 
                              "declared_unit": defaults.interval_unit, "allow_partials": defaults.allow_partials}
     lines: dict[str, int] = {}
     deferred: dict[str, Entry] = {}
+    for entry in entries:  # first, so that a feature we lack is named before what it would change (`@name`)
+        if (entry.key or "").lower() in UNSUPPORTED_PROPERTIES:
+            raise ModelError(f"Property '{entry.key}' is not supported by mesh_dagster yet", path, entry.line)
     for entry in entries:
         key = (entry.key or "").lower()
         v = entry.value
@@ -380,8 +387,6 @@ def read_model_properties(entries: list[Entry], path: str, line: int, defaults: 
         if key in lines:
             raise ModelError(f"Property '{entry.key}' is set twice", path, entry.line)
         lines[key] = entry.line
-        if key in UNSUPPORTED_PROPERTIES:
-            raise ModelError(f"Property '{entry.key}' is not supported by mesh_dagster yet", path, entry.line)
         if key not in SUPPORTED_PROPERTIES:
             raise ModelError(f"Unknown model property '{entry.key}'", path, entry.line)
         if key in DEFERRED_PROPERTIES:
