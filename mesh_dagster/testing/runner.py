@@ -27,6 +27,7 @@ from mesh_dagster.core.errors import MeshError, UnitTestError
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.sql.renderer import RenderContext, render_query
 from mesh_dagster.core.time.dates import EPOCH, ms_to_datetime, now, to_datetime, to_end_ms
+from mesh_dagster.execution.python_evaluation import inclusive_interval, python_query
 from mesh_dagster.testing.comparison import Table, compare
 from mesh_dagster.testing.definition import ExpectedOutput, TestInput, UnitTest, load_tests, normalize_name
 from mesh_dagster.testing.fixtures import fixture_columns, fixture_select, quote
@@ -132,6 +133,8 @@ class _TestRun:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def execute(self) -> list[str]:
+        if self.model.python is not None:
+            return self._execute_python()
         if self.model.query is None:
             raise UnitTestError(f"Model {self.model.name} has no query to test ({self.model.kind.name.value} model)",
                                 self.test.path, self.test.line)
@@ -150,6 +153,28 @@ class _TestRun:
         for cte, expected in self.test.ctes.items():
             failures += self._check(f"CTE '{cte}'", _cte_query(tree, cte, self.model), expected)
         return failures
+
+    def _execute_python(self) -> list[str]:
+        """A Python model is tested as SQLMesh tests it: its function runs on the test's input rows
+        (each dependency's `resolve_table` answers a fixture view; an input not given is empty), and
+        what it returns is compared with the expected rows."""
+        if self.test.ctes:
+            raise UnitTestError(f"Test '{self.test.name}': {self.model.name} is a Python model, it has no CTEs to "
+                                "test", self.test.path, self.test.line)
+        start, end, execution_time = self._interval()
+        for name, given in self.test.inputs.items():
+            self._create_fixture(name, given)
+        for name in self.project.parents(self.model.name):
+            if name not in self.mapping:
+                self._create_empty_fixture(name)
+        variables = {**getattr(self.project, "variables", {}),
+                     **{k: v for k, v in self.test.vars.items() if k not in ("start", "end", "execution_time")}}
+        low, high = inclusive_interval(start, end)
+        with python_query(cast(Any, self.engine), self.model, dict(self.mapping), variables, low, high,
+                          execution_time) as sql:
+            if self.test.query is None:
+                return []
+            return self._check("query", cast(exp.Query, sqlglot.parse_one(sql, read=SPARK)), self.test.query)
 
     def cleanup(self) -> None:
         for view in reversed(self.views):

@@ -196,6 +196,52 @@ test_sql_error:
 """
 
 
+PY_MODEL = """
+import pandas as pd
+from mesh_dagster import model
+
+
+@model("sqlmesh_example.py_totals", kind="FULL", columns={"item_id": "int", "total": "bigint", "region": "string"},
+       depends_on=["sqlmesh_example.incremental_model"])
+def execute(context, start, end, execution_time, **kwargs):
+    rows = context.fetchdf(f"SELECT item_id, COUNT(*) AS n FROM {context.resolve_table('sqlmesh_example.incremental_model')} "
+                           "GROUP BY item_id")
+    rows["total"] = rows["n"] * 10
+    rows["region"] = context.var("region", "none")
+    return rows[["item_id", "total", "region"]]
+"""
+
+PY_TESTS = """
+test_py_totals:
+  model: sqlmesh_example.py_totals
+  inputs:
+    sqlmesh_example.incremental_model:
+      - {id: 1, item_id: 1, event_date: 2020-01-01}
+      - {id: 2, item_id: 1, event_date: 2020-01-02}
+      - {id: 3, item_id: 2, event_date: 2020-01-02}
+  outputs:
+    query:
+      - {item_id: 1, total: 20, region: eu}
+      - {item_id: 2, total: 10, region: eu}
+  vars:
+    region: eu
+
+test_py_totals_wrong:
+  model: sqlmesh_example.py_totals
+  inputs:
+    sqlmesh_example.incremental_model:
+      - {id: 1, item_id: 1, event_date: 2020-01-01}
+  outputs:
+    query:
+      - {item_id: 1, total: 99, region: none}
+
+test_py_totals_empty_input:
+  model: sqlmesh_example.py_totals
+  outputs:
+    query: []
+"""
+
+
 @pytest.fixture(scope="module")
 def project_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("unit_tests_project")
@@ -206,6 +252,8 @@ def project_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "external_models.yaml").write_text(EXTERNAL_MODELS.lstrip())
     (root / "models" / "events_model.sql").write_text(EVENTS_MODEL.lstrip())
     (root / "tests" / "test_types.yaml").write_text(TYPES_TEST.lstrip())
+    (root / "models" / "py_totals.py").write_text(PY_MODEL.lstrip())
+    (root / "tests" / "test_py.yaml").write_text(PY_TESTS.lstrip())
     return root
 
 
@@ -306,3 +354,13 @@ def test_nothing_is_written_to_the_warehouse(project, engine) -> None:
     assert set(engine.fetchall("SHOW TABLES")) == tables  # temporary views included
     assert not [t for t in tables if str(t[1]).startswith(FIXTURE_PREFIX)]
     assert ("sqlmesh_example",) not in databases
+
+
+def test_a_python_model_is_tested_on_its_input_rows(project, engine) -> None:
+    """As in SQLMesh: the function runs on the test's inputs (resolve_table answers the fixture),
+    its output is compared with the expected rows; a dependency not given is empty."""
+    result = run_one(project, engine, "test_py_totals")
+    assert result.passed, result.message
+    wrong = run_one(project, engine, "test_py_totals_wrong")
+    assert not wrong.passed and "total" in wrong.message and "99" in wrong.message
+    assert run_one(project, engine, "test_py_totals_empty_input").passed
