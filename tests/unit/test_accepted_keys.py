@@ -426,7 +426,7 @@ def test_audit_description_is_kept(tmp_path: Path) -> None:
 
 
 def test_every_external_model_key_has_a_probe() -> None:
-    assert EXTERNAL_KEYS == {"name", "columns", "description", "dialect"}
+    assert EXTERNAL_KEYS == {"name", "columns", "description", "dialect", "gateway"}
 
 
 def test_external_model_keys(tmp_path: Path) -> None:
@@ -442,6 +442,25 @@ def test_external_model_keys(tmp_path: Path) -> None:
         "ts": "TIMESTAMP_NTZ"}
     assert external("- name: raw.events\n  description: Raw events\n").models["raw.events"].description == "Raw events"
     refused(lambda: external("- name: raw.events\n  owner: jen\n"), "external_models.yaml:2:", "owner")
+
+
+def test_external_models_folder_and_gateways(tmp_path: Path) -> None:
+    """SQLMesh reads every YAML file of `external_models/` beside `external_models.yaml`, and keeps
+    an entry naming a `gateway` only for that gateway."""
+    config = CONFIG + "gateways:\n  local: {}\n  other: {}\n"
+    root = project_with(tmp_path, config=config, files={
+        "external_models.yaml": "- name: raw.top\n",
+        "external_models/a.yaml": "- name: raw.a\n  columns:\n    id: INT\n",
+        "external_models/b.yml": "- name: raw.b\n  gateway: other\n- name: raw.c\n  gateway: LOCAL\n",
+        "external_models/notes.txt": "not read",
+    })
+    local = load_project(root, use_cache=False)
+    assert {"raw.top", "raw.a", "raw.c"} <= set(local.models) and "raw.b" not in local.models
+    assert local.columns("raw.a") == {"id": "INT"}
+    other = load_project(root, gateway="other", use_cache=False)
+    assert "raw.b" in other.models and "raw.c" not in other.models
+    (root / "external_models" / "bad.yaml").write_text("- name: raw.d\n  audits: [not_null]\n")
+    refused(lambda: load_project(root, use_cache=False), "external_models/bad.yaml:2:", "audits")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -52,7 +52,8 @@ from mesh_dagster.core.time.dates import to_ms
 
 EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
 # What an external model entry may say: `columns` typed in `dialect` (Spark by default).
-EXTERNAL_MODEL_KEYS = ("name", "columns", "description", "dialect")
+EXTERNAL_MODELS_DIR = "external_models"  # a folder of YAML files, each a list of external models
+EXTERNAL_MODEL_KEYS = ("name", "columns", "description", "dialect", "gateway")
 
 
 @dataclass
@@ -154,7 +155,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
     audits = _load_audits(root)
     models, known_refs = _load_models(root, config, cache, variables)
-    for ext in _load_external_models(root):
+    for ext in _load_external_models(root, gateway or config.default_gateway or next(iter(config.gateways), None)):
         _add_model(models, ext)
     for model in models.values():
         for inline in model.inline_audits:
@@ -277,19 +278,28 @@ def _load_audits(root: Path) -> dict[str, Audit]:
     return audits
 
 
-def _load_external_models(root: Path) -> list[Model]:
-    for name in EXTERNAL_MODELS_FILES:
-        file = root / name
-        if file.is_file():
-            break
-    else:
-        return []
-    rel = relative_path(file, root)
-    text = read_text(file, rel)
-    entries = parse_yaml(text, rel) or []
-    if not isinstance(entries, list):
-        raise ModelError("external_models.yaml must be a list of `- name: schema.table` entries", rel, 1)
-    return [_external_model(entry, index, text, rel) for index, entry in enumerate(entries)]
+def _load_external_models(root: Path, gateway: str | None) -> list[Model]:
+    """The external models of the top-level file (`external_models.yaml`, ...) and of every YAML file
+    in `external_models/`, as SQLMesh reads them; an entry naming another `gateway` is left out."""
+    files = [next((root / name for name in EXTERNAL_MODELS_FILES if (root / name).is_file()), None)]
+    folder = root / EXTERNAL_MODELS_DIR
+    if folder.is_dir():
+        files += sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    models: list[Model] = []
+    for file in filter(None, files):
+        rel = relative_path(file, root)
+        text = read_text(file, rel)
+        entries = parse_yaml(text, rel) or []
+        if not isinstance(entries, list):
+            raise ModelError(f"{rel} must be a list of `- name: schema.table` entries", rel, 1)
+        models += [_external_model(entry, index, text, rel) for index, entry in enumerate(entries)
+                   if not _for_other_gateway(entry, gateway)]
+    return models
+
+
+def _for_other_gateway(entry: Any, gateway: str | None) -> bool:
+    named = entry.get("gateway") if isinstance(entry, dict) else None
+    return named is not None and str(named).lower() != (gateway or "").lower()
 
 
 def _external_model(entry: Any, index: int, text: str, rel: str) -> Model:
