@@ -60,6 +60,16 @@ def step_name(asset: ModelAsset) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", "__".join(asset.key))
 
 
+# Dagster (1.13) shows a check that a failed run planned but never evaluated as "Failed" /
+# "Execution failed", with no result: the audit of a model whose step did not run because a model it
+# reads failed (Dagster plans every check of the run's assets when the run starts, and resolves the
+# ones left without a result by the run's status alone). Said where the check shows it, so it does
+# not read as a failed audit, which always has its failing rows.
+NO_RESULT = ("No result (\"Execution failed\") means this audit gave no verdict: its model's step did not run "
+             "(a model it reads failed in that run) or failed before the audit ran; the run's log says why. "
+             "A failed audit shows its failing rows.")
+
+
 def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinition | None = None
                 ) -> list[AssetCheckSpec]:
     """One check per audit, partitioned like the model. Partitioned checks are a preview in Dagster
@@ -77,7 +87,8 @@ def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinitio
                 description=(f"{check.description}\n\n" if check.description else "")
                 + f"Audit `{check.audit}`" + (f" ({', '.join(f'{k} := {v}' for k, v in check.args)})"
                                               if check.args else "")
-                + (" — blocking: a failure stops downstream models and promotion" if check.blocking else ""),
+                + (" — blocking: a failure stops downstream models and promotion" if check.blocking else "")
+                + f"\n\n{NO_RESULT}",
                 metadata={"mesh/audit_digest": check.digest},
             )
             for check in asset.checks

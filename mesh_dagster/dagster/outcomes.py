@@ -4,7 +4,14 @@ A model that was computed (or had nothing to compute: before its start, already 
 due) yields its materialization. A model that fails yields its audits' results only, then ends its
 step with one `Failure` naming the model and the error, in one line: Dagster shows that model's
 partitions failed, and skips the steps of the models reading it (they are not evaluated, their
-partitions stay unmaterialized); every other model of the run is still evaluated.
+partitions stay unmaterialized); every other model of the run is still evaluated. The run's own
+failure line is that one line too (`RUN_EXECUTOR`).
+
+What Dagster 1.13 shows for a skipped reader without partitions (a FULL model, a seed, a view) is
+its own: "Failed", as the latest run that planned it failed without materializing it, and its
+checks "Execution failed" with no result (a check the failed run planned and never evaluated).
+Nothing is reported for them: any materialization or check verdict would be one that did not
+happen. The checks' description says what no result means (assets.NO_RESULT).
 
 Audits of partitioned models are partitioned asset checks (a Dagster 1.13 preview). Dagster
 attributes an `AssetCheckResult` to a partition only in a run for one partition key; a ranged run

@@ -7,8 +7,9 @@ The tests run in order on one server and build on each other:
    line, as `mesh plan` says it);
 2. prod shows what prod serves: the change computed in dev leaves prod's partitions stale until
    promote_prod, then they are fresh;
-3. a failing model fails its own asset (its partitions FAILED, one line, no stack trace), the model
-   reading it is not materialized, the healthy one is;
+3. a failing model fails its own asset (its partitions FAILED, one line, no stack trace, the run's
+   failure too), the model reading it is not materialized (what Dagster shows for it, and why: see
+   `_blocked_reader_shows_why`), the healthy one is;
 4. audits are checks that hold: the CLI's verdicts show as check results; a failed blocking audit
    blocks promote_dev and survives re-stamps.
 (5, git pushes: test_git_webserver.py; 6, fast and quiet: test_ui_partitions.py.)
@@ -16,6 +17,7 @@ The tests run in order on one server and build on each other:
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -27,6 +29,7 @@ from project_copies import edit, recent_example
 from test_dagster_webserver import LAUNCH_RUN, RELOAD, Dagster, _free_port
 
 from mesh_dagster.context import Context
+from mesh_dagster.dagster.assets import NO_RESULT
 
 pytestmark = pytest.mark.slow
 
@@ -48,8 +51,14 @@ NODES = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) {
 STALE = """query($keys: [AssetKeyInput!], $partitions: [String!]) { assetNodes(assetKeys: $keys) {
   staleStatusByPartition(partitions: $partitions) } }"""
 STEPS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events { __typename
-  ... on MessageEvent { stepKey }
-  ... on ExecutionStepFailureEvent { errorSource error { message stack cause { message stack } } } } } } }"""
+  ... on MessageEvent { stepKey message }
+  ... on ExecutionStepFailureEvent { errorSource error { message stack cause { message stack } } }
+  ... on RunFailureEvent { error { message stack cause { message } } } } } } }"""
+LATEST = """query($keys: [AssetKeyInput!]!) { assetsLatestInfo(assetKeys: $keys) { assetKey { path }
+  latestRun { id status } latestMaterialization { runId } } }"""
+CHECKS = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { assetChecksOrError {
+  ... on AssetChecks { checks { name description executionForLatestMaterialization { runId status evaluation {
+  success } } } } } } }"""
 SENSORS = """query($loc: String!) { sensorsOrError(repositorySelector: {repositoryLocationName: $loc,
   repositoryName: "__repository__"}) { ... on Sensors { results { id name } } } }"""
 STOP_SENSOR = """mutation($id: String!) { stopSensor(id: $id) { __typename } }"""
@@ -235,14 +244,65 @@ def test_3_a_failing_model_fails_its_own_asset_only(ui):
         cause = failure["error"]["cause"]
         assert cause["stack"] == [] and cause["message"].startswith("mesh.ModelFailed: ")
         assert "boom" in cause["message"] and "\n" not in cause["message"].strip()
+        # the run's last row: Dagster's "Steps failed: [...]", then that one line, no stack trace
+        (run_failure,) = [e for e in events if e["__typename"] == "RunFailureEvent"]
+        assert run_failure["message"].endswith("Steps failed: ['sqlmesh_example__dev__incremental_model'].")
+        assert run_failure["error"] == {"message": cause["message"], "stack": [], "cause": None}, run_failure
         screenshot(ui.page(f"/runs/{run_id}"), ui.shots / "failure_run.png")
-        screenshot(ui.page("/locations/project_dev/asset-groups/sqlmesh_example__dev"), ui.shots / "failure_graph.png")
         nodes = ui.nodes("dev", "incremental_model", "full_model")
         assert nodes["incremental_model"]["assetPartitionStatuses"]["ranges"][-1]["status"] == "FAILED"
-        assert all(m["runId"] != run_id for m in nodes["full_model"]["assetMaterializations"])  # not by this run
+        _blocked_reader_shows_why(ui, run_id, events)
     finally:
         path.write_text(original)
         ui.reload("dev")
+
+
+def _blocked_reader_shows_why(ui: Truth, run_id: str, events: list[dict]) -> None:
+    """full_model (FULL: no partitions) reads the failed model: Dagster does not run its step, so it
+    is not materialized and its audit gives no verdict. What Dagster 1.13 shows for it, and why:
+    - its node says "Failed", linking the run: for an asset without partitions the UI shows the
+      latest run that planned it (every asset of a run is planned when the run starts) as failed
+      when that run failed without materializing it; a partitioned reader shows missing partitions;
+    - its check is EXECUTION_FAILED, with no evaluation: Dagster plans the checks of a run's assets
+      when the run starts and resolves one left without a result by the run's status alone (a
+      failed run: EXECUTION_FAILED; the UI says "Failed" / "Execution failed"). No verdict is
+      recorded (it would be one for an audit that did not run); the check's description, shown
+      beside it, says what no result means."""
+    reader = [e["message"] for e in events if e.get("stepKey") == "sqlmesh_example__dev__full_model"]
+    assert any(m.startswith("Dependencies for step sqlmesh_example__dev__full_model failed") for m in reader), reader
+    nodes = ui.nodes("dev", "full_model")
+    assert all(m["runId"] != run_id for m in nodes["full_model"]["assetMaterializations"])  # not by this run
+    (latest,) = ui.query(LATEST, keys=[{"path": ui.key("dev", "full_model")}])["assetsLatestInfo"]
+    assert latest["latestRun"] == {"id": run_id, "status": "FAILURE"}
+    assert (latest["latestMaterialization"] or {}).get("runId") != run_id
+    (node,) = ui.query(CHECKS, keys=[{"path": ui.key("dev", "full_model")}])["assetNodes"]
+    (check,) = node["assetChecksOrError"]["checks"]
+    execution = check["executionForLatestMaterialization"]
+    assert execution["runId"] == run_id and execution["status"] == "EXECUTION_FAILED"
+    assert execution["evaluation"] is None  # no verdict: not a failed audit (that has its failing rows)
+    assert check["description"].endswith(NO_RESULT)
+
+    graph = ui.page("/locations/project_dev/asset-groups/sqlmesh_example__dev")
+    dom = rendered_dom(graph, "full_model", "Failed")
+    (ui.shots / "failure_graph.html").write_text(dom)
+    screenshot(graph, ui.shots / "failure_graph.png")
+    assert "Failed" in node_text(dom, "sqlmesh_example__dev/full_model"), node_text(dom, "sqlmesh_example__dev/full_model")
+    checks = ui.page("/assets/sqlmesh_example__dev/full_model?view=checks")
+    said = "means this audit gave no verdict"
+    assert said in NO_RESULT
+    dom = rendered_dom(checks, "Execution failed", said)
+    assert "Execution failed" in dom and said in dom, dom[-3000:]
+    screenshot(checks, ui.shots / "failure_checks.png")
+
+
+def node_text(dom: str, asset_path: str) -> str:
+    """The text of the graph's node of asset `a/b` from its first link up to the next node's."""
+    start = dom.find(f'href="/assets/{asset_path}')
+    if start < 0:
+        return ""
+    rest = dom[start:]
+    others = [m.start() for m in re.finditer(r'href="/assets/([^"?]+)', rest) if m.group(1) != asset_path]
+    return " ".join(re.sub(r"<[^>]+>", " ", rest[:others[0]] if others else rest).split())
 
 
 def test_4_a_failed_blocking_audit_blocks_promotion_and_stays_failed(ui):
