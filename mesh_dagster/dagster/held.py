@@ -26,17 +26,24 @@ from mesh_dagster.dagster.partitions import partition_window
 
 def held_evaluations(mesh_context: Context, instance: DagsterInstance, asset: ModelAsset,
                      partitions_def: TimeWindowPartitionsDefinition | None,
-                     keys: Sequence[str]) -> list[AssetCheckEvaluation]:
+                     keys: Sequence[str], version: str | None = None) -> list[AssetCheckEvaluation]:
     """The holding verdict of each of `asset`'s audits on each partition of `keys` (partitioned),
     or on the asset (no partitions def), pointing at the latest materializations: call it after
-    the materializations were reported."""
-    if not asset.checks or not asset.version:
+    the materializations were reported.
+
+    `version`: the verdicts on the data of that version rather than the model's current one (what
+    an environment still serves, stamps.Stamper.served_events); those evaluations point at no
+    materialization, as the stamps they judge are not written yet: reported right after them,
+    Dagster takes an evaluation without a target for the latest materialization before it."""
+    judged = version or asset.version
+    if not asset.checks or not judged:
         return []
-    held = mesh_context.verdicts([(asset.name, asset.version)])
-    targets = latest_materialization_targets(instance, asset.asset_key, list(keys) if partitions_def else [None])
+    held = mesh_context.verdicts([(asset.name, judged)])
+    targets = {} if version else \
+        latest_materialization_targets(instance, asset.asset_key, list(keys) if partitions_def else [None])
     out: list[AssetCheckEvaluation] = []
     for check in asset.checks:
-        holdings = held.get((asset.name, asset.version, check.digest), [])
+        holdings = held.get((asset.name, judged, check.digest), [])
         if not holdings:
             continue
         if partitions_def is None:

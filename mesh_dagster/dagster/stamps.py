@@ -36,13 +36,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
 
-from dagster import AssetMaterialization, AssetRecordsFilter, DagsterInstance
+from dagster import AssetCheckEvaluation, AssetMaterialization, AssetRecordsFilter, DagsterInstance
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.intervals import Interval, intervals_cover
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
+from mesh_dagster.dagster.held import held_evaluations
 from mesh_dagster.dagster.partitions import keys_in, partition_window, to_ms
 from mesh_dagster.dagster.versions import (
     BUILT_ON,
@@ -182,14 +183,17 @@ class Stamper:
                 out[name] = [None]
         return out
 
-    def served_events(self, found: dict[str, list[str | None]]) -> list[AssetMaterialization]:
+    def served_events(self, found: dict[str, list[str | None]]
+                      ) -> list[AssetMaterialization | AssetCheckEvaluation]:
         """One runless materialization per partition of `found` (see `unserved_fresh`) saying what
         the environment serves there: the latest earlier event of the version it serves, again
         (its code version, data version and provenance, as Dagster wrote them), or, never recorded
         in Dagster, that version's identifier and data version; where the served version holds no
         data, only its code version, claiming no data. Either way the partition reads stale, the
-        model's current code version being another, until the environment serves it."""
-        out: list[AssetMaterialization] = []
+        model's current code version being another, until the environment serves it. After them,
+        the audit verdicts that hold on the served data, as its checks' results (held.py)."""
+        out: list[AssetMaterialization | AssetCheckEvaluation] = []
+        checks: list[AssetCheckEvaluation] = []
         for name, keys in found.items():
             asset = self.graph.assets[name]
             served = self.served_snapshots.get(name)
@@ -206,7 +210,11 @@ class Stamper:
                 else:
                     tags = {CODE_VERSION_TAG: served.identifier if served is not None else "none"}
                 out.append(self._served_event(asset, key, served, tags, key in holds))
-        return out
+            if served is not None and holds:
+                pdef = self.partitions[asset.unit] if asset.is_partitioned else None
+                checks += held_evaluations(self.context, self.instance, asset, pdef,
+                                           [k for k in keys if k is not None and k in holds], version=served.version)
+        return [*out, *checks]
 
     def _served_event(self, asset: ModelAsset, key: str | None, served: ServedSnapshot | None,
                       tags: dict[str, str], holds: bool) -> AssetMaterialization:

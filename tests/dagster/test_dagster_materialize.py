@@ -262,6 +262,14 @@ def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_compu
         # child): re-stamped against the new one, with the parent version it now stands on
         assert _restamped(project.restamp()) == {"full_model": 1}
         assert (project.statuses(defs, "incremental_model"), project.statuses(defs, "full_model")) == ("F" * DAYS, "F")
+        # ...as Dagster alone sees the run, though prod does not serve the new incremental_model: the
+        # sensor stamps back what prod serves (runless events, reported as the daemon reports them)
+        stamped, _ = _sensor_tick(project, defs)
+        assert not stamped.run_requests and {e.asset_key.path[-1] for e in stamped.asset_events} == {"incremental_model"}
+        for event in stamped.asset_events:
+            project.instance.report_runless_asset_event(event)
+        assert project.statuses(defs, "incremental_model") == "S" * DAYS  # the pending change, until promote_prod
+        assert _restamped(project.restamp()) == {"full_model": 1}  # against the data prod serves again
         assert isinstance(_sensor_tick(project, defs)[0], dg.SkipReason)  # nothing left behind
 
         # computed outside Dagster (what `mesh run` does): the new version of the parent is not stamped

@@ -5,8 +5,9 @@ Materializing never moves views, but Dagster writes the run's code version on ev
 materialization, so after a change materialized in prod's location without promote_prod Dagster
 alone would call prod's partitions fresh while prod's view still returns the old rows. The
 re-stamp sensor then stamps back what prod serves (runless materializations, reported here as
-the daemon reports a sensor's asset events): the partitions read stale, the pending change, until
-promote_prod; then the re-stamp runs mark them fresh, computing nothing."""
+the daemon reports a sensor's asset events), with the audit verdicts that hold on that data: the
+partitions read stale, the pending change, until promote_prod; then the re-stamp runs mark them
+fresh, computing nothing."""
 
 from __future__ import annotations
 
@@ -70,31 +71,48 @@ def test_a_version_computed_in_prods_location_is_stale_until_promote_prod(projec
     events, runs = _tick(project)
     assert runs and all(r.success for r in runs) and events == []  # prod's data shown: nothing to stamp back
     assert project.statuses(project.defs(), "incremental_model") == "F" * DAYS
-    old = _served(project, "incremental_model")
+    old, old_full = _served(project, "incremental_model"), _served(project, "full_model")
     view = f"{project.schema}.incremental_model"
 
     edit(project.root, "incremental_model", "  item_id,\n", "  item_id,\n  'z' AS new_column,\n")
+    edit(project.root, "full_model", "  item_id,\n", "  item_id,\n  'y' AS other_column,\n")
     assert project.statuses(project.defs(), "incremental_model") == "S" * DAYS  # the pending change
-    result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model")])  # no promote_prod
-    assert result.success
-    assert project.statuses(project.defs(), "incremental_model") == "F" * DAYS  # Dagster alone: the run's code
+    result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model"), project.key("full_model")])
+    assert result.success  # computed in prod's location, without promote_prod
+    defs = project.defs()
+    # Dagster alone: the run's code version, fresh...
+    assert project.statuses(defs, "incremental_model") == "F" * DAYS and project.statuses(defs, "full_model") == "F"
     assert "new_column" not in _columns(project, view)  # ...while prod serves the old version
 
     events, runs = _tick(project)
     assert all(r.success for r in runs)
-    assert len(events) == DAYS and {e.partition for e in events} == {str(k) for k in _partitions(project)}
-    stamp = events[0]
+    stamps = [e for e in events if isinstance(e, dg.AssetMaterialization)]
+    by_model = {e.asset_key.path[-1]: [] for e in stamps}
+    for e in stamps:
+        by_model[e.asset_key.path[-1]].append(e)
+    assert {m: len(v) for m, v in by_model.items()} == {"incremental_model": DAYS, "full_model": 1}
+    assert {e.partition for e in by_model["incremental_model"]} == set(_partitions(project))
+    stamp = by_model["incremental_model"][0]
     assert stamp.tags[CODE_VERSION_TAG] == old.identifier and stamp.tags[DATA_VERSION_TAG] == old.version
     assert stamp.metadata["mesh/outcome"].value == "served"
     assert f"'prod' serves version {old.version}" in (stamp.description or "")
-    assert project.statuses(project.defs(), "incremental_model") == "S" * DAYS  # what prod serves: stale
+    (full,) = by_model["full_model"]
+    assert (full.partition, full.tags[CODE_VERSION_TAG]) == (None, old_full.identifier)
+    (check,) = [e for e in events if isinstance(e, dg.AssetCheckEvaluation)]  # the verdict on what prod serves
+    assert check.passed and check.asset_key == project.key("full_model") and events[-1] is check
+    assert " by apply at " in check.metadata["audited"].value
+    defs = project.defs()
+    assert project.statuses(defs, "incremental_model") == "S" * DAYS  # what prod serves: stale
+    assert project.statuses(defs, "full_model") == "S"
     assert _tick(project)[0] == []  # stamped back once
 
     assert project.run("promote_prod").success
     assert "new_column" in _columns(project, view)
     events, runs = _tick(project)
     assert events == [] and runs and all(r.success for r in runs)
-    assert project.statuses(project.defs(), "incremental_model") == "F" * DAYS  # served now: fresh
+    defs = project.defs()
+    assert project.statuses(defs, "incremental_model") == "F" * DAYS  # served now: fresh
+    assert project.statuses(defs, "full_model") == "F"
 
 
 def _partitions(project: Project) -> list[str]:
