@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict
 from mesh_dagster.core.config.files import read_text
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.user import USER_MACROS_PACKAGE
+from mesh_dagster.core.models import sqlmesh_names
 from mesh_dagster.core.models.definition import relative_path
 
 USER_MODELS_PACKAGE = "mesh_user_models"
@@ -81,6 +82,7 @@ def run_env(env: dict[str, Executable], file: Path | None = None) -> dict[str, A
 
     `file` becomes `__file__`: code that finds files beside it (`Path(__file__).parent`) looks in
     the project it runs for."""
+    sqlmesh_names.install()  # stored imports may name SQLMesh's modules (`from sqlmesh.utils.date import to_ds`)
     namespace: dict[str, Any] = {"__name__": ENV_MODULE, "__builtins__": builtins}
     if file is not None:
         namespace["__file__"] = str(file)
@@ -191,6 +193,19 @@ class EnvBuilder:
                              f"{origin[0]}:{origin[1]}): rename one", path, line)
         return False
 
+    def _own(self, module_name: str) -> bool:
+        """Whether a module is project code: a user package (macros/, model files) or a module found
+        under the project root, which SQLMesh puts on the import path (`from helper import fmt`):
+        its code is stored with the model like the model file's own, so an edit to it is a change."""
+        if is_user_module(module_name):
+            return True
+        file = getattr(sys.modules.get(module_name), "__file__", None)
+        if not file:
+            return False
+        path, root = Path(file).resolve(), self.root.resolve()
+        return path.is_relative_to(root) and not path.is_relative_to(root / ".mesh") and \
+            "site-packages" not in path.parts
+
     def _put(self, name: str, piece: Executable) -> None:
         self.env[name] = piece
 
@@ -219,15 +234,15 @@ class EnvBuilder:
             # Inside a folder of the project imported as a package (macros/, signals/), files import
             # each other relatively (core/config/user_modules.py): what they import is project code, stored.
             module = _relative_module(node, source.module)
-            if module is None or not is_user_module(module):
+            if module is None or not self._own(module):
                 raise ModelError("Relative imports cannot be used by Python models: import from installed packages, "
                                  "or define the helper in the model's file", source.path, node.lineno)
             self._add_from_project(name, alias.name, module, source, node.lineno)
             return
-        if isinstance(value, types.ModuleType) and is_user_module(value.__name__):
+        if isinstance(value, types.ModuleType) and self._own(value.__name__):
             raise ModelError(f"'{name}' is a module of the project: import the functions the model uses from it "
                              "by name (`from module import helper`)", source.path, node.lineno)
-        if isinstance(node, ast.ImportFrom) and node.module and is_user_module(node.module):
+        if isinstance(node, ast.ImportFrom) and node.module and self._own(node.module):
             self._add_from_project(name, alias.name, node.module, source, node.lineno)
             return
         text = ast.unparse(ast.Import(names=[alias]) if isinstance(node, ast.Import)
@@ -269,11 +284,11 @@ class EnvBuilder:
         """A global bound by code the loader cannot read statically (inside an `if`/`try`):
         stored from its live value when that can be written back as code."""
         if isinstance(value, types.ModuleType):
-            if is_user_module(value.__name__):
+            if self._own(value.__name__):
                 raise ModelError(f"'{name}' is a module of the project: import the functions the model uses "
                                  "from it by name", source.path, line)
             text = f"import {value.__name__}" if value.__name__ == name else f"import {value.__name__} as {name}"
-        elif (inspect.isfunction(value) or inspect.isclass(value)) and not is_user_module(value.__module__):
+        elif (inspect.isfunction(value) or inspect.isclass(value)) and not self._own(value.__module__):
             if not _importable(value):
                 raise ModelError(f"'{name}' cannot be imported by name from {value.__module__}", source.path, line)
             text = f"from {value.__module__} import {value.__qualname__}"

@@ -42,6 +42,7 @@ from mesh_dagster.core.models.seeds import SeedFile, check_seed
 from mesh_dagster.core.project.audits import check_audit_refs, is_known_audit
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.dag import DAG, CycleError
+from mesh_dagster.core.project.import_path import use_project_root
 from mesh_dagster.core.project.model_reader import default_audit_refs, read_audit_file, read_model_file
 from mesh_dagster.core.project.python_model_reader import read_python_model_files
 from mesh_dagster.core.project.signals import SignalRegistry, check_signals, load_signals
@@ -150,6 +151,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     config = load_config(root)
     config.gateway(gateway)  # validates the gateway name
     variables = config.variables_for(gateway)
+    use_project_root(root)  # before any of its Python files is imported
     macros = load_macros(root / "macros")
     signals = load_signals(root / "signals")
     cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
