@@ -118,3 +118,23 @@ def test_a_version_computed_in_prods_location_is_stale_until_promote_prod(projec
 def _partitions(project: Project) -> list[str]:
     defs = project.defs()
     return defs.resolve_asset_graph().get(project.key("incremental_model")).partitions_def.get_partition_keys()
+
+
+def test_an_environment_serving_nothing_yet_claims_no_data(tmp_path, spark, engine):
+    """Prod not applied yet: what a run of its location computed is stamped back as serving nothing
+    there (no data version claimed), stale until promote_prod."""
+    fresh = _new_project(tmp_path)
+    try:
+        result = fresh.run(tags=RANGE, asset_selection=[fresh.key("seed_model"), fresh.key("incremental_model")])
+        assert result.success
+        assert fresh.statuses(fresh.defs(), "incremental_model") == "F" * DAYS  # Dagster alone
+        events, runs = _tick(fresh)
+        assert runs == [] and {e.asset_key.path[-1] for e in events} == {"seed_model", "incremental_model"}
+        assert len(events) == DAYS + 1
+        for event in events:
+            assert event.tags == {CODE_VERSION_TAG: "none"}  # no data version: prod serves none
+            assert event.metadata["mesh/version"].value == "" and "'prod' serves no data here" in event.description
+        assert fresh.statuses(fresh.defs(), "incremental_model") == "S" * DAYS
+        assert fresh.statuses(fresh.defs(), "seed_model") == "S"
+    finally:
+        _drop(engine, fresh.schema)
