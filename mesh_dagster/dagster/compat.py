@@ -39,8 +39,6 @@ fallback when it is gone.
   and `scope`.
 - `check_outputs`: the output each asset check of a multi-asset yields (the undocumented
   `AssetsDefinition.check_specs_by_output_name`).
-- `BACKFILL_TAG`: a run tagged as belonging to a backfill that does not exist is left out of the
-  Runs page's default view (re-stamp runs, restamps.py).
 - `RELOAD_LOCATION`: the webserver's GraphQL mutation behind the UI's "Reload" (ui_watch.py), as
   Dagster's own GraphQL client sends it.
 - `one_line_failures`: the run's failure (RUN_FAILURE) shows the error of its first failed step
@@ -131,7 +129,6 @@ INTERNALS: dict[str, str] = {
     "resolve_asset_spec_update_kwargs_to_mapping": "dagster.components.resolved.core_models's (model=, context=)",
     "ResolutionContext.at_path/with_scope/scope": "a resolution context below a key, with more template variables",
     "AssetsDefinition.check_specs_by_output_name": "output name -> AssetCheckSpec of a multi-asset's checks",
-    "dagster/backfill": "a run with this tag is left out of the Runs page's default view",
     "reloadRepositoryLocation": "the webserver's GraphQL mutation reloading a code location by name",
     "ExecutorDefinition.config_schema/get_requirements": "an executor definition's config schema and "
     "requirements function, reused by mesh's executor as the in-process executor's",
@@ -324,15 +321,13 @@ def translated_spec(resolver: Any, spec: AssetSpec, variables: Mapping[str, Any]
     return resolver.get_asset_spec(spec, variables)
 
 
-# -- asset checks, run tags, GraphQL --------------------------------------------------------------
+# -- asset checks, GraphQL --------------------------------------------------------------------
 
 
 def check_outputs(assets_def: AssetsDefinition) -> dict[AssetCheckKey, str]:
     """The output of a multi-asset that each of its checks yields."""
     return {spec.key: name for name, spec in assets_def.check_specs_by_output_name.items()}
 
-
-BACKFILL_TAG = "dagster/backfill"  # Dagster's: the Runs page's default view leaves such runs out
 
 RELOAD_LOCATION = """mutation($name: String!) { reloadRepositoryLocation(repositoryLocationName: $name) {
   __typename } }"""

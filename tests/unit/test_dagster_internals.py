@@ -215,13 +215,6 @@ def _check_outputs(tmp_path, monkeypatch):
     assert set(outputs.values()) <= set(a.node_def.output_dict)
 
 
-@check("dagster/backfill")
-def _backfill_tag(tmp_path, monkeypatch):
-    from dagster._core.storage.tags import BACKFILL_ID_TAG
-
-    assert BACKFILL_ID_TAG == compat.BACKFILL_TAG, f"the tag is now {BACKFILL_ID_TAG!r}"
-
-
 @check("reloadRepositoryLocation")
 def _reload_location(tmp_path, monkeypatch):
     from dagster_graphql.schema import create_schema
