@@ -127,14 +127,16 @@ class MeshTranslator:
         return f"{pending}\n\n{own}" if pending else own
 
     def get_kinds(self, asset: ModelAsset) -> set[str]:
-        """The tags the graph and the catalog show on every asset: the plan's change to the model
-        and what it recomputes and reuses (e.g. `non-breaking`, `recompute-7`; `indirect-non-breaking`,
-        `reuse-7`), then the model kind, python for a Python model, and the engine (Dagster accepts
-        at most ten)."""
+        """The tags the graph and the catalog show on every asset: the engine, python for a Python
+        model, and either the plan's change to the model with what it recomputes and reuses (e.g.
+        `non-breaking`, `recompute-7`; `indirect-non-breaking`, `reuse-7`) or, with nothing pending,
+        the model kind. Not both: a graph node has room for one row of about three tags, and more
+        spill under the next node; the kind stays in the `mesh/kind` tag and the description."""
         if asset.is_external:
             return {"spark"}
         model = asset.model
-        return {*plan_kinds(asset), "spark", model.kind.name.value.lower(), *(["python"] if model.is_python else [])}
+        shown = plan_kinds(asset) or [model.kind.name.value.lower()]
+        return {*shown, "spark", *(["python"] if model.is_python else [])}
 
     def get_tags(self, asset: ModelAsset) -> dict[str, str]:
         """The model's tags as labels (key = the tag, value empty) to filter assets by, plus its kind."""

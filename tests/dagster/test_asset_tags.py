@@ -48,13 +48,14 @@ def test_long_tags_are_cut_to_what_dagster_accepts(graph):
     assert "t" * 63 in tags and "finance" in tags
 
 
-def test_kinds_are_spark_the_model_kind_and_the_plan(graph):
-    """Nothing is built yet: every model is new to prod, with its intervals to compute."""
+def test_kinds_are_spark_and_the_plan_or_the_model_kind(graph):
+    """Nothing is built yet: every model is new to prod, with its intervals to compute; the plan
+    takes the kind's place on the node (one row of tags), the kind stays in `mesh/kind`."""
     kinds = {k: graph.get(dg.AssetKey(["s", k])).kinds for k in ("a", "b", "c")}
     assert {k: v - {n for n in v if n.startswith("recompute-")} for k, v in kinds.items()} == {
-        "a": {"spark", "full", "added"}, "b": {"spark", "incremental_by_time_range", "added"},
-        "c": {"spark", "view", "added"}}
+        "a": {"spark", "added"}, "b": {"spark", "added"}, "c": {"spark", "added"}}
     assert kinds["c"] >= {"recompute-1"}  # a view: built once
+    assert graph.get(dg.AssetKey(["s", "b"])).tags["mesh/kind"] == "INCREMENTAL_BY_TIME_RANGE"
 
 
 def test_assets_can_be_selected_by_a_model_tag(tmp_path):
