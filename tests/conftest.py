@@ -15,6 +15,7 @@ from tests import jvm_startup, system_packages  # noqa: E402 - needs the reposit
 # missing from this list (or a stale entry) changes nothing but the balance.
 FIRST = (
     "tests/cli/test_kill_points.py",
+    "tests/dagster/test_dagster_truth.py",
     "tests/cli/test_interrupted_backfill.py",
     "tests/dagster/test_git_webserver.py",
     "tests/cli/test_selectors_cli.py",
@@ -23,6 +24,7 @@ FIRST = (
     "tests/team/test_team_metastore.py",
     "tests/team/test_team_cluster.py",
     "tests/dagster/test_ui_partitions.py",
+    "tests/dagster/test_served_webserver.py",
     "tests/dagster/test_component.py",
     "tests/dagster/test_instance_postgres.py",
     "tests/dagster/test_run_status.py",
