@@ -209,7 +209,8 @@ def _remote_session(conn: SparkConnectionConfig) -> SparkSession:
             f"Cannot connect to Spark Connect at {url}: {reason}. Is the server running? "
             "Check `remote:` in config.yaml (or start one with `mesh spark start`)"
         )
-    spark = SparkSession.builder.remote(conn.remote).getOrCreate()  # no request sent yet
+    with _without_ipython():
+        spark = SparkSession.builder.remote(conn.remote).getOrCreate()  # no request sent yet
     patient = spark.client.get_retry_policies()
     try:
         fail_fast(spark, retries=PROBE_RETRIES)
@@ -231,6 +232,23 @@ def _remote_session(conn: SparkConnectionConfig) -> SparkSession:
     spark.client.set_retry_policies(patient)  # a cluster may restart mid-run: PySpark's patience
     _WATCHED[(host, port)] = ("the Spark Connect server of `remote:`", "Check that it runs, then re-run")
     return spark
+
+
+@contextmanager
+def _without_ipython() -> Iterator[None]:
+    """PySpark's Connect client imports IPython, when it is installed, for one thing: the terminal
+    width of its own progress bar, which we do not show (it falls back to 80 columns). That import
+    costs every `mesh` process on a Connect server about half a second, so it is refused while the
+    client loads (nothing else imports then); a later `import IPython` works as usual."""
+    if "IPython" in sys.modules:
+        yield
+        return
+    sys.modules["IPython"] = None  # type: ignore[assignment]  # `import IPython` raises ImportError
+    try:
+        yield
+    finally:
+        if sys.modules.get("IPython", 0) is None:
+            del sys.modules["IPython"]
 
 
 def fail_fast(session: SparkSession | ConnectSession, retries: int = CLIENT_RETRIES) -> None:
