@@ -219,13 +219,14 @@ class Stamper:
     def _served_event(self, asset: ModelAsset, key: str | None, served: ServedSnapshot | None,
                       tags: dict[str, str], holds: bool) -> AssetMaterialization:
         env = self.graph.environment
-        what = f"version {served.version} ({served.table_name})" if served is not None and holds else "no data here"
+        data = served if holds else None  # what the partition shows, if the served version holds data there
+        what = f"version {data.version} ({data.table_name})" if data is not None else "no data here"
         return AssetMaterialization(
             asset_key=asset.asset_key, partition=key, tags=tags,
             description=f"'{env}' serves {what}: version {asset.version}, computed by a run of this code location, "
                         f"is not served until promote_{env} points the views at it",
-            metadata={"mesh/outcome": "served", "mesh/version": served.version if served is not None and holds else "",
-                      "mesh/physical_table": (served.table_name or "") if served is not None and holds else "",
+            metadata={"mesh/outcome": "served", "mesh/version": data.version if data is not None else "",
+                      "mesh/physical_table": (data.table_name or "") if data is not None else "",
                       "mesh/not_served": asset.version or ""})
 
     def _served_keys(self, asset: ModelAsset, served: ServedSnapshot | None,
