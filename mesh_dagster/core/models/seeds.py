@@ -153,9 +153,8 @@ class _Inferred:
 
 
 def _is_pandas_float(text: str) -> bool:
-    lowered = text.lower()
-    return lowered in {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"} or \
-        bool(re.fullmatch(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", text))
+    """A decimal number or an infinity (a NaN text is a missing value, counted before this)."""
+    return text.lower() in _FLOAT_SPECIAL - {"nan"} or bool(_DECIMAL.fullmatch(text))
 
 
 def _rows(text: str, settings: dict, shown: str) -> Iterator[tuple[int, list[str]]]:
