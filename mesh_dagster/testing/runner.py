@@ -167,10 +167,8 @@ class _TestRun:
         for name in self.project.parents(self.model.name):
             if name not in self.mapping:
                 self._create_empty_fixture(name)
-        variables = {**getattr(self.project, "variables", {}),
-                     **{k: v for k, v in self.test.vars.items() if k not in ("start", "end", "execution_time")}}
         low, high = inclusive_interval(start, end)
-        with python_query(cast(Any, self.engine), self.model, dict(self.mapping), variables, low, high,
+        with python_query(cast(Any, self.engine), self.model, dict(self.mapping), self._variables(), low, high,
                           execution_time) as sql:
             if self.test.query is None:
                 return []
@@ -203,8 +201,6 @@ class _TestRun:
     def _context(self, start: datetime, end: datetime, execution_time: datetime, mapped: bool) -> RenderContext:
         embedded = {name: m for name, m in self.project.models.items()
                     if m.kind.is_inlined and name not in self.mapping}
-        variables = {**getattr(self.project, "variables", {}),
-                     **{k: v for k, v in self.test.vars.items() if k not in ("start", "end", "execution_time")}}
         return RenderContext(
             start=start,
             end=end,
@@ -212,11 +208,16 @@ class _TestRun:
             runtime_stage=RUNTIME_STAGE,
             table_mapping=dict(self.mapping) if mapped else {},
             this_model=self.mapping.get(self.model.name, self.model.name) if mapped else self.model.name,
-            variables=variables,
+            variables=self._variables(),
             schemas=dict(self.schemas),
             embedded=embedded,
             gateway=getattr(self.project, "gateway", None),
         )
+
+    def _variables(self) -> dict[str, Any]:
+        """The project's variables with the test's `vars` (but its interval bounds) over them."""
+        return {**getattr(self.project, "variables", {}),
+                **{k: v for k, v in self.test.vars.items() if k not in ("start", "end", "execution_time")}}
 
     def _unmapped_references(self, tree: exp.Expr) -> list[str]:
         """Project models the query reads for which the test gave no input."""
