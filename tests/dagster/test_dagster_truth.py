@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from datetime import date, timedelta
 
 import pytest
@@ -150,15 +149,6 @@ def ui(tmp_path_factory):
         stop_server(project / ".mesh")
 
 
-def _wait(predicate, timeout: float = 120, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_0_what_the_cli_applied_shows_materialized_with_its_audit(ui):
     """The re-stamp sensor's first tick (before the fixture stopped it) or ours shows it."""
     assert set(ui.restamp_env("prod")) <= {"SUCCESS"}
@@ -169,7 +159,7 @@ def test_0_what_the_cli_applied_shows_materialized_with_its_audit(ui):
             nodes["incremental_model"]["assetPartitionStatuses"]["ranges"][:1] == [
                 {"status": "MATERIALIZED", "startKey": PARTITIONS[0], "endKey": PARTITIONS[-1]}]
 
-    _wait(shown, what="prod's data in Dagster")
+    ui.until(shown, "prod's data in Dagster", 120)
     nodes = ui.nodes("prod", "seed_model", "incremental_model", "full_model")
     assert nodes["incremental_model"]["assetPartitionStatuses"]["ranges"] == [
         {"status": "MATERIALIZED", "startKey": PARTITIONS[0], "endKey": PARTITIONS[-1]}]
@@ -223,8 +213,8 @@ def test_2_prod_is_fresh_only_once_prod_serves_the_change(ui):
     run_id, status = ui.run("prod", "promote_prod")
     assert status == "SUCCESS", ui.failure(run_id)
     # mesh ui reloads prod's location (it serves something new): no pending change left on it
-    _wait(lambda: "non-breaking" not in ui.nodes("prod", "incremental_model")["incremental_model"]["kinds"],
-          what="prod's location to show the promoted plan")
+    ui.until(lambda: "non-breaking" not in ui.nodes("prod", "incremental_model")["incremental_model"]["kinds"],
+             "prod's location to show the promoted plan", 120)
     assert set(ui.restamp_env("prod")) == {"SUCCESS"}
     assert ui.stale_partitions("prod", "incremental_model") == "F" * DAYS
 

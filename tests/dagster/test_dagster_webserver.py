@@ -79,6 +79,15 @@ class Dagster:
         assert result["__typename"] == "LaunchRunSuccess", result
         return result["run"]["runId"]
 
+    def until(self, predicate, what: str, timeout: float) -> None:
+        """Poll `predicate` until it holds; past `timeout`, fail naming `what`, with the log's tail."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(2)
+        raise AssertionError(f"timed out waiting for {what}\n{self.log.read_text()[-3000:]}")
+
     def wait_run(self, run_id: str, timeout: float = 600) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

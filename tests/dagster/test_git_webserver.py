@@ -68,15 +68,6 @@ def sensor_run(dagster: Dagster, branch: str, sha: str, timeout: float = 600) ->
     raise AssertionError(f"no finished git_plan run for {branch}@{sha}:\n{dagster.log.read_text()[-3000:]}")
 
 
-def _wait_for(predicate, what: str, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def pending_prod_plan(project: Path, sha: str) -> str:
     records = [r for r in Context(project).plan_records("prod") if r.git_commit == sha]
     assert [r.status.value for r in records] == ["pending"], records
@@ -148,7 +139,7 @@ def test_git_pushes_through_the_webserver(tmp_path):
         # (mesh ui reloads it), from its branch's commit: nothing pending
         assert "project_pushed" in {e["name"] for e in server.query(LOCATIONS)["workspaceOrError"]["locationEntries"]}
         feature = [{"path": ["sqlmesh_example__feature_new_col", "incremental_model"]}]
-        _wait_for(lambda: server.query(KINDS, keys=feature)["assetNodes"], "the feature branch's assets")
+        server.until(lambda: server.query(KINDS, keys=feature)["assetNodes"], "the feature branch's assets", 180)
         (feature_node,) = server.query(KINDS, keys=feature)["assetNodes"]
         assert not feature_node["description"].startswith("Pending")
 
@@ -166,7 +157,7 @@ def test_git_pushes_through_the_webserver(tmp_path):
             (node,) = server.query(KINDS, keys=[{"path": ["sqlmesh_example", "incremental_model"]}])["assetNodes"]
             return not node["description"].startswith("Pending") and "non-breaking" not in node["kinds"]
 
-        _wait_for(prod_shows_the_deployed_commit, "prod's location to load the deployed commit")
+        server.until(prod_shows_the_deployed_commit, "prod's location to load the deployed commit", 180)
     finally:
         server.stop()
         from mesh_dagster.engine.connect_server import stop_server

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from project_copies import edit, recent_example
@@ -23,15 +22,6 @@ pytestmark = pytest.mark.slow
 RANGE = {"dagster/asset_partition_range_start": PARTITIONS[0], "dagster/asset_partition_range_end": PARTITIONS[-1]}
 LATEST = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { assetMaterializations(limit: 1) {
   runId metadataEntries { label ... on TextMetadataEntry { text } } } } }"""
-
-
-def _until(predicate, timeout: float, what: str, log) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(3)
-    raise AssertionError(f"timed out waiting for {what}\n{log.read_text()[-3000:]}")
 
 
 def _latest_outcome(server: Dagster) -> tuple[str, str]:
@@ -55,7 +45,7 @@ def test_a_change_materialized_in_prods_location_is_stale_until_promote_prod(tmp
     server = Dagster(project, _free_port(), tmp_path / "dagster.log")
     try:
         server.wait_loaded()
-        _until(lambda: server.stale("incremental_model") == "F" * DAYS, 300, "prod's data shown", server.log)
+        server.until(lambda: server.stale("incremental_model") == "F" * DAYS, "prod's data shown", 300)
 
         edit(project, "incremental_model", "  item_id,\n", "  item_id,\n  'z' AS new_column,\n")
         server.query(RELOAD, name="project_prod")
@@ -69,7 +59,7 @@ def test_a_change_materialized_in_prods_location_is_stale_until_promote_prod(tmp
         assert server.wait_run(run_id) == "SUCCESS", server.failure(run_id)
 
         # the daemon's tick of restamp_prod_sensor stamps back what prod serves: stale, not fresh
-        _until(lambda: _latest_outcome(server)[1] == "served", 180, "the stamp-back", server.log)
+        server.until(lambda: _latest_outcome(server)[1] == "served", "the stamp-back", 180)
         assert server.stale("incremental_model") == "S" * DAYS
         assert "new_column" not in _prod_columns(project)  # what prod's view returns
 
@@ -77,8 +67,7 @@ def test_a_change_materialized_in_prods_location_is_stale_until_promote_prod(tmp
         assert server.wait_run(promoted) == "SUCCESS", server.failure(promoted)
         assert "new_column" in _prod_columns(project)
         # mesh ui reloads prod's location, the sensor's re-stamp run marks the served version fresh
-        _until(lambda: server.stale("incremental_model") == "F" * DAYS, 300, "fresh after promote_prod",
-               server.log)
+        server.until(lambda: server.stale("incremental_model") == "F" * DAYS, "fresh after promote_prod", 300)
         assert _latest_outcome(server)[1] == "restamped"
     finally:
         server.stop()
