@@ -11,13 +11,13 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from mesh_dagster.core.config.names import IDENTIFIER, TEMP_PREFIX
+from mesh_dagster.core.config.names import COLUMN, COLUMN_RULE, TEMP_PREFIX
 from mesh_dagster.core.errors import EngineError
 
 
 def quote_identifier(name: str) -> str:
-    if not IDENTIFIER.fullmatch(name or ""):
-        raise EngineError(f"Invalid identifier {name!r}: only letters, digits and underscores are allowed")
+    if not COLUMN.fullmatch(name or ""):  # names of schemas and tables were held to IDENTIFIER at load
+        raise EngineError(f"Invalid identifier {name!r}: {COLUMN_RULE}")
     return f"`{name}`"
 
 

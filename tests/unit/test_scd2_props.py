@@ -146,7 +146,7 @@ def test_missing_or_contradicting_properties_are_refused_at_the_kind(tmp_path: P
     ("SCD_TYPE_2 (unique_key id, time_data_type DATE)", "time_data_type must be a timestamp type"),
     ("SCD_TYPE_2 (unique_key id, time_data_type NOPE)", "time_data_type: unknown type 'NOPE'"),
     ("SCD_TYPE_2 (unique_key id, batch_size 0)", "batch_size must be at least 1, got 0"),
-    ("SCD_TYPE_2 (unique_key id, valid_from_name 'my from')", "valid_from_name 'my from' is not supported"),
+    ("SCD_TYPE_2 (unique_key id, valid_from_name 'my.from')", "valid_from_name 'my.from' is not supported"),
     ("SCD_TYPE_2 (unique_key id, batch_concurrency 2)", "batch_concurrency cannot be set for SCD_TYPE_2 models"),
     ("SCD_TYPE_2 (unique_key id, lookback 1)", "lookback cannot be set for SCD_TYPE_2 models"),
     ("SCD_TYPE_2 (unique_key id, time_column ds)", "Unknown property 'time_column' for kind SCD_TYPE_2_BY_TIME"),

@@ -131,5 +131,8 @@ def test_rows_of_empty_fields_are_rows_and_blank_lines_are_not(tmp_path: Path) -
 def test_undeclared_header_names_must_be_column_names(tmp_path: Path) -> None:
     root = write_project(tmp_path / "h", {"models/seed.sql": "MODEL (name s.seed, kind SEED (path '../seeds/s.csv'));\n"})
     (root / "seeds").mkdir()
-    (root / "seeds" / "s.csv").write_text("id,order date\n1,2020-01-01\n")
-    assert refusal(root) == "seeds/s.csv:1: Column name 'order date' is not supported: use letters, digits and underscores only"
+    (root / "seeds" / "s.csv").write_text("id,order.date\n1,2020-01-01\n")
+    assert refusal(root) == ("seeds/s.csv:1: Column name 'order.date' is not supported: use letters, digits and "
+                             "underscores (words may be separated by spaces or hyphens)")
+    (root / "seeds" / "s.csv").write_text("id,order date,ship-to\n1,2020-01-01,x\n")  # as SQLMesh projects name them
+    assert load_project(root, use_cache=False).seeds["s.seed"].header == ["id", "order date", "ship-to"]

@@ -17,6 +17,13 @@ from collections.abc import Iterable
 from mesh_dagster.core.errors import PlanError
 
 IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
+# Column names may also be words separated by spaces or hyphens (`"country code"`, as SQLMesh
+# projects write them): Spark 4 keeps such names in Parquet files, partition paths and the
+# metastore's table schema (verified on Spark 4.3), and every statement we generate quotes them.
+# Anything else (dots, quotes, `=`, `/`, control characters) would be misread in partition paths
+# or in DESCRIBE output, so it stays refused.
+COLUMN = re.compile(r"[A-Za-z0-9_]+(?:[ -]+[A-Za-z0-9_]+)*")
+COLUMN_RULE = "use letters, digits and underscores (words may be separated by spaces or hyphens)"
 # The Hive metastore stores schema names in DBS.NAME VARCHAR(128) (hive-metastore 2.3's
 # package.jdo, the schema Spark's embedded Derby and a Postgres-backed metastore both use); a
 # 129-character name fails inside CREATE SCHEMA, i.e. in the middle of an apply.
@@ -36,11 +43,19 @@ def unquote(part: str) -> str:
     return part
 
 
-def check_identifier(name: str, what: str = "Column name") -> str:
-    """`name` without quotes, lower case; ValueError when Spark or the metastore cannot hold it."""
+def check_identifier(name: str, what: str) -> str:
+    """A schema or table name part without quotes, lower case; ValueError when the metastore cannot hold it."""
     bare = unquote(name)
     if not IDENTIFIER.fullmatch(bare):
         raise ValueError(f"{what} '{bare}' is not supported: use letters, digits and underscores only")
+    return bare.lower()
+
+
+def check_column(name: str, what: str = "Column name") -> str:
+    """A column name without quotes, lower case; ValueError when it is not one we can quote everywhere."""
+    bare = unquote(name)
+    if not COLUMN.fullmatch(bare):
+        raise ValueError(f"{what} '{bare}' is not supported: {COLUMN_RULE}")
     return bare.lower()
 
 

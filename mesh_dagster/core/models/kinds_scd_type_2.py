@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from mesh_dagster.core.config.names import IDENTIFIER, unquote
+from mesh_dagster.core.config.names import COLUMN, unquote
 from mesh_dagster.core.config.types import to_spark_type
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.models.definition import Entry, Value
@@ -26,7 +26,7 @@ def _column_list(key: str) -> PropertyReader:
         if not names or not all(name.strip() for name in names):
             raise ModelError(f"{key} names no column", path, value.line)
         for name in names:
-            if not IDENTIFIER.fullmatch(unquote(name)):
+            if not COLUMN.fullmatch(unquote(name)):
                 raise ModelError(f"{key} must name output columns of the query; '{name}' is not a column name "
                                  "(expressions are not supported: compute the value as a column of the query)",
                                  path, value.line)

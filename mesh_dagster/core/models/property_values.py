@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mesh_dagster.core.config.names import check_identifier
+from mesh_dagster.core.config.names import check_column
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.models.definition import Value
 
@@ -41,4 +41,4 @@ def checked(check: Callable[[str], str], text: str, path: str, line: int) -> str
 
 
 def read_column(text: str, path: str, line: int, what: str = "Column name") -> str:
-    return checked(lambda t: check_identifier(t, what), text, path, line)
+    return checked(lambda t: check_column(t, what), text, path, line)

@@ -29,7 +29,7 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mesh_dagster.core.config.names import IDENTIFIER
+from mesh_dagster.core.config.names import COLUMN
 from mesh_dagster.core.models.kinds_scd_type_2 import ScdType2Kind
 
 EPOCH = "1970-01-01 00:00:00"
@@ -43,7 +43,7 @@ _ROWS = "`__mesh_rows`"
 
 
 def _q(name: str) -> str:
-    if not IDENTIFIER.fullmatch(name):
+    if not COLUMN.fullmatch(name):
         raise ValueError(f"Invalid column name {name!r}")
     return f"`{name}`"
 

@@ -38,7 +38,7 @@ from sqlglot import exp
 
 from mesh_dagster.core.config.cache import ProjectCache, content_key
 from mesh_dagster.core.config.files import UTF8_BOM, decode_text
-from mesh_dagster.core.config.names import IDENTIFIER
+from mesh_dagster.core.config.names import COLUMN, COLUMN_RULE
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.models.model import Model
 
@@ -181,9 +181,8 @@ def _check_header(model: Model, shown: str, line: int, header: list[str]) -> Non
     for name in header:
         if not name:
             raise ModelError("The header has an empty column name", shown, line)
-        if not IDENTIFIER.fullmatch(name):
-            raise ModelError(f"Column name '{name}' is not supported: use letters, digits and underscores only",
-                             shown, line)
+        if not COLUMN.fullmatch(name):
+            raise ModelError(f"Column name '{name}' is not supported: {COLUMN_RULE}", shown, line)
         if name in seen:
             raise ModelError(f"Column '{name}' appears twice in the header", shown, line)
         seen.add(name)

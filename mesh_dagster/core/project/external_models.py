@@ -24,7 +24,7 @@ import yaml
 from sqlglot import exp
 
 from mesh_dagster.core.config.files import parse_yaml, read_text
-from mesh_dagster.core.config.names import IDENTIFIER, check_model_name
+from mesh_dagster.core.config.names import COLUMN, COLUMN_RULE, check_model_name
 from mesh_dagster.core.config.types import get_dialect
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.models.definition import relative_path
@@ -90,10 +90,10 @@ def _with_columns(entry: dict[str, Any], name: str, catalog: CatalogColumns,
     columns = catalog[name]
     if columns is None:
         return entry
-    bad = next((c for c in columns if not IDENTIFIER.fullmatch(c)), None)
+    bad = next((c for c in columns if not COLUMN.fullmatch(c)), None)
     if bad is not None:
         report.unsupported[name] = (f"column '{bad}' has a name mesh cannot declare "
-                                    "(letters, digits and underscores only)")
+                                    f"({COLUMN_RULE})")
         return entry
     dialect = str(entry.get("dialect", "spark"))
     entry["columns"] = {column: _in_dialect(kind, dialect) for column, kind in columns.items()}

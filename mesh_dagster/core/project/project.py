@@ -30,7 +30,7 @@ from mesh_dagster import __version__
 from mesh_dagster.core.config.cache import ProjectCache, content_key
 from mesh_dagster.core.config.config import ProjectConfig, find_config_file, line_of
 from mesh_dagster.core.config.files import parse_yaml, read_text
-from mesh_dagster.core.config.names import check_identifier, check_model_name
+from mesh_dagster.core.config.names import check_column, check_model_name
 from mesh_dagster.core.config.types import check_dialect, to_spark_type
 from mesh_dagster.core.errors import ConfigError, ModelError
 from mesh_dagster.core.macros.syntax import discovering_dependencies
@@ -326,7 +326,7 @@ def _external_model(entry: Any, index: int, text: str, rel: str) -> Model:
     typed: dict[str, str] = {}
     for column, type_text in (columns or {}).items():
         try:
-            typed[check_identifier(str(column))] = to_spark_type(str(type_text), dialect)
+            typed[check_column(str(column))] = to_spark_type(str(type_text), dialect)
         except ValueError as e:
             raise ModelError(
                 f"External model {name}: {e}", rel, line_of(text, (index, "columns", column)) or line

@@ -13,6 +13,7 @@ model's text and its parents' columns), so a warm load renders nothing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import sqlglot
@@ -20,7 +21,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from mesh_dagster.core.config.cache import ProjectCache, content_key
-from mesh_dagster.core.config.names import IDENTIFIER
+from mesh_dagster.core.config.names import COLUMN, COLUMN_RULE, IDENTIFIER
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.kinds import IncrementalByTimeRangeKind
@@ -106,6 +107,7 @@ def _relative_line(node: exp.Expr) -> int:
 
 def check_output_columns(model: Model, output: OutputColumns) -> None:
     """Every property that names a column is checked against the model's output columns."""
+    _check_partition_names(model)
     if output.projections is not None:
         _check_projections(model, output.projections)
     if model.self_referencing:
@@ -132,6 +134,19 @@ def check_output_columns(model: Model, output: OutputColumns) -> None:
         )
     for ref in model.audits:
         _check_audit_columns(model, ref, known)
+
+
+def _check_partition_names(model: Model) -> None:
+    """Partition columns are plain identifiers: the Hive metastore cannot filter partitions by a
+    name with spaces or hyphens (Spark fails every write of an interval on such a table)."""
+    if not _writes_table(model):
+        return
+    for column in model.effective_partitioned_by:
+        if not IDENTIFIER.fullmatch(column):
+            prop = "partitioned_by" if column in model.partitioned_by else "kind"
+            raise ModelError(f"Partition column '{column}' is not supported: the Hive metastore cannot filter "
+                             f"partitions by a name with spaces or hyphens; output it as "
+                             f"`{re.sub('[ -]+', '_', column)}` instead", model.path, model.line_of(prop))
 
 
 def _check_kind_columns(model: Model, output: OutputColumns, columns: dict[str, str | None]) -> None:
@@ -202,9 +217,9 @@ def _check_projections(model: Model, projections: tuple[Projection, ...]) -> Non
                                  model.path, projection.line)
             continue
         key = projection.name.lower()
-        if _writes_table(model) and not IDENTIFIER.fullmatch(projection.name):
-            raise ModelError(f"Column name '{projection.name}' is not supported: use letters, digits and "
-                             "underscores only", model.path, projection.line)
+        if _writes_table(model) and not COLUMN.fullmatch(projection.name):
+            raise ModelError(f"Column name '{projection.name}' is not supported: {COLUMN_RULE}",
+                             model.path, projection.line)
         if key in seen:
             raise ModelError(f"The query outputs column '{key}' twice (also at line {seen[key].line})",
                              model.path, projection.line)
