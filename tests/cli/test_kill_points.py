@@ -10,8 +10,8 @@ staged durably), INCREMENTAL_BY_PARTITION, INCREMENTAL_UNMANAGED (appends) and I
 with insert_overwrite. The steps (kill_points.STEPS): before the write, with its new content staged,
 journaled, a partition overwrite landed, committed (before the interval record), recorded.
 
-To stay fast, one project holds a copy of the models per step (schema `k_<step>`) and a reference
-copy (`ref`), all planned for day 1; a shared Spark Connect server spares every `mesh` process a
+To stay fast, one project holds a copy per step (schema `k_<step>`) of the models whose write goes
+through that step, and a reference copy of every model (`ref`), all planned for day 1; a shared Spark Connect server spares every `mesh` process a
 JVM. One test per step: a `mesh run` of day 2 (one batch a kind, over the rows of day 1) is killed
 at that step in the first kind, the next run (which finishes that write first) is killed at the
 same step in the next kind, and so on; a last run completes, and every table is compared with the
@@ -132,10 +132,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pa
         config = (f"gateways:\n  local:\n    connection:\n      remote: '{info.client_url}'\n"
                   "      concurrent_tasks: 1\n"
                   "model_defaults:\n  dialect: spark\n  start: 2020-01-01\n  cron: '@daily'\n")
-        files = {f"models/{schema}/{name}.sql": text.format(s=schema)
-                 for schema in ("ref", *(f"k_{step}" for step in STEPS)) for name, text in MODELS.items()}
+        files = {f"models/{schema}/{name}.sql": MODELS[name].format(s=schema)
+                 for schema, names in [("ref", list(MODELS)), *((f"k_{step}", _killed(step)) for step in STEPS)]
+                 for name in names}
         path = write_project(root / "project", files, config.replace("concurrent_tasks: 1", "concurrent_tasks: 4"))
-        _mesh(path, "plan", "--auto-apply", "--skip-tests", "--execution-time", SETUP_TIME)
+        _mesh(path, "plan", "--auto-apply", "--skip-tests", "--execution-time", SETUP_TIME, timeout_s=1500)
         _mesh(path, "run", "--execution-time", RUN_TIME, "--select-model", "ref.*")
         (path / "config.yaml").write_text(config)  # the kills: one write at a time, each at its kill point
         yield path, host / ".mesh" / "warehouse"
@@ -143,19 +144,28 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pa
         stop_server(host / ".mesh")
 
 
-def _mesh(project: Path, *args: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
+def _mesh(project: Path, *args: str, kill_at: str | None = None, timeout_s: int = 600) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("MESH_SPARK_SHARED", KILL_AT_ENV)}
     if kill_at is not None:
         env[KILL_AT_ENV] = kill_at
-    proc = subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(project), *args], env=env,
-                          capture_output=True, text=True, timeout=600, start_new_session=True)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(project), *args], env=env,
+                              capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
+    except subprocess.TimeoutExpired as e:  # what it had done by then, to tell slow from stuck
+        said = f"{e.stdout or ''}\n{e.stderr or ''}"  # text: run() collects the rest after its kill
+        raise AssertionError(f"mesh {' '.join(args)} still going after {timeout_s} s:\n{said[-3000:]}") from None
     if kill_at is None and proc.returncode != 0:
         raise AssertionError(f"mesh {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
-def _compare(project: Path, schema: str) -> dict:
-    spec = {"project": str(project), "schema": schema, "models": list(MODELS)}
+def _killed(step: str) -> list[str]:
+    """The kinds whose write goes through `step`: the models of that step's schema."""
+    return [name for name in MODELS if step in PASSES[name]]
+
+
+def _compare(project: Path, schema: str, models: list[str]) -> dict:
+    spec = {"project": str(project), "schema": schema, "models": models}
     env = {k: v for k, v in os.environ.items() if k != KILL_AT_ENV}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(COMPARE), json.dumps(spec)], env=env,
                           capture_output=True, text=True, timeout=300)
@@ -169,8 +179,8 @@ def test_killed_at_each_step_of_each_kind_the_next_runs_end_as_an_uninterrupted_
     project, warehouse = project
     schema = f"k_{step}"
     run = ("run", "--execution-time", RUN_TIME, "--select-model", f"{schema}.*")
-    order = DAG({f"{schema}.{name}": [] for name in MODELS}).sorted()  # the order a run writes them in
-    killed = [name for name in (n.split(".")[1] for n in order) if step in PASSES[name]]
+    order = DAG({f"{schema}.{name}": [] for name in _killed(step)}).sorted()  # the order a run writes them in
+    killed = [n.split(".")[1] for n in order]
     for name in killed:  # the run's one batch of each kind: its table holds the rows of day 1
         proc = _mesh(project, *run, kill_at=f"{step}@{schema}__{name}__")
         assert proc.returncode == -signal.SIGKILL, (
@@ -183,7 +193,7 @@ def test_killed_at_each_step_of_each_kind_the_next_runs_end_as_an_uninterrupted_
     # generation older than the previous one, which the next rewrite would delete) is the janitor's:
     # after it, nothing is left but each table's current files.
     _mesh(project, "janitor")
-    compared = _compare(project, schema)
+    compared = _compare(project, schema, killed)
     tables = compared["tables"]
     assert {name: c for name, c in tables.items() if c[0] != c[1] or c[2]} == {}, tables
     assert all(rows > 0 for rows, _, _ in tables.values()), tables

@@ -188,14 +188,18 @@ class SqlOnly(SparkEngine):
 
 
 def test_without_a_file_system_generations_are_deleted_with_spark_sql_only(spark, unique_schema, tmp_path) -> None:
-    """A directory is deleted by pointing a borrowed managed table at it and dropping that table."""
+    """A directory (with what it holds, nested ones too) is deleted by creating a database at it and
+    dropping that database; one already gone is no error; no borrowed database is left."""
     engine = SqlOnly(spark)
     engine.create_schema(unique_schema)
-    doomed = tmp_path / "generation"
-    doomed.mkdir()
+    doomed, kept = tmp_path / "generation", tmp_path / "generation_kept"
+    (doomed / "ds=2020-01-01").mkdir(parents=True)
     (doomed / "part-00000.parquet").write_text("x")
-    engine.drop_locations([f"file:{doomed}"])
-    assert not doomed.exists() and not [d for d in spark.catalog.listDatabases() if d.name.startswith("__mesh_tmp_")]
+    (doomed / "ds=2020-01-01" / "part-00001.parquet").write_text("y")
+    kept.mkdir()
+    engine.drop_locations([f"file:{doomed}", f"file:{tmp_path / 'never_written'}"])
+    assert not doomed.exists() and not (tmp_path / "never_written").exists() and kept.is_dir()
+    assert not [d for d in spark.catalog.listDatabases() if d.name.startswith("__mesh_tmp_")]
 
 
 # -- through the scheduler and the janitor ------------------------------------------------------
