@@ -104,6 +104,19 @@ def model_file(*arguments: str, body: str = "    return pd.DataFrame({'id': [1]}
 # Loading
 
 
+def test_audits_are_also_sqlmeshs_name_and_arguments_pairs(tmp_path):
+    """`audits=[("not_null", {"columns": [to_column("id")]})]`, as SQLMesh documents it: values are
+    sqlglot expressions or SQL text, lists become tuples."""
+    audits = ("audits=[('not_null', {'columns': [to_column('id'), 'ds']}), "
+              "('accepted_values', {'column': 'id', 'is_in': [1, 2], 'blocking': False}), 'unique_values(columns := (id))']")
+    m = load(tmp_path, {"models/m.py": model_file("columns={'id': 'int', 'ds': 'date'}", audits,
+                                                  prelude="from sqlglot.expressions import to_column")}).models["s.m"]
+    assert [a.blocking for a in m.audits] == [None, False, None]
+    assert [(a.name, a.args) for a in m.audits] == [
+        ("not_null", {"columns": "(id, ds)"}), ("accepted_values", {"column": "id", "is_in": "(1, 2)"}),
+        ("unique_values", {"columns": "(id)"})]
+
+
 def test_python_model_loads_with_its_properties_defaults_and_dependencies(tmp_path):
     project = load(tmp_path, project_files())
     m = project.models["s.py"]
@@ -239,6 +252,11 @@ def test_kind_properties_are_read_exactly_as_in_sql(tmp_path):
      "end '2020-01-01' is before start '2021-01-01'"),
     (model_file("columns={'id': 'int'}", "audits=['no_such_audit']"), "models/m.py:7",
      "uses unknown audit 'no_such_audit'"),
+    (model_file("columns={'id': 'int'}", "audits=[('not_null', {'columns': object()})]"), "models/m.py:7",
+     "audits: argument 'columns' cannot be a object (write SQL text, a sqlglot expression or a list of them)"),
+    (model_file("columns={'id': 'int'}", "audits=[('not_null', ['id'])]"), "models/m.py:7",
+     "audits is a list of audits written as in SQL, e.g. [\"not_null(columns := (id))\"], or of (name, "
+     "{argument: value}) pairs"),
     (model_file("columns={'id': 'int'}", "grain=['missing']"), "models/m.py:7",
      "grain names 'missing', not an output column of s.m"),
     (model_file("columns={'id': 'int'}", "owner=object()"), "models/m.py:7", "'owner' cannot be a object"),

@@ -164,6 +164,17 @@ def test_python_models_signals_are_checked_too(tmp_path: Path) -> None:
                                    "n, names, since; defined at signals/__init__.py:")
 
 
+def test_python_models_take_sqlmeshs_name_and_arguments_pairs(tmp_path: Path) -> None:
+    """`signals=[("typed", {"n": 3, "names": [to_column("a"), "b"]})]`, as SQLMesh documents it."""
+    model = ('import pandas as pd\nfrom sqlglot.expressions import to_column\nfrom mesh_dagster import model\n\n\n'
+             '@model("s.py", columns={"id": "int"}, kind="FULL",\n'
+             '       signals=[("typed", {"n": 3, "names": [to_column("a"), "b"]}), ("flag", {"value": True})])\n'
+             'def execute(context, start, end, execution_time):\n    return pd.DataFrame({"id": [1]})\n')
+    p = project(tmp_path, {}, files={"models/py.py": model})
+    typed, flag = p.signals.bind(p.models["s.py"])
+    assert (typed.kwargs, flag.kwargs) == ({"n": 3, "names": ["a", "b"]}, {"value": True})
+
+
 @pytest.mark.parametrize(("written", "message"), [
     ("ready_befor(until := '2020-01-03')", "Model s.m uses unknown signal 'ready_befor'. Did you mean ready_before?"),
     ("zzz", "Model s.m uses unknown signal 'zzz' (signals defined: as_epoch_ms, boom, flag, nonsense, not_on, "

@@ -28,6 +28,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from sqlglot import exp
+
 from mesh_dagster.core.config.config import ModelDefaults
 from mesh_dagster.core.config.files import read_text
 from mesh_dagster.core.config.names import check_model_name
@@ -346,19 +348,44 @@ _WRITTEN_EXAMPLES = {"audits": "not_null(columns := (id))", "signals": "files_la
 
 def _written_list(key: str, value: Any, shown: str, line: int) -> Value:
     """`audits=["not_null(columns := (id))", "my_audit"]`, `signals=["files_landed(folder := 'raw')"]`:
-    each entry written as in a MODEL block."""
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, (list, tuple)) or not all(isinstance(a, str) for a in items):
-        raise ModelError(f"{key} is a list of {key} written as in SQL, e.g. [\"{_WRITTEN_EXAMPLES[key]}\"]",
-                         shown, line)
+    each entry written as in a MODEL block; or, as SQLMesh documents it, a `(name, {argument: value})`
+    pair, whose values are SQL text or sqlglot expressions (lists of them become tuples)."""
+    items = [value] if isinstance(value, str) or _is_pair(value) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(a, str) or _is_pair(a) for a in items):
+        raise ModelError(f"{key} is a list of {key} written as in SQL, e.g. [\"{_WRITTEN_EXAMPLES[key]}\"], "
+                         f"or of (name, {{argument: value}}) pairs", shown, line)
     entries = []
-    for text in items:
+    for text in (a if isinstance(a, str) else _pair_sql(key, a, shown, line) for a in items):
         try:
             parsed = read_value(text, shown)
         except ModelError as e:
             raise ModelError(e.message, shown, line) from None
         entries.append(Entry(text, line, [], value=_at_line(parsed, line)))
     return Value(repr(items), line, "group", items=entries)
+
+
+def _is_pair(item: Any) -> bool:
+    return isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], Mapping)
+
+
+def _pair_sql(key: str, pair: tuple[str, Mapping], shown: str, line: int) -> str:
+    """`("not_null", {"columns": [to_column("id")]})` as `not_null(columns := (id))`."""
+    name, arguments = pair
+    written = ", ".join(f"{arg} := {_argument_sql(key, arg, v, shown, line)}" for arg, v in arguments.items())
+    return f"{name}({written})" if arguments else name
+
+
+def _argument_sql(key: str, arg: str, value: Any, shown: str, line: int) -> str:
+    if isinstance(value, exp.Expr):
+        return value.sql()
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (str, int, float)):
+        return str(value)  # SQL text, as SQLMesh parses a string argument
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(_argument_sql(key, arg, v, shown, line) for v in value) + ")"
+    raise ModelError(f"{key}: argument '{arg}' cannot be a {type(value).__name__} (write SQL text, a sqlglot "
+                     "expression or a list of them)", shown, line)
 
 
 def _at_line(value: Value, line: int) -> Value:
