@@ -56,6 +56,19 @@ def test_reads_properties_and_statements():
     assert m.effective_partitioned_by == ["event_date"]
 
 
+def test_join_keys_are_column_names_with_optional_aliases_as_sqlmesh_writes_them():
+    """`grains`/`references` entries `column AS alias` (the name another model joins it by): kept
+    as metadata, the columns checked like `grain`."""
+    m = read("MODEL (name s.m, kind FULL, grains (id AS order_id, ds),\n  references (guest_id AS account_id, host));\n"
+             "SELECT 1 AS id, 2 AS ds, 3 AS guest_id, 4 AS host")
+    assert (m.grain, m.references) == (["id", "ds"], ["guest_id", "host"])
+    assert m.key_aliases == {"id": "order_id", "guest_id": "account_id"}
+    with pytest.raises(ModelError, match=r"models/m.sql:2: Alias 'a.b' is not supported"):
+        read("MODEL (name s.m, kind FULL,\n  references (guest_id AS a.b));\nSELECT 3 AS guest_id")
+    with pytest.raises(ModelError, match=r"models/m.sql:2: Expected column names, got the expression"):
+        read("MODEL (name s.m, kind FULL,\n  references concat(a, b));\nSELECT 3 AS a, 4 AS b")
+
+
 def test_defaults_apply():
     m = read("MODEL (name s.m, kind FULL); SELECT 1 AS a")
     assert m.start == "2021-01-01" and m.cron == "@daily" and m.dialect == "spark"

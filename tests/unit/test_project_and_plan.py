@@ -109,6 +109,13 @@ def test_formatting_change_is_metadata_only(tmp_path, state):
     assert plan.snapshots["s.full"].version == plan.previous["s.full"].version
 
 
+def test_join_keys_are_metadata(tmp_path, state):
+    """SQLMesh's `references` and grain aliases say how other models join this one: metadata."""
+    plan = _change(tmp_path, state, "full.sql", "grain item_id", "grains (item_id AS item), references (item_id)")
+    assert plan.metadata_updated == ["s.full"] and plan.category("s.full") == C.METADATA
+    assert plan.backfills == {} and plan.snapshots["s.full"].version == plan.previous["s.full"].version
+
+
 def test_requalified_query_is_metadata_only(tmp_path, state):
     plan = _change(tmp_path, state, "full.sql", "SELECT item_id, COUNT(DISTINCT id)",
                    "SELECT inc.item_id AS item_id, COUNT(DISTINCT inc.id)")

@@ -6,7 +6,9 @@ renderer needs; it holds no sqlglot objects so it pickles and hashes cheaply.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mesh_dagster.core.config.config import SchemaChangePolicy
 from mesh_dagster.core.models.kinds import AnyKind, KindName, ModelKind
@@ -19,7 +21,8 @@ __all__ = ["MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", 
 
 # Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
 # written by another shape is dropped rather than unpickled into the wrong classes.
-MODEL_FORMAT = 5  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties
+MODEL_FORMAT = 6  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
+# 6: references and key aliases
 
 
 class AuditRef(BaseModel):
@@ -75,6 +78,8 @@ class Model(BaseModel):
     start: str | None = None
     end: str | None = None
     grain: list[str] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)  # columns other models join to this one by (metadata)
+    key_aliases: dict[str, str] = Field(default_factory=dict)  # grain/references column -> the name it is joined by
     columns: dict[str, str] | None = None  # declared column -> type (Spark SQL type text)
     column_descriptions: dict[str, str] = Field(default_factory=dict)  # column -> comment
     audits: list[AuditRef] = Field(default_factory=list)
@@ -100,6 +105,24 @@ class Model(BaseModel):
     property_lines: dict[str, int] = Field(default_factory=dict)  # MODEL property -> its line (for errors)
     # Its query reads its own table (the previous state): set by the loader from the inferred references.
     self_referencing: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliased_keys(cls, data: Any) -> Any:
+        """`grains (id AS order_id)`, `references (guest_id AS account_id)`, as SQLMesh writes join keys:
+        the column goes to the list, its alias to `key_aliases`."""
+        if not isinstance(data, dict) or not any(" as " in k for f in ("grain", "references") for k in data.get(f, ())):
+            return data
+        data, aliases = dict(data), dict(data.get("key_aliases", {}))
+        for field in ("grain", "references"):
+            columns = []
+            for key in data.get(field, ()):
+                column, _, alias = key.partition(" as ")
+                columns.append(column)
+                if alias:
+                    aliases[column] = alias
+            data[field] = columns
+        return {**data, "key_aliases": aliases}
 
     @property
     def is_python(self) -> bool:

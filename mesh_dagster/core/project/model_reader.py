@@ -8,6 +8,7 @@ kind's own (core/models/kinds.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -38,15 +39,16 @@ from mesh_dagster.core.time.dates import to_datetime
 SUPPORTED_PROPERTIES = {
     "name", "kind", "dialect", "cron", "start", "end", "grain", "grains", "columns", "audits", "tags",
     "owner", "description", "partitioned_by", "storage_format", "depends_on", "enabled", "stamp",
-    "column_descriptions", "cron_tz", "interval_unit", "allow_partials", "signals",
+    "column_descriptions", "cron_tz", "interval_unit", "allow_partials", "signals", "references",
 }
 # SQLMesh properties we recognise but do not implement yet: a clear error beats silent ignoring.
 UNSUPPORTED_PROPERTIES = {
     "table_format", "clustered_by", "physical_properties", "virtual_properties",
     "session_properties", "physical_version", "gateway", "optimize_query",
-    "blueprints", "references", "grants", "project", "formatting", "ignored_rules", "validate_query",
+    "blueprints", "grants", "project", "formatting", "ignored_rules", "validate_query",
 }
 UNSUPPORTED_KINDS = {"MANAGED", "CUSTOM"}
+_ALIASED = re.compile(r"(.+?)\s+AS\s+(.+)", re.IGNORECASE)
 JINJA_MARKERS = {"JINJA_QUERY_BEGIN", "JINJA_STATEMENT_BEGIN", "JINJA_END"}  # SQLMesh's Jinja blocks
 QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE"}
 AUDIT_PROPERTIES = {"name", "dialect", "blocking", "defaults", "skip", "standalone", "description"}
@@ -180,6 +182,19 @@ def _names(v: Value, path: str) -> list[str]:
     return [read_column(x, path, v.line) for x in v.as_list()]
 
 
+def _keys(v: Value, path: str) -> list[str]:
+    """`grain`, `grains`, `references`: column names, each maybe `column AS alias` (the name another
+    model joins it by), normalised to `column as alias`."""
+    if v.kind == "call":
+        raise ModelError(f"Expected column names, got the expression '{v.text}'", path, v.line)
+    keys = []
+    for text in v.as_list():
+        aliased = _ALIASED.fullmatch(text.strip())
+        column = read_column(aliased[1] if aliased else text, path, v.line)
+        keys.append(f"{column} as {read_column(aliased[2], path, v.line, 'Alias')}" if aliased else column)
+    return keys
+
+
 def _list(v: Value, path: str) -> list[str]:
     return [x.strip("`\"").lower() if v.kind != "string" else x for x in v.as_list()]
 
@@ -219,8 +234,9 @@ _PROPERTY_HANDLERS: dict[str, Callable[[Value, str], Any]] = {
     "cron": _cron,
     "start": lambda v, p: _date_text(v, p, "start"),
     "end": lambda v, p: _date_text(v, p, "end"),
-    "grain": _names,
-    "grains": _names,
+    "grain": _keys,
+    "grains": _keys,
+    "references": _keys,
     "audits": _audit_refs,
     "tags": _list,
     "owner": lambda v, p: v.text,

@@ -58,6 +58,7 @@ def metadata_hash(model: Model, capture: Capture) -> str:
         model.description,
         *sorted(model.tags),
         *model.grain,
+        *_reference_values(model),
         *model.kind.metadata_hash_values(),
         *(f"{c}={d}" for c, d in sorted(model.column_descriptions.items())),
         *_audit_values(model, capture),
@@ -72,6 +73,12 @@ def metadata_hash(model: Model, capture: Capture) -> str:
         for parent, cols in sorted(capture.parent_schemas.items()):
             values.append(f"{parent}:{','.join(cols)}")
     return hash_values(values)
+
+
+def _reference_values(model: Model) -> list[str]:
+    """Listed only when set, so projects that set none keep their fingerprints."""
+    aliases = [f"alias={c}:{a}" for c, a in sorted(model.key_aliases.items())]
+    return [f"references={c}" for c in model.references] + aliases
 
 
 def _scheduling_values(model: Model) -> list[str]:

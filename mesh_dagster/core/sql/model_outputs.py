@@ -128,7 +128,7 @@ def check_output_columns(model: Model, output: OutputColumns) -> None:
         _check_time_column_type(model, time_range, columns[time_column])
     for prop, named in model.kind.named_columns().items():
         _require(model, "kind", named, columns, prop + " names {names}, not an output column of {model}")
-    for prop in ("grain", "partitioned_by", "column_descriptions"):
+    for prop in ("grain", "references", "partitioned_by", "column_descriptions"):
         _require(
             model, prop, list(getattr(model, prop)), columns, prop + " names {names}, not an output column of {model}"
         )
