@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqlglot import exp
+
 from mesh_dagster.core.config.names import check_model_name
 from mesh_dagster.core.errors import EngineError, MeshError, ModelError
 from mesh_dagster.core.macros.syntax import EPOCH
@@ -60,8 +62,53 @@ class PythonContext:
     def var(self, name: str, default: Any = None) -> Any:
         return self._variables.get(name.lower(), default)
 
-    def fetchdf(self, sql: str) -> pd.DataFrame:
-        return self._engine.fetchdf(sql)
+    def fetchdf(self, query: str | exp.Expr, quote_identifiers: bool = False) -> pd.DataFrame:
+        return self._engine.fetchdf(spark_sql(query, quote_identifiers))
+
+    @property
+    def engine_adapter(self) -> EngineAdapter:
+        """What SQLMesh's Python models reach through `context.engine_adapter` (reads only)."""
+        return EngineAdapter(self._engine)
+
+
+class EngineAdapter:
+    """`context.engine_adapter` of SQLMesh's Python models: the dialect, the session and reads. The
+    attributes models may use are `ADAPTER_ATTRIBUTES` (core/models/python_model.py), checked at load."""
+
+    dialect = "spark"
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+
+    @property
+    def spark(self) -> Any:
+        return self._engine.spark
+
+    def fetchdf(self, query: str | exp.Expr, quote_identifiers: bool = False) -> pd.DataFrame:
+        return self._engine.fetchdf(spark_sql(query, quote_identifiers))
+
+    def fetch_pyspark_df(self, query: str | exp.Expr, quote_identifiers: bool = False) -> Any:
+        return self._engine.spark.sql(spark_sql(query, quote_identifiers))
+
+    def fetchall(self, query: str | exp.Expr, quote_identifiers: bool = False) -> list[tuple]:
+        return self._engine.fetchall(spark_sql(query, quote_identifiers))
+
+    def fetchone(self, query: str | exp.Expr, quote_identifiers: bool = False) -> tuple | None:
+        rows = self.fetchall(query, quote_identifiers)
+        return rows[0] if rows else None
+
+    def table_exists(self, name: str) -> bool:
+        return self._engine.table_exists(name)
+
+    def columns(self, name: str) -> dict[str, str]:
+        return self._engine.columns(name)
+
+
+def spark_sql(query: str | exp.Expr, quote_identifiers: bool = False) -> str:
+    """SQL text, or a sqlglot expression written as Spark SQL (identifiers quoted on request)."""
+    if isinstance(query, exp.Expr):
+        return query.sql(dialect="spark", identify=quote_identifiers)
+    return query
 
 
 def inclusive_interval(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:

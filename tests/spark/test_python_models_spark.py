@@ -243,3 +243,32 @@ def _root(plan: str) -> str:
     lines = [line for line in plan.splitlines() if line.strip()]
     return lines[1].strip() if len(lines) > 1 else ""
 
+
+
+ADAPTER = """
+import pandas as pd
+from sqlglot import exp
+
+from mesh_dagster import model
+
+ORDERS = "{s}.orders"
+
+
+@model("{s}.adapted", columns={"dialect": "string", "n": "bigint", "top": "double", "has": "boolean"})
+def execute(context, start, end, execution_time):
+    table = context.resolve_table(ORDERS)
+    query = exp.select(exp.func("count", exp.Star()).as_("n")).from_(exp.to_table(table))
+    n = int(context.fetchdf(query, quote_identifiers=True)["n"][0])
+    adapter = context.engine_adapter
+    (top,) = adapter.fetchone(f"SELECT CAST(MAX(amount) AS DOUBLE) FROM {table}")
+    return pd.DataFrame({"dialect": [adapter.dialect], "n": [n], "top": [top], "has": [adapter.table_exists(table)]})
+"""
+
+
+def test_sqlmesh_style_models_read_through_fetchdf_expressions_and_the_engine_adapter(tmp_path, engine, schema):
+    """A model as SQLMesh projects write them: its parent named by a module constant, a sqlglot
+    expression given to `fetchdf(..., quote_identifiers=True)`, reads through `engine_adapter`."""
+    ctx = Context(project(tmp_path, schema, {"models/orders.sql": ORDERS, "models/adapted.py": ADAPTER}),
+                  engine=engine)
+    ctx.apply(ctx.plan(execution_time="2024-01-02"))
+    assert rows(ctx, f"SELECT * FROM {schema}.adapted") == [("spark", 3, 4.0, True)]

@@ -300,6 +300,14 @@ READS = "    return context.resolve_table({!r})\n"
     (["columns={'id': 'int'}"], "    return context.resolve_table('s.' + 'orders')\n", "models/m.py:9",
      "resolve_table is called with a computed name"),
     (["columns={'id': 'int'}"], READS.format("a.b.c"), "models/m.py:9", "resolve_table: Model name 'a.b.c'"),
+    (["columns={'id': 'int'}"], "    ORDERS = 's.other'\n    return context.resolve_table(ORDERS)\n", "models/m.py:10",
+     "resolve_table is called with a computed name"),  # a local, though a module constant has its name
+    (["columns={'id': 'int'}"], "    return context.snapshots\n", "models/m.py:9",
+     "context.snapshots is not part of mesh_dagster's execution context (it offers end, engine_adapter, "
+     "execution_time, fetchdf, resolve_table, spark, start, var)"),
+    (["columns={'id': 'int'}"], "    context.engine_adapter.execute('DROP TABLE x')\n", "models/m.py:9",
+     "context.engine_adapter.execute is not supported by mesh_dagster (its engine adapter offers columns, dialect, "
+     "fetch_pyspark_df, fetchall, fetchdf, fetchone, spark, table_exists)"),
     (["columns={'id': 'int'}"], READS.format("s.emb"), "models/m.py:9",
      "s.emb is an EMBEDDED model: it has no table a Python model can read"),
 ])
@@ -310,6 +318,16 @@ def test_bad_dependency_is_refused_at_the_call(tmp_path, arguments, body, where,
     with pytest.raises(ModelError) as e:
         load(tmp_path, files)
     assert str(e.value).startswith(f"{where}: ") and message in str(e.value), str(e.value)
+
+
+def test_a_module_constant_read_by_name_is_a_dependency(tmp_path):
+    """`resolve_table(ORDERS)` with `ORDERS = "s.orders"` at the top of the file (or imported): the
+    dependency is inferred, as SQLMesh does, and the constant is stored with the model."""
+    files = {"models/orders.sql": ORDERS, "models/m.py": model_file(
+        "columns={'id': 'int'}", body="    return context.resolve_table(ORDERS)\n", prelude="ORDERS = 's.orders'")}
+    project = load(tmp_path, files)
+    assert project.parents("s.m") == ["s.orders"]
+    assert "ORDERS = 's.orders'" in {piece.text for piece in project.models["s.m"].python.env.values()}
 
 
 def test_an_unknown_table_read_is_an_implicit_external_model(tmp_path):

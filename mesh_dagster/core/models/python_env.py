@@ -313,20 +313,21 @@ class EnvBuilder:
         happens to share a global's name does not drag that global in."""
         skip = {id(n) for part in skipped for n in ast.walk(part)}
         lines: dict[str, int] = {}
+        global_names = _global_names(text, source.path) | _annotation_names(node)
         for child in ast.walk(node):
             if id(child) in skip:
                 continue
             if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
                 lines.setdefault(child.id, child.lineno)
             elif isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute):
-                self._note_call(child, source)
-        for name in sorted((_global_names(text, source.path) | _annotation_names(node)) & set(lines)):
+                self._note_call(child, source, global_names)
+        for name in sorted(global_names & set(lines)):
             self._resolve(name, source, lines[name])
 
-    def _note_call(self, call: ast.Call, source: _Source) -> None:
+    def _note_call(self, call: ast.Call, source: _Source, global_names: set[str]) -> None:
         method = call.func.attr if isinstance(call.func, ast.Attribute) else ""
         argument = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "name"), None)
-        literal = argument.value if isinstance(argument, ast.Constant) and isinstance(argument.value, str) else None
+        literal = _string_value(argument, source, global_names)
         if method == "resolve_table":
             if literal is None:
                 self.dynamic_reads.append((source.path, call.lineno))
@@ -470,3 +471,14 @@ def _is_literal(value: Any) -> bool:
         return bool(ast.literal_eval(repr(value)) == value)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
+
+
+def _string_value(node: ast.expr | None, source: _Source, global_names: set[str]) -> str | None:
+    """A string literal, or a module-level string constant read by name (`resolve_table(ORDERS)`, as
+    SQLMesh infers it): its value when the file was loaded."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in global_names and node.id in source.bindings:
+        value = getattr(source.module, node.id, None)
+        return value if isinstance(value, str) else None
+    return None

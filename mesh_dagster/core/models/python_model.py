@@ -20,6 +20,7 @@ runs the code it was planned with, wherever and whenever it runs.
 
 from __future__ import annotations
 
+import ast
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -73,8 +74,10 @@ class ExecutionContext(Protocol):
 
     `spark` is the SparkSession mesh writes with; `resolve_table("schema.model")` the table (or
     view) holding a dependency's data for this evaluation; `var(name, default)` a config variable;
-    `fetchdf(sql)` runs a query and returns its rows as a pandas DataFrame (on the driver: keep it
-    small); `start`, `end` (inclusive) and `execution_time` are UTC datetimes.
+    `fetchdf(query)` runs a query (SQL text or a sqlglot expression) and returns its rows as a
+    pandas DataFrame (on the driver: keep it small); `engine_adapter` the reads SQLMesh's models
+    make through it (`ADAPTER_ATTRIBUTES`); `start`, `end` (inclusive) and `execution_time` are UTC
+    datetimes. A model using anything else of it is refused at load (`context_misuse`).
     """
 
     start: datetime
@@ -84,11 +87,37 @@ class ExecutionContext(Protocol):
     @property
     def spark(self) -> Any: ...
 
+    @property
+    def engine_adapter(self) -> Any: ...
+
     def resolve_table(self, name: str) -> str: ...
 
     def var(self, name: str, default: Any = None) -> Any: ...
 
-    def fetchdf(self, sql: str) -> pd.DataFrame: ...
+    def fetchdf(self, query: Any, quote_identifiers: bool = False) -> pd.DataFrame: ...
+
+
+CONTEXT_ATTRIBUTES = frozenset({"start", "end", "execution_time", "spark", "engine_adapter", "resolve_table", "var",
+                                "fetchdf"})
+ADAPTER_ATTRIBUTES = frozenset({"dialect", "spark", "fetchdf", "fetch_pyspark_df", "fetchall", "fetchone",
+                                "table_exists", "columns"})
+
+
+def context_misuse(function: ast.FunctionDef | ast.AsyncFunctionDef, context: str) -> tuple[str, int] | None:
+    """The first use of the execution context (the parameter `context`) that it does not offer, as
+    (message, line): found when the model loads, not half-way through an apply."""
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Attribute):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id == context and node.attr not in CONTEXT_ATTRIBUTES:
+            return (f"{context}.{node.attr} is not part of mesh_dagster's execution context (it offers "
+                    f"{', '.join(sorted(CONTEXT_ATTRIBUTES))})", node.lineno)
+        inner = node.value
+        if (isinstance(inner, ast.Attribute) and inner.attr == "engine_adapter" and isinstance(inner.value, ast.Name)
+                and inner.value.id == context and node.attr not in ADAPTER_ATTRIBUTES):
+            return (f"{context}.engine_adapter.{node.attr} is not supported by mesh_dagster (its engine adapter "
+                    f"offers {', '.join(sorted(ADAPTER_ATTRIBUTES))})", node.lineno)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,7 +41,14 @@ from mesh_dagster.core.models.kinds import FullKind
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.models.property_values import read_column
 from mesh_dagster.core.models.python_env import USER_MODELS_PACKAGE, EnvBuilder, TableRead
-from mesh_dagster.core.models.python_model import MODEL_ATTR, RUNTIME_ARGUMENTS, ModelSpec, PythonCode, model
+from mesh_dagster.core.models.python_model import (
+    MODEL_ATTR,
+    RUNTIME_ARGUMENTS,
+    ModelSpec,
+    PythonCode,
+    context_misuse,
+    model,
+)
 from mesh_dagster.core.project.model_reader import complete_model_properties, read_model_properties
 
 # Decorator arguments that are no MODEL property: Python's own way to say what a SQL file says
@@ -230,6 +237,9 @@ def _code(fn: Callable, module: types.ModuleType, root: Path, shown: str,
     builder = EnvBuilder(root, (model, macro))
     node = builder.add_function(fn, module)
     parameters = _check_signature(fn, shown, node.lineno, variables)
+    misuse = context_misuse(node, next(iter(inspect.signature(fn).parameters)))
+    if misuse is not None:
+        raise ModelError(misuse[0], shown, misuse[1])
     code = PythonCode(entrypoint=fn.__name__, env=builder.env, reads=builder.reads, dynamic_reads=builder.dynamic_reads,
                       variables=sorted(builder.variables | parameters), all_variables=builder.all_variables)
     return code, node.lineno
