@@ -272,3 +272,28 @@ def test_sqlmesh_style_models_read_through_fetchdf_expressions_and_the_engine_ad
                   engine=engine)
     ctx.apply(ctx.plan(execution_time="2024-01-02"))
     assert rows(ctx, f"SELECT * FROM {schema}.adapted") == [("spark", 3, 4.0, True)]
+
+
+IS_SQL = """
+from sqlglot import exp
+
+from mesh_dagster import model
+
+
+@model("{s}.big", is_sql=True, kind="VIEW")
+def entrypoint(evaluator):
+    return f"SELECT id, amount * {evaluator.var('factor')} AS scaled FROM {s}.orders WHERE amount > 2"
+
+
+@model("{s}.daily_ids", is_sql=True, kind=dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds"))
+def daily(evaluator):
+    return exp.select("id", "CAST(@start_ds AS DATE) AS ds").from_("{s}.orders")
+"""
+
+
+def test_is_sql_models_are_planned_and_written_as_sql_models(tmp_path, engine, schema):
+    ctx = Context(project(tmp_path, schema, {"models/orders.sql": ORDERS, "models/is_sql.py": IS_SQL}), engine=engine)
+    ctx.apply(ctx.plan(execution_time="2024-01-03"))
+    assert rows(ctx, f"SELECT id, CAST(scaled AS DOUBLE) FROM {schema}.big ORDER BY id") == [(1, 25.0), (2, 40.0)]
+    assert rows(ctx, f"SELECT CAST(ds AS STRING), COUNT(*) FROM {schema}.daily_ids GROUP BY ds ORDER BY ds") == [
+        ("2024-01-01", 3)]  # one batch from the model's start: @start_ds is its first day

@@ -225,8 +225,9 @@ def test_kind_properties_are_read_exactly_as_in_sql(tmp_path):
     (model_file("columns={'id': 'int'}", "gateway='other'"), "models/m.py:7",
      "Property 'gateway' is not supported by mesh_dagster yet"),
     (model_file("columns={'id': 'int'}", "cron_tz='Mars/Olympus'"), "models/m.py:7", "Unknown time zone 'Mars/Olympus'"),
-    (model_file("columns={'id': 'int'}", "is_sql=True"), "models/m.py:7",
-     "@model argument 'is_sql' is not supported"),
+    (model_file("columns={'id': 'int'}", "on_virtual_update=['GRANT x']"), "models/m.py:7",
+     "@model argument 'on_virtual_update' is not supported"),
+    (model_file("columns={'id': 'int'}", "is_sql='yes'"), "models/m.py:7", "is_sql is True or False"),
     (model_file("grain=['id']"), "models/m.py:4", "Python model s.m needs columns={\"column\": \"type\", ...}"),
     (model_file("columns={'id': 'no_such_type'}"), "models/m.py:6", "Invalid type for column 'id'"),
     (model_file("columns=['id']"), "models/m.py:6", "columns is written columns={"),
@@ -318,6 +319,48 @@ def test_bad_dependency_is_refused_at_the_call(tmp_path, arguments, body, where,
     with pytest.raises(ModelError) as e:
         load(tmp_path, files)
     assert str(e.value).startswith(f"{where}: ") and message in str(e.value), str(e.value)
+
+
+IS_SQL = """from sqlglot import exp
+from mesh_dagster import model
+
+
+@model("s.by_sql", is_sql=True, kind="FULL")
+def entrypoint(evaluator):
+    return f"SELECT id, {evaluator.var('factor', 2)} * 1 AS factor FROM s.orders WHERE id > 0"
+
+
+@model("s.by_expr", is_sql=True, kind=dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds"))
+def by_expression(evaluator):
+    return exp.select("id", "ds").from_("s.orders").where("ds BETWEEN @start_ds AND @end_ds")
+"""
+
+
+def test_is_sql_models_are_sql_models_whose_query_python_returns(tmp_path):
+    """SQLMesh's `is_sql=True`: the function, given a macro evaluator, returns the query (text or a
+    sqlglot expression); the model is then a SQL model: columns and dependencies from its query."""
+    orders = "MODEL (name s.orders, kind FULL);\nSELECT 1 AS id, CAST('2020-01-01' AS DATE) AS ds\n"
+    project = load(tmp_path, {"models/orders.sql": orders, "models/m.py": IS_SQL})
+    by_sql, by_expr = project.models["s.by_sql"], project.models["s.by_expr"]
+    assert not by_sql.is_python and by_sql.query == "SELECT id, 3 * 1 AS factor FROM s.orders WHERE id > 0"
+    assert by_expr.query == "SELECT id, ds FROM s.orders WHERE ds BETWEEN @start_ds AND @end_ds"
+    assert project.parents("s.by_sql") == ["s.orders"] == project.parents("s.by_expr")
+    assert (by_sql.path, by_sql.query_line, by_expr.kind.time_column) == ("models/m.py", 6, "ds")
+
+
+@pytest.mark.parametrize("body, where, message", [
+    ("    return evaluator.locals['start_ds'] + 1\n", "models/m.py:6",
+     "The is_sql model function entrypoint failed as the project loaded (it runs then, with a macro evaluator, "
+     "not per interval): KeyError: 'start_ds'"),
+    ("    return 42\n", "models/m.py:5",
+     "The is_sql model function entrypoint must return its query (SQL text or a sqlglot expression), got int"),
+])
+def test_a_failing_is_sql_function_is_refused_at_its_line(tmp_path, body, where, message):
+    source = ("from mesh_dagster import model\n\n\n@model('s.m', is_sql=True)\n"
+              f"def entrypoint(evaluator):\n{body}")
+    with pytest.raises(ModelError) as e:
+        load(tmp_path, {"models/m.py": source})
+    assert str(e.value) == f"{where}: {message}"
 
 
 def test_a_module_constant_read_by_name_is_a_dependency(tmp_path):

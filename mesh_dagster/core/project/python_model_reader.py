@@ -35,6 +35,7 @@ from mesh_dagster.core.config.files import read_text
 from mesh_dagster.core.config.names import check_model_name
 from mesh_dagster.core.config.types import to_spark_type
 from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.user import macro
 from mesh_dagster.core.models.definition import Entry, Value, read_value, relative_path
 from mesh_dagster.core.models.kinds import FullKind
@@ -53,9 +54,9 @@ from mesh_dagster.core.project.model_reader import complete_model_properties, re
 
 # Decorator arguments that are no MODEL property: Python's own way to say what a SQL file says
 # with its query and statements.
-PYTHON_PROPERTIES = ("columns", "pre_statements", "post_statements")
+PYTHON_PROPERTIES = ("columns", "pre_statements", "post_statements", "is_sql")
 # SQLMesh decorator arguments we recognise but do not implement: refused, not ignored.
-UNSUPPORTED_PYTHON_PROPERTIES = ("is_sql", "on_virtual_update", "python_env", "module_path")
+UNSUPPORTED_PYTHON_PROPERTIES = ("on_virtual_update", "python_env", "module_path")
 
 
 def read_python_model_files(files: list[Path], root: Path, defaults: ModelDefaults,
@@ -203,24 +204,59 @@ def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, s
     entries += [_entry(key, value, shown, where.at(key)) for key, value in properties.items()
                 if key not in PYTHON_PROPERTIES]
     props, lines, deferred = read_model_properties(entries, shown, where.line, defaults)
-    props["columns"] = _columns(properties.get("columns"), props["name"], props["dialect"], shown, where)
+    is_sql = properties.get("is_sql", False)
+    if not isinstance(is_sql, bool):
+        raise ModelError("is_sql is True or False", shown, where.at("is_sql"))
+    declared = properties.get("columns")
+    props["columns"] = (None if is_sql and declared is None
+                        else _columns(declared, props["name"], props["dialect"], shown, where))
     kind = complete_model_properties(props, lines, deferred.get("kind"), FullKind(), shown, where.line, defaults,
                                      root / Path(shown).parent)
-    if not kind.allows_python:
+    if not (kind.has_query if is_sql else kind.allows_python):
         raise ModelError(f"Python models cannot be {kind.name.value} models: use FULL or an incremental kind (or "
                          "write the model in SQL)", shown, where.at("kind"))
     lines.update({key: where.at(key) for key in PYTHON_PROPERTIES if key in properties})
-    code, def_line = _code(fn, module, root, shown, variables)
-    code = code.model_copy(update={"reads": _checked_reads(code, props.get("depends_on", []), props["name"])})
+    if is_sql:
+        props.update(_sql_query(fn, shown, props["dialect"], variables))
+    else:
+        code, def_line = _code(fn, module, root, shown, variables)
+        code = code.model_copy(update={"reads": _checked_reads(code, props.get("depends_on", []), props["name"])})
+        props.update(query=None, python=code, query_line=def_line)
     props.update(
-        query=None,
-        python=code,
-        query_line=def_line,
         pre_statements=_statements(properties.get("pre_statements"), "pre_statements", shown, where),
         post_statements=_statements(properties.get("post_statements"), "post_statements", shown, where),
         property_lines=lines,
     )
     return Model(**props)
+
+
+def _def_line(fn: Callable) -> int:
+    """The line of the function's `def` (its code object starts at its first decorator)."""
+    source, first = inspect.getsourcelines(fn)
+    return first + next((i for i, text in enumerate(source) if text.lstrip().startswith(("def ", "async def "))), 0)
+
+
+def _sql_query(fn: Callable, shown: str, dialect: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+    """An `is_sql=True` model: its function, given a macro evaluator, returns the model's query (SQL
+    text or a sqlglot expression; macros such as `@start_ds` in it are expanded when it renders). It
+    runs once, as the project loads: the query it returns is the model, stored and reviewed as a
+    SQL model's query is."""
+    line = _def_line(fn)
+    evaluator = MacroEvaluator(dialect, variables=variables, path=shown, line=line)
+    try:
+        query = fn(evaluator)
+    except Exception as e:  # the user's code: one line naming where it failed
+        frame = _innermost_line(e, {fn.__code__.co_filename})
+        raise ModelError(f"The is_sql model function {fn.__name__} failed as the project loaded (it runs then, "
+                         f"with a macro evaluator, not per interval): {type(e).__name__}: {e}",
+                         shown, frame or line) from e
+    if isinstance(query, exp.Expr):  # `@start_ds` parsed by plain sqlglot is a parameter: written back as a macro
+        query = query.transform(lambda n: exp.var(f"@{n.name}") if isinstance(n, exp.Parameter) else n)
+        query = query.sql(dialect=dialect)
+    if not isinstance(query, str) or not query.strip():
+        raise ModelError(f"The is_sql model function {fn.__name__} must return its query (SQL text or a sqlglot "
+                         f"expression), got {type(query).__name__}", shown, line)
+    return {"query": query.strip().rstrip(";"), "python": None, "query_line": line}
 
 
 def _model_name(spec: ModelSpec, shown: str, where: _Decorator) -> str:
