@@ -63,7 +63,8 @@ class SparkEngine(SparkCatalog):
         return python_frames.register_frames(self, frames, columns)
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
-                  comments: Mapping[str, str] | None = None, *, journal: Journal | None = None) -> None:
+                  comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
+                  batch_size: int | None = None) -> None:
         """(Re)create `table` with exactly `columns` and fill it from the frame, casting in Spark.
 
         Values travel as booleans, 64-bit integers, doubles or text and are cast to the declared
@@ -72,7 +73,7 @@ class SparkEngine(SparkCatalog):
         python_frames.check_seed_columns(table, df, columns)
         table_columns, _ = self._writes.ensure_table(table, dict(columns), (), "parquet", comments)
         names = list(columns)
-        view = python_frames.seed_view(self, table, df, names)
+        view = python_frames.seed_view(self, table, df, names, batch_size)
         try:
             source = {name: f"c{i}" for i, name in enumerate(names)}
             select = ", ".join(

@@ -96,9 +96,11 @@ def check_seed_columns(table: str, df: pd.DataFrame, columns: Mapping[str, str])
         raise EngineError(f"Cannot load seed into {table}: the data has {' and '.join(problems)}")
 
 
-def seed_view(engine: SparkStatements, table: str, df: pd.DataFrame, names: Sequence[str]) -> str:
+def seed_view(engine: SparkStatements, table: str, df: pd.DataFrame, names: Sequence[str],
+              batch_size: int | None = None) -> str:
     """A temporary view of the seed's rows, its columns `c0, c1, ...` holding `names` in order (as
-    booleans, 64-bit integers, doubles or text: the query reading it casts them); its name."""
+    booleans, 64-bit integers, doubles or text: the query reading it casts them); its name. With
+    `batch_size`, the rows travel to Spark in frames of at most that many rows (unioned)."""
     frame_columns = {str(c).lower(): c for c in df.columns}
     series = [df[frame_columns[name.lower()]] for name in names]
     kinds = [_seed_kind(s) for s in series]
@@ -106,7 +108,11 @@ def seed_view(engine: SparkStatements, table: str, df: pd.DataFrame, names: Sequ
     rows = list(zip(*(_seed_values(s, kind) for s, kind in zip(series, kinds)))) if len(df) else []
     view = temp_name()
     with engine._errors(f"Cannot load seed into {table}"):
-        engine.spark.createDataFrame(rows, schema=schema).createOrReplaceTempView(view)
+        size = batch_size or max(len(rows), 1)
+        batches = [engine.spark.createDataFrame(rows[i:i + size], schema=schema) for i in range(0, len(rows), size)]
+        combined = functools.reduce(lambda a, b: a.union(b), batches) if batches else \
+            engine.spark.createDataFrame([], schema=schema)
+        combined.createOrReplaceTempView(view)
     return view
 
 

@@ -142,8 +142,10 @@ class Writes(Protocol):
         """Drop what a journaled write staged, once it is recorded (or given up)."""
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
-                  comments: Mapping[str, str] | None = None, *, journal: Journal | None = None) -> None:
-        """(Re)create the table with exactly `columns`, filled from the frame."""
+                  comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
+                  batch_size: int | None = None) -> None:
+        """(Re)create the table with exactly `columns`, filled from the frame in one write (its rows
+        sent to Spark `batch_size` at a time)."""
 
     def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
         """Make the table hold exactly `columns`, keeping (casting) its rows (schema migration of a

@@ -127,7 +127,9 @@ class SeedStrategy(WriteStrategy):
     def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
               journal: Journal | None = None) -> None:
         frame, types = ev.seed(snapshot)
-        ev.engine.load_seed(snapshot.table_name, frame, types, snapshot.model.column_descriptions, journal=journal)
+        seed = snapshot.model.kind.seed
+        ev.engine.load_seed(snapshot.table_name, frame, types, snapshot.model.column_descriptions, journal=journal,
+                            batch_size=seed.batch_size if seed is not None else None)
 
 
 class QueryStrategy(WriteStrategy):

@@ -187,9 +187,9 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
     ("csv_settings key the seed reader ignores", [replace(SEED_MODEL, "path '../seeds/seed_data.csv'",
                                                           "path '../seeds/seed_data.csv',\n    csv_settings (skipinitialspace = true)")],
      ("models/seed_model.sql:5:", "skipinitialspace")),
-    ("batch_size on a SEED", [replace(SEED_MODEL, "path '../seeds/seed_data.csv'", "path '../seeds/seed_data.csv',\n"
-                                                                                 "    batch_size 10")],
-     ("models/seed_model.sql:5:", "batch_size for SEED")),
+    ("batch_size 0 on a SEED", [replace(SEED_MODEL, "path '../seeds/seed_data.csv'", "path '../seeds/seed_data.csv',\n"
+                                                                                   "    batch_size 0")],
+     ("models/seed_model.sql:5:", "batch_size must be at least 1, got 0")),
     ("sqlite state connection with a host", [config("default_gateway: local", "state_connection:\n  type: sqlite\n"
                                                                                "  host: db.example.com\ndefault_gateway: local")],
      ("config.yaml:35:", "state_connection.host", "postgres")),

@@ -161,7 +161,8 @@ class FakeEngine:
         self._record("append", table, query=query_sql)
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
-                  comments: Mapping[str, str] | None = None, *, journal: Any = None) -> None:
+                  comments: Mapping[str, str] | None = None, *, journal: Any = None,
+                  batch_size: int | None = None) -> None:
         self._record("load_seed", table, rows=len(df), columns=dict(columns))
         self.tables[table] = dict(columns)
 

@@ -50,3 +50,29 @@ def test_untyped_seed_and_start_less_child_compute_what_sqlmesh_computes(tmp_pat
         assert (days[0], str(days[1]), days[2]) == (7, "2023-01-01", 21.0)  # 7 days of history, not 1
     finally:
         ctx.close()
+
+
+def test_a_seeds_batch_size_sends_its_rows_in_batches_and_writes_them_once(tmp_path, engine, schema,
+                                                                         monkeypatch) -> None:
+    """SQLMesh's seed `batch_size`: rows reach Spark at most that many at a time; the table holds
+    every row once, loaded in one write."""
+    rows = "".join(f"{i},n{i}\n" for i in range(7))
+    files = {"seeds/s.csv": "id,name\n" + rows,
+             "models/s.sql": f"MODEL (name {schema}.s, kind SEED (path '../seeds/s.csv', batch_size 2));"}
+    ctx = Context(write_project(tmp_path / "p", files, CONFIG), engine=engine)
+    sent: list[int] = []
+    create = engine.spark.createDataFrame
+
+    def counted(data, *args, **kwargs):
+        if isinstance(data, list):
+            sent.append(len(data))
+        return create(data, *args, **kwargs)
+
+    monkeypatch.setattr(engine.spark, "createDataFrame", counted)
+    try:
+        ctx.apply(ctx.plan())
+        assert [n for n in sent if n] == [2, 2, 2, 1]
+        got = engine.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id), SUM(id), MAX(name) FROM {schema}.s")[0]
+        assert tuple(got) == (7, 7, 21, "n6")
+    finally:
+        ctx.close()

@@ -198,6 +198,7 @@ KIND_VARIANTS: dict[tuple[str, str], dict[str, str]] = {
     ("INCREMENTAL_BY_TIME_RANGE", "batch_concurrency"): {"kind": "INCREMENTAL", "kind_props": ", batch_concurrency 2"},
     ("SEED", "path"): {"kind": "SEED", "csv": "t.csv"},
     ("SEED", "csv_settings"): {"kind": "SEED", "csv": "semi.csv", "kind_props": ", csv_settings (delimiter = ';')"},
+    ("SEED", "batch_size"): {"kind": "SEED", "kind_props": ", batch_size 10"},  # in the data hash, as SQLMesh
     ("VIEW", "materialized"): {"kind": "VIEW", "kind_props": "materialized true"},
     ("INCREMENTAL_BY_TIME_RANGE", "forward_only"): {"kind": "INCREMENTAL", "kind_props": ", forward_only true"},
     ("INCREMENTAL_BY_TIME_RANGE", "disable_restatement"): {"kind": "INCREMENTAL",
@@ -270,7 +271,6 @@ KIND_VARIANTS.update({
     (UNMANAGED, "on_additive_change"): _on_base(UNMANAGED, ", on_additive_change error"),
 })
 REFUSED_KIND_PROPERTIES = {
-    ("SEED", "batch_size"): (", batch_size 10", "batch_size for SEED models is not supported"),
     (UK, "batch_concurrency"): (", batch_concurrency 2", "batch_concurrency is always 1 for INCREMENTAL_BY_UNIQUE_KEY"),
     (BY_PARTITION, "forward_only"): (", forward_only false", "forward_only is always true for INCREMENTAL_BY_PARTITION"),
     (UNMANAGED, "batch_size"): (", batch_size 2", "batch_size is not supported by INCREMENTAL_UNMANAGED models"),

@@ -11,8 +11,8 @@ from pydantic import Field
 
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.models.definition import Entry, Value
-from mesh_dagster.core.models.kinds_base import BaseKind, KindName, PropertyReader, refused
-from mesh_dagster.core.models.property_values import read_bool
+from mesh_dagster.core.models.kinds_base import BaseKind, KindName, PropertyReader
+from mesh_dagster.core.models.property_values import read_bool, read_int
 
 # ---------------------------------------------------------------------------------------------
 # SEED
@@ -56,20 +56,23 @@ def _csv_value(key: str, value: Value, path: str) -> Any:
     return value.text
 
 
+SQLMESH_SEED_BATCH = 1000
+
+
 class SeedKind(BaseKind):
     """A CSV file loaded into a table, whole, each time it changes."""
 
     name: Literal[KindName.SEED] = KindName.SEED
     path: str = ""  # the CSV file, absolute once loaded (see `located`); the reader requires one
     csv_settings: dict[str, Any] = Field(default_factory=dict)
+    batch_size: int | None = None  # rows sent to Spark at a time; the seed is still written in one write
 
     has_query: ClassVar[bool] = False
     STRATEGY: ClassVar[str] = "seed"
     PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
         "path": lambda value, path: {"path": value.text},
         "csv_settings": _csv_settings,
-        "batch_size": refused("batch_size for SEED models is not supported by mesh_dagster yet (a seed is loaded "
-                               "in one write)"),
+        "batch_size": lambda value, path: {"batch_size": read_int(value, path, "batch_size", minimum=1)},
     }
     REQUIRED_PROPERTIES: ClassVar[dict[str, str]] = {
         "path": "SEED models need a path, e.g. `kind SEED (path '../seeds/data.csv')`"}
@@ -88,7 +91,10 @@ class SeedKind(BaseKind):
 
     def data_hash_values(self) -> list[str]:
         # The file's content is hashed by the fingerprint (from the loader's check), not its path.
-        return [*super().data_hash_values(), *(f"{k}={v}" for k, v in sorted(self.csv_settings.items()))]
+        # SQLMesh hashes a seed's batch_size with its data (its default is 1000): listed only when
+        # another is set, so seeds that set none keep their fingerprints.
+        batch = [f"batch_size={self.batch_size}"] if self.batch_size not in (None, SQLMESH_SEED_BATCH) else []
+        return [*super().data_hash_values(), *(f"{k}={v}" for k, v in sorted(self.csv_settings.items())), *batch]
 
     def located(self, directory: Path) -> SeedKind:
         return self.model_copy(update={"path": str((directory / self.path).resolve())})
