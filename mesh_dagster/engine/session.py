@@ -107,11 +107,17 @@ logger.datanucleus.level = off
 # STATIC overwrite mode would make INSERT OVERWRITE wipe every partition of a table). The Hive ones
 # matter for Hive-serde tables; passed to the builder spark-submit would print "Warning: Ignoring
 # non-Spark config property", as runtime settings they are silent. The user's config wins.
+# The metastore filters partitions in SQL where it can, else through its ORM, which filters string
+# partition keys only: a DATE key read while its direct SQL failed once (a lock held by a killed
+# client's statement still running on a Connect server, say) fails the whole query with
+# INTERNAL_ERROR_HIVE_METASTORE_PARTITION_FILTER. With the fallback Spark lists the table's
+# partitions and filters them itself, on that failure only.
 SESSION_CONFIG = {
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.session.timeZone": "UTC",
     "hive.exec.dynamic.partition": "true",
     "hive.exec.dynamic.partition.mode": "nonstrict",
+    "spark.sql.hive.metastorePartitionPruningFallbackOnException": "true",
 }
 
 # A local master runs driver and executors in one JVM: nothing needs to reach it from another

@@ -103,8 +103,8 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
     ("schema name too long", [model(f"MODEL (\n  name {'s' * 123}.t,\n  kind FULL\n);\nSELECT 1 AS a")],
      ("models/x.sql:2:", "too long", "128")),
     ("depends_on an unquotable name", [full(",\n  depends_on (`a b`.c)")], ("models/x.sql:4:", "a b", "letters, digits and underscores")),
-    ("column name with a space", [model("MODEL (name s.x, kind FULL);\n\nSELECT\n  1 AS a,\n  2 AS `my col`")],
-     ("models/x.sql:5:", "'my col'")),
+    ("column name with a dot", [model("MODEL (name s.x, kind FULL);\n\nSELECT\n  1 AS a,\n  2 AS `my.col`")],
+     ("models/x.sql:5:", "'my.col'")),
     ("column name with a backtick", [model("MODEL (name s.x, kind FULL);\nSELECT 1 AS `a``b`")],
      ("models/x.sql:2:", "letters, digits and underscores")),
     ("declared column name with a quote", [full(",\n  columns (a INT, \"b'c\" INT)")], ("models/x.sql:4:", "b'c")),
@@ -115,8 +115,8 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
      ("models/x.sql:5:", "column 'a' twice", "line 4")),
     ("external model name", [write("external_models.yaml", "- name: raw.events\n- name: 'raw.my events'\n")],
      ("external_models.yaml:2:", "'my events'")),
-    ("external model column name", [write("external_models.yaml", "- name: raw.events\n  columns:\n    'a b': int\n")],
-     ("external_models.yaml:3:", "'a b'")),
+    ("external model column name", [write("external_models.yaml", "- name: raw.events\n  columns:\n    'a.b': int\n")],
+     ("external_models.yaml:3:", "'a.b'")),
     # -- properties naming columns the model does not output
     ("time_column not in the query", [model("MODEL (\n  name s.x,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds)\n);"
                                             "\nSELECT 1 AS a")], ("models/x.sql:3:", "time_column 'ds' is not an output column", "it outputs: a")),

@@ -349,7 +349,7 @@ def test_merge_keeps_entries_and_their_keys_and_appends_new_tables_sorted():
         "raw.missing": None,
         "raw.b_new": {"ds": "date"},
         "raw.a_new": None,
-        "raw.odd": {"a b": "int"},
+        "raw.odd": {"a.b": "int"},
     }
     merged, report = merge_entries(entries, catalog)
     assert merged == [
@@ -365,7 +365,7 @@ def test_merge_keeps_entries_and_their_keys_and_appends_new_tables_sorted():
     ]
     assert report.missing == ["raw.a_new", "raw.missing"]
     assert report.with_columns == ["raw.zeta", "raw.bq", "raw.b_new"]
-    assert list(report.unsupported) == ["raw.odd"] and "'a b'" in report.unsupported["raw.odd"]
+    assert list(report.unsupported) == ["raw.odd"] and "'a.b'" in report.unsupported["raw.odd"]
     assert entries == yaml.safe_load(EXISTING)  # the input is not changed
 
 
