@@ -39,6 +39,7 @@ from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.dag import DAG
 from mesh_dagster.engine.connect_server import start_server, stop_server
 from mesh_dagster.engine.kill_points import KILL_AT_ENV, STEPS
+from tests import jvm_startup
 
 pytestmark = pytest.mark.slow
 
@@ -127,7 +128,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pa
     (and the server's warehouse); the reference has run day 2 already."""
     root = tmp_path_factory.mktemp("kill_points")
     host = write_project(root / "server", {}, SERVER_CONFIG)
-    info = start_server(load_config(host).gateway().connection, host / ".mesh", timeout_s=300)
+    with jvm_startup.long_lived():  # it serves the whole module
+        info = start_server(load_config(host).gateway().connection, host / ".mesh", timeout_s=300)
     try:
         config = (f"gateways:\n  local:\n    connection:\n      remote: '{info.client_url}'\n"
                   "      concurrent_tasks: 1\n"
