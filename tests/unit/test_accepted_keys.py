@@ -136,6 +136,7 @@ MODEL_VARIANTS = {
     "end": ",\n  end '2020-01-02'",
     "grain": ",\n  grain a",
     "grains": ",\n  grains (a, ds)",
+    "references": ",\n  references (a AS item_id)",
     "columns": ",\n  columns (a BIGINT, ds DATE, ds2 DATE)",
     "audits": ",\n  audits (not_null(columns := (a)))",
     "tags": ",\n  tags (finance)",

@@ -116,7 +116,7 @@ def test_each_kind_is_its_own_class_with_only_its_properties(project_root: Path)
     }
     assert set(FullKind.model_fields) == {"name"}
     assert set(ViewKind.model_fields) == {"name", "materialized"}
-    assert set(SeedKind.model_fields) == {"name", "path", "csv_settings"}
+    assert set(SeedKind.model_fields) == {"name", "path", "csv_settings", "batch_size"}
     with pytest.raises(ValidationError):
         FullKind(time_column="ds")  # type: ignore[call-arg]
     inc = models["s.inc_all"].kind
