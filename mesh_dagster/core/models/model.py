@@ -6,9 +6,7 @@ renderer needs; it holds no sqlglot objects so it pickles and hashes cheaply.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from mesh_dagster.core.config.config import SchemaChangePolicy
 from mesh_dagster.core.models.kinds import AnyKind, KindName, ModelKind
@@ -105,24 +103,6 @@ class Model(BaseModel):
     property_lines: dict[str, int] = Field(default_factory=dict)  # MODEL property -> its line (for errors)
     # Its query reads its own table (the previous state): set by the loader from the inferred references.
     self_referencing: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _aliased_keys(cls, data: Any) -> Any:
-        """`grains (id AS order_id)`, `references (guest_id AS account_id)`, as SQLMesh writes join keys:
-        the column goes to the list, its alias to `key_aliases`."""
-        if not isinstance(data, dict) or not any(" as " in k for f in ("grain", "references") for k in data.get(f, ())):
-            return data
-        data, aliases = dict(data), dict(data.get("key_aliases", {}))
-        for field in ("grain", "references"):
-            columns = []
-            for key in data.get(field, ()):
-                column, _, alias = key.partition(" as ")
-                columns.append(column)
-                if alias:
-                    aliases[column] = alias
-            data[field] = columns
-        return {**data, "key_aliases": aliases}
 
     @property
     def is_python(self) -> bool:

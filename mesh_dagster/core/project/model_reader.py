@@ -182,17 +182,28 @@ def _names(v: Value, path: str) -> list[str]:
     return [read_column(x, path, v.line) for x in v.as_list()]
 
 
-def _keys(v: Value, path: str) -> list[str]:
-    """`grain`, `grains`, `references`: column names, each maybe `column AS alias` (the name another
-    model joins it by), normalised to `column as alias`."""
+def _keys(v: Value, path: str) -> list[tuple[str, str | None]]:
+    """`grain`, `grains`, `references`: (column, alias) pairs, the alias (`column AS alias`: the name
+    another model joins it by) None where none is written; split by `_split_keys`."""
     if v.kind == "call":
         raise ModelError(f"Expected column names, got the expression '{v.text}'", path, v.line)
-    keys = []
+    keys: list[tuple[str, str | None]] = []
     for text in v.as_list():
         aliased = _ALIASED.fullmatch(text.strip())
         column = read_column(aliased[1] if aliased else text, path, v.line)
-        keys.append(f"{column} as {read_column(aliased[2], path, v.line, 'Alias')}" if aliased else column)
+        keys.append((column, read_column(aliased[2], path, v.line, "Alias") if aliased else None))
     return keys
+
+
+def _split_keys(props: dict[str, Any]) -> None:
+    """The columns of `grain` and `references` into their fields, their aliases into `key_aliases`."""
+    aliases: dict[str, str] = {}
+    for field in ("grain", "references"):
+        if field in props:
+            aliases.update({column: alias for column, alias in props[field] if alias})
+            props[field] = [column for column, _ in props[field]]
+    if aliases:
+        props["key_aliases"] = aliases
 
 
 def _list(v: Value, path: str) -> list[str]:
@@ -427,6 +438,7 @@ def complete_model_properties(props: dict[str, Any], lines: dict[str, int], kind
     kind = kind.with_policy_defaults(defaults.on_destructive_change, defaults.on_additive_change)
     props["kind"] = kind.located(directory)
     props["audits"] = _attach_default_audits(props.get("audits", []), defaults, kind)
+    _split_keys(props)
     return kind
 
 
