@@ -1,5 +1,6 @@
 """The engine's cheap paths keep their guarantees: a remembered schema dropped by another
-process is recreated, and a first write into a partitioned table is one INSERT yet exact."""
+process is recreated, and an interval write where the table holds no row in that interval yet (a
+first write, the next day of a daily model) is one INSERT yet exact."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def test_a_remembered_schema_dropped_elsewhere_is_recreated(spark, unique_schema
     assert engine.list_objects(unique_schema) == {"b": "table", "v": "view"}
 
 
-def test_first_interval_write_is_one_insert_and_later_ones_clear_empty_partitions(
+def test_a_new_interval_is_one_insert_and_a_rewritten_one_clears_empty_partitions(
         spark, unique_schema, tmp_path, monkeypatch) -> None:
     trace = tmp_path / "trace.tsv"
     monkeypatch.setenv(SQL_TRACE_ENV, str(trace))
@@ -37,3 +38,12 @@ def test_first_interval_write_is_one_insert_and_later_ones_clear_empty_partition
                                      "DATE'2024-01-01'", "DATE'2024-01-03'")
     assert engine.fetchall(f"SELECT id, CAST(ds AS STRING) FROM {table}") == [(9, "2024-01-01")]
     assert engine.partitions(table) == [{"ds": "2024-01-01"}]
+
+    # The next interval, on a table holding other days: nothing in it could be left stale.
+    trace.write_text("")
+    engine.insert_overwrite_interval(table, "SELECT 7 AS id, DATE'2024-01-04' AS ds", "ds",
+                                     "DATE'2024-01-04'", "DATE'2024-01-04'")
+    later = trace.read_text()
+    assert "INSERT OVERWRITE" in later and "CACHE TABLE" not in later and "EXCEPT" not in later
+    assert sorted(engine.fetchall(f"SELECT id, CAST(ds AS STRING) FROM {table}")) == [
+        (7, "2024-01-04"), (9, "2024-01-01")]
