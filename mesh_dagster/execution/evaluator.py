@@ -186,11 +186,11 @@ class SnapshotEvaluator:
         with self._lock_for(snapshot.table_name):  # a concurrent batch must not write before the table exists
             if snapshot.model.kind.is_view or snapshot.table_name not in self._created:
                 table = snapshot.table_name
-                kept = snapshot.model.kind.is_incremental and self.engine.table_exists(table)
-                self.engine.create_schema(snapshot.physical_schema)
-                strategy_for(snapshot).create(self, snapshot)
-                if kept:
-                    self._migrate(snapshot)
+                if snapshot.model.kind.is_incremental and self.engine.table_exists(table):
+                    self._migrate(snapshot)  # kept: its CREATE ... IF NOT EXISTS would change nothing
+                else:
+                    self.engine.create_schema(snapshot.physical_schema)
+                    strategy_for(snapshot).create(self, snapshot)
                 self._created.add(snapshot.table_name)
 
     def _migrate(self, snapshot: Snapshot) -> None:
