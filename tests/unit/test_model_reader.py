@@ -63,6 +63,10 @@ def test_join_keys_are_column_names_with_optional_aliases_as_sqlmesh_writes_them
              "SELECT 1 AS id, 2 AS ds, 3 AS guest_id, 4 AS host")
     assert (m.grain, m.references) == (["id", "ds"], ["guest_id", "host"])
     assert m.key_aliases == {"id": "order_id", "guest_id": "account_id"}
+    # a quoted column named with the word "as" in it is one column; AS splits only outside quotes
+    m = read("MODEL (name s.m, kind FULL, grains (`price as of`, `valid as at` AS since));\n"
+             "SELECT 1 AS `price as of`, 2 AS `valid as at`")
+    assert (m.grain, m.key_aliases) == (["price as of", "valid as at"], {"valid as at": "since"})
     with pytest.raises(ModelError, match=r"models/m.sql:2: Alias 'a.b' is not supported"):
         read("MODEL (name s.m, kind FULL,\n  references (guest_id AS a.b));\nSELECT 3 AS guest_id")
     with pytest.raises(ModelError, match=r"models/m.sql:2: Expected column names, got the expression"):

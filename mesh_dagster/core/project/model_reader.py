@@ -48,7 +48,7 @@ UNSUPPORTED_PROPERTIES = {
     "blueprints", "grants", "project", "formatting", "ignored_rules", "validate_query",
 }
 UNSUPPORTED_KINDS = {"MANAGED", "CUSTOM"}
-_ALIASED = re.compile(r"(.+?)\s+AS\s+(.+)", re.IGNORECASE)
+_ALIASED = re.compile(r"(`[^`]*`|\"[^\"]*\"|[^`\"\s]+)\s+AS\s+(.+)", re.IGNORECASE)  # AS outside quotes
 JINJA_MARKERS = {"JINJA_QUERY_BEGIN", "JINJA_STATEMENT_BEGIN", "JINJA_END"}  # SQLMesh's Jinja blocks
 QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE"}
 AUDIT_PROPERTIES = {"name", "dialect", "blocking", "defaults", "skip", "standalone", "description"}
