@@ -71,11 +71,15 @@ def _spark_frame(engine: SparkStatements, frame: Any, declared: T.StructType) ->
 
 def _from_pandas(engine: SparkStatements, frame: pd.DataFrame, declared: T.StructType) -> DataFrame:
     """A pandas frame as a Spark DataFrame of the declared columns (values typed as pandas holds
-    them; missing values, NaN included, as NULL whatever the Arrow setting)."""
+    them; missing values, NaN included, as NULL whatever the Arrow setting). `Decimal` values travel
+    as their exact text, which the query casts to the declared type (Spark takes them only into a
+    DECIMAL column of a precision they fit)."""
     by_name = {str(c).lower(): c for c in frame.columns}
     fields, data = [], {}
     for field in declared.fields:
         series = frame[by_name[field.name.lower()]]
+        if pd.api.types.infer_dtype(series, skipna=True) == "decimal":
+            series = series.map(lambda value: None if _is_missing(value) else str(value))
         fields.append(T.StructField(field.name, _transfer_type(series, field.dataType), True))
         data[field.name] = series.astype(object).where(series.notna(), None) if series.isna().any() else series
     with engine._errors("Cannot turn the pandas DataFrame a Python model returned into a Spark DataFrame"):

@@ -297,3 +297,27 @@ def test_is_sql_models_are_planned_and_written_as_sql_models(tmp_path, engine, s
     assert rows(ctx, f"SELECT id, CAST(scaled AS DOUBLE) FROM {schema}.big ORDER BY id") == [(1, 25.0), (2, 40.0)]
     assert rows(ctx, f"SELECT CAST(ds AS STRING), COUNT(*) FROM {schema}.daily_ids GROUP BY ds ORDER BY ds") == [
         ("2024-01-01", 3)]  # one batch from the model's start: @start_ds is its first day
+
+
+DECIMALS = """
+from decimal import Decimal
+
+import pandas as pd
+
+from mesh_dagster import model
+
+
+@model("{s}.prices", kind="FULL", columns={"id": "int", "price": "double", "exact": "decimal(10,2)"})
+def execute(context, start, end, execution_time):
+    values = [Decimal("1.50"), None, Decimal("12345678.125")]
+    return pd.DataFrame({"id": [1, 2, 3], "price": values, "exact": values})
+"""
+
+
+def test_decimal_values_of_a_pandas_frame_reach_double_and_decimal_columns(tmp_path, engine, schema):
+    """Python `Decimal`s (what database drivers and money code hand over) fit any declared numeric
+    type, cast by Spark's rules; Spark alone would refuse them for a DOUBLE column."""
+    ctx = Context(project(tmp_path, schema, {"models/prices.py": DECIMALS}), engine=engine)
+    ctx.apply(ctx.plan(execution_time="2024-01-02"))
+    got = rows(ctx, f"SELECT id, price, CAST(exact AS STRING) FROM {schema}.prices ORDER BY id")
+    assert got == [(1, 1.5, "1.50"), (2, None, None), (3, 12345678.125, "12345678.13")]
