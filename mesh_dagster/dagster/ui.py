@@ -39,6 +39,9 @@ concurrency:
     # each environment's promote op sits in the pool `mesh_promote_<env>`: one promotion at a time
     default_limit: 1
     granularity: op
+run_queue:
+  # the daemon looks for launched runs every second (Dagster's default: 5): a run starts at once
+  dequeue_interval_seconds: 1
 """
 
 

@@ -59,6 +59,9 @@ def test_the_default_instance_is_sqlite_in_the_project(tmp_path):
                                             "class": "BatchingSqliteEventLogStorage",
                                             "config": {"base_dir": str(tmp_path / "home" / "history" / "runs")}}
     assert dagster_env(tmp_path / "home" / "workspace.yaml")["DAGSTER_EVENT_BATCH_SIZE"] == "500"
+    # a launched run starts within a second: Dagster's daemon reads the run queue's interval from it
+    with dg.DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        assert instance.run_coordinator.dequeue_interval_seconds == 1
 
 
 def test_postgres_storage_writes_dagsters_postgres_section_without_the_password(tmp_path):
