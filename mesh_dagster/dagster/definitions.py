@@ -23,6 +23,7 @@ from dagster import (
 )
 
 from mesh_dagster.context import Context
+from mesh_dagster.core.config.config import GitWatchConfig
 from mesh_dagster.core.config.names import PROD, normalize_environment
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
@@ -81,7 +82,7 @@ def definitions(
     project_dir = str(Path(project_dir).resolve())
     environments = _environments(project_dir, environment)
     translator = translator or MeshTranslator()
-    sources, watches_git = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed)
+    sources, git = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed)
     loaded = _load_graphs(project_dir, environments, gateway, state_url, translator, sources)
     if isinstance(loaded, MeshError):  # raised here so the code location shows no frames of ours below this
         raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {loaded}") from None
@@ -102,19 +103,20 @@ def definitions(
         if environment == PROD:
             schedules += cron_schedules(graph, sources.get(environment, project_dir), gateway, state_url,
                                         schedules_running, project_dir if environment in sources else None)
-            if watches_git:
-                jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running)
+            if git is not None:
+                jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running,
+                                          git.poll_interval_s)
     resource = _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())))
     return Definitions(assets=assets, jobs=jobs, schedules=schedules, sensors=sensors, resources={"mesh": resource},
                        executor=executor)
 
 
 def _with_git(jobs: list, sensors: list, project_dir: str, gateway: str | None, state_url: str | None,
-              running: bool) -> tuple[list, list]:
+              running: bool, interval_s: int) -> tuple[list, list]:
     """`jobs` and `sensors` with the `git_plan` job and the git push sensor launching it (prod, with
-    a `git:` section in config.yaml)."""
+    a `git:` section in config.yaml), looking every `interval_s` seconds."""
     git_job = git_plan_job()
-    return [*jobs, git_job], [*sensors, git_sensor(project_dir, gateway, state_url, git_job, running)]
+    return [*jobs, git_job], [*sensors, git_sensor(project_dir, gateway, state_url, git_job, running, interval_s)]
 
 
 def _environments(project_dir: str, environment: str | Sequence[str]) -> list[str]:
@@ -149,16 +151,17 @@ def _resource(project_dir: str, gateway: str | None, state_url: str | None, shar
 
 
 def _deployed_sources(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,
-                      follow: bool) -> tuple[dict[str, str], bool]:
+                      follow: bool) -> tuple[dict[str, str], GitWatchConfig | None]:
     """Environment -> the files of the commit a git push deployed to it (execution/deployed.py),
-    and whether this project's config.yaml (not a deployed commit's) has a `git:` section."""
+    and the `git:` section of this project's config.yaml (not a deployed commit's), if any."""
     context = Context(project_dir, gateway, state_url=state_url)
     try:
         try:
-            if context.config.git is None:
-                return {}, False
+            git = context.config.git
         except MeshError:  # a broken project: loading it says why, with its file and line
-            return {}, False
+            return {}, None
+        if git is None:
+            return {}, None
         out: dict[str, str] = {}
         for environment in environments if follow else []:
             try:
@@ -168,7 +171,7 @@ def _deployed_sources(project_dir: str, environments: list[str], gateway: str | 
                                        f"{e}") from None
             if source is not None:
                 out[environment] = str(source)
-        return out, True
+        return out, git
     finally:
         context.close()
 

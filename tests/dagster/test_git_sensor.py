@@ -70,3 +70,13 @@ def test_projects_without_git_have_no_sensor(tmp_path):
     location = write_project(tmp_path / "p", MODELS)
     defs = definitions(location, "prod", shared_spark=False)
     assert "git_push_sensor" not in {s.name for s in defs.sensors}
+
+
+def test_the_sensor_looks_as_often_as_configured(tmp_path):
+    """`git.poll_interval_s` (default 30) is the sensor's minimum interval: the daemon's ticks."""
+    location = write_project(tmp_path / "default", {}, WATCHER_CONFIG)
+    assert definitions(location, "prod", shared_spark=False).resolve_sensor_def(
+        "git_push_sensor").minimum_interval_seconds == 30
+    location = write_project(tmp_path / "often", {}, WATCHER_CONFIG + "  poll_interval_s: 5\n")
+    assert definitions(location, "prod", shared_spark=False).resolve_sensor_def(
+        "git_push_sensor").minimum_interval_seconds == 5

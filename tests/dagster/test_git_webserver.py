@@ -35,6 +35,7 @@ protected_environments:
 git:
   repo: ../warehouse.git
   protected: [main]
+  poll_interval_s: 5
 """
 
 

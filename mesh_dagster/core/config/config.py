@@ -197,6 +197,7 @@ class GitWatchConfig(Strict):
     protected: list[str] = Field(default_factory=lambda: ["main"])  # their pushes make a pending plan for prod
     project_path: str = "."  # where the project lives inside the repository
     tick_timeout_s: float = Field(30.0, gt=0)  # a sensor tick never takes longer than this
+    poll_interval_s: int = Field(30, ge=1)  # seconds between the sensor's looks at the repository
 
     def repo_path(self, project_dir: Path) -> Path:
         path = Path(self.repo).expanduser()
