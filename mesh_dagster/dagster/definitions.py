@@ -104,19 +104,19 @@ def definitions(
             schedules += cron_schedules(graph, sources.get(environment, project_dir), gateway, state_url,
                                         schedules_running, project_dir if environment in sources else None)
             if git is not None:
-                jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running,
-                                          git.poll_interval_s)
+                jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running, git)
     resource = _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())))
     return Definitions(assets=assets, jobs=jobs, schedules=schedules, sensors=sensors, resources={"mesh": resource},
                        executor=executor)
 
 
 def _with_git(jobs: list, sensors: list, project_dir: str, gateway: str | None, state_url: str | None,
-              running: bool, interval_s: int) -> tuple[list, list]:
+              running: bool, git: GitWatchConfig) -> tuple[list, list]:
     """`jobs` and `sensors` with the `git_plan` job and the git push sensor launching it (prod, with
-    a `git:` section in config.yaml), looking every `interval_s` seconds."""
+    a `git:` section in config.yaml), looking every `git.poll_interval_s` seconds."""
     git_job = git_plan_job()
-    return [*jobs, git_job], [*sensors, git_sensor(project_dir, gateway, state_url, git_job, running, interval_s)]
+    sensor = git_sensor(project_dir, gateway, state_url, git_job, running, git.poll_interval_s)
+    return [*jobs, git_job], [*sensors, sensor]
 
 
 def _environments(project_dir: str, environment: str | Sequence[str]) -> list[str]:
