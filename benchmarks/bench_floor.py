@@ -1,0 +1,415 @@
+"""The floor benchmark (issue 23): how far our first apply and daily run of the issue-9 project
+(benchmarks/gen_first_apply.py: a seed, 15 INCREMENTAL_BY_TIME_RANGE, 8 FULL and 6 VIEW models)
+are from what Spark itself needs for the same work.
+
+Why: a ratio to SQLMesh (bench_first_apply.py) says whether we are slower than another tool, not
+where the time goes nor how much of it could go at all. The floor is that bound: the statements
+any tool must issue for this project, taken from our own trace and replayed by hand, one after
+the other, in one warm Spark session with no Python between them. What we spend above it is ours:
+catalog look-ups, query analyses, DESCRIBEs, Python, JVM start.
+
+    python benchmarks/bench_floor.py [--concurrent-tasks 1] [--warmup-rounds 3] [--keep DIR]
+
+For each of the first apply (`plan --auto-apply --skip-tests --execution-time 2024-01-31`) and
+the daily run after it (`run --execution-time 2024-02-01`) it prints:
+
+- ours: wall time of the `mesh` process, and the time inside Spark per phase, summed from the
+  engine's opt-in trace (`MESH_SQL_TRACE`, one line per Spark call: `<seconds>\\t<SQL or
+  [catalog call]>`): catalog calls (the bracketed lines), DDL (CREATE, ALTER, DROP), writes
+  (INSERT, CTAS staging), analyses and other statements (SELECT, DESCRIBE, SHOW, CACHE); and
+  outside Spark = wall - the traced sum (Python, JVM start, the state store). The project is
+  generated with `concurrent_tasks: 1` by default so that the traced times add up;
+- the floor: the trace's CREATE SCHEMA, CREATE TABLE, CREATE [OR REPLACE] VIEW, INSERT and
+  ALTER TABLE ... SET LOCATION statements, replayed in this process on ONE SparkSession built as
+  the CLI builds its embedded default (`build_session(SparkConnectionConfig(master='local[*]'),
+  <copy>/.mesh)`: local master, Derby Hive metastore and warehouse under the copy's `.mesh`), on
+  a copy of the project without its `.mesh` (no table exists yet), after a few rounds of
+  throwaway statements that warm the JVM, the metastore and the Parquet writer. The first
+  apply's statements are replayed (and timed) first, then the daily run's on the tables they made;
+- the ratios ours/floor (wall) and ours inside Spark/floor, and the statement kinds costliest
+  in ours next to their floor.
+
+Choices, each a judgement:
+
+- ALTER TABLE ... SET LOCATION is part of the floor: our unpartitioned tables (FULL models, the
+  seed) are written as a new generation of files (INSERT OVERWRITE DIRECTORY), which the table
+  only holds once it points there; without it downstream models would read empty tables. It is
+  one metastore update per write and shows on its own line, for whoever would rather subtract it.
+- The seed load is, in our trace, a DataFrame made into a temporary view (a bracketed line) and
+  an INSERT OVERWRITE DIRECTORY reading that view. The floor replays that INSERT with the view
+  replaced by an inline `VALUES` list of the CSV's rows (ints, doubles as `D` literals, text
+  quoted): one SQL statement, the same columns `c0, c1, ...` and casts.
+- Generation directories (`__mesh_g<12 hex>`) get fresh suffixes, consistently across the
+  INSERT and its ALTER, and the project path is rewritten to the copy's, so every target
+  directory is new. Statements on `__mesh_tmp_` objects (staging tables, cached rows) are left
+  out: a tool that writes each table once needs none; so is a CREATE repeated word for word
+  within one run (a VIEW model's view is defined when created and again when written).
+- The trace flattens SQL onto one line (`' '.join(sql.split())`: every run of whitespace
+  becomes one space), which is exact for this generated project (no `--` comments, no
+  whitespace inside literals); a floor statement with ` --` in it is refused rather than run.
+
+The traces (`trace_<run>.tsv`), the replayed statements (`floor_<run>.sql`) and their times
+(`floor_<run>.tsv`, in the trace's format) are left in the work directory (`--keep DIR` keeps
+it). SQLMesh is not run here: bench_first_apply.py --sqlmesh compares with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gen_first_apply import generate
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MESH = [sys.executable, "-m", "mesh_dagster.cli.main"]
+FIRST_APPLY = ("first apply", ["plan", "--auto-apply", "--skip-tests", "--execution-time", "2024-01-31"])
+DAILY_RUN = ("daily run", ["run", "--execution-time", "2024-02-01"])
+
+CATALOG, DDL, WRITES, OTHER = "catalog", "ddl", "writes", "other"
+PHASE_LABELS = {
+    CATALOG: "catalog calls ([...] lines)",
+    DDL: "DDL (CREATE SCHEMA/TABLE/VIEW, ALTER, DROP)",
+    WRITES: "writes (INSERT, CTAS)",
+    OTHER: "analyses, other (SELECT, DESCRIBE, SHOW)",
+}
+FLOOR_KINDS = frozenset({
+    "CREATE SCHEMA", "CREATE TABLE", "CREATE VIEW", "CREATE OR REPLACE VIEW",
+    "INSERT OVERWRITE TABLE", "INSERT OVERWRITE DIRECTORY", "INSERT INTO", "ALTER TABLE SET LOCATION",
+})
+TEMP_PREFIX = "__mesh_tmp_"
+TEMP_VIEW_SOURCE = re.compile(r"FROM `__mesh_tmp_[0-9a-f]+`$")
+GENERATION = re.compile(r"__mesh_g[0-9a-f]{12}")
+PROBE = re.compile(r"^SELECT 1 FROM \S+ WHERE .* LIMIT 1$", re.IGNORECASE)
+CTAS = re.compile(r"^CREATE TABLE (IF NOT EXISTS )?\S+ USING \w+ AS ", re.IGNORECASE)
+WARMUP_SCHEMA = "floor_warmup"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One traced (ours) or replayed (floor) call to Spark: its seconds and its text."""
+
+    seconds: float
+    what: str
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.what)
+
+
+@dataclass(frozen=True)
+class Ours:
+    """One `mesh` command: its wall time and the Spark calls its trace recorded."""
+
+    wall: float
+    calls: list[Call]
+
+    @property
+    def inside(self) -> float:
+        return sum(c.seconds for c in self.calls)
+
+
+# -- the trace ---------------------------------------------------------------------------------------------
+
+
+def kind_of(what: str) -> str:
+    """`INSERT OVERWRITE TABLE`, `ALTER TABLE SET LOCATION`, `[Cannot look up]`: the call without its names."""
+    if what.startswith("["):
+        plain = itertools.takewhile(lambda w: not any(ch in w for ch in "./:_`'"), what.strip("[]").split())
+        return "[" + " ".join(plain) + "]"
+    words = what.upper().split()
+    if not words:
+        return "(empty)"
+    if words[0] == "SELECT":
+        return "SELECT 1 ... LIMIT 1 (probe)" if PROBE.match(what) else "SELECT (analysis or query)"
+    if words[0] == "ALTER":
+        return " ".join(["ALTER", *words[1:2], *words[3:5]])
+    if CTAS.match(what):
+        return "CREATE TABLE AS SELECT"
+    keywords = itertools.takewhile(lambda w: w.isalpha() and w != "IF", words)
+    return " ".join(list(keywords)[:4])
+
+
+def phase_of(kind: str) -> str:
+    if kind.startswith("["):
+        return CATALOG
+    first = kind.split(" ", 1)[0]
+    if first == "INSERT" or kind == "CREATE TABLE AS SELECT":
+        return WRITES
+    if first in ("CREATE", "ALTER", "DROP", "TRUNCATE"):
+        return DDL
+    return OTHER
+
+
+def read_trace(path: Path) -> list[Call]:
+    """`<seconds>\\t<flattened SQL or [description]>` lines (statements.py's `_append_trace`)."""
+    if not path.exists():
+        return []
+    calls = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        seconds, _, what = line.partition("\t")
+        calls.append(Call(float(seconds), what))
+    return calls
+
+
+def run_ours(project: Path, trace: Path, command: Sequence[str]) -> Ours:
+    """Run one `mesh` command on the project with the trace on; its wall time and calls."""
+    trace.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "MESH_SPARK_SHARED"}  # the embedded session
+    env["MESH_SQL_TRACE"] = str(trace)
+    cmd = [*MESH, "-p", str(project), *command]
+    began = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=project.parent, capture_output=True, text=True, env=env, check=False)
+    wall = time.perf_counter() - began
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return Ours(wall, read_trace(trace))
+
+
+# -- the floor's statements --------------------------------------------------------------------------------
+
+
+class Relocate:
+    """Statements of the project at `old`, for its copy at `new`: paths rewritten, and each
+    generation suffix replaced by a fresh one (the same one wherever the old one appears)."""
+
+    def __init__(self, old: Path, new: Path) -> None:
+        self.old, self.new = str(old), str(new)
+        self._generations: dict[str, str] = {}
+
+    def __call__(self, sql: str) -> str:
+        relocated = GENERATION.sub(self._fresh, sql.replace(self.old, self.new))
+        if ("DIRECTORY" in relocated or "SET LOCATION" in relocated) and self.new not in relocated:
+            raise SystemExit(f"A location outside the project, which the floor cannot replay: {sql[:300]}")
+        return relocated
+
+    def _fresh(self, match: re.Match[str]) -> str:
+        return self._generations.setdefault(match.group(0), f"__mesh_g{uuid.uuid4().hex[:12]}")
+
+
+def sql_literal(text: str) -> str:
+    """A CSV value as the literal the product's seed frame sends: integer, double or text."""
+    if re.fullmatch(r"-?\d+", text):
+        return text
+    try:
+        float(text)
+    except ValueError:
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return f"{text}D"
+
+
+def seed_source(seed_csv: Path) -> str:
+    """`FROM VALUES (...), ... AS _seed(c0, c1, ...)`: the seed's rows, in the columns the
+    product's temporary view has (`c<i>` for the i-th column, here the CSV's order)."""
+    with seed_csv.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    header, body = rows[0], [r for r in rows[1:] if r]
+    values = ", ".join("(" + ", ".join(sql_literal(v) for v in row) + ")" for row in body)
+    names = ", ".join(f"`c{i}`" for i in range(len(header)))
+    return f"FROM VALUES {values} AS `_seed`({names})"
+
+
+def floor_statements(calls: Sequence[Call], seed_csv: Path, relocate: Relocate) -> list[str]:
+    """The statements any tool must issue, from our trace (see the module's docstring). A CREATE
+    repeated word for word within the run (a view defined when created and again when written)
+    is issued once."""
+    statements: list[str] = []
+    created: set[str] = set()
+    for call in calls:
+        if call.kind not in FLOOR_KINDS:
+            continue
+        sql = call.what
+        if TEMP_VIEW_SOURCE.search(sql) and sql.upper().startswith("INSERT") and "`c0`" in sql:
+            sql = TEMP_VIEW_SOURCE.sub(lambda _: seed_source(seed_csv), sql)  # the seed's rows
+        elif TEMP_PREFIX in sql:
+            continue  # staging: a tool writing each table once has none
+        if sql.upper().startswith("CREATE"):
+            if sql in created:
+                continue
+            created.add(sql)
+        if " --" in sql:
+            raise SystemExit(f"A comment in a flattened statement would swallow its rest: {sql[:300]}")
+        statements.append(relocate(sql))
+    return statements
+
+
+def only_seed(project: Path) -> Path:
+    seeds = sorted((project / "seeds").glob("*.csv"))
+    if len(seeds) != 1:
+        raise SystemExit(f"Expected one seed CSV in {project / 'seeds'}, found {len(seeds)}")
+    return seeds[0]
+
+
+# -- replaying them ----------------------------------------------------------------------------------------
+
+
+def floor_session(copy: Path, concurrent_tasks: int) -> SparkSession:
+    """The session the CLI builds for the generated config (embedded: `connect_server.project_session`
+    ends in `build_session(conn, project.mesh_dir)` for a local master and no shared server)."""
+    from mesh_dagster.core.config.connections import SparkConnectionConfig  # deliberately lazy: Spark
+    from mesh_dagster.engine.session import build_session  # starts only once ours has finished
+
+    conn = SparkConnectionConfig(master="local[*]", concurrent_tasks=concurrent_tasks)
+    return build_session(conn, copy / ".mesh")
+
+
+def warm_up(spark: SparkSession, warehouse: Path, rounds: int) -> None:
+    """Throwaway statements of every floor kind, in a schema dropped afterwards: JIT, metastore,
+    Parquet writer and planner are warm when the first timed statement runs."""
+    s = f"`{WARMUP_SCHEMA}`"
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
+    for i in range(rounds):
+        rows = (f"SELECT CAST(id % 3 AS INT) AS id, CAST(id AS DOUBLE) AS value, "
+                f"DATE_ADD(DATE'2024-01-01', CAST(id % 30 AS INT)) AS ds FROM range({90 + i})")
+        directory = warehouse / f"{WARMUP_SCHEMA}.db" / f"gen_{i}"
+        for sql in (
+            f"CREATE TABLE IF NOT EXISTS {s}.`p{i}` (id INT, value DOUBLE, ds DATE) USING parquet PARTITIONED BY (ds)",
+            f"INSERT OVERWRITE TABLE {s}.`p{i}` {rows}",
+            f"CREATE OR REPLACE VIEW {s}.`v{i}` AS SELECT a.id, a.ds, a.value + COALESCE(b.value, 0) AS value "
+            f"FROM {s}.`p{i}` AS a LEFT JOIN {s}.`p{i}` AS b ON a.id = b.id AND a.ds = b.ds",
+            f"CREATE TABLE IF NOT EXISTS {s}.`u{i}` (id INT, ds DATE, value DOUBLE) USING parquet",
+            f"INSERT OVERWRITE DIRECTORY '{directory}' USING parquet SELECT id, ds, value FROM {s}.`v{i}`",
+            f"ALTER TABLE {s}.`u{i}` SET LOCATION '{directory}'",
+            f"SELECT COUNT(*) FROM {s}.`u{i}`",
+        ):
+            spark.sql(sql).collect()
+    spark.sql(f"DROP SCHEMA IF EXISTS {s} CASCADE")
+
+
+def replay(spark: SparkSession, statements: Sequence[str]) -> list[Call]:
+    """Each statement timed alone, back to back: nothing but this loop between them."""
+    timed = []
+    clock = time.perf_counter
+    for i, sql in enumerate(statements):
+        began = clock()
+        try:
+            spark.sql(sql)
+        except Exception as e:  # noqa: BLE001 - any failure ends the benchmark, naming the statement
+            raise SystemExit(f"floor statement {i + 1}/{len(statements)} failed: {e}\n{sql[:500]}") from e
+        timed.append(Call(clock() - began, sql))
+    return timed
+
+
+def measure_floor(project: Path, copy: Path, runs: dict[str, list[Call]], warmup_rounds: int,
+                  concurrent_tasks: int) -> list[list[Call]]:
+    """Replay each run's floor, in order, on a copy of the project without its `.mesh`; the
+    statements are written beside the copy (`floor_<run>.sql`) for a look or a replay by hand."""
+    if copy.exists():
+        shutil.rmtree(copy)
+    shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".mesh"))
+    relocate, seed_csv = Relocate(project, copy), only_seed(copy)
+    per_run = [floor_statements(calls, seed_csv, relocate) for calls in runs.values()]
+    for name, statements in zip(runs, per_run):
+        sql_file = copy.parent / f"floor_{name.replace(' ', '_')}.sql"
+        sql_file.write_text("".join(f"{s};\n" for s in statements), encoding="utf-8")
+    spark = floor_session(copy, concurrent_tasks)
+    try:
+        warm_up(spark, copy / ".mesh" / "warehouse", warmup_rounds)
+        floors = [replay(spark, statements) for statements in per_run]
+    finally:
+        spark.stop()
+    for name, timed in zip(runs, floors):  # in the trace's format, to compare call by call
+        trace = copy.parent / f"floor_{name.replace(' ', '_')}.tsv"
+        trace.write_text("".join(f"{c.seconds:.4f}\t{c.what}\n" for c in timed), encoding="utf-8")
+    return floors
+
+
+# -- the report --------------------------------------------------------------------------------------------
+
+
+def by_kind(calls: Sequence[Call]) -> dict[str, tuple[float, int]]:
+    totals: dict[str, list[float]] = defaultdict(list)
+    for call in calls:
+        totals[call.kind].append(call.seconds)
+    return {kind: (sum(times), len(times)) for kind, times in totals.items()}
+
+
+def row(label: str, seconds: float | None, calls: int | None = None, note: str = "") -> str:
+    secs = "" if seconds is None else f"{seconds:.1f}"
+    count = "" if calls is None else str(calls)
+    return f"  {label:<46}{secs:>9}{count:>8}  {note}".rstrip()
+
+
+def report(title: str, command: Sequence[str], ours: Ours, floor: Sequence[Call]) -> None:
+    """One table: ours (wall, per phase inside Spark, outside), the floor, the ratios."""
+    floor_total = sum(c.seconds for c in floor)
+    print(f"\n== {title}: mesh {' '.join(command)} ==")
+    print(f"  {'':<46}{'seconds':>9}{'calls':>8}")
+    print(row("ours: wall", ours.wall))
+    print(row("ours: inside Spark (traced)", ours.inside, len(ours.calls)))
+    phases: dict[str, list[float]] = {p: [] for p in PHASE_LABELS}
+    for call in ours.calls:
+        phases[phase_of(call.kind)].append(call.seconds)
+    for phase, label in PHASE_LABELS.items():
+        print(row(f"  {label}", sum(phases[phase]), len(phases[phase])))
+    if ours.calls:
+        slowest = max(ours.calls, key=lambda c: c.seconds)
+        which = f"(call {ours.calls.index(slowest) + 1})"
+        print(row(f"  slowest call: {slowest.kind[:30]}", slowest.seconds, note=which))
+    print(row("ours: outside Spark (Python, JVM start)", ours.wall - ours.inside))
+    print(row("floor: replayed in one warm session", floor_total, len(floor)))
+    for kind, (secs, n) in sorted(by_kind(floor).items(), key=lambda kv: -kv[1][0]):
+        print(row(f"  {kind}", secs, n))
+    if floor_total > 0:
+        print(f"  {'ratio ours/floor, wall':<46}{ours.wall / floor_total:>9.1f}x")
+        print(f"  {'ratio ours inside Spark/floor':<46}{ours.inside / floor_total:>9.1f}x")
+    print_costliest(ours.calls, floor)
+
+
+def print_costliest(ours: Sequence[Call], floor: Sequence[Call], top: int = 10) -> None:
+    """Call kinds by time in ours, with what the floor spends on the same kind (none: pure overhead)."""
+    mine, base = by_kind(ours), by_kind(floor)
+    print(f"  costliest call kinds in ours{'':<18}{'ours s':>9}{'calls':>8}  floor s (calls)")
+    for kind, (secs, n) in sorted(mine.items(), key=lambda kv: -kv[1][0])[:top]:
+        floor_secs, floor_n = base.get(kind, (0.0, 0))
+        note = f"{floor_secs:.1f} ({floor_n})" if floor_n else "-"
+        print(row(f"  {kind[:44]}", secs, n, note))
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--concurrent-tasks", type=int, default=1,
+                        help="the connection's concurrent_tasks (default 1: traced times add up)")
+    parser.add_argument("--warmup-rounds", type=int, default=3, help="rounds of throwaway statements before the floor")
+    parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench_floor_") as tmp:
+        work = (args.keep or Path(tmp)).resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        project = generate(work / "mesh_project", "mesh", concurrent_tasks=args.concurrent_tasks).resolve()
+        print(f"project {project} (concurrent_tasks {args.concurrent_tasks}, {os.cpu_count()} CPUs)", flush=True)
+        results = []
+        for name, command in (FIRST_APPLY, DAILY_RUN):
+            results.append(run_ours(project, work / f"trace_{name.replace(' ', '_')}.tsv", command))
+            print(f"ours, {name}: {results[-1].wall:.1f} s", flush=True)
+        runs = {FIRST_APPLY[0]: results[0].calls, DAILY_RUN[0]: results[1].calls}
+        floors = measure_floor(project, work / "floor_project", runs, args.warmup_rounds, args.concurrent_tasks)
+        for (name, command), ours, floor in zip((FIRST_APPLY, DAILY_RUN), results, floors):
+            report(name, command, ours, floor)
+    print(f"\nbenchmark took {time.perf_counter() - began:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
