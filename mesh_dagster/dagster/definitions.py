@@ -23,7 +23,6 @@ from dagster import (
 )
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.config.config import GitWatchConfig
 from mesh_dagster.core.config.names import PROD, normalize_environment
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
@@ -82,7 +81,7 @@ def definitions(
     project_dir = str(Path(project_dir).resolve())
     environments = _environments(project_dir, environment)
     translator = translator or MeshTranslator()
-    sources, git = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed)
+    sources, git_poll = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed)
     loaded = _load_graphs(project_dir, environments, gateway, state_url, translator, sources)
     if isinstance(loaded, MeshError):  # raised here so the code location shows no frames of ours below this
         raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {loaded}") from None
@@ -103,20 +102,19 @@ def definitions(
         if environment == PROD:
             schedules += cron_schedules(graph, sources.get(environment, project_dir), gateway, state_url,
                                         schedules_running, project_dir if environment in sources else None)
-            if git is not None:
-                jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running, git)
+            if git_poll is not None:
+                jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running, git_poll)
     resource = _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())))
     return Definitions(assets=assets, jobs=jobs, schedules=schedules, sensors=sensors, resources={"mesh": resource},
                        executor=executor)
 
 
 def _with_git(jobs: list, sensors: list, project_dir: str, gateway: str | None, state_url: str | None,
-              running: bool, git: GitWatchConfig) -> tuple[list, list]:
+              running: bool, interval_s: int) -> tuple[list, list]:
     """`jobs` and `sensors` with the `git_plan` job and the git push sensor launching it (prod, with
-    a `git:` section in config.yaml), looking every `git.poll_interval_s` seconds."""
+    a `git:` section in config.yaml), looking every `interval_s` seconds."""
     git_job = git_plan_job()
-    sensor = git_sensor(project_dir, gateway, state_url, git_job, running, git.poll_interval_s)
-    return [*jobs, git_job], [*sensors, sensor]
+    return [*jobs, git_job], [*sensors, git_sensor(project_dir, gateway, state_url, git_job, running, interval_s)]
 
 
 def _environments(project_dir: str, environment: str | Sequence[str]) -> list[str]:
@@ -151,9 +149,10 @@ def _resource(project_dir: str, gateway: str | None, state_url: str | None, shar
 
 
 def _deployed_sources(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,
-                      follow: bool) -> tuple[dict[str, str], GitWatchConfig | None]:
+                      follow: bool) -> tuple[dict[str, str], int | None]:
     """Environment -> the files of the commit a git push deployed to it (execution/deployed.py),
-    and the `git:` section of this project's config.yaml (not a deployed commit's), if any."""
+    and the seconds between the git sensor's looks (`git.poll_interval_s` of this project's
+    config.yaml, not a deployed commit's); None without a `git:` section."""
     context = Context(project_dir, gateway, state_url=state_url)
     try:
         try:
@@ -171,7 +170,7 @@ def _deployed_sources(project_dir: str, environments: list[str], gateway: str | 
                                        f"{e}") from None
             if source is not None:
                 out[environment] = str(source)
-        return out, git
+        return out, git.poll_interval_s
     finally:
         context.close()
 

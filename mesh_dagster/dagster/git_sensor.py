@@ -72,7 +72,7 @@ def git_plan_job() -> JobDefinition:
 
 
 def git_sensor(project_dir: str, gateway: str | None, state_url: str | None, plan_job: JobDefinition,
-               running: bool, interval_s: int = 30) -> SensorDefinition:
+               running: bool, interval_s: int) -> SensorDefinition:
     @sensor(name="git_push_sensor", job=plan_job, minimum_interval_seconds=interval_s,
             default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
             description="Watches the git repository of config.yaml's `git:` section: a push becomes a plan.")
