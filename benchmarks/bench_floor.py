@@ -61,7 +61,6 @@ import itertools
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -74,12 +73,12 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_first_apply import MESH, run
 from gen_first_apply import generate
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-MESH = [sys.executable, "-m", "mesh_dagster.cli.main"]
 FIRST_APPLY = ("first apply", ["plan", "--auto-apply", "--skip-tests", "--execution-time", "2024-01-31"])
 DAILY_RUN = ("daily run", ["run", "--execution-time", "2024-02-01"])
 
@@ -174,12 +173,7 @@ def run_ours(project: Path, trace: Path, command: Sequence[str]) -> Ours:
     trace.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "MESH_SPARK_SHARED"}  # the embedded session
     env["MESH_SQL_TRACE"] = str(trace)
-    cmd = [*MESH, "-p", str(project), *command]
-    began = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=project.parent, capture_output=True, text=True, env=env, check=False)
-    wall = time.perf_counter() - began
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    wall, _ = run([*MESH, "-p", str(project), *command], project.parent, env)
     return Ours(wall, read_trace(trace))
 
 
