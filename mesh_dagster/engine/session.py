@@ -31,6 +31,7 @@ from pyspark.sql import SparkSession
 from mesh_dagster.core.config.connections import METASTORE_URL_SETTING, WAREHOUSE_SETTING, SparkConnectionConfig
 from mesh_dagster.core.config.redaction import redact_text
 from mesh_dagster.core.errors import EngineError
+from mesh_dagster.engine import class_archive
 from mesh_dagster.engine.cluster import check_master, loopback_master, unreachable_reason
 from mesh_dagster.engine.hive_metastore import (
     check_metastore,
@@ -347,6 +348,8 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
         # An embedded catalog only makes sense when the whole of Spark runs on this machine; a
         # cluster `master` keeps the metastore and warehouse its own Hive configuration names.
         java_options = f'"-Dderby.system.home={mesh_dir}" {java_options}'
+        archive = class_archive.java_options(str(conn.config.get("spark.driver.extraJavaOptions", "")))
+        java_options = f"{java_options} {archive}".strip()
         settings.update(
             {
                 METASTORE_URL_SETTING: _embedded_metastore_url(mesh_dir),
