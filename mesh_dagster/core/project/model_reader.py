@@ -19,6 +19,7 @@ from mesh_dagster.core.config.names import IDENTIFIER, check_model_name
 from mesh_dagster.core.config.types import check_dialect, check_storage_format, to_spark_type
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.depth import def_line_key
+from mesh_dagster.core.macros.jinja import JinjaBlock, extract_blocks, line_key
 from mesh_dagster.core.macros.syntax import QUERY_MACROS
 from mesh_dagster.core.models.definition import (
     DefinitionFile,
@@ -271,9 +272,10 @@ _PROPERTY_FIELDS = {"grains": "grain", "interval_unit": "declared_unit"}
 
 
 def _split_statements(
-    statements: list[Statement], path: str
+    statements: list[Statement], path: str, jinja: list[JinjaBlock] | None = None
 ) -> tuple[list[Statement], list[str], Statement | None, list[str], list[Audit]]:
-    """Macro definitions, pre-statements, the main query, post-statements and inline audits."""
+    """Macro definitions, pre-statements, the main query, post-statements and inline audits
+    (a Jinja block, a placeholder in `statements`, is its text as written: core/macros/jinja.py)."""
     macro_defs: list[Statement] = []
     body: list[Statement] = []
     audits: list[Audit] = []
@@ -281,9 +283,9 @@ def _split_statements(
     while i < len(statements):
         st = statements[i]
         word = st.first_word
-        if word in JINJA_MARKERS:
-            raise ModelError(f"Jinja ({word}) is not supported by mesh_dagster yet: write the query in SQL with "
-                             "macros (@start_ds, @VAR, ...)", path, st.line)
+        if word in JINJA_MARKERS and jinja:
+            block = jinja[int(st.tokens[1].text)]
+            st = Statement(block.text, block.line, st.tokens)
         if word == "AUDIT" and len(st.tokens) > 1 and st.tokens[1].text == "(":
             file = read_blocks(st.text + ";" + (statements[i + 1].text if i + 1 < len(statements) else ""), path)
             (block, _), = file
@@ -296,7 +298,8 @@ def _split_statements(
         else:
             body.append(st)
         i += 1
-    query_index = max((j for j, st in enumerate(body) if _is_query(st)), default=None)
+    query_index = max((j for j, st in enumerate(body) if _is_query(st) or st.first_word == "JINJA_QUERY_BEGIN"),
+                      default=None)
     if query_index is None:
         return macro_defs, [s.text for s in body], None, [], audits
     return (macro_defs, [s.text for s in body[:query_index]], body[query_index],
@@ -362,6 +365,7 @@ def read_audit_file(text: str, path: str) -> list[Audit]:
 
 def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaults) -> Model:
     """Parse one `models/*.sql` file into a Model (not yet checked against other models)."""
+    text, jinja = extract_blocks(text, path)
     definition = read_definition(text, path)
     if definition.block_kind != "MODEL":
         raise ModelError("A model file must start with a MODEL (...) block", path, 1)
@@ -373,7 +377,7 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
         props["columns"] = _columns(columns_entry.value, path, props["dialect"])
     kind = complete_model_properties(props, lines, deferred.get("kind"), ViewKind(), path, definition.block_line,
                                      defaults, file_path.parent)
-    macro_defs, pre, query, post, audits = _split_statements(definition.statements, path)
+    macro_defs, pre, query, post, audits = _split_statements(definition.statements, path, jinja)
     if not kind.has_query:
         if query is not None or pre or post:
             raise ModelError(f"{kind.name.value} models have no query: only the MODEL block", path,
@@ -384,6 +388,7 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
             raise ModelError(f"Model {props['name']} has no query after its MODEL block", path, definition.block_line)
         props.update(query=query.text, query_line=query.line)
     lines.update({def_line_key(i): d.line for i, d in enumerate(macro_defs)})
+    lines.update({line_key(block.text): block.line for block in jinja if not block.is_query})
     props.update(macro_definitions=[d.text for d in macro_defs], pre_statements=pre, post_statements=post,
                  inline_audits=audits, property_lines=lines)
     return Model(**props)
