@@ -47,8 +47,9 @@ _MACROS_NAME = "<jinja macros>"
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                           extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"])
 _SKIP = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|--[^\n]*|/\*.*?\*/"
-_SCAN = re.compile(rf"(?P<skip>{_SKIP})|\b(?P<begin>JINJA_(?:QUERY|STATEMENT)_BEGIN)\b(?P<semi>\s*;)?|\b(?P<end>JINJA_END)\b",
-                   re.I | re.S)
+_SCAN = re.compile(
+    rf"(?P<skip>{_SKIP})|\b(?P<begin>JINJA_(?:QUERY|STATEMENT)_BEGIN)\b(?P<semi>\s*;)?|\b(?P<end>JINJA_END)\b",
+    re.I | re.S)
 _END = re.compile(r"\b(?P<word>JINJA_END)\b[ \t]*;?", re.I)
 _BEGIN_AT_START = re.compile(r"\s*JINJA_(?:QUERY|STATEMENT)_BEGIN\s*;", re.I)
 _MACRO_TAGS = re.compile(r"\{%[-+]?\s*(?P<tag>macro|endmacro)\b.*?[-+]?%\}", re.S)

@@ -284,8 +284,8 @@ def _split_statements(
         st = statements[i]
         word = st.first_word
         if word in JINJA_MARKERS and jinja:
-            block = jinja[int(st.tokens[1].text)]
-            st = Statement(block.text, block.line, st.tokens)
+            written = jinja[int(st.tokens[1].text)]
+            st = Statement(written.text, written.line, st.tokens)
         if word == "AUDIT" and len(st.tokens) > 1 and st.tokens[1].text == "(":
             file = read_blocks(st.text + ";" + (statements[i + 1].text if i + 1 < len(statements) else ""), path)
             (block, _), = file
