@@ -1,7 +1,7 @@
 """A Jinja incremental model (issue 22) computes on Spark what SQLMesh computes: its query, a
 `JINJA_QUERY_BEGIN` block calling a macro of `macros/*.sql`, is rendered for each interval with
-`{{ start_ds }}`/`{{ end_ds }}`, and its Jinja pre-statement runs before it (rendering and errors
-without Spark: tests/unit/test_jinja.py)."""
+`{{ start_ds }}`/`{{ end_ds }}`; its Jinja pre-statement runs before it and its Jinja audit after
+it (rendering and errors without Spark: tests/unit/test_jinja.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_a_jinja_incremental_model_with_a_macro_from_macros_sql(tmp_path, engine
         "macros/amounts.sql": "{% macro with_bonus(col) -%}\n  {{ col }} * 10 + {{ var('bonus') }}\n{%- endmacro %}\n",
         "models/days.sql": f"""
             MODEL (name {schema}.days, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, batch_size 1),
-                   start '2024-01-01');
+                   start '2024-01-01', audits (above_bonus));
 
             JINJA_STATEMENT_BEGIN;
             SET mesh.jinja.day = '{{{{ start_ds }}}}';
@@ -44,6 +44,11 @@ def test_a_jinja_incremental_model_with_a_macro_from_macros_sql(tmp_path, engine
             JINJA_QUERY_BEGIN;
             SELECT ds, {{{{ with_bonus('day(ds)') }}}} AS amount, '{{{{ end_ds }}}}' AS end_ds
             FROM (SELECT explode(sequence(CAST('{{{{ start_ds }}}}' AS DATE), CAST('{{{{ end_ds }}}}' AS DATE))) AS ds)
+            JINJA_END;
+
+            AUDIT (name above_bonus);
+            JINJA_QUERY_BEGIN;
+            SELECT * FROM {{{{ this_model }}}} WHERE amount <= {{{{ var('bonus') }}}}
             JINJA_END;
             """,
     }

@@ -13,6 +13,7 @@ from project_builder import record_plan, write_project
 
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.plan.plan import build_plan
+from mesh_dagster.core.project.audits import audit_query
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory
@@ -142,6 +143,28 @@ def test_a_plan_calls_a_changed_jinja_macro_breaking_and_evaluates_the_captured_
     assert "id * 3 AS doubled" in sql and "'eu' AS region" in sql
 
 
+def test_audits_written_in_jinja_inline_and_in_audits_sql(tmp_path: Path) -> None:
+    files = {"models/raw.sql": RAW, "macros/helpers.sql": MACROS,
+             "audits/small.sql": "AUDIT (name small);\nJINJA_QUERY_BEGIN;\n"
+                                 "SELECT * FROM {{ this_model }} WHERE id > {{ factor() }}\nJINJA_END;\n",
+             "models/a.sql": """\
+        MODEL (name s.a, kind FULL, audits (small, positive));
+        SELECT id FROM s.raw;
+
+        AUDIT (name positive);
+        JINJA_QUERY_BEGIN;
+        SELECT * FROM {{ this_model }} WHERE id <= 0 AND '{{ start_ds }}' <> ''
+        JINJA_END;
+        """}
+    project = load(write_project(tmp_path / "p", files, CONFIG))
+    model = project.models["s.a"]
+    ctx = RenderContext(start=JAN2, end=JAN3, this_model="mesh__s.s__a__1")
+    assert [audit_query(ref, model, project.audits, ctx, project.macros)[0] for ref in model.audits] == [
+        "SELECT * FROM mesh__s.s__a__1 WHERE id > 2",
+        "SELECT * FROM mesh__s.s__a__1 WHERE id <= 0 AND '2024-01-02' <> ''"]
+    assert sorted(build_snapshots(project)["s.a"].capture.jinja_macros) == ["factor"]  # an audit's macros count
+
+
 BROKEN = [
     ("syntax error in a block",
      {"models/j.sql": "MODEL (name s.j, kind FULL);\n\nJINJA_QUERY_BEGIN;\nSELECT 1 AS x\n{% if %}\nJINJA_END;\n"},
@@ -160,6 +183,10 @@ BROKEN = [
      {"models/j.sql": "MODEL (name s.j, kind FULL);\nSELECT 1 AS x;\nJINJA_STATEMENT_BEGIN;\nSET a = 1;\n"
                       "SET b = {{ bad }};\nJINJA_END;\n"},
      "models/j.sql:5:", "'bad' is undefined"),
+    ("undefined name in an audit of audits/*.sql",
+     {"audits/a.sql": "AUDIT (name a);\n\nJINJA_QUERY_BEGIN;\nSELECT * FROM {{ this_model }}\nWHERE {{ nope }}\nJINJA_END;\n",
+      "models/j.sql": "MODEL (name s.j, kind FULL, audits (a));\nSELECT 1 AS x\n"},
+     "audits/a.sql:5:", "'nope' is undefined"),
     ("syntax error in macros/*.sql",
      {"macros/m.sql": "{% macro a() %}\n{{ 1 + }}\n{% endmacro %}\n"}, "macros/m.sql:2:", "Jinja syntax error"),
     ("macro defined twice",

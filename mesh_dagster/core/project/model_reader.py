@@ -19,7 +19,7 @@ from mesh_dagster.core.config.names import IDENTIFIER, check_model_name
 from mesh_dagster.core.config.types import check_dialect, check_storage_format, to_spark_type
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.depth import def_line_key
-from mesh_dagster.core.macros.jinja import JinjaBlock, extract_blocks, line_key
+from mesh_dagster.core.macros.jinja import JinjaBlock, extract_blocks, is_jinja, line_key
 from mesh_dagster.core.macros.syntax import QUERY_MACROS
 from mesh_dagster.core.models.definition import (
     DefinitionFile,
@@ -51,7 +51,7 @@ UNSUPPORTED_PROPERTIES = {
 UNSUPPORTED_KINDS = {"MANAGED", "CUSTOM"}
 _ALIASED = re.compile(r"(`[^`]*`|\"[^\"]*\"|[^`\"\s]+)\s+AS\s+(.+)", re.IGNORECASE)  # AS outside quotes
 JINJA_MARKERS = {"JINJA_QUERY_BEGIN", "JINJA_STATEMENT_BEGIN", "JINJA_END"}  # SQLMesh's Jinja blocks
-QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE"}
+QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE", "JINJA_QUERY_BEGIN"}
 AUDIT_PROPERTIES = {"name", "dialect", "blocking", "defaults", "skip", "standalone", "description"}
 
 
@@ -281,15 +281,12 @@ def _split_statements(
     audits: list[Audit] = []
     i = 0
     while i < len(statements):
-        st = statements[i]
+        st = _written(statements[i], jinja)
         word = st.first_word
-        if word in JINJA_MARKERS and jinja:
-            written = jinja[int(st.tokens[1].text)]
-            st = Statement(written.text, written.line, st.tokens)
         if word == "AUDIT" and len(st.tokens) > 1 and st.tokens[1].text == "(":
             file = read_blocks(st.text + ";" + (statements[i + 1].text if i + 1 < len(statements) else ""), path)
             (block, _), = file
-            query = statements[i + 1] if i + 1 < len(statements) else None
+            query = _written(statements[i + 1], jinja) if i + 1 < len(statements) else None
             audits.append(_audit(block, query, path, st.line))
             i += 2
             continue
@@ -298,16 +295,24 @@ def _split_statements(
         else:
             body.append(st)
         i += 1
-    query_index = max((j for j, st in enumerate(body) if _is_query(st) or st.first_word == "JINJA_QUERY_BEGIN"),
-                      default=None)
+    query_index = max((j for j, st in enumerate(body) if _is_query(st)), default=None)
     if query_index is None:
         return macro_defs, [s.text for s in body], None, [], audits
     return (macro_defs, [s.text for s in body[:query_index]], body[query_index],
             [s.text for s in body[query_index + 1:]], audits)
 
 
+def _written(statement: Statement, jinja: list[JinjaBlock] | None) -> Statement:
+    """The Jinja block a placeholder statement of `extract_blocks` stands for; others as they are."""
+    if statement.first_word not in JINJA_MARKERS or not jinja:
+        return statement
+    block = jinja[int(statement.tokens[1].text)]
+    return Statement(block.text, block.line, statement.tokens)
+
+
 def _is_query(statement: Statement) -> bool:
-    """A query: `SELECT ...`, `WITH ...`, ... or a macro whose value is a query (`@UNION(...)`)."""
+    """A query: `SELECT ...`, `WITH ...`, ..., a macro whose value is a query (`@UNION(...)`) or a
+    Jinja query block."""
     if statement.first_word == "@":
         return len(statement.tokens) > 1 and statement.tokens[1].text.upper() in QUERY_MACROS
     return statement.first_word in QUERY_STARTS
@@ -352,11 +357,14 @@ def _audit(block: DefinitionFile, query: Statement | None, path: str, line: int)
         raise ModelError("An AUDIT block needs a name", path, line)
     if query is None or not _is_query(query):
         raise ModelError(f"Audit '{props['name']}' has no query after its AUDIT block", path, line)
-    return Audit(query=query.text, **props)
+    # A Jinja query keeps the lines between it and the AUDIT block: its errors count from the block's line.
+    return Audit(query="\n" * (query.line - line) + query.text if is_jinja(query.text) else query.text, **props)
 
 
 def read_audit_file(text: str, path: str) -> list[Audit]:
-    return [_audit(block, query, path, block.block_line) for block, query in read_blocks(text, path)]
+    text, jinja = extract_blocks(text, path)
+    return [_audit(block, query and _written(query, jinja), path, block.block_line)
+            for block, query in read_blocks(text, path)]
 
 
 # ---------------------------------------------------------------------------------------------

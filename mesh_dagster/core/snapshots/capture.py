@@ -194,7 +194,8 @@ class Capturer:
         project = self.project
         audits = {ref.name: project.audits[ref.name] for ref in model.audits if ref.name in project.audits}
         sql = sql_text(model, audits)
-        jinja = project.macros.jinja.used_by([model.query or "", *model.pre_statements, *model.post_statements])
+        jinja = project.macros.jinja.used_by([model.query or "", *model.pre_statements, *model.post_statements,
+                                              *(audit.query for audit in audits.values())])
         sql = " ".join([sql, *(m.source for m in jinja.values())])  # what they read and call counts too
         macros = self._macro_closure(project.macros.used_by(sql))
         return Capture(

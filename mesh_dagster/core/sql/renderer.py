@@ -117,7 +117,7 @@ def render_audit(
                            path or model.path, line)
     for name, value in args.items():
         evaluator.locals[name.lower()] = SQL(value) if isinstance(value, str) else value
-    text = evaluator.expand(query, line)
+    text = evaluator.expand(audit_jinja(query, model, ctx, macros, path or model.path, line), line)
     tree = _parse_query(text, dialect or model.dialect, path or model.path, line, "audit")
     if model.time_column and ctx.start is not None and ctx.end is not None:
         _filter_this_model(tree, model, ctx, normalize_name(this_model))
@@ -189,11 +189,18 @@ def check_jinja_statements(model: Model, macros: MacroRegistry, variables: dict)
             _jinja(text, model, RenderContext(variables=variables), macros, model.line_of(line_key(text)))
 
 
-def _jinja(text: str, model: Model, ctx: RenderContext, macros: MacroRegistry, line: int) -> str:
+def audit_jinja(query: str, model: Model, ctx: RenderContext, macros: MacroRegistry, path: str | None,
+                line: int) -> str:
+    """An audit's query with its Jinja rendered (`{{ this_model }}`: the audited table), if it is a block."""
+    return _jinja(query, model, ctx, macros, line, path) if is_jinja(query) else query
+
+
+def _jinja(text: str, model: Model, ctx: RenderContext, macros: MacroRegistry, line: int,
+           path: str | None = None) -> str:
     values = JinjaValues(start=ctx.start, end=ctx.end, execution_time=ctx.execution_time, variables=ctx.variables,
                          this_model=ctx.this_model or model.name, table_mapping=ctx.table_mapping,
                          runtime_stage=ctx.runtime_stage, gateway=ctx.gateway, dialect=model.dialect)
-    return render_jinja(text, macros.jinja, values, model.path, line)
+    return render_jinja(text, macros.jinja, values, path or model.path, line)
 
 
 def model_evaluator(model: Model, ctx: RenderContext, macros: MacroRegistry) -> MacroEvaluator:
