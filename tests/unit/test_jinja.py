@@ -215,8 +215,9 @@ def test_broken_jinja_is_refused_at_its_file_and_line(tmp_path: Path, files: dic
     assert str(e.value).startswith(where) and message in str(e.value), str(e.value)
 
 
-def test_markers_in_strings_and_comments_are_sql(tmp_path: Path) -> None:
+def test_markers_in_strings_comments_and_names_are_sql(tmp_path: Path) -> None:
     files = {"models/q.sql": "MODEL (name s.q, kind FULL);\n-- JINJA_QUERY_BEGIN; is a comment here\n"
-                             "SELECT 'JINJA_END;' AS x\n"}
+                             "SELECT 'JINJA_END;' AS x, 1 AS jinja_end FROM s.raw AS jinja_query_begin\n",
+             "models/raw.sql": RAW}
     model = load(write_project(tmp_path / "p", files, CONFIG)).models["s.q"]
-    assert model.query == "SELECT 'JINJA_END;' AS x"
+    assert model.query == "SELECT 'JINJA_END;' AS x, 1 AS jinja_end FROM s.raw AS jinja_query_begin"

@@ -48,7 +48,7 @@ _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newlin
                           extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"])
 _SKIP = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|--[^\n]*|/\*.*?\*/"
 _SCAN = re.compile(
-    rf"(?P<skip>{_SKIP})|\b(?P<begin>JINJA_(?:QUERY|STATEMENT)_BEGIN)\b(?P<semi>\s*;)?|\b(?P<end>JINJA_END)\b",
+    rf"(?P<skip>{_SKIP})|\b(?:(?P<begin>JINJA_(?:QUERY|STATEMENT)_BEGIN)|(?P<end>JINJA_END))\b(?P<semi>\s*;)?",
     re.I | re.S)
 _END = re.compile(r"\b(?P<word>JINJA_END)\b[ \t]*;?", re.I)
 _BEGIN_AT_START = re.compile(r"\s*JINJA_(?:QUERY|STATEMENT)_BEGIN\s*;", re.I)
@@ -83,7 +83,8 @@ def line_key(text: str) -> str:
 def extract_blocks(text: str, path: str) -> tuple[str, list[JinjaBlock]]:
     """`text` with each Jinja block replaced by the placeholder statement `JINJA_QUERY_BEGIN <i>;`
     (or `JINJA_STATEMENT_BEGIN <i>;`) on as many lines as the block, and the blocks (their
-    templates checked). Markers inside strings and comments outside blocks are not markers."""
+    templates checked). A marker is followed by `;` or starts its line: inside strings and
+    comments, or as a column's name, the words are SQL."""
     if "jinja_" not in text.lower():
         return text, []
     pieces: list[str] = []
@@ -92,6 +93,9 @@ def extract_blocks(text: str, path: str) -> tuple[str, list[JinjaBlock]]:
     while (m := _SCAN.search(text, pos)) is not None:
         pos = m.end()
         if m.group("skip"):
+            continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if not m.group("semi") and text[line_start:m.start()].strip():
             continue
         line = text.count("\n", 0, m.start()) + 1
         if m.group("end"):

@@ -304,7 +304,8 @@ def _split_statements(
 
 def _written(statement: Statement, jinja: list[JinjaBlock] | None) -> Statement:
     """The Jinja block a placeholder statement of `extract_blocks` stands for; others as they are."""
-    if statement.first_word not in JINJA_MARKERS or not jinja:
+    tokens = statement.tokens
+    if statement.first_word not in JINJA_MARKERS or not jinja or len(tokens) < 2 or not tokens[1].text.isdigit():
         return statement
     block = jinja[int(statement.tokens[1].text)]
     return Statement(block.text, block.line, statement.tokens)
