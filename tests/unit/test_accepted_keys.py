@@ -967,13 +967,9 @@ def test_config_key_is_honoured_or_refused(tmp_path: Path, key: str) -> None:
     CONFIG_PROBES[key](tmp_path)
 
 
-def test_jinja_and_blueprints_are_named_when_refused(tmp_path: Path) -> None:
-    """SQLMesh's Jinja blocks and blueprints are refused by name, at their line, not as the errors
-    they would cause further on ("no query", "Model name part '@name'")."""
-    root = write_project(tmp_path / "j", {"models/j.sql": (
-        "MODEL (name s.j, kind FULL);\n\nJINJA_QUERY_BEGIN;\nSELECT {{ 1 }} AS x\nJINJA_END;\n")})
-    refused(lambda: load_project(root, use_cache=False), "models/j.sql:3:", "Jinja (JINJA_QUERY_BEGIN)",
-            "not supported")
+def test_blueprints_are_named_when_refused(tmp_path: Path) -> None:
+    """SQLMesh's blueprints are refused by name, at their line, not as the error they would cause
+    further on ("Model name part '@name'"). (Jinja blocks are supported: tests/unit/test_jinja.py.)"""
     root = write_project(tmp_path / "b", {"models/b.sql": (
         "MODEL (\n  name s.@name,\n  kind FULL,\n  blueprints ((name := a), (name := b))\n);\nSELECT 1 AS x\n")})
     refused(lambda: load_project(root, use_cache=False), "models/b.sql:4:", "'blueprints' is not supported")

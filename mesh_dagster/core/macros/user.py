@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mesh_dagster.core.config.user_modules import UserPackage
 from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.macros.jinja import JinjaMacros, load_jinja_macros
 
 USER_MACROS_PACKAGE = "mesh_user_macros"
 _MACRO_ATTR = "__mesh_macro__"
@@ -48,12 +49,13 @@ def macro(name: str | Callable | None = None, *, metadata_only: bool = False):
 
 
 class MacroRegistry:
-    """A project's user macros by lower-case name."""
+    """A project's user macros by lower-case name, and its Jinja macros (`macros/*.sql`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, jinja: JinjaMacros | None = None) -> None:
         self._functions: dict[str, Callable] = {}
         self._specs: dict[str, MacroSpec] = {}
         self._sources: dict[str, str] = {}
+        self.jinja = jinja or JinjaMacros()
 
     def register(self, fn: Callable, name: str | None = None, metadata_only: bool | None = None) -> None:
         spec = getattr(fn, _MACRO_ATTR, None)
@@ -106,9 +108,10 @@ def load_macros(macros_dir: Path) -> MacroRegistry:
     `macros/*.py` as `mesh_user_macros.<stem>`, and collect their `@macro` functions.
 
     A file the package's `__init__.py` already imported (`from .helpers import x`) is not run a
-    second time. A file that fails to import is one error naming the file and line.
+    second time. A file that fails to import is one error naming the file and line. The Jinja
+    macros of `macros/*.sql` come with them (core/macros/jinja.py).
     """
-    registry = MacroRegistry()
+    registry = MacroRegistry(load_jinja_macros(Path(macros_dir)))
     package = _user_package(Path(macros_dir))
     for module in package.import_all():
         _collect(module, registry, package)

@@ -29,7 +29,7 @@ from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.syntax import temporal_locals
 from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.model import Audit, AuditRef, Model
-from mesh_dagster.core.sql.renderer import RenderContext, model_evaluator, render_audit
+from mesh_dagster.core.sql.renderer import RenderContext, audit_jinja, model_evaluator, render_audit
 
 Arguments = dict[str, exp.Expr]
 
@@ -258,7 +258,8 @@ def _expand_at_load(audit: Audit, args: Arguments, model: Model, macros: MacroRe
     )
     loading.locals.update(args)
     try:
-        loading.expand(audit.query, audit.line or 1)
+        text = audit_jinja(audit.query, model, RenderContext(variables=variables), macros, audit.path, audit.line or 1)
+        loading.expand(text, audit.line or 1)
     except MacroError as e:
         raise ModelError(f"Audit '{audit.name}' ({e.path}:{e.line}): {e.message}", model.path, _line(model)) from None
 

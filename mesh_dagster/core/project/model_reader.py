@@ -19,6 +19,7 @@ from mesh_dagster.core.config.names import IDENTIFIER, check_model_name
 from mesh_dagster.core.config.types import check_dialect, check_storage_format, to_spark_type
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.depth import def_line_key
+from mesh_dagster.core.macros.jinja import JinjaBlock, extract_blocks, is_jinja, line_key
 from mesh_dagster.core.macros.syntax import QUERY_MACROS
 from mesh_dagster.core.models.definition import (
     DefinitionFile,
@@ -50,7 +51,7 @@ UNSUPPORTED_PROPERTIES = {
 UNSUPPORTED_KINDS = {"MANAGED", "CUSTOM"}
 _ALIASED = re.compile(r"(`[^`]*`|\"[^\"]*\"|[^`\"\s]+)\s+AS\s+(.+)", re.IGNORECASE)  # AS outside quotes
 JINJA_MARKERS = {"JINJA_QUERY_BEGIN", "JINJA_STATEMENT_BEGIN", "JINJA_END"}  # SQLMesh's Jinja blocks
-QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE"}
+QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE", "JINJA_QUERY_BEGIN"}
 AUDIT_PROPERTIES = {"name", "dialect", "blocking", "defaults", "skip", "standalone", "description"}
 
 
@@ -271,23 +272,21 @@ _PROPERTY_FIELDS = {"grains": "grain", "interval_unit": "declared_unit"}
 
 
 def _split_statements(
-    statements: list[Statement], path: str
+    statements: list[Statement], path: str, jinja: list[JinjaBlock] | None = None
 ) -> tuple[list[Statement], list[str], Statement | None, list[str], list[Audit]]:
-    """Macro definitions, pre-statements, the main query, post-statements and inline audits."""
+    """Macro definitions, pre-statements, the main query, post-statements and inline audits
+    (a Jinja block, a placeholder in `statements`, is its text as written: core/macros/jinja.py)."""
     macro_defs: list[Statement] = []
     body: list[Statement] = []
     audits: list[Audit] = []
     i = 0
     while i < len(statements):
-        st = statements[i]
+        st = _written(statements[i], jinja)
         word = st.first_word
-        if word in JINJA_MARKERS:
-            raise ModelError(f"Jinja ({word}) is not supported by mesh_dagster yet: write the query in SQL with "
-                             "macros (@start_ds, @VAR, ...)", path, st.line)
         if word == "AUDIT" and len(st.tokens) > 1 and st.tokens[1].text == "(":
             file = read_blocks(st.text + ";" + (statements[i + 1].text if i + 1 < len(statements) else ""), path)
             (block, _), = file
-            query = statements[i + 1] if i + 1 < len(statements) else None
+            query = _written(statements[i + 1], jinja) if i + 1 < len(statements) else None
             audits.append(_audit(block, query, path, st.line))
             i += 2
             continue
@@ -303,8 +302,18 @@ def _split_statements(
             [s.text for s in body[query_index + 1:]], audits)
 
 
+def _written(statement: Statement, jinja: list[JinjaBlock] | None) -> Statement:
+    """The Jinja block a placeholder statement of `extract_blocks` stands for; others as they are."""
+    tokens = statement.tokens
+    if statement.first_word not in JINJA_MARKERS or not jinja or len(tokens) < 2 or not tokens[1].text.isdigit():
+        return statement
+    block = jinja[int(statement.tokens[1].text)]
+    return Statement(block.text, block.line, statement.tokens)
+
+
 def _is_query(statement: Statement) -> bool:
-    """A query: `SELECT ...`, `WITH ...`, ... or a macro whose value is a query (`@UNION(...)`)."""
+    """A query: `SELECT ...`, `WITH ...`, ..., a macro whose value is a query (`@UNION(...)`) or a
+    Jinja query block."""
     if statement.first_word == "@":
         return len(statement.tokens) > 1 and statement.tokens[1].text.upper() in QUERY_MACROS
     return statement.first_word in QUERY_STARTS
@@ -349,11 +358,14 @@ def _audit(block: DefinitionFile, query: Statement | None, path: str, line: int)
         raise ModelError("An AUDIT block needs a name", path, line)
     if query is None or not _is_query(query):
         raise ModelError(f"Audit '{props['name']}' has no query after its AUDIT block", path, line)
-    return Audit(query=query.text, **props)
+    # A Jinja query keeps the lines between it and the AUDIT block: its errors count from the block's line.
+    return Audit(query="\n" * (query.line - line) + query.text if is_jinja(query.text) else query.text, **props)
 
 
 def read_audit_file(text: str, path: str) -> list[Audit]:
-    return [_audit(block, query, path, block.block_line) for block, query in read_blocks(text, path)]
+    text, jinja = extract_blocks(text, path)
+    return [_audit(block, query and _written(query, jinja), path, block.block_line)
+            for block, query in read_blocks(text, path)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,6 +374,7 @@ def read_audit_file(text: str, path: str) -> list[Audit]:
 
 def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaults) -> Model:
     """Parse one `models/*.sql` file into a Model (not yet checked against other models)."""
+    text, jinja = extract_blocks(text, path)
     definition = read_definition(text, path)
     if definition.block_kind != "MODEL":
         raise ModelError("A model file must start with a MODEL (...) block", path, 1)
@@ -373,7 +386,7 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
         props["columns"] = _columns(columns_entry.value, path, props["dialect"])
     kind = complete_model_properties(props, lines, deferred.get("kind"), ViewKind(), path, definition.block_line,
                                      defaults, file_path.parent)
-    macro_defs, pre, query, post, audits = _split_statements(definition.statements, path)
+    macro_defs, pre, query, post, audits = _split_statements(definition.statements, path, jinja)
     if not kind.has_query:
         if query is not None or pre or post:
             raise ModelError(f"{kind.name.value} models have no query: only the MODEL block", path,
@@ -384,6 +397,7 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
             raise ModelError(f"Model {props['name']} has no query after its MODEL block", path, definition.block_line)
         props.update(query=query.text, query_line=query.line)
     lines.update({def_line_key(i): d.line for i, d in enumerate(macro_defs)})
+    lines.update({line_key(block.text): block.line for block in jinja if not block.is_query})
     props.update(macro_definitions=[d.text for d in macro_defs], pre_statements=pre, post_statements=post,
                  inline_audits=audits, property_lines=lines)
     return Model(**props)

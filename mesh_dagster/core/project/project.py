@@ -48,7 +48,7 @@ from mesh_dagster.core.project.python_model_reader import read_python_model_file
 from mesh_dagster.core.project.signals import SignalRegistry, check_signals, load_signals
 from mesh_dagster.core.sql.model_outputs import OutputColumns, check_output_columns, query_output
 from mesh_dagster.core.sql.query_columns import COLUMN_RULES
-from mesh_dagster.core.sql.renderer import query_references
+from mesh_dagster.core.sql.renderer import check_jinja_statements, query_references
 from mesh_dagster.core.time.dates import to_ms
 
 EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
@@ -141,6 +141,7 @@ def _cache_salt(root: Path, config: ProjectConfig, variables: dict[str, Any], ma
         repr(sorted(variables.items())),
     ]
     parts += [f"{name}:{macros.source(name)}" for name in sorted(macros.names())]
+    parts += macros.jinja.hash_values()
     return content_key("\n".join(parts).encode())
 
 
@@ -350,6 +351,7 @@ def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variabl
                 refs |= known_refs[model.name]
             elif model.query is not None:
                 refs |= query_references(model, macros, variables)
+                check_jinja_statements(model, macros, variables)
             elif model.python is not None and not model.depends_on:  # depends_on replaces what is inferred
                 refs |= {read.name for read in model.python.reads}
             if model.name in refs - set(model.depends_on) and not model.self_referencing:

@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.macros.jinja import JinjaMacro, JinjaMacros
 from mesh_dagster.core.macros.user import MacroRegistry, macro
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.models.python_env import EnvBuilder, Executable, run_env
@@ -109,6 +110,7 @@ class Capture(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     macros: dict[str, CapturedFunction] = Field(default_factory=dict)
+    jinja_macros: dict[str, JinjaMacro] = Field(default_factory=dict)  # the macros/*.sql macros its Jinja calls
     variables: dict[str, str] = Field(default_factory=dict)  # name -> the value as YAML text
     audits: dict[str, Audit] = Field(default_factory=dict)
     signals: dict[str, CapturedFunction] = Field(default_factory=dict)
@@ -137,7 +139,7 @@ class Capture(BaseModel):
         """The captured macros as a registry: what rendering this snapshot may call (`root`: the
         project it is evaluated for)."""
         if self._macros is None:
-            registry = MacroRegistry()
+            registry = MacroRegistry(JinjaMacros(self.jinja_macros))
             for name, captured in self.macros.items():
                 registry.register(captured.load(root), name, captured.metadata_only)
             self._macros = registry
@@ -153,6 +155,9 @@ class Capture(BaseModel):
 
     def macro_values(self) -> list[str]:
         return [v for name in sorted(self.macros) for v in self.macros[name].hash_values()]
+
+    def jinja_values(self) -> list[str]:
+        return JinjaMacros(self.jinja_macros).hash_values()
 
     def signal_values(self) -> list[str]:
         return [v for name in sorted(self.signals) for v in self.signals[name].hash_values()]
@@ -189,9 +194,13 @@ class Capturer:
         project = self.project
         audits = {ref.name: project.audits[ref.name] for ref in model.audits if ref.name in project.audits}
         sql = sql_text(model, audits)
+        jinja = project.macros.jinja.used_by([model.query or "", *model.pre_statements, *model.post_statements,
+                                              *(audit.query for audit in audits.values())])
+        sql = " ".join([sql, *(m.source for m in jinja.values())])  # what they read and call counts too
         macros = self._macro_closure(project.macros.used_by(sql))
         return Capture(
             macros=macros,
+            jinja_macros=jinja,
             variables=self._variables(model, sql, macros.values()),
             audits=audits,
             signals={ref.name.lower(): self._signal(ref.name.lower()) for ref in model.signals},

@@ -32,6 +32,7 @@ def data_hash(model: Model, capture: Capture) -> str:
     if model.declared_unit is not None:  # only when written: fingerprints of other models stay as they were
         values.append(f"interval_unit={model.declared_unit.value}")
     values += capture.macro_values()
+    values += capture.jinja_values()  # none without Jinja: other projects keep their fingerprints
     if model.python is not None:
         values += model.python.data_hash_values()
     if capture.seed is not None:

@@ -28,6 +28,8 @@ from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.coercion import SQL
 from mesh_dagster.core.macros.depth import def_line_key
 from mesh_dagster.core.macros.evaluator import MacroEvaluator
+from mesh_dagster.core.macros.jinja import JinjaValues, is_jinja, line_key
+from mesh_dagster.core.macros.jinja import render as render_jinja
 from mesh_dagster.core.macros.syntax import lookup, normalize_name, temporal_locals
 from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.model import Model
@@ -78,6 +80,8 @@ def render_statements(statements: list[str], model: Model, ctx: RenderContext, m
     out: list[str] = []
     evaluator: MacroEvaluator | None = None
     for text in statements:
+        if is_jinja(text):
+            text = _jinja(text, model, ctx, macros, model.line_of(line_key(text)))
         if "@" in text:
             evaluator = evaluator or _model_evaluator(model, ctx, macros, model.line)
             text = evaluator.expand(text, model.line)
@@ -113,7 +117,7 @@ def render_audit(
                            path or model.path, line)
     for name, value in args.items():
         evaluator.locals[name.lower()] = SQL(value) if isinstance(value, str) else value
-    text = evaluator.expand(query, line)
+    text = evaluator.expand(audit_jinja(query, model, ctx, macros, path or model.path, line), line)
     tree = _parse_query(text, dialect or model.dialect, path or model.path, line, "audit")
     if model.time_column and ctx.start is not None and ctx.end is not None:
         _filter_this_model(tree, model, ctx, normalize_name(this_model))
@@ -168,10 +172,35 @@ def expand_query(model: Model, ctx: RenderContext, macros: MacroRegistry) -> str
     """The query text with macros expanded, still in the model's dialect."""
     if model.query is None:
         raise ModelError(f"Model {model.name} has no SQL query", model.path, model.line)
-    if "@" not in model.query:
-        return model.query
+    text = model.query
+    if is_jinja(text):  # Jinja first, then the `@` macros it may have written or left, as in SQLMesh
+        text = _jinja(text, model, ctx, macros, model.query_line)
+    if "@" not in text:
+        return text
     evaluator = _model_evaluator(model, ctx, macros, model.query_line)
-    return evaluator.expand(model.query, model.query_line)
+    return evaluator.expand(text, model.query_line)
+
+
+def check_jinja_statements(model: Model, macros: MacroRegistry, variables: dict) -> None:
+    """Render the model's Jinja statements as loading does its query (placeholder times), so that
+    an undefined name in one is refused when the project loads, at its line."""
+    for text in (*model.pre_statements, *model.post_statements):
+        if is_jinja(text):
+            _jinja(text, model, RenderContext(variables=variables), macros, model.line_of(line_key(text)))
+
+
+def audit_jinja(query: str, model: Model, ctx: RenderContext, macros: MacroRegistry, path: str | None,
+                line: int) -> str:
+    """An audit's query with its Jinja rendered (`{{ this_model }}`: the audited table), if it is a block."""
+    return _jinja(query, model, ctx, macros, line, path) if is_jinja(query) else query
+
+
+def _jinja(text: str, model: Model, ctx: RenderContext, macros: MacroRegistry, line: int,
+           path: str | None = None) -> str:
+    values = JinjaValues(start=ctx.start, end=ctx.end, execution_time=ctx.execution_time, variables=ctx.variables,
+                         this_model=ctx.this_model or model.name, table_mapping=ctx.table_mapping,
+                         runtime_stage=ctx.runtime_stage, gateway=ctx.gateway, dialect=model.dialect)
+    return render_jinja(text, macros.jinja, values, path or model.path, line)
 
 
 def model_evaluator(model: Model, ctx: RenderContext, macros: MacroRegistry) -> MacroEvaluator:
