@@ -89,6 +89,7 @@ class Model(BaseModel):
     depends_on: list[str] = Field(default_factory=list)  # explicit, in addition to inferred ones
     enabled: bool = True
     stamp: str | None = None
+    ignored_rules: list[str] = Field(default_factory=list)  # linter rules not run on it (`all`: none run)
 
     query: str | None = None  # the main query, text as written (macros unexpanded)
     python: PythonCode | None = None  # the code of a model written in Python (models/*.py), which has no query
