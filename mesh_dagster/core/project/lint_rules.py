@@ -29,8 +29,9 @@ from mesh_dagster.core.sql.query_columns import table_key
 class LintModel:
     """What `check_model(model)` receives: a model as SQLMesh rules use it.
 
-    `query` is the model's query with its macros rendered (a sqlglot expression; None for Python
-    models and seeds), `render_query()` a copy of it; `columns_to_types` its output columns as sqlglot
+    `query` is the model's query as written, its macros rendered (a sqlglot expression; None for
+    Python models and seeds: `is_sql`), and `render_query()` a copy of the query as it runs (its
+    `SELECT *` expanded where the parents' columns are known); `columns_to_types` its output columns as sqlglot
     `DataType`s (`UNKNOWN` where the type cannot be known; None when the columns cannot); `audits`
     `(name, {arg: SQL})` pairs as SQLMesh gives them; `kind` has `.name` (`ModelKindName`) and the
     kind's flags (`is_view`, `is_incremental`, ...). The remaining fields serve the built-in rules:
@@ -45,6 +46,7 @@ class LintModel:
     tags: list[str] = field(default_factory=list)
     audits: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     query: exp.Query | None = None
+    rendered: exp.Query | None = None
     columns_to_types: dict[str, exp.DataType] | None = None
     depends_on: set[str] = field(default_factory=set)
     path: str | None = None
@@ -59,8 +61,9 @@ class LintModel:
         return self.query is not None
 
     def render_query(self) -> exp.Query | None:
-        """The rendered query, a copy the rule may change."""
-        return self.query.copy() if self.query is not None else None
+        """The query as it runs, a copy the rule may change."""
+        found = self.rendered if self.rendered is not None else self.query
+        return found.copy() if found is not None else None
 
     def render_query_or_raise(self) -> exp.Query:
         if self.query is None:

@@ -183,15 +183,20 @@ def load_user_rules(folder: Path) -> dict[str, type[Rule]]:
 def lint_model(project: Project, name: str) -> LintModel:
     """What rules see of the model `name` (see `LintModel`)."""
     model = project.models[name]
-    query = None
+    query = rendered = None
     if model.query is not None:
         ctx = RenderContext(variables=project.variables, schemas=project.parent_schemas(name))
-        query = render_query(model, ctx, project.macros)
+        rendered = render_query(model, ctx, project.macros)
+        try:  # as written: its macros rendered, but without the parents' columns no `*` is expanded
+            query = render_query(model, RenderContext(variables=project.variables), project.macros)
+        except MeshError:  # a macro that needs the parents' columns (@STAR)
+            query = rendered
     columns = project.columns(name)
     return LintModel(
         name=name, kind=model.kind, dialect=model.dialect, owner=model.owner, description=model.description,
         tags=list(model.tags), audits=[(a.name, dict(a.args)) for a in model.audits],
-        query=query, columns_to_types=None if columns is None else {c: _data_type(t) for c, t in columns.items()},
+        query=query, rendered=rendered,
+        columns_to_types=None if columns is None else {c: _data_type(t) for c, t in columns.items()},
         depends_on=set(project.parents(name)), path=model.path, line=model.line, query_line=model.query_line,
         is_python=model.is_python, parent_columns={p: project.columns(p) for p in project.parents(name)},
         undeclared_tables=sorted(p for p in project.parents(name)
