@@ -166,24 +166,24 @@ def _calls(text: str) -> dict[_Span, dict[str, int]]:
 
 def settings(value: Any, source: PythonSource, loc: Loc = (), line: int | None = None) -> Any:
     """`value` as config.yaml would hold it (objects as mappings, enums as their values), noting in
-    `source` the line of each key; `line` is the enclosing key's."""
+    `source` the line of each key: `line` is that of the keyword holding `value` (None: a mapping's
+    entry, which has the line of the object it is, else of the mapping)."""
+    if isinstance(value, ConfigObject):
+        made, keywords = source.keyword_lines(value.made_at)
+        line = line or made
     if line is not None:
         source.lines.setdefault(loc, line)
     if isinstance(value, ConfigObject):
-        made, keywords = source.keyword_lines(value.made_at)
-        here = line if line is not None else made
-        if here is not None:
-            source.lines.setdefault(loc, here)
         out = dict(value.FIXED)
         for key, item in value.settings.items():
-            out[key] = settings(item, source, loc + (key,), keywords.get(key, here))
+            out[key] = settings(item, source, loc + (key,), keywords.get(key) or line)
         return out
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, dict):
-        return {key: settings(item, source, loc + (str(key),), line) for key, item in value.items()}
+        return {key: settings(item, source, loc + (str(key),)) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [settings(item, source, loc + (index,), line) for index, item in enumerate(value)]
+        return [settings(item, source, loc + (index,)) for index, item in enumerate(value)]
     return value
 
 
