@@ -169,3 +169,9 @@ def test_config_py_beside_config_yaml_is_refused(tmp_path: Path) -> None:
     root = _yaml_project(tmp_path / "p")
     (root / "config.py").write_text(textwrap.dedent(PY_CONFIG).lstrip())
     _refused(root, "config.py:1:", "Both config.yaml and config.py configure this project")
+
+
+def test_settings_changed_after_the_call_count(tmp_path: Path) -> None:
+    text = PY_CONFIG + "\nconfig.variables = {'limit': 5}\nconfig.model_defaults.dialect = 'hive'\n"
+    config = load_config(_py_project(tmp_path / "p", text))
+    assert config.variables == {"limit": 5} and config.model_defaults.dialect == "hive"

@@ -38,9 +38,25 @@ class ConfigObject:
 
     FIXED: ClassVar[dict[str, Any]] = {}  # settings the class itself stands for (a connection's `type`)
 
+    _OWN = ("settings", "made_at")
+
     def __init__(self, **settings: Any):
-        self.settings = settings
-        self.made_at = _call_site(sys._getframe(1))
+        object.__setattr__(self, "settings", settings)
+        object.__setattr__(self, "made_at", _call_site(sys._getframe(1)))
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names that are not attributes: the settings given (`config.model_defaults.dialect`).
+        if name.startswith("__") or name in self._OWN:
+            raise AttributeError(name)
+        try:
+            return self.settings[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} has no setting '{name}' (mesh_dagster's SQLMesh config "
+                                 f"classes hold the settings given: {', '.join(self.settings) or 'none'})") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # `config.variables = {...}` after the call: a setting like any other (never a silent no-op).
+        self.settings[name] = value
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
