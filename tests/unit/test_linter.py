@@ -165,3 +165,14 @@ def test_a_violation_blocks_mesh_plan_and_skip_linter_lets_it_through(tmp_path: 
     skipped = _mesh(root, "plan", "--explain", "--skip-linter", "--skip-tests")
     assert skipped.exit_code == 0, skipped.output
     assert "Linter" not in skipped.output and "s.m" in skipped.output
+
+
+def test_columns_of_tables_whose_columns_are_unknown_are_not_judged(tmp_path: Path) -> None:
+    """A self-referencing model reads its own table, an undeclared table has unknown columns, a CTE is
+    no table: none of them is an invalid column."""
+    own = ("MODEL (name s.m, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key id), owner 'jen', audits (not_null("
+           "columns := (id))));\nWITH c AS (SELECT p.id FROM s.p AS p)\n"
+           "SELECT c.id, CAST(COALESCE(m.n, 0) + 1 AS INT) AS n FROM c LEFT JOIN s.m AS m ON m.id = c.id\n")
+    assert _lint(tmp_path, own, _linter("[ambiguousorinvalidcolumn]")).findings == []
+    undeclared = "MODEL (name s.m, kind FULL);\nSELECT e.id, x FROM raw.events AS e JOIN s.p AS p ON e.id = p.id\n"
+    assert _lint(tmp_path, undeclared, _linter("[ambiguousorinvalidcolumn]")).findings == []

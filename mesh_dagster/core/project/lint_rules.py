@@ -150,16 +150,18 @@ class AmbiguousOrInvalidColumn(Rule):
     def check_model(self, model: LintModel) -> RuleViolation | None:
         if model.query is None:
             return None
-        read = {table_key(t) for t in model.query.find_all(exp.Table)} & set(model.parent_columns)
-        if any(model.parent_columns[t] is None for t in read):
-            return None  # a table whose columns are unknown: nothing can be told for sure
+        query = model.render_query_or_raise()
+        ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+        read = {table_key(t) for t in query.find_all(exp.Table) if t.args.get("db") or t.name.lower() not in ctes}
+        if any(model.parent_columns.get(t) is None for t in read):
+            return None  # a table whose columns are unknown (its own, an undeclared one): nothing is sure
         schema: dict[str, Any] = {}
         for table in read:
             schema_name, _, table_name = table.rpartition(".")
             schema.setdefault(schema_name or "default", {})[table_name] = {
                 c: (t or "string") for c, t in (model.parent_columns[table] or {}).items()}
         try:
-            qualify(model.render_query_or_raise(), schema=schema or None, dialect="spark",
+            qualify(query, schema=schema or None, dialect="spark",
                     validate_qualify_columns=True)
         except OptimizeError as e:
             tables = ", ".join(sorted(read)) or "no table"
