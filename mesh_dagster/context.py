@@ -33,6 +33,7 @@ from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.external_models import ExternalModelsFile
+from mesh_dagster.core.project.linter import LintReport, lint
 from mesh_dagster.core.project.project import Project, load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot
 from mesh_dagster.core.time.dates import now_ms, time_range
@@ -442,6 +443,12 @@ class Context(_Plans):
 
     def janitor(self, ignore_ttl: bool = False) -> dict[str, list[str]]:
         return run_janitor(self.config, self.state, lambda: self.engine, ignore_ttl=ignore_ttl)
+
+    def lint(self, models: Sequence[str] | None = None) -> LintReport:
+        """Run the project's linter (`linter:` in the config) over its models, or those `models`
+        selects; `enabled: false` (the default) runs nothing. Never starts Spark."""
+        names = sorted(self.select(models, "--model")) if models else None
+        return lint(self.project, names)
 
     def test(self, names: list[str] | None = None, pattern: str | None = None):
         # Deliberately lazy, like Spark (`_spark`): the YAML unit tests' models cost every other

@@ -162,7 +162,7 @@ def write_log(text: str, project_dir: Path | None) -> Path | str:
 def _log_folders(project_dir: Path | None) -> list[Path]:
     # Only a project gets `.mesh/logs`: a typo'd `-p` must not sprout folders anywhere.
     folders = []
-    if project_dir is not None and any((project_dir / name).is_file() for name in CONFIG_FILES):
+    if project_dir is not None and any((project_dir / name).is_file() for name in (*CONFIG_FILES, "config.py")):
         folders.append(project_dir / MESH_DIR / "logs")
     folders.append(Path(tempfile.gettempdir()) / f"mesh_dagster-logs-{_user()}")
     return folders

@@ -21,6 +21,7 @@ from mesh_dagster.cli.console import (
     show_test_report,
 )
 from mesh_dagster.cli.errors import EXIT_ERROR, MeshGroup
+from mesh_dagster.cli.lint import lint_gate
 from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name, selector_option
 from mesh_dagster.cli.project import project_context
 from mesh_dagster.context import CATEGORY_CHOICES, PlanOptions
@@ -86,6 +87,7 @@ def _choose(question: str, options) -> str:
 @click.option("--create-from", default="prod", show_default=True, type=ENVIRONMENT,
               help="Environment a new environment starts from.")
 @click.option("--skip-tests", is_flag=True, help="Do not run unit tests before planning.")
+@click.option("--skip-linter", is_flag=True, help="Do not run the linter (`linter:` in the config) before planning.")
 @click.option("--skip-backfill", "--dry-run", "skip_backfill", is_flag=True, help="Only update views; compute nothing.")
 @click.option("--empty-backfill", is_flag=True, help="Record missing intervals as done without computing them.")
 @click.option(
@@ -121,8 +123,8 @@ def _choose(question: str, options) -> str:
 @click.option("--no-gaps", is_flag=True,
               help="Refuse the plan if a changed model's new table would lack intervals its current version has.")
 @click.pass_context
-def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_backfill, empty_backfill,
-         include_unmodified, explain, auto_apply, no_prompts, no_diff, forward_only, effective_from,
+def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_linter, skip_backfill,
+         empty_backfill, include_unmodified, explain, auto_apply, no_prompts, no_diff, forward_only, effective_from,
          allow_destructive_model, allow_additive_model, no_auto_categorization, categorize, restate_model,
          select_model, backfill_model, min_intervals, no_gaps) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
@@ -131,6 +133,8 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
     if environment is None:  # an empty name is refused by its type, never taken for the default
         environment = config.default_target_environment
     no_prompts = no_prompts or config.plan.no_prompts
+    if not skip_linter:
+        lint_gate(context, "Nothing was planned.")
     if not skip_tests and not explain and context.project.test_files:
         report = context.test()
         show_test_report(report)
@@ -497,11 +501,13 @@ def ui(ctx, environments, host, port) -> None:
     os.execve(command[0], command, dagster_env(workspace, storage))
 
 
+from mesh_dagster.cli.lint import lint  # noqa: E402
 from mesh_dagster.cli.plans import plans  # noqa: E402
 from mesh_dagster.cli.spark_commands import spark  # noqa: E402
 
 cli.add_command(spark)
 cli.add_command(plans)
+cli.add_command(lint)
 
 
 def main() -> None:

@@ -76,7 +76,7 @@ def init_project(
     """
     _check_choice(engine, template, cli_mode)
     root = Path(path)
-    for name in CONFIG_FILES:
+    for name in (*CONFIG_FILES, "config.py"):  # config.py: SQLMesh's Python configuration
         if (root / name).exists():
             raise MeshError("A project already exists here: refusing to overwrite its configuration",
                             root / name)

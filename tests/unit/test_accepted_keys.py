@@ -12,6 +12,7 @@ their probes are in tests/spark/test_config_keys.py (checked to exist here).
 from __future__ import annotations
 
 import importlib
+import re
 import textwrap
 import typing
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from mesh_dagster.core.models.seeds import check_seed
 from mesh_dagster.core.plan.plan import build_plan
 from mesh_dagster.core.project import model_reader
 from mesh_dagster.core.project.config_file import load_config
+from mesh_dagster.core.project.linter import lint
 from mesh_dagster.core.project.project import EXTERNAL_MODEL_KEYS, Project, load_project
 from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 from mesh_dagster.core.time.cron import IntervalUnit
@@ -163,8 +165,22 @@ MODEL_VARIANT_FILES = {
 MODEL_VARIANT_KINDS = {"allow_partials": "INCREMENTAL"}
 
 
+# Properties that decide what the linter checks, not what is built (a plan does not change).
+LINT_PROPERTIES = {"ignored_rules"}
+
+
 def test_every_model_key_has_a_probe() -> None:
-    assert set(MODEL_VARIANTS) | model_reader.UNSUPPORTED_PROPERTIES == MODEL_KEYS
+    assert set(MODEL_VARIANTS) | model_reader.UNSUPPORTED_PROPERTIES | LINT_PROPERTIES == MODEL_KEYS
+
+
+def test_ignored_rules_changes_what_is_linted(tmp_path: Path) -> None:
+    config = "linter:\n  enabled: true\n  rules: [nomissingowner]\n"
+    for props, expected in (("", {"s.p", "s.m"}), (",\n  ignored_rules [nomissingowner]", {"s.p"}),
+                            (",\n  ignored_rules ALL", {"s.p"})):
+        root = project_with(tmp_path, props=props, config=CONFIG + config)
+        assert {f.model for f in lint(load_project(root, use_cache=False)).findings} == expected
+    root = project_with(tmp_path, props=",\n  ignored_rules [nosuchrule]", config=CONFIG + config)
+    refused(lambda: lint(load_project(root, use_cache=False)), "models/m.sql:4:", "unknown rule 'nosuchrule'")
 
 
 @pytest.mark.parametrize("key", sorted(MODEL_VARIANTS))
@@ -744,15 +760,35 @@ def plan_root(tmp_path: Path) -> Path:
     return max(tmp_path.iterdir(), key=lambda p: p.stat().st_mtime)
 
 
+def _linted(tmp_path: Path, linter: str) -> set[tuple[str, bool]]:
+    """(rule, is an error) of what the linter finds on models with no owner and no audits."""
+    report = lint(load_project(project_with(tmp_path, config=CONFIG + linter), use_cache=False))
+    return {(f.rule, f.error) for f in report.findings}
+
+
 def probe_linter(tmp_path: Path) -> None:
-    assert _config(tmp_path, "linter:\n  enabled: false\n")
-    # SQLMesh's linter is off unless enabled: its rule lists are accepted and run nothing
-    assert _config(tmp_path, "linter:\n  enabled: false\n  rules: [noselectstar]\n  warn_rules: all\n")
-    assert _config(tmp_path, "linter:\n  rules: all\n")
-    refused(lambda: _config(tmp_path, "linter:\n  rules: all\n  enabled: true\n"), "config.yaml:3:",
-            "linter.enabled", "not supported", "enabled: false")
+    assert _linted(tmp_path, "linter:\n  enabled: false\n  rules: [nomissingowner]\n") == set()  # SQLMesh's default
     refused(lambda: _config(tmp_path, "linter:\n  enabled: false\n  rulez: all\n"), "config.yaml:3:",
             "linter.rulez", "unknown setting")
+
+
+LINTER_PROBES = {
+    "linter.enabled": ("linter:\n  enabled: true\n  rules: [nomissingowner]\n", {("nomissingowner", True)}),
+    "linter.rules": ("linter:\n  enabled: true\n  rules: [NoMissingAudits]\n", {("nomissingaudits", True)}),
+    "linter.warn_rules": ("linter:\n  enabled: true\n  rules: [nomissingowner]\n  warn_rules: [nomissingaudits]\n",
+                          {("nomissingowner", True), ("nomissingaudits", False)}),
+    "linter.ignored_rules": ("linter:\n  enabled: true\n  rules: ALL\n  ignored_rules: [nomissingaudits]\n",
+                             {("nomissingowner", True)}),
+}
+
+
+def linter_probe(key: str) -> Callable[[Path], None]:
+    def probe(tmp_path: Path) -> None:
+        text, expected = LINTER_PROBES[key]
+        assert _linted(tmp_path, text) == expected
+        refused(lambda: _linted(tmp_path, re.sub("(?i)nomissing", "nomisssing", text)), "config.yaml:", "unknown rule")
+
+    return probe
 
 
 def test_a_python_config_beside_config_yaml_is_refused_not_ignored(tmp_path: Path) -> None:
@@ -760,9 +796,9 @@ def test_a_python_config_beside_config_yaml_is_refused_not_ignored(tmp_path: Pat
     root.mkdir()
     (root / "config.yaml").write_text("model_defaults:\n  dialect: spark\n")
     (root / "config.py").write_text("from sqlmesh.core.config import Config\nconfig = Config()\n")
-    refused(lambda: load_config(root), "config.py:1:", "Python configuration", "config.yaml")
+    refused(lambda: load_config(root), "config.py:1:", "Both config.yaml and config.py", "reads one")
     (root / "config.yaml").unlink()
-    refused(lambda: load_config(root), "config.py:1:", "not supported yet")
+    assert load_config(root).model_defaults.dialect == "spark"  # config.py alone: read (tests/unit/test_python_config.py)
 
 
 def probe_model_defaults(tmp_path: Path) -> None:
@@ -938,6 +974,7 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "state_connection": probe_state_connection,
     **{f"state_connection.{f}": state_probe("top", f) for f in STATE_FIELDS},
     "linter": probe_linter,
+    **{k: linter_probe(k) for k in LINTER_PROBES},
     "protected_environments": protection_probe("protected_environments"),
     "protected_environments.*.approvers": protection_probe("protected_environments.*.approvers"),
     "protected_environments.*.allow_self_approval": protection_probe("protected_environments.*.allow_self_approval"),

@@ -80,8 +80,8 @@ def test_the_stored_code_runs_in_a_fresh_process_namespace(tmp_path: Path) -> No
 
 def test_what_sqlmesh_has_and_we_do_not_is_named(tmp_path: Path) -> None:
     root = _project(tmp_path / "p")
-    (root / "models" / "other.py").write_text("from sqlmesh.core.config import Config\n")
+    (root / "models" / "other.py").write_text("from sqlmesh.core.engine_adapter import EngineAdapter\n")
     with pytest.raises(MeshError) as e:
         load_project(root, use_cache=False)
-    assert "models/other.py:1:" in str(e.value) and "sqlmesh.core.config" in str(e.value)
+    assert "models/other.py:1:" in str(e.value) and "sqlmesh.core.engine_adapter" in str(e.value)
     assert "mesh_dagster provides only sqlmesh (model" in str(e.value)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from mesh_dagster.core.config.connections import (
     GatewayConfig,
@@ -27,6 +27,7 @@ from mesh_dagster.core.config.connections import (
 )
 from mesh_dagster.core.config.files import compose_yaml, load_yaml, read_text
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
+from mesh_dagster.core.config.python_config import CONFIG_PY, read_python_config
 from mesh_dagster.core.config.redaction import redact_text
 from mesh_dagster.core.config.statements import check_statement
 from mesh_dagster.core.config.types import check_dialect, check_storage_format
@@ -250,6 +251,29 @@ def _dagster_refusals(config: DagsterConfig) -> list[tuple[Loc, str]]:
     return []
 
 
+ALL_RULES = "all"  # `rules: ALL`: every built-in and user rule
+
+
+class LinterSettings(Strict):
+    """`linter`: SQLMesh's linter, off unless `enabled`. Each list names rules (built-in or in the
+    project's `linter/`) or is `ALL`; a rule may be in one list only (core/project/linter.py runs them)."""
+
+    enabled: bool = False
+    rules: list[str] = Field(default_factory=list)  # violations are errors: they block the plan
+    warn_rules: list[str] = Field(default_factory=list)  # violations are printed as warnings
+    ignored_rules: list[str] = Field(default_factory=list)  # never run (with `rules: ALL`, the exceptions)
+
+    @field_validator("rules", "warn_rules", "ignored_rules", mode="before")
+    @classmethod
+    def _rule_names(cls, value: Any) -> Any:
+        # `rules: ALL` (any case) or a list of names; rule names are case-insensitive, like SQLMesh's.
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, (list, tuple)):
+            return [item.strip().lower() if isinstance(item, str) else item for item in value]
+        return value
+
+
 class ProjectConfig(Strict):
     gateways: dict[str, GatewayConfig] = Field(default_factory=lambda: {"local": GatewayConfig()})
     default_gateway: str | None = None
@@ -261,8 +285,7 @@ class ProjectConfig(Strict):
     default_target_environment: str = "prod"
     plan: PlanDefaults = Field(default_factory=PlanDefaults)
     state_connection: StateConnectionConfig | None = None
-    # Parsed so that `linter: {enabled: false}` stays valid; anything that asks for linting is refused.
-    linter: dict[str, Any] = Field(default_factory=dict)
+    linter: LinterSettings = Field(default_factory=LinterSettings)
     # SQL (macros allowed) run at the start / end of every apply and run: core/project/environment_statements.py.
     before_all: list[str] = Field(default_factory=list)
     after_all: list[str] = Field(default_factory=list)
@@ -271,6 +294,8 @@ class ProjectConfig(Strict):
     notification_targets: list[NotificationTarget] = Field(default_factory=list)
     git: GitWatchConfig | None = None
     dagster: DagsterConfig = Field(default_factory=DagsterConfig)
+    # Where each setting was written (the file as shown, and a key's line): `where`.
+    _source: tuple[str, Any] | None = PrivateAttr(default=None)
 
     @field_validator("protected_environments", mode="before")
     @classmethod
@@ -314,6 +339,14 @@ class ProjectConfig(Strict):
         """The `before_all` or `after_all` entries."""
         return list(self.before_all if key == "before_all" else self.after_all)
 
+    def where(self, loc: Loc) -> tuple[str | None, int | None]:
+        """The configuration file (as the user sees it) and the line of the setting at `loc` (a path
+        of keys and list indexes, as in config.yaml), for messages about it found after loading."""
+        if self._source is None:
+            return None, None
+        shown, locate = self._source
+        return shown, locate(loc)
+
     def variables_for(self, gateway: str | None = None) -> dict[str, Any]:
         return {**{k.lower(): v for k, v in self.variables.items()},
                 **{k.lower(): v for k, v in self.gateway(gateway).variables.items()}}
@@ -336,15 +369,20 @@ def find_config_file(project_dir: Path) -> Path | None:
 
 
 def read_config(project_dir: Path) -> ProjectConfig:
-    """Read and validate config.yaml: every key is honoured, or refused with its file and line.
+    """Read and validate config.yaml (or SQLMesh's Python `config.py`): every key is honoured, or
+    refused with its file and line.
 
     All but `model_defaults.audits`, which reads like a model's audits: the project layer's
-    `load_config` checks those too (`core/project/config_file.py`)."""
-    if (project_dir / "config.py").is_file():  # SQLMesh's Python config: never passed over in silence
-        raise ConfigError("A Python configuration (SQLMesh's `Config` object) is not supported yet: write its "
-                          "settings in config.yaml (gateways, model_defaults, ...) and remove config.py",
-                          "config.py", 1)
+    `load_config` checks those too (`core/project/config_file.py`). A `config.py` imports SQLMesh's
+    names: the project layer installs them (and the project root on the import path) first."""
     path = find_config_file(project_dir)
+    if (project_dir / CONFIG_PY).is_file():
+        if path is not None:  # SQLMesh would overlay one on the other: never one passed over in silence
+            raise ConfigError(f"Both {path.name} and config.py configure this project: mesh_dagster reads one "
+                              f"configuration file, move the settings of one into the other and remove it",
+                              CONFIG_PY, 1)
+        raw, source = read_python_config(project_dir)
+        return validate_config(raw, CONFIG_PY, source.line)
     if path is None:
         raise ConfigError(f"No config.yaml found in {project_dir}. Run `mesh init spark` to create a project.")
     shown = path.name  # errors name the file as the user sees it in the project
@@ -358,13 +396,20 @@ def read_config(project_dir: Path) -> ProjectConfig:
         ) from None
     if not isinstance(raw, dict):
         raise ConfigError("The configuration must be a mapping", shown, 1)
+    return validate_config(raw, shown, lambda loc: line_of(text, loc))
+
+
+def validate_config(raw: dict[str, Any], shown: str, locate: Callable[[Loc], int | None]) -> ProjectConfig:
+    """The configuration `raw` (config.yaml's mapping, or what config.py's object stands for),
+    validated; an error names `shown` and the line `locate` gives for the key's path."""
     try:
         config = ProjectConfig.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
-        raise ConfigError(_describe(err), shown, line_of(text, err["loc"])) from None
+        raise ConfigError(_describe(err), shown, locate(err["loc"])) from None
     for loc, message in _refusals(config):
-        raise ConfigError(f"{'.'.join(map(str, loc))}: {message}", shown, line_of(text, loc))
+        raise ConfigError(f"{'.'.join(map(str, loc))}: {message}", shown, locate(loc))
+    config._source = (shown, locate)
     return config
 
 
@@ -373,24 +418,27 @@ def _describe(err: Mapping[str, Any]) -> str:
     loc = ".".join(str(p) for p in err["loc"])
     if err["type"] == "extra_forbidden":
         return f"{loc}: unknown setting"
+    if err["type"] == "literal_error" and tuple(err["loc"][-2:]) == ("connection", "type"):
+        return f"{loc}: connection type '{err.get('input')}' is not supported: mesh_dagster runs models on Spark " \
+               f"(type: spark)"
     message = str(err["msg"]).removeprefix("Value error, ")
     return f"{loc}: {message}"
 
 
 
 
-_LINTER_KEYS = ("enabled", "rules", "warn_rules", "ignored_rules")  # SQLMesh's; disabled unless enabled: true
-
-
-def _linter_refusals(linter: Mapping[str, Any]) -> list[tuple[Loc, str]]:
-    """A disabled linter (SQLMesh's default) is accepted with its rule lists, which it does not run;
-    asking for linting is refused at `linter.enabled`, an unknown key at its own line."""
-    out: list[tuple[Loc, str]] = [(("linter", key), "unknown setting (SQLMesh's linter has "
-                                   f"{', '.join(_LINTER_KEYS)})") for key in linter if key not in _LINTER_KEYS]
-    if linter.get("enabled") not in (None, False):
-        out.append((("linter", "enabled"), "linting is not supported by mesh_dagster yet: set `enabled: false` "
-                                           "(the rule lists may stay; a disabled linter runs none)"))
-    return out
+def _linter_refusals(linter: LinterSettings) -> list[tuple[Loc, str]]:
+    """A rule in two of `rules`, `warn_rules` and `ignored_rules` (SQLMesh refuses it too: they are
+    mutually exclusive), at its second list. Unknown rule names are the project's to refuse: only it
+    knows the rules of `linter/` (core/project/linter.py)."""
+    seen: dict[str, str] = {}
+    for key in ("rules", "warn_rules", "ignored_rules"):
+        for index, rule in enumerate(getattr(linter, key)):
+            first = seen.setdefault(rule, key)
+            if first != key:
+                return [(("linter", key, index), f"'{rule}' is also in linter.{first}: a rule goes in one of "
+                                                 f"rules, warn_rules and ignored_rules")]
+    return []
 
 
 def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:

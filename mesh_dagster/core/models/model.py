@@ -19,8 +19,8 @@ __all__ = ["MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", 
 
 # Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
 # written by another shape is dropped rather than unpickled into the wrong classes.
-MODEL_FORMAT = 6  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
-# 6: references and key aliases
+MODEL_FORMAT = 7  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
+# 6: references and key aliases; 7: ignored_rules
 
 
 class AuditRef(BaseModel):
@@ -89,6 +89,7 @@ class Model(BaseModel):
     depends_on: list[str] = Field(default_factory=list)  # explicit, in addition to inferred ones
     enabled: bool = True
     stamp: str | None = None
+    ignored_rules: list[str] = Field(default_factory=list)  # linter rules not run on it (`all`: none run)
 
     query: str | None = None  # the main query, text as written (macros unexpanded)
     python: PythonCode | None = None  # the code of a model written in Python (models/*.py), which has no query

@@ -42,6 +42,11 @@ _PYTHON_MODEL = "mesh_dagster.core.models.python_model"
 _MACROS = "mesh_dagster.core.macros.user"
 _HERE = __name__
 _KIND = ("mesh_dagster.core.models.kinds_base", "KindName")
+_CONFIG = "mesh_dagster.core.config.python_config"
+_CONFIG_NAMES = ("Config", "ModelDefaultsConfig", "GatewayConfig", "SparkConnectionConfig", "DuckDBConnectionConfig",
+                 "LinterConfig", "PlanConfig", "NameInferenceConfig", "CategorizerConfig", "AutoCategorizationMode",
+                 "EnvironmentSuffixTarget")
+_LINTER = "mesh_dagster.core.project.lint_rules"
 # module -> its names -> (where ours is defined, our name)
 NAMES: dict[str, dict[str, tuple[str, str]]] = {
     "sqlmesh": {"model": (_PYTHON_MODEL, "model"), "ExecutionContext": (_PYTHON_MODEL, "ExecutionContext"),
@@ -54,10 +59,14 @@ NAMES: dict[str, dict[str, tuple[str, str]]] = {
                                                                             "MacroEvaluator")},
     "sqlmesh.core.context": {"ExecutionContext": (_PYTHON_MODEL, "ExecutionContext")},
     "sqlmesh.core.signal": {"signal": ("mesh_dagster.core.project.signals", "signal")},
+    "sqlmesh.core.config": {name: (_CONFIG, name) for name in _CONFIG_NAMES},  # config.py's classes
+    "sqlmesh.core.linter": {},
+    "sqlmesh.core.linter.rule": {name: (_LINTER, name) for name in ("Rule", "RuleViolation")},  # linter/*.py
     "sqlmesh.utils": {},
     "sqlmesh.utils.date": {name: (_HERE, name) for name in ("to_date", "to_ds", "to_datetime", "to_timestamp",
                                                              "DatetimeRanges")},
 }
+NAMES["sqlmesh.core.model"]["Model"] = (_LINTER, "LintModel")  # what a linter rule's `check_model` receives
 MARK = "__mesh_dagster_names__"  # set on the modules this finder makes
 
 

@@ -36,13 +36,12 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from mesh_dagster.core.config.config import ProjectConfig, find_config_file, line_of
-from mesh_dagster.core.config.files import read_text
+from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.config.parse_errors import describe
 from mesh_dagster.core.config.statements import parse_statements
 from mesh_dagster.core.config.types import get_dialect
-from mesh_dagster.core.errors import ConfigError, MeshError
+from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.macros.coercion import SQL
 from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.syntax import Arg, temporal_locals
@@ -91,13 +90,10 @@ class StatementSource:
     @classmethod
     def of_config(cls, project_dir: Path, config: ProjectConfig) -> StatementSource:
         """The line of every entry of the project's config file."""
-        path = find_config_file(project_dir)
-        if path is None:
-            return cls()
-        text = read_text(path, path.name, ConfigError)
-        lines = {(stage, index): line_of(text, (stage.value, index))
+        shown, _ = config.where(())
+        lines = {(stage, index): config.where((stage.value, index))[1]
                  for stage in Stage for index in range(len(config.statements(stage.value)))}
-        return cls(path.name, {key: line for key, line in lines.items() if line is not None})
+        return cls(shown, {key: line for key, line in lines.items() if line is not None})
 
     def error(self, stage: Stage, index: int, message: str, line: int | None = None) -> EnvironmentStatementError:
         return EnvironmentStatementError(f"{stage.value}.{index}: {message}", self.path,

@@ -41,12 +41,13 @@ SUPPORTED_PROPERTIES = {
     "name", "kind", "dialect", "cron", "start", "end", "grain", "grains", "columns", "audits", "tags",
     "owner", "description", "partitioned_by", "storage_format", "depends_on", "enabled", "stamp",
     "column_descriptions", "cron_tz", "interval_unit", "allow_partials", "signals", "references",
+    "ignored_rules",
 }
 # SQLMesh properties we recognise but do not implement yet: a clear error beats silent ignoring.
 UNSUPPORTED_PROPERTIES = {
     "table_format", "clustered_by", "physical_properties", "virtual_properties",
     "session_properties", "physical_version", "gateway", "optimize_query",
-    "blueprints", "grants", "project", "formatting", "ignored_rules", "validate_query",
+    "blueprints", "grants", "project", "formatting", "validate_query",
 }
 UNSUPPORTED_KINDS = {"MANAGED", "CUSTOM"}
 _ALIASED = re.compile(r"(`[^`]*`|\"[^\"]*\"|[^`\"\s]+)\s+AS\s+(.+)", re.IGNORECASE)  # AS outside quotes
@@ -263,6 +264,7 @@ _PROPERTY_HANDLERS: dict[str, Callable[[Value, str], Any]] = {
     "interval_unit": lambda v, p: checked(IntervalUnit.parse, v.text, p, v.line),
     "allow_partials": read_bool,
     "signals": _signal_refs,
+    "ignored_rules": lambda v, p: [x.strip("`\"'").lower() for x in v.as_list()],  # core/project/linter.py
 }
 _PROPERTY_FIELDS = {"grains": "grain", "interval_unit": "declared_unit"}
 

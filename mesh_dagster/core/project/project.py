@@ -28,7 +28,7 @@ import sqlglot
 
 from mesh_dagster import __version__
 from mesh_dagster.core.config.cache import ProjectCache, content_key
-from mesh_dagster.core.config.config import ProjectConfig, find_config_file, line_of
+from mesh_dagster.core.config.config import ProjectConfig, line_of
 from mesh_dagster.core.config.files import parse_yaml, read_text
 from mesh_dagster.core.config.names import check_column, check_model_name
 from mesh_dagster.core.config.types import check_dialect, to_spark_type
@@ -448,11 +448,8 @@ def _check_default_audits(root: Path, config: ProjectConfig, audits: dict[str, A
     refs = default_audit_refs(tuple(config.model_defaults.audits))
     for index, ref in enumerate(refs):
         if not is_known_audit(ref.name, audits):
-            path = find_config_file(root)
-            line = (
-                line_of(read_text(path, path.name, ConfigError), ("model_defaults", "audits", index)) if path else None
-            )
-            raise ConfigError(f"model_defaults.audits: unknown audit '{ref.name}'", path.name if path else None, line)
+            raise ConfigError(f"model_defaults.audits: unknown audit '{ref.name}'",
+                              *config.where(("model_defaults", "audits", index)))
 
 
 def _check_audits(models: dict[str, Model], audits: dict[str, Audit], macros: MacroRegistry,

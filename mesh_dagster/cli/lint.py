@@ -1,0 +1,49 @@
+"""`mesh lint`, and the linter run `mesh plan` makes before planning (core/project/linter.py).
+
+A violation of a rule of `linter.rules` is an error: listed as `file:line: rule: message`, it stops
+the plan before anything is planned or written; one of `linter.warn_rules` is printed as a warning.
+"""
+
+from __future__ import annotations
+
+import click
+
+from mesh_dagster.cli.console import console
+from mesh_dagster.cli.params import selector_option
+from mesh_dagster.cli.project import project_context
+from mesh_dagster.core.config.display import printable
+from mesh_dagster.core.errors import MeshError
+
+
+def show_lint_report(report) -> None:
+    """Warnings in yellow, errors in red, one violation per line, on stderr."""
+    for finding in report.findings:
+        label = click.style("Linter error:", fg="red") if finding.error else click.style("Linter warning:",
+                                                                                         fg="yellow")
+        click.echo(f"{label} {printable(str(finding))}", err=True)
+
+
+def lint_gate(context, what: str) -> None:
+    """Lint the project; errors stop `what` with a line per violation (nothing done yet)."""
+    report = context.lint()
+    show_lint_report(report)
+    if not report.ok:
+        listed = "; ".join(str(f).rstrip(".") for f in report.errors)
+        raise MeshError(f"Linter errors: {listed}. Fix them, move the rule to linter.warn_rules or the model's "
+                        f"ignored_rules, or use --skip-linter. {what}")
+
+
+@click.command("lint")
+@selector_option("--model", help="Only lint these models (selectors, as --select-model takes them).")
+@click.pass_context
+def lint(ctx, model) -> None:
+    """Run the linter (`linter:` in the config) over the project's models: errors fail the command."""
+    context = project_context(ctx)
+    report = context.lint(list(model) or None)
+    if not report.enabled:
+        console.print("The linter is off (`linter: {enabled: true}` in the config turns it on): nothing checked.")
+        return
+    show_lint_report(report)
+    if not report.ok:
+        raise MeshError(f"Linter found {len(report.errors)} error(s) and {len(report.warnings)} warning(s)")
+    console.print(f"Linter: no errors, {len(report.warnings)} warning(s).")
