@@ -75,6 +75,8 @@ class Project:
     # The `@signal` functions of signals/ (core/project/signals.py): readiness checks models name.
     signals: SignalRegistry = field(default_factory=SignalRegistry)
     _outputs: dict[str, OutputColumns] = field(default_factory=dict)
+    # Column lineage computed so far (core/project/lineage.py): by model name, on demand.
+    lineage_memo: dict[str, Any] = field(default_factory=dict)
 
     @property
     def mesh_dir(self) -> Path:
