@@ -38,7 +38,9 @@ def lineage(ctx: click.Context, model: str, column: str | None, depth: int | Non
         click.echo(f"No column lineage is known for {name}" + (f".{column}" if column else "")
                    + " (a Python model says it only with declared `columns` and `depends_on`).")
         return
-    wanted = [column.strip().strip("`").lower()] if column is not None else list(found)
+    # Every output column, those whose upstream is not known included (a Python model's undeclared ones)
+    every = [c.lower() for c in context.project.columns(name) or {}] or list(found)
+    wanted = [column.strip().strip("`").lower()] if column is not None else every
     tree = Tree(name)
     memo: dict[str, Lineage | None] = {name: found}
     shown: set[ColumnRef] = set()

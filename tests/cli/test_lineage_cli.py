@@ -55,3 +55,21 @@ def test_unknown_column_and_model_are_named(example):
 def test_help_says_what_it_shows(example):
     out = run_mesh(example, "lineage", "--help").stdout
     assert "MODEL [COLUMN]" in out and "upstream columns" in out and "--depth" in out
+
+
+def test_a_python_models_undeclared_column_is_marked_not_known(tmp_path):
+    root = tmp_path / "example_project"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mesh", "__pycache__"))
+    (root / "models" / "py.py").write_text(
+        "import pandas as pd\nfrom mesh_dagster import model\n\n\n"
+        "@model('sqlmesh_example.py', columns={'item_id': 'int', 'score': 'double'},\n"
+        "       depends_on=['sqlmesh_example.full_model'])\n"
+        "def execute(context, start, end, execution_time):\n"
+        "    return pd.DataFrame({'item_id': [1], 'score': [1.0]})\n")
+    out = run_mesh(root, "lineage", "sqlmesh_example.py", "--depth", "1").stdout
+    assert out.splitlines() == [
+        "sqlmesh_example.py",
+        "├── item_id",
+        "│   └── sqlmesh_example.full_model.item_id",
+        "└── score  (upstream not known)",
+    ]
