@@ -61,9 +61,11 @@ def _model_lineage(project: Project, model: Model, depth: int) -> Lineage | None
         return _python_lineage(project, model)
     if model.query is None:
         return None
-    schemas = project.parent_schemas(model.name)
-    tree = render_query(model, RenderContext(variables=project.variables, schemas=schemas), project.macros)
-    direct = query_lineage(tree, schemas)
+    direct = project.output(model.name).lineage  # a plain SELECT's, found while loading
+    if direct is None:
+        schemas = project.parent_schemas(model.name)
+        tree = render_query(model, RenderContext(variables=project.variables, schemas=schemas), project.macros)
+        direct = query_lineage(tree, schemas)
     if direct is None:
         return None
     return _through_models(project, model, direct, depth)

@@ -121,7 +121,7 @@ class Project:
             if model.query is not None:
                 found = query_output(model, self.macros, self.variables, self.parent_schemas(name), self.cache)
             if model.columns is not None:
-                found = OutputColumns(dict(model.columns), found.projections)
+                found = OutputColumns(dict(model.columns), found.projections, found.lineage)
             elif (kind := model.kind.seed) is not None:
                 seed = self.seeds.get(name) or check_seed(model, self._shown(kind.path))
                 found = OutputColumns({c: seed.types.get(c) for c in seed.header})

@@ -53,7 +53,7 @@ def query_lineage(tree: exp.Query, schemas: Schemas) -> Lineage | None:
 
     `schemas`: the columns of the tables the query reads (by model name), for `*` and for
     unqualified columns over joins. The tree is not changed."""
-    fast = _fast_lineage(tree, schemas)
+    fast = plain_select_lineage(tree, schemas)
     if fast is not None:
         return fast
     return _sqlglot_lineage(tree, schemas)
@@ -63,8 +63,9 @@ def query_lineage(tree: exp.Query, schemas: Schemas) -> Lineage | None:
 # Fast path: one plain SELECT
 
 
-def _fast_lineage(tree: exp.Query, schemas: Schemas) -> Lineage | None:
-    """None when the query is not one plain SELECT whose every column resolves surely."""
+def plain_select_lineage(tree: exp.Query, schemas: Schemas) -> Lineage | None:
+    """The fast path alone: None when the query is not one plain SELECT whose every column
+    resolves surely (computing a project's output columns takes it on the tree it renders)."""
     sources = _plain_sources(tree)
     if sources is None:
         return None
@@ -208,4 +209,4 @@ def _leaves(node: Node, flat: dict[str, str]) -> set[ColumnRef] | None:
     return refs
 
 
-__all__ = ["ColumnRef", "Lineage", "query_lineage"]
+__all__ = ["ColumnRef", "Lineage", "plain_select_lineage", "query_lineage"]
