@@ -201,3 +201,19 @@ def test_lineage_is_computed_once_per_model(context, monkeypatch):
     context.column_lineage("s.sub")
     monkeypatch.setattr(module, "render_query", lambda *a: (_ for _ in ()).throw(AssertionError("rendered again")))
     context.column_lineage("s.sub")
+
+
+def test_a_plain_selects_lineage_comes_with_loading_and_a_self_reference_is_no_upstream(tmp_path, monkeypatch):
+    import mesh_dagster.core.project.lineage as module
+
+    files = {k: v for k, v in FILES.items() if k.startswith(("seeds/", "models/orders", "models/items"))}
+    files["models/selfref.sql"] = """
+        MODEL (name s.selfref, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), columns (id INT, ds DATE));
+        SELECT COALESCE(prev.id, o.id) AS id, o.ds FROM s.orders AS o LEFT JOIN s.selfref AS prev ON o.id = prev.id
+        WHERE o.ds BETWEEN @start_ds AND @end_ds
+    """
+    ctx = Context(write_project(tmp_path / "p", files))
+    ctx.project  # noqa: B018 - loaded (and rendered) here
+    monkeypatch.setattr(module, "render_query", lambda *a: (_ for _ in ()).throw(AssertionError("rendered again")))
+    assert ctx.column_lineage("s.items") == {"item_id": refs("s.orders.item_id"), "name": ()}
+    assert ctx.column_lineage("s.selfref") == {"id": refs("s.orders.id"), "ds": refs("s.orders.ds")}
