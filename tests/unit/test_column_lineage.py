@@ -217,3 +217,16 @@ def test_a_plain_selects_lineage_comes_with_loading_and_a_self_reference_is_no_u
     monkeypatch.setattr(module, "render_query", lambda *a: (_ for _ in ()).throw(AssertionError("rendered again")))
     assert ctx.column_lineage("s.items") == {"item_id": refs("s.orders.item_id"), "name": ()}
     assert ctx.column_lineage("s.selfref") == {"id": refs("s.orders.id"), "ds": refs("s.orders.ds")}
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT a.id, a.x + b.y AS s, COUNT(DISTINCT b.y) AS n FROM db.a AS a LEFT JOIN db.b AS b ON a.id = b.id GROUP BY 1, 2",
+    "SELECT x, y, ROW_NUMBER() OVER (PARTITION BY x ORDER BY y) AS rn FROM db.a JOIN db.b ON a.id = b.id",
+    "SELECT CASE WHEN x > 0 THEN 'p' ELSE 'n' END AS sign, 1 AS one FROM db.a",
+])
+def test_the_fast_path_agrees_with_sqlglots_lineage(sql):
+    from mesh_dagster.core.sql.lineage import _sqlglot_lineage, plain_select_lineage
+
+    tree = sqlglot.parse_one(sql, read="spark")
+    fast = plain_select_lineage(tree, SCHEMAS)
+    assert fast is not None and fast == _sqlglot_lineage(tree, SCHEMAS)
