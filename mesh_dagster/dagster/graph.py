@@ -12,12 +12,12 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dagster import AssetKey
 
-from mesh_dagster.context import ColumnRef, Lineage
+from mesh_dagster.context import Lineage
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.plan.plan import Plan, model_start_ms
@@ -110,12 +110,13 @@ def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None 
     return ProjectGraph(plan.environment, assets, watches_git=project.config.git is not None)
 
 
-def _column_deps(found: Lineage | None, assets: dict[str, ModelAsset]) -> dict[str, list[tuple[AssetKey, str]]] | None:
+def _column_deps(found: dict[str, Sequence[Sequence[str]]] | None, assets: dict[str, ModelAsset]
+                 ) -> dict[str, list[tuple[AssetKey, str]]] | None:
     """Column lineage by the upstream models' asset keys in this graph (parents come first): an
     environment's assets point at the same environment's assets. Tables that are no asset drop out."""
     if found is None:
         return None
-    return {column: [(assets[ref.table].asset_key, ref.column) for ref in refs if ref.table in assets]
+    return {column: [(assets[table].asset_key, upstream) for table, upstream in refs if table in assets]
             for column, refs in found.items()}
 
 
@@ -168,7 +169,7 @@ class ColumnCache:
         self.salt = project.cache.salt if project.cache is not None else None
         self.entries: dict[str, dict[str, str | None] | None] = {}
         # Column lineage as {column: [[model, column], ...]} (None: unknown), by snapshot identifier.
-        self.lineages: dict[str, dict[str, list[list[str]]] | None] = {}
+        self.lineages: dict[str, dict[str, Sequence[Sequence[str]]] | None] = {}
         self._lineage = lineage
         self.dirty = False
         if self.salt is None:
@@ -193,8 +194,9 @@ class ColumnCache:
         self.dirty = True
         return found
 
-    def lineage(self, name: str, identifier: str) -> Lineage | None:
-        """The model's column lineage (None without a `lineage` function, or when not known)."""
+    def lineage(self, name: str, identifier: str) -> dict[str, Sequence[Sequence[str]]] | None:
+        """The model's column lineage as {column: [(model, column), ...]} (None without a `lineage`
+        function, or when not known): as computed, or as the cache file keeps it (lists)."""
         if self._lineage is None:
             return None
         if identifier not in self.lineages:
@@ -202,13 +204,9 @@ class ColumnCache:
                 found = self._lineage(name)
             except MeshError:  # shown when the model runs; the asset just shows no lineage
                 found = None
-            self.lineages[identifier] = None if found is None else {
-                column: [[ref.table, ref.column] for ref in refs] for column, refs in found.items()}
+            self.lineages[identifier] = found  # type: ignore[assignment]  # its refs are (model, column) tuples
             self.dirty = True
-        stored = self.lineages[identifier]
-        if stored is None:
-            return None
-        return {column: tuple(ColumnRef(table, col) for table, col in refs) for column, refs in stored.items()}
+        return self.lineages[identifier]
 
     def save(self) -> None:
         """Atomically, and only if a salt names the cache; a cache that cannot be written is none."""

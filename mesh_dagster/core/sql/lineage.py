@@ -17,7 +17,7 @@ not sure gives None: no lineage rather than a guess.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -31,10 +31,10 @@ _UNKNOWN_TYPE = "UNKNOWN"
 _FLAT = "_mesh_"
 
 
-@dataclass(frozen=True, order=True)
-class ColumnRef:
+class ColumnRef(NamedTuple):
     """A column of a table: `table` is the lower-case name the query reads (a model's name once
-    the project resolved it), `column` the lower-case column name."""
+    the project resolved it), `column` the lower-case column name. A tuple: a project has
+    thousands, and loading Dagster's definitions builds them all."""
 
     table: str
     column: str
