@@ -33,6 +33,7 @@ from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.external_models import ExternalModelsFile
+from mesh_dagster.core.project.lineage import ColumnRef, Lineage, column_upstream, model_lineage
 from mesh_dagster.core.project.linter import LintReport, lint
 from mesh_dagster.core.project.project import Project, load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot
@@ -372,6 +373,15 @@ class Context(_Plans):
     def model_name(self, name: str) -> str:
         """Accept `schema.model`, or a view name of any environment (`schema__dev.model`)."""
         return model_name(self.project, name)
+
+    def column_lineage(self, model: str) -> Lineage | None:
+        """Each output column of `model` -> the upstream columns (model, column) it is computed from;
+        a column left out has an unknown upstream, None: nothing known (core/project/lineage.py)."""
+        return model_lineage(self.project, self.model_name(model))
+
+    def column_upstream(self, model: str, column: str) -> tuple[ColumnRef, ...] | None:
+        """One column's upstream columns (None: unknown); an error names a column `model` lacks."""
+        return column_upstream(self.project, self.model_name(model), column)
 
     def select(self, selectors: Sequence[str], flag: str) -> set[str]:
         """The project's models `selectors` choose (core/plan/selectors.py); errors name `flag`."""

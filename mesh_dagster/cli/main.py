@@ -501,6 +501,7 @@ def ui(ctx, environments, host, port) -> None:
     os.execve(command[0], command, dagster_env(workspace, storage))
 
 
+from mesh_dagster.cli.lineage import lineage  # noqa: E402
 from mesh_dagster.cli.lint import lint  # noqa: E402
 from mesh_dagster.cli.plans import plans  # noqa: E402
 from mesh_dagster.cli.spark_commands import spark  # noqa: E402
@@ -508,6 +509,7 @@ from mesh_dagster.cli.spark_commands import spark  # noqa: E402
 cli.add_command(spark)
 cli.add_command(plans)
 cli.add_command(lint)
+cli.add_command(lineage)
 
 
 def main() -> None:

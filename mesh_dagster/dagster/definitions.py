@@ -200,7 +200,7 @@ def _folder_graphs(folder: str, environments: list[str], gateway: str | None, st
         present = context.intervals(list({(s.name, s.version) for p in plans for s in p.snapshots.values()
                                           if s.version}))
         return [build_graph(context.project, plan, translator, context.audit_digests(plan), present,
-                            _served_columns(context, plan)) for plan in plans]
+                            _served_columns(context, plan), context.column_lineage) for plan in plans]
     except MeshError as e:
         return e
     finally:

@@ -12,8 +12,12 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dagster import AssetKey
+
+from mesh_dagster.context import Lineage
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.plan.plan import Plan, model_start_ms
@@ -75,13 +79,15 @@ class ProjectGraph:
 def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None = None,
                 digests: dict[str, list[str]] | None = None,
                 present: dict[tuple[str, str], list[tuple[int, int]]] | None = None,
-                served_columns: dict[str, dict[str, str | None]] | None = None) -> ProjectGraph:
+                served_columns: dict[str, dict[str, str | None]] | None = None,
+                lineage: Callable[[str], Lineage | None] | None = None) -> ProjectGraph:
     """The models as assets of the plan's environment, keyed by `translator.get_asset_key`;
     `digests`: each model's audit definitions (Context.audit_digests), the checks' identities;
     `present`: the intervals each `(model, version)` holds (what a change reuses); `served_columns`:
-    the columns of the version the environment serves, for models it serves in another version."""
+    the columns of the version the environment serves, for models it serves in another version;
+    `lineage`: a model's column lineage (Context.column_lineage), mapped onto this graph's keys."""
     translator = translator or MeshTranslator()
-    column_cache = ColumnCache(project)
+    column_cache = ColumnCache(project, lineage)
     added, changed = set(plan.added), set(plan.changed)
     taken: dict[tuple[str, ...], str] = {}
     assets: dict[str, ModelAsset] = {}
@@ -98,9 +104,20 @@ def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None 
                             f"{'/'.join(asset.key)}: the translator must give each model its own key")
         taken[asset.key] = name
         asset.dep_keys = [assets[p].asset_key for p in parents]
+        asset.column_deps = _column_deps(column_cache.lineage(name, plan.snapshots[name].identifier), assets)
         assets[name] = asset
     column_cache.save()
     return ProjectGraph(plan.environment, assets, watches_git=project.config.git is not None)
+
+
+def _column_deps(found: dict[str, Sequence[Sequence[str]]] | None, assets: dict[str, ModelAsset]
+                 ) -> dict[str, list[tuple[AssetKey, str]]] | None:
+    """Column lineage by the upstream models' asset keys in this graph (parents come first): an
+    environment's assets point at the same environment's assets. Tables that are no asset drop out."""
+    if found is None:
+        return None
+    return {column: [(assets[table].asset_key, upstream) for table, upstream in refs if table in assets]
+            for column, refs in found.items()}
 
 
 def _change(plan: Plan, name: str, added: set[str], changed: set[str]) -> str:
@@ -147,10 +164,13 @@ class ColumnCache:
 
     FILE = "dagster_columns.json"
 
-    def __init__(self, project: Project):
+    def __init__(self, project: Project, lineage: Callable[[str], Lineage | None] | None = None):
         self.path = project.mesh_dir / "cache" / self.FILE
         self.salt = project.cache.salt if project.cache is not None else None
         self.entries: dict[str, dict[str, str | None] | None] = {}
+        # Column lineage as {column: [[model, column], ...]} (None: unknown), by snapshot identifier.
+        self.lineages: dict[str, dict[str, Sequence[Sequence[str]]] | None] = {}
+        self._lineage = lineage
         self.dirty = False
         if self.salt is None:
             return
@@ -160,6 +180,8 @@ class ColumnCache:
             return
         if isinstance(data, dict) and data.get("salt") == self.salt and isinstance(data.get("columns"), dict):
             self.entries = data["columns"]
+            if isinstance(data.get("lineage"), dict):
+                self.lineages = data["lineage"]
 
     def columns(self, project: Project, name: str, identifier: str) -> dict[str, str | None] | None:
         if identifier in self.entries:
@@ -172,6 +194,20 @@ class ColumnCache:
         self.dirty = True
         return found
 
+    def lineage(self, name: str, identifier: str) -> dict[str, Sequence[Sequence[str]]] | None:
+        """The model's column lineage as {column: [(model, column), ...]} (None without a `lineage`
+        function, or when not known): as computed, or as the cache file keeps it (lists)."""
+        if self._lineage is None:
+            return None
+        if identifier not in self.lineages:
+            try:
+                found = self._lineage(name)
+            except MeshError:  # shown when the model runs; the asset just shows no lineage
+                found = None
+            self.lineages[identifier] = found  # type: ignore[assignment]  # its refs are (model, column) tuples
+            self.dirty = True
+        return self.lineages[identifier]
+
     def save(self) -> None:
         """Atomically, and only if a salt names the cache; a cache that cannot be written is none."""
         if not self.dirty or self.salt is None:
@@ -180,7 +216,7 @@ class ColumnCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".dagster_columns.")
             with os.fdopen(fd, "w") as f:
-                json.dump({"salt": self.salt, "columns": self.entries}, f)
+                json.dump({"salt": self.salt, "columns": self.entries, "lineage": self.lineages}, f)
             os.replace(tmp, self.path)
         except OSError:
             pass

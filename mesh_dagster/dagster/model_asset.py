@@ -56,6 +56,9 @@ class ModelAsset:
     # A change making a new version the environment does not serve yet: `columns` are what its views
     # show (the served snapshot's), these the new version's
     pending_columns: dict[str, str | None] | None = None
+    # Column lineage: output column -> (upstream asset key, column), the upstreams being this
+    # environment's assets (graph.py); None when not known
+    column_deps: dict[str, list[tuple[AssetKey, str]]] | None = None
 
     @cached_property
     def asset_key(self) -> AssetKey:

@@ -20,6 +20,8 @@ from dagster import (
     AutomationCondition,
     MetadataValue,
     TableColumn,
+    TableColumnDep,
+    TableColumnLineage,
     TableSchema,
     TimeWindowPartitionsDefinition,
 )
@@ -75,6 +77,14 @@ def plan_line(asset: ModelAsset) -> str | None:
         work = "reused, nothing to recompute"
     state = "New" if asset.change == ADDED else f"Pending change ({asset.change})"
     return f"{state} in {env}: {work}. `mesh plan {env}` applies it; in Dagster, materialize then promote_{env}."
+
+
+def column_lineage(asset: ModelAsset) -> TableColumnLineage:
+    """Each output column's upstream columns, as the asset keys of the environment's assets (the
+    UI's column lineage view follows them; a column with none reads no table)."""
+    return TableColumnLineage(deps_by_column={
+        column: [TableColumnDep(asset_key=key, column_name=upstream) for key, upstream in deps]
+        for column, deps in (asset.column_deps or {}).items()})
 
 
 def tag_key(tag: str) -> str:
@@ -195,6 +205,8 @@ class MeshTranslator:
         if asset.pending_columns and asset.pending_columns != asset.columns:
             meta["mesh/pending_columns"] = TableSchema(  # the new version's, once the environment serves it
                 columns=[TableColumn(name=c, type=t or "unknown") for c, t in asset.pending_columns.items()])
+        if asset.column_deps is not None and not model.kind.seed:
+            meta["dagster/column_lineage"] = column_lineage(asset)
         if model.query:
             meta["mesh/query"] = MetadataValue.md(f"```sql\n{model.query.strip()}\n```")
         if model.python is not None:

@@ -75,6 +75,8 @@ class Project:
     # The `@signal` functions of signals/ (core/project/signals.py): readiness checks models name.
     signals: SignalRegistry = field(default_factory=SignalRegistry)
     _outputs: dict[str, OutputColumns] = field(default_factory=dict)
+    # Column lineage computed so far (core/project/lineage.py): by model name, on demand.
+    lineage_memo: dict[str, Any] = field(default_factory=dict)
 
     @property
     def mesh_dir(self) -> Path:
@@ -119,7 +121,7 @@ class Project:
             if model.query is not None:
                 found = query_output(model, self.macros, self.variables, self.parent_schemas(name), self.cache)
             if model.columns is not None:
-                found = OutputColumns(dict(model.columns), found.projections)
+                found = OutputColumns(dict(model.columns), found.projections, found.lineage)
             elif (kind := model.kind.seed) is not None:
                 seed = self.seeds.get(name) or check_seed(model, self._shown(kind.path))
                 found = OutputColumns({c: seed.types.get(c) for c in seed.header})

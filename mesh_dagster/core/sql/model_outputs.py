@@ -26,6 +26,7 @@ from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.kinds import IncrementalByTimeRangeKind
 from mesh_dagster.core.models.model import AuditRef, Model
+from mesh_dagster.core.sql.lineage import Lineage, plain_select_lineage
 from mesh_dagster.core.sql.query_columns import query_columns
 from mesh_dagster.core.sql.renderer import RenderContext, render_query
 from mesh_dagster.core.time.time_column import TimeColumnError, check_time_column
@@ -47,6 +48,9 @@ class Projection:
 class OutputColumns:
     columns: dict[str, str | None] | None  # name → Spark type (None if unknown); None if unknowable
     projections: tuple[Projection, ...] | None = None  # the query's own projections, when known
+    # Column lineage of a plain SELECT (core/sql/lineage.py's fast path, a walk of the tree rendered
+    # here anyway); None when the query needs sqlglot's lineage, which is left until it is asked for
+    lineage: Lineage | None = None
 
 
 def query_output(model: Model, macros: MacroRegistry, variables: dict, schemas: Schemas,
@@ -65,7 +69,7 @@ def query_output(model: Model, macros: MacroRegistry, variables: dict, schemas: 
 def _render_output(model: Model, macros: MacroRegistry, variables: dict, schemas: Schemas) -> OutputColumns:
     tree = render_query(model, RenderContext(variables=variables, schemas=schemas), macros)
     projections = _projections(tree, model.query_line)
-    return OutputColumns(query_columns(tree, schemas), projections)
+    return OutputColumns(query_columns(tree, schemas), projections, plain_select_lineage(tree, schemas))
 
 
 def _projections(query: exp.Expr, first_line: int) -> tuple[Projection, ...] | None:

@@ -30,8 +30,9 @@ from mesh_dagster.core.macros.syntax import lookup, normalize_name
 
 SPARK = get_dialect("spark")
 # Part of the project cache's salt: bumped whenever a query's expansion or output columns may come
-# out differently, so cached output columns are recomputed (2: USING/NATURAL/PIVOT/LATERAL VIEW).
-COLUMN_RULES = 2
+# out differently, so cached output columns are recomputed (2: USING/NATURAL/PIVOT/LATERAL VIEW;
+# 3: the output holds the column lineage of a plain SELECT).
+COLUMN_RULES = 3
 Schemas = dict[str, dict[str, str | None]]  # model name -> ordered column -> Spark type (None if unknown)
 
 _TAG = "mesh_star_select"  # meta key marking a SELECT in the copy given to sqlglot
