@@ -43,6 +43,7 @@ class KindName(str, Enum):
     EXTERNAL = "EXTERNAL"
     SCD_TYPE_2_BY_TIME = "SCD_TYPE_2_BY_TIME"
     SCD_TYPE_2_BY_COLUMN = "SCD_TYPE_2_BY_COLUMN"
+    CUSTOM = "CUSTOM"
 
 
 # Other spellings of a kind name, as SQLMesh accepts them.
