@@ -36,8 +36,9 @@ class SparkMaterializationContext:
         self._snapshot = snapshot
         self.model_name = model.name
         self.start, self.end, self.execution_time = start, end, execution_time
-        kind_properties: dict[str, str] = getattr(model.kind, "materialization_properties", {})
-        self.properties: dict[str, Any] = {k: python_value(v, model.dialect) for k, v in kind_properties.items()}
+        kind = model.kind.custom
+        written = kind.materialization_properties if kind is not None else {}
+        self.properties: dict[str, Any] = {k: python_value(v, model.dialect) for k, v in written.items()}
 
     @property
     def spark(self) -> Any:

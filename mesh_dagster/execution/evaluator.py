@@ -181,7 +181,8 @@ class SnapshotEvaluator:
         """A CUSTOM model's materialization: the class its snapshot captured (the project's only for
         snapshots stored without one), defined afresh from the stored code."""
         stored = snapshot.capture.materialization if snapshot.capture is not None else None
-        name = str(getattr(snapshot.model.kind, "materialization", "")).lower()
+        kind = snapshot.model.kind.custom
+        name = kind.materialization.lower() if kind is not None else ""
         stored = stored or self.project.materializations.get(name)
         if stored is None:
             raise ModelError(f"{snapshot.name} names materialization '{name}', which its snapshot did not capture "

@@ -61,6 +61,10 @@ class CustomKind(IncrementalKind):
     }
 
     @property
+    def custom(self) -> CustomKind:
+        return self
+
+    @property
     def batching(self) -> Batching:
         return Batching(self.batch_size, self.lookback, 1)
 

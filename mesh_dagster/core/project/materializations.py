@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict
 
 from mesh_dagster.core.config.user_modules import UserPackage
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.models.kinds_custom import CustomKind
 from mesh_dagster.core.models.materialization import Materialization
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.models.python_env import EnvBuilder, Executable, run_env
@@ -92,8 +91,8 @@ def _stored(cls: type[Materialization], module: Any, root: Path, package: UserPa
 def check_materializations(models: dict[str, Model], found: dict[str, StoredMaterialization]) -> None:
     """Every CUSTOM model names a materialization the project defines (at the kind's line)."""
     for model in models.values():
-        kind = model.kind
-        if not isinstance(kind, CustomKind) or kind.materialization.lower() in found:
+        kind = model.kind.custom
+        if kind is None or kind.materialization.lower() in found:
             continue
         close = difflib.get_close_matches(kind.materialization.lower(), list(found), n=1)
         hint = (f" Did you mean '{close[0]}'?" if close else

@@ -204,8 +204,8 @@ class Capturer:
         )
 
     def _materialization(self, model: Model) -> StoredMaterialization | None:
-        name = getattr(model.kind, "materialization", None)  # a CUSTOM kind's (checked at load)
-        return self.project.materializations.get(name.lower()) if isinstance(name, str) else None
+        kind = model.kind.custom  # a CUSTOM kind's class (checked at load)
+        return self.project.materializations.get(kind.materialization.lower()) if kind is not None else None
 
     # -- macros and signals ----------------------------------------------------------------
 
