@@ -201,3 +201,45 @@ def _python(tree: exp.Expr, sql: str) -> Any:
     if isinstance(tree, exp.Column) and not tree.table:
         return tree.name
     return sql
+
+
+# ---------------------------------------------------------------------------------------------
+# Python models: `@model("@{customer}.t", blueprints=[{"customer": "a"}, ...], ...)`
+
+
+def python_blueprints(value: Any, name: Any, dialect: str, path: str, line: int, name_line: int
+                      ) -> list[dict[str, str]]:
+    """A Python model's `blueprints=[{...}, ...]`: each blueprint's values as SQL text (what the
+    model keeps), checked as SQL blueprints are: the name uses a variable, each blueprint gives the
+    name's variables."""
+    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(b, Mapping) and b for b in value):
+        raise ModelError("blueprints is a list of dicts, one per model: blueprints=[{\"customer\": \"a\"}, ...]",
+                         path, line)
+    blueprints = []
+    for blueprint in value:
+        if not all(isinstance(key, str) and re.fullmatch(r"[A-Za-z_]\w*", key) for key in blueprint):
+            raise ModelError(f"Blueprint variables are named like Python identifiers, got {sorted(blueprint)}",
+                             path, line)
+        blueprints.append({key.lower(): exp.convert(v).sql(dialect=dialect) for key, v in blueprint.items()})
+    known = {key for blueprint in blueprints for key in blueprint}
+    used = {_used(m) for m in _USE.finditer(name)} if isinstance(name, str) else set()
+    if not used & known:
+        raise ModelError(f"The name of a model with blueprints must use a blueprint variable (one of "
+                         f"{', '.join(sorted(known))}), e.g. \"@{{{sorted(known)[0]}}}.table\"", path, name_line)
+    for blueprint in blueprints:
+        missing = sorted((used & known) - set(blueprint))
+        if missing:
+            raise ModelError(f"A blueprint gives no value to {', '.join(missing)}, which the model's name uses",
+                             path, line)
+    return blueprints
+
+
+def templated(value: Any, variables: Mapping[str, str], path: str, line: int) -> Any:
+    """A decorator argument with the blueprint's values in its strings (lists and dicts walked)."""
+    if isinstance(value, str):
+        return substitute(value, variables, path, line) if "@" in value else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(templated(v, variables, path, line) for v in value)
+    if isinstance(value, Mapping):
+        return {k: templated(v, variables, path, line) for k, v in value.items()}
+    return value
