@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
@@ -175,8 +176,6 @@ def render_variables(variables: Mapping[str, str], sql_value: Callable[[str], An
 def python_value(sql: str, dialect: str = "spark") -> Any:
     """A blueprint value (SQL text) as the Python value a Python model's parameter receives: a
     string, a number, a boolean, None or a list of them; anything else stays SQL text."""
-    import sqlglot
-
     try:
         tree = sqlglot.parse_one(sql, read=dialect)
     except Exception:  # noqa: BLE001 - not SQL sqlglot reads: the text itself
