@@ -1001,5 +1001,4 @@ def test_jinja_and_blueprints_are_named_when_refused(tmp_path: Path) -> None:
             "not supported")
     root = write_project(tmp_path / "b", {"models/b.sql": (
         "MODEL (\n  name s.@name,\n  kind FULL,\n  blueprints @make_blueprints()\n);\nSELECT 1 AS x\n")})
-    refused(lambda: load_project(root, use_cache=False), "models/b.sql:4:", "blueprints computed by a macro",
-            "not supported")
+    refused(lambda: load_project(root, use_cache=False), "models/b.sql:4:", "Unknown macro @make_blueprints")

@@ -91,8 +91,11 @@ def test_blueprint_mistakes_are_refused_at_their_line(tmp_path: Path) -> None:
              "blueprint at line 6")
     missing = TEMPLATE.replace("factor := 2, ", "")
     _refused(_project(tmp_path, {"models/o.sql": missing}), "models/o.sql:7:", "no value to factor")
-    by_macro = TEMPLATE.replace("blueprints (\n", "blueprints @gen_blueprints(),\n  x (\n")
-    _refused(_project(tmp_path, {"models/o.sql": by_macro}), "models/o.sql:5:", "blueprints computed by a macro")
+    unknown_macro = "MODEL (name @{c}.t,\n  blueprints @nowhere());\nSELECT 1 AS x\n"
+    _refused(_project(tmp_path, {"models/o.sql": unknown_macro}), "models/o.sql:2:", "Unknown macro @nowhere")
+    nothing = {"models/o.sql": unknown_macro.replace("@nowhere()", "@empty()"),
+               "macros/gen.py": "from mesh_dagster import macro\n\n\n@macro()\ndef empty(evaluator):\n    return 'x'\n"}
+    _refused(_project(tmp_path, nothing), "models/o.sql:2:", "A blueprint is written")
     malformed = TEMPLATE.replace("(customer := 'acme', factor := 1, owner := 'ann')", "acme")
     _refused(_project(tmp_path, {"models/o.sql": malformed}), "models/o.sql:6:", "A blueprint is written")
     clash = {"models/o.sql": TEMPLATE, "models/other.sql": "MODEL (name acme.orders);\nSELECT 1 AS x\n"}
@@ -114,6 +117,27 @@ from mesh_dagster import model
 def execute(context, start, end, execution_time, factor, **kwargs):
     return pd.DataFrame({"customer": [context.blueprint_var("customer")], "value": [factor * 2]})
 '''
+
+
+GENERATOR = '''from mesh_dagster import macro
+
+
+@macro()
+def gen_blueprints(evaluator):
+    return [f"(customer := '{name}', factor := {i})" for i, name in enumerate(["north", "south"], start=1)]
+'''
+
+
+def test_blueprints_given_by_a_macro(tmp_path: Path) -> None:
+    """`blueprints @gen_blueprints()`: the project's macro returns the blueprints as SQL text."""
+    model = TEMPLATE.replace("""blueprints (
+    (customer := 'acme', factor := 1, owner := 'ann'),
+    (customer := globex, factor := 2, owner := 'bob')
+  )""", "blueprints @gen_blueprints()").replace("owner @owner,", "owner @{customer}_team,")
+    project = load_project(_project(tmp_path, {"models/o.sql": model, "macros/gen.py": GENERATOR}), use_cache=False)
+    assert sorted(project.models) == ["north.orders", "south.orders"]
+    assert project.models["south.orders"].blueprint_variables == {"customer": "'south'", "factor": "2"}
+    assert project.models["south.orders"].owner == "south_team"
 
 
 def test_python_blueprints_give_the_function_their_values(tmp_path: Path) -> None:

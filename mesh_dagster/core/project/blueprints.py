@@ -15,7 +15,9 @@ What is rendered when:
   variables shadow config variables of the same name, as in SQLMesh).
 Each generated model is an ordinary model: its own snapshot, its blueprint values in its data hash.
 
-Blueprints computed by a macro (`blueprints @gen_blueprints()`) are refused at their line.
+Blueprints may be computed by a macro (`blueprints @gen_blueprints()`): the project's macro returns
+them as SQL text, `((customer := 'a'), (customer := 'b'))` (or a list of such tuples), expanded at
+load; the values it gives are what the models keep (and hash), not the macro.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from sqlglot.tokens import TokenType
 
 from mesh_dagster.core.config.config import ModelDefaults
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.models.definition import Entry, read_definition
+from mesh_dagster.core.macros.evaluator import MacroEvaluator
+from mesh_dagster.core.macros.user import MacroRegistry
+from mesh_dagster.core.models.definition import Entry, Value, read_definition, read_value
 from mesh_dagster.core.models.model import Model
 
 # `@{name}`, `@BLUEPRINT_VAR('name'[, default])` and `@name` (not a call): the uses of a variable.
@@ -41,18 +45,22 @@ _USE = re.compile(r"@\{\s*(?P<brace>\w+)\s*\}"
 _STRING = re.compile(r"'((?:[^']|'')*)'")
 
 Blueprint = tuple[dict[str, str], int]  # variable -> SQL text of its value, and the line it is written at
+# Expands a macro call (`@gen_blueprints()`) written at a line of a file into SQL text.
+Expand = Callable[[str, str, int], str]
 
 
 def read_model_files(text: str, path: str, file_path: Path, defaults: ModelDefaults,
-                     read_one: Callable[[str, str, Path, ModelDefaults], Model]) -> list[Model]:
-    """The models of one `models/*.sql` file: one, or one per blueprint (`read_one` reads a file's text)."""
+                     read_one: Callable[[str, str, Path, ModelDefaults], Model],
+                     expand: Expand | None = None) -> list[Model]:
+    """The models of one `models/*.sql` file: one, or one per blueprint (`read_one` reads a file's
+    text; `expand` the project's macros, for blueprints computed by one)."""
     if "blueprints" not in text.lower():
         return [read_one(text, path, file_path, defaults)]
     definition = read_definition(text, path)
     entry = next((e for e in definition.properties if (e.key or "").lower() == "blueprints"), None)
     if entry is None or definition.block_kind != "MODEL":
         return [read_one(text, path, file_path, defaults)]
-    blueprints = read_blueprints(entry, path)
+    blueprints = read_blueprints(entry, path, expand)
     template, block_end = _without(text, entry)
     name_entry = next((e for e in definition.properties if (e.key or "").lower() == "name"), None)
     _check_uses(template, blueprints, name_entry, path, definition.block_line)
@@ -70,14 +78,14 @@ def read_model_files(text: str, path: str, file_path: Path, defaults: ModelDefau
     return models
 
 
-def read_blueprints(entry: Entry, path: str) -> list[Blueprint]:
-    """`blueprints ((var := value, ...), ...)`: each blueprint's values as SQL text."""
+def read_blueprints(entry: Entry, path: str, expand: Expand | None = None) -> list[Blueprint]:
+    """`blueprints ((var := value, ...), ...)`, or a macro call giving that text: each blueprint's
+    values as SQL text."""
     value = entry.value
     assert value is not None
+    if value.kind != "group" and value.text.lstrip().startswith("@") and expand is not None:
+        value = _expanded(value, path, expand)
     if value.kind != "group":
-        if value.text.lstrip().startswith("@"):
-            raise ModelError("blueprints computed by a macro are not supported by mesh_dagster yet: write the "
-                             "blueprints out, `blueprints ((name := value, ...), ...)`", path, value.line)
         raise ModelError("blueprints are written `blueprints ((name := value, ...), (name := value, ...))`",
                          path, value.line)
     items = value.items
@@ -97,6 +105,28 @@ def read_blueprints(entry: Entry, path: str) -> list[Blueprint]:
     if not blueprints:
         raise ModelError("blueprints lists no blueprint", path, value.line)
     return blueprints
+
+
+def _expanded(value: Value, path: str, expand: Expand) -> Value:
+    """The blueprints a macro call gives, read as if written at the call's line."""
+    text = expand(value.text, path, value.line).strip()
+    if text and not text.startswith("(("):
+        text = f"({text})"  # a list of tuples, `(a := 1), (a := 2)`
+    try:
+        written = read_value(text or "()", path)
+    except ModelError as e:
+        raise ModelError(f"{value.text} gave no blueprints (`((name := value, ...), ...)`): {e.message}", path,
+                         value.line) from None
+    return _at_line(written, value.line)
+
+
+def _at_line(value: Value, line: int) -> Value:
+    value.line = line
+    for item in value.items:
+        item.line = line
+        if item.value is not None:
+            _at_line(item.value, line)
+    return value
 
 
 def _without(text: str, entry: Entry) -> tuple[str, int]:
@@ -242,3 +272,12 @@ def templated(value: Any, variables: Mapping[str, str], path: str, line: int) ->
     if isinstance(value, Mapping):
         return {k: templated(v, variables, path, line) for k, v in value.items()}
     return value
+
+
+def blueprint_macros(macros: MacroRegistry, variables: Mapping[str, Any], dialect: str) -> Expand:
+    """Expands `blueprints @macro(...)` with the project's macros and variables, at load."""
+
+    def expand(text: str, path: str, line: int) -> str:
+        return MacroEvaluator(dialect, registry=macros, variables=variables, path=path, line=line).expand(text, line)
+
+    return expand

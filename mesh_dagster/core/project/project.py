@@ -40,7 +40,7 @@ from mesh_dagster.core.models.kinds import ExternalKind
 from mesh_dagster.core.models.model import MODEL_FORMAT, Audit, Model
 from mesh_dagster.core.models.seeds import SeedFile, check_seed
 from mesh_dagster.core.project.audits import check_audit_refs, is_known_audit
-from mesh_dagster.core.project.blueprints import read_model_files
+from mesh_dagster.core.project.blueprints import blueprint_macros, read_model_files
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.dag import DAG, CycleError
 from mesh_dagster.core.project.import_path import use_project_root
@@ -164,7 +164,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     signals = load_signals(root / "signals")
     cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
     audits = _load_audits(root)
-    models, known_refs = _load_models(root, config, cache, variables)
+    models, known_refs = _load_models(root, config, cache, variables, macros)
     for ext in _load_external_models(root, gateway or config.default_gateway or next(iter(config.gateways), None)):
         _add_model(models, ext)
     for model in models.values():
@@ -246,7 +246,7 @@ def _model_files(models_dir: Path) -> tuple[list[Path], list[Path]]:
 
 
 def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None,
-                 variables: dict[str, Any]) -> tuple[dict[str, Model], dict]:
+                 variables: dict[str, Any], macros: MacroRegistry) -> tuple[dict[str, Model], dict]:
     """Models by name, and what the cache already knew: `{model name: inferred refs}` plus the
     content keys of every SQL file under `__keys__` (for storing new entries). Python model files
     are imported every time (what they define depends on more than their own text)."""
@@ -267,7 +267,8 @@ def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None,
             known[model.name] = set(refs)
             file_models = [model]
         else:  # one model, or one per blueprint
-            file_models = read_model_files(read_text(file, rel), rel, file, config.model_defaults, read_model_file)
+            file_models = read_model_files(read_text(file, rel), rel, file, config.model_defaults, read_model_file,
+                                           blueprint_macros(macros, variables, config.model_defaults.dialect))
         for model in file_models:
             if model.enabled:
                 _add_model(models, model)
