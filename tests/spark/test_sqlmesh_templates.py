@@ -41,6 +41,17 @@ def test_blueprints_build_one_model_per_blueprint(tmp_path, engine, schema) -> N
             SELECT id, id * @factor AS amount, @BLUEPRINT_VAR('customer', 'none') AS customer
             FROM VALUES (1), (2) AS t(id)
             """,
+        "models/per_customer.py": f'''
+import pandas as pd
+
+from mesh_dagster import model
+
+
+@model("{schema}_@{{customer}}.per_customer", kind="FULL", columns={{"customer": "string", "n": "int"}},
+       blueprints=[{{"customer": "a", "n": 1}}, {{"customer": "b", "n": 2}}])
+def execute(context, start, end, execution_time, n):
+    return pd.DataFrame({{"customer": [context.blueprint_var("customer")], "n": [n]}})
+''',
         "models/total.sql": f"""
             MODEL (name {schema}.total, kind FULL);
 
@@ -53,6 +64,8 @@ def test_blueprints_build_one_model_per_blueprint(tmp_path, engine, schema) -> N
     assert _rows(engine, f"SELECT * FROM {schema}_a.orders") == [(1, 1, "a"), (2, 2, "a")]
     assert _rows(engine, f"SELECT * FROM {schema}_b.orders") == [(1, 10, "b"), (2, 20, "b")]
     assert _rows(engine, f"SELECT * FROM {schema}.total") == [("a", 3), ("b", 30)]
+    assert _rows(engine, f"SELECT * FROM {schema}_a.per_customer UNION ALL SELECT * FROM {schema}_b.per_customer") == [
+        ("a", 1), ("b", 2)]
 
 
 def test_session_properties_hold_inside_the_model_only(tmp_path, engine, schema) -> None:
