@@ -81,6 +81,9 @@ def test_blueprint_models_load_the_same_from_the_cache(tmp_path: Path) -> None:
     first = load_project(root)
     again = load_project(root)
     assert first.models == again.models and first.dag.parents == again.dag.parents
+    path = root / "models/orders.sql"
+    path.write_text(path.read_text().replace("factor := 2", "factor := 'two'"))
+    assert load_project(root).columns("globex.orders")["factor"] == "STRING"  # not the cached INT
 
 
 def test_blueprint_mistakes_are_refused_at_their_line(tmp_path: Path) -> None:
