@@ -121,3 +121,16 @@ def test_a_setting_the_session_refuses_fails_the_model_at_its_line(tmp_path: Pat
     with pytest.raises(ModelError, match="models/m.sql:4: session_properties of s.m: Spark refuses"):
         with model_settings(Refusing(), model):
             raise AssertionError("the model must not run")
+
+
+def test_a_python_model_sets_them_as_a_decorator_argument(tmp_path: Path) -> None:
+    python = ("import pandas as pd\n\nfrom mesh_dagster import model\n\n\n"
+              "@model('s.py', columns={'x': 'int'},\n"
+              "       session_properties={'spark.sql.shuffle.partitions': 4, 'spark.sql.ansi.enabled': False})\n"
+              "def execute(context, start, end, execution_time):\n    return pd.DataFrame({'x': [1]})\n")
+    root = write_project(tmp_path / "py", {"models/py.py": python}, CONFIG)
+    assert load_project(root, use_cache=False).models["s.py"].session_properties == {
+        "spark.sql.shuffle.partitions": "4", "spark.sql.ansi.enabled": "false"}
+    static = python.replace("'spark.sql.ansi.enabled': False", "'spark.driver.memory': '1g'")
+    with pytest.raises(ModelError, match="models/py.py:7: Spark setting spark.driver.memory cannot change"):
+        load_project(write_project(tmp_path / "st", {"models/py.py": static}, CONFIG), use_cache=False)
