@@ -118,3 +118,10 @@ def test_sqlmesh_custom_materializations_are_refused_pointing_to_ours(tmp_path: 
     sqlmesh_style = f"import typing\n\n{line}\n\n\nclass Mine(CustomMaterialization):\n    NAME = 'stamped'\n"
     _refused(_root(tmp_path, materialization=sqlmesh_style), "materializations/stamped.py:3:",
              "engine adapters", "subclass mesh_dagster.Materialization")
+
+
+def test_a_subclass_of_an_installed_sqlmesh_custom_materialization_is_refused_not_ignored(tmp_path: Path) -> None:
+    stand_in = ("class CustomMaterialization:  # as if SQLMesh were installed\n    pass\n\n\n"
+                "class Mine(CustomMaterialization):\n    NAME = 'stamped'\n")
+    _refused(_root(tmp_path, materialization=stand_in), "materializations/stamped.py:5:",
+             "subclasses SQLMesh's CustomMaterialization", "mesh_dagster.Materialization")

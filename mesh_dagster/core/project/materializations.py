@@ -62,6 +62,7 @@ def load_materializations(root: Path) -> dict[str, StoredMaterialization]:
     try:
         for module in package.import_all():
             for value in list(vars(module).values()):
+                _refuse_sqlmesh_class(value, module, package)
                 if not (inspect.isclass(value) and issubclass(value, Materialization) and value is not Materialization
                         and value.__module__ == module.__name__ and value.NAME):
                     continue
@@ -73,6 +74,21 @@ def load_materializations(root: Path) -> dict[str, StoredMaterialization]:
     finally:
         package.forget()
     return found
+
+
+def _refuse_sqlmesh_class(value: Any, module: Any, package: UserPackage) -> None:
+    """A subclass of an installed SQLMesh's `CustomMaterialization` would be ignored: refused at its line."""
+    if not inspect.isclass(value) or value.__module__ != module.__name__:
+        return
+    if any(base.__name__ == "CustomMaterialization" for base in value.__mro__[1:]):
+        try:
+            line: int | None = inspect.getsourcelines(value)[1]
+        except (OSError, TypeError):
+            line = None
+        raise ModelError(f"{value.__name__} subclasses SQLMesh's CustomMaterialization, which works on SQLMesh's "
+                         "engine adapters: mesh_dagster cannot run it. Subclass mesh_dagster.Materialization "
+                         "instead (NAME = '...', insert(self, table, query, context))",
+                         package.shown(module.__file__ or ""), line)
 
 
 def _stored(cls: type[Materialization], module: Any, root: Path, package: UserPackage) -> StoredMaterialization:
