@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import pandas as pd
@@ -22,6 +22,7 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
+from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.session import quiet_pyspark_error_logs, to_engine_error
 from mesh_dagster.engine.sql_text import quote_name
 
@@ -62,6 +63,26 @@ class SparkStatements:
     def drop_temp_view(self, name: str) -> None:
         with self._errors(f"Cannot drop temporary view {name}"):
             self.spark.catalog.dropTempView(name)
+
+    def set_session_settings(self, settings: Mapping[str, str]) -> dict[str, str | None]:
+        previous: dict[str, str | None] = {}
+        try:
+            for key, value in settings.items():
+                with self._errors(f"Spark refuses to set {key} while the session runs"):
+                    previous[key] = self.spark.conf.get(key, None)
+                    self.spark.conf.set(key, value)
+        except EngineError:
+            self.restore_session_settings(previous)
+            raise
+        return previous
+
+    def restore_session_settings(self, previous: Mapping[str, str | None]) -> None:
+        with self._errors("Cannot restore the Spark session's settings"):
+            for key, value in previous.items():
+                if value is None:
+                    self.spark.conf.unset(key)
+                else:
+                    self.spark.conf.set(key, value)
 
     @property
     def is_classic(self) -> bool:

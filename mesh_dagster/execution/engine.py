@@ -51,6 +51,14 @@ class Session(Protocol):
 
     def drop_temp_view(self, name: str) -> None: ...
 
+    # -- a model's session settings (execution/session_settings.py)
+    def set_session_settings(self, settings: Mapping[str, str]) -> dict[str, str | None]:
+        """Set Spark SQL settings on the session; the values they had (None: not set). A setting
+        the session refuses (fixed at its start) is an EngineError naming it, with nothing left set."""
+
+    def restore_session_settings(self, previous: Mapping[str, str | None]) -> None:
+        """Put back what `set_session_settings` returned (None: unset)."""
+
 
 class Catalog(Protocol):
     """Schemas, tables and views: their DDL, and what they hold."""

@@ -18,6 +18,7 @@ from mesh_dagster.core.config.cache import content_key
 from mesh_dagster.core.config.files import UTF8_BOM
 from mesh_dagster.core.errors import AuditError, EngineError, ModelError
 from mesh_dagster.core.macros.user import MacroRegistry
+from mesh_dagster.core.models.materialization import Materialization
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.project.audits import audit_query
@@ -26,9 +27,11 @@ from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.sql.renderer import RenderContext, render_query, render_statements
 from mesh_dagster.core.time.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.time.time_column import find_type
+from mesh_dagster.execution import custom_materialization as _custom  # noqa: F401 - registers the CUSTOM strategy
 from mesh_dagster.execution.engine import Engine, Journal
 from mesh_dagster.execution.migration import migrate_table
 from mesh_dagster.execution.python_evaluation import empty_query, inclusive_interval, python_query
+from mesh_dagster.execution.session_settings import model_settings
 from mesh_dagster.execution.strategies import strategy_for
 
 if TYPE_CHECKING:
@@ -174,6 +177,18 @@ class SnapshotEvaluator:
             return read_seed(model, columns), seed_types(model, columns)
         return read_seed(model, capture.columns, seed_content(snapshot)), seed_types(model, capture.columns)
 
+    def materialization(self, snapshot: Snapshot) -> Materialization:
+        """A CUSTOM model's materialization: the class its snapshot captured (the project's only for
+        snapshots stored without one), defined afresh from the stored code."""
+        stored = snapshot.capture.materialization if snapshot.capture is not None else None
+        kind = snapshot.model.kind.custom
+        name = kind.materialization.lower() if kind is not None else ""
+        stored = stored or self.project.materializations.get(name)
+        if stored is None:
+            raise ModelError(f"{snapshot.name} names materialization '{name}', which its snapshot did not capture "
+                             "and materializations/*.py does not define", snapshot.model.path, snapshot.model.line)
+        return stored.instance(self.project.path)
+
     # -- physical layer --------------------------------------------------------------------
     @property
     def engine(self) -> Engine:
@@ -218,7 +233,8 @@ class SnapshotEvaluator:
 
         Seeds and views have no interval: they are (re)built whole, whatever the range says.
         """
-        strategy_for(snapshot).write(self, snapshot, start, end, execution_time, journal)
+        with model_settings(self.engine, snapshot.model):  # its session_properties, or beside the others
+            strategy_for(snapshot).write(self, snapshot, start, end, execution_time, journal)
 
     def time_column_type(self, snapshot: Snapshot) -> str | None:
         """The time column's type in the physical table: the rows are stored as that type, so it,
@@ -242,10 +258,11 @@ class SnapshotEvaluator:
         ctx = self.render_context(snapshot, start, end, execution_time, stage="auditing")
         if model.time_column and ctx.start is not None:
             ctx.time_column_type = self.time_column_type(snapshot)
-        for ref in model.audits:
-            sql, blocking = audit_query(ref, model, self.audits(snapshot), ctx, self.macros(snapshot))
-            count = int(self.engine.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0])
-            results.append(AuditResult(ref.name, count, blocking))
+        with model_settings(self.engine, model):  # the model's queries: its audits too
+            for ref in model.audits:
+                sql, blocking = audit_query(ref, model, self.audits(snapshot), ctx, self.macros(snapshot))
+                count = int(self.engine.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0])
+                results.append(AuditResult(ref.name, count, blocking))
         return results
 
     def check_audits(self, snapshot: Snapshot, results: list[AuditResult]) -> None:

@@ -13,6 +13,7 @@ the interval, since the batch fails.
 
 from __future__ import annotations
 
+import inspect
 import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from mesh_dagster.core.config.names import check_model_name
 from mesh_dagster.core.errors import EngineError, MeshError, ModelError
 from mesh_dagster.core.macros.syntax import EPOCH
 from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.project.blueprints import python_value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,6 +43,7 @@ class PythonContext:
         self._model = model
         self._tables = dict(tables)
         self._variables = dict(variables)
+        self._blueprint = blueprint_values(model)
         self.start, self.end, self.execution_time = start, end, execution_time
 
     @property
@@ -61,6 +64,9 @@ class PythonContext:
 
     def var(self, name: str, default: Any = None) -> Any:
         return self._variables.get(name.lower(), default)
+
+    def blueprint_var(self, name: str, default: Any = None) -> Any:
+        return self._blueprint.get(name.lower(), default)
 
     def fetchdf(self, query: str | exp.Expr, quote_identifiers: bool = False) -> pd.DataFrame:
         return self._engine.fetchdf(spark_sql(query, quote_identifiers))
@@ -104,6 +110,11 @@ class EngineAdapter:
         return self._engine.columns(name)
 
 
+def blueprint_values(model: Model) -> dict[str, Any]:
+    """The model's blueprint variables as Python values (a string, a number, ...)."""
+    return {key: python_value(text, model.dialect) for key, text in model.blueprint_variables.items()}
+
+
 def spark_sql(query: str | exp.Expr, quote_identifiers: bool = False) -> str:
     """SQL text, or a sqlglot expression written as Spark SQL (identifiers quoted on request)."""
     if isinstance(query, exp.Expr):
@@ -127,9 +138,13 @@ def python_query(engine: Engine, model: Model, tables: Mapping[str, str], variab
     files = {piece.path for piece in code.env.values() if piece.path}
     context = PythonContext(engine, model, tables, variables, start, end, execution_time)
     runtime = {"start": start, "end": end, "execution_time": execution_time}
+    blueprint = blueprint_values(model)  # shadowing config variables of their name, as in SQLMesh
     try:
         fn = code.function()
-        result = fn(context, **code.arguments(fn, variables, runtime))
+        kwargs = code.arguments(fn, {**variables, **blueprint}, runtime)
+        if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
+            kwargs = {**blueprint, **kwargs}
+        result = fn(context, **kwargs)
     except Exception as e:  # noqa: BLE001 - the user's code may raise anything
         raise _failed(model, e, files) from e
     try:

@@ -1,7 +1,8 @@
 """How each model kind creates its physical object and writes an interval into it.
 
 One strategy per way of writing (full, time range, upsert by key, partition overwrite, append,
-SCD type 2, seed, view; EMBEDDED and EXTERNAL write nothing). Strategies decide *what* is written;
+SCD type 2, seed, view; EMBEDDED and EXTERNAL write nothing; CUSTOM models are written by the
+user's class, execution/custom_materialization.py). Strategies decide *what* is written;
 rendering and the per-apply memos stay with the evaluator, which strategies reach through the
 `Evaluation` Protocol, and Spark stays behind the `Engine` Protocol, which makes every write
 kill-safe (engine/writes.py).
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.models.kinds import BaseKind, IncrementalByTimeRangeKind, ScdType2Kind
+from mesh_dagster.core.models.materialization import Materialization
 from mesh_dagster.core.models.merge import Upsert
 from mesh_dagster.core.models.scd2 import history_query, with_validity_columns
 from mesh_dagster.core.snapshots.snapshot import Snapshot
@@ -53,6 +55,9 @@ class Evaluation(Protocol):
         """Create the physical object once per apply (memoised)."""
 
     def time_column_type(self, snapshot: Snapshot) -> str | None: ...
+
+    def materialization(self, snapshot: Snapshot) -> Materialization:
+        """A CUSTOM model's materialization class (the code its snapshot stored), instantiated."""
 
 
 class WriteStrategy:

@@ -75,6 +75,13 @@ class FakeEngine:
     def drop_temp_view(self, name: str) -> None:
         self._record("drop_temp_view", name)
 
+    def set_session_settings(self, settings: Mapping[str, str]) -> dict[str, str | None]:
+        self._record("set_session_settings", "", settings=dict(settings))
+        return {key: None for key in settings}
+
+    def restore_session_settings(self, previous: Mapping[str, str | None]) -> None:
+        self._record("restore_session_settings", "", previous=dict(previous))
+
     # -- catalog
     def create_schema(self, name: str) -> None:
         self._record("create_schema", name)

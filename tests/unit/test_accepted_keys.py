@@ -154,6 +154,7 @@ MODEL_VARIANTS = {
     "interval_unit": ",\n  interval_unit hour",
     "allow_partials": ",\n  allow_partials true",
     "signals": ",\n  signals (ready_through(day := '2020-01-02'))",
+    "session_properties": ",\n  session_properties (spark.sql.shuffle.partitions = 3)",  # metadata hash
 }
 # Files a variant needs besides the model (the signal it names). What a signal's answer does to a
 # backfill is shown in tests/unit/test_signals.py; here, that the reference is read and fingerprinted.
@@ -258,6 +259,10 @@ KIND_BASES: dict[str, dict[str, str]] = {
     UK: {"kind": UK, "kind_props": "unique_key a"},
     BY_PARTITION: {"kind": BY_PARTITION, "props": ",\n  partitioned_by a"},
     UNMANAGED: {"kind": UNMANAGED},
+    "CUSTOM": {"kind": "CUSTOM", "kind_props": "materialization 'mat'", "files": {
+        "materializations/m.py": "from mesh_dagster import Materialization\n\n\nclass M(Materialization):\n"
+                                 "    NAME = 'mat'\n\n    def insert(self, table, query, context):\n"
+                                 "        context.append(table, query)\n\n\nclass N(M):\n    NAME = 'other'\n"}},
     **{kind: {"kind": kind, "kind_props": props} for kind, props in SCD_BASES.items()},
 }
 
@@ -286,6 +291,14 @@ KIND_VARIANTS.update({
     (UNMANAGED, "disable_restatement"): _on_base(UNMANAGED, ", disable_restatement false"),
     (UNMANAGED, "on_destructive_change"): _on_base(UNMANAGED, ", on_destructive_change ignore"),
     (UNMANAGED, "on_additive_change"): _on_base(UNMANAGED, ", on_additive_change error"),
+    ("CUSTOM", "materialization"): _on_base("CUSTOM", "") | {"kind_props": "materialization 'other'"},
+    ("CUSTOM", "materialization_properties"): _on_base("CUSTOM", ", materialization_properties (k = 1)"),
+    ("CUSTOM", "batch_size"): _on_base("CUSTOM", ", batch_size 2"),
+    ("CUSTOM", "lookback"): _on_base("CUSTOM", ", lookback 2"),
+    ("CUSTOM", "forward_only"): _on_base("CUSTOM", ", forward_only true"),
+    ("CUSTOM", "disable_restatement"): _on_base("CUSTOM", ", disable_restatement true"),
+    ("CUSTOM", "on_destructive_change"): _on_base("CUSTOM", ", on_destructive_change warn"),
+    ("CUSTOM", "on_additive_change"): _on_base("CUSTOM", ", on_additive_change error"),
 })
 REFUSED_KIND_PROPERTIES = {
     (UK, "batch_concurrency"): (", batch_concurrency 2", "batch_concurrency is always 1 for INCREMENTAL_BY_UNIQUE_KEY"),
@@ -805,6 +818,17 @@ def probe_model_defaults(tmp_path: Path) -> None:
     defaults_probe("owner", "jen", "owner", "jen")(tmp_path)
 
 
+def probe_default_session_properties(tmp_path: Path) -> None:
+    """Every model gets them; a model's own setting of a key wins; a static setting is refused."""
+    models = {"models/m.sql": MODEL.format(kind="FULL", props=",\n  session_properties (spark.sql.ansi.enabled = true)")}
+    config = CONFIG + "  session_properties:\n    spark.sql.ansi.enabled: false\n    spark.sql.shuffle.partitions: 4\n"
+    model = load_project(write_project(tmp_path / "d", models, config), use_cache=False).models["s.m"]
+    assert model.session_properties == {"spark.sql.shuffle.partitions": "4", "spark.sql.ansi.enabled": "true"}
+    static = CONFIG + "  session_properties:\n    spark.executor.memory: 2g\n"
+    refused(lambda: load_config(write_project(tmp_path / "s", {}, static)), "spark.executor.memory",
+            "fixed when the session starts")
+
+
 def probe_default_allow_partials(tmp_path: Path) -> None:
     """It reaches time-range models; kinds it means nothing for load without it rather than fail."""
     models = {"models/m.sql": MODEL.format(kind=INCREMENTAL.format(kind_props=""), props=""),
@@ -960,6 +984,7 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
                                             lambda refs: [r.name for r in refs] == ["not_null"]),
     "model_defaults.on_destructive_change": policy_probe("on_destructive_change"),
     "model_defaults.on_additive_change": policy_probe("on_additive_change"),
+    "model_defaults.session_properties": probe_default_session_properties,
     "variables": probe_variables,
     "snapshot_ttl": probe_snapshot_ttl,
     "environment_ttl": probe_environment_ttl,
@@ -1008,5 +1033,5 @@ def test_blueprints_are_named_when_refused(tmp_path: Path) -> None:
     """SQLMesh's blueprints are refused by name, at their line, not as the error they would cause
     further on ("Model name part '@name'"). (Jinja blocks are supported: tests/unit/test_jinja.py.)"""
     root = write_project(tmp_path / "b", {"models/b.sql": (
-        "MODEL (\n  name s.@name,\n  kind FULL,\n  blueprints ((name := a), (name := b))\n);\nSELECT 1 AS x\n")})
-    refused(lambda: load_project(root, use_cache=False), "models/b.sql:4:", "'blueprints' is not supported")
+        "MODEL (\n  name s.@name,\n  kind FULL,\n  blueprints @make_blueprints()\n);\nSELECT 1 AS x\n")})
+    refused(lambda: load_project(root, use_cache=False), "models/b.sql:4:", "Unknown macro @make_blueprints")

@@ -205,7 +205,8 @@ OWN_FIELDS: dict[str, dict[str, Any]] = {"INCREMENTAL_BY_TIME_RANGE": {"time_col
                                          "SEED": {"path": "/p/s.csv"}, "VIEW": {"materialized": True},
                                          "SCD_TYPE_2_BY_TIME": {"unique_key": ["id"]},
                                          "SCD_TYPE_2_BY_COLUMN": {"unique_key": ["id"], "columns": ["name"]},
-                                         "INCREMENTAL_BY_UNIQUE_KEY": {"unique_key": ["id"], "lookback": 1}}
+                                         "INCREMENTAL_BY_UNIQUE_KEY": {"unique_key": ["id"], "lookback": 1},
+                                         "CUSTOM": {"materialization": "m"}}
 
 
 @pytest.mark.parametrize("name", [k.value for k in KindName])

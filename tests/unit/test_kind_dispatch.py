@@ -19,6 +19,7 @@ from mesh_dagster.core.models.kinds import (
     KIND_CLASSES,
     BaseKind,
     Batching,
+    CustomKind,
     EmbeddedKind,
     ExternalKind,
     FullKind,
@@ -32,6 +33,7 @@ from mesh_dagster.core.models.kinds import (
     ViewKind,
 )
 from mesh_dagster.core.models.model import Model
+from mesh_dagster.execution.custom_materialization import CustomStrategy
 from mesh_dagster.execution.strategies import (
     STRATEGIES,
     AppendStrategy,
@@ -67,6 +69,7 @@ EXPECTED: list[tuple[str, BaseKind, type[WriteStrategy]]] = [
     ("SCD_TYPE_2_BY_COLUMN", ScdType2ByColumnKind(unique_key=["id"], columns="*"), ScdType2Strategy),
     ("EMBEDDED", EmbeddedKind(), NothingStrategy),
     ("EXTERNAL", ExternalKind(), NothingStrategy),
+    ("CUSTOM", CustomKind(materialization="m"), CustomStrategy),
 ]
 
 
@@ -154,7 +157,7 @@ def test_a_model_takes_what_differs_between_kinds_from_its_kind(label: str) -> N
 def test_kinds_built_whole_have_one_batch_and_no_kind_specific_accessor() -> None:
     kind = FullKind()
     assert kind.batching == Batching(None, 0, 1)
-    assert (kind.seed, kind.time_range, kind.scd_type_2, kind.upsert) == (None, None, None, None)
+    assert (kind.seed, kind.time_range, kind.scd_type_2, kind.upsert, kind.custom) == (None, None, None, None, None)
     seed, time_range = SeedKind(path="/p/s.csv"), IncrementalByTimeRangeKind(time_column="ds")
     scd, unique = ScdType2ByTimeKind(unique_key=["id"]), IncrementalByUniqueKeyKind(unique_key=("id",))
     assert (seed.seed, time_range.time_range, scd.scd_type_2) == (seed, time_range, scd)
@@ -164,7 +167,7 @@ def test_kinds_built_whole_have_one_batch_and_no_kind_specific_accessor() -> Non
 def test_python_models_may_be_full_or_of_a_kind_keeping_history() -> None:
     allowed = {name.value for name, cls in KIND_CLASSES.items() if cls.allows_python}
     assert allowed == {"FULL", "INCREMENTAL_BY_TIME_RANGE", "INCREMENTAL_BY_UNIQUE_KEY", "INCREMENTAL_BY_PARTITION",
-                       "INCREMENTAL_UNMANAGED", "SCD_TYPE_2_BY_TIME", "SCD_TYPE_2_BY_COLUMN"}
+                       "INCREMENTAL_UNMANAGED", "SCD_TYPE_2_BY_TIME", "SCD_TYPE_2_BY_COLUMN", "CUSTOM"}
 
 
 def _kind_isinstance_sites(path: Path) -> list[int]:

@@ -304,7 +304,7 @@ READS = "    return context.resolve_table({!r})\n"
     (["columns={'id': 'int'}"], "    ORDERS = 's.other'\n    return context.resolve_table(ORDERS)\n", "models/m.py:10",
      "resolve_table is called with a computed name"),  # a local, though a module constant has its name
     (["columns={'id': 'int'}"], "    return context.snapshots\n", "models/m.py:9",
-     "context.snapshots is not part of mesh_dagster's execution context (it offers end, engine_adapter, "
+     "context.snapshots is not part of mesh_dagster's execution context (it offers blueprint_var, end, engine_adapter, "
      "execution_time, fetchdf, resolve_table, spark, start, var)"),
     (["columns={'id': 'int'}"], "    context.engine_adapter.execute('DROP TABLE x')\n", "models/m.py:9",
      "context.engine_adapter.execute is not supported by mesh_dagster (its engine adapter offers columns, dialect, "

@@ -29,6 +29,7 @@ from mesh_dagster.core.config.files import compose_yaml, load_yaml, read_text
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.config.python_config import CONFIG_PY, read_python_config
 from mesh_dagster.core.config.redaction import redact_text
+from mesh_dagster.core.config.spark_settings import check_setting
 from mesh_dagster.core.config.statements import check_statement
 from mesh_dagster.core.config.types import check_dialect, check_storage_format
 from mesh_dagster.core.errors import ConfigError
@@ -62,6 +63,15 @@ class ModelDefaults(Strict):
     # Schema-change policies of every incremental model that does not set its own.
     on_destructive_change: SchemaChangePolicy | None = None
     on_additive_change: SchemaChangePolicy | None = None
+    # Spark settings of every model's queries (core/models/session_properties.py); a model's own win.
+    session_properties: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @field_validator("session_properties")
+    @classmethod
+    def _check_session_properties(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            check_setting(key)  # ValueError names the setting and why
+        return value
 
     @field_validator("start", mode="before")
     @classmethod

@@ -42,15 +42,25 @@ def define(ev: MacroEvaluator, call: Call) -> None:
     return None
 
 
-@builtin("VAR", "BLUEPRINT_VAR")
+@builtin("VAR")
 def var(ev: MacroEvaluator, call: Call) -> Any:
     """`@VAR('name', default)`: a config variable (case-insensitive), the default, or NULL."""
+    return _variable(ev, call, ev.variables, "VAR")
+
+
+@builtin("BLUEPRINT_VAR")
+def blueprint_var(ev: MacroEvaluator, call: Call) -> Any:
+    """`@BLUEPRINT_VAR('name', default)`: the model's blueprint variable, the default, or NULL."""
+    return _variable(ev, call, ev.blueprint_variables, "BLUEPRINT_VAR")
+
+
+def _variable(ev: MacroEvaluator, call: Call, variables: dict[str, Any], macro: str) -> Any:
     args = arguments(ev, call, ["name", "default"], 1)
     name = constant(ev.to_exp(ev.evaluate(args["name"]), call.line), ev, call.line)
     if not isinstance(name, str):
-        raise MacroError("@VAR needs the variable name as a string, e.g. @VAR('name')", ev.path, call.line)
-    if name.lower() in ev.variables:
-        value = ev.variables[name.lower()]
+        raise MacroError(f"@{macro} needs the variable name as a string, e.g. @{macro}('name')", ev.path, call.line)
+    if name.lower() in variables:
+        value = variables[name.lower()]
         return exp.null() if value is None else value
     return ev.evaluate(args["default"]) if "default" in args else exp.null()
 

@@ -70,6 +70,7 @@ class MacroEvaluator:
         registry: MacroRegistry | None = None,
         variables: Mapping[str, Any] | None = None,
         locals: Mapping[str, Any] | None = None,
+        blueprint_variables: Mapping[str, Any] | None = None,
         runtime_stage: str = "loading",
         this_model: str | None = None,
         model_kind_name: str | None = None,
@@ -82,6 +83,8 @@ class MacroEvaluator:
         self.dialect = dialect or "spark"
         self.registry = registry or MacroRegistry()
         self.variables = {k.lower(): v for k, v in (variables or {}).items()}
+        # A blueprint's values (core/project/blueprints.py): they shadow config variables of their name.
+        self.blueprint_variables = {k.lower(): v for k, v in (blueprint_variables or {}).items()}
         self.runtime_stage = runtime_stage
         self.gateway = gateway
         self.path = path
@@ -277,6 +280,8 @@ class MacroEvaluator:
         key = name.lower()
         if key in self.locals:
             value = self.locals[key]
+        elif key in self.blueprint_variables:
+            value = self.blueprint_variables[key]
         elif key in self.variables:
             value = self.variables[key]
         else:

@@ -3,7 +3,8 @@ registry of them (`AnyKind`, `KIND_CLASSES`, `ModelKind`).
 
 The classes live by family: kinds_base.py (what every kind has and answers, `BaseKind`),
 kinds_whole.py (SEED, FULL, VIEW, EMBEDDED, EXTERNAL), kinds_incremental.py (the kinds keeping
-history: by time range, unique key, partition, unmanaged) and kinds_scd_type_2.py. Everything is
+history: by time range, unique key, partition, unmanaged), kinds_scd_type_2.py and kinds_custom.py
+(CUSTOM: the user's materialization class). Everything is
 importable from here. Adding a kind is a `KindName`, its class (with the name of its write
 strategy), a line in `AnyKind`, and a strategy registered in execution/strategies.py if no
 existing one writes it: no `if` chain anywhere asks which kind a model is.
@@ -23,6 +24,7 @@ from mesh_dagster.core.models.kinds_base import (
     KindName,
     PropertyReader,
 )
+from mesh_dagster.core.models.kinds_custom import CustomKind
 from mesh_dagster.core.models.kinds_incremental import (
     IncrementalByPartitionKind,
     IncrementalByTimeRangeKind,
@@ -34,7 +36,8 @@ from mesh_dagster.core.models.kinds_scd_type_2 import ScdType2ByColumnKind, ScdT
 from mesh_dagster.core.models.kinds_whole import CSV_SETTINGS, EmbeddedKind, ExternalKind, FullKind, SeedKind, ViewKind
 
 __all__ = [
-    "CSV_SETTINGS", "KIND_ALIASES", "KIND_CLASSES", "WHOLE", "AnyKind", "BaseKind", "Batching", "EmbeddedKind",
+    "CSV_SETTINGS", "KIND_ALIASES", "KIND_CLASSES", "WHOLE", "AnyKind", "BaseKind", "Batching", "CustomKind",
+    "EmbeddedKind",
     "ExternalKind", "FullKind", "IncrementalByPartitionKind", "IncrementalByTimeRangeKind",
     "IncrementalByUniqueKeyKind", "IncrementalKind", "IncrementalUnmanagedKind", "KindName", "ModelKind",
     "PropertyReader", "ScdType2ByColumnKind", "ScdType2ByTimeKind", "ScdType2Kind", "SeedKind", "ViewKind",
@@ -44,7 +47,7 @@ __all__ = [
 AnyKind = Annotated[
     SeedKind | FullKind | ViewKind | IncrementalByTimeRangeKind | IncrementalByUniqueKeyKind
     | IncrementalByPartitionKind | IncrementalUnmanagedKind | EmbeddedKind | ExternalKind | ScdType2ByTimeKind
-    | ScdType2ByColumnKind,
+    | ScdType2ByColumnKind | CustomKind,
     Field(discriminator="name"),
 ]
 KIND_CLASSES: dict[KindName, type[BaseKind]] = {cls.kind_name(): cls for cls in get_args(get_args(AnyKind)[0])}

@@ -7,7 +7,7 @@ incremental, does it own a table, a view, nothing...), how its backfills are bat
 policies its kept table follows, and which write strategy builds it (execution/strategies.py
 looks the name up). Nothing outside the kind modules asks a kind for its class: a kind with
 properties of its own offers them through an accessor that is None on the others (`seed`,
-`time_range`, `scd_type_2`, `upsert`).
+`time_range`, `scd_type_2`, `upsert`, `custom`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from mesh_dagster.core.models.definition import Entry, Value
 from mesh_dagster.core.time.cron import IntervalUnit
 
 if TYPE_CHECKING:
+    from mesh_dagster.core.models.kinds_custom import CustomKind
     from mesh_dagster.core.models.kinds_incremental import IncrementalByTimeRangeKind
     from mesh_dagster.core.models.kinds_scd_type_2 import ScdType2Kind
     from mesh_dagster.core.models.kinds_whole import SeedKind
@@ -43,6 +44,7 @@ class KindName(str, Enum):
     EXTERNAL = "EXTERNAL"
     SCD_TYPE_2_BY_TIME = "SCD_TYPE_2_BY_TIME"
     SCD_TYPE_2_BY_COLUMN = "SCD_TYPE_2_BY_COLUMN"
+    CUSTOM = "CUSTOM"
 
 
 # Other spellings of a kind name, as SQLMesh accepts them.
@@ -170,6 +172,11 @@ class BaseKind(BaseModel):
     @property
     def scd_type_2(self) -> ScdType2Kind | None:
         """How it keeps the versions of each row (an SCD type 2 kind)."""
+        return None
+
+    @property
+    def custom(self) -> CustomKind | None:
+        """Its materialization class and properties (a CUSTOM kind)."""
         return None
 
     @property

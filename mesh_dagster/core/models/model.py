@@ -19,8 +19,8 @@ __all__ = ["MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", 
 
 # Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
 # written by another shape is dropped rather than unpickled into the wrong classes.
-MODEL_FORMAT = 7  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
-# 6: references and key aliases; 7: ignored_rules
+MODEL_FORMAT = 8  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
+# 6: references and key aliases; 7: blueprint variables, session properties; 8: ignored_rules
 
 
 class AuditRef(BaseModel):
@@ -90,6 +90,10 @@ class Model(BaseModel):
     enabled: bool = True
     stamp: str | None = None
     ignored_rules: list[str] = Field(default_factory=list)  # linter rules not run on it (`all`: none run)
+    # The values a blueprint gave this model (core/project/blueprints.py): variable -> SQL text.
+    blueprint_variables: dict[str, str] = Field(default_factory=dict)
+    # Spark session settings in effect while this model is evaluated (core/models/session_properties.py).
+    session_properties: dict[str, str] = Field(default_factory=dict)
 
     query: str | None = None  # the main query, text as written (macros unexpanded)
     python: PythonCode | None = None  # the code of a model written in Python (models/*.py), which has no query

@@ -148,6 +148,15 @@ class EnvBuilder:
         self._add_definition(fn.__name__, node, source)
         return node
 
+    def add_class(self, cls: type, module: types.ModuleType) -> int:
+        """Add a class of `module`'s file (a custom materialization) and what it uses; its line."""
+        source = self._source(module)
+        node = _definition_node(source, cls)
+        if node is None:
+            raise ModelError(f"Cannot find the source of {cls.__name__} in {source.path}", source.path)
+        self._add_definition(cls.__name__, node, source)
+        return node.lineno
+
     # -- sources ---------------------------------------------------------------------------
 
     def _source(self, module: types.ModuleType) -> _Source:

@@ -74,6 +74,7 @@ class ExecutionContext(Protocol):
 
     `spark` is the SparkSession mesh writes with; `resolve_table("schema.model")` the table (or
     view) holding a dependency's data for this evaluation; `var(name, default)` a config variable;
+    `blueprint_var(name, default)` a variable of the model's blueprint;
     `fetchdf(query)` runs a query (SQL text or a sqlglot expression) and returns its rows as a
     pandas DataFrame (on the driver: keep it small); `engine_adapter` the reads SQLMesh's models
     make through it (`ADAPTER_ATTRIBUTES`); `start`, `end` (inclusive) and `execution_time` are UTC
@@ -94,11 +95,14 @@ class ExecutionContext(Protocol):
 
     def var(self, name: str, default: Any = None) -> Any: ...
 
+    def blueprint_var(self, name: str, default: Any = None) -> Any:
+        """A variable of the model's blueprint (core/project/blueprints.py)."""
+
     def fetchdf(self, query: Any, quote_identifiers: bool = False) -> pd.DataFrame: ...
 
 
 CONTEXT_ATTRIBUTES = frozenset({"start", "end", "execution_time", "spark", "engine_adapter", "resolve_table", "var",
-                                "fetchdf"})
+                                "fetchdf", "blueprint_var"})
 ADAPTER_ATTRIBUTES = frozenset({"dialect", "spark", "fetchdf", "fetch_pyspark_df", "fetchall", "fetchone",
                                 "table_exists", "columns"})
 

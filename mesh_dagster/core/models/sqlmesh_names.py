@@ -68,6 +68,12 @@ NAMES: dict[str, dict[str, tuple[str, str]]] = {
 }
 NAMES["sqlmesh.core.model"]["Model"] = (_LINTER, "LintModel")  # what a linter rule's `check_model` receives
 MARK = "__mesh_dagster_names__"  # set on the modules this finder makes
+# SQLMesh names that cannot work here, and what to use instead (refused by name, at the import's line).
+_CUSTOM_MATERIALIZATION = ("SQLMesh's CustomMaterialization works on SQLMesh's engine adapters, which mesh_dagster "
+                           "does not have: subclass mesh_dagster.Materialization instead (`from mesh_dagster import "
+                           "Materialization`; NAME = '...', insert(self, table, query, context); see the README)")
+REFUSED_NAMES = {"CustomMaterialization": _CUSTOM_MATERIALIZATION, "CustomKind": _CUSTOM_MATERIALIZATION}
+REFUSED_MODULES = {"sqlmesh.core.snapshot": _CUSTOM_MATERIALIZATION}  # and its submodules (`.evaluator`)
 
 
 class _Names(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -83,6 +89,10 @@ class _Names(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        refused = next((why for name, why in REFUSED_MODULES.items()
+                        if spec.name == name or spec.name.startswith(name + ".")), None)
+        if refused is not None:
+            raise ModuleNotFoundError(f"No module named '{spec.name}': {refused}", name=spec.name)
         if spec.name not in NAMES:
             raise ModuleNotFoundError(f"No module named '{spec.name}': SQLMesh is not installed, and mesh_dagster "
                                       f"provides only {_offered()}", name=spec.name)
@@ -99,6 +109,8 @@ class _Names(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def _resolver(module_name: str) -> Any:
     def resolve(name: str) -> Any:
         found = NAMES[module_name].get(name)
+        if found is None and name in REFUSED_NAMES:
+            raise ImportError(f"cannot import {name} from {module_name}: {REFUSED_NAMES[name]}", name=module_name)
         if found is None:
             if name.startswith("__"):
                 raise AttributeError(name)  # what tools probe (`__wrapped__`...): plainly absent

@@ -123,8 +123,8 @@ def categorize_direct(new: Snapshot, old: Snapshot, schemas: Schemas | None = No
         # Same text and same rendering; a `SELECT *` child whose parent gained a column has the
         # same text but a different (expanded) rendering, and is a direct change.
         return None
-    if breaking_kind_change(om, nm):
-        return ChangeCategory.BREAKING
+    if breaking_kind_change(om, nm) or _materialization_code(new) != _materialization_code(old):
+        return ChangeCategory.BREAKING  # (a CUSTOM model's materialization is code writing its rows, as Python's)
     if nm.is_python or om.is_python:
         # What Python code computes cannot be compared (SQLMesh: undeterminable, so breaking).
         return ChangeCategory.BREAKING
@@ -133,6 +133,11 @@ def categorize_direct(new: Snapshot, old: Snapshot, schemas: Schemas | None = No
     if not nm.kind.has_query or new.rendered_query is None or old.rendered_query is None:
         return ChangeCategory.BREAKING  # nothing to compare (a seed's new content is new rows)
     return _worst(_query_change(old.rendered_query, new.rendered_query, schemas or {}), _settings_change(om, nm))
+
+
+def _materialization_code(snapshot: Snapshot) -> list[str] | None:
+    stored = snapshot.capture.materialization if snapshot.capture is not None else None
+    return stored.hash_values() if stored is not None else None
 
 
 def _unit_change(old: Model, new: Model) -> bool:

@@ -34,6 +34,7 @@ from mesh_dagster.core.models.kinds import KIND_CLASSES, BaseKind, ViewKind
 from mesh_dagster.core.models.kinds import kind_class as kind_of
 from mesh_dagster.core.models.model import Audit, AuditRef, Model, SignalRef
 from mesh_dagster.core.models.property_values import checked, read_bool, read_column
+from mesh_dagster.core.models.session_properties import merged, read_session_properties
 from mesh_dagster.core.time.cron import IntervalUnit, interval_unit, validate_cron, validate_cron_tz
 from mesh_dagster.core.time.dates import to_datetime
 
@@ -41,15 +42,15 @@ SUPPORTED_PROPERTIES = {
     "name", "kind", "dialect", "cron", "start", "end", "grain", "grains", "columns", "audits", "tags",
     "owner", "description", "partitioned_by", "storage_format", "depends_on", "enabled", "stamp",
     "column_descriptions", "cron_tz", "interval_unit", "allow_partials", "signals", "references",
-    "ignored_rules",
+    "ignored_rules", "session_properties",
 }
 # SQLMesh properties we recognise but do not implement yet: a clear error beats silent ignoring.
 UNSUPPORTED_PROPERTIES = {
     "table_format", "clustered_by", "physical_properties", "virtual_properties",
-    "session_properties", "physical_version", "gateway", "optimize_query",
-    "blueprints", "grants", "project", "formatting", "validate_query",
+    "physical_version", "gateway", "optimize_query",
+    "grants", "project", "formatting", "validate_query",
 }
-UNSUPPORTED_KINDS = {"MANAGED", "CUSTOM"}
+UNSUPPORTED_KINDS = {"MANAGED"}
 _ALIASED = re.compile(r"(`[^`]*`|\"[^\"]*\"|[^`\"\s]+)\s+AS\s+(.+)", re.IGNORECASE)  # AS outside quotes
 JINJA_MARKERS = {"JINJA_QUERY_BEGIN", "JINJA_STATEMENT_BEGIN", "JINJA_END"}  # SQLMesh's Jinja blocks
 QUERY_STARTS = {"SELECT", "WITH", "(", "FROM", "VALUES", "TABLE", "JINJA_QUERY_BEGIN"}
@@ -265,6 +266,7 @@ _PROPERTY_HANDLERS: dict[str, Callable[[Value, str], Any]] = {
     "allow_partials": read_bool,
     "signals": _signal_refs,
     "ignored_rules": lambda v, p: [x.strip("`\"'").lower() for x in v.as_list()],  # core/project/linter.py
+    "session_properties": read_session_properties,
 }
 _PROPERTY_FIELDS = {"grains": "grain", "interval_unit": "declared_unit"}
 
@@ -436,6 +438,7 @@ def read_model_properties(entries: list[Entry], path: str, line: int, defaults: 
             deferred[key] = entry
         else:
             props[_PROPERTY_FIELDS.get(key, key)] = _PROPERTY_HANDLERS[key](v, path)
+    props["session_properties"] = merged(defaults.session_properties, props.get("session_properties", {}))
     return props, lines, deferred
 
 

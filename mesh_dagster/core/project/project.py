@@ -40,9 +40,15 @@ from mesh_dagster.core.models.kinds import ExternalKind
 from mesh_dagster.core.models.model import MODEL_FORMAT, Audit, Model
 from mesh_dagster.core.models.seeds import SeedFile, check_seed
 from mesh_dagster.core.project.audits import check_audit_refs, is_known_audit
+from mesh_dagster.core.project.blueprints import blueprint_macros, read_model_files
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.dag import DAG, CycleError
 from mesh_dagster.core.project.import_path import use_project_root
+from mesh_dagster.core.project.materializations import (
+    StoredMaterialization,
+    check_materializations,
+    load_materializations,
+)
 from mesh_dagster.core.project.model_reader import default_audit_refs, read_audit_file, read_model_file
 from mesh_dagster.core.project.python_model_reader import read_python_model_files
 from mesh_dagster.core.project.signals import SignalRegistry, check_signals, load_signals
@@ -74,6 +80,8 @@ class Project:
     warnings: list[str] = field(default_factory=list)
     # The `@signal` functions of signals/ (core/project/signals.py): readiness checks models name.
     signals: SignalRegistry = field(default_factory=SignalRegistry)
+    # The classes of materializations/*.py by NAME (core/project/materializations.py): CUSTOM models name them.
+    materializations: dict[str, StoredMaterialization] = field(default_factory=dict)
     _outputs: dict[str, OutputColumns] = field(default_factory=dict)
     # Column lineage computed so far (core/project/lineage.py): by model name, on demand.
     lineage_memo: dict[str, Any] = field(default_factory=dict)
@@ -159,7 +167,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     signals = load_signals(root / "signals")
     cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
     audits = _load_audits(root)
-    models, known_refs = _load_models(root, config, cache, variables)
+    models, known_refs = _load_models(root, config, cache, variables, macros)
     for ext in _load_external_models(root, gateway or config.default_gateway or next(iter(config.gateways), None)):
         _add_model(models, ext)
     for model in models.values():
@@ -177,10 +185,12 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     _check_default_audits(root, config, audits)
     _check_audits(models, audits, macros, variables)
     check_signals(models, signals)
+    materializations = load_materializations(root)
+    check_materializations(models, materializations)
     tests_dir = root / "tests"
     tests = sorted([*tests_dir.glob("test*.yaml"), *tests_dir.glob("test*.yml")]) if tests_dir.is_dir() else []
     project = Project(root, config, models, audits, macros, dag, variables, tests, gateway, cache, warnings=warnings,
-                      signals=signals)
+                      signals=signals, materializations=materializations)
     project.seeds = _check_seeds(project, _seed_values_checked(config, gateway))
     for name in order:  # parents first: a child's columns need its parents'
         check_output_columns(models[name], project.output(name))
@@ -209,7 +219,7 @@ def _store_parsed(cache: ProjectCache, models: dict[str, Model], parents: dict[s
     for model in models.values():
         path = model.path or ""
         key = keys.get(path)
-        if key and cache.model(path, key) is None:  # external models have no model file, so no key
+        if key and not model.blueprint_variables and cache.model(path, key) is None:  # (external: no key)
             inferred = parents[model.name] - set(model.depends_on)
             if model.self_referencing:
                 inferred.add(model.name)
@@ -239,7 +249,7 @@ def _model_files(models_dir: Path) -> tuple[list[Path], list[Path]]:
 
 
 def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None,
-                 variables: dict[str, Any]) -> tuple[dict[str, Model], dict]:
+                 variables: dict[str, Any], macros: MacroRegistry) -> tuple[dict[str, Model], dict]:
     """Models by name, and what the cache already knew: `{model name: inferred refs}` plus the
     content keys of every SQL file under `__keys__` (for storing new entries). Python model files
     are imported every time (what they define depends on more than their own text)."""
@@ -258,10 +268,13 @@ def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None,
         if hit is not None:
             model, refs = hit
             known[model.name] = set(refs)
-        else:
-            model = read_model_file(read_text(file, rel), rel, file, config.model_defaults)
-        if model.enabled:
-            _add_model(models, model)
+            file_models = [model]
+        else:  # one model, or one per blueprint
+            file_models = read_model_files(read_text(file, rel), rel, file, config.model_defaults, read_model_file,
+                                           blueprint_macros(macros, variables, config.model_defaults.dialect))
+        for model in file_models:
+            if model.enabled:
+                _add_model(models, model)
     for model in read_python_model_files(python_files, root, config.model_defaults, variables):
         if model.enabled:
             _add_model(models, model)

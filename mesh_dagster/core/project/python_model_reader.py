@@ -35,6 +35,7 @@ from mesh_dagster.core.config.files import read_text
 from mesh_dagster.core.config.names import check_model_name
 from mesh_dagster.core.config.types import to_spark_type
 from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.macros.coercion import SQL
 from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.user import macro
 from mesh_dagster.core.models.definition import Entry, Value, read_value, relative_path
@@ -50,6 +51,7 @@ from mesh_dagster.core.models.python_model import (
     context_misuse,
     model,
 )
+from mesh_dagster.core.project.blueprints import python_blueprints, templated
 from mesh_dagster.core.project.model_reader import complete_model_properties, read_model_properties
 
 # Decorator arguments that are no MODEL property: Python's own way to say what a SQL file says
@@ -139,8 +141,30 @@ def _read_python_models(module: types.ModuleType, shown: str, root: Path, defaul
                          "@model(\"schema.name\", columns={...}) (helpers belong in the model's file or an installed "
                          "package)", shown, 1)
     calls = {_first_line(node): call for node, call in decorated}
-    return [_read_model(fn, calls.get(fn.__code__.co_firstlineno), module, shown, root, defaults, variables)
-            for fn in sorted(functions, key=lambda f: f.__code__.co_firstlineno)]
+    models: list[Model] = []
+    for fn in sorted(functions, key=lambda f: f.__code__.co_firstlineno):
+        models += _read_blueprints(fn, calls.get(fn.__code__.co_firstlineno), module, shown, root, defaults, variables)
+    return models
+
+
+def _read_blueprints(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, root: Path,
+                     defaults: ModelDefaults, variables: Mapping[str, Any]) -> list[Model]:
+    """The model a function defines, or one per blueprint (`blueprints=[{...}, ...]`, core/project/blueprints.py)."""
+    specs: tuple[ModelSpec, ...] = getattr(fn, MODEL_ATTR)
+    value = specs[0].properties.get("blueprints") if len(specs) == 1 else None
+    if value is None:
+        return [_read_model(fn, call, module, shown, root, defaults, variables)]
+    where = _Decorator.of(call, fn.__code__.co_firstlineno)
+    dialect = str(specs[0].properties.get("dialect") or defaults.dialect)
+    blueprints = python_blueprints(value, specs[0].name, dialect, shown, where.at("blueprints"), where.name_line)
+    models: list[Model] = []
+    for blueprint in blueprints:
+        model = _read_model(fn, call, module, shown, root, defaults, variables, blueprint)
+        if any(other.name == model.name for other in models):
+            raise ModelError(f"Two blueprints generate the model name {model.name}: give each its own name variables",
+                             shown, where.at("blueprints"))
+        models.append(model)
+    return models
 
 
 def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
@@ -189,12 +213,17 @@ class _Decorator:
 
 
 def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, root: Path,
-                defaults: ModelDefaults, variables: Mapping[str, Any]) -> Model:
+                defaults: ModelDefaults, variables: Mapping[str, Any],
+                blueprint: dict[str, str] | None = None) -> Model:
     specs: tuple[ModelSpec, ...] = getattr(fn, MODEL_ATTR)
     where = _Decorator.of(call, fn.__code__.co_firstlineno)
     if len(specs) > 1:
         raise ModelError(f"{fn.__name__} is decorated with @model twice", shown, where.line)
     spec = specs[0]
+    if blueprint is not None:  # its values in the name and the other arguments' strings
+        spec = ModelSpec(templated(spec.name, blueprint, shown, where.name_line),
+                         {k: templated(v, blueprint, shown, where.at(k)) for k, v in spec.properties.items()
+                          if k != "blueprints"})
     name = _model_name(spec, shown, where)
     properties = {k: v for k, v in spec.properties.items() if v is not None}
     for key in properties:
@@ -217,15 +246,16 @@ def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, s
                          "write the model in SQL)", shown, where.at("kind"))
     lines.update({key: where.at(key) for key in PYTHON_PROPERTIES if key in properties})
     if is_sql:
-        props.update(_sql_query(fn, shown, props["dialect"], variables))
+        props.update(_sql_query(fn, shown, props["dialect"], variables, blueprint or {}))
     else:
-        code, def_line = _code(fn, module, root, shown, variables)
+        code, def_line = _code(fn, module, root, shown, variables, blueprint or {})
         code = code.model_copy(update={"reads": _checked_reads(code, props.get("depends_on", []), props["name"])})
         props.update(query=None, python=code, query_line=def_line)
     props.update(
         pre_statements=_statements(properties.get("pre_statements"), "pre_statements", shown, where),
         post_statements=_statements(properties.get("post_statements"), "post_statements", shown, where),
         property_lines=lines,
+        blueprint_variables=blueprint or {},
     )
     return Model(**props)
 
@@ -236,13 +266,15 @@ def _def_line(fn: Callable) -> int:
     return first + next((i for i, text in enumerate(source) if text.lstrip().startswith(("def ", "async def "))), 0)
 
 
-def _sql_query(fn: Callable, shown: str, dialect: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+def _sql_query(fn: Callable, shown: str, dialect: str, variables: Mapping[str, Any],
+               blueprint: Mapping[str, str]) -> dict[str, Any]:
     """An `is_sql=True` model: its function, given a macro evaluator, returns the model's query (SQL
     text or a sqlglot expression; macros such as `@start_ds` in it are expanded when it renders). It
     runs once, as the project loads: the query it returns is the model, stored and reviewed as a
     SQL model's query is."""
     line = _def_line(fn)
-    evaluator = MacroEvaluator(dialect, variables=variables, path=shown, line=line)
+    evaluator = MacroEvaluator(dialect, variables=variables, path=shown, line=line,
+                               blueprint_variables={key: SQL(text) for key, text in blueprint.items()})
     try:
         query = fn(evaluator)
     except Exception as e:  # the user's code: one line naming where it failed
@@ -267,12 +299,14 @@ def _model_name(spec: ModelSpec, shown: str, where: _Decorator) -> str:
     return spec.name
 
 
-def _code(fn: Callable, module: types.ModuleType, root: Path, shown: str,
-          variables: Mapping[str, Any]) -> tuple[PythonCode, int]:
-    """The stored code of a model function, its signature checked; and the line of its `def`."""
+def _code(fn: Callable, module: types.ModuleType, root: Path, shown: str, variables: Mapping[str, Any],
+          blueprint: Mapping[str, str]) -> tuple[PythonCode, int]:
+    """The stored code of a model function, its signature checked; and the line of its `def`.
+    Parameters named like a blueprint variable receive its value (those are no config variables)."""
     builder = EnvBuilder(root, (model, macro))
     node = builder.add_function(fn, module)
-    parameters = _check_signature(fn, shown, node.lineno, variables)
+    parameters = _check_signature(fn, shown, node.lineno, {**variables, **blueprint})
+    parameters = {name for name in parameters if name in variables and name not in blueprint}
     misuse = context_misuse(node, next(iter(inspect.signature(fn).parameters)))
     if misuse is not None:
         raise ModelError(misuse[0], shown, misuse[1])

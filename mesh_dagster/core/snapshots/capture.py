@@ -33,6 +33,7 @@ from mesh_dagster.core.macros.jinja import JinjaMacro, JinjaMacros
 from mesh_dagster.core.macros.user import MacroRegistry, macro
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.models.python_env import EnvBuilder, Executable, run_env
+from mesh_dagster.core.project.materializations import StoredMaterialization
 from mesh_dagster.core.project.signals import SignalRegistry, describe_signal, signal
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ class Capture(BaseModel):
     parent_schemas: dict[str, dict[str, str | None]] = Field(default_factory=dict)
     columns: dict[str, str | None] | None = None  # what the model outputs (its table's columns)
     seed: SeedContent | None = None
+    materialization: StoredMaterialization | None = None  # a CUSTOM model's class (its code)
     _values: dict[str, Any] | None = PrivateAttr(default=None)
     _macros: MacroRegistry | None = PrivateAttr(default=None)
     _signals: SignalRegistry | None = PrivateAttr(default=None)
@@ -207,7 +209,12 @@ class Capturer:
             parent_schemas=project.parent_schemas(model.name) if model.query is not None else {},
             columns=project.columns(model.name),
             seed=self._seed(model),
+            materialization=self._materialization(model),
         )
+
+    def _materialization(self, model: Model) -> StoredMaterialization | None:
+        kind = model.kind.custom  # a CUSTOM kind's class (checked at load)
+        return self.project.materializations.get(kind.materialization.lower()) if kind is not None else None
 
     # -- macros and signals ----------------------------------------------------------------
 

@@ -29,12 +29,16 @@ def data_hash(model: Model, capture: Capture) -> str:
         model.stamp,
         *(f"{key}={value!r}" for key, value in capture.variable_values().items()),
     ]
+    # A blueprint's values (only when it has some: fingerprints of other models stay as they were).
+    values += [f"blueprint {key}={text}" for key, text in sorted(model.blueprint_variables.items())]
     if model.declared_unit is not None:  # only when written: fingerprints of other models stay as they were
         values.append(f"interval_unit={model.declared_unit.value}")
     values += capture.macro_values()
     values += capture.jinja_values()  # none without Jinja: other projects keep their fingerprints
     if model.python is not None:
         values += model.python.data_hash_values()
+    if capture.materialization is not None:  # a CUSTOM model's class: its code writes the rows
+        values += capture.materialization.hash_values()
     if capture.seed is not None:
         values.append(capture.seed.digest)  # hashed once, when the loader checked it
     return hash_values(values)
@@ -68,6 +72,8 @@ def metadata_hash(model: Model, capture: Capture) -> str:
         *(model.python.metadata_hash_values() if model.python is not None else []),
     ]
     values += _scheduling_values(model)
+    # How Spark runs its queries, as SQLMesh hashes them: metadata (listed only when set).
+    values += [f"session {key}={value}" for key, value in sorted(model.session_properties.items())]
     values += capture.signal_values()  # when its intervals are ready, as the code decides it
     if model.query and "*" in model.query:
         # A `SELECT *` child's output follows its parents' columns (see categorizer).

@@ -56,8 +56,11 @@ class OutputColumns:
 def query_output(model: Model, macros: MacroRegistry, variables: dict, schemas: Schemas,
                  cache: ProjectCache | None) -> OutputColumns:
     """The output of a model's query rendered against its parents' columns (cached)."""
-    key = content_key(repr((model.name, model.dialect, model.kind.name.value, model.query, model.macro_definitions,
-                            model.query_line, sorted((k, sorted(v.items())) for k, v in schemas.items()))).encode())
+    parts: tuple = (model.name, model.dialect, model.kind.name.value, model.query, model.macro_definitions,
+                    model.query_line, sorted((k, sorted(v.items())) for k, v in schemas.items()))
+    if model.blueprint_variables:  # its values are part of what the query renders to
+        parts += (sorted(model.blueprint_variables.items()),)
+    key = content_key(repr(parts).encode())
     found = cache.get(_CACHE_NAMESPACE, key) if cache is not None else None
     if found is None:
         found = _render_output(model, macros, variables, schemas)

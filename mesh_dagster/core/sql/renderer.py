@@ -114,7 +114,7 @@ def render_audit(
     """
     this_model = ctx.this_model or model.name
     evaluator = _evaluator(ctx, macros, dialect or model.dialect, this_model, model.kind.name.value,
-                           path or model.path, line)
+                           path or model.path, line, model.blueprint_variables)
     for name, value in args.items():
         evaluator.locals[name.lower()] = SQL(value) if isinstance(value, str) else value
     text = evaluator.expand(audit_jinja(query, model, ctx, macros, path or model.path, line), line)
@@ -213,11 +213,12 @@ def model_evaluator(model: Model, ctx: RenderContext, macros: MacroRegistry) -> 
 
 
 def _evaluator(ctx: RenderContext, macros: MacroRegistry, dialect: str, this_model: str, kind_name: str,
-               path: str | None, line: int) -> MacroEvaluator:
+               path: str | None, line: int, blueprint: Mapping[str, str] | None = None) -> MacroEvaluator:
     return MacroEvaluator(
         dialect,
         registry=macros,
         variables=ctx.variables,
+        blueprint_variables={key: SQL(text) for key, text in (blueprint or {}).items()},
         locals=temporal_locals(ctx.start, ctx.end, ctx.execution_time),
         runtime_stage=ctx.runtime_stage,
         this_model=this_model,
@@ -232,7 +233,7 @@ def _evaluator(ctx: RenderContext, macros: MacroRegistry, dialect: str, this_mod
 
 def _model_evaluator(model: Model, ctx: RenderContext, macros: MacroRegistry, line: int) -> MacroEvaluator:
     evaluator = _evaluator(ctx, macros, model.dialect, ctx.this_model or model.name, model.kind.name.value,
-                           model.path, line)
+                           model.path, line, model.blueprint_variables)
     for index, definition in enumerate(model.macro_definitions):
         evaluator.define(definition, model.line_of(def_line_key(index)))
     evaluator.line = line
