@@ -29,6 +29,7 @@ from mesh_dagster.core.models.kinds import (
     ScdType2ByColumnKind,
     ScdType2ByTimeKind,
     SeedKind,
+    StandaloneAuditKind,
     ViewKind,
 )
 from mesh_dagster.core.models.model import Model
@@ -67,6 +68,7 @@ EXPECTED: list[tuple[str, BaseKind, type[WriteStrategy]]] = [
     ("SCD_TYPE_2_BY_COLUMN", ScdType2ByColumnKind(unique_key=["id"], columns="*"), ScdType2Strategy),
     ("EMBEDDED", EmbeddedKind(), NothingStrategy),
     ("EXTERNAL", ExternalKind(), NothingStrategy),
+    ("STANDALONE_AUDIT", StandaloneAuditKind(), NothingStrategy),
 ]
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, get_args
 
 from pydantic import Field, TypeAdapter
 
+from mesh_dagster.core.models.kinds_audit import StandaloneAuditKind
 from mesh_dagster.core.models.kinds_base import (
     KIND_ALIASES,
     WHOLE,
@@ -37,14 +38,15 @@ __all__ = [
     "CSV_SETTINGS", "KIND_ALIASES", "KIND_CLASSES", "WHOLE", "AnyKind", "BaseKind", "Batching", "EmbeddedKind",
     "ExternalKind", "FullKind", "IncrementalByPartitionKind", "IncrementalByTimeRangeKind",
     "IncrementalByUniqueKeyKind", "IncrementalKind", "IncrementalUnmanagedKind", "KindName", "ModelKind",
-    "PropertyReader", "ScdType2ByColumnKind", "ScdType2ByTimeKind", "ScdType2Kind", "SeedKind", "ViewKind",
+    "PropertyReader", "ScdType2ByColumnKind", "ScdType2ByTimeKind", "ScdType2Kind", "SeedKind",
+    "StandaloneAuditKind", "ViewKind",
     "kind_class",
 ]
 
 AnyKind = Annotated[
     SeedKind | FullKind | ViewKind | IncrementalByTimeRangeKind | IncrementalByUniqueKeyKind
     | IncrementalByPartitionKind | IncrementalUnmanagedKind | EmbeddedKind | ExternalKind | ScdType2ByTimeKind
-    | ScdType2ByColumnKind,
+    | ScdType2ByColumnKind | StandaloneAuditKind,
     Field(discriminator="name"),
 ]
 KIND_CLASSES: dict[KindName, type[BaseKind]] = {cls.kind_name(): cls for cls in get_args(get_args(AnyKind)[0])}

@@ -6,6 +6,8 @@ renderer needs; it holds no sqlglot objects so it pickles and hashes cheaply.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from mesh_dagster.core.config.config import SchemaChangePolicy
@@ -60,6 +62,10 @@ class Audit(BaseModel):
     description: str | None = None
     path: str | None = None
     line: int | None = None
+    # `standalone true`: a node of its own (core/project/standalone_audits.py), with its node
+    # properties (`cron`, `start`, `depends_on`...) as `Model` fields, and their lines.
+    standalone: bool = False
+    node: dict[str, Any] = Field(default_factory=dict)
 
 
 class Model(BaseModel):
@@ -107,6 +113,12 @@ class Model(BaseModel):
     @property
     def is_python(self) -> bool:
         return self.python is not None
+
+    @property
+    def is_scheduled(self) -> bool:
+        """Whether its intervals are computed and recorded: models with a physical object, standalone
+        audits, and external models with audits (their audits run for their intervals)."""
+        return self.kind.is_scheduled(bool(self.audits))
 
     @property
     def schema_name(self) -> str:

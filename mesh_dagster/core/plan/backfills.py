@@ -76,7 +76,7 @@ def compute_backfills(
     them always follows an interval it has (or is its first), and the scheduler runs them in order.
     """
     start_of, recompute_from = start_of or {}, recompute_from or {}
-    candidates = [snapshots[n] for n in order if n in scope and not snapshots[n].model.kind.is_symbolic]
+    candidates = [snapshots[n] for n in order if n in scope and snapshots[n].model.is_scheduled]
     keys = [s.interval_key for s in candidates]
     prev_keys = [p.interval_key for p in previous.values() if p.version]
     intervals = state.get_intervals(keys + prev_keys) if candidates else {}

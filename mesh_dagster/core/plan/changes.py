@@ -263,7 +263,16 @@ def _parent_names(snap: Snapshot) -> list[str]:
 
 
 def _diff(old: Snapshot, new: Snapshot) -> str:
-    return text_diff(_definition_text(old.model), _definition_text(new.model), new.name)
+    return text_diff(_definition_text(old.model) + _audit_text(old), _definition_text(new.model) + _audit_text(new),
+                     new.name)
+
+
+def _audit_text(snap: Snapshot) -> str:
+    """A standalone audit's query (its node holds none: the audit it runs was captured)."""
+    audit = snap.capture.audits.get(snap.name) if snap.capture is not None else None
+    if not snap.model.kind.is_standalone_audit or audit is None:
+        return ""
+    return "\n" + audit.query.strip() + "\n"
 
 
 def _effective_category(snap: Snapshot, old: Snapshot | None, category: ChangeCategory) -> ChangeCategory:
