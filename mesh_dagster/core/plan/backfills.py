@@ -99,7 +99,9 @@ def compute_backfills(
             ignore_cron=ignore_cron, merged=True,
         )
         if missing:
-            backfills[snap.name] = Backfill(snap.name, missing, not model.kind.is_incremental)
+            # A node without a table of ours (audits only) runs for its intervals: no refresh of anything.
+            refresh = not (model.kind.is_incremental or model.kind.is_symbolic)
+            backfills[snap.name] = Backfill(snap.name, missing, refresh)
     return backfills
 
 

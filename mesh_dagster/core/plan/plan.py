@@ -118,6 +118,10 @@ class Plan:
         return self.categories.get(name) or self.snapshots[name].change_category
 
     def view(self, name: str) -> str:
+        """What the environment shows of a model; a standalone audit has no view: its name."""
+        snap = self.snapshots.get(name)
+        if snap is not None and snap.model.kind.is_standalone_audit:
+            return name
         return view_name(name, self.environment)
 
     def target_environment(self, expiration_ts: int | None = None) -> Environment:
