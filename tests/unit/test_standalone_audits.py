@@ -182,3 +182,4 @@ def test_every_node_property_is_the_nodes(tmp_path, written: str, field: str, va
     node = load_project(_project(tmp_path, audit), use_cache=False).models["n"]
     found = getattr(node, field)
     assert (found.value if hasattr(found, "value") else found) == value
+
