@@ -33,8 +33,8 @@ from sqlglot import exp
 from mesh_dagster.core.config.config import ModelDefaults
 from mesh_dagster.core.config.files import read_text
 from mesh_dagster.core.config.names import check_model_name
-from mesh_dagster.core.config.user_modules import import_failure
 from mesh_dagster.core.config.types import to_spark_type
+from mesh_dagster.core.config.user_modules import import_failure
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.user import macro
