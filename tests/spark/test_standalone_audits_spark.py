@@ -39,7 +39,7 @@ def _audit(name: str, schema: str, condition: str) -> str:
 def test_standalone_audits_run_after_their_models_and_only_warn(tmp_path, engine, schema) -> None:
     files = {
         "models/items.sql": f"""
-            MODEL (name {schema}.items, kind FULL);
+            MODEL (name {schema}.items, kind VIEW);
             SELECT 1 AS id, 2.0 AS price, DATE'2020-01-02' AS ds
             """,
         "audits/price.sql": _audit("price_positive", schema, "price <= 0"),
@@ -66,6 +66,13 @@ def test_standalone_audits_run_after_their_models_and_only_warn(tmp_path, engine
     assert not [line for line in log.lines if "failed" in line]
     node = ctx.plan("prod", execution_time="2020-01-04").snapshots["id_above_five"]
     assert ctx.state.get_intervals([node.interval_key])[node.interval_key] == [(to_ms("2020-01-01"), to_ms("2020-01-04"))]
+
+    # A promotion (Dagster's, after materializing assets) runs the audits nothing materializes.
+    (root / "audits/more.sql").write_text(_audit("price_below_one", schema, "price >= 1"))
+    ctx = Context(root, engine=engine)
+    log = LogLines()
+    ctx.promote("prod", listener=log)
+    assert any("Standalone audit 'price_below_one' failed: 1 row(s)" in line for line in log.lines)
 
 
 def test_a_failing_blocking_external_model_audit_fails_the_apply(tmp_path, engine, schema) -> None:
