@@ -100,6 +100,7 @@ def test_plans_show_a_standalone_audit_added_edited_and_removed(tmp_path) -> Non
     try:
         removed = ctx.plan(execution_time="2024-01-03")
         assert [r.name for r in removed.removed] == ["assert_price_positive"]
+        assert removed.view("assert_price_positive") == "assert_price_positive"  # it never had a view
     finally:
         ctx.close()
 

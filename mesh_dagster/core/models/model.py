@@ -21,8 +21,8 @@ __all__ = ["MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", 
 
 # Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
 # written by another shape is dropped rather than unpickled into the wrong classes.
-MODEL_FORMAT = 6  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
-# 6: references and key aliases
+MODEL_FORMAT = 7  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
+# 6: references and key aliases; 7: standalone audits (Audit.standalone, Audit.node)
 
 
 class AuditRef(BaseModel):
