@@ -10,7 +10,8 @@ from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.project.project import load_project
 
 
-@pytest.mark.parametrize(("rel", "what"), [("models/m.py", "the Python model file"), ("macros/m.py", "macros"),
+@pytest.mark.parametrize(("rel", "what"), [("models/m.py", "the Python model file"),
+                                           ("models/sub/m.py", "the Python model file"), ("macros/m.py", "macros"),
                                            ("signals/m.py", "signals")])
 def test_a_missing_module_names_the_file_the_line_and_the_import_path(tmp_path, rel: str, what: str) -> None:
     """SQLMesh puts the project root on the import path: a missing helper says where Python looked."""

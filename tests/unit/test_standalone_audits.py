@@ -14,6 +14,7 @@ from project_builder import record_plan, write_project
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.project.project import load_project
+from mesh_dagster.core.project.standalone_audits import NODE_PROPERTIES
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory
 
 MODEL = """
@@ -167,7 +168,7 @@ def test_a_model_attaching_a_standalone_audit_is_refused(tmp_path) -> None:
     assert e.value.path == "models/items.sql"
 
 
-@pytest.mark.parametrize(("written", "field", "value"), [
+NODE_PROBES = [
     ("depends_on (s.items)", "depends_on", ["s.items"]),
     ("cron '@hourly'", "cron", "@hourly"),
     ("cron_tz 'Europe/Paris'", "cron_tz", "Europe/Paris"),
@@ -177,7 +178,14 @@ def test_a_model_attaching_a_standalone_audit_is_refused(tmp_path) -> None:
     ("owner alice", "owner", "alice"),
     ("tags (a, b)", "tags", ["a", "b"]),
     ("stamp v2", "stamp", "v2"),
-])
+]
+
+
+def test_every_node_property_has_a_probe() -> None:
+    assert {part.split()[0] for written, _, _ in NODE_PROBES for part in written.split(", ")} == set(NODE_PROPERTIES)
+
+
+@pytest.mark.parametrize(("written", "field", "value"), NODE_PROBES)
 def test_every_node_property_is_the_nodes(tmp_path, written: str, field: str, value) -> None:
     audit = f"AUDIT (name n, standalone true, {written});\nSELECT * FROM s.items WHERE price <= 0\n"
     node = load_project(_project(tmp_path, audit), use_cache=False).models["n"]
