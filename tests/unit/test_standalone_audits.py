@@ -8,6 +8,8 @@ External models accept `audits` (a list of `- name: audit` with arguments as SQL
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from project_builder import record_plan, write_project
 
@@ -182,7 +184,8 @@ NODE_PROBES = [
 
 
 def test_every_node_property_has_a_probe() -> None:
-    assert {part.split()[0] for written, _, _ in NODE_PROBES for part in written.split(", ")} == set(NODE_PROPERTIES)
+    written = {key for text, _, _ in NODE_PROBES for key in re.findall(r"(?:^|, )([a-z_]+) ", text)}
+    assert written == set(NODE_PROPERTIES)
 
 
 @pytest.mark.parametrize(("written", "field", "value"), NODE_PROBES)
