@@ -195,3 +195,10 @@ def test_every_node_property_is_the_nodes(tmp_path, written: str, field: str, va
     found = getattr(node, field)
     assert (found.value if hasattr(found, "value") else found) == value
 
+
+
+def test_an_interval_unit_longer_than_the_cron_is_refused_at_its_line(tmp_path) -> None:
+    audit = "AUDIT (\n  name n,\n  standalone true,\n  interval_unit month\n);\nSELECT * FROM s.items\n"
+    with pytest.raises(ModelError) as e:
+        load_project(_project(tmp_path, audit), use_cache=False)
+    assert (e.value.path, e.value.line) == ("audits/standalone.sql", 4)

@@ -34,6 +34,7 @@ from mesh_dagster.core.models.kinds import StandaloneAuditKind
 from mesh_dagster.core.models.model import Audit, AuditRef, Model
 from mesh_dagster.core.sql.query_columns import table_key
 from mesh_dagster.core.sql.renderer import RenderContext, render_audit
+from mesh_dagster.core.time.cron import interval_unit
 
 # SQLMesh's node properties a standalone audit may set (beside name, dialect, defaults, description).
 NODE_PROPERTIES = ("depends_on", "cron", "cron_tz", "interval_unit", "start", "end", "owner", "tags", "stamp")
@@ -59,6 +60,10 @@ def with_node(audit: Audit, node_entries: list[Entry], entries: list[Entry], rea
                          "model whose data a failure could hold back; its failures are warnings)", path,
                          blocking.line)
     props, lines, _ = read_properties(node_entries, path, audit.line or 1, ModelDefaults())
+    try:
+        interval_unit(props["cron"], props.get("declared_unit"))  # a unit longer than the cron's period is refused
+    except ValueError as e:
+        raise ModelError(str(e), path, lines.get("interval_unit", lines.get("cron", audit.line))) from None
     node: dict[str, Any] = {key: props[key] for key in _NODE_FIELDS if props.get(key) is not None}
     node["property_lines"] = lines
     return audit.model_copy(update={"blocking": False, "node": node})
