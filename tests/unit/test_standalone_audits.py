@@ -202,3 +202,20 @@ def test_an_interval_unit_longer_than_the_cron_is_refused_at_its_line(tmp_path) 
     with pytest.raises(ModelError) as e:
         load_project(_project(tmp_path, audit), use_cache=False)
     assert (e.value.path, e.value.line) == ("audits/standalone.sql", 4)
+
+
+def test_a_plan_record_observes_no_asset_for_a_standalone_audit(tmp_path) -> None:
+    """Dagster's plan status sensor observes the assets a plan touches: a standalone audit has none."""
+    from mesh_dagster.core.plan.review import PlanRecord, summarize
+    from mesh_dagster.dagster.reviews import observations
+
+    ctx = Context(_project(tmp_path))
+    try:
+        plan = ctx.plan(execution_time="2024-01-03")
+    finally:
+        ctx.close()
+    summary = summarize(plan)
+    assert summary.standalone_audits == ["assert_price_positive"]
+    record = PlanRecord(plan_id=plan.plan_id, environment="prod", author="a", created_ts=1, updated_ts=1,
+                        summary=summary)
+    assert [o.asset_key.path for o in observations(record, "prod", "pending", {})] == [["s", "items"]]
