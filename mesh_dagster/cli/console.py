@@ -140,7 +140,8 @@ def _show_models(plan: Plan) -> None:
         if names:
             branch = tree.add(f"{title}:")
             for name in sorted(names):
-                branch.add(plan.view(name))
+                audit = name in plan.snapshots and plan.snapshots[name].model.kind.is_standalone_audit
+                branch.add(plan.view(name) + (" (standalone audit)" if audit else ""))
     print_tree(tree)
 
 
@@ -186,6 +187,12 @@ def show_explain(plan: Plan, explanation: PlanExplanation) -> None:
         branch = tree.add("Backfill models by running their queries and run standalone audits")
         for name, bf in plan.backfills.items():
             snap = plan.snapshots[name]
+            if snap.model.kind.is_symbolic:  # audits only: a standalone audit, an external model's audits
+                node = branch.add(name)
+                what = "standalone audit" if snap.model.kind.is_standalone_audit else "audit"
+                for audit in snap.model.audits:
+                    node.add(f"Run {what} '{audit.name}' for {bf.describe(snap.model.interval_unit)[1:-1]}")
+                continue
             node = branch.add(f"{name} -> {snap.table_name}")
             kind = snap.model.kind.name.value
             if kind == "SEED":

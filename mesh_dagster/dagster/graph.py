@@ -92,8 +92,8 @@ def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None 
     taken: dict[tuple[str, ...], str] = {}
     assets: dict[str, ModelAsset] = {}
     for name in project.dag.sorted():
-        if project.models[name].kind.is_inlined:
-            continue
+        if project.models[name].kind.is_inlined or project.models[name].kind.is_standalone_audit:
+            continue  # standalone audits run in plans and `mesh run` only: not assets (README)
         parents = [p for p in sorted(_asset_parents(project, name)) if p in assets]
         asset = _model_asset(project, plan, name, _change(plan, name, added, changed), parents, column_cache,
                              (digests or {}).get(name, []), present or {}, served_columns or {})
@@ -144,7 +144,7 @@ def _model_asset(project: Project, plan: Plan, name: str, change: str, parents: 
         table=None if model.kind.is_symbolic else snap.table_name,
         change=change,
         parents=parents,
-        checks=audit_checks(model, project.audits, digests),
+        checks=[] if model.kind.is_external else audit_checks(model, project.audits, digests),
         start_ms=None if model.kind.is_external else model_start_ms(model, project),
         end_ms=to_end_ms(model.end) if model.end else None,
         columns=served_columns.get(name) or column_cache.columns(project, name, snap.identifier),

@@ -127,10 +127,10 @@ def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, 
 def observations(record: PlanRecord, environment: str, description: str,
                  metadata: dict[str, str]) -> list[AssetObservation]:
     """An observation on each asset `record` touches, with the change and its category (removed
-    models have no asset any more)."""
+    models have no asset any more, standalone audits never had one)."""
     out = []
     for change in record.summary.changes:
-        if change.change == "removed":
+        if change.change == "removed" or change.name in record.summary.standalone_audits:  # no asset
             continue
         schema, _, table = view_name(change.name, environment).rpartition(".")
         out.append(AssetObservation(asset_key=[schema, table], description=description,

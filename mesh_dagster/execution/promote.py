@@ -85,7 +85,9 @@ def promote_environment(project: Project, state: State, engine_factory: Callable
     listener = listener or ApplyListener()
     with environment_held(state, normalize_environment(environment)) as lease:  # `track` runs under it too
         plan = build_plan(project, state, environment)
-        gaps = environment_gaps(plan)
+        # Audits with no table of their own (standalone audits, external models' audits) are no gap:
+        # nothing materializes them (they are no Dagster asset); the apply below runs them.
+        gaps = [g for g in environment_gaps(plan) if not plan.snapshots[g.name].model.kind.is_symbolic]
         if gaps:
             raise PromotionRefused(plan.environment, gaps)
         refuse_failed_audits(state, plan.environment, plan.snapshots, project.audits)

@@ -72,7 +72,10 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
                                       ignore_cron=ignore_cron, end_bounded=False)
         readiness = check_readiness(project.signals, snapshots, backfills, order, execution_ms,
                                     spark=lambda: engine.spark)
-        readiness.report(listener, lambda n: view_name(n, environment))
+        def shown(name: str) -> str:  # a standalone audit has no view: its name
+            return name if snapshots[name].model.kind.is_standalone_audit else view_name(name, environment)
+
+        readiness.report(listener, shown)
         batches = plan_batches(snapshots, readiness.backfills, order)
         if not batches:
             listener.log("Nothing to run: every due interval waits for a signal" if readiness.waits
@@ -80,7 +83,7 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
             return 0
         run_environment_statements(Stage.BEFORE_ALL, project, engine, environment, env.promoted, listener, execution_ms)
         evaluator = RecordingEvaluator(project, engine, snapshots, state=state, source="run")
-        run_batches(batches, evaluator, state, execution_ms, listener, lambda n: view_name(n, environment),
+        run_batches(batches, evaluator, state, execution_ms, listener, shown,
                     concurrent_tasks=project.concurrent_tasks)
         run_environment_statements(Stage.AFTER_ALL, project, engine, environment, env.promoted, listener, execution_ms)
         return len(batches)

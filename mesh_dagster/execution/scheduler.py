@@ -52,6 +52,8 @@ class Batch:
 
     def describe(self, env_view: str) -> str:
         kind = self.snapshot.model.kind
+        if kind.is_symbolic:
+            return f"audit {format_interval_range([self.interval], self.snapshot.model.interval_unit)}"
         if kind.seed is not None:
             return "insert seed file"
         if kind.is_view:
@@ -120,7 +122,8 @@ def _evaluate_batch(b: Batch, evaluator: SnapshotEvaluator, state: State, execut
         write = _JournaledWrite(state, evaluator, b, lease)
         if not write.resume(execution_time):
             evaluator.evaluate(snap, start, end, execution_time, write.journal)
-        whole_table = b.full_refresh or not snap.model.kind.is_incremental
+        # A node without a table of ours (a standalone audit, an external model) audits the batch's range.
+        whole_table = (b.full_refresh or not snap.model.kind.is_incremental) and not snap.model.kind.is_symbolic
         audits = evaluator.audit(snap, None if whole_table else start, None if whole_table else end, execution_time)
         error = _blocking_failure(evaluator, snap, audits)
         if error is not None:
@@ -280,7 +283,10 @@ def _record_batch(done: _Evaluated, listener: ApplyListener, view_of: Callable[[
         return BatchResult([], done.recorded, interval=b.interval, skipped=True)
     failed = [a for a in audits if not a.passed]
     for a in failed:
-        if not a.blocking:
+        if snap.model.kind.is_standalone_audit:
+            listener.log(f"Standalone audit '{a.name}' failed: {a.count} row(s) returned (a warning: standalone "
+                         f"audits never block)")
+        elif not a.blocking:
             listener.log(f"Non-blocking audit '{a.name}' failed for {snap.name}: {a.count} row(s)")
     if done.error is not None:
         return BatchResult(audits, None, done.error, b.interval)

@@ -282,8 +282,10 @@ class _Builder:
                 raise self.error(f"unknown input model '{name}'", line)
             if name not in self.upstream:
                 parents = sorted(self.upstream - {self.model.name})
+                how = (": a Python model reads the tables its `context.resolve_table(...)` calls name and its "
+                       "`depends_on`" if self.model.python is not None else "")
                 raise self.error(f"input '{name}' is not upstream of {self.model.name} "
-                                 f"(upstream models: {', '.join(parents) or 'none'})", line)
+                                 f"(upstream models: {', '.join(parents) or 'none'}{how})", line)
             if name in out:
                 raise self.error(f"input '{name}' is given twice", line)
             out[name] = self._input(name, spec, child, line)

@@ -182,8 +182,9 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
      ("config.yaml:10:", "concurrent_tasks", "greater than or equal to 1")),
     ("audit skip true", [write("audits/x.sql", "AUDIT (\n  name x,\n  skip true\n);\nSELECT 1")],
      ("audits/x.sql:3:", "skip true")),
-    ("standalone audit", [write("audits/x.sql", "AUDIT (\n  name x,\n  standalone true\n);\nSELECT 1")],
-     ("audits/x.sql:3:", "Standalone audits")),
+    ("blocking standalone audit", [write("audits/x.sql", "AUDIT (\n  name x,\n  standalone true,\n  blocking true\n);"
+                                           "\nSELECT 1")],
+     ("audits/x.sql:4:", "Standalone audits cannot be blocking")),
     ("csv_settings key the seed reader ignores", [replace(SEED_MODEL, "path '../seeds/seed_data.csv'",
                                                           "path '../seeds/seed_data.csv',\n    csv_settings (skipinitialspace = true)")],
      ("models/seed_model.sql:5:", "skipinitialspace")),

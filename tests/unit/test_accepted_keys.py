@@ -441,10 +441,19 @@ def test_audit_defaults_change_the_rendered_audit(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("key", ["skip", "standalone"])
-def test_audit_skip_and_standalone_false_change_nothing_and_true_is_refused(tmp_path: Path, key: str) -> None:
+def test_audit_skip_and_standalone_false_change_nothing(tmp_path: Path, key: str) -> None:
     base = build_snapshots(_audited(tmp_path))["s.m"].fingerprint
     assert build_snapshots(_audited(tmp_path, f",\n  {key} false"))["s.m"].fingerprint == base
-    refused(lambda: _audited(tmp_path, f",\n  {key} true"), "audits/a.sql:3:", "not supported by mesh_dagster yet")
+
+
+def test_audit_skip_true_is_refused(tmp_path: Path) -> None:
+    refused(lambda: _audited(tmp_path, ",\n  skip true"), "audits/a.sql:3:", "not supported by mesh_dagster yet")
+
+
+def test_audit_standalone_true_makes_a_node(tmp_path: Path) -> None:
+    """tests/unit/test_standalone_audits.py checks the node and its properties (NODE_PROPERTIES)."""
+    project = _audited(tmp_path, ",\n  standalone true,\n  defaults (threshold = 0)", attach="")
+    assert project.models["positive"].kind.is_standalone_audit
 
 
 def test_audit_description_is_kept(tmp_path: Path) -> None:
@@ -456,7 +465,8 @@ def test_audit_description_is_kept(tmp_path: Path) -> None:
 
 
 def test_every_external_model_key_has_a_probe() -> None:
-    assert EXTERNAL_KEYS == {"name", "columns", "description", "dialect", "gateway"}
+    # `start` and `audits`: tests/unit/test_standalone_audits.py, tests/spark/test_standalone_audits_spark.py
+    assert EXTERNAL_KEYS == {"name", "columns", "description", "dialect", "gateway", "start", "audits"}
 
 
 def test_external_model_keys(tmp_path: Path) -> None:
@@ -490,7 +500,7 @@ def test_external_models_folder_and_gateways(tmp_path: Path) -> None:
     other = load_project(root, gateway="other", use_cache=False)
     assert "raw.b" in other.models and "raw.c" not in other.models
     (root / "external_models" / "bad.yaml").write_text("- name: raw.d\n  audits: [not_null]\n")
-    refused(lambda: load_project(root, use_cache=False), "external_models/bad.yaml:2:", "audits")
+    refused(lambda: load_project(root, use_cache=False), "external_models/bad.yaml:2:", "not_null", "columns")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from mesh_dagster.core.models.kinds import (
     ScdType2ByColumnKind,
     ScdType2ByTimeKind,
     SeedKind,
+    StandaloneAuditKind,
     ViewKind,
 )
 from mesh_dagster.core.models.model import Model
@@ -70,6 +71,7 @@ EXPECTED: list[tuple[str, BaseKind, type[WriteStrategy]]] = [
     ("EMBEDDED", EmbeddedKind(), NothingStrategy),
     ("EXTERNAL", ExternalKind(), NothingStrategy),
     ("CUSTOM", CustomKind(materialization="m"), CustomStrategy),
+    ("STANDALONE_AUDIT", StandaloneAuditKind(), NothingStrategy),
 ]
 
 

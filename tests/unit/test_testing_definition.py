@@ -331,3 +331,28 @@ def test_byte_order_mark_is_accepted_in_test_files(project_dir: Path) -> None:
     path = project_dir / "tests" / "test_full_model.yaml"
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     assert [t.name for t in load(project_dir)] == ["test_example_full_model"]
+
+
+def test_an_input_a_python_model_does_not_read_says_how_it_reads(project_dir: Path) -> None:
+    """A Python model's upstream is what its `resolve_table` calls name (and `depends_on`): a table it
+    reads another way (`context.fetchdf("... FROM raw.x")`) is no input, and the error says why."""
+    (project_dir / "models" / "py_model.py").write_text(textwrap.dedent('''
+        import pandas as pd
+        from mesh_dagster import model
+
+
+        @model("sqlmesh_example.py_model", kind="FULL", columns={"id": "int"})
+        def execute(context, start, end, execution_time):
+            context.resolve_table("sqlmesh_example.seed_model")
+            return pd.DataFrame({"id": [1]})
+    '''))
+    error = load_error(project_dir, """
+        test_py:
+          model: sqlmesh_example.py_model
+          inputs:
+            sqlmesh_example.full_model: [{item_id: 1}]
+          outputs: {query: []}
+    """)
+    assert error.line == 4
+    assert ("(upstream models: sqlmesh_example.seed_model: a Python model reads the tables its "
+            "`context.resolve_table(...)` calls name and its `depends_on`)") in error.message

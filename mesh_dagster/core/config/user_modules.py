@@ -104,6 +104,24 @@ class UserPackage:
         except Exception as e:  # noqa: BLE001 - the user's code may raise anything while importing
             sys.modules.pop(spec.name, None)
             where, line = self.failure_location(e, file)
-            message = e.msg if isinstance(e, SyntaxError) else str(e)
-            raise ModelError(f"Cannot import {self.what}: {type(e).__name__}: {message}", where, line) from None
+            raise ModelError(f"Cannot import {self.what}: {import_failure(e, self.folder.parent)}", where,
+                             line) from None
         return module
+
+
+def import_failure(error: BaseException, root: Path) -> str:
+    """What went wrong importing a user's file, in words: `Type: message`, and for a module that
+    cannot be found, where Python looked for it. SQLMesh projects import their helpers by module
+    name from the project root, which is on the import path (core/project/import_path.py): the
+    hint says so, and which other directories Python searched."""
+    message = error.msg if isinstance(error, SyntaxError) else str(error)
+    text = f"{type(error).__name__}: {message}"
+    if not isinstance(error, ModuleNotFoundError) or not error.name:
+        return text
+    top = error.name.split(".")[0]
+    others = [p for p in sys.path if p and Path(p).is_dir() and Path(p).resolve() != root.resolve()]
+    shown = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+    return (f"{text}. The import path holds the project root {root} (so `import {top}` reads {root / top}.py or the "
+            f"folder {root / top}/) and the Python environment's directories ({shown}): add the module to the "
+            "project, or install the package that provides it")
+

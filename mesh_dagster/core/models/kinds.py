@@ -16,6 +16,7 @@ from typing import Annotated, Any, get_args
 
 from pydantic import Field, TypeAdapter
 
+from mesh_dagster.core.models.kinds_audit import StandaloneAuditKind
 from mesh_dagster.core.models.kinds_base import (
     KIND_ALIASES,
     WHOLE,
@@ -40,14 +41,15 @@ __all__ = [
     "EmbeddedKind",
     "ExternalKind", "FullKind", "IncrementalByPartitionKind", "IncrementalByTimeRangeKind",
     "IncrementalByUniqueKeyKind", "IncrementalKind", "IncrementalUnmanagedKind", "KindName", "ModelKind",
-    "PropertyReader", "ScdType2ByColumnKind", "ScdType2ByTimeKind", "ScdType2Kind", "SeedKind", "ViewKind",
+    "PropertyReader", "ScdType2ByColumnKind", "ScdType2ByTimeKind", "ScdType2Kind", "SeedKind",
+    "StandaloneAuditKind", "ViewKind",
     "kind_class",
 ]
 
 AnyKind = Annotated[
     SeedKind | FullKind | ViewKind | IncrementalByTimeRangeKind | IncrementalByUniqueKeyKind
     | IncrementalByPartitionKind | IncrementalUnmanagedKind | EmbeddedKind | ExternalKind | ScdType2ByTimeKind
-    | ScdType2ByColumnKind | CustomKind,
+    | ScdType2ByColumnKind | CustomKind | StandaloneAuditKind,
     Field(discriminator="name"),
 ]
 KIND_CLASSES: dict[KindName, type[BaseKind]] = {cls.kind_name(): cls for cls in get_args(get_args(AnyKind)[0])}

@@ -45,6 +45,7 @@ class KindName(str, Enum):
     SCD_TYPE_2_BY_TIME = "SCD_TYPE_2_BY_TIME"
     SCD_TYPE_2_BY_COLUMN = "SCD_TYPE_2_BY_COLUMN"
     CUSTOM = "CUSTOM"
+    STANDALONE_AUDIT = "STANDALONE_AUDIT"  # not written as a kind: an `AUDIT (..., standalone true)` node
 
 
 # Other spellings of a kind name, as SQLMesh accepts them.
@@ -94,6 +95,7 @@ class BaseKind(BaseModel):
     is_symbolic: ClassVar[bool] = False  # no physical object at all
     is_inlined: ClassVar[bool] = False  # its query is inlined into its readers' queries
     is_external: ClassVar[bool] = False  # a table mesh reads but never builds
+    is_standalone_audit: ClassVar[bool] = False  # an audit scheduled on its own (audits/*.sql, standalone true)
     has_query: ClassVar[bool] = True  # whether a model of this kind is written as a query
     # Its intervals cannot be recomputed one by one (each write builds on the table's history), so
     # restating any part of it rebuilds all of it, and its batches run in order.
@@ -123,6 +125,12 @@ class BaseKind(BaseModel):
     def is_timeless(self) -> bool:
         """Complete once built: its one interval spans all time."""
         return False
+
+    def is_scheduled(self, has_audits: bool) -> bool:
+        """Whether its intervals are computed and recorded (a model of this kind with `has_audits`):
+        every kind with a physical object; of the others, only what runs audits (SQLMesh calls them
+        evaluatable)."""
+        return not self.is_symbolic
 
     @property
     def write_strategy(self) -> str:

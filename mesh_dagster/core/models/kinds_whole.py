@@ -174,6 +174,10 @@ class ExternalKind(BaseKind):
     has_query: ClassVar[bool] = False
     STRATEGY: ClassVar[str] = "nothing"
 
+    def is_scheduled(self, has_audits: bool) -> bool:
+        # Its audits run for its intervals (its cron, from its start) before the models reading it.
+        return has_audits
+
     @classmethod
     def read(cls, items: list[Entry], path: str, line: int) -> BaseKind:
         raise ModelError("EXTERNAL models are declared in external_models.yaml (`- name: schema.table`), not in "

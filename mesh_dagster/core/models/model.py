@@ -6,6 +6,8 @@ renderer needs; it holds no sqlglot objects so it pickles and hashes cheaply.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from mesh_dagster.core.config.config import SchemaChangePolicy
@@ -19,8 +21,9 @@ __all__ = ["MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", 
 
 # Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
 # written by another shape is dropped rather than unpickled into the wrong classes.
-MODEL_FORMAT = 8  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
-# 6: references and key aliases; 7: blueprint variables, session properties; 8: ignored_rules
+MODEL_FORMAT = 9  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
+# 6: references and key aliases; 7: blueprint variables, session properties; 8: ignored_rules;
+# 9: standalone audits (Audit.standalone, Audit.node)
 
 
 class AuditRef(BaseModel):
@@ -60,6 +63,10 @@ class Audit(BaseModel):
     description: str | None = None
     path: str | None = None
     line: int | None = None
+    # `standalone true`: a node of its own (core/project/standalone_audits.py), with its node
+    # properties (`cron`, `start`, `depends_on`...) as `Model` fields, and their lines.
+    standalone: bool = False
+    node: dict[str, Any] = Field(default_factory=dict)
 
 
 class Model(BaseModel):
@@ -112,6 +119,12 @@ class Model(BaseModel):
     @property
     def is_python(self) -> bool:
         return self.python is not None
+
+    @property
+    def is_scheduled(self) -> bool:
+        """Whether its intervals are computed and recorded: models with a physical object, standalone
+        audits, and external models with audits (their audits run for their intervals)."""
+        return self.kind.is_scheduled(bool(self.audits))
 
     @property
     def schema_name(self) -> str:

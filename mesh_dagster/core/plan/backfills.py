@@ -76,7 +76,7 @@ def compute_backfills(
     them always follows an interval it has (or is its first), and the scheduler runs them in order.
     """
     start_of, recompute_from = start_of or {}, recompute_from or {}
-    candidates = [snapshots[n] for n in order if n in scope and not snapshots[n].model.kind.is_symbolic]
+    candidates = [snapshots[n] for n in order if n in scope and snapshots[n].model.is_scheduled]
     keys = [s.interval_key for s in candidates]
     prev_keys = [p.interval_key for p in previous.values() if p.version]
     intervals = state.get_intervals(keys + prev_keys) if candidates else {}
@@ -99,7 +99,9 @@ def compute_backfills(
             ignore_cron=ignore_cron, merged=True,
         )
         if missing:
-            backfills[snap.name] = Backfill(snap.name, missing, not model.kind.is_incremental)
+            # A node without a table of ours (audits only) runs for its intervals: no refresh of anything.
+            refresh = not (model.kind.is_incremental or model.kind.is_symbolic)
+            backfills[snap.name] = Backfill(snap.name, missing, refresh)
     return backfills
 
 

@@ -263,7 +263,16 @@ def _parent_names(snap: Snapshot) -> list[str]:
 
 
 def _diff(old: Snapshot, new: Snapshot) -> str:
-    return text_diff(_definition_text(old.model), _definition_text(new.model), new.name)
+    return text_diff(_definition_text(old.model) + _audit_text(old), _definition_text(new.model) + _audit_text(new),
+                     new.name)
+
+
+def _audit_text(snap: Snapshot) -> str:
+    """A standalone audit's query (its node holds none: the audit it runs was captured)."""
+    audit = snap.capture.audits.get(snap.name) if snap.capture is not None else None
+    if not snap.model.kind.is_standalone_audit or audit is None:
+        return ""
+    return "\n" + audit.query.strip() + "\n"
 
 
 def _effective_category(snap: Snapshot, old: Snapshot | None, category: ChangeCategory) -> ChangeCategory:
@@ -321,7 +330,8 @@ def _render_canonical(project: Project, model: Model) -> str | None:
 
 def _definition_text(model: Model) -> str:
     """What plans diff: the model's properties and its query (a Python model's code), as written."""
-    props = [f"  name {model.name}", f"  kind {model.kind.name.value}"]
+    audit = model.kind.is_standalone_audit
+    props = [f"  name {model.name}", "  standalone true" if audit else f"  kind {model.kind.name.value}"]
     if model.time_column:
         props.append(f"  time_column {model.time_column}")
     for key in ("cron", "start", "end", "owner", "description", "storage_format", "stamp"):
@@ -332,11 +342,12 @@ def _definition_text(model: Model) -> str:
         value = getattr(model, key)
         if value:
             props.append(f"  {key} ({', '.join(value)})")
-    if model.audits:
+    if model.audits and not audit:
         props.append(f"  audits ({', '.join(a.name for a in model.audits)})")
     if model.columns:
         props.append(f"  columns ({', '.join(f'{c} {t}' for c, t in model.columns.items())})")
-    text = "MODEL (\n" + ",\n".join(props) + "\n);\n"
+    block = "AUDIT" if audit else "MODEL"
+    text = f"{block} (\n" + ",\n".join(props) + "\n);\n"
     statements = [*model.macro_definitions, *model.pre_statements]
     if statements:
         text += "\n" + ";\n".join(statements) + ";\n"

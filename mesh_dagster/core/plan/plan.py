@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from mesh_dagster.core.config.names import PROD, check_environment_fits, normalize_environment, view_name
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.models.model import KindName, Model
 from mesh_dagster.core.plan.backfills import Backfill, Clearing, IntervalReader, compute_backfills, refuse_gaps
 from mesh_dagster.core.plan.changes import ChangeSet, categorize_changes
 from mesh_dagster.core.plan.forward_only import plan_forward_only
@@ -118,6 +118,12 @@ class Plan:
         return self.categories.get(name) or self.snapshots[name].change_category
 
     def view(self, name: str) -> str:
+        """What the environment shows of a model; a standalone audit has no view: its name."""
+        snap = self.snapshots.get(name)
+        if snap is not None and snap.model.kind.is_standalone_audit:
+            return name
+        if snap is None and any(r.name == name and r.kind == KindName.STANDALONE_AUDIT.value for r in self.removed):
+            return name
         return view_name(name, self.environment)
 
     def target_environment(self, expiration_ts: int | None = None) -> Environment:

@@ -86,6 +86,7 @@ class PlanSummary(BaseModel):
     backfills: dict[str, list[tuple[int, int]]] = Field(default_factory=dict)
     backfill_text: dict[str, str] = Field(default_factory=dict)  # model -> "[2020-01-01 - 2020-01-03]"
     restated: list[str] = Field(default_factory=list)
+    standalone_audits: list[str] = Field(default_factory=list)  # nodes with no view (nor Dagster asset)
 
     def markdown(self, environment: str) -> str:
         """The summary a reviewer reads (Dagster, `mesh plans show`). User text (names, diffs) is
@@ -169,6 +170,7 @@ def summarize(plan: Plan) -> PlanSummary:
         backfills={n: list(bf.intervals) for n, bf in backfills.items()},
         backfill_text={n: bf.describe(plan.snapshots[n].model.interval_unit) for n, bf in backfills.items()},
         restated=list(plan.restated),
+        standalone_audits=sorted(n for n, s in plan.snapshots.items() if s.model.kind.is_standalone_audit),
     )
 
 

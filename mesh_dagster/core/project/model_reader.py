@@ -35,6 +35,7 @@ from mesh_dagster.core.models.kinds import kind_class as kind_of
 from mesh_dagster.core.models.model import Audit, AuditRef, Model, SignalRef
 from mesh_dagster.core.models.property_values import checked, read_bool, read_column
 from mesh_dagster.core.models.session_properties import merged, read_session_properties
+from mesh_dagster.core.project.standalone_audits import NODE_PROPERTIES, with_node
 from mesh_dagster.core.time.cron import IntervalUnit, interval_unit, validate_cron, validate_cron_tz
 from mesh_dagster.core.time.dates import to_datetime
 
@@ -78,7 +79,8 @@ def _kind(entry: Entry, path: str) -> BaseKind:
     try:
         kind_class = kind_of(name)
     except ValueError:
-        known = ", ".join(k.value for k, cls in KIND_CLASSES.items() if not cls.is_external)
+        written = (k for k, cls in KIND_CLASSES.items() if not (cls.is_external or cls.is_standalone_audit))
+        known = ", ".join(k.value for k in written)
         raise ModelError(f"Unknown model kind '{name}'. Known kinds: {known}", path, value.line) from None
     return kind_class.read(value.items if value.kind == "call" else [], path, value.line)
 
@@ -337,8 +339,12 @@ def _audit_defaults(value: Value, path: str) -> dict[str, str]:
 
 def _audit(block: DefinitionFile, query: Statement | None, path: str, line: int) -> Audit:
     props: dict[str, Any] = {"path": path, "line": line}
+    node: list[Entry] = []  # a standalone audit's node properties (core/project/standalone_audits.py)
     for entry in block.properties:
         key = (entry.key or "").lower()
+        if key in NODE_PROPERTIES:
+            node.append(entry)
+            continue
         if key not in AUDIT_PROPERTIES:
             raise ModelError(f"Unknown audit property '{entry.key}'", path, entry.line)
         v = entry.value
@@ -354,8 +360,8 @@ def _audit(block: DefinitionFile, query: Statement | None, path: str, line: int)
         elif key == "skip" and read_bool(v, path):
             raise ModelError("skip true is not supported by mesh_dagster yet (remove the audit from the models' "
                              "audits instead)", path, v.line)
-        elif key == "standalone" and read_bool(v, path):
-            raise ModelError("Standalone audits are not supported by mesh_dagster yet", path, v.line)
+        elif key == "standalone":
+            props["standalone"] = read_bool(v, path)
         elif key == "defaults":
             props["defaults"] = _audit_defaults(v, path)
     if "name" not in props:
@@ -363,7 +369,8 @@ def _audit(block: DefinitionFile, query: Statement | None, path: str, line: int)
     if query is None or not _is_query(query):
         raise ModelError(f"Audit '{props['name']}' has no query after its AUDIT block", path, line)
     # A Jinja query keeps the lines between it and the AUDIT block: its errors count from the block's line.
-    return Audit(query="\n" * (query.line - line) + query.text if is_jinja(query.text) else query.text, **props)
+    text = "\n" * (query.line - line) + query.text if is_jinja(query.text) else query.text
+    return with_node(Audit(query=text, **props), node, block.properties, read_model_properties)
 
 
 def read_audit_file(text: str, path: str) -> list[Audit]:

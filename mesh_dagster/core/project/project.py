@@ -43,6 +43,7 @@ from mesh_dagster.core.project.audits import check_audit_refs, is_known_audit
 from mesh_dagster.core.project.blueprints import blueprint_macros, read_model_files
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.dag import DAG, CycleError
+from mesh_dagster.core.project.external_audits import external_audit_refs
 from mesh_dagster.core.project.import_path import use_project_root
 from mesh_dagster.core.project.materializations import (
     StoredMaterialization,
@@ -52,6 +53,7 @@ from mesh_dagster.core.project.materializations import (
 from mesh_dagster.core.project.model_reader import default_audit_refs, read_audit_file, read_model_file
 from mesh_dagster.core.project.python_model_reader import read_python_model_files
 from mesh_dagster.core.project.signals import SignalRegistry, check_signals, load_signals
+from mesh_dagster.core.project.standalone_audits import standalone_audit_models
 from mesh_dagster.core.sql.model_outputs import OutputColumns, check_output_columns, query_output
 from mesh_dagster.core.sql.query_columns import COLUMN_RULES
 from mesh_dagster.core.sql.renderer import check_jinja_statements, query_references
@@ -60,7 +62,7 @@ from mesh_dagster.core.time.dates import to_ms
 EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
 # What an external model entry may say: `columns` typed in `dialect` (Spark by default).
 EXTERNAL_MODELS_DIR = "external_models"  # a folder of YAML files, each a list of external models
-EXTERNAL_MODEL_KEYS = ("name", "columns", "description", "dialect", "gateway")
+EXTERNAL_MODEL_KEYS = ("name", "columns", "description", "dialect", "gateway", "start", "audits")
 
 
 @dataclass
@@ -173,6 +175,8 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     for model in models.values():
         for inline in model.inline_audits:
             audits.setdefault(inline.name, inline)
+    for node in standalone_audit_models(audits, macros, variables):
+        _add_model(models, node)
     parents, warnings = _infer_dependencies(models, macros, variables, known_refs)
     dag = DAG(parents)
     try:
@@ -347,8 +351,22 @@ def _external_model(entry: Any, index: int, text: str, rel: str) -> Model:
             raise ModelError(
                 f"External model {name}: {e}", rel, line_of(text, (index, "columns", column)) or line
             ) from None
+    start = entry.get("start")
+    if start is not None:
+        start = _external_start(start, name, rel, line_of(text, (index, "start")) or line)
+    audits = external_audit_refs(entry.get("audits"), name, rel, line_of(text, (index, "audits")) or line)
     return Model(name=name, kind=ExternalKind(), columns=typed if columns else None,
-                 description=entry.get("description"), path=rel, line=line)
+                 description=entry.get("description"), start=start, audits=audits, path=rel, line=line,
+                 property_lines={"audits": line_of(text, (index, "audits")) or line})
+
+
+def _external_start(value: Any, name: str, rel: str, line: int) -> str:
+    """An external model's `start`: where its intervals (when its audits run) begin."""
+    try:
+        to_ms(str(value))
+    except ValueError as e:
+        raise ModelError(f"External model {name}: invalid start '{value}': {e}", rel, line) from None
+    return str(value)
 
 
 def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variables: dict[str, Any],
@@ -471,12 +489,17 @@ def _check_audits(models: dict[str, Model], audits: dict[str, Audit], macros: Ma
                   variables: dict[str, Any]) -> None:
     """Every attachment names a known audit with arguments it takes (core.audits decides)."""
     for model in models.values():
-        if model.audits and model.kind.is_symbolic:  # nothing to audit
+        if model.audits and model.kind.is_inlined:  # nothing to audit
             raise ModelError(f"{model.kind.name.value} models cannot have audits", model.path, model.line_of("audits"))
         for ref in model.audits:
             if not is_known_audit(ref.name, audits):
                 raise ModelError(
                     f"Model {model.name} uses unknown audit '{ref.name}'", model.path, model.line_of("audits")
                 )
+            attached = audits.get(ref.name)
+            if attached is not None and attached.standalone and not model.kind.is_standalone_audit:
+                raise ModelError(f"Model {model.name} attaches '{ref.name}', a standalone audit: it runs on its own, "
+                                 "after the models it reads (remove it from `audits`, or drop `standalone true`)",
+                                 model.path, model.line_of("audits"))
         if model.audits:
             check_audit_refs(model, audits, macros, variables)

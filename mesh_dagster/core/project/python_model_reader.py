@@ -34,6 +34,7 @@ from mesh_dagster.core.config.config import ModelDefaults
 from mesh_dagster.core.config.files import read_text
 from mesh_dagster.core.config.names import check_model_name
 from mesh_dagster.core.config.types import to_spark_type
+from mesh_dagster.core.config.user_modules import import_failure
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.coercion import SQL
 from mesh_dagster.core.macros.evaluator import MacroEvaluator
@@ -92,9 +93,14 @@ def _import_model_file(file: Path, shown: str, module_name: str) -> types.Module
     except Exception as e:  # noqa: BLE001 - the user's code may raise anything while importing
         sys.modules.pop(module_name, None)
         line = e.lineno if isinstance(e, SyntaxError) else _innermost_line(e, {str(file)})
-        message = e.msg if isinstance(e, SyntaxError) else str(e)
-        raise ModelError(f"Cannot import the Python model file: {type(e).__name__}: {message}", shown, line) from e
+        raise ModelError(f"Cannot import the Python model file: {import_failure(e, _root_of(file, shown))}", shown,
+                         line) from e
     return module
+
+
+def _root_of(file: Path, shown: str) -> Path:
+    """The project root, from a model file and its path as shown (relative to the root)."""
+    return file.resolve().parents[len(Path(shown).parts) - 1]
 
 
 def _check_imports(file: Path, shown: str) -> None:

@@ -16,6 +16,8 @@ from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotFingerprint, 
 
 
 def data_hash(model: Model, capture: Capture) -> str:
+    if model.kind.is_standalone_audit:  # it holds no data: every edit of it is metadata, as in SQLMesh
+        return hash_values(model.kind.data_hash_values())
     values = [
         model.query,
         *model.pre_statements,
@@ -74,12 +76,23 @@ def metadata_hash(model: Model, capture: Capture) -> str:
     values += _scheduling_values(model)
     # How Spark runs its queries, as SQLMesh hashes them: metadata (listed only when set).
     values += [f"session {key}={value}" for key, value in sorted(model.session_properties.items())]
+    values += _standalone_audit_values(model, capture)
     values += capture.signal_values()  # when its intervals are ready, as the code decides it
     if model.query and "*" in model.query:
         # A `SELECT *` child's output follows its parents' columns (see categorizer).
         for parent, cols in sorted(capture.parent_schemas.items()):
             values.append(f"{parent}:{','.join(cols)}")
     return hash_values(values)
+
+
+def _standalone_audit_values(model: Model, capture: Capture) -> list[str]:
+    """What a standalone audit's data hash would hold for a model (its verdicts follow them)."""
+    if not model.kind.is_standalone_audit:
+        return []
+    values = [model.dialect, model.stamp or "", *model.depends_on, *capture.macro_values()]
+    values += [f"{key}={value!r}" for key, value in capture.variable_values().items()]
+    values += [f"default {k}={v}" for audit in capture.audits.values() for k, v in sorted(audit.defaults.items())]
+    return values
 
 
 def _reference_values(model: Model) -> list[str]:
