@@ -39,6 +39,23 @@ def _shown(columns: list[str], row: list[Any]) -> str:
     return json.dumps(dict(zip(columns, row)), default=str)[:SAMPLE]
 
 
+def _column_diffs(columns: list[str], ref_rows: list[list[Any]], our_rows: list[list[Any]]) -> str:
+    """When the first column is a key of both sides with the same values: which columns differ,
+    with one example each (else "")."""
+    ref_keys, our_keys = [r[0] for r in ref_rows], [r[0] for r in our_rows]
+    if len(set(map(str, ref_keys))) != len(ref_keys) or sorted(map(str, ref_keys)) != sorted(map(str, our_keys)):
+        return ""
+    ours_by_key = {str(r[0]): r for r in our_rows}
+    found = []
+    for i, column in enumerate(columns[1:], start=1):
+        for row in ref_rows:
+            other = ours_by_key[str(row[0])]
+            if not same_value(row[i], other[i]):
+                found.append(f"{column} (e.g. {columns[0]}={row[0]}: SQLMesh {row[i]!r}, ours {other[i]!r})")
+                break
+    return "column " + ", ".join(found) if found else ""
+
+
 def compare_rows(ref: dict[str, Any], ours: dict[str, Any]) -> tuple[str, str]:
     """(verdict, detail) of two dumps that both hold a table."""
     ref_cols = [c.lower() for c in ref["columns"]]
@@ -50,6 +67,9 @@ def compare_rows(ref: dict[str, Any], ours: dict[str, Any]) -> tuple[str, str]:
     only_ref, only_ours = unmatched(ref["rows"], our_rows)
     if not only_ref and not only_ours:
         return "match", ""
+    by_column = _column_diffs(ref_cols, ref["rows"], our_rows)
+    if by_column:
+        return "differ", by_column
     parts = [f"{len(ref['rows'])} rows vs {len(our_rows)} ours"]
     if only_ref:
         parts.append(f"{len(only_ref)} only in SQLMesh, e.g. {_shown(ref_cols, only_ref[0])}")
@@ -102,24 +122,31 @@ def model_table(ref: dict[str, Any], ours: dict[str, Any]) -> tuple[list[str], d
 
 
 def edit_table(ref: dict[str, Any], ours: dict[str, Any], edits: list[str]) -> tuple[list[str], dict[str, int]]:
+    """One row per model either tool says the edit changes; a plan one tool refuses is one
+    `error` row with its message, then SQLMesh's categories with `-` for ours."""
     lines = ["| edit | model | SQLMesh | ours | result |", "|---|---|---|---|---|"]
     counts: dict[str, int] = {}
     for edit in edits:
         r, o = ref.get("edits", {}).get(edit, {}), ours.get("edits", {}).get(edit, {})
-        if r.get("error") or o.get("error"):
-            verdict = "skipped" if str(r.get("error") or o.get("error")).startswith("skipped") else "error"
-            ours_text = REFUSED if ours.get("error") and o.get("error") == ours["error"] else o.get("error") or "ok"
-            text = (str(r.get("error")) if verdict == "skipped"
-                    else f"SQLMesh: {r.get('error') or 'ok'}; ours: {ours_text}")
-            lines.append(f"| {edit} | - | - | - | {_cell(verdict + ': ' + text)} |")
-            counts[verdict] = counts.get(verdict, 0) + 1
+        skipped = next((e for e in (r.get("error"), o.get("error")) if str(e).startswith("skipped")), None)
+        if skipped:
+            lines.append(f"| {edit} | - | - | - | {_cell(str(skipped))} |")
+            counts["skipped"] = counts.get("skipped", 0) + 1
             continue
+        if r.get("error") or o.get("error"):
+            ours_text = REFUSED if ours.get("error") and o.get("error") == ours["error"] else o.get("error") or "ok"
+            text = f"error: SQLMesh: {r.get('error') or 'ok'}; ours: {ours_text}"
+            lines.append(f"| {edit} | (plan) | - | - | {_cell(text)} |")
+            counts["error"] = counts.get("error", 0) + 1
         rc, oc = r.get("categories", {}), o.get("categories", {})
         for name in sorted({*rc, *oc}):
             verdict = "match" if rc.get(name) == oc.get(name) else "differ"
-            counts[verdict] = counts.get(verdict, 0) + 1
+            if o.get("error") or r.get("error"):
+                verdict = "error"
+            else:
+                counts[verdict] = counts.get(verdict, 0) + 1
             lines.append(f"| {edit} | {name} | {rc.get(name, '-')} | {oc.get(name, '-')} | {verdict} |")
-        if not rc and not oc:
+        if not rc and not oc and not (r.get("error") or o.get("error")):
             lines.append(f"| {edit} | (no change) | - | - | match |")
     return lines, counts
 
