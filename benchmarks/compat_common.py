@@ -40,8 +40,10 @@ EDITS: tuple[Edit, ...] = (
          (("seeds/customers.csv", "2,Bob,80.25,", "2,Bob,81.25,"),)),
     Edit("python_model_edit", "customer_scores' Python code changes its formula",
          (("models/customer_scores.py", "float(total) / 10", "float(total) / 8"),)),
-    Edit("python_macro_edit", "the net_amount Python macro rounds to 3 places",
-         (("macros/money.py", "), 2)\"", "), 3)\""),)),
+    Edit("python_macro_edit", "the share Python macro (used by item_sales) rounds to one more place",
+         (("macros/money.py", "rounded(ratio, SHARE_DIGITS)", "rounded(ratio, SHARE_DIGITS + 1)"),)),
+    Edit("macro_helper_edit", "a constant the share macro imports from macros/utils.py changes",
+         (("macros/utils.py", "SHARE_DIGITS = 1", "SHARE_DIGITS = 3"),)),
     Edit("jinja_macro_edit", "the money Jinja macro rounds to 1 place",
          (("macros/jinja_money.sql", "{{ expr }}, 2)", "{{ expr }}, 1)"),)),
 )

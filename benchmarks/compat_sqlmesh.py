@@ -55,9 +55,11 @@ FEATURES: dict[str, tuple[tuple[str, ...], str]] = {
     "external_audits": (("external_models/stock.yaml", "models/stock_value.sql"),
                         "an external model with audits and start, and its child"),
     "builtin_audits": (("models/order_stats.sql",), "built-in audits accepted_range, not_constant, ..."),
-    "signals": (("signals", "models/settled_revenue.sql"), "a signal and its model"),
+    "signals": (("signals", "models/settled_revenue.sql", "models/settled_units.py"), "a signal and its models"),
+    "python_signals": (("models/settled_units.py",), "a Python model with signals=[(name, {argument: value})]"),
     "python_models": (("models/customer_scores.py", "models/daily_item_units.py", "models/vip_customers.py",
-                       "tests/test_customer_scores.yaml"), "Python models (pandas, is_sql) and their test"),
+                       "models/settled_units.py", "tests/test_customer_scores.yaml"),
+                      "Python models (pandas, is_sql) and their test"),
     "tests": (("tests",), "the YAML unit tests"),
 }
 

@@ -75,7 +75,8 @@ def categories(project: Path) -> dict[str, Any]:
                      for name, (new, _old) in plan.context_diff.modified_snapshots.items()}
             out[edit.name] = {"error": None, "categories": found}
         except Exception as error:  # noqa: BLE001 - reported per edit
-            out[edit.name] = {"error": one_line(error), "categories": {}}
+            no_change = type(error).__name__ == "NoChangesPlanError"  # SQLMesh sees no change: no category
+            out[edit.name] = {"error": None if no_change else one_line(error), "categories": {}}
         finally:
             undo_edit(before)
     return out

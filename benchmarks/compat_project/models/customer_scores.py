@@ -3,6 +3,7 @@ from datetime import datetime
 
 import pandas as pd
 from compat_helpers import tier_of
+from sqlglot import exp
 from sqlmesh import ExecutionContext, model
 
 
@@ -20,8 +21,9 @@ def execute(
     execution_time: datetime,
     **kwargs: t.Any,
 ) -> pd.DataFrame:
-    table = context.resolve_table("shop.customer_totals")
-    df = context.fetchdf(f"SELECT customer_id, total_amount, vip FROM {table} ORDER BY customer_id")
+    table = exp.to_table(context.resolve_table("shop.customer_totals"), dialect=context.engine_adapter.dialect)
+    query = exp.select("customer_id", "total_amount", "vip").from_(table).order_by("customer_id")
+    df = context.fetchdf(query, quote_identifiers=True)
     bonus = float(context.var("vip_bonus", 0))
     scores = [
         round(float(total) / 10 + (bonus if bool(vip) else 0.0), 3)
