@@ -1,7 +1,9 @@
-"""Compatibility suite (issue 22): run one unmodified SQLMesh project (benchmarks/compat_project/)
-with SQLMesh 0.236 on DuckDB and with mesh_dagster on local Spark, at one execution time, and
-compare every model's rows (multisets, numbers to 1e-6), the unit tests' outcomes and the change
-categories each tool gives a set of edits planned in dev.
+"""Compatibility suite (issue 22): one SQLMesh project run by SQLMesh 0.236 and by us, compared.
+
+The project (benchmarks/compat_project/, unmodified SQLMesh syntax) is applied by SQLMesh on DuckDB
+and by mesh_dagster on local Spark, at one execution time; the suite compares every model's rows
+(multisets, numbers to 1e-6), the unit tests' outcomes and the change categories each tool gives a
+set of edits planned in dev.
 
     python benchmarks/compat_sqlmesh.py [--code CHECKOUT] [--without FEATURE ...] [--keep DIR]
                                         [--fresh] [--venv DIR]
