@@ -1,0 +1,1 @@
+{% macro money(expr) %}ROUND({{ expr }}, 2){% endmacro %}

@@ -1,0 +1,13 @@
+MODEL (
+  name shop.items,
+  kind SEED (
+    path '../seeds/items.csv',
+    batch_size 2
+  ),
+  columns (
+    item_id INT,
+    item_name TEXT,
+    price DOUBLE
+  ),
+  grain item_id
+);
