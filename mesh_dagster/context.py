@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.config.config import ProjectConfig, ProtectedEnvironment
-from mesh_dagster.core.config.connections import MESH_DIR
+from mesh_dagster.core.config.connections import MESH_DIR, SparkConnectionConfig
 from mesh_dagster.core.config.names import PROD, normalize_environment
+from mesh_dagster.core.config.spark_settings import spark_settings_refusal, with_spark_settings
 from mesh_dagster.core.errors import ConfigError, PlanError
 from mesh_dagster.core.plan.identity import current_user
 from mesh_dagster.core.plan.manual_categories import CHOICES as CATEGORY_CHOICES  # noqa: F401 - for the CLI
@@ -83,7 +84,8 @@ class _Parts:
     """One project's parts, each built on first use, and the project's shared Spark server."""
 
     def __init__(self, path: str | Path = ".", gateway: str | None = None, *, state_url: str | None = None,
-                 engine: Any = None, on_warning: Callable[[str], None] | None = None, home: str | Path | None = None):
+                 engine: Any = None, on_warning: Callable[[str], None] | None = None, home: str | Path | None = None,
+                 spark_config: Mapping[str, Any] | None = None, spark_config_source: str = "spark_config"):
         self.path = Path(path).resolve()
         # Where `.mesh/` lives (state file, warehouse, metastore, shared Spark server): the project's
         # own folder, except for a commit's files planned on behalf of a watched project.
@@ -97,6 +99,9 @@ class _Parts:
         self._config: ProjectConfig | None = None
         self._state: StateStore | None = None
         self._engine = engine
+        # Spark settings a front door was given (Dagster's PySparkResource), merged with the gateway's.
+        self._spark_config = dict(spark_config or {})
+        self._spark_config_source = spark_config_source
 
     @property
     def project(self) -> Project:
@@ -140,9 +145,23 @@ class _Parts:
         if self._engine is None:
             adapter, connect_server = _spark()
             # Embedded Spark, or a client of the project's shared Connect server when it runs.
-            conn = self.config.gateway(self.gateway).connection
-            self._engine = adapter.SparkEngine(connect_server.project_session(conn, self._mesh_dir))
+            self._engine = adapter.SparkEngine(connect_server.project_session(self.connection, self._mesh_dir))
         return self._engine
+
+    @property
+    def connection(self) -> SparkConnectionConfig:
+        """The gateway's Spark connection, with the settings given to this Context merged in; a
+        setting both give differently, or one a running shared server cannot apply, is refused."""
+        conn = self.config.gateway(self.gateway).connection
+        if not self._spark_config:
+            return conn
+        refusal = spark_settings_refusal(conn, self._spark_config, self._spark_config_source)
+        if refusal is not None:
+            loc, message = refusal
+            name = self.gateway or self.config.default_gateway or next(iter(self.config.gateways), None)
+            path, line = self.config.where(("gateways", name, "connection", *loc) if name else ())
+            raise ConfigError(message, path, line)
+        return with_spark_settings(conn, self._spark_config)
 
     def close(self) -> None:
         if self._state is not None:
@@ -167,7 +186,7 @@ class _Parts:
 
     def start_spark_server(self, port: int | None = None, timeout_s: float = 120) -> ServerInfo:
         """The project's shared server, started first if there is none."""
-        return _spark()[1].start_server(self.config.gateway(self.gateway).connection, self._mesh_dir, port=port,
+        return _spark()[1].start_server(self.connection, self._mesh_dir, port=port,
                                         timeout_s=timeout_s)
 
     def stop_spark_server(self) -> bool:
@@ -184,7 +203,7 @@ class _Parts:
         """Whether concurrent processes of this project need the shared Connect server to reach one
         catalog: only the embedded Derby metastore admits one process. A Postgres metastore, a cluster
         `master` or `remote` Spark Connect lets every process open its own session."""
-        conn = self.config.gateway(self.gateway).connection
+        conn = self.connection
         return conn.is_local and not conn.shared_catalog
 
     @staticmethod

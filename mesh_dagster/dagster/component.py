@@ -9,6 +9,8 @@
         tags: {team: analytics}
         owners: ["team:data"]
         automation_condition: "{{ dg.AutomationCondition.on_cron('0 6 * * *') }}"
+      pyspark:                            # a dagster-pyspark PySparkResource: the runs' Spark settings
+        spark_config: {spark.sql.shuffle.partitions: "8"}
 
 The component builds what `definitions()` builds. Its `translation:` is Dagster's standard
 asset-attributes block (the one every 1.13 component takes), evaluated once per model with the
@@ -199,6 +201,21 @@ def _resolve_translation(context: Any, model: Any) -> Translation | None:
     return None if model is None else Translation(context, model)
 
 
+class PySparkModel(BaseModel):
+    """`pyspark:` in YAML: the fields of dagster-pyspark's `PySparkResource`."""
+
+    spark_config: dict[str, Any] = {}
+
+
+def _resolve_pyspark(context: Any, model: Any) -> Any:
+    if model is None:
+        return None
+    from dagster_pyspark import PySparkResource  # loads pyspark: only for a component that names one
+
+    config = model.spark_config if isinstance(model, PySparkModel) else dict(model).get("spark_config", {})
+    return PySparkResource(spark_config=dict(config or {}))
+
+
 class MeshProjectScaffoldParams(BaseModel):
     project: str | None = None  # an existing mesh project, relative to the new component's folder
     environments: list[str] | None = None
@@ -255,6 +272,15 @@ class MeshProjectComponent(Component, Resolvable):
                         "metadata, automation_condition, key, key_prefix), templated with `model` and `asset`.",
         ),
     ] = None
+    pyspark: Annotated[
+        Any,
+        Resolver(
+            _resolve_pyspark,
+            model_field_type=PySparkModel,
+            description="A dagster-pyspark PySparkResource (`spark_config:`): the Spark settings of runs, merged "
+                        "with the gateway's connection; a key both set differently is refused.",
+        ),
+    ] = None
 
     def get_translator(self) -> MeshTranslator:
         """The translator before `translation:` applies: override to return your own `MeshTranslator`."""
@@ -273,4 +299,9 @@ class MeshProjectComponent(Component, Resolvable):
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
         return definitions(self.project_dir(context), self.environments, gateway=self.gateway,
                            state_url=self.state_url, schedules_running=self.schedules_running,
-                           git_sensor_running=self.git_sensor_running, translator=self.translator())
+                           git_sensor_running=self.git_sensor_running, translator=self.translator(),
+                           pyspark=self.get_pyspark())
+
+    def get_pyspark(self) -> Any:
+        """The PySparkResource whose settings runs use (`pyspark:`); override to build your own."""
+        return self.pyspark

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dagster import (
     AssetsDefinition,
@@ -24,6 +24,7 @@ from dagster import (
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.config.names import PROD, normalize_environment
+from mesh_dagster.core.config.spark_settings import setting_text
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.dagster.assets import model_asset
@@ -32,7 +33,7 @@ from mesh_dagster.dagster.graph import ProjectGraph, build_graph
 from mesh_dagster.dagster.outcomes import RUN_EXECUTOR
 from mesh_dagster.dagster.partitions import partition_format
 from mesh_dagster.dagster.promotion import promote_job
-from mesh_dagster.dagster.resource import MeshResource
+from mesh_dagster.dagster.resource import PYSPARK_SOURCE, MeshResource
 from mesh_dagster.dagster.restamps import stamp_sensor
 from mesh_dagster.dagster.restatement import restate_job
 from mesh_dagster.dagster.reviews import apply_plan_job, plan_job, plan_status_sensor
@@ -40,6 +41,8 @@ from mesh_dagster.dagster.schedules import cron_schedules
 from mesh_dagster.dagster.translator import MeshTranslator
 
 if TYPE_CHECKING:
+    from dagster_pyspark import PySparkResource  # imported by the user who passes one: it loads pyspark
+
     from mesh_dagster.core.plan.plan import Plan
 
 
@@ -60,23 +63,22 @@ def definitions(
     shared_spark: bool = True,
     executor: ExecutorDefinition | None = RUN_EXECUTOR,
     translator: MeshTranslator | None = None,
-    follow_deployed: bool = True,
+    follow_deployed: bool = True, pyspark: PySparkResource | None = None,
 ) -> Definitions:
-    """The project's models as assets of `environment`, with its promote job, re-stamp
-    sensor, plan and apply_plan jobs, and (for prod) one schedule per cron and, when config.yaml
-    has a `git:` section, the git push sensor and its `git_plan` job (stopped by default).
+    """The project's models as assets of `environment`, with its promote job, re-stamp sensor, plan and
+    apply_plan jobs, and (for prod) one schedule per cron and, when config.yaml has a `git:` section, the
+    git push sensor and its `git_plan` job (stopped by default). Several environments (`["prod", "dev"]`)
+    make one code location holding each one's assets and jobs (names carry the environment; external
+    tables, the same in all, appear once).
 
-    Several environments (`["prod", "dev"]`) make one code location holding each one's assets
-    and jobs (names carry the environment; external tables, the same in all, appear once).
-
-    Runs execute in process by default: one Spark session per run, models in DAG order, a step
-    running once the models it reads are materialized even if another model failed. With the
-    local default connection, runs use the project's shared Spark Connect server (`shared_spark`),
-    started on demand, so concurrent runs and `mesh` commands share one warehouse.
-
-    With a `git:` section in config.yaml, an environment whose served plan was made from a pushed
-    commit (the git sensor's) is shown from that commit's files (`follow_deployed`), not this
-    working tree's: what it serves, with no pending revert of what was deployed.
+    Runs execute in process by default: one Spark session per run, models in DAG order, a step running once
+    the models it reads are materialized even if another model failed. With the local default connection,
+    runs use the project's shared Spark Connect server (`shared_spark`), started on demand, so concurrent
+    runs and `mesh` commands share one warehouse. A dagster-pyspark `PySparkResource` (`pyspark`) gives
+    runs' Spark settings, merged with the gateway's connection (`_spark_config`).
+    With a `git:` section in config.yaml, an environment whose served plan was made from a pushed commit
+    (the git sensor's) is shown from that commit's files (`follow_deployed`), not this working tree's:
+    what it serves, with no pending revert of what was deployed.
     """
     project_dir = str(Path(project_dir).resolve())
     environments = _environments(project_dir, environment)
@@ -104,7 +106,8 @@ def definitions(
                                         schedules_running, project_dir if environment in sources else None)
             if git_poll is not None:
                 jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running, git_poll)
-    resource = _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())))
+    spark_config = _spark_config(project_dir, gateway, state_url, pyspark)
+    resource = _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())), spark_config)
     return Definitions(assets=assets, jobs=jobs, schedules=schedules, sensors=sensors, resources={"mesh": resource},
                        executor=executor)
 
@@ -141,11 +144,32 @@ def _environment_assets(graph: ProjectGraph, partitions: dict[IntervalUnit, Time
 
 @cache
 def _resource(project_dir: str, gateway: str | None, state_url: str | None, shared_spark: bool,
-              sources: tuple[tuple[str, str], ...] = ()) -> MeshResource:
+              sources: tuple[tuple[str, str], ...] = (), spark_config: tuple[tuple[str, str], ...] = ()
+              ) -> MeshResource:
     """One resource object per project and connection: Dagster merges the Definitions of several
     components (a prod one and a dev one, say) only if their `mesh` resources are the same object."""
     return MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url, shared_spark=shared_spark,
-                        sources=dict(sources))
+                        sources=dict(sources), spark_config=dict(spark_config))
+
+
+def _spark_config(project_dir: str, gateway: str | None, state_url: str | None,
+                  pyspark: PySparkResource | None) -> tuple[tuple[str, str], ...]:
+    """The PySparkResource's settings (`spark.master`, `spark.jars.packages`, any key), checked against
+    the gateway's connection at load, not mid-run: a key both set differently is refused in one line, as
+    is, on the embedded default's shared Spark server, one that applies only when Spark starts
+    (core/config/spark_settings.py). Python models' `context.spark` is the session with them."""
+    if pyspark is None:
+        return ()
+    settings: dict[str, Any] = dict(pyspark.spark_config or {})
+    context = Context(project_dir, gateway, state_url=state_url, spark_config=settings,
+                      spark_config_source=PYSPARK_SOURCE)
+    try:
+        context.connection  # noqa: B018 - refuses what cannot merge
+    except MeshError as e:  # raised here so the code location shows no frames of ours below this
+        raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {e}") from None
+    finally:
+        context.close()
+    return tuple(sorted((str(k), setting_text(v)) for k, v in settings.items()))
 
 
 def _deployed_sources(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,

@@ -16,6 +16,8 @@ from pydantic import PrivateAttr
 
 from mesh_dagster.context import Context
 
+PYSPARK_SOURCE = "PySparkResource.spark_config"  # how messages name the settings' origin
+
 
 class MeshResource(ConfigurableResource):
     """A mesh project: `get_context()` for plans and materializations, `spark` for the session."""
@@ -30,6 +32,9 @@ class MeshResource(ConfigurableResource):
     # Environments shown from the files of the commit a git push deployed to them (execution/
     # deployed.py): environment -> those files; `.mesh/` stays `project_dir`'s.
     sources: dict[str, str] = {}
+    # Spark settings from a dagster-pyspark `PySparkResource` given to `definitions(pyspark=...)`,
+    # merged with the gateway's connection (core/config/spark_settings.py).
+    spark_config: dict[str, str] = {}
 
     _contexts: dict = PrivateAttr(default_factory=dict)
 
@@ -39,7 +44,8 @@ class MeshResource(ConfigurableResource):
         folder = self.sources.get(environment or "", self.project_dir)
         if folder not in self._contexts:
             home = self.project_dir if folder != self.project_dir else None
-            context = Context(folder, self.gateway, state_url=self.state_url, home=home)
+            context = Context(folder, self.gateway, state_url=self.state_url, home=home, spark_config=self.spark_config,
+                              spark_config_source=PYSPARK_SOURCE)
             if self.shared_spark and context.needs_shared_spark:
                 # A run worker is a process of its own: asking for the shared server here affects this run only.
                 Context.prefer_shared_spark()
@@ -48,7 +54,8 @@ class MeshResource(ConfigurableResource):
 
     @property
     def spark(self):
-        """The SparkSession of this run's Context (started on first use)."""
+        """The SparkSession of this run's Context (started on first use): the one Python models get as
+        `context.spark`, with the PySparkResource's settings."""
         return self.get_context().engine.spark
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mesh_dagster.core.config.spark_settings import check_setting, setting_value
+from mesh_dagster.core.config.spark_settings import check_setting, setting_text
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.models.definition import Value
 
@@ -59,7 +59,7 @@ def _pair(raw: str, key: str | None, value: Value | None) -> tuple[str | None, s
 
 def merged(defaults: Mapping[str, Any], own: Mapping[str, str]) -> dict[str, str]:
     """`model_defaults.session_properties` under the model's own (the model wins, key by key)."""
-    out = {key: setting_value(value) for key, value in defaults.items()}
+    out = {key: setting_text(value) for key, value in defaults.items()}
     lowered = {key.lower(): key for key in out}
     for key, value in own.items():
         out.pop(lowered.get(key.lower(), key), None)
