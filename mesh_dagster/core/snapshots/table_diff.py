@@ -38,3 +38,17 @@ def table_diff_queries(source: str, target: str, keys: list[str], columns: list[
                        + [f"s.{_q(c)} AS {_q('s__' + c)}, t.{_q(c)} AS {_q('t__' + c)}" for c in columns])
     sample = f"SELECT {select} {joined} WHERE {differs}"
     return TableDiffQueries(summary, cols, sample)
+
+
+# Keys are sampled in parts per million of their hash: the same keys on both sides, so a sampled
+# diff compares whole rows, never a row of one side with nothing because the other side drew
+# another random subset.
+_SAMPLE_SCALE = 1_000_000
+
+
+def key_sample(table: str, keys: list[str], fraction: float) -> str:
+    """`table` restricted to the rows whose grain keys hash into the first `fraction` of the hash
+    space (deterministic: both sides of a diff keep the same keys), as a subquery."""
+    cut = max(1, int(fraction * _SAMPLE_SCALE))
+    hashed = ", ".join(_q(k) for k in keys)
+    return f"(SELECT * FROM {table} WHERE pmod(xxhash64({hashed}), {_SAMPLE_SCALE}) < {cut})"
