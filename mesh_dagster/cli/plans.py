@@ -12,6 +12,7 @@ from mesh_dagster.cli.console import ConsoleListener, console
 from mesh_dagster.cli.params import ENVIRONMENT
 from mesh_dagster.cli.project import project_context
 from mesh_dagster.core.config.display import printable, printable_line
+from mesh_dagster.core.plan.data_diff import diff_title
 from mesh_dagster.core.plan.review import PlanSummary
 
 STATUSES = ("pending", "approved", "running", "completed", "failed", "rejected", "cancelled", "superseded")
@@ -72,7 +73,8 @@ def show_data_diffs(summary: PlanSummary) -> None:
             click.echo(f"\nData diff: pending for {', '.join(map(printable_line, summary.data_diff_pending))} "
                        "(computed once the apply has built the new tables).")
         return
-    table = Table(title="Data diff (new table vs the one served before)", title_justify="left")
+    click.echo()
+    table = Table(title=_text(diff_title(summary.data_diffs)), title_justify="left")
     for heading in ("Model", "Grain", "Old rows", "New rows", "Only new", "Only old", "Changed", "Unchanged", "Note"):
         table.add_column(heading, justify="left" if heading in ("Model", "Grain", "Note") else "right")
     for d in summary.data_diffs.values():

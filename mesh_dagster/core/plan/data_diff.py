@@ -88,14 +88,20 @@ def diff_candidates(plan: Plan) -> list[str]:
     return out
 
 
+def diff_title(diffs: dict[str, DataDiff]) -> str:
+    """What the new tables were compared with."""
+    old = sorted({d.old_environment for d in diffs.values()})
+    return f"Data diff: the new tables vs those of {', '.join(old)} before the plan"
+
+
 def markdown(diffs: dict[str, DataDiff], pending: list[str]) -> list[str]:
     """The data diff section of a plan summary (Markdown lines; none when nothing is diffed)."""
     if not diffs and not pending:
         return []
-    lines = ["", "**Data diff** (new table vs the one served before)", ""]
     if not diffs:
         names = ", ".join(markdown_code(n) for n in pending)
-        return lines + [f"Pending for {names}: computed once the apply has built the new tables."]
+        return ["", "**Data diff**", "", f"Pending for {names}: computed once the apply has built the new tables."]
+    lines = ["", f"**{diff_title(diffs)}**", ""]
     lines += ["| Model | Grain | Rows (old → new) | Only new | Only old | Changed | Unchanged | Note |",
               "|---|---|---|---|---|---|---|---|"]
     for d in diffs.values():
