@@ -12,8 +12,7 @@ from mesh_dagster.cli.console import ConsoleListener, console
 from mesh_dagster.cli.params import ENVIRONMENT
 from mesh_dagster.cli.project import project_context
 from mesh_dagster.core.config.display import printable, printable_line
-from mesh_dagster.core.plan.data_diff import diff_title
-from mesh_dagster.core.plan.review import PlanSummary
+from mesh_dagster.core.plan.review import PlanRecord
 
 STATUSES = ("pending", "approved", "running", "completed", "failed", "rejected", "cancelled", "superseded")
 
@@ -59,22 +58,23 @@ def show(ctx, plan_id) -> None:
     click.echo(printable_line(f"Made by {r.author} on {_when(r.created_ts)}" + (
         f" from {r.git_branch or 'a detached checkout'} at {r.git_commit}" if r.git_commit else "")))
     click.echo(printable(r.summary.markdown(r.environment, data=False)))
-    show_data_diffs(r.summary)
+    show_data_diffs(r)
     click.echo("\nHistory:")
     for e in r.events:
         note = f": {e.note}" if e.note else ""
         click.echo("  " + printable_line(f"{_when(e.ts)}  {e.action:<10} {e.actor}{note}"))
 
 
-def show_data_diffs(summary: PlanSummary) -> None:
+def show_data_diffs(record: PlanRecord) -> None:
     """The data diff as tables: one line per model, then each model's changed columns and rows."""
+    summary = record.summary
     if not summary.data_diffs:
         if summary.data_diff_pending:
             click.echo(f"\nData diff: pending for {', '.join(map(printable_line, summary.data_diff_pending))} "
                        "(computed once the apply has built the new tables).")
         return
     click.echo()
-    table = Table(title=_text(diff_title(summary.data_diffs)), title_justify="left")
+    table = Table(title=_text(summary.data_diff_title()), title_justify="left")
     for heading in ("Model", "Grain", "Old rows", "New rows", "Only new", "Only old", "Changed", "Unchanged", "Note"):
         table.add_column(heading, justify="left" if heading in ("Model", "Grain", "Note") else "right")
     for d in summary.data_diffs.values():

@@ -33,7 +33,6 @@ from dagster import (
 from mesh_dagster.context import Context
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.plan.data_diff import markdown as data_diff_markdown
 from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
@@ -165,5 +164,5 @@ def data_diff_metadata(record: PlanRecord) -> dict[str, MetadataValue]:
         "only_new": d.only_new, "only_old": d.only_old, "changed": d.changed, "unchanged": d.unchanged,
         "note": d.note_text()}.items() if v is not None}) for d in summary.data_diffs.values()]
     schema = TableSchema(columns=[TableColumn(name, kind) for name, kind in DIFF_COLUMNS])
-    details = "\n".join(data_diff_markdown(summary.data_diffs, []))
+    details = summary.data_diff_markdown()
     return {"data_diff": MetadataValue.table(records, schema=schema), "data_diff_details": MetadataValue.md(details)}

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from mesh_dagster.core.config.display import markdown_code, markdown_fence, printable, printable_line
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.plan.data_diff import DataDiff
+from mesh_dagster.core.plan.data_diff import DataDiff, diff_title
 from mesh_dagster.core.plan.data_diff import markdown as data_diff_markdown
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.time.intervals import subtract_intervals
@@ -92,6 +92,13 @@ class PlanSummary(BaseModel):
     # built the new tables, then attached to the record (state/plans.py `attach_data_diffs`).
     data_diff_pending: list[str] = Field(default_factory=list)
     data_diffs: dict[str, DataDiff] = Field(default_factory=dict)
+
+    def data_diff_markdown(self) -> str:
+        """The data diffs alone (Dagster's `data_diff_details`): tables, column counts, sample rows."""
+        return "\n".join(data_diff_markdown(self.data_diffs, self.data_diff_pending)).strip()
+
+    def data_diff_title(self) -> str:
+        return diff_title(self.data_diffs)
 
     def markdown(self, environment: str, data: bool = True) -> str:
         """The summary a reviewer reads (Dagster, `mesh plans show`). User text (names, diffs) is
