@@ -76,6 +76,8 @@ def plan_data_diffs(plan: Plan, engine: DiffEngine, settings: DataDiffSettings,
         started = clock()
         try:
             _compare(diff, engine, settings, budget)
+            if name in plan.previews and diff.note is None:
+                diff.note = "preview of a forward-only change: built over its preview range only"
         except TimeBudgetSpent as e:
             diff.status, diff.note = SKIPPED, str(e)
         except Exception as e:  # noqa: BLE001 - a diff reports its failure, it never fails the apply

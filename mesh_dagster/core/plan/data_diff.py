@@ -54,9 +54,10 @@ class DataDiff(BaseModel):
 
     def note_text(self) -> str:
         """What qualifies the numbers: why there are none, or the sample they come from."""
-        if self.note:
-            return self.note if self.status == COUNTS_ONLY else f"{self.status}: {self.note}"
-        return f"{self.sampled:.2%} sample of keys" if self.sampled is not None else ""
+        if self.status in (SKIPPED, FAILED):
+            return f"{self.status}: {self.note or ''}"
+        sample = f"{self.sampled:.2%} sample of keys" if self.sampled is not None else ""
+        return "; ".join(t for t in (self.note, sample) if t)
 
     def headline(self) -> str:
         """One line: what changed, for lists and tables."""
