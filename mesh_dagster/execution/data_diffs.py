@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from mesh_dagster.core.config.config import DataDiffSettings
 from mesh_dagster.core.plan.data_diff import COUNTS_ONLY, FAILED, SKIPPED, DataDiff, diff_candidates
 from mesh_dagster.core.plan.plan import Plan
-from mesh_dagster.core.snapshots.table_diff import key_sample, table_diff_queries
+from mesh_dagster.core.snapshots.table_diff import diff_counts_query, key_sample, table_diff_queries
 
 logger = logging.getLogger(__name__)
 
@@ -121,27 +121,18 @@ def _compare_rows(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings
     if largest > settings.max_rows:
         diff.sampled = settings.max_rows / largest
         new_src, old_src = key_sample(new_src, keys, diff.sampled), key_sample(old_src, keys, diff.sampled)
-    q = table_diff_queries(new_src, old_src, keys, columns)
     budget.check()
-    _, _, only_new, only_old, paired = engine.fetchall(q.summary)[0]
-    diff.only_new, diff.only_old = int(only_new or 0), int(only_old or 0)
-    if q.columns:
-        budget.check()
-        counts = engine.fetchall(q.columns)[0]
-        diff.column_changes = {c: int(n or 0) for c, n in zip(columns, counts)}
-        budget.check()
-        differ = " OR ".join(f"NOT (s.`{c}` <=> t.`{c}`)" for c in columns)
-        (changed,), = engine.fetchall(f"SELECT COUNT(*) FROM {new_src} AS s JOIN {old_src} AS t ON "
-                                      + " AND ".join(f"s.`{k}` <=> t.`{k}`" for k in keys) + f" WHERE {differ}")
-        diff.changed = int(changed)
-    else:
-        diff.changed = 0
+    only_new, only_old, paired, changed, *per_column = engine.fetchall(
+        diff_counts_query(new_src, old_src, keys, columns))[0]
+    diff.only_new, diff.only_old, diff.changed = int(only_new or 0), int(only_old or 0), int(changed or 0)
     diff.unchanged = int(paired or 0) - diff.changed
+    diff.column_changes = {c: int(n or 0) for c, n in zip(columns, per_column)}
     if settings.sample_rows:
         budget.check()
         # fetchall, not a DataFrame: pandas would show a nullable int as a float
         diff.sample_columns = keys + [f"{side} {c}" for c in columns for side in ("new", "old")]
-        diff.sample = [[_text(v) for v in row] for row in engine.fetchall(q.sample(settings.sample_rows))]
+        sample = table_diff_queries(new_src, old_src, keys, columns).sample(settings.sample_rows)
+        diff.sample = [[_text(v) for v in row] for row in engine.fetchall(sample)]
 
 
 def _text(value: Any) -> str:

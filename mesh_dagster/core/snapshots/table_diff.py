@@ -52,3 +52,17 @@ def key_sample(table: str, keys: list[str], fraction: float) -> str:
     cut = max(1, int(fraction * _SAMPLE_SCALE))
     hashed = ", ".join(_q(k) for k in keys)
     return f"(SELECT * FROM {table} WHERE pmod(xxhash64({hashed}), {_SAMPLE_SCALE}) < {cut})"
+
+
+def diff_counts_query(source: str, target: str, keys: list[str], columns: list[str]) -> str:
+    """One pass over the join on `keys`: rows only in source, only in target, paired, paired with
+    any of `columns` different, then per column the paired rows where it differs."""
+    key_eq = " AND ".join(f"s.{_q(k)} <=> t.{_q(k)}" for k in keys)
+    in_s = "NOT (" + " AND ".join(f"s.{_q(k)} IS NULL" for k in keys) + ")"
+    in_t = "NOT (" + " AND ".join(f"t.{_q(k)} IS NULL" for k in keys) + ")"
+    paired = f"{in_s} AND {in_t}"
+    differs = [f"NOT (s.{_q(c)} <=> t.{_q(c)})" for c in columns]
+    sums = [f"NOT ({in_t})", f"NOT ({in_s})", paired, f"{paired} AND ({' OR '.join(differs) or 'FALSE'})"]
+    sums += [f"{paired} AND {d}" for d in differs]
+    parts = ", ".join(f"SUM(CASE WHEN {cond} THEN 1 ELSE 0 END)" for cond in sums)
+    return f"SELECT {parts} FROM {source} AS s FULL OUTER JOIN {target} AS t ON {key_eq}"
