@@ -90,7 +90,8 @@ class ReviewDesk:
             return record
         diffs = plan_data_diffs(plan, parts.engine, settings)
         if listener is not None:
-            listener.log(f"Data diff of {', '.join(diffs)} attached to plan {record.plan_id[:8]}")
+            listener.log(f"Data diff of {', '.join(diffs)} attached to plan {record.plan_id[:8]} "
+                         f"(`mesh plans show {record.plan_id[:8]}`)")
         return self.parts.state.plans.attach_data_diffs(record.plan_id, diffs) or record
 
     def hold_for_review(self, plan: Plan) -> ProtectedEnvironment | None:
