@@ -189,3 +189,17 @@ DATA_DIFF_PROBES = {
 @pytest.mark.parametrize("key", sorted(DATA_DIFF_PROBES))
 def test_data_diff_settings(tmp_path: Path, key: str) -> None:
     DATA_DIFF_PROBES[key](tmp_path)
+
+
+def test_a_forward_only_preview_is_diffed_and_says_so(tmp_path):
+    incremental = ("MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), grain (id));\n"
+                   "SELECT 1 AS id, 2 AS v, CAST(@start_ds AS DATE) AS ds\n")
+    root = write_project(tmp_path / "fo", {"models/m.sql": incremental}, CONFIG + "plan:\n  forward_only: true\n")
+    with StateStore(f"sqlite:///{root / 'state.db'}") as state:
+        record_plan(build_plan(load_project(root, use_cache=False), state, execution_time="2020-01-04"), state)
+        (root / "models" / "m.sql").write_text(incremental.replace("2 AS v", "3 AS v"))
+        plan = build_plan(load_project(root, use_cache=False), state, "dev", execution_time="2020-01-04")
+    assert plan.previews == ["s.m"] and diff_candidates(plan) == ["s.m"]
+    d = plan_data_diffs(plan, ScriptedEngine(), DataDiffSettings())["s.m"]
+    assert d.new_table != d.old_table and d.status == "compared"
+    assert d.note_text() == "preview of a forward-only change: built over its preview range only"
