@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import click
+from rich.table import Table
+from rich.text import Text
 
-from mesh_dagster.cli.console import ConsoleListener
+from mesh_dagster.cli.console import ConsoleListener, console
 from mesh_dagster.cli.params import ENVIRONMENT
 from mesh_dagster.cli.project import project_context
 from mesh_dagster.core.config.display import printable, printable_line
+from mesh_dagster.core.plan.review import PlanRecord
 
 STATUSES = ("pending", "approved", "running", "completed", "failed", "rejected", "cancelled", "superseded")
 
@@ -54,11 +57,54 @@ def show(ctx, plan_id) -> None:
     click.echo(printable_line(f"Plan {r.plan_id} for '{r.environment}': {r.status.value}"))
     click.echo(printable_line(f"Made by {r.author} on {_when(r.created_ts)}" + (
         f" from {r.git_branch or 'a detached checkout'} at {r.git_commit}" if r.git_commit else "")))
-    click.echo(printable(r.summary.markdown(r.environment)))
+    click.echo(printable(r.summary.markdown(r.environment, data=False)))
+    show_data_diffs(r)
     click.echo("\nHistory:")
     for e in r.events:
         note = f": {e.note}" if e.note else ""
         click.echo("  " + printable_line(f"{_when(e.ts)}  {e.action:<10} {e.actor}{note}"))
+
+
+def show_data_diffs(record: PlanRecord) -> None:
+    """The data diff as tables: one line per model, then each model's changed columns and rows."""
+    summary = record.summary
+    if not summary.data_diffs:
+        if summary.data_diff_pending:
+            click.echo(f"\nData diff: pending for {', '.join(map(printable_line, summary.data_diff_pending))} "
+                       "(computed once the apply has built the new tables).")
+        return
+    click.echo()
+    table = Table(title=_text(summary.data_diff_title()), title_justify="left")
+    for heading in ("Model", "Grain", "Old rows", "New rows", "Only new", "Only old", "Changed", "Unchanged", "Note"):
+        table.add_column(heading, justify="left" if heading in ("Model", "Grain", "Note") else "right")
+    for d in summary.data_diffs.values():
+        table.add_row(_text(d.model), _text(", ".join(d.grain) or "none"),
+                      *(_count(n) for n in (d.old_rows, d.new_rows, d.only_new, d.only_old, d.changed, d.unchanged)),
+                      _text(d.note_text()))
+    console.print(table)
+    for d in summary.data_diffs.values():
+        changed = {c: n for c, n in d.column_changes.items() if n}
+        if changed or d.columns_added or d.columns_removed:
+            console.print(_text(f"{d.model}: " + "; ".join(
+                [f"{c} changed in {n:,} rows" for c, n in changed.items()]
+                + [f"added {', '.join(d.columns_added)}"] * bool(d.columns_added)
+                + [f"removed {', '.join(d.columns_removed)}"] * bool(d.columns_removed))))
+        if d.sample:
+            rows = Table(title=_text(f"{d.model}: differing rows"), title_justify="left")
+            for c in d.sample_columns:
+                rows.add_column(_text(c))
+            for row in d.sample:
+                rows.add_row(*(_text(v) for v in row))
+            console.print(rows)
+
+
+def _text(value: str) -> Text:
+    """User text (names, values) for rich: printable, and never read as markup."""
+    return Text(printable_line(value))
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
 
 
 def _decision(action: str, done: str, help_text: str) -> click.Command:

@@ -33,6 +33,7 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.review import markdown_block
 from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
+from mesh_dagster.dagster.reviews import data_diff_metadata
 
 GIT_PLAN_JOB = "git_plan"
 
@@ -60,7 +61,8 @@ def git_plan_job() -> JobDefinition:
         summary = markdown_block(failure) if failure else record.summary.markdown(record.environment)
         yield Output(None, metadata={
             "plan_id": record.plan_id, "environment": record.environment, "status": record.status.value,
-            "branch": branch, "commit": sha, "author": record.author, "summary": MetadataValue.md(summary)})
+            "branch": branch, "commit": sha, "author": record.author, "summary": MetadataValue.md(summary),
+            **data_diff_metadata(record)})
         if failure:  # recorded as failed (its project does not load): the run says so too
             raise JobFailed(failure)
 

@@ -22,6 +22,9 @@ from dagster import (
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
+    TableColumn,
+    TableRecord,
+    TableSchema,
     job,
     op,
     sensor,
@@ -58,7 +61,7 @@ def plan_job(environment: str) -> JobDefinition:
         yield Output(None, metadata={
             "plan_id": record.plan_id, "status": record.status.value, "author": record.author,
             "git_commit": record.git_commit or "", "next": next_step,
-            "summary": MetadataValue.md(record.summary.markdown(environment))})
+            "summary": MetadataValue.md(record.summary.markdown(environment)), **data_diff_metadata(record)})
 
     @job(name=f"plan_{environment}", tags={"mesh/environment": environment, "mesh/plan": "true"},
          description=f"Make and record a plan for '{environment}' (review it, then apply_plan_{environment}).")
@@ -69,7 +72,7 @@ def plan_job(environment: str) -> JobDefinition:
 
 
 def apply_plan_job(environment: str) -> JobDefinition:
-    @op(name=f"apply_plan_{environment}_record", out={}, required_resource_keys={"mesh"},
+    @op(name=f"apply_plan_{environment}_record", out=Out(Nothing), required_resource_keys={"mesh"},
         pool=f"mesh_promote_{environment}",
         config_schema={"plan_id": Field(str, description="The recorded plan (or a unique prefix of its id).")},
         description=f"Apply a recorded plan of '{environment}' if it is approved and still what was reviewed.")
@@ -84,6 +87,8 @@ def apply_plan_job(environment: str) -> JobDefinition:
         except MeshError as e:
             raise JobFailed(str(e)) from None
         context.log.info(f"Plan {done.plan_id} {done.status.value} in '{environment}'")
+        yield Output(None, metadata={"plan_id": done.plan_id, "status": done.status.value,
+                                     **data_diff_metadata(done)})
 
     @job(name=f"apply_plan_{environment}", tags={"mesh/environment": environment, "mesh/apply_plan": "true"},
          description=f"Apply a recorded plan to '{environment}' (approved, if the environment is protected).")
@@ -137,3 +142,27 @@ def observations(record: PlanRecord, environment: str, description: str,
                                     metadata={"mesh/plan_id": record.plan_id, "mesh/pending_change": change.change,
                                               "mesh/pending_category": change.category or "", **metadata}))
     return out
+
+
+DIFF_COLUMNS = (("model", "string"), ("grain", "string"), ("old_rows", "int"), ("new_rows", "int"),
+                ("only_new", "int"), ("only_old", "int"), ("changed", "int"), ("unchanged", "int"),
+                ("note", "string"))
+
+
+def data_diff_metadata(record: PlanRecord) -> dict[str, MetadataValue]:
+    """The plan's data diff as run metadata: `data_diff` a table (one row per model), and
+    `data_diff_details` the Markdown with the changed columns and sample rows; `data_diff` says
+    it is pending while the apply has not built the new tables. Nothing for a plan without one."""
+    summary = record.summary
+    if not summary.data_diffs:
+        if not summary.data_diff_pending:
+            return {}
+        return {"data_diff": MetadataValue.text(f"pending for {', '.join(summary.data_diff_pending)}: computed "
+                                                f"once apply_plan_{record.environment} has built the new tables")}
+    records = [TableRecord(data={k: v for k, v in {
+        "model": d.model, "grain": ", ".join(d.grain) or "none", "old_rows": d.old_rows, "new_rows": d.new_rows,
+        "only_new": d.only_new, "only_old": d.only_old, "changed": d.changed, "unchanged": d.unchanged,
+        "note": d.note_text()}.items() if v is not None}) for d in summary.data_diffs.values()]
+    schema = TableSchema(columns=[TableColumn(name, kind) for name, kind in DIFF_COLUMNS])
+    details = summary.data_diff_markdown()
+    return {"data_diff": MetadataValue.table(records, schema=schema), "data_diff_details": MetadataValue.md(details)}

@@ -18,12 +18,14 @@ from typing import Protocol
 from mesh_dagster.core.config.config import GitWatchConfig, ProtectedEnvironment
 from mesh_dagster.core.config.names import PROD, normalize_environment
 from mesh_dagster.core.errors import ConfigError, MeshError
+from mesh_dagster.core.plan.data_diff import diff_candidates
 from mesh_dagster.core.plan.identity import git_branch, git_commit
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.plan.review import PlanRecord, environment_for_branch
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.execution.apply import apply_plan
+from mesh_dagster.execution.data_diffs import plan_data_diffs
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.git_repo import branch_heads, commit_author, export_commit
 from mesh_dagster.execution.notify import Notifier
@@ -70,7 +72,27 @@ class ReviewDesk:
         """Store `plan` for review (pending), with its author and the project's git commit."""
         path = self.parts.path
         return self.reviews.record(plan, author=self.parts.user, git_commit=git_commit(path),
-                                   git_branch=git_branch(path))
+                                   git_branch=git_branch(path),
+                                   data_diffs=self.parts.config.plan.data_diff.enabled)
+
+    def _run(self, record: PlanRecord, plan: Plan, actor: str, parts: Parts,
+             listener: ApplyListener | None) -> PlanRecord:
+        """Apply `plan` as `record`'s run, then attach its data diffs."""
+        done = self.reviews.run(record, plan, actor, _applying(parts, listener))
+        return self._attach_diffs(done, plan, parts, listener)
+
+    def _attach_diffs(self, record: PlanRecord, plan: Plan, parts: Parts,
+                      listener: ApplyListener | None) -> PlanRecord:
+        """Once a plan's apply completed, the data diffs of its directly modified models in a
+        development environment (their new tables exist now), stored with its record."""
+        settings = self.parts.config.plan.data_diff  # this project's, also for a pushed commit's plan
+        if not settings.enabled or not diff_candidates(plan):
+            return record
+        diffs = plan_data_diffs(plan, parts.engine, settings)
+        if listener is not None:
+            listener.log(f"Data diff of {', '.join(diffs)} attached to plan {record.plan_id[:8]} "
+                         f"(`mesh plans show {record.plan_id[:8]}`)")
+        return self.parts.state.plans.attach_data_diffs(record.plan_id, diffs) or record
 
     def hold_for_review(self, plan: Plan) -> ProtectedEnvironment | None:
         """Record `plan` for review when its environment requires one, returning its rules; None
@@ -85,22 +107,31 @@ class ReviewDesk:
         environment's plans are applied only as approved records (`apply_recorded`)."""
         self.reviews.refuse_unreviewed(plan)
         record = self.parts.state.plans.get_plan_record(plan.plan_id) or self.record(plan)
-        self.reviews.run(record, plan, self.parts.user, _applying(self.parts, listener))
+        self._run(record, plan, self.parts.user, self.parts, listener)
 
     def apply_recorded(self, plan_id: str, listener: ApplyListener | None = None) -> PlanRecord:
         """Apply a recorded plan: approved (protected environments), and still the plan reviewed.
         A plan made from a pushed commit is rebuilt and applied from that commit's files."""
         record = self.reviews.find(plan_id)
         sha = record.plan_options.from_commit
+        applied: list[Plan] = []
+
+        def applying(parts: Parts) -> Callable[[Plan], None]:
+            def run(plan: Plan) -> None:
+                _applying(parts, listener)(plan)
+                applied.append(plan)
+            return run
+
         if sha is None:
-            return self.reviews.apply(plan_id, self.parts.user, self.planning.rebuild,
-                                      _applying(self.parts, listener))
+            done = self.reviews.apply(plan_id, self.parts.user, self.planning.rebuild, applying(self.parts))
+            return self._attach_diffs(done, applied[0], self.parts, listener)
         head = self.git_heads().get(record.git_branch or "")
         # A newer push is what the branch holds now: a plan of an older commit is outdated.
         moved = None if head == sha else f"branch {record.git_branch} moved on to {head[:8] if head else 'nothing'}"
         with self._commit(sha) as commit:
-            return self.reviews.apply(plan_id, self.parts.user, commit.planning.rebuild, _applying(commit, listener),
+            done = self.reviews.apply(plan_id, self.parts.user, commit.planning.rebuild, applying(commit),
                                       outdated=moved)
+            return self._attach_diffs(done, applied[0], commit, listener)
 
     def promote(self, environment: str, listener: ApplyListener | None = None) -> Plan:
         """Virtual update of `environment` to the current snapshots; refuses while any has gaps."""
@@ -138,10 +169,11 @@ class ReviewDesk:
             if failed:
                 return self.reviews.record_failure(environment, f"commit {sha[:8]}: {failed}", author=author,
                                                    git_commit=sha, git_branch=branch)
-            record = self.reviews.record(plan, author=author, git_commit=sha, git_branch=branch)
+            record = self.reviews.record(plan, author=author, git_commit=sha, git_branch=branch,
+                                         data_diffs=self.parts.config.plan.data_diff.enabled)
             if protected:
                 return record
-            return self.reviews.run(record, plan, author, _applying(commit, listener))
+            return self._run(record, plan, author, commit, listener)
 
     def git_branch_deleted(self, branch: str) -> str | None:
         """Invalidate the environment of a deleted branch (the janitor removes it); its name, if any."""

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 
 from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.errors import MeshError, PlanError
+from mesh_dagster.core.plan.data_diff import diff_candidates
 from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.plan.review import (
     TRANSITIONS,
@@ -65,13 +66,16 @@ class PlanReviews:
         self.notifier = notifier
 
     def record(self, plan: Plan, *, author: str, git_commit: str | None = None,
-               git_branch: str | None = None) -> PlanRecord:
+               git_branch: str | None = None, data_diffs: bool = False) -> PlanRecord:
         """Store `plan` (pending) with the options it was built with (`plan.options`): applying the
-        record rebuilds it from them."""
+        record rebuilds it from them. `data_diffs`: its data diffs will be attached once applied."""
         ts = now_ms()
+        summary = summarize(plan)
+        if data_diffs:
+            summary.data_diff_pending = diff_candidates(plan)
         record = PlanRecord(plan_id=plan.plan_id, environment=plan.environment, author=author, git_commit=git_commit,
                             git_branch=git_branch, created_ts=ts, updated_ts=ts,
-                            summary=summarize(plan),
+                            summary=summary,
                             events=[PlanEvent(action="create", actor=author, ts=ts, status=PlanStatus.PENDING)])
         self.state.plans.save_plan_record(record)
         if self.config.protection(plan.environment) is not None:  # someone has to act on it

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
+from mesh_dagster.core.plan.data_diff import DataDiff
 from mesh_dagster.core.plan.review import PlanEvent, PlanRecord, PlanSummary
 from mesh_dagster.state import schema
 from mesh_dagster.state.connection import Database
@@ -56,6 +57,21 @@ class PlanRecords:
             where.append(table.c.status.in_(list(statuses)))
         with self._db.read() as conn:
             return _plan_records(conn, *where, limit=limit)
+
+    def attach_data_diffs(self, plan_id: str, diffs: dict[str, DataDiff]) -> PlanRecord | None:
+        """Store the data diffs computed once the plan's apply built its tables into the record's
+        summary (the `payload` JSON: no schema change), replacing earlier ones of the same models
+        (a resumed apply computes them again). Its status and `updated_ts` are left alone: this is
+        not a decision (plan_status sensors look for those). None when there is no such plan."""
+        table = schema.plans
+        with self._db.write() as conn:
+            row = conn.execute(select(table.c.payload).where(table.c.plan_id == plan_id)).first()
+            if row is None:
+                return None
+            summary = PlanSummary.model_validate_json(row.payload)
+            summary.data_diffs = {**summary.data_diffs, **diffs}
+            conn.execute(update(table).where(table.c.plan_id == plan_id).values(payload=summary.model_dump_json()))
+            return _plan_records(conn, table.c.plan_id == plan_id)[0]
 
     def transition_plan(self, plan_id: str, allowed: Iterable[str], event: PlanEvent,
                         lease: Lease | None = None) -> PlanRecord | None:

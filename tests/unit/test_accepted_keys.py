@@ -37,6 +37,7 @@ from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.state.store import StateStore
 from tests.team.config_probes import TEAM_CONFIG_PROBES
+from tests.unit.test_plan_data_diff import DATA_DIFF_PROBES
 
 # ---------------------------------------------------------------------------------------------
 # What the parsers accept
@@ -1006,6 +1007,7 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "plan.forward_only": probe_plan_forward_only,
     "plan.auto_categorize_changes": categorize_probe("sql"),
     **{f"plan.auto_categorize_changes.{k}": categorize_probe(k) for k in ("sql", "python", "seed", "external")},
+    **DATA_DIFF_PROBES,  # plan.data_diff.*: tests/unit/test_plan_data_diff.py
     "state_connection": probe_state_connection,
     **{f"state_connection.{f}": state_probe("top", f) for f in STATE_FIELDS},
     "linter": probe_linter,

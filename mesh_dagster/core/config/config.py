@@ -140,12 +140,26 @@ class AutoCategorize(Strict):
         return value.strip().lower() if isinstance(value, str) else value
 
 
+class DataDiffSettings(Strict):
+    """The data diff attached to a development plan's record once its apply has built the new
+    tables (execution/data_diffs.py): each directly modified model's new table against the table
+    the environment served before, on the model's grain. Bounded: above `max_rows` rows on either
+    side only a deterministic sample of the grain's keys is compared, and no query starts once
+    `timeout_s` is spent."""
+
+    enabled: bool = True
+    max_rows: int = Field(default=100_000, ge=1)  # more rows on either side: compare a sample of keys this size
+    sample_rows: int = Field(default=5, ge=0, le=100)  # differing rows shown per model
+    timeout_s: float = Field(default=60.0, gt=0)  # no diff query starts after this many seconds
+
+
 class PlanDefaults(Strict):
     include_unmodified: bool = False
     no_prompts: bool = False
     auto_apply: bool = False
     forward_only: bool = False
     auto_categorize_changes: AutoCategorize = Field(default_factory=AutoCategorize)
+    data_diff: DataDiffSettings = Field(default_factory=DataDiffSettings)
 
 
 class ProtectedEnvironment(Strict):

@@ -19,6 +19,8 @@ from pydantic import BaseModel, Field
 from mesh_dagster.core.config.display import markdown_code, markdown_fence, printable, printable_line
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.plan.data_diff import DataDiff, diff_title
+from mesh_dagster.core.plan.data_diff import markdown as data_diff_markdown
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.time.intervals import subtract_intervals
 
@@ -87,8 +89,19 @@ class PlanSummary(BaseModel):
     backfill_text: dict[str, str] = Field(default_factory=dict)  # model -> "[2020-01-01 - 2020-01-03]"
     restated: list[str] = Field(default_factory=list)
     standalone_audits: list[str] = Field(default_factory=list)  # nodes with no view (nor Dagster asset)
+    # The data diffs of a development plan (core/plan/data_diff.py): pending until its apply has
+    # built the new tables, then attached to the record (state/plans.py `attach_data_diffs`).
+    data_diff_pending: list[str] = Field(default_factory=list)
+    data_diffs: dict[str, DataDiff] = Field(default_factory=dict)
 
-    def markdown(self, environment: str) -> str:
+    def data_diff_markdown(self) -> str:
+        """The data diffs alone (Dagster's `data_diff_details`): tables, column counts, sample rows."""
+        return "\n".join(data_diff_markdown(self.data_diffs, self.data_diff_pending)).strip()
+
+    def data_diff_title(self) -> str:
+        return diff_title(self.data_diffs)
+
+    def markdown(self, environment: str, data: bool = True) -> str:
         """The summary a reviewer reads (Dagster, `mesh plans show`). User text (names, diffs) is
         shown, never obeyed: control characters as escapes, diffs in a fence they cannot close."""
         lines = [f"### Plan for {markdown_code(environment)}", ""]
@@ -104,6 +117,8 @@ class PlanSummary(BaseModel):
             shown = printable(diff.rstrip())
             fence = markdown_fence(shown)
             lines += ["", f"**Diff of {markdown_code(name)}**", "", f"{fence}diff", shown, fence]
+        if data:  # `mesh plans show` draws it as tables of its own
+            lines += data_diff_markdown(self.data_diffs, self.data_diff_pending)
         return "\n".join(lines)
 
 

@@ -1,0 +1,139 @@
+"""The data diff of a development plan, computed once its apply has built the new tables.
+
+For each directly modified model with a table (core/plan/data_diff.py `diff_candidates`), the new
+version's physical table is compared with the physical table the environment served before the
+plan: on the model's grain, rows only in one side, rows changed, per-column change counts and a
+few differing rows (the queries `mesh table_diff` runs, core/snapshots/table_diff.py).
+
+What it reads, and no more: those two tables of each diffed model, read only. The old one is
+the target's table (for a new environment, prod's by default): the one table of prod a dev plan
+would not read anyway, read on purpose because the review is about how the new data differs from
+it. Physical tables are read, never the environments' views, so a promotion meanwhile cannot
+make the diff compare something else. Bounds (`plan.data_diff` in config.yaml):
+- rows: above `max_rows` rows on either side, only the keys whose hash falls in the first
+  `max_rows / rows` of the hash space are compared: the same keys on both sides, so the counts are
+  those of a sample of whole rows (the record says which fraction). Counting the rows and hashing
+  the keys still read both tables once; the join and what it collects stay within the bound.
+- time: no query starts once `timeout_s` has passed since the first; what was not compared says
+  so. A query that started runs to its end (Spark is not interrupted), bounded by the rows.
+A failing query marks that model's diff failed with the error: a diff never fails the apply.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from mesh_dagster.core.config.config import DataDiffSettings
+from mesh_dagster.core.plan.data_diff import COUNTS_ONLY, FAILED, SKIPPED, DataDiff, diff_candidates
+from mesh_dagster.core.plan.plan import Plan
+from mesh_dagster.core.snapshots.table_diff import diff_counts_query, key_sample, table_diff_queries
+
+logger = logging.getLogger(__name__)
+
+
+class DiffEngine(Protocol):
+    """What a data diff needs of Spark (execution/engine.py's Engine has it)."""
+
+    def fetchall(self, sql: str) -> list[tuple]: ...
+
+    def table_exists(self, name: str) -> bool: ...
+
+    def columns(self, name: str) -> dict[str, str]: ...
+
+
+class TimeBudgetSpent(Exception):
+    """`plan.data_diff.timeout_s` passed: no further query starts."""
+
+
+class _Budget:
+    def __init__(self, seconds: float, clock: Callable[[], float]):
+        self._clock = clock
+        self._deadline = clock() + seconds
+        self.seconds = seconds
+
+    def check(self) -> None:
+        if self._clock() >= self._deadline:
+            raise TimeBudgetSpent(f"not compared: the time budget (plan.data_diff.timeout_s: {self.seconds:g}) "
+                                  "was spent")
+
+
+def plan_data_diffs(plan: Plan, engine: DiffEngine, settings: DataDiffSettings,
+                    clock: Callable[[], float] = time.monotonic) -> dict[str, DataDiff]:
+    """The data diff of each model `plan` changed directly in a development environment (empty
+    for prod, or when `plan.data_diff.enabled` is false)."""
+    if not settings.enabled:
+        return {}
+    budget = _Budget(settings.timeout_s, clock)
+    old_environment = plan.base_environment.name if plan.base_environment else (plan.create_from or "prod")
+    out = {}
+    for name in diff_candidates(plan):
+        new, old = plan.snapshots[name], plan.previous[name]
+        diff = DataDiff(model=name, new_table=new.table_name, old_table=old.table_name,
+                        old_environment=old_environment, grain=list(new.model.grain))
+        started = clock()
+        try:
+            _compare(diff, engine, settings, budget)
+            if name in plan.previews and diff.note is None:
+                diff.note = "preview of a forward-only change: built over its preview range only"
+        except TimeBudgetSpent as e:
+            diff.status, diff.note = SKIPPED, str(e)
+        except Exception as e:  # noqa: BLE001 - a diff reports its failure, it never fails the apply
+            logger.warning("The data diff of %s failed: %s", name, e)
+            diff.status, diff.note = FAILED, (str(e).splitlines() or [type(e).__name__])[0][:300]
+        diff.seconds = round(clock() - started, 3)
+        out[name] = diff
+    return out
+
+
+def _compare(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings, budget: _Budget) -> None:
+    if diff.new_table == diff.old_table:
+        diff.status, diff.note = SKIPPED, "one table for both (the change keeps the model's table)"
+        return
+    budget.check()
+    for table in (diff.new_table, diff.old_table):
+        if not engine.table_exists(table):
+            diff.status, diff.note = SKIPPED, f"{table} does not exist (nothing built yet)"
+            return
+    new_cols, old_cols = engine.columns(diff.new_table), engine.columns(diff.old_table)
+    diff.columns_added = [c for c in new_cols if c not in old_cols]
+    diff.columns_removed = [c for c in old_cols if c not in new_cols]
+    budget.check()
+    (new_rows, old_rows), = engine.fetchall(f"SELECT (SELECT COUNT(*) FROM {diff.new_table}), "
+                                            f"(SELECT COUNT(*) FROM {diff.old_table})")
+    diff.new_rows, diff.old_rows = int(new_rows), int(old_rows)
+    keys = [k for k in diff.grain if k in new_cols and k in old_cols]
+    if not diff.grain or keys != diff.grain:
+        diff.status = COUNTS_ONLY
+        diff.note = "no grain: counts only" if not diff.grain else "grain not in both tables: counts only"
+        return
+    _compare_rows(diff, engine, settings, budget, [c for c in new_cols if c in old_cols and c not in keys])
+
+
+def _compare_rows(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings, budget: _Budget,
+                  columns: list[str]) -> None:
+    """Pair the rows on the grain (within a sample of keys above `max_rows`)."""
+    keys = diff.grain
+    new_src, old_src = diff.new_table, diff.old_table
+    largest = max(diff.new_rows or 0, diff.old_rows or 0)
+    if largest > settings.max_rows:
+        diff.sampled = settings.max_rows / largest
+        new_src, old_src = key_sample(new_src, keys, diff.sampled), key_sample(old_src, keys, diff.sampled)
+    budget.check()
+    only_new, only_old, paired, changed, *per_column = engine.fetchall(
+        diff_counts_query(new_src, old_src, keys, columns))[0]
+    diff.only_new, diff.only_old, diff.changed = int(only_new or 0), int(only_old or 0), int(changed or 0)
+    diff.unchanged = int(paired or 0) - diff.changed
+    diff.column_changes = {c: int(n or 0) for c, n in zip(columns, per_column)}
+    if settings.sample_rows:
+        budget.check()
+        # fetchall, not a DataFrame: pandas would show a nullable int as a float
+        diff.sample_columns = keys + [f"{side} {c}" for c in columns for side in ("new", "old")]
+        sample = table_diff_queries(new_src, old_src, keys, columns).sample(settings.sample_rows)
+        diff.sample = [[_text(v) for v in row] for row in engine.fetchall(sample)]
+
+
+def _text(value: Any) -> str:
+    return "NULL" if value is None else str(value)[:200]
