@@ -84,6 +84,14 @@ def test_the_directly_modified_models_with_tables_of_a_dev_plan_are_diffed(tmp_p
     assert any(q.endswith("LIMIT 5") for q in engine.sql)
 
 
+def test_a_change_that_keeps_its_table_is_not_diffed(tmp_path):
+    """A change writing into the table the environment already serves (forward-only) has no new
+    table to compare: diffing the table with itself would report "no change" for a change."""
+    plan = dev_plan(tmp_path)
+    plan.previous["s.m"] = plan.snapshots["s.m"]
+    assert diff_candidates(plan) == ["s.n"]
+
+
 def test_above_max_rows_both_sides_keep_the_same_keys(tmp_path):
     engine = ScriptedEngine(rows=1000)
     diffs = plan_data_diffs(dev_plan(tmp_path), engine, DataDiffSettings(max_rows=100, sample_rows=2))
