@@ -61,6 +61,17 @@ def dump(context: Any) -> dict[str, Any]:
     return models
 
 
+def forget_project_modules(project: Path) -> None:
+    """Drop the project's modules imported by an earlier Context of this process (`macros.utils`):
+    else an edit of a helper module is not seen (SQLMesh plans it as a fresh process does only once
+    the module is imported again), and a later edit's plan shows it instead."""
+    root = project.resolve()
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve().is_relative_to(root):
+            del sys.modules[name]
+
+
 def categories(project: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for edit in EDITS:
@@ -68,6 +79,7 @@ def categories(project: Path) -> dict[str, Any]:
             out[edit.name] = {"error": f"skipped: no {', '.join(missing_files(project, edit))}", "categories": {}}
             continue
         before = apply_edit(project, edit)
+        forget_project_modules(project)
         try:
             plan = Context(paths=str(project)).plan(
                 "dev", execution_time=EXECUTION_TIME, no_prompts=True, auto_apply=False, skip_tests=True)

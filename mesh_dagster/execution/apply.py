@@ -46,11 +46,12 @@ from typing import Any
 
 from mesh_dagster.core.errors import ConflictingPlanError, MeshError, PlanError
 from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
+from mesh_dagster.core.plan.forward_only import keeps_table
 from mesh_dagster.core.plan.plan import Plan, snapshot_order
 from mesh_dagster.core.project.environment_statements import Stage
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import Environment
-from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot
+from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms, parse_ttl
 from mesh_dagster.core.time.intervals import intersect_intervals
 from mesh_dagster.execution.engine import Engine
@@ -267,7 +268,7 @@ def migrate_kept_tables(plan: Plan, evaluator: SnapshotEvaluator, listener: Appl
     them (a view selecting a column the table lacks would fail). Development environments preview
     forward-only changes in tables of their own: only tables this environment writes are touched."""
     kept = [s for n, s in plan.snapshots.items()
-            if plan.category(n) == ChangeCategory.FORWARD_ONLY and not s.is_preview and not s.model.kind.is_symbolic]
+            if keeps_table(plan.category(n), s) and not s.is_preview and not s.model.kind.is_symbolic]
     for snap in kept:
         evaluator.create(snap)
         kind = snap.model.kind

@@ -16,6 +16,7 @@ from project_builder import write_project
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import EngineError
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
 from mesh_dagster.engine.adapter import SparkEngine
 
 pytestmark = pytest.mark.spark
@@ -188,3 +189,39 @@ def test_a_source_repeating_a_key_fails_and_leaves_the_history_alone(tmp_path, e
     assert _history(engine, f"{schema}.menu") == before
     key = plan.snapshots[f"{schema}.menu"].interval_key
     assert ctx.intervals([key])[key] == [(1577750400000, 1577836800000)]  # the failed interval is not recorded
+
+
+def test_a_breaking_change_above_keeps_the_history_in_prod_and_previews_it_in_dev(tmp_path, engine, schema) -> None:
+    """SQLMesh's plan of a breaking parent above an SCD type 2 model (forward-only): INDIRECT_BREAKING,
+    a preview in dev built on the new parent, prod's history kept and extended by the next run."""
+    names = f"""
+        MODEL (name {schema}.names, kind FULL);
+
+        SELECT id, name FROM {schema}_raw.menu
+        """
+    ctx = _project(tmp_path, schema, {"names": names, "menu": f"""
+        MODEL (name {schema}.menu, kind SCD_TYPE_2_BY_COLUMN (unique_key id, columns [name]));
+
+        SELECT id, name FROM {schema}.names
+        """})
+    _source(engine, schema, FIRST)
+    ctx.apply(ctx.plan(execution_time="2020-01-01 11:00:00"))
+    prod_rows = _history(engine, f"{schema}.menu", "id, name")
+    upper = names.replace("SELECT id, name", "SELECT id, UPPER(name) AS name")
+    (ctx.project.path / "models/names.sql").write_text(upper)
+    ctx.reload()
+    dev = ctx.plan("dev", execution_time="2020-01-01 11:00:00")
+    assert (dev.category(f"{schema}.names"), dev.category(f"{schema}.menu")) == (C.BREAKING, C.INDIRECT_BREAKING)
+    ctx.apply(dev)
+    assert {r[1] for r in _history(engine, f"{schema}__dev.menu", "id, name")} == \
+        {"CHICKEN SANDWICH", "CHEESEBURGER", "FRENCH FRIES"}  # the preview reads the new parent
+    assert _history(engine, f"{schema}.menu", "id, name") == prod_rows  # prod untouched
+
+    prod = ctx.plan(execution_time="2020-01-01 11:00:00")
+    assert prod.category(f"{schema}.menu") == C.INDIRECT_BREAKING and f"{schema}.menu" not in prod.backfills
+    ctx.apply(prod)
+    assert _history(engine, f"{schema}.menu", "id, name") == prod_rows  # the history is kept, not rebuilt
+    ctx.run(execution_time="2020-01-02 11:00:00")
+    current = engine.fetchall(f"SELECT name FROM {schema}.menu WHERE valid_to IS NULL")
+    assert sorted(r[0] for r in current) == ["CHEESEBURGER", "CHICKEN SANDWICH", "FRENCH FRIES"]
+    assert len(_history(engine, f"{schema}.menu", "id, name")) == 6  # each old name closed, a new version opened

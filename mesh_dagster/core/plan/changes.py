@@ -110,7 +110,7 @@ def _new_snapshot(project: Project, snap: Snapshot, old: Snapshot | None, tally:
     else:
         snap = snap.model_copy()
     category = tally.categorize(project, snap, old, decide=True)
-    snap.categorize(category, old)
+    snap.categorize(ChangeCategory.FORWARD_ONLY if snap.name in tally.kept else category, old)
     snap.created_ts = now_ms()
     return snap, category
 
@@ -139,6 +139,10 @@ class _Tally:
     forward_only: bool = False  # the whole plan is forward-only (`--forward-only`)
     choices: dict[str, ChangeCategory] = field(default_factory=dict)  # the user's categories, by model
     refusals: list[str] = field(default_factory=list)  # why this set of changes cannot be planned
+    # Forward-only models below a breaking change, as SQLMesh plans them: shown INDIRECT_BREAKING,
+    # yet they keep their table like a direct forward-only change (prod: no rebuild, the history
+    # stays and later intervals read the new parent data; development: a preview).
+    kept: set[str] = field(default_factory=set)
 
     def parent_categories(self, parents: list[str]) -> list[ChangeCategory]:
         return [self.downstream[p] for p in parents if p in self.downstream]
@@ -164,13 +168,9 @@ class _Tally:
         if parent_categories:
             self.indirect[name] = set().union(*(self.roots_of(p) for p in parents if p in self.own_roots))
             category = categorize_indirect(parent_categories)
-            if category == ChangeCategory.INDIRECT_BREAKING and snap.model.forward_only and decide:
-                broken = sorted(p for p in parents if self.downstream.get(p) in (ChangeCategory.BREAKING,
-                                                                                  ChangeCategory.INDIRECT_BREAKING))
-                self.refusals.append(
-                    f"{name} is forward-only, but {', '.join(broken)} above it changes in a breaking way in this "
-                    f"plan: its kept history would mix rows built on the old and the new data. Plan the "
-                    f"breaking change with --forward-only, or in a plan of its own first")
+            if category == ChangeCategory.INDIRECT_BREAKING and snap.model.forward_only and decide \
+                    and _cannot_be_forward_only(snap, old) is None:
+                self.kept.add(name)  # SQLMesh: indirectly breaking, and forward-only (see `kept`)
             return category
         if snap.fingerprint.parent_data_hash != old.fingerprint.parent_data_hash:
             # No parent changed in this plan, yet the base built this model on other parent data (an
@@ -287,6 +287,9 @@ def _effective_category(snap: Snapshot, old: Snapshot | None, category: ChangeCa
     if old is None or not old.version or snap.version != old.version or category.reuses_previous_version:
         return category
     stored = snap.change_category
+    if stored == ChangeCategory.FORWARD_ONLY and category == ChangeCategory.INDIRECT_BREAKING \
+            and snap.model.forward_only:
+        return category  # a forward-only model below a breaking change keeps its table (see `_Tally.kept`)
     return stored if stored is not None and stored.reuses_previous_version else ChangeCategory.METADATA
 
 

@@ -45,6 +45,7 @@ def plan_forward_only(project: Project, changes: ChangeSet, previous: dict[str, 
     for name in previews:
         changes.snapshots[name] = changes.snapshots[name].preview()
     warnings = [w for change in schema_changes.values() for w in change.verdict.warnings]
+    warnings += kept_below_breaking(changes, forward) if is_prod else []
     recompute, skipped = effective_recomputes(changes, forward, effective_ms) if is_prod else ({}, [])
     warnings += [f"--effective-from does not apply to {name}: its history is not recomputed per interval"
                  for name in skipped]
@@ -54,8 +55,26 @@ def plan_forward_only(project: Project, changes: ChangeSet, previous: dict[str, 
 
 def forward_only_changes(changes: ChangeSet) -> list[str]:
     """Models whose change keeps their table (forward-only, relative to the base), DAG order."""
-    return [n for n, c in changes.categories.items()
-            if c == ChangeCategory.FORWARD_ONLY and changes.snapshots[n].change_category == ChangeCategory.FORWARD_ONLY]
+    return [n for n, c in changes.categories.items() if keeps_table(c, changes.snapshots[n])]
+
+
+def keeps_table(category: ChangeCategory | None, snapshot: Snapshot) -> bool:
+    """Whether a change (`category`, relative to the base) keeps the model's table: a forward-only
+    change, or a forward-only model below a breaking change. SQLMesh shows the latter as
+    INDIRECT_BREAKING, yet keeps its table (and previews it in development), as for a direct one:
+    a forward-only model's history (an SCD type 2 table's above all) is never rebuilt."""
+    if snapshot.change_category != ChangeCategory.FORWARD_ONLY:
+        return False
+    return category == ChangeCategory.FORWARD_ONLY or (category == ChangeCategory.INDIRECT_BREAKING
+                                                       and snapshot.model.forward_only)
+
+
+def kept_below_breaking(changes: ChangeSet, forward: list[str]) -> list[str]:
+    """Warnings for the forward-only models a breaking change above keeps (prod): their history
+    stays as it was computed; only intervals processed from now on read the new parent data."""
+    return [f"{name} is forward-only: it keeps its table, whose rows were computed from the data before the "
+            f"breaking change above it; the new data reaches it from its next intervals on (as in SQLMesh)"
+            for name in forward if changes.categories[name] == ChangeCategory.INDIRECT_BREAKING]
 
 
 def validate_effective_from(effective_from: str | None, forward: list[str], execution_ms: int) -> int | None:

@@ -4,8 +4,11 @@ SQLMesh projects import their own helpers by module name from the project root (
 import fmt`, `from macros.utils import x`) and SQLMesh's names (`from sqlmesh import model`): both
 must work when such a project is loaded unmodified. The root is appended (not prepended) to
 `sys.path`, so a project file never shadows an installed module of the same name. A process loads
-one project after another (tests, a code server reloading): the modules imported from the previous
-root are forgotten when another root takes its place, so two projects' `helper` never mix.
+one project after another (tests, a code server reloading, a plan after an edit): the modules
+imported from the project's root are forgotten at every load, so two projects' `helper` never mix
+and a load never runs a helper module as an earlier load imported it. A macro's rendering must use
+the helper constant the file holds now (`from macros.utils import PRECISION`): the plan stores
+that text with the snapshot, and compares renderings to categorize the change.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from mesh_dagster.core.models import sqlmesh_names
 
+_NEVER_FORGOTTEN = {"mesh_dagster", "sqlmesh"}
 _CURRENT: list[Path] = []  # the root the last project loaded put on the path
 
 
@@ -23,8 +27,8 @@ def use_project_root(root: Path) -> None:
     sqlmesh_names.install()
     root = root.resolve()
     previous = _CURRENT[0] if _CURRENT else None
-    if previous is not None and previous != root:
-        _forget(previous)
+    if previous is not None:
+        _forget(previous)  # the same root too: its files may have changed since
     if str(root) not in sys.path:
         sys.path.append(str(root))
     _CURRENT[:] = [root]
@@ -34,7 +38,28 @@ def _forget(root: Path) -> None:
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
         path = Path(file).resolve() if file else None
+        if name.split(".")[0] in _NEVER_FORGOTTEN:
+            continue  # our own code, when a project lives inside our checkout
         if path is not None and path.is_relative_to(root) and not {"site-packages", "dist-packages"} & set(path.parts):
             del sys.modules[name]  # installed packages in a virtualenv inside the project stay
     while str(root) in sys.path:
         sys.path.remove(str(root))
+
+
+def project_modules(root: Path) -> list[str]:
+    """The project's own Python modules imported so far (macros' helpers among them), each as its
+    name and its file's content: what the project's cache keys must follow, since a macro's output
+    may come from a helper module's constant."""
+    root = root.resolve()
+    found = []
+    for name, module in sorted(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        path = Path(file).resolve() if file else None
+        if path is None or name.split(".")[0] in _NEVER_FORGOTTEN or not path.is_relative_to(root) \
+                or path.is_relative_to(root / ".mesh") or {"site-packages", "dist-packages"} & set(path.parts):
+            continue
+        try:
+            found.append(f"{name}:{path.read_text(errors='replace')}")
+        except OSError:
+            found.append(f"{name}:?")
+    return found

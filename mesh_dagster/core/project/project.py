@@ -44,7 +44,7 @@ from mesh_dagster.core.project.blueprints import blueprint_macros, read_model_fi
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.dag import DAG, CycleError
 from mesh_dagster.core.project.external_audits import external_audit_refs
-from mesh_dagster.core.project.import_path import use_project_root
+from mesh_dagster.core.project.import_path import project_modules, use_project_root
 from mesh_dagster.core.project.materializations import (
     StoredMaterialization,
     check_materializations,
@@ -154,6 +154,7 @@ def _cache_salt(root: Path, config: ProjectConfig, variables: dict[str, Any], ma
     ]
     parts += [f"{name}:{macros.source(name)}" for name in sorted(macros.names())]
     parts += macros.jinja.hash_values()
+    parts += project_modules(root)  # the helpers macros import (`from macros.utils import DIGITS`)
     return content_key("\n".join(parts).encode())
 
 
