@@ -171,7 +171,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
     audits = _load_audits(root)
     models, known_refs = _load_models(root, config, cache, variables, macros)
-    for ext in _load_external_models(root, gateway or config.default_gateway or next(iter(config.gateways), None)):
+    for ext in _load_external_models(root, config.selected_gateway(gateway)):
         _add_model(models, ext)
     for model in models.values():
         for inline in model.inline_audits:
