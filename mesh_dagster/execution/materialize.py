@@ -352,7 +352,7 @@ def pending_intervals(project: Project, state: State, environment: str, names: l
     scope = set(plan.snapshots) if names is None else set(names)
     order = project.dag.sorted()
     backfills = compute_backfills(state, plan.snapshots, scope, {}, order=order,
-                                  default_start=project.default_start, start=None, end=None,
+                                  start=None, end=None,
                                   execution_ms=execution_ms, end_bounded=False)
     spark = (lambda: engine_factory().spark) if engine_factory is not None else None
     readiness = check_readiness(project.signals, plan.snapshots, backfills, order, execution_ms, spark=spark)

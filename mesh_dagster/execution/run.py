@@ -67,7 +67,6 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
         order = snapshot_order(snapshots)
         scope = run_scope(snapshots, select, auto_upstream=auto_upstream) if select else set(snapshots)
         backfills = compute_backfills(state, snapshots, scope, {}, order=order,
-                                      default_start=project.default_start,
                                       start=start, end=end, execution_ms=execution_ms,
                                       ignore_cron=ignore_cron, end_bounded=False)
         readiness = check_readiness(project.signals, snapshots, backfills, order, execution_ms,

@@ -551,8 +551,10 @@ def probe_connection(tmp_path: Path) -> None:
 
 
 def probe_connection_type(tmp_path: Path) -> None:
-    refused(lambda: _config(tmp_path, "gateways:\n  a:\n    connection:\n      type: duckdb\n"),
-            "gateways.a.connection.type")
+    """Another engine's gateway is accepted while not selected (SQLMesh connects to the selected one)."""
+    two = "gateways:\n  a:\n    connection:\n      type: duckdb\n  b:\n    connection:\n      type: spark\n"
+    assert _config(tmp_path, two).gateway("b").connection.type == "spark"
+    refused(lambda: _config(tmp_path, two).gateway("a"), "config.yaml:4: Gateway 'a' connects to duckdb")
 
 
 def probe_connection_master(tmp_path: Path) -> None:

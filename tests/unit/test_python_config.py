@@ -124,22 +124,68 @@ def test_errors_name_config_py_and_the_line_of_the_keyword(tmp_path: Path) -> No
     _refused(_py_project(tmp_path / "c", same_rule), "config.py:", "linter.warn_rules", "also in linter.rules")
 
 
-def test_a_duckdb_connection_is_refused_as_in_config_yaml(tmp_path: Path) -> None:
-    text = """
-        from sqlmesh.core.config import Config, DuckDBConnectionConfig, GatewayConfig, ModelDefaultsConfig
+TWO_ENGINES_PY = """
+    from sqlmesh.core.config import (
+        Config, DuckDBConnectionConfig, GatewayConfig, ModelDefaultsConfig, SparkConnectionConfig,
+    )
 
-        config = Config(
-            gateways={"local": GatewayConfig(
-                connection=DuckDBConnectionConfig(database="db.db"),
-            )},
-            model_defaults=ModelDefaultsConfig(dialect="duckdb"),
-        )
-    """
-    from_py = _refused(_py_project(tmp_path / "py", text), "config.py:5:", "gateways.local.connection.type",
-                       "'duckdb' is not supported", "Spark")
-    yaml_root = write_project(tmp_path / "yaml", MODELS, "gateways:\n  local:\n    connection:\n      type: duckdb\n")
-    from_yaml = _refused(yaml_root, "config.yaml:4:")
-    assert from_py.split(": ", 1)[1] == from_yaml.split(": ", 1)[1]
+    config = Config(
+        gateways={
+            "local": GatewayConfig(connection=DuckDBConnectionConfig(database="db.db")),
+            "spark": GatewayConfig(connection=SparkConnectionConfig(concurrent_tasks=2)),
+        },
+        default_gateway="local",
+        model_defaults=ModelDefaultsConfig(dialect="duckdb"),
+    )
+"""
+TWO_ENGINES_YAML = """gateways:
+  local:
+    connection:
+      type: duckdb
+      database: db.db
+  spark:
+    connection:
+      type: spark
+      concurrent_tasks: 2
+default_gateway: local
+model_defaults:
+  dialect: duckdb
+"""
+PLAIN = {"models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS a\n"}
+
+
+def _two_engine_projects(tmp_path: Path) -> list[Path]:
+    py = _py_project(tmp_path / "py", TWO_ENGINES_PY)
+    (py / "models" / "m.sql").write_text(PLAIN["models/m.sql"])
+    return [py, write_project(tmp_path / "yaml", PLAIN, TWO_ENGINES_YAML)]
+
+
+def test_a_gateway_of_another_engine_is_accepted_while_another_is_selected(tmp_path: Path) -> None:
+    """SQLMesh connects to the selected gateway only: a DuckDB `default_gateway` for local work beside
+    a Spark gateway is a usual SQLMesh project, run here with `--gateway spark`."""
+    for root in _two_engine_projects(tmp_path):
+        config = load_config(root)
+        assert (config.gateway_names, list(config.gateways)) == (["local", "spark"], ["spark"])
+        project = load_project(root, gateway="spark", use_cache=False)
+        assert project.concurrent_tasks == 2 and list(project.models) == ["s.m"]
+
+
+def test_a_gateway_of_another_engine_is_refused_when_selected_at_its_line(tmp_path: Path) -> None:
+    py, yaml_root = _two_engine_projects(tmp_path)
+    expected = ("Gateway 'local' connects to duckdb: mesh_dagster runs models on Spark only; select a Spark "
+                "gateway (spark) with --gateway or default_gateway")
+    for root, where in ((py, "config.py:7: "), (yaml_root, "config.yaml:4: ")):
+        for gateway in (None, "local"):  # by default_gateway, or by name
+            with pytest.raises(MeshError) as e:
+                load_project(root, gateway=gateway, use_cache=False)
+            assert str(e.value) == where + expected
+    only = write_project(tmp_path / "only", PLAIN, "gateways:\n  local:\n    connection:\n      type: duckdb\n")
+    with pytest.raises(MeshError) as e:  # no default_gateway: the first gateway is selected
+        load_project(only, use_cache=False)
+    assert str(e.value) == ("config.yaml:4: Gateway 'local' connects to duckdb: mesh_dagster runs models on Spark "
+                            "only; add a gateway with `connection: {type: spark}`")
+    with pytest.raises(MeshError, match="Unknown gateway 'nope'. Known: local, spark"):
+        load_project(yaml_root, gateway="nope", use_cache=False)
 
 
 def test_a_config_py_that_raises_is_refused_at_its_line(tmp_path: Path) -> None:

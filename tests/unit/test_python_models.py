@@ -105,15 +105,19 @@ def model_file(*arguments: str, body: str = "    return pd.DataFrame({'id': [1]}
 
 
 def test_audits_are_also_sqlmeshs_name_and_arguments_pairs(tmp_path):
-    """`audits=[("not_null", {"columns": [to_column("id")]})]`, as SQLMesh documents it: values are
-    sqlglot expressions or SQL text, lists become tuples."""
-    audits = ("audits=[('not_null', {'columns': [to_column('id'), 'ds']}), "
-              "('accepted_values', {'column': 'id', 'is_in': [1, 2], 'blocking': False}), 'unique_values(columns := (id))']")
-    m = load(tmp_path, {"models/m.py": model_file("columns={'id': 'int', 'ds': 'date'}", audits,
+    """`audits=[("not_null", {"columns": [to_column("id")]})]`, as SQLMesh documents it: sqlglot
+    expressions stay expressions (a column), Python values become SQL literals — a string is a
+    string literal, not a column (SQLMesh's docs write `to_column("id")` for that reason)."""
+    audits = ("audits=[('not_null', {'columns': [to_column('id'), to_column('ds')]}), "
+              "('accepted_values', {'column': to_column('id'), 'is_in': [1, 2], 'blocking': False}), "
+              "('accepted_values', {'column': to_column('ds'), 'is_in': ['a', \"it's\"]}), "
+              "('number_of_rows', {'threshold': 3}), 'unique_values(columns := (id))']")
+    m = load(tmp_path, {"models/m.py": model_file("columns={'id': 'int', 'ds': 'string'}", audits,
                                                   prelude="from sqlglot.expressions import to_column")}).models["s.m"]
-    assert [a.blocking for a in m.audits] == [None, False, None]
+    assert [a.blocking for a in m.audits] == [None, False, None, None, None]
     assert [(a.name, a.args) for a in m.audits] == [
         ("not_null", {"columns": "(id, ds)"}), ("accepted_values", {"column": "id", "is_in": "(1, 2)"}),
+        ("accepted_values", {"column": "ds", "is_in": "('a', 'it\\'s')"}), ("number_of_rows", {"threshold": "3"}),
         ("unique_values", {"columns": "(id)"})]
 
 
@@ -254,7 +258,7 @@ def test_kind_properties_are_read_exactly_as_in_sql(tmp_path):
     (model_file("columns={'id': 'int'}", "audits=['no_such_audit']"), "models/m.py:7",
      "uses unknown audit 'no_such_audit'"),
     (model_file("columns={'id': 'int'}", "audits=[('not_null', {'columns': object()})]"), "models/m.py:7",
-     "audits: argument 'columns' cannot be a object (write SQL text, a sqlglot expression or a list of them)"),
+     "audits: argument 'columns' cannot be a object (write a string, a number, a boolean, a sqlglot expression such as to_column('id'), or a list of them)"),
     (model_file("columns={'id': 'int'}", "audits=[('not_null', ['id'])]"), "models/m.py:7",
      "audits is a list of audits written as in SQL, e.g. [\"not_null(columns := (id))\"], or of (name, "
      "{argument: value}) pairs"),

@@ -6,7 +6,7 @@ with a clear error when a signal raises or answers nonsense."""
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
@@ -165,14 +165,19 @@ def test_python_models_signals_are_checked_too(tmp_path: Path) -> None:
 
 
 def test_python_models_take_sqlmeshs_name_and_arguments_pairs(tmp_path: Path) -> None:
-    """`signals=[("typed", {"n": 3, "names": [to_column("a"), "b"]})]`, as SQLMesh documents it."""
+    """`signals=[("typed", {"n": 3, "names": [to_column("a"), "b"]})]`, as SQLMesh documents it: Python
+    values are SQL literals (a date string stays that string, not `2024 - 01 - 04`), sqlglot
+    expressions stay expressions."""
     model = ('import pandas as pd\nfrom sqlglot.expressions import to_column\nfrom mesh_dagster import model\n\n\n'
              '@model("s.py", columns={"id": "int"}, kind="FULL",\n'
-             '       signals=[("typed", {"n": 3, "names": [to_column("a"), "b"]}), ("flag", {"value": True})])\n'
+             '       signals=[("typed", {"n": 3, "names": [to_column("a"), "b"], "since": "2024-01-04"}),\n'
+             '                ("flag", {"value": True}), ("ready_before", {"until": "2024-01-04"})])\n'
              'def execute(context, start, end, execution_time):\n    return pd.DataFrame({"id": [1]})\n')
     p = project(tmp_path, {}, files={"models/py.py": model})
-    typed, flag = p.signals.bind(p.models["s.py"])
-    assert (typed.kwargs, flag.kwargs) == ({"n": 3, "names": ["a", "b"]}, {"value": True})
+    assert [s.describe() for s in p.models["s.py"].signals][2] == "ready_before(until := '2024-01-04')"
+    typed, flag, ready = p.signals.bind(p.models["s.py"])
+    assert typed.kwargs == {"n": 3, "names": ["a", "b"], "since": date(2024, 1, 4)}
+    assert (flag.kwargs, ready.kwargs) == ({"value": True}, {"until": "2024-01-04"})
 
 
 @pytest.mark.parametrize(("written", "message"), [

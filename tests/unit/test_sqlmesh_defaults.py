@@ -1,5 +1,5 @@
-"""Two SQLMesh defaults that decide data (issue 22): a model without `start` is backfilled from
-the plan's start (the earliest start of the project's models, or `model_defaults.start`), and a
+"""Two SQLMesh defaults that decide data (issue 22): a model without `start` starts where its
+parents do (the earliest start inferred upstream; nothing upstream: its latest interval), and a
 seed without `columns` gets the types pandas' CSV reader infers (SQLMesh reads seeds with pandas).
 Expectations are SQLMesh's documented behaviour; the seed cases are checked against pandas itself.
 """
@@ -13,9 +13,10 @@ import pandas as pd
 import pytest
 from project_builder import write_project
 
-from mesh_dagster.core.plan.plan import build_plan
+from mesh_dagster.core.plan.plan import build_plan, model_start_ms
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.time.dates import to_ms
+from mesh_dagster.core.time.starts import StartNode, inferred_starts
 from mesh_dagster.state.store import StateStore
 
 NO_START = """model_defaults:
@@ -38,33 +39,64 @@ def state(tmp_path):
         yield store
 
 
-def test_a_model_without_start_is_backfilled_from_the_earliest_start(tmp_path: Path, state) -> None:
+def test_a_model_without_start_starts_with_its_parents_not_the_project(tmp_path: Path, state) -> None:
+    """Measured with SQLMesh 0.236: a start-less child of a model starting on the 5th holds the
+    days from the 5th (3 rows at 2024-01-08), not the 7 days since the project's earliest start."""
     root = write_project(tmp_path / "p", {
         "models/a.sql": _inc("s.a", "2023-01-01"),
-        "models/b.sql": _inc("s.b", "2023-01-04"),
-        "models/child.sql": _inc("s.child", None, "s.a"),
+        "models/b.sql": _inc("s.b", "2023-01-05"),
+        "models/child.sql": _inc("s.child", None, "s.b"),
     }, NO_START)
     project = load_project(root, use_cache=False)
-    assert project.default_start == "2023-01-01"
+    assert project.start_ms("s.child") == to_ms("2023-01-05")
     plan = build_plan(project, state, "prod", execution_time="2023-01-08 00:00:00")
-    # like its parent, the start-less child holds 7 days of history, not the last day only
-    assert plan.backfills["s.child"].intervals == [(to_ms("2023-01-01"), to_ms("2023-01-08"))]
-    assert plan.backfills["s.a"].intervals == plan.backfills["s.child"].intervals
+    assert plan.backfills["s.child"].intervals == [(to_ms("2023-01-05"), to_ms("2023-01-08"))]
+    assert plan.backfills["s.a"].intervals == [(to_ms("2023-01-01"), to_ms("2023-01-08"))]
+    assert model_start_ms(project.models["s.child"], project) == to_ms("2023-01-05")  # Dagster's partitions
 
 
-def test_model_defaults_start_wins_over_the_earliest_model_start(tmp_path: Path, state) -> None:
+def test_a_start_less_model_reading_only_external_tables_has_its_latest_interval(tmp_path: Path, state) -> None:
+    """Measured with SQLMesh 0.236: a start-less model whose only parent is an external table holds
+    1 row (the last interval), whatever the other models' starts."""
+    root = write_project(tmp_path / "p", {
+        "models/a.sql": _inc("s.a", "2023-01-01"),
+        "models/lone.sql": _inc("s.lone", None, "raw.events"),
+        "external_models.yaml": "- name: raw.events\n  columns:\n    ds: date\n",
+    }, NO_START)
+    project = load_project(root, use_cache=False)
+    assert project.start_ms("s.lone") is None  # no start upstream: only the latest interval
+    plan = build_plan(project, state, "prod", execution_time="2023-01-08 00:00:00")
+    assert plan.backfills["s.lone"].intervals == [(to_ms("2023-01-07"), to_ms("2023-01-08"))]
+
+
+def test_the_start_is_inferred_through_start_less_parents_from_the_earliest(tmp_path: Path, state) -> None:
+    root = write_project(tmp_path / "p", {
+        "models/a.sql": _inc("s.a", "2023-01-03"),
+        "models/b.sql": _inc("s.b", "2023-01-06"),
+        "models/mid.sql": _inc("s.mid", None, "s.a"),
+        "models/leaf.sql": _inc("s.leaf", None).replace("1 AS n ", "1 AS n FROM s.mid JOIN s.b USING (ds) ")
+        + "WHERE ds BETWEEN @start_ds AND @end_ds\n",
+    }, NO_START)
+    project = load_project(root, use_cache=False)
+    assert project.start_ms("s.leaf") == project.start_ms("s.mid") == to_ms("2023-01-03")
+    plan = build_plan(project, state, "prod", execution_time="2023-01-08 00:00:00")
+    assert plan.backfills["s.leaf"].intervals == [(to_ms("2023-01-03"), to_ms("2023-01-08"))]
+
+
+def test_model_defaults_start_is_every_model_s_own(tmp_path: Path, state) -> None:
     root = write_project(tmp_path / "p", {
         "models/a.sql": _inc("s.a", "2023-01-01"),
         "models/child.sql": _inc("s.child", None, "s.a"),
     }, NO_START + "  start: '2023-01-05'\n")
     plan = build_plan(load_project(root, use_cache=False), state, "prod", execution_time="2023-01-08 00:00:00")
     assert plan.backfills["s.child"].intervals == [(to_ms("2023-01-05"), to_ms("2023-01-08"))]
+    assert plan.backfills["s.a"].intervals == [(to_ms("2023-01-01"), to_ms("2023-01-08"))]
 
 
 def test_without_any_start_a_model_has_its_latest_interval_only(tmp_path: Path, state) -> None:
     root = write_project(tmp_path / "p", {"models/child.sql": _inc("s.child", None)}, NO_START)
     project = load_project(root, use_cache=False)
-    assert project.default_start is None
+    assert project.start_ms("s.child") is None
     plan = build_plan(project, state, "prod", execution_time="2023-01-08 00:00:00")
     assert plan.backfills["s.child"].intervals == [(to_ms("2023-01-07"), to_ms("2023-01-08"))]
 
@@ -125,3 +157,20 @@ def test_a_header_only_seed_is_text(tmp_path: Path) -> None:
     assert str(pd.read_csv(io.StringIO("id,x\n")).dtypes["id"]) == "object"
     root = _seed_project(tmp_path / "p", "id,x\n")
     assert load_project(root, use_cache=False).columns("s.seed") == {"id": "STRING", "x": "STRING"}
+
+
+def test_inferred_starts_take_the_earliest_of_parents_and_the_latest_interval() -> None:
+    """With an execution time, a start-less node's latest interval counts too: a start-less monthly
+    parent reaches back to its month's start, earlier than its daily child's latest day."""
+    nodes = {
+        "monthly": StartNode(None, "@monthly"),
+        "day": StartNode(None, "@daily", parents=("monthly",)),
+        "later": StartNode("2023-03-01", "@daily"),
+        "both": StartNode(None, "@daily", parents=("later", "day", "unknown")),
+    }
+    at = to_ms("2023-02-10 05:00:00")
+    found = inferred_starts(nodes, at)
+    assert found["monthly"] == found["day"] == to_ms("2023-01-01")
+    assert found["both"] == to_ms("2023-01-01")
+    assert inferred_starts(nodes) == {"monthly": None, "day": None, "later": to_ms("2023-03-01"),
+                                      "both": to_ms("2023-03-01")}

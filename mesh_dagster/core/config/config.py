@@ -320,6 +320,11 @@ class ProjectConfig(Strict):
     dagster: DagsterConfig = Field(default_factory=DagsterConfig)
     # Where each setting was written (the file as shown, and a key's line): `where`.
     _source: tuple[str, Any] | None = PrivateAttr(default=None)
+    # Gateways of another engine (name → its connection type), not in `gateways`: accepted as
+    # SQLMesh accepts gateways it does not use, refused when selected (`gateway`). `_names`: every
+    # gateway's name as written, in order (the first is the default without `default_gateway`).
+    _other_engines: dict[str, str] = PrivateAttr(default_factory=dict)
+    _names: list[str] | None = PrivateAttr(default=None)
 
     @field_validator("protected_environments", mode="before")
     @classmethod
@@ -344,12 +349,30 @@ class ProjectConfig(Strict):
             raise ValueError("must name an environment, e.g. prod or dev")
         return value
 
+    @property
+    def gateway_names(self) -> list[str]:
+        """Every gateway's name, in the order written, those of other engines included."""
+        return list(self.gateways) if self._names is None else list(self._names)
+
+    def selected_gateway(self, name: str | None = None) -> str | None:
+        """The gateway `name` (`--gateway`) selects: it, else `default_gateway`, else the first."""
+        return name or self.default_gateway or next(iter(self.gateway_names), None)
+
     def gateway(self, name: str | None = None) -> GatewayConfig:
-        name = name or self.default_gateway or next(iter(self.gateways), None)
+        """The selected gateway's settings. One of another engine is refused here, at its line:
+        models run on Spark."""
+        name = self.selected_gateway(name)
         if name is None:
             return GatewayConfig()
+        if name in self._other_engines:
+            shown, line = self.where(("gateways", name, "connection", "type"))
+            spark = [n for n in self.gateway_names if n in self.gateways]
+            hint = (f"select a Spark gateway ({', '.join(spark)}) with --gateway or default_gateway" if spark
+                    else "add a gateway with `connection: {type: spark}`")
+            raise ConfigError(f"Gateway '{name}' connects to {self._other_engines[name]}: mesh_dagster runs models "
+                              f"on Spark only; {hint}", shown, line)
         if name not in self.gateways:
-            raise ConfigError(f"Unknown gateway '{name}'. Known: {', '.join(self.gateways)}")
+            raise ConfigError(f"Unknown gateway '{name}'. Known: {', '.join(self.gateway_names)}")
         return self.gateways[name]
 
     def state_connection_for(self, gateway: str | None = None) -> StateConnectionConfig:
@@ -426,15 +449,38 @@ def read_config(project_dir: Path) -> ProjectConfig:
 def validate_config(raw: dict[str, Any], shown: str, locate: Callable[[Loc], int | None]) -> ProjectConfig:
     """The configuration `raw` (config.yaml's mapping, or what config.py's object stands for),
     validated; an error names `shown` and the line `locate` gives for the key's path."""
+    raw, other_engines, names = _without_other_engines(raw)
     try:
         config = ProjectConfig.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
         raise ConfigError(_describe(err), shown, locate(err["loc"])) from None
+    if other_engines:
+        config._other_engines, config._names = other_engines, names
     for loc, message in _refusals(config):
         raise ConfigError(f"{'.'.join(map(str, loc))}: {message}", shown, locate(loc))
     config._source = (shown, locate)
     return config
+
+
+def _without_other_engines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """`raw` without its gateways whose connection is another engine's (`type: duckdb`, ...), those
+    gateways' engines by name, and every gateway's name in order. SQLMesh connects to the selected
+    gateway only, so a project may keep a DuckDB gateway for local work beside its Spark one: it is
+    refused only when selected."""
+    gateways = raw.get("gateways")
+    if not isinstance(gateways, dict):
+        return raw, {}, []
+    other: dict[str, str] = {}
+    for name, gateway in gateways.items():
+        conn = gateway.get("connection") if isinstance(gateway, dict) else None
+        kind = conn.get("type") if isinstance(conn, dict) else None
+        if isinstance(kind, str) and kind.strip().lower() != "spark":
+            other[str(name)] = kind
+    if not other:
+        return raw, {}, []
+    kept = {n: g for n, g in gateways.items() if str(n) not in other}
+    return {**raw, "gateways": kept}, other, [str(n) for n in gateways]
 
 
 def _describe(err: Mapping[str, Any]) -> str:
@@ -469,9 +515,9 @@ def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
     """Settings that parse but that mesh_dagster cannot honour (the first one is reported)."""
     out: list[tuple[Loc, str]] = []
     out += _linter_refusals(config.linter)
-    if config.default_gateway is not None and config.default_gateway not in config.gateways:
+    if config.default_gateway is not None and config.default_gateway not in config.gateway_names:
         out.append((("default_gateway",), f"unknown gateway '{config.default_gateway}'. "
-                                          f"Known: {', '.join(config.gateways) or 'none'}"))
+                                          f"Known: {', '.join(config.gateway_names) or 'none'}"))
     out += _variable_clashes(config.variables, ("variables",))
     out += _statement_refusals(config)
     out += _dagster_refusals(config.dagster)

@@ -98,7 +98,8 @@ class SparkConnectionConfig(ConfigObject):
 
 
 class DuckDBConnectionConfig(ConfigObject):
-    """A DuckDB connection: `type: duckdb`, refused exactly as config.yaml refuses it."""
+    """A DuckDB connection: `type: duckdb`, accepted as in config.yaml (a gateway of another engine,
+    refused only when selected)."""
 
     FIXED = {"type": "duckdb"}
 

@@ -6,6 +6,7 @@ renderer needs; it holds no sqlglot objects so it pickles and hashes cheaply.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,7 @@ from mesh_dagster.core.models.kinds import AnyKind, KindName, ModelKind
 from mesh_dagster.core.models.python_model import PythonCode
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.cron import interval_unit as unit_of_cron
+from mesh_dagster.core.time.starts import StartNode
 
 __all__ = ["MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", "ModelKind",
            "SignalRef"]
@@ -119,6 +121,10 @@ class Model(BaseModel):
     @property
     def is_python(self) -> bool:
         return self.python is not None
+
+    def start_node(self, parents: Iterable[str]) -> StartNode:
+        """What decides where its history starts (core/time/starts.py), with its parents' names."""
+        return StartNode(self.start, self.cron, self.cron_tz, tuple(parents))
 
     @property
     def is_scheduled(self) -> bool:

@@ -13,8 +13,8 @@ from typing import Protocol
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.cron import IntervalUnit
-from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.core.time.intervals import Interval, compute_missing, format_interval_range, subtract_intervals
+from mesh_dagster.core.time.starts import inferred_starts
 
 # Non-incremental kinds are complete once built; their single interval spans all time.
 ALL_TIME: Interval = (0, 253402300800000)  # 9999-12-31
@@ -54,7 +54,6 @@ def compute_backfills(
     previous: dict[str, Snapshot],
     *,
     order: list[str],
-    default_start: str | None,
     start: str | None,
     end: str | None,
     execution_ms: int,
@@ -76,6 +75,7 @@ def compute_backfills(
     them always follows an interval it has (or is its first), and the scheduler runs them in order.
     """
     start_of, recompute_from = start_of or {}, recompute_from or {}
+    starts = snapshot_starts(snapshots, execution_ms, order)
     candidates = [snapshots[n] for n in order if n in scope and snapshots[n].model.is_scheduled]
     keys = [s.interval_key for s in candidates]
     prev_keys = [p.interval_key for p in previous.values() if p.version]
@@ -93,7 +93,7 @@ def compute_backfills(
         bound = _end_bound(snap, previous.get(snap.name), intervals) if end_bounded else None
         missing = compute_missing(
             cron=model.cron, cron_tz=model.cron_tz, unit=model.declared_unit, allow_partials=model.allow_partials,
-            min_intervals=min_intervals, model_start=model.start or default_start, model_end=model.end,
+            min_intervals=min_intervals, model_start=starts[snap.name], model_end=model.end,
             plan_start=None if snap.depends_on_past else start_of.get(snap.name, start), plan_end=end,
             execution_time=execution_ms, present=present, lookback=model.lookback, end_bounded_by=bound,
             ignore_cron=ignore_cron, merged=True,
@@ -103,6 +103,15 @@ def compute_backfills(
             refresh = not (model.kind.is_incremental or model.kind.is_symbolic)
             backfills[snap.name] = Backfill(snap.name, missing, refresh)
     return backfills
+
+
+def snapshot_starts(snapshots: Mapping[str, Snapshot], execution_ms: int,
+                    order: Iterable[str] = ()) -> dict[str, int | None]:
+    """Each snapshot's start at `execution_ms` (core/time/starts.py: its own, else inferred from
+    its parents'), `order` (parents first) saving recursion."""
+    names = [n for n in order if n in snapshots] + [n for n in snapshots if n not in set(order)]
+    nodes = {n: snapshots[n].model.start_node(p.name for p in snapshots[n].parents) for n in names}
+    return inferred_starts(nodes, execution_ms)
 
 
 def _end_bound(snap: Snapshot, prev: Snapshot | None,
@@ -120,7 +129,7 @@ def refuse_gaps(
     previous: dict[str, Snapshot],
     backfills: dict[str, Backfill],
     *,
-    default_start: str | None,
+    execution_ms: int,
 ) -> None:
     """`--no-gaps`: refuse a plan after which a new table version would lack intervals the version
     it replaces in the environment has (a plan `--start` later than the data, say), naming each
@@ -131,14 +140,15 @@ def refuse_gaps(
     if not pairs:
         return
     intervals = state.get_intervals([s.interval_key for pair in pairs for s in pair])
+    starts = snapshot_starts(snapshots, execution_ms)
     found = []
     for snap, prev in pairs:
         planned = backfills[snap.name].intervals if snap.name in backfills else []
         after = intervals.get(snap.interval_key, []) + planned
         gaps = subtract_intervals(intervals.get(prev.interval_key, []), after)
-        start = snap.model.start or default_start
-        if start:
-            gaps = subtract_intervals(gaps, [(ALL_TIME[0], to_ms(start))])
+        start = starts[snap.name]
+        if start is not None:
+            gaps = subtract_intervals(gaps, [(ALL_TIME[0], start)])
         if gaps:
             found.append(f"{snap.name}: {format_interval_range(gaps, snap.model.interval_unit)}")
     if found:

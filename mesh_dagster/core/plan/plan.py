@@ -18,7 +18,14 @@ from typing import Any, Protocol
 from mesh_dagster.core.config.names import PROD, check_environment_fits, normalize_environment, view_name
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.models.model import KindName, Model
-from mesh_dagster.core.plan.backfills import Backfill, Clearing, IntervalReader, compute_backfills, refuse_gaps
+from mesh_dagster.core.plan.backfills import (
+    Backfill,
+    Clearing,
+    IntervalReader,
+    compute_backfills,
+    refuse_gaps,
+    snapshot_starts,
+)
 from mesh_dagster.core.plan.changes import ChangeSet, categorize_changes
 from mesh_dagster.core.plan.forward_only import plan_forward_only
 from mesh_dagster.core.plan.options import PlanOptions
@@ -152,8 +159,9 @@ def _env_snapshot(s: Snapshot) -> EnvironmentSnapshot:
 
 
 def model_start_ms(model: Model, project: Project) -> int | None:
-    start = model.start or project.default_start
-    return to_ms(start) if start else None
+    """Where `model` starts (core/time/starts.py: its own start, else inferred from its parents);
+    None when nothing upstream declares one (its latest interval only, at each execution time)."""
+    return project.start_ms(model.name)
 
 
 def build_plan(project: Project, state: StateReader, environment: str = PROD, options: PlanOptions | None = None,
@@ -203,7 +211,7 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
                                execution_ms=execution_ms, only=selection.backfill, start_of=fo.preview_starts,
                                recompute_from=fo.recompute_from, min_intervals=opts.min_intervals)
     if opts.no_gaps:
-        refuse_gaps(state, changes.snapshots, previous, backfills, default_start=project.default_start)
+        refuse_gaps(state, changes.snapshots, previous, backfills, execution_ms=execution_ms)
     return Plan(
         plan_id=uuid.uuid4().hex, environment=environment, base_environment=base.target, create_from=base.create_from,
         snapshots=changes.snapshots, new_snapshots=changes.new_snapshots, recaptured=changes.recaptured,
@@ -290,8 +298,8 @@ def validate_range(
     if start:
         first = to_ms(start)
     else:
-        starts = [s for snap in snapshots.values() if (s := model_start_ms(snap.model, project)) is not None]
-        first = min(starts, default=execution_ms)
+        first = min((s for s in snapshot_starts(snapshots, execution_ms).values() if s is not None),
+                    default=execution_ms)
     last = to_end_ms(end) if end else execution_ms
     if last > execution_ms:
         raise PlanError("The plan end cannot be in the future")
@@ -323,7 +331,7 @@ def plan_backfills(
     """
     scope = only if only is not None else set(changes.snapshots) if is_prod else changes.changed
     return compute_backfills(state, changes.snapshots, scope, previous, order=project.dag.sorted(),
-                             default_start=project.default_start, start=start, end=end,
+                             start=start, end=end,
                              execution_ms=execution_ms, start_of=start_of, recompute_from=recompute_from,
                              min_intervals=min_intervals)
 

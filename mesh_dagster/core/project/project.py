@@ -58,6 +58,7 @@ from mesh_dagster.core.sql.model_outputs import OutputColumns, check_output_colu
 from mesh_dagster.core.sql.query_columns import COLUMN_RULES
 from mesh_dagster.core.sql.renderer import check_jinja_statements, query_references
 from mesh_dagster.core.time.dates import to_ms
+from mesh_dagster.core.time.starts import inferred_starts
 
 EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
 # What an external model entry may say: `columns` typed in `dialect` (Spark by default).
@@ -87,6 +88,7 @@ class Project:
     _outputs: dict[str, OutputColumns] = field(default_factory=dict)
     # Column lineage computed so far (core/project/lineage.py): by model name, on demand.
     lineage_memo: dict[str, Any] = field(default_factory=dict)
+    _starts: dict[str, int | None] | None = None  # start_ms, computed once
 
     @property
     def mesh_dir(self) -> Path:
@@ -97,15 +99,14 @@ class Project:
         """How many models (or batches) an apply or a run evaluates at once on the gateway's Spark."""
         return self.config.gateway(self.gateway).connection.concurrent_tasks
 
-    @property
-    def default_start(self) -> str | None:
-        """Where a model without `start` starts: `model_defaults.start`, else the earliest start of
-        the project's models, as SQLMesh backfills it from the plan's start. Without either, it has
-        only its latest interval (nothing says how far back its history goes)."""
-        if self.config.model_defaults.start:
-            return self.config.model_defaults.start
-        starts = [model.start for model in self.models.values() if model.start]
-        return min(starts, key=to_ms, default=None)
+    def start_ms(self, name: str) -> int | None:
+        """Where model `name` starts (core/time/starts.py): its own start, else the earliest
+        inferred for its parents. None: no start anywhere upstream (it has its latest interval only,
+        which depends on the execution time)."""
+        if self._starts is None:
+            nodes = {n: self.models[n].start_node(self.parents(n)) for n in self.dag.sorted()}
+            self._starts = inferred_starts(nodes)
+        return self._starts.get(name)
 
     def parents(self, name: str) -> list[str]:
         return self.dag.parents.get(name, [])
@@ -171,7 +172,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
     audits = _load_audits(root)
     models, known_refs = _load_models(root, config, cache, variables, macros)
-    for ext in _load_external_models(root, gateway or config.default_gateway or next(iter(config.gateways), None)):
+    for ext in _load_external_models(root, config.selected_gateway(gateway)):
         _add_model(models, ext)
     for model in models.values():
         for inline in model.inline_audits:

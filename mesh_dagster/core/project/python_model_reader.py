@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import math
 import re
 import sys
 import traceback
@@ -435,7 +436,8 @@ _WRITTEN_EXAMPLES = {"audits": "not_null(columns := (id))", "signals": "files_la
 def _written_list(key: str, value: Any, shown: str, line: int) -> Value:
     """`audits=["not_null(columns := (id))", "my_audit"]`, `signals=["files_landed(folder := 'raw')"]`:
     each entry written as in a MODEL block; or, as SQLMesh documents it, a `(name, {argument: value})`
-    pair, whose values are SQL text or sqlglot expressions (lists of them become tuples)."""
+    pair, whose values are Python values (`_argument_sql`: a string is a string literal) or sqlglot
+    expressions."""
     items = [value] if isinstance(value, str) or _is_pair(value) else value
     if not isinstance(items, (list, tuple)) or not all(isinstance(a, str) or _is_pair(a) for a in items):
         raise ModelError(f"{key} is a list of {key} written as in SQL, e.g. [\"{_WRITTEN_EXAMPLES[key]}\"], "
@@ -462,16 +464,23 @@ def _pair_sql(key: str, pair: tuple[str, Mapping], shown: str, line: int) -> str
 
 
 def _argument_sql(key: str, arg: str, value: Any, shown: str, line: int) -> str:
+    """A Python argument value as SQL, as SQLMesh converts it: a sqlglot expression as it is
+    (`to_column("id")` names a column), a string as a string literal (`"id"` is the text 'id', not
+    a column), numbers and booleans as literals, None as NULL, a list or tuple as a tuple of them."""
     if isinstance(value, exp.Expr):
         return value.sql()
+    if value is None:
+        return "NULL"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
-    if isinstance(value, (str, int, float)):
-        return str(value)  # SQL text, as SQLMesh parses a string argument
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"  # Spark's escapes
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return repr(value)
     if isinstance(value, (list, tuple)):
         return "(" + ", ".join(_argument_sql(key, arg, v, shown, line) for v in value) + ")"
-    raise ModelError(f"{key}: argument '{arg}' cannot be a {type(value).__name__} (write SQL text, a sqlglot "
-                     "expression or a list of them)", shown, line)
+    raise ModelError(f"{key}: argument '{arg}' cannot be a {type(value).__name__} (write a string, a number, a "
+                     "boolean, a sqlglot expression such as to_column('id'), or a list of them)", shown, line)
 
 
 def _at_line(value: Value, line: int) -> Value:
