@@ -10,7 +10,7 @@ import pytest
 
 from mesh_dagster.context import Context
 from mesh_dagster.dagster import definitions
-from tests.spark.test_plan_data_diff import NEW_QUERY, _project
+from tests.spark.test_plan_data_diff_spark import NEW_QUERY, _project
 
 pytestmark = pytest.mark.spark
 
