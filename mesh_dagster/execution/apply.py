@@ -66,6 +66,7 @@ from mesh_dagster.execution.state import State
 from mesh_dagster.execution.tasks import run_tasks
 from mesh_dagster.execution.verdicts import RecordingEvaluator, refuse_serving_failed_audits
 from mesh_dagster.execution.virtual import ViewUpdateError, first_line, restore_views, update_views, view_sql
+from mesh_dagster.execution.virtual_statements import run_virtual_update_statements
 from mesh_dagster.state.store import Lease, LockLostError
 
 
@@ -328,6 +329,7 @@ def _move_views(plan: Plan, project: Project, state: State, engine: Engine, list
         update_views(engine, plan.environment, promote, demote, project, listener, moved)
     except ViewUpdateError as e:
         raise _put_back(plan, project, state, engine, served, columns, moved, lease, e) from e
+    run_virtual_update_statements(plan, project, engine, promote, listener)
 
 
 def _served_columns(plan: Plan, engine: Engine, served: Environment | None, promote: list[Snapshot],

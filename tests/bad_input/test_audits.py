@@ -24,6 +24,10 @@ CASES = [
     ("audits (positive_column),", ["Audit 'positive_column' needs the argument `column := ...`"]),
     ("audits (positive_column(column := item_id, colum := num_orders)),",
      ["Audit 'positive_column' has no argument 'colum'", "audits/positive_column.sql:1 never uses @colum"]),
+    ("audits (accepted_range(column := item_id, max_v := 1, inclusive := maybe)),",
+     ["Audit 'accepted_range': the argument `inclusive` must be true or false, got maybe"]),
+    ("audits (mutually_exclusive_ranges(lower_bound_column := item_id, upper_bound_column := upper)),",
+     ["Audit mutually_exclusive_ranges: column 'upper' is not an output column of sqlmesh_example.full_model"]),
 ]
 
 

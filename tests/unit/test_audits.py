@@ -49,7 +49,7 @@ def test_columns_list_and_condition() -> None:
 def test_macros_in_arguments_are_expanded_before_parsing() -> None:
     ref = AuditRef(name="number_of_rows", args={"threshold": "@min_rows"})
     ctx = RenderContext(this_model="t", variables={"min_rows": 5})
-    assert _sql(ref, ctx=ctx) == "SELECT 1 FROM (SELECT COUNT(*) AS n FROM t) AS c WHERE n < 5"
+    assert _sql(ref, ctx=ctx) == "SELECT n FROM (SELECT COUNT(*) AS n FROM t) AS a WHERE n <= 5"
 
 
 def test_user_audit_arguments_are_transpiled_to_the_audits_dialect() -> None:

@@ -108,6 +108,9 @@ class Model(BaseModel):
     python: PythonCode | None = None  # the code of a model written in Python (models/*.py), which has no query
     pre_statements: list[str] = Field(default_factory=list)
     post_statements: list[str] = Field(default_factory=list)
+    # `ON_VIRTUAL_UPDATE_BEGIN; ...; ON_VIRTUAL_UPDATE_END;`: run after the model's view is created or
+    # updated in an environment, `@this_model` being the view (execution/virtual_statements.py).
+    on_virtual_update: list[str] = Field(default_factory=list)
     macro_definitions: list[str] = Field(default_factory=list)  # `@DEF(...)` statements, as written
     inline_audits: list[Audit] = Field(default_factory=list)
 

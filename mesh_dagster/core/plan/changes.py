@@ -360,4 +360,6 @@ def _definition_text(model: Model) -> str:
         text += "\n" + model.python.source()
     if model.post_statements:
         text += ";\n" + ";\n".join(model.post_statements) + "\n"
+    if model.on_virtual_update:
+        text += "\nON_VIRTUAL_UPDATE_BEGIN;\n" + ";\n".join(model.on_virtual_update) + ";\nON_VIRTUAL_UPDATE_END;\n"
     return text

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -29,90 +28,47 @@ from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.syntax import temporal_locals
 from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.model import Audit, AuditRef, Model
+from mesh_dagster.core.project import builtin_audit_stats as stats
+from mesh_dagster.core.project import builtin_audits as rows
+from mesh_dagster.core.project.builtin_audits import Arguments, BuiltinArgumentError, BuiltinAudit
 from mesh_dagster.core.sql.renderer import RenderContext, audit_jinja, model_evaluator, render_audit
 
-Arguments = dict[str, exp.Expr]
-
-
 # ---------------------------------------------------------------------------------------------
-# Built-in audits
+# Built-in audits (SQL in builtin_audits.py and builtin_audit_stats.py)
 
 
-@dataclass(frozen=True)
-class BuiltinAudit:
-    """A built-in audit: its parameters and the Spark SQL it stands for, over `@this_model`."""
-
-    required: tuple[str, ...]
-    build: Callable[[Arguments], str]
-    optional: tuple[str, ...] = ("condition",)
-
-    @property
-    def parameters(self) -> tuple[str, ...]:
-        return self.required + self.optional
-
-
-def _sql(node: exp.Expr) -> str:
-    return node.sql(dialect="spark")
-
-
-def _items(value: exp.Expr) -> list[exp.Expr]:
-    """`(a, b)`, `[a, b]`, `(a)` or `a` → its elements."""
-    if isinstance(value, (exp.Tuple, exp.Array)):
-        return list(value.expressions)
-    if isinstance(value, exp.Paren):
-        return [value.this]
-    return [value]
-
-
-def _where(args: Arguments, condition: exp.Expr | None = None) -> str:
-    """` WHERE ...` combining an audit's own condition with the optional `condition` argument."""
-    parts = [c for c in (condition, args.get("condition")) if c is not None]
-    if len(parts) > 1:
-        parts = [exp.paren(p, copy=True) for p in parts]
-    return " WHERE " + _sql(exp.and_(*parts)) if parts else ""
-
-
-def _not_null(args: Arguments) -> str:
-    nulls = [exp.Is(this=c.copy(), expression=exp.null()) for c in _items(args["columns"])]
-    return f"SELECT * FROM @this_model{_where(args, exp.or_(*nulls))}"
-
-
-def _unique_values(args: Arguments) -> str:
-    parts = [
-        f"SELECT {_sql(exp.Literal.string(_sql(c)))} AS column_name, CAST({_sql(c)} AS STRING) AS value "
-        f"FROM @this_model{_where(args)} GROUP BY {_sql(c)} HAVING COUNT(*) > 1"
-        for c in _items(args["columns"])
-    ]
-    return " UNION ALL ".join(parts)
-
-
-def _accepted_values(args: Arguments) -> str:
-    outside = exp.Not(this=exp.In(this=args["column"].copy(), expressions=[v.copy() for v in _items(args["is_in"])]))
-    return f"SELECT * FROM @this_model{_where(args, outside)}"
-
-
-def _number_of_rows(args: Arguments) -> str:
-    return (f"SELECT 1 FROM (SELECT COUNT(*) AS n FROM @this_model{_where(args)}) AS c "
-            f"WHERE n < {_sql(args['threshold'])}")
-
-
-def _forall(args: Arguments) -> str:
-    every = exp.and_(*(exp.paren(c, copy=True) for c in _items(args["criteria"])))
-    return f"SELECT * FROM @this_model{_where(args, exp.not_(every))}"
-
-
-def _at_least_one(args: Arguments) -> str:
-    return (f"SELECT 1 FROM (SELECT COUNT({_sql(args['column'])}) AS n FROM @this_model{_where(args)}) AS c "
-            "WHERE n = 0")
-
-
+B = BuiltinAudit
+_RANGE = ("min_v", "max_v", "inclusive")
 BUILTIN_AUDITS: dict[str, BuiltinAudit] = {
-    "not_null": BuiltinAudit(("columns",), _not_null),
-    "unique_values": BuiltinAudit(("columns",), _unique_values),
-    "accepted_values": BuiltinAudit(("column", "is_in"), _accepted_values),
-    "number_of_rows": BuiltinAudit(("threshold",), _number_of_rows),
-    "forall": BuiltinAudit(("criteria",), _forall),
-    "at_least_one": BuiltinAudit(("column",), _at_least_one),
+    "forall": B(("criteria",), rows.forall),
+    "number_of_rows": B(("threshold",), stats.number_of_rows),
+    "not_null": B(("columns",), rows.not_null),
+    "at_least_one": B(("column",), stats.at_least_one),
+    "not_null_proportion": B(("column", "threshold"), stats.not_null_proportion),
+    "not_constant": B(("column",), stats.not_constant),
+    "unique_values": B(("columns",), rows.unique_values),
+    "unique_combination_of_columns": B(("columns",), rows.unique_combination_of_columns),
+    "accepted_values": B(("column", "is_in"), rows.accepted_values),
+    "not_accepted_values": B(("column", "is_in"), rows.not_accepted_values),
+    "sequential_values": B(("column",), rows.sequential_values, ("interval",)),
+    "accepted_range": B(("column",), rows.accepted_range, _RANGE),
+    "mutually_exclusive_ranges": B(("lower_bound_column", "upper_bound_column"), rows.mutually_exclusive_ranges),
+    "not_empty_string": B(("column",), rows.not_empty_string),
+    "string_length_equal": B(("column", "v"), rows.string_length_equal),
+    "string_length_between": B(("column",), rows.string_length_between, _RANGE),
+    "valid_uuid": B(("column",), rows.pattern_audit(regex=True, match=True, fixed=(rows.UUID,))),
+    "valid_email": B(("column",), rows.pattern_audit(regex=True, match=True, fixed=(rows.EMAIL,))),
+    "valid_url": B(("column",), rows.pattern_audit(regex=True, match=True, fixed=(rows.URL,))),
+    "valid_http_method": B(("column",), rows.valid_http_method),
+    "match_regex_pattern_list": B(("column", "patterns"), rows.pattern_audit(regex=True, match=True)),
+    "not_match_regex_pattern_list": B(("column", "patterns"), rows.pattern_audit(regex=True, match=False)),
+    "match_like_pattern_list": B(("column", "patterns"), rows.pattern_audit(regex=False, match=True)),
+    "not_match_like_pattern_list": B(("column", "patterns"), rows.pattern_audit(regex=False, match=False)),
+    "mean_in_range": B(("column",), stats.mean_in_range, _RANGE),
+    "stddev_in_range": B(("column",), stats.stddev_in_range, _RANGE),
+    "z_score": B(("column", "threshold"), stats.z_score),
+    "kl_divergence": B(("column", "target_column", "threshold"), stats.kl_divergence),
+    "chi_square": B(("column", "target_column", "critical_value"), stats.chi_square),
 }
 
 
@@ -247,6 +203,18 @@ def check_audit_refs(model: Model, audits: dict[str, Audit], macros: MacroRegist
         audit = audits.get(ref.name)
         if audit is not None:
             _expand_at_load(audit, args, model, macros, variables)
+        else:
+            _build_builtin(ref, args, model)
+
+
+def _build_builtin(ref: AuditRef, args: Arguments, model: Model) -> str:
+    """A built-in's SQL; an argument it cannot use is refused at the model's `audits` line."""
+    builtin = builtin_audit(ref.name)
+    assert builtin is not None  # audit_arguments refused unknown audits
+    try:
+        return builtin.build(args)
+    except BuiltinArgumentError as e:
+        raise ModelError(f"Audit '{ref.name}': {e}", model.path, _line(model)) from None
 
 
 def _expand_at_load(audit: Audit, args: Arguments, model: Model, macros: MacroRegistry,
@@ -286,6 +254,4 @@ def audit_query(ref: AuditRef, model: Model, audits: dict[str, Audit], ctx, macr
     if audit is not None:
         return render_audit(audit.query, audit.dialect, args, model, ctx, macros,
                             path=audit.path, line=audit.line or 1), blocking
-    builtin = builtin_audit(ref.name)
-    assert builtin is not None  # audit_arguments refused unknown audits
-    return render_audit(builtin.build(args), "spark", {}, model, ctx, macros), blocking
+    return render_audit(_build_builtin(ref, args, model), "spark", {}, model, ctx, macros), blocking

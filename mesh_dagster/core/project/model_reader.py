@@ -308,6 +308,35 @@ def _split_statements(
             [s.text for s in body[query_index + 1:]], audits)
 
 
+VIRTUAL_UPDATE_BEGIN, VIRTUAL_UPDATE_END = "ON_VIRTUAL_UPDATE_BEGIN", "ON_VIRTUAL_UPDATE_END"
+
+
+def virtual_update_statements(statements: list[Statement], path: str) -> tuple[list[Statement], list[Statement]]:
+    """The statements outside `ON_VIRTUAL_UPDATE_BEGIN; ... ON_VIRTUAL_UPDATE_END;` blocks, and those
+    inside (SQLMesh runs them when the model's view is created or updated, not with the model)."""
+    outside: list[Statement] = []
+    inside: list[Statement] = []
+    begin: Statement | None = None
+    for st in statements:
+        word = st.first_word
+        if word == VIRTUAL_UPDATE_BEGIN:
+            if begin is not None:
+                raise ModelError(f"{VIRTUAL_UPDATE_BEGIN} inside the block opened at line {begin.line} "
+                                 f"(close it with {VIRTUAL_UPDATE_END};)", path, st.line)
+            begin = st
+        elif word == VIRTUAL_UPDATE_END:
+            if begin is None:
+                raise ModelError(f"{VIRTUAL_UPDATE_END} without {VIRTUAL_UPDATE_BEGIN} before it", path, st.line)
+            begin = None
+        else:
+            (inside if begin is not None else outside).append(st)
+    if begin is not None:
+        unended = any(st.text.rstrip().upper().endswith(VIRTUAL_UPDATE_END) for st in inside)
+        hint = f" (a `;` is missing before {VIRTUAL_UPDATE_END})" if unended else ""
+        raise ModelError(f"{VIRTUAL_UPDATE_BEGIN} is never closed with {VIRTUAL_UPDATE_END};{hint}", path, begin.line)
+    return outside, inside
+
+
 def _written(statement: Statement, jinja: list[JinjaBlock] | None) -> Statement:
     """The Jinja block a placeholder statement of `extract_blocks` stands for; others as they are."""
     tokens = statement.tokens
@@ -397,7 +426,8 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
         props["columns"] = _columns(columns_entry.value, path, props["dialect"])
     kind = complete_model_properties(props, lines, deferred.get("kind"), ViewKind(), path, definition.block_line,
                                      defaults, file_path.parent)
-    macro_defs, pre, query, post, audits = _split_statements(definition.statements, path, jinja)
+    statements, on_virtual_update = virtual_update_statements(definition.statements, path)
+    macro_defs, pre, query, post, audits = _split_statements(statements, path, jinja)
     if not kind.has_query:
         if query is not None or pre or post:
             raise ModelError(f"{kind.name.value} models have no query: only the MODEL block", path,
@@ -410,7 +440,8 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
     lines.update({def_line_key(i): d.line for i, d in enumerate(macro_defs)})
     lines.update({line_key(block.text): block.line for block in jinja if not block.is_query})
     props.update(macro_definitions=[d.text for d in macro_defs], pre_statements=pre, post_statements=post,
-                 inline_audits=audits, property_lines=lines)
+                 on_virtual_update=[_written(st, jinja).text for st in on_virtual_update], inline_audits=audits,
+                 property_lines=lines)
     return Model(**props)
 
 

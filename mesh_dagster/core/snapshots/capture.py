@@ -179,7 +179,8 @@ def dump_value(value: Any) -> str:
 
 def sql_text(model: Model, audits: dict[str, Audit]) -> str:
     """All SQL a model's evaluation renders, as written: where its macro and variable uses are."""
-    texts = [model.query or "", *model.pre_statements, *model.post_statements, *model.macro_definitions]
+    texts = [model.query or "", *model.pre_statements, *model.post_statements, *model.on_virtual_update,
+             *model.macro_definitions]
     texts += [audits[ref.name].query for ref in model.audits if ref.name in audits]
     return " ".join(texts)
 
@@ -197,7 +198,7 @@ class Capturer:
         audits = {ref.name: project.audits[ref.name] for ref in model.audits if ref.name in project.audits}
         sql = sql_text(model, audits)
         jinja = project.macros.jinja.used_by([model.query or "", *model.pre_statements, *model.post_statements,
-                                              *(audit.query for audit in audits.values())])
+                                              *model.on_virtual_update, *(audit.query for audit in audits.values())])
         sql = " ".join([sql, *(m.source for m in jinja.values())])  # what they read and call counts too
         macros = self._macro_closure(project.macros.used_by(sql))
         return Capture(

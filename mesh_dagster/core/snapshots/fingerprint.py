@@ -77,6 +77,7 @@ def metadata_hash(model: Model, capture: Capture) -> str:
     # How Spark runs its queries, as SQLMesh hashes them: metadata (listed only when set).
     values += [f"session {key}={value}" for key, value in sorted(model.session_properties.items())]
     values += _standalone_audit_values(model, capture)
+    values += [f"on_virtual_update {text}" for text in model.on_virtual_update]  # none: as before
     values += capture.signal_values()  # when its intervals are ready, as the code decides it
     if model.query and "*" in model.query:
         # A `SELECT *` child's output follows its parents' columns (see categorizer).

@@ -242,15 +242,26 @@ def _require(model: Model, prop: str, named: list[str], known, message: str) -> 
         raise ModelError(f"{text} (it outputs: {outputs or 'nothing known'})", model.path, model.line_of(prop))
 
 
-_AUDIT_COLUMN_ARGS = {"not_null": "columns", "unique_values": "columns", "accepted_values": "column"}
+_COLUMN = ("column",)
+_TWO = ("column", "target_column")
+# The arguments of the built-in audits (core/project/builtin_audits.py) that name columns.
+_AUDIT_COLUMN_ARGS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("not_null", "unique_values", "unique_combination_of_columns"), ("columns",)),
+    **dict.fromkeys(("accepted_values", "not_accepted_values", "at_least_one", "not_null_proportion", "not_constant",
+                     "sequential_values", "accepted_range", "not_empty_string", "string_length_equal",
+                     "string_length_between", "valid_uuid", "valid_email", "valid_url", "valid_http_method",
+                     "match_regex_pattern_list", "not_match_regex_pattern_list", "match_like_pattern_list",
+                     "not_match_like_pattern_list", "mean_in_range", "stddev_in_range", "z_score"), _COLUMN),
+    **dict.fromkeys(("kl_divergence", "chi_square"), _TWO),
+    "mutually_exclusive_ranges": ("lower_bound_column", "upper_bound_column"),
+}
 
 
 def _check_audit_columns(model: Model, ref: AuditRef, known: set[str]) -> None:
     """Built-in audits name the columns they check: each must exist (or the audit fails in Spark)."""
-    arg = _AUDIT_COLUMN_ARGS.get(ref.name.removesuffix("_non_blocking"))
-    if arg is None or arg not in ref.args:
-        return
-    missing = [c for c in _column_names(ref.args[arg], model.dialect) if c not in known]
+    args = _AUDIT_COLUMN_ARGS.get(ref.name.removesuffix("_non_blocking"), ())
+    named = [c for arg in args if arg in ref.args for c in _column_names(ref.args[arg], model.dialect)]
+    missing = list(dict.fromkeys(c for c in named if c not in known))
     if missing:
         source = " (attached by model_defaults.audits in config.yaml)" if ref.default else ""
         names = ", ".join(f"'{c}'" for c in missing)

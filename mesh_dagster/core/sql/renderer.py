@@ -33,6 +33,7 @@ from mesh_dagster.core.macros.jinja import render as render_jinja
 from mesh_dagster.core.macros.syntax import lookup, normalize_name, temporal_locals
 from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.sql.dialect_fixes import fix_transpilation
 from mesh_dagster.core.sql.query_columns import expand_stars, query_columns, table_key
 from mesh_dagster.core.time.time_column import TimeColumnError, find_type, interval_condition
 
@@ -261,18 +262,24 @@ def _parse_text(text: str, dialect: str, reader: Callable[[exp.Expr | None], T] 
     if reader is None:
         with _PARSED_LOCK:
             tree = _PARSED.pop(key, _MISSING)
-        return sqlglot.parse_one(text, read=get_dialect(dialect)) if tree is _MISSING else tree
+        return _parse_one(text, dialect) if tree is _MISSING else tree
     with _PARSED_LOCK:
         tree = _PARSED.get(key, _MISSING)
         if tree is not _MISSING:
             _PARSED.move_to_end(key)
             return reader(tree)
-    tree = sqlglot.parse_one(text, read=get_dialect(dialect))
+    tree = _parse_one(text, dialect)
     with _PARSED_LOCK:
         _PARSED[key] = tree
         while len(_PARSED) > _PARSED_MAX:
             _PARSED.popitem(last=False)
         return reader(tree)
+
+
+def _parse_one(text: str, dialect: str) -> exp.Expr | None:
+    """Parsed, with the functions sqlglot would transpile to other results rewritten (dialect_fixes)."""
+    tree = sqlglot.parse_one(text, read=get_dialect(dialect))
+    return None if tree is None else fix_transpilation(tree, dialect)
 
 
 def _parse_query(text: str, dialect: str, path: str | None, line: int, what: str = "query",
@@ -300,7 +307,7 @@ def _parse_query(text: str, dialect: str, path: str | None, line: int, what: str
 
 def _parse_statements(text: str, dialect: str, path: str | None, line: int) -> list[exp.Expr]:
     try:
-        return [s for s in sqlglot.parse(text, read=get_dialect(dialect)) if s is not None]
+        return [fix_transpilation(s, dialect) for s in sqlglot.parse(text, read=get_dialect(dialect)) if s is not None]
     except ParseError as e:
         raise ModelError(f"Cannot parse statement: {describe(e)}", path, _error_line(e, line)) from None
     except TokenError as e:
