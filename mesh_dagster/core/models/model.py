@@ -23,9 +23,9 @@ __all__ = ["MODEL_FORMAT", "AnyKind", "Audit", "AuditRef", "KindName", "Model", 
 
 # Bumped whenever a pickled Model changes shape (the project cache's salt holds it): a cache
 # written by another shape is dropped rather than unpickled into the wrong classes.
-MODEL_FORMAT = 9  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
+MODEL_FORMAT = 10  # 2: one class per kind; 3: self_referencing; 4: Python models; 5: scheduling properties;
 # 6: references and key aliases; 7: blueprint variables, session properties; 8: ignored_rules;
-# 9: standalone audits (Audit.standalone, Audit.node)
+# 9: standalone audits (Audit.standalone, Audit.node); 10: on_virtual_update
 
 
 class AuditRef(BaseModel):
