@@ -128,8 +128,12 @@ def test_each_built_in_audit_fails_on_bad_rows(engine) -> None:
     model = Model(name="db.bad", kind=ModelKind(name=KindName.FULL), dialect="duckdb", query="SELECT 1",
                   path="models/bad.sql", line=1)
     passed = []
-    for name, args in FAILING:
-        sql = audit_query(AuditRef(name=name, args=args), model, {}, RenderContext(this_model=view), MacroRegistry())[0]
-        if engine.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0] == 0:
-            passed.append(name)
+    try:
+        for name, args in FAILING:
+            ref = AuditRef(name=name, args=args)
+            sql = audit_query(ref, model, {}, RenderContext(this_model=view), MacroRegistry())[0]
+            if engine.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0] == 0:
+                passed.append(name)
+    finally:
+        engine.spark.catalog.dropTempView(view)  # the session is shared: other tests count its temp views
     assert passed == []
