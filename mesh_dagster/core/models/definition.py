@@ -212,6 +212,16 @@ def read_definition(text: str, path: str, block_names: tuple[str, ...] = ("MODEL
     return DefinitionFile(path, None, 1, [], reader.statements(0))
 
 
+def at_line(value: Value, line: int) -> Value:
+    """A value read from a string of its own (`read_value`), moved to the line the string is written at."""
+    value.line = line
+    for item in value.items:
+        item.line = line
+        if item.value is not None:
+            at_line(item.value, line)
+    return value
+
+
 def read_value(text: str, path: str) -> Value:
     """One property value written on its own (a `model_defaults.audits` entry in config.yaml)."""
     tokens = tokenize(text, path)

@@ -35,7 +35,7 @@ from mesh_dagster.core.config.config import ModelDefaults
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.user import MacroRegistry
-from mesh_dagster.core.models.definition import Entry, Value, read_definition, read_value
+from mesh_dagster.core.models.definition import Entry, Value, at_line, read_definition, read_value
 from mesh_dagster.core.models.model import Model
 
 # `@{name}`, `@BLUEPRINT_VAR('name'[, default])` and `@name` (not a call): the uses of a variable.
@@ -117,16 +117,7 @@ def _expanded(value: Value, path: str, expand: Expand) -> Value:
     except ModelError as e:
         raise ModelError(f"{value.text} gave no blueprints (`((name := value, ...), ...)`): {e.message}", path,
                          value.line) from None
-    return _at_line(written, value.line)
-
-
-def _at_line(value: Value, line: int) -> Value:
-    value.line = line
-    for item in value.items:
-        item.line = line
-        if item.value is not None:
-            _at_line(item.value, line)
-    return value
+    return at_line(written, value.line)
 
 
 def _without(text: str, entry: Entry) -> tuple[str, int]:

@@ -40,7 +40,7 @@ from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.coercion import SQL
 from mesh_dagster.core.macros.evaluator import MacroEvaluator
 from mesh_dagster.core.macros.user import macro
-from mesh_dagster.core.models.definition import Entry, Value, read_value, relative_path
+from mesh_dagster.core.models.definition import Entry, Value, at_line, read_value, relative_path
 from mesh_dagster.core.models.kinds import FullKind
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.models.property_values import read_column
@@ -448,7 +448,7 @@ def _written_list(key: str, value: Any, shown: str, line: int) -> Value:
             parsed = read_value(text, shown)
         except ModelError as e:
             raise ModelError(e.message, shown, line) from None
-        entries.append(Entry(text, line, [], value=_at_line(parsed, line)))
+        entries.append(Entry(text, line, [], value=at_line(parsed, line)))
     return Value(repr(items), line, "group", items=entries)
 
 
@@ -481,16 +481,6 @@ def _argument_sql(key: str, arg: str, value: Any, shown: str, line: int) -> str:
         return "(" + ", ".join(_argument_sql(key, arg, v, shown, line) for v in value) + ")"
     raise ModelError(f"{key}: argument '{arg}' cannot be a {type(value).__name__} (write a string, a number, a "
                      "boolean, a sqlglot expression such as to_column('id'), or a list of them)", shown, line)
-
-
-def _at_line(value: Value, line: int) -> Value:
-    """A value read from a string of its own, moved to the line the string is written at."""
-    value.line = line
-    for item in value.items:
-        item.line = line
-        if item.value is not None:
-            _at_line(item.value, line)
-    return value
 
 
 def _checked_reads(code: PythonCode, depends_on: list[str], name: str) -> list[TableRead]:
