@@ -25,10 +25,7 @@ from sqlglot.lineage import Node, lineage
 from sqlglot.schema import MappingSchema
 
 from mesh_dagster.core.macros.syntax import lookup
-from mesh_dagster.core.sql.query_columns import SPARK, Schemas, cte_queries, table_key
-
-_UNKNOWN_TYPE = "UNKNOWN"
-_FLAT = "_mesh_"
+from mesh_dagster.core.sql.query_columns import SPARK, Schemas, cte_queries, flatten_tables, table_key
 
 
 class ColumnRef(NamedTuple):
@@ -168,29 +165,8 @@ def _sqlglot_lineage(tree: exp.Query, schemas: Schemas) -> Lineage | None:
 
 
 def _flatten(copy: exp.Expr, schemas: Schemas) -> tuple[dict[str, str], dict[str, object]]:
-    """Rename every table of `copy` `_mesh_<n>` (aliased by the name the query used); the flat
-    name -> table key, and the flat schema of those whose columns are known."""
-    ctes = cte_queries(copy)
-    flat: dict[str, str] = {}
-    by_key: dict[str, str] = {}
-    schema: dict[str, object] = {}
-    for table in list(copy.find_all(exp.Table)):
-        if not isinstance(table.this, exp.Identifier):
-            continue  # a table-valued function
-        key = table_key(table)
-        if table.args.get("db") is None and key in ctes:
-            continue  # a CTE
-        name = by_key.setdefault(key, f"{_FLAT}{len(by_key)}")
-        flat[name] = key
-        columns = lookup(schemas, key) if schemas else None
-        if columns:
-            schema[name] = {c: t or _UNKNOWN_TYPE for c, t in columns.items()}
-        if not table.args.get("alias"):
-            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
-        table.set("this", exp.to_identifier(name))
-        table.set("db", None)
-        table.set("catalog", None)
-    return flat, schema
+    """Every table of `copy` renamed `_mesh_<n>` (query_columns.flatten_tables)."""
+    return flatten_tables(copy, schemas, cte_queries(copy))
 
 
 def _leaves(node: Node, flat: dict[str, str]) -> set[ColumnRef] | None:

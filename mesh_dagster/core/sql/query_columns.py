@@ -269,23 +269,34 @@ def _scoped_names(select: exp.Select, schemas: Schemas, ctes: dict[str, exp.CTE]
 def _copy_schema(copy: exp.Expr, schemas: Schemas, ctes: dict[str, exp.CTE]) -> MappingSchema:
     """Every table of the copy renamed `_mesh_<n>` (aliased by the name the query uses for it),
     so sqlglot sees one flat schema whatever the depth of the names (`x` is `default.x`)."""
-    flat: dict[str, object] = {}
-    for n, table in enumerate(list(copy.find_all(exp.Table))):
+    return MappingSchema(flatten_tables(copy, schemas, ctes)[1], dialect=SPARK, normalize=False)
+
+
+def flatten_tables(copy: exp.Expr, schemas: Schemas,
+                   ctes: dict[str, exp.CTE]) -> tuple[dict[str, str], dict[str, object]]:
+    """Rename every table of `copy` `_mesh_<n>`, one name per table, aliased by the name the query
+    used (CTEs and table-valued functions stay); the flat name -> table key, and the flat schema of
+    the tables whose columns are known (column analysis here, column lineage in lineage.py)."""
+    flat: dict[str, str] = {}
+    by_key: dict[str, str] = {}
+    schema: dict[str, object] = {}
+    for table in list(copy.find_all(exp.Table)):
         if not isinstance(table.this, exp.Identifier):
-            continue  # table-valued function
+            continue  # a table-valued function
         key = table_key(table)
         if table.args.get("db") is None and key in ctes:
             continue  # a CTE
-        name = f"_mesh_{n}"
+        name = by_key.setdefault(key, f"_mesh_{len(by_key)}")
+        flat[name] = key
         columns = lookup(schemas, key) if schemas else None
         if columns:
-            flat[name] = {c: t or _UNKNOWN_TYPE for c, t in columns.items()}
+            schema[name] = {c: t or _UNKNOWN_TYPE for c, t in columns.items()}
         if not table.args.get("alias"):
             table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
         table.set("this", exp.to_identifier(name))
         table.set("db", None)
         table.set("catalog", None)
-    return MappingSchema(flat, dialect=SPARK, normalize=False)
+    return flat, schema
 
 
 def _take_expansion(select: exp.Select, qualified: exp.Select, names: dict[str, int]) -> bool:
