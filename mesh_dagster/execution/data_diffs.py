@@ -24,12 +24,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from mesh_dagster.core.config.config import DataDiffSettings
+from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.plan.data_diff import COUNTS_ONLY, FAILED, SKIPPED, DataDiff, diff_candidates
 from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.snapshots.table_diff import diff_counts_query, key_sample, table_diff_queries
+from mesh_dagster.core.time.dates import ms_to_datetime
+from mesh_dagster.core.time.intervals import Interval, format_interval_range
+from mesh_dagster.core.time.time_column import find_type, interval_condition
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +79,9 @@ def plan_data_diffs(plan: Plan, engine: DiffEngine, settings: DataDiffSettings,
                         old_environment=old_environment, grain=list(new.model.grain))
         started = clock()
         try:
-            _compare(diff, engine, settings, budget)
-            if name in plan.previews and diff.note is None:
+            window = preview_window(plan, name)
+            _compare(diff, engine, settings, budget, window)
+            if name in plan.previews and window is None and diff.note is None:
                 diff.note = "preview of a forward-only change: built over its preview range only"
         except TimeBudgetSpent as e:
             diff.status, diff.note = SKIPPED, str(e)
@@ -88,7 +93,38 @@ def plan_data_diffs(plan: Plan, engine: DiffEngine, settings: DataDiffSettings,
     return out
 
 
-def _compare(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings, budget: _Budget) -> None:
+class PreviewWindow(NamedTuple):
+    """The rows a forward-only preview was built for: its time column within its preview range."""
+
+    model: Model
+    intervals: list[Interval]
+
+    def condition(self, columns: dict[str, str]) -> str:
+        model, column = self.model, self.model.time_column
+        assert column is not None
+        start, end = min(i[0] for i in self.intervals), max(i[1] for i in self.intervals)
+        between = interval_condition(column, ms_to_datetime(start), ms_to_datetime(end), find_type(columns, column),
+                                     model.kind.time_range.time_column_format if model.kind.time_range else "")
+        return between.sql(dialect="spark")
+
+    def note(self) -> str:
+        return (f"preview of a forward-only change: rows of `{self.model.time_column}` in "
+                f"{format_interval_range(self.intervals, self.model.interval_unit)} (its preview range) compared")
+
+
+def preview_window(plan: Plan, name: str) -> PreviewWindow | None:
+    """A forward-only preview holds only its preview range: comparing it with all of the old
+    table would count every older row as removed. Both sides are cut to that range when the model
+    has a time column to cut on (other kinds' previews are compared whole, and say so)."""
+    backfill = plan.backfills.get(name)
+    model = plan.snapshots[name].model
+    if name not in plan.previews or backfill is None or not backfill.intervals or model.time_column is None:
+        return None
+    return PreviewWindow(model, list(backfill.intervals))
+
+
+def _compare(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings, budget: _Budget,
+             window: PreviewWindow | None) -> None:
     if diff.new_table == diff.old_table:
         diff.status, diff.note = SKIPPED, "one table for both (the change keeps the model's table)"
         return
@@ -100,23 +136,30 @@ def _compare(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings, bud
     new_cols, old_cols = engine.columns(diff.new_table), engine.columns(diff.old_table)
     diff.columns_added = [c for c in new_cols if c not in old_cols]
     diff.columns_removed = [c for c in old_cols if c not in new_cols]
+    new_src, old_src = diff.new_table, diff.old_table
+    if window is not None:
+        new_src = f"(SELECT * FROM {new_src} WHERE {window.condition(new_cols)})"
+        old_src = f"(SELECT * FROM {old_src} WHERE {window.condition(old_cols)})"
+        diff.note = window.note()
     budget.check()
-    (new_rows, old_rows), = engine.fetchall(f"SELECT (SELECT COUNT(*) FROM {diff.new_table}), "
-                                            f"(SELECT COUNT(*) FROM {diff.old_table})")
+    (new_rows, old_rows), = engine.fetchall(f"SELECT (SELECT COUNT(*) FROM {new_src}), "
+                                            f"(SELECT COUNT(*) FROM {old_src})")
     diff.new_rows, diff.old_rows = int(new_rows), int(old_rows)
     keys = [k for k in diff.grain if k in new_cols and k in old_cols]
     if not diff.grain or keys != diff.grain:
         diff.status = COUNTS_ONLY
-        diff.note = "no grain: counts only" if not diff.grain else "grain not in both tables: counts only"
+        diff.note = "; ".join(n for n in (diff.note, "no grain: counts only" if not diff.grain
+                                          else "grain not in both tables: counts only") if n)
         return
-    _compare_rows(diff, engine, settings, budget, [c for c in new_cols if c in old_cols and c not in keys])
+    _compare_rows(diff, engine, settings, budget, [c for c in new_cols if c in old_cols and c not in keys],
+                  (new_src, old_src))
 
 
 def _compare_rows(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings, budget: _Budget,
-                  columns: list[str]) -> None:
+                  columns: list[str], sources: tuple[str, str]) -> None:
     """Pair the rows on the grain (within a sample of keys above `max_rows`)."""
     keys = diff.grain
-    new_src, old_src = diff.new_table, diff.old_table
+    new_src, old_src = sources
     largest = max(diff.new_rows or 0, diff.old_rows or 0)
     if largest > settings.max_rows:
         diff.sampled = settings.max_rows / largest

@@ -69,3 +69,30 @@ def test_above_max_rows_a_sample_of_keys_is_compared(tmp_path, engine, unique_sc
     assert (d.only_new, d.only_old) == (len(kept - kept_old), len(kept_old - kept))
     assert d.changed == len({1, 2, 3} & kept) and d.unchanged == len(kept & kept_old) - d.changed
     assert len(kept | kept_old) < 11  # fewer keys than the tables hold were compared
+
+
+def test_a_forward_only_preview_is_compared_over_its_preview_range(tmp_path, engine, unique_schema):
+    """The preview of a forward-only change holds its preview range only (the last day here): the
+    diff cuts prod's table to that range too, so prod's older days do not count as removed rows."""
+    schema = unique_schema
+    days = "".join(f"{i},{i * 10},2020-01-0{(i + 1) // 2}\n" for i in range(1, 7))  # two rows a day, 3 days
+    incremental = (f"MODEL (name {schema}.m, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), grain (id));\n"
+                   f"SELECT id, v, ds FROM {schema}.seed WHERE ds BETWEEN @start_ds AND @end_ds\n")
+    root = write_project(tmp_path / "p", {
+        "seeds/seed.csv": "id,v,ds\n" + days,
+        "models/seed.sql": f"MODEL (name {schema}.seed, kind SEED (path '../seeds/seed.csv'), "
+                           "columns (id INT, v INT, ds DATE), grain (id));\n",
+        "models/m.sql": incremental}, CONFIG + "plan:\n  forward_only: true\n")
+    ctx = Context(root, engine=engine)
+    ctx.apply(ctx.plan(execution_time="2020-01-04"))
+    (root / "models" / "m.sql").write_text(incremental.replace("SELECT id, v,", "SELECT id, CASE WHEN id = 6 THEN v + 1 "
+                                                                                "ELSE v END AS v,"))
+    ctx.reload()
+    plan = ctx.plan("dev", execution_time="2020-01-04")
+    assert plan.previews == [f"{schema}.m"]
+    ctx.apply(plan)
+    d = ctx.plan_record(plan.plan_id).summary.data_diffs[f"{schema}.m"]
+    assert (d.status, d.old_rows, d.new_rows) == ("compared", 2, 2)  # prod holds 6 rows, 2 of them on 2020-01-03
+    assert (d.only_new, d.only_old, d.changed, d.unchanged, d.column_changes) == (0, 0, 1, 1, {"v": 1, "ds": 0})
+    assert d.note == "preview of a forward-only change: rows of `ds` in 2020-01-03 - 2020-01-03 (its preview range) compared"
+    assert engine.fetchall(f"SELECT COUNT(*) FROM {d.old_table}") == [(6,)]

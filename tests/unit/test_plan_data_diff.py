@@ -208,6 +208,12 @@ def test_a_forward_only_preview_is_diffed_and_says_so(tmp_path):
         (root / "models" / "m.sql").write_text(incremental.replace("2 AS v", "3 AS v"))
         plan = build_plan(load_project(root, use_cache=False), state, "dev", execution_time="2020-01-04")
     assert plan.previews == ["s.m"] and diff_candidates(plan) == ["s.m"]
-    d = plan_data_diffs(plan, ScriptedEngine(), DataDiffSettings())["s.m"]
+    engine = ScriptedEngine()
+    d = plan_data_diffs(plan, engine, DataDiffSettings())["s.m"]
     assert d.new_table != d.old_table and d.status == "compared"
-    assert d.note_text() == "preview of a forward-only change: built over its preview range only"
+    assert d.note_text() == ("preview of a forward-only change: rows of `ds` in 2020-01-03 - 2020-01-03 (its preview "
+                             "range) compared")
+    # both sides cut to the preview's range: prod's older rows are not counted as removed
+    window = ("WHERE `ds` BETWEEN CAST('2020-01-03 00:00:00.000000' AS TIMESTAMP) "
+              "AND CAST('2020-01-03 23:59:59.999999' AS TIMESTAMP)")
+    assert all(f"FROM {t} {window})" in sql for t in (d.new_table, d.old_table) for sql in engine.sql), engine.sql
