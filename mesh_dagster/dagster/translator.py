@@ -22,6 +22,8 @@ from dagster import (
     TableColumn,
     TableColumnDep,
     TableColumnLineage,
+    TableMetadataValue,
+    TableRecord,
     TableSchema,
     TimeWindowPartitionsDefinition,
 )
@@ -85,6 +87,32 @@ def column_lineage(asset: ModelAsset) -> TableColumnLineage:
     return TableColumnLineage(deps_by_column={
         column: [TableColumnDep(asset_key=key, column_name=upstream) for key, upstream in deps]
         for column, deps in (asset.column_deps or {}).items()})
+
+
+def lineage_metadata(asset: ModelAsset) -> dict[str, Any]:
+    """Both forms of the column lineage, for a model that computes its columns (not a seed)."""
+    if asset.column_deps is None or asset.model.kind.seed:
+        return {}
+    return {"dagster/column_lineage": column_lineage(asset), "mesh/column_lineage": column_lineage_table(asset)}
+
+
+LINEAGE_TABLE_SCHEMA = TableSchema(columns=[
+    TableColumn("column", "string", description="a column of this asset"),
+    TableColumn("reads", "string", description="the upstream asset columns it is computed from"),
+])
+
+
+def column_lineage_table(asset: ModelAsset) -> TableMetadataValue:
+    """The same lineage as a table the open-source UI shows on the asset's page: Dagster 1.13's UI
+    draws `dagster/column_lineage` only in Dagster+ and leaves the canonical entry out of its
+    metadata tables, so without this a user of the open-source UI would see no lineage at all."""
+    def reads(deps: list[tuple[AssetKey, str]]) -> str:
+        return ", ".join(f"{key.to_user_string()}.{upstream}" for key, upstream in deps) or "(no table column)"
+
+    return MetadataValue.table(
+        records=[TableRecord({"column": column, "reads": reads(deps)})
+                 for column, deps in (asset.column_deps or {}).items()],
+        schema=LINEAGE_TABLE_SCHEMA)
 
 
 def tag_key(tag: str) -> str:
@@ -172,6 +200,7 @@ class MeshTranslator:
         model = asset.model
         meta = {
             "mesh/model": model.name,
+            **lineage_metadata(asset),  # first: the UI lists entries in this order, and this one is read most
             "mesh/kind": model.kind.name.value,
             "mesh/cron": model.cron,
             "mesh/change": asset.change,
@@ -205,8 +234,6 @@ class MeshTranslator:
         if asset.pending_columns and asset.pending_columns != asset.columns:
             meta["mesh/pending_columns"] = TableSchema(  # the new version's, once the environment serves it
                 columns=[TableColumn(name=c, type=t or "unknown") for c, t in asset.pending_columns.items()])
-        if asset.column_deps is not None and not model.kind.seed:
-            meta["dagster/column_lineage"] = column_lineage(asset)
         if model.query:
             meta["mesh/query"] = MetadataValue.md(f"```sql\n{model.query.strip()}\n```")
         if model.python is not None:

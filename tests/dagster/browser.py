@@ -56,3 +56,16 @@ def node_tags(dom: str, asset_path: str) -> list[str]:
     others = [m.start() for m in re.finditer(r'href="/assets/([^"?]+)', rest) if m.group(1) != asset_path]
     segment = rest[:others[0]] if others else rest
     return re.findall(r'OpTags_opTagsContainer[^>]*><div[^>]*>([^<]+)<', segment)
+
+
+def page_text(dom: str) -> str:
+    """The words a user reads on the page: tags, scripts and styles left out."""
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S)
+    return " ".join(re.sub(r"<[^>]+>", " ", body).split())
+
+
+def text_after(dom: str, label: str, length: int = 400) -> str:
+    """What the page shows right after `label` (e.g. a metadata row's value after its key)."""
+    text = page_text(dom)
+    at = text.find(label)
+    return "" if at < 0 else text[at:at + len(label) + length]

@@ -73,6 +73,12 @@ def test_every_sql_model_carries_its_column_lineage_in_its_environment(project, 
         assert dg.AssetKey(list(dep_key)) in graph.get_all_asset_keys()
     assert "dagster/column_lineage" not in graph.get(key("seed_model")).metadata
     assert "dagster/column_lineage" not in graph.get(dg.AssetKey(["raw", "prices"])).metadata
+    # the same lineage as a table the open-source UI shows (it hides the canonical entry)
+    shown = graph.get(key("report")).metadata["mesh/column_lineage"]
+    assert [r.data for r in shown.records] == [
+        {"column": "item", "reads": f"{schema}/full_model.item_id"},
+        {"column": "revenue", "reads": f"raw/prices.price, {schema}/full_model.num_orders"},
+        {"column": "price", "reads": "raw/prices.price"}]
 
 
 def test_lineage_follows_the_translators_keys_and_is_cached(project, monkeypatch):

@@ -17,13 +17,14 @@ The tests run in order on one server and build on each other:
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from datetime import date, timedelta
 
 import pytest
-from browser import node_tags, rendered_dom, screenshot
+from browser import node_tags, page_text, rendered_dom, screenshot, text_after
 from project_copies import edit, recent_example
 from test_dagster_webserver import LAUNCH_RUN, RELOAD, Dagster, _free_port
 
@@ -174,12 +175,15 @@ def test_0_what_the_cli_applied_shows_materialized_with_its_audit(ui):
 LINEAGE = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { assetKey { path }
   metadataEntries { label __typename
     ... on TableColumnLineageMetadataEntry { lineage { columnName columnDeps { assetKey { path } columnName } } }
-    ... on TableSchemaMetadataEntry { schema { columns { name type } } } } } }"""
+    ... on TableSchemaMetadataEntry { schema { columns { name type } } }
+    ... on TableMetadataEntry { table { records } } } } }"""
 
 
 def test_0_column_lineage_reaches_the_webserver_in_each_environment(ui):
     """Every SQL model's asset carries its column lineage, in prod's and dev's code locations, each
-    pointing at its own environment's assets (Dagster+ draws it; the open-source UI shows none)."""
+    pointing at its own environment's assets. The open-source UI of Dagster 1.13 draws no column
+    graph (Dagster+ does, from `dagster/column_lineage`) and leaves that entry out of its metadata
+    tables; it shows our `mesh/column_lineage` table on the asset's page, checked in Chromium."""
     def entries(schema: str, table: str) -> dict[str, dict]:
         (node,) = ui.query(LINEAGE, keys=[{"path": [schema, table]}])["assetNodes"]
         return {e["label"]: e for e in node["metadataEntries"]}
@@ -195,6 +199,15 @@ def test_0_column_lineage_reaches_the_webserver_in_each_environment(ui):
         assert {"id", "item_id"} <= {c["name"] for c in upstream["dagster/column_schema"]["schema"]["columns"]}
         assert [(d["assetKey"]["path"], d["columnName"]) for e in upstream["dagster/column_lineage"]["lineage"]
                 if e["columnName"] == "id" for d in e["columnDeps"]] == [([schema, "seed_model"], "id")]
+        shown = [json.loads(r) for r in entries(schema, "full_model")["mesh/column_lineage"]["table"]["records"]]
+        assert shown == [{"column": "item_id", "reads": f"{schema}/incremental_model.item_id"},
+                         {"column": "num_orders", "reads": f"{schema}/incremental_model.id"}]
+
+    page = ui.page("/assets/sqlmesh_example__dev/full_model")
+    dom = rendered_dom(page, "mesh/column_lineage", "sqlmesh_example__dev/incremental_model.id")
+    assert "num_orders sqlmesh_example__dev/incremental_model.id" in text_after(dom, "mesh/column_lineage"), \
+        page_text(dom)[-3000:]
+    screenshot(page, ui.shots / "column_lineage.png")
 
 
 def test_1_a_change_shows_at_a_glance_on_the_graph_and_in_the_catalog(ui):
@@ -352,3 +365,55 @@ def test_4_a_failed_blocking_audit_blocks_promotion_and_stays_failed(ui):
         audit.write_text(original)
         edit(ui.project, "full_model", "  owner someone,\n", "")
         ui.reload("dev")
+
+
+OUTPUTS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
+  ... on ExecutionStepOutputEvent { stepKey metadataEntries { label __typename
+    ... on TableMetadataEntry { table { records } } ... on MarkdownMetadataEntry { mdStr }
+    ... on TextMetadataEntry { text } } } } } } }"""
+
+
+def test_5_the_plan_runs_show_the_data_diff_a_reviewer_approves(ui):
+    """A change reviewed through Dagster: plan_dev records it (the diff is pending: no data of the
+    new version exists yet), apply_plan_dev builds it and shows how its data differs from what dev
+    served, on the model's grain, as run metadata (GraphQL) and on the run's page (Chromium)."""
+    original = (ui.project / "models" / "full_model.sql").read_text()
+    edit(ui.project, "full_model", "  COUNT(DISTINCT id) AS num_orders\n", "  COUNT(DISTINCT id) + 1 AS num_orders\n")
+    try:
+        ui.reload("dev")
+        run_id, status = ui.run("dev", "plan_dev")
+        assert status == "SUCCESS", ui.failure(run_id)
+        planned = _output_metadata(ui, run_id)
+        assert planned["data_diff"]["text"].startswith("pending for sqlmesh_example.full_model")
+        plan_id = planned["plan_id"]["text"]
+
+        selector = {"repositoryLocationName": ui.location("dev"), "repositoryName": "__repository__",
+                    "jobName": "apply_plan_dev"}
+        launched = ui.query(LAUNCH_RUN, p={"selector": selector, "runConfigData": {
+            "ops": {"apply_plan_dev_record": {"config": {"plan_id": plan_id}}}}})["launchRun"]
+        assert launched["__typename"] == "LaunchRunSuccess", launched
+        run_id = launched["run"]["runId"]
+        assert ui.wait_run(run_id) == "SUCCESS", ui.failure(run_id)
+        applied = _output_metadata(ui, run_id)
+        (row,) = [json.loads(r) for r in applied["data_diff"]["table"]["records"]]
+        items = row["new_rows"]
+        assert row == {"model": "sqlmesh_example.full_model", "grain": "item_id", "old_rows": items,
+                       "new_rows": items, "only_new": 0, "only_old": 0, "changed": items, "unchanged": 0,
+                       "note": ""}, row
+        assert f"`num_orders` changed in {items} rows" in applied["data_diff_details"]["mdStr"]
+
+        page = ui.page(f"/runs/{run_id}")
+        dom = rendered_dom(page, "data_diff", "sqlmesh_example.full_model", "Show schema")
+        row_shown = f"sqlmesh_example.full_model item_id {items} {items} 0 0 {items} 0"  # the table's row, as drawn
+        assert row_shown in text_after(dom, "data_diff"), page_text(dom)[-3000:]
+        screenshot(page, ui.shots / "data_diff_run.png")
+    finally:
+        (ui.project / "models" / "full_model.sql").write_text(original)
+        ui.reload("dev")
+
+
+def _output_metadata(ui: Truth, run_id: str) -> dict[str, dict]:
+    """The metadata of the run's one step output, by label."""
+    events = ui.query(OUTPUTS, id=run_id)["logsForRun"]["events"]
+    (output,) = [e for e in events if "metadataEntries" in e]
+    return {m["label"]: m for m in output["metadataEntries"]}

@@ -480,3 +480,10 @@ def test_many_models_render(capsys) -> None:
 def test_empty_query() -> None:
     with pytest.raises(ModelError, match=r"^models/x\.sql:10: The query is empty"):
         render_sql(model("  "), RenderContext(), EMPTY)
+
+
+def test_a_count_is_a_bigint_whatever_it_counts() -> None:
+    # Spark's count returns a LongType: the Dagster column schema shows BIGINT, not "unknown"
+    _, columns = expanded(f"SELECT item_id, COUNT(DISTINCT id) AS n, COUNT(*) AS rows, MAX(id) AS top FROM {SEED} "
+                          "GROUP BY item_id")
+    assert columns == {"item_id": "INT", "n": "BIGINT", "rows": "BIGINT", "top": None}

@@ -31,8 +31,8 @@ from mesh_dagster.core.macros.syntax import lookup, normalize_name
 SPARK = get_dialect("spark")
 # Part of the project cache's salt: bumped whenever a query's expansion or output columns may come
 # out differently, so cached output columns are recomputed (2: USING/NATURAL/PIVOT/LATERAL VIEW;
-# 3: the output holds the column lineage of a plain SELECT).
-COLUMN_RULES = 3
+# 3: the output holds the column lineage of a plain SELECT; 4: COUNT is BIGINT).
+COLUMN_RULES = 4
 Schemas = dict[str, dict[str, str | None]]  # model name -> ordered column -> Spark type (None if unknown)
 
 _TAG = "mesh_star_select"  # meta key marking a SELECT in the copy given to sqlglot
@@ -400,6 +400,8 @@ def _projection_type(projection: exp.Expr, sources: dict[str, dict[str, str | No
         return None
     if isinstance(node, exp.Boolean):
         return "BOOLEAN"
+    if isinstance(node, exp.Count):  # Spark counts in a LongType, whatever it counts
+        return "BIGINT"
     if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
         column = node.name.lower()
         if node.table:
