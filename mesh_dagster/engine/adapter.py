@@ -71,7 +71,8 @@ class SparkEngine(SparkCatalog):
         types by Spark, so `2020-01-01` becomes a DATE under Spark's rules, not pandas'.
         """
         python_frames.check_seed_columns(table, df, columns)
-        table_columns, _ = self._writes.ensure_table(table, dict(columns), (), "parquet", comments)
+        table_columns, partition_columns, located = self._writes.ensure_table(table, dict(columns), (), "parquet",
+                                                                              comments)
         names = list(columns)
         view = python_frames.seed_view(self, table, df, names, batch_size)
         try:
@@ -81,7 +82,8 @@ class SparkEngine(SparkCatalog):
                 f" AS {quote_identifier(name)}"
                 for name, kind in table_columns.items()
             )
-            self._writes.replace_rows(table, f"SELECT {select} FROM {quote_identifier(view)}", journal=journal)
+            self._writes.replace_rows(table, f"SELECT {select} FROM {quote_identifier(view)}", partition_columns,
+                                      located, journal=journal)
         finally:
             self.drop_temp_view(view)
 

@@ -73,6 +73,10 @@ class Catalog(Protocol):
 
     def columns(self, name: str) -> dict[str, str]: ...
 
+    def existing_columns(self, name: str) -> dict[str, str] | None:
+        """`columns`, or None when there is no such table: one round trip where `table_exists` and
+        `columns` would take two."""
+
     def query_columns(self, query_sql: str) -> dict[str, str]:
         """A query's output columns and types, from analysis only."""
 

@@ -102,6 +102,9 @@ class FakeEngine:
         self._record("columns", name)
         return dict(self.tables[name])
 
+    def existing_columns(self, name: str) -> dict[str, str] | None:
+        return self.columns(name) if name in self.tables else None
+
     def query_columns(self, query_sql: str) -> dict[str, str]:
         self._record("query_columns", "", sql=query_sql)
         return dict(self.output)
