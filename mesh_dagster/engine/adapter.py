@@ -121,9 +121,10 @@ class SparkEngine(SparkCatalog):
                                    journal=journal, reads_self=reads_self)
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str, high_sql: str,
-                                  *, journal: Journal | None = None, reads_self: bool = False) -> None:
+                                  *, journal: Journal | None = None, reads_self: bool = False,
+                                  columns: Mapping[str, str] | None = None) -> None:
         self._writes.insert_overwrite_interval(table, query_sql, time_column, low_sql, high_sql, journal=journal,
-                                               reads_self=reads_self)
+                                               reads_self=reads_self, columns=columns)
 
     def rewrite_table(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
         self._writes.rewrite_table(table, query_sql, journal=journal)

@@ -75,13 +75,15 @@ class TableWrites:
         self._replace(table, select, partition_columns, None, journal, reads_self, located=located)
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str, high_sql: str,
-                                  *, journal: Journal | None = None, reads_self: bool = False) -> None:
+                                  *, journal: Journal | None = None, reads_self: bool = False,
+                                  columns: Mapping[str, str] | None = None) -> None:
         """Rows with `time_column BETWEEN low AND high` become exactly the query's output for that
         range; rows outside it are untouched. On a table partitioned by the time column, in-range
         partitions the query no longer produces are dropped rather than left stale; another table is
-        rewritten whole (its rows outside the range, and the new ones). Idempotent."""
+        rewritten whole (its rows outside the range, and the new ones). Idempotent. `columns`: the
+        table's, as the caller read them in this apply (else read here)."""
         self.engine.refresh(table)
-        table_columns = self.engine.columns(table)
+        table_columns = dict(columns) if columns is not None else self.engine.columns(table)
         time_name = find_column(table_columns, time_column)
         if time_name is None:
             raise EngineError(f"Cannot write an interval of {table}: it has no time column {time_column!r}")

@@ -244,6 +244,11 @@ class SnapshotEvaluator:
     def time_column_type(self, snapshot: Snapshot) -> str | None:
         """The time column's type in the physical table: the rows are stored as that type, so it,
         not the declared or inferred one, decides how an interval is bounded (writes and audits)."""
+        return find_type(self.table_columns(snapshot), snapshot.model.time_column or "")
+
+    def table_columns(self, snapshot: Snapshot) -> dict[str, str]:
+        """The physical table's columns, read once per apply (its migration check reads them, or
+        the first write) and again only after this evaluator migrated the table."""
         table = snapshot.table_name
         with self._lock:
             known = self._column_types.get(table)
@@ -251,7 +256,7 @@ class SnapshotEvaluator:
             known = self.engine.columns(table)
             with self._lock:
                 self._column_types[table] = known
-        return find_type(known, snapshot.model.time_column or "")
+        return dict(known)
 
     # -- audits ----------------------------------------------------------------------------
     def audit(self, snapshot: Snapshot, start: int | None, end: int | None, execution_time: int) -> list[AuditResult]:
