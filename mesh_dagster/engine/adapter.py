@@ -71,7 +71,8 @@ class SparkEngine(SparkCatalog):
         types by Spark, so `2020-01-01` becomes a DATE under Spark's rules, not pandas'.
         """
         python_frames.check_seed_columns(table, df, columns)
-        table_columns, _ = self._writes.ensure_table(table, dict(columns), (), "parquet", comments)
+        table_columns, partition_columns, located = self._writes.ensure_table(table, dict(columns), (), "parquet",
+                                                                              comments)
         names = list(columns)
         view = python_frames.seed_view(self, table, df, names, batch_size)
         try:
@@ -81,7 +82,8 @@ class SparkEngine(SparkCatalog):
                 f" AS {quote_identifier(name)}"
                 for name, kind in table_columns.items()
             )
-            self._writes.replace_rows(table, f"SELECT {select} FROM {quote_identifier(view)}", journal=journal)
+            self._writes.replace_rows(table, f"SELECT {select} FROM {quote_identifier(view)}", partition_columns,
+                                      located, journal=journal)
         finally:
             self.drop_temp_view(view)
 
@@ -119,9 +121,10 @@ class SparkEngine(SparkCatalog):
                                    journal=journal, reads_self=reads_self)
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str, high_sql: str,
-                                  *, journal: Journal | None = None, reads_self: bool = False) -> None:
+                                  *, journal: Journal | None = None, reads_self: bool = False,
+                                  columns: Mapping[str, str] | None = None) -> None:
         self._writes.insert_overwrite_interval(table, query_sql, time_column, low_sql, high_sql, journal=journal,
-                                               reads_self=reads_self)
+                                               reads_self=reads_self, columns=columns)
 
     def rewrite_table(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
         self._writes.rewrite_table(table, query_sql, journal=journal)

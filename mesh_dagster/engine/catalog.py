@@ -67,6 +67,9 @@ class SparkCatalog(SparkStatements):
         # process may drop one (the janitor drops empty environment schemas): `_in_schema` then
         # recreates it and retries, so a stale entry costs one failed statement, never a failure.
         self._schemas: set[str] = set()
+        # Tables this engine created: likely still empty, which one metastore call can tell
+        # (`TableWrites._holds_rows`). A hint only: what it decides is always asked of Spark.
+        self.created_here: set[str] = set()
 
     # -- schemas -------------------------------------------------------------------------------
 
@@ -131,6 +134,15 @@ class SparkCatalog(SparkStatements):
             schema = self.spark.table(quoted).schema
         return {field.name: type_sql(field.dataType) for field in schema.fields}
 
+    def existing_columns(self, name: str) -> dict[str, str] | None:
+        """`columns`, or None when there is no such table (or view)."""
+        try:
+            return self.columns(name)
+        except SparkSQLError as e:
+            if e.condition in generations.NOT_FOUND:
+                return None
+            raise
+
     def query_columns(self, query_sql: str) -> dict[str, str]:
         """The output columns of a query, from analysis only (nothing is executed)."""
         with self._errors("Cannot analyze query", query_sql):
@@ -151,7 +163,7 @@ class SparkCatalog(SparkStatements):
         """Partition columns in partition order (from DESCRIBE: `catalog.listColumns` is ~8x slower)."""
         with self._errors(f"Cannot describe {table}"):
             described = self.spark.sql(f"DESCRIBE TABLE {quote_name(table)}").collect()
-        return _partition_section(row[0] for row in described)
+        return partition_section(row[0] for row in described)
 
     def partitions(self, table: str) -> list[dict[str, str | None]]:
         """The table's partitions as {column: value}; a NULL partition value is None."""
@@ -193,6 +205,7 @@ class SparkCatalog(SparkStatements):
             # table owns them, and Spark refuses to create a managed table over them.
             generations.clear_default_location(self, table)
             self._in_schema(table, ddl, f"Cannot create table {table}")
+        self.created_here.add(table.lower())
 
     def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
         """ALTER TABLE ADD COLUMNS: existing rows read NULL for them (no data is rewritten)."""
@@ -261,9 +274,9 @@ def _check_partition_columns(table: str, columns: Mapping[str, str], partitioned
         )
 
 
-def _partition_section(col_names: Iterable[str]) -> list[str]:
-    """Partition columns from DESCRIBE TABLE's first column: the rows after `# Partition Information`
-    (and its `# col_name` header) up to the next blank or `#` row."""
+def partition_section(col_names: Iterable[str]) -> list[str]:
+    """Partition columns from DESCRIBE TABLE's (or DESCRIBE TABLE EXTENDED's) first column: the rows
+    after `# Partition Information` (and its `# col_name` header) up to the next blank or `#` row."""
     partitions: list[str] = []
     inside = False
     for name in col_names:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 _GENERATION = re.compile(r"__mesh_g[0-9a-f]{12}$")
 # Formats Spark writes as plain files into a directory: the only ones a generation can hold.
 FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "avro", "text"})
+NOT_FOUND = ("TABLE_OR_VIEW_NOT_FOUND", "TABLE_NOT_FOUND")  # Spark's error classes for a missing table
 
 
 def base_location(location: str) -> str:
@@ -43,12 +44,23 @@ def next_generation(location: str) -> str:
 
 def describe(engine: SparkStatements, table: str) -> tuple[str, str] | None:
     """(location, provider) of a table; None when it does not exist."""
+    rows = describe_rows(engine, table)
+    return located(rows) if rows is not None else None
+
+
+def describe_rows(engine: SparkStatements, table: str) -> list[tuple] | None:
+    """The rows of DESCRIBE TABLE EXTENDED (columns, partitioning, location, provider: one round
+    trip answers all of them); None when the table does not exist."""
     try:
-        rows = engine.fetchall(f"DESCRIBE TABLE EXTENDED {quote_name(table)}")
+        return engine.fetchall(f"DESCRIBE TABLE EXTENDED {quote_name(table)}")
     except SparkSQLError as e:
-        if e.condition in ("TABLE_OR_VIEW_NOT_FOUND", "TABLE_NOT_FOUND"):
+        if e.condition in NOT_FOUND:
             return None
         raise
+
+
+def located(rows: list[tuple]) -> tuple[str, str]:
+    """(location, provider) from DESCRIBE TABLE EXTENDED's rows."""
     info = {str(r[0]).strip().lower(): str(r[1] or "").strip() for r in rows}
     return info.get("location", ""), (info.get("provider") or "parquet").lower()
 

@@ -21,12 +21,14 @@ reads. Named kill points (kill_points.py) mark each step for the tests that kill
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.core.models.merge import Upsert
 from mesh_dagster.engine import generations
+from mesh_dagster.engine.catalog import partition_section
 from mesh_dagster.engine.kill_points import kill_point
+from mesh_dagster.engine.session import SparkSQLError
 from mesh_dagster.engine.sql_text import (
     TEMP_PREFIX,
     ddl_type,
@@ -45,6 +47,9 @@ if TYPE_CHECKING:
     from mesh_dagster.engine.catalog import SparkCatalog
 
 Journal = Callable[[dict[str, Any]], None]
+_T = TypeVar("_T")
+# Spark's error classes for a column name it cannot resolve (`by_name` then analyses the query).
+_NAME_RESOLUTION = ("UNRESOLVED_COLUMN", "AMBIGUOUS_REFERENCE", "AMBIGUOUS_COLUMN")
 _DROP_PARTITIONS_PER_STATEMENT = 100
 
 
@@ -64,39 +69,45 @@ class TableWrites:
         holds exactly the query's output; partitions the query no longer produces are dropped."""
         produced = self.engine.query_columns(query_sql)
         wanted = dict(columns) if columns is not None else produced
-        table_columns, partition_columns = self.ensure_table(table, wanted, partitioned_by, storage_format, comments,
-                                                             spelled=columns is None)
+        table_columns, partition_columns, located = self.ensure_table(table, wanted, partitioned_by, storage_format,
+                                                                      comments, spelled=columns is None)
         select = self.select_for(table, query_sql, table_columns, produced)
-        self._replace(table, select, partition_columns, None, journal, reads_self)
+        self._replace(table, select, partition_columns, None, journal, reads_self, located=located)
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str, high_sql: str,
-                                  *, journal: Journal | None = None, reads_self: bool = False) -> None:
+                                  *, journal: Journal | None = None, reads_self: bool = False,
+                                  columns: Mapping[str, str] | None = None) -> None:
         """Rows with `time_column BETWEEN low AND high` become exactly the query's output for that
         range; rows outside it are untouched. On a table partitioned by the time column, in-range
         partitions the query no longer produces are dropped rather than left stale; another table is
-        rewritten whole (its rows outside the range, and the new ones). Idempotent."""
+        rewritten whole (its rows outside the range, and the new ones). Idempotent. `columns`: the
+        table's, as the caller read them in this apply (else read here)."""
         self.engine.refresh(table)
-        table_columns = self.engine.columns(table)
+        table_columns = dict(columns) if columns is not None else self.engine.columns(table)
         time_name = find_column(table_columns, time_column)
         if time_name is None:
             raise EngineError(f"Cannot write an interval of {table}: it has no time column {time_column!r}")
         in_range = f"{quote_identifier(time_name)} BETWEEN {low_sql} AND {high_sql}"
-        select = self.select_for(table, query_sql, table_columns, self.engine.query_columns(query_sql))
-        new_rows = f"SELECT * FROM ({select}) AS _new WHERE {in_range}"
         partition_columns = self.engine.partition_columns(table)
-        if any(p.lower() == time_name.lower() for p in partition_columns):
-            self._replace(table, new_rows, partition_columns, in_range, journal, reads_self)
-            return
+        by_time = any(p.lower() == time_name.lower() for p in partition_columns)
         kept_rows = f"SELECT * FROM {quote_name(table)} WHERE {quote_identifier(time_name)} IS NULL OR NOT ({in_range})"
-        self._replace(table, f"{kept_rows}\nUNION ALL\n{new_rows}", partition_columns, None, journal, True)
+
+        def write(select: str) -> None:
+            new_rows = f"SELECT * FROM ({select}) AS _new WHERE {in_range}"
+            if by_time:
+                self._replace(table, new_rows, partition_columns, in_range, journal, reads_self)
+            else:
+                self._replace(table, f"{kept_rows}\nUNION ALL\n{new_rows}", partition_columns, None, journal, True)
+
+        self.by_name(table, query_sql, table_columns, write)
 
     def rewrite_table(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
         """The table holds exactly the query's output, where the query reads the table itself
         (Parquet has no MERGE: SCD type 2 writes compute the new content from the old)."""
         self.engine.refresh(table)
-        table_columns = self.engine.columns(table)
-        select = self.select_for(table, query_sql, table_columns, self.engine.query_columns(query_sql))
-        self._replace(table, select, self.engine.partition_columns(table), None, journal, True)
+        partition_columns = self.engine.partition_columns(table)
+        self.by_name(table, query_sql, self.engine.columns(table),
+                     lambda select: self._replace(table, select, partition_columns, None, journal, True))
 
     def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5, *,
                journal: Journal | None = None) -> list[tuple]:
@@ -105,14 +116,19 @@ class TableWrites:
         returned); otherwise the table is rewritten from itself and them."""
         self.engine.refresh(table)
         table_columns = self.engine.columns(table)
-        select = self.select_for(table, query_sql, table_columns, self.engine.query_columns(query_sql))
+        return self.by_name(table, query_sql, table_columns,
+                            lambda select: self._upsert(table, select, upsert, list(table_columns), duplicates_shown,
+                                                        journal))
+
+    def _upsert(self, table: str, select: str, upsert: Upsert, table_columns: list[str], duplicates_shown: int,
+                journal: Journal | None) -> list[tuple]:
         staged = temp_name()
         self.engine.execute(f"CACHE TABLE {quote_identifier(staged)} AS {select}")
         try:
             duplicates = self.engine.fetchall(upsert.duplicates_sql(quote_identifier(staged), duplicates_shown))
             if duplicates:
                 return duplicates
-            merged = upsert.merged_sql(quote_name(table), quote_identifier(staged), list(table_columns))
+            merged = upsert.merged_sql(quote_name(table), quote_identifier(staged), table_columns)
             self._replace(table, merged, self.engine.partition_columns(table), None, journal, True)
             return []
         finally:
@@ -123,16 +139,16 @@ class TableWrites:
         """The partitions the output holds are replaced whole, the others untouched; an
         unpartitioned table is replaced whole."""
         self.engine.refresh(table)
-        select = self.select_for(table, query_sql, self.engine.columns(table), self.engine.query_columns(query_sql))
-        self._replace(table, select, self.engine.partition_columns(table), None, journal, reads_self,
-                      drop_stale=False)
+        partition_columns = self.engine.partition_columns(table)
+        self.by_name(table, query_sql, self.engine.columns(table),
+                     lambda select: self._replace(table, select, partition_columns, None, journal, reads_self,
+                                                  drop_stale=False))
 
     def append(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
         """INSERT INTO, from rows staged first: the journal holds them and the row count before, so
         a resumed append neither loses nor repeats them (`finish`)."""
         self.engine.refresh(table)
-        select = self.select_for(table, query_sql, self.engine.columns(table), self.engine.query_columns(query_sql))
-        staging = self.stage(table, select)
+        staging = self.by_name(table, query_sql, self.engine.columns(table), lambda select: self.stage(table, select))
         payload: dict[str, Any] = {"operation": "append", "table": table, "staging": [staging],
                                    "select": f"SELECT * FROM {quote_name(staging)}"}
         try:
@@ -147,9 +163,11 @@ class TableWrites:
             if journal is None or "before" not in payload:
                 self.discard(payload)
 
-    def replace_rows(self, table: str, select_sql: str, *, journal: Journal | None = None) -> None:
-        """The unpartitioned table holds exactly the rows of `select_sql` (columns in table order)."""
-        self._replace(table, select_sql, self.engine.partition_columns(table), None, journal, False)
+    def replace_rows(self, table: str, select_sql: str, partition_columns: list[str],
+                     located: tuple[str, str] | None, *, journal: Journal | None = None) -> None:
+        """The table holds exactly the rows of `select_sql` (columns in table order); its partitioning
+        and location as `ensure_table` returned them."""
+        self._replace(table, select_sql, partition_columns, None, journal, False, located=located)
 
     # -- finishing what a killed process left -------------------------------------------------
 
@@ -214,11 +232,13 @@ class TableWrites:
     # -- the steps ----------------------------------------------------------------------------
 
     def _replace(self, table: str, select_sql: str, partition_columns: list[str], scope: str | None,
-                 journal: Journal | None, reads_self: bool, drop_stale: bool = True) -> None:
+                 journal: Journal | None, reads_self: bool, drop_stale: bool = True,
+                 located: tuple[str, str] | None = None) -> None:
         """Make the table (on a partitioned table: its partitions matching `scope`) hold exactly the
-        rows of `select_sql` (columns in table order), kill-safely (see the module's docstring)."""
+        rows of `select_sql` (columns in table order), kill-safely (see the module's docstring).
+        `located`: the table's (location, provider), when the caller has just described it."""
         if not partition_columns:
-            located = generations.describe(self.engine, table)
+            located = located or generations.describe(self.engine, table)
             if located is not None and located[1] in generations.FILE_FORMATS:
                 self._switch(table, select_sql, located, journal)
                 return
@@ -302,38 +322,66 @@ class TableWrites:
 
     def ensure_table(self, table: str, columns: dict[str, str], partitioned_by: Sequence[str], storage_format: str,
                      comments: Mapping[str, str] | None = None,
-                     spelled: bool = False) -> tuple[dict[str, str], list[str]]:
+                     spelled: bool = False) -> tuple[dict[str, str], list[str], tuple[str, str]]:
         """Create the table, or recreate it when columns or partitioning differ from the wanted ones.
 
         `spelled`: the types are already in Spark's spelling (a query's analysed columns), which
         spares the round trip that canonicalises declared ones. Returns the table's columns (in
-        table order) and partition columns.
+        table order), partition columns and (location, provider). Its refresh tells whether it
+        exists, and one DESCRIBE TABLE EXTENDED its partitioning and location.
         """
         engine = self.engine
-        if engine.table_exists(table):
-            engine.refresh(table)
-            current, current_partitions = engine.columns(table), engine.partition_columns(table)
+        if self._refreshed(table):
+            current, described = engine.columns(table), generations.describe_rows(engine, table) or []
+            current_partitions = partition_section(row[0] for row in described)
             wanted = columns if spelled else engine.canonical_types(columns)
             same_columns = normalized_columns(current) == normalized_columns(wanted)
             same_partitions = [p.lower() for p in current_partitions] == [p.lower() for p in partitioned_by]
             if same_columns and same_partitions:
-                return current, current_partitions
+                return current, current_partitions, generations.located(described)
             engine.drop_table(table)
         engine.create_table(table, None, partitioned_by, storage_format, columns, comments)
-        return engine.columns(table), engine.partition_columns(table)
+        described = generations.describe_rows(engine, table) or []
+        return engine.columns(table), partition_section(row[0] for row in described), generations.located(described)
+
+    def _refreshed(self, table: str) -> bool:
+        """Refresh the table (another process may have rewritten it); False when it does not exist."""
+        try:
+            self.engine.refresh(table)
+        except SparkSQLError as e:
+            if e.condition in generations.NOT_FOUND:
+                return False
+            raise
+        return True
 
     def select_for(self, table: str, query_sql: str, table_columns: Mapping[str, str],
-                   produced: Mapping[str, str]) -> str:
-        """SELECT the table's columns, in table order, by name from the query, cast to the table's types."""
-        missing = [name for name in table_columns if find_column(produced, name) is None]
+                   produced: Mapping[str, str] | None) -> str:
+        """SELECT the table's columns, in table order, by name from the query, cast to the table's
+        types. Without the query's columns (`produced`), each is named as the table spells it and
+        Spark resolves it (case-insensitively by default) when the write is analysed."""
+        missing = [name for name in table_columns if produced is not None and find_column(produced, name) is None]
         if missing:
             raise EngineError(f"Cannot write {table}: the query does not produce column(s) {', '.join(missing)}")
         select = ", ".join(
-            f"CAST(_q.{quote_identifier(known_column(produced, name))} AS {ddl_type(kind)})"
-            f" AS {quote_identifier(name)}"
+            f"CAST(_q.{quote_identifier(name if produced is None else known_column(produced, name))}"
+            f" AS {ddl_type(kind)}) AS {quote_identifier(name)}"
             for name, kind in table_columns.items()
         )
         return f"SELECT {select} FROM (\n{strip_sql(query_sql)}\n) AS _q"
+
+    def by_name(self, table: str, query_sql: str, table_columns: Mapping[str, str], write: Callable[[str], _T]) -> _T:
+        """`write` the query's rows mapped onto the table's columns (`select_for`), without analysing the
+        query first: the write's own analysis resolves the names. Only when Spark cannot resolve one
+        (a column the query lacks, or spells twice, or in another case under case-sensitive
+        resolution), which fails the write before any row of it is written, is the query analysed
+        and the write made once more by its exact columns, or refused naming the missing ones. This
+        spares a round trip per write (measured: 0.1-0.3 s each in the daily run of 30 models)."""
+        try:
+            return write(self.select_for(table, query_sql, table_columns, None))
+        except SparkSQLError as e:
+            if not (e.condition or "").startswith(_NAME_RESOLUTION):
+                raise
+        return write(self.select_for(table, query_sql, table_columns, self.engine.query_columns(query_sql)))
 
     def stage(self, table: str, query_sql: str) -> str:
         """Materialise the query's rows into a new Parquet table beside `table` and return its name
@@ -352,12 +400,16 @@ class TableWrites:
         the metastore). A scope prunes partitions through the metastore, so an interval with no
         partition yet costs no file listing, and at most one file is read otherwise: far cheaper
         than caching the output and comparing it with the table (measured: 0.8 -> 0.3-0.4 CPU-s
-        for a one-day interval on local Spark)."""
-        if scope is not None:
-            return bool(self.engine.fetchall(f"SELECT 1 FROM {quote_name(table)} WHERE {scope} LIMIT 1"))
-        sql = f"SHOW PARTITIONS {quote_name(table)}"
-        with self.engine._errors(f"Cannot list the partitions of {table}", sql):
-            return bool(self.engine.spark.sql(sql).take(1))
+        for a one-day interval on local Spark). A table this engine created is first asked whether it
+        has any partition at all (metastore only, ~0.04 s where the scoped query takes 0.1-0.2 s): a
+        table's first write, in a first apply, then needs no query."""
+        if scope is None or table.lower() in self.engine.created_here:
+            sql = f"SHOW PARTITIONS {quote_name(table)}"
+            with self.engine._errors(f"Cannot list the partitions of {table}", sql):
+                any_partition = bool(self.engine.spark.sql(sql).take(1))
+            if scope is None or not any_partition:
+                return any_partition
+        return bool(self.engine.fetchall(f"SELECT 1 FROM {quote_name(table)} WHERE {scope} LIMIT 1"))
 
     def _drop_partitions(self, table: str, partition_columns: list[str], values: list[tuple]) -> None:
         for start in range(0, len(values), _DROP_PARTITIONS_PER_STATEMENT):

@@ -73,6 +73,10 @@ class Catalog(Protocol):
 
     def columns(self, name: str) -> dict[str, str]: ...
 
+    def existing_columns(self, name: str) -> dict[str, str] | None:
+        """`columns`, or None when there is no such table: one round trip where `table_exists` and
+        `columns` would take two."""
+
     def query_columns(self, query_sql: str) -> dict[str, str]:
         """A query's output columns and types, from analysis only."""
 
@@ -115,9 +119,11 @@ class Writes(Protocol):
         table itself)."""
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str,
-                                  high_sql: str, *, journal: Journal | None = None, reads_self: bool = False) -> None:
+                                  high_sql: str, *, journal: Journal | None = None, reads_self: bool = False,
+                                  columns: Mapping[str, str] | None = None) -> None:
         """Rows with `time_column BETWEEN low AND high` become exactly the query's output for that
-        range (empty partitions inside it cleared); other rows are untouched. Idempotent."""
+        range (empty partitions inside it cleared); other rows are untouched. Idempotent.
+        `columns`: the table's, when the caller has read them in this apply (spares reading them)."""
 
     def rewrite_table(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
         """Afterwards the table holds exactly the query's output, where the query reads the table

@@ -201,24 +201,29 @@ class SnapshotEvaluator:
         with self._lock_for(snapshot.table_name):  # a concurrent batch must not write before the table exists
             if snapshot.model.kind.is_view or snapshot.table_name not in self._created:
                 table = snapshot.table_name
-                if snapshot.model.kind.is_incremental and self.engine.table_exists(table):
-                    self._migrate(snapshot)  # kept: its CREATE ... IF NOT EXISTS would change nothing
+                # One round trip tells whether the table is kept and what it holds (the migration's input).
+                current = self.engine.existing_columns(table) if snapshot.model.kind.is_incremental else None
+                if current is not None:
+                    self._migrate(snapshot, current)  # kept: its CREATE ... IF NOT EXISTS would change nothing
                 else:
                     self.engine.create_schema(snapshot.physical_schema)
                     strategy_for(snapshot).create(self, snapshot)
                 self._created.add(snapshot.table_name)
 
-    def _migrate(self, snapshot: Snapshot) -> None:
-        """Fit a kept table to what the query now outputs, as the model's policies allow (the
-        first write of each apply or run checks: the table may have been changed since)."""
+    def _migrate(self, snapshot: Snapshot, current: dict[str, str]) -> None:
+        """Fit a kept table (holding `current`) to what the query now outputs, as the model's
+        policies allow (the first write of each apply or run checks: the table may have been changed
+        since). Unchanged, its columns are remembered for the writes' time bounds."""
         migration = migrate_table(self.engine, snapshot, self.render(snapshot, stage="creating"),
                                   allow_destructive=snapshot.name in self.allow_destructive,
-                                  allow_additive=snapshot.name in self.allow_additive)
-        if migration is not None:
-            with self._lock:
-                self._padding[snapshot.table_name] = migration.padding
-                self._column_types.pop(snapshot.table_name, None)
-                self.warnings += migration.warnings
+                                  allow_additive=snapshot.name in self.allow_additive, current=current)
+        with self._lock:
+            if migration is None:
+                self._column_types[snapshot.table_name] = current
+                return
+            self._padding[snapshot.table_name] = migration.padding
+            self._column_types.pop(snapshot.table_name, None)
+            self.warnings += migration.warnings
 
     def _lock_for(self, table: str) -> threading.Lock:
         """One lock per table: creating one table never waits for another being created."""
@@ -239,6 +244,11 @@ class SnapshotEvaluator:
     def time_column_type(self, snapshot: Snapshot) -> str | None:
         """The time column's type in the physical table: the rows are stored as that type, so it,
         not the declared or inferred one, decides how an interval is bounded (writes and audits)."""
+        return find_type(self.table_columns(snapshot), snapshot.model.time_column or "")
+
+    def table_columns(self, snapshot: Snapshot) -> dict[str, str]:
+        """The physical table's columns, read once per apply (its migration check reads them, or
+        the first write) and again only after this evaluator migrated the table."""
         table = snapshot.table_name
         with self._lock:
             known = self._column_types.get(table)
@@ -246,7 +256,7 @@ class SnapshotEvaluator:
             known = self.engine.columns(table)
             with self._lock:
                 self._column_types[table] = known
-        return find_type(known, snapshot.model.time_column or "")
+        return dict(known)
 
     # -- audits ----------------------------------------------------------------------------
     def audit(self, snapshot: Snapshot, start: int | None, end: int | None, execution_time: int) -> list[AuditResult]:

@@ -37,11 +37,12 @@ class Migration:
 
 
 def migrate_table(engine: Engine, snapshot: Snapshot, query_sql: str, *, allow_destructive: bool = False,
-                  allow_additive: bool = False) -> Migration | None:
-    """Fit the snapshot's existing table to `query_sql`'s output, as its policies allow; None when
-    they already match. Raises SchemaChangeError (naming the model and columns) when refused."""
+                  allow_additive: bool = False, current: dict[str, str] | None = None) -> Migration | None:
+    """Fit the snapshot's existing table (whose columns are `current`, when the caller has just
+    read them) to `query_sql`'s output, as its policies allow; None when they already match.
+    Raises SchemaChangeError (naming the model and columns) when refused."""
     table, model = snapshot.table_name, snapshot.model
-    current = engine.columns(table)
+    current = engine.columns(table) if current is None else current
     wanted = engine.canonical_types(model.columns) if model.columns else engine.query_columns(query_sql)
     wanted.update(engine.canonical_types(model.kind.added_columns()))  # e.g. SCD type 2 validity columns
     diff = diff_schemas(current, wanted)

@@ -56,6 +56,9 @@ class Evaluation(Protocol):
 
     def time_column_type(self, snapshot: Snapshot) -> str | None: ...
 
+    def table_columns(self, snapshot: Snapshot) -> dict[str, str]:
+        """The physical table's columns, read once per apply (and again after a migration)."""
+
     def materialization(self, snapshot: Snapshot) -> Materialization:
         """A CUSTOM model's materialization class (the code its snapshot stored), instantiated."""
 
@@ -191,7 +194,8 @@ class TimeRangeStrategy(QueryStrategy):
         ev.create(snapshot)
         low, high = time_bounds(ev, snapshot, start, end)
         ev.engine.insert_overwrite_interval(snapshot.table_name, query, _time_kind(snapshot).time_column, low, high,
-                                            journal=journal, reads_self=snapshot.model.self_referencing)
+                                            journal=journal, reads_self=snapshot.model.self_referencing,
+                                            columns=ev.table_columns(snapshot))
 
     def lock_scope(self, snapshot: Snapshot, start: int, end: int) -> str | None:
         """Batches of one model may run side by side (`batch_concurrency`): each replaces only the

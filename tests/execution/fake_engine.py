@@ -102,6 +102,9 @@ class FakeEngine:
         self._record("columns", name)
         return dict(self.tables[name])
 
+    def existing_columns(self, name: str) -> dict[str, str] | None:
+        return self.columns(name) if name in self.tables else None
+
     def query_columns(self, query_sql: str) -> dict[str, str]:
         self._record("query_columns", "", sql=query_sql)
         return dict(self.output)
@@ -137,7 +140,8 @@ class FakeEngine:
         self.tables[table] = dict(columns) if columns else dict(self.output)
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str,
-                                  high_sql: str, *, journal: Any = None, reads_self: bool = False) -> None:
+                                  high_sql: str, *, journal: Any = None, reads_self: bool = False,
+                                  columns: Any = None) -> None:
         self._require_table(table)
         self._record("insert_overwrite_interval", table, query=query_sql, time_column=time_column, low=low_sql,
                      high=high_sql, reads_self=reads_self)

@@ -59,6 +59,9 @@ class RecordingEngine:
     def columns(self, name: str) -> dict[str, str]:
         return {}
 
+    def existing_columns(self, name: str) -> dict[str, str] | None:
+        return self.columns(name) if self.table_exists(name) else None
+
     def fetchall(self, sql: str) -> list[tuple]:
         return [(0,)]  # audits find no rows
 
