@@ -18,7 +18,10 @@ A restatement that rebuilds a history from scratch empties the table first: `jou
 intervals forgotten, the `clear` journaled) and `overwritten` (the table emptied) come before its
 first batch (`execution/scheduler.clear_history`).
 
-This module is the only reader of the variable.
+`MESH_TEST_PAUSE_AT`, of the same syntax, stops the process there instead (SIGSTOP): a test sees it
+alive mid-write for as long as it needs, however fast the write, then kills it.
+
+This module is the only reader of the variables.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import threading
 from collections import Counter
 
 KILL_AT_ENV = "MESH_TEST_KILL_AT"
+PAUSE_AT_ENV = "MESH_TEST_PAUSE_AT"  # the same syntax: the process stops itself there instead
 STEPS = ("write", "staged", "journaled", "overwritten", "committed", "recorded")
 
 _reached: Counter[str] = Counter()
@@ -37,20 +41,29 @@ _lock = threading.Lock()
 
 
 def kill_point(step: str, table: str) -> None:
-    """Die here if `MESH_TEST_KILL_AT` names this step (and table, and occurrence)."""
-    spec = os.environ.get(KILL_AT_ENV)
+    """Die here if `MESH_TEST_KILL_AT` names this step (and table, and occurrence); stop (SIGSTOP,
+    alive with its locks held, for the test to look at it and then kill it) if `MESH_TEST_PAUSE_AT`
+    does."""
+    if _reached_now(KILL_AT_ENV, step, table):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+    if _reached_now(PAUSE_AT_ENV, step, table):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _reached_now(variable: str, step: str, table: str) -> bool:
+    spec = os.environ.get(variable)
     if not spec:
-        return
+        return False
     wanted, _, count = spec.partition(":")
     wanted_step, _, wanted_table = wanted.partition("@")
     if wanted_step != step or wanted_table not in table:
-        return
+        return False
     with _lock:
-        _reached[wanted] += 1
-        if _reached[wanted] < int(count or 1):
-            return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if os.getpgrp() == os.getpid():
-        os.killpg(os.getpid(), signal.SIGKILL)
-    os.kill(os.getpid(), signal.SIGKILL)
+        _reached[f"{variable}={wanted}"] += 1
+        return _reached[f"{variable}={wanted}"] == int(count or 1)

@@ -18,6 +18,7 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.core.plan.review import PlanStatus
+from mesh_dagster.engine.kill_points import PAUSE_AT_ENV
 from mesh_dagster.state import StateStore
 from tests.cli.test_interrupted_backfill import DAILY, DAYS, EVENTS, ROWS_PER_DAY, TOTAL, _counts, _csv, _recorded
 
@@ -58,10 +59,12 @@ def _status(root: Path, plan_id: str) -> PlanStatus:
 
 def _apply_killed_mid_backfill(root: Path, plan_id: str, mesh) -> None:
     """`mesh plans apply` in its own process group; while it backfills, a second `mesh plans
-    apply` and a `mesh plans cancel` are refused naming it; then the group is killed with -9."""
+    apply` and a `mesh plans cancel` are refused naming it; then the group is killed with -9. The
+    apply stops itself once its third interval is recorded (MESH_TEST_PAUSE_AT), alive and
+    mid-backfill however fast its writes and however slow the refused commands."""
     proc = subprocess.Popen([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(root), "plans", "apply",
                              plan_id[:8]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, PAUSE_AT_ENV: "recorded@daily:3"})
     deadline = time.monotonic() + 300
     try:
         while _recorded(root, "s.daily") < 3:
