@@ -327,8 +327,9 @@ def _render_canonical(project: Project, model: Model) -> str | None:
     ctx = RenderContext(variables=project.variables, schemas=project.parent_schemas(model.name),
                         embedded={p: project.models[p] for p in project.parents(model.name)
                                   if project.models[p].kind.is_inlined})
-    # Canonical text: comments and formatting do not count as changes.
-    return render_query(model, ctx, project.macros).sql(dialect="spark", comments=False)
+    # Canonical text: comments and formatting do not count as changes. The tree is this call's own
+    # (render_query's contract): no copy, which cost more than the generation itself.
+    return render_query(model, ctx, project.macros).sql(dialect="spark", comments=False, copy=False)
 
 
 def _definition_text(model: Model) -> str:
