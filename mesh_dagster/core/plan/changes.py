@@ -17,7 +17,7 @@ from mesh_dagster.core.plan.categorizer import categorize_direct, categorize_ind
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import EnvironmentSnapshot
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot, SnapshotId
-from mesh_dagster.core.sql.renderer import RenderContext, render_query
+from mesh_dagster.core.sql.renderer import RenderContext, release_parsed, render_query
 from mesh_dagster.core.time.dates import now_ms
 
 
@@ -85,6 +85,7 @@ def categorize_changes(
             category = tally.categorize(project, snap, old, decide=False)
         tally.record(snap, old, category, _parent_names(snap))
         snapshots[name] = snap
+    release_parsed()  # every rendering is done: the trees the load kept for them go
     tally.check()
     return ChangeSet(
         snapshots=snapshots,

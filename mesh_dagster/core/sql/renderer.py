@@ -291,6 +291,14 @@ def _parse_text(text: str, dialect: str, reader: Callable[[exp.Expr | None], T] 
         return reader(tree)
 
 
+def release_parsed() -> None:
+    """Empty the parse cache. Once a plan has rendered its snapshots, the trees the load left
+    there for it (see `read_rendered`) serve nothing more, and a long-lived process (a Dagster code
+    server) would keep them: some 23 MB for 1,000 models."""
+    with _PARSED_LOCK:
+        _PARSED.clear()
+
+
 def _parse_one(text: str, dialect: str) -> exp.Expr | None:
     """Parsed, with the functions sqlglot would transpile to other results rewritten (dialect_fixes)."""
     tree = sqlglot.parse_one(text, read=get_dialect(dialect))
