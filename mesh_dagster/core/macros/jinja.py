@@ -122,23 +122,27 @@ def _template(text: str) -> tuple[str, int]:
     return (body[:end] if end >= 0 else body), text.count("\n", 0, m.end())
 
 
+def _jinja2() -> Any:
+    """The `jinja2` module, imported when first needed: importing it cost every command 20 ms, and
+    only projects with Jinja blocks or Jinja macros need it."""
+    import jinja2.meta  # the package, with the submodule this file uses
+
+    return jinja2
+
+
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    """The one Jinja environment, made when first needed: importing Jinja costs every command 20 ms,
-    and only projects with Jinja blocks or Jinja macros need it."""
-    import jinja2
-
-    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                              extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"])
+    """The one Jinja environment."""
+    jinja = _jinja2()
+    return jinja.Environment(undefined=jinja.StrictUndefined, keep_trailing_newline=True,
+                             extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"])
 
 
 def _template_checked(text: str, path: str | None, line: int) -> jinja2.Template:
-    from jinja2 import TemplateSyntaxError
-
     template, offset = _template(text)
     try:
         return _compiled(template, _QUERY_NAME)
-    except TemplateSyntaxError as e:
+    except _jinja2().TemplateSyntaxError as e:
         raise ModelError(f"Jinja syntax error: {e.message}", path, line + offset + (e.lineno or 1) - 1) from None
 
 
@@ -153,9 +157,7 @@ def _compiled(source: str, name: str) -> jinja2.Template:
 @lru_cache(maxsize=2048)
 def _names_read(source: str) -> frozenset[str]:
     """Names a template (or a macro's source) reads from its context: variables and macros."""
-    from jinja2.meta import find_undeclared_variables
-
-    return frozenset(find_undeclared_variables(_env().parse(source)))
+    return frozenset(_jinja2().meta.find_undeclared_variables(_env().parse(source)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,15 +235,14 @@ def load_jinja_macros(macros_dir: Path) -> JinjaMacros:
 
 
 def _file_macros(text: str, path: str) -> list[JinjaMacro]:
-    from jinja2 import TemplateSyntaxError, nodes
-
+    jinja = _jinja2()
     try:
         tree = _env().parse(text)
-    except TemplateSyntaxError as e:
+    except jinja.TemplateSyntaxError as e:
         raise ModelError(f"Jinja syntax error: {e.message}", path, e.lineno) from None
     macros = []
     for node in tree.body:
-        if isinstance(node, nodes.Macro):
+        if isinstance(node, jinja.nodes.Macro):
             source = _macro_source(text, node.lineno, node.name, path)
             reads = sorted(_names_read(source) - {node.name})
             macros.append(JinjaMacro(name=node.name, source=source, path=path, line=node.lineno, reads=reads))
@@ -315,11 +316,10 @@ def render(text: str, macros: JinjaMacros, values: JinjaValues, path: str | None
             context.update({name: getattr(module, name) for name in used.macros})
         rendered = template.render(context)
     except Exception as e:  # noqa: BLE001 - user templates raise anything: each becomes a located ModelError
-        from jinja2 import TemplateError, UndefinedError
-
+        jinja = _jinja2()
         where = _where(e, used, path, line + _template(text)[1])
-        message = e.message if isinstance(e, TemplateError) and e.message else f"{type(e).__name__}: {e}"
-        hint = f" ({_UNDEFINED_HINT})" if isinstance(e, UndefinedError) else ""
+        message = e.message if isinstance(e, jinja.TemplateError) and e.message else f"{type(e).__name__}: {e}"
+        hint = f" ({_UNDEFINED_HINT})" if isinstance(e, jinja.UndefinedError) else ""
         raise ModelError(f"Jinja error: {message}{hint}", *where) from None
     return rendered.strip().rstrip(";").strip()
 
