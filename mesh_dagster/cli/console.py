@@ -7,11 +7,13 @@ their terminal (core/config/display.py), and through `escape` where rich would r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.segment import Segment
 from rich.text import Text
 
 from mesh_dagster.context import ApplyListener
@@ -64,8 +66,26 @@ def _tree(title: str) -> Tree:
     return Tree(title)
 
 
+class _Plain:
+    """Text that rich writes as it is. `console.out` makes a `Text` of every line to wrap and
+    justify it, which a soft-wrapped console without styles then leaves unchanged: 0.2 s of
+    CPU for the 17,000 lines of a 1,000-model `plan --explain`. Going through `console.print`
+    (not the file) keeps rich's capture, recording and live displays working."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        yield Segment(self.text)
+        yield Segment.line()
+
+
 def print_tree(tree: Tree) -> None:
-    console.out(printable(str(tree)), highlight=False)
+    text = printable(str(tree))
+    if "\t" in text:  # rich expands tabs to its tab stops: leave it to rich
+        console.out(text, highlight=False)
+    else:
+        console.print(_Plain(text), crop=False, soft_wrap=True)
 
 
 def show_test_report(report, engine_name: str = "spark") -> None:

@@ -26,6 +26,7 @@ from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name, selecto
 from mesh_dagster.cli.project import project_context
 from mesh_dagster.context import CATEGORY_CHOICES, PlanOptions
 from mesh_dagster.core.config.display import printable_line
+from mesh_dagster.core.config.memory import for_this_process
 from mesh_dagster.core.config.redaction import shorten
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.dates import ms_to_datetime
@@ -513,6 +514,7 @@ cli.add_command(lineage)
 
 
 def main() -> None:
+    for_this_process()  # the garbage collector skips the modules imported above (core/config/memory.py)
     cli(obj={})
 
 

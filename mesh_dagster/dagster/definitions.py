@@ -23,6 +23,7 @@ from dagster import (
 )
 
 from mesh_dagster.context import Context
+from mesh_dagster.core.config.memory import fewer_collections
 from mesh_dagster.core.config.names import PROD, normalize_environment
 from mesh_dagster.core.config.spark_settings import setting_text
 from mesh_dagster.core.errors import MeshError
@@ -50,6 +51,7 @@ class ProjectLoadError(Exception):
     """The project cannot be loaded: the message names the file and line, like the CLI's."""
 
 
+@fewer_collections()  # loading allocates millions of objects: see core/config/memory.py
 def definitions(
     project_dir: str | Path,
     environment: str | Sequence[str] = PROD,

@@ -216,7 +216,8 @@ class ColumnCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".dagster_columns.")
             with os.fdopen(fd, "w") as f:
-                json.dump({"salt": self.salt, "columns": self.entries, "lineage": self.lineages}, f)
+                # One string, not `json.dump`: writing to a file uses json's Python encoder, not its C one
+                f.write(json.dumps({"salt": self.salt, "columns": self.entries, "lineage": self.lineages}))
             os.replace(tmp, self.path)
         except OSError:
             pass

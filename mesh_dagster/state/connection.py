@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event, func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
@@ -134,7 +134,11 @@ class Database:
 
     def insert(self, table: Table) -> Any:
         """The dialect's INSERT, which knows ON CONFLICT."""
-        return postgresql.insert(table) if self.is_postgres else sqlite.insert(table)
+        if self.is_postgres:  # imported here: a SQLite state (every local command) never needs it, 30 ms
+            from sqlalchemy.dialects import postgresql
+
+            return postgresql.insert(table)
+        return sqlite.insert(table)
 
     def upsert(
         self, conn: Connection, table: Table, row: dict[str, Any], keys: list[str], keep: Sequence[str] = ()

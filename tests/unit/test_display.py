@@ -30,3 +30,18 @@ def test_markdown_fence_is_longer_than_any_backtick_run() -> None:
 
 def test_printable_line_escapes_newlines_and_tabs() -> None:
     assert printable_line("a\nb\tc\x1b") == "a\\nb\\tc\\x1b"
+
+
+def test_printable_escapes_exactly_the_control_and_reordering_characters() -> None:
+    """Every code point: the C0/C1 controls but newline and tab (Unicode's "Cc") and the reordering
+    characters are escaped, nothing else (one regex pass decides, not a walk per character)."""
+    import sys
+    import unicodedata
+
+    reordering = set("\u061c\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        if 0xD800 <= code < 0xE000:
+            continue
+        hidden = char not in "\n\t" and (char in reordering or unicodedata.category(char) == "Cc")
+        assert (printable(char) != char) == hidden, hex(code)

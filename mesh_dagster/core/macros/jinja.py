@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
-import jinja2.meta
-from jinja2 import nodes
 from pydantic import BaseModel, ConfigDict, Field
 
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.syntax import lookup, normalize_name, table, temporal_locals
+
+if TYPE_CHECKING:
+    import jinja2
 
 QUERY_BEGIN = "JINJA_QUERY_BEGIN"
 STATEMENT_BEGIN = "JINJA_STATEMENT_BEGIN"
@@ -44,8 +44,6 @@ MARKERS = frozenset({QUERY_BEGIN, STATEMENT_BEGIN, END})
 _QUERY_NAME = "<jinja block>"  # template names: where an error's traceback frame points
 _MACROS_NAME = "<jinja macros>"
 
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                          extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"])
 _SKIP = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|--[^\n]*|/\*.*?\*/"
 _SCAN = re.compile(
     rf"(?P<skip>{_SKIP})|\b(?:(?P<begin>JINJA_(?:QUERY|STATEMENT)_BEGIN)|(?P<end>JINJA_END))\b(?P<semi>\s*;)?",
@@ -124,25 +122,42 @@ def _template(text: str) -> tuple[str, int]:
     return (body[:end] if end >= 0 else body), text.count("\n", 0, m.end())
 
 
+def _jinja2() -> Any:
+    """The `jinja2` module, imported when first needed: importing it cost every command 20 ms, and
+    only projects with Jinja blocks or Jinja macros need it."""
+    import jinja2.meta  # the package, with the submodule this file uses
+
+    return jinja2
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    """The one Jinja environment."""
+    jinja = _jinja2()
+    return jinja.Environment(undefined=jinja.StrictUndefined, keep_trailing_newline=True,
+                             extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"])
+
+
 def _template_checked(text: str, path: str | None, line: int) -> jinja2.Template:
     template, offset = _template(text)
     try:
         return _compiled(template, _QUERY_NAME)
-    except jinja2.TemplateSyntaxError as e:
+    except _jinja2().TemplateSyntaxError as e:
         raise ModelError(f"Jinja syntax error: {e.message}", path, line + offset + (e.lineno or 1) - 1) from None
 
 
 @lru_cache(maxsize=2048)
 def _compiled(source: str, name: str) -> jinja2.Template:
     """A template compiled under `name` (the file name its frames carry in a traceback)."""
-    code = _ENV.compile(source, name=name, filename=name)
-    return _ENV.template_class.from_code(_ENV, code, _ENV.make_globals(None), None)
+    env = _env()
+    code = env.compile(source, name=name, filename=name)
+    return env.template_class.from_code(env, code, env.make_globals(None), None)
 
 
 @lru_cache(maxsize=2048)
 def _names_read(source: str) -> frozenset[str]:
     """Names a template (or a macro's source) reads from its context: variables and macros."""
-    return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(source)))
+    return frozenset(_jinja2().meta.find_undeclared_variables(_env().parse(source)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,13 +235,14 @@ def load_jinja_macros(macros_dir: Path) -> JinjaMacros:
 
 
 def _file_macros(text: str, path: str) -> list[JinjaMacro]:
+    jinja = _jinja2()
     try:
-        tree = _ENV.parse(text)
-    except jinja2.TemplateSyntaxError as e:
+        tree = _env().parse(text)
+    except jinja.TemplateSyntaxError as e:
         raise ModelError(f"Jinja syntax error: {e.message}", path, e.lineno) from None
     macros = []
     for node in tree.body:
-        if isinstance(node, nodes.Macro):
+        if isinstance(node, jinja.nodes.Macro):
             source = _macro_source(text, node.lineno, node.name, path)
             reads = sorted(_names_read(source) - {node.name})
             macros.append(JinjaMacro(name=node.name, source=source, path=path, line=node.lineno, reads=reads))
@@ -300,9 +316,10 @@ def render(text: str, macros: JinjaMacros, values: JinjaValues, path: str | None
             context.update({name: getattr(module, name) for name in used.macros})
         rendered = template.render(context)
     except Exception as e:  # noqa: BLE001 - user templates raise anything: each becomes a located ModelError
+        jinja = _jinja2()
         where = _where(e, used, path, line + _template(text)[1])
-        message = e.message if isinstance(e, jinja2.TemplateError) and e.message else f"{type(e).__name__}: {e}"
-        hint = f" ({_UNDEFINED_HINT})" if isinstance(e, jinja2.UndefinedError) else ""
+        message = e.message if isinstance(e, jinja.TemplateError) and e.message else f"{type(e).__name__}: {e}"
+        hint = f" ({_UNDEFINED_HINT})" if isinstance(e, jinja.UndefinedError) else ""
         raise ModelError(f"Jinja error: {message}{hint}", *where) from None
     return rendered.strip().rstrip(";").strip()
 

@@ -17,7 +17,7 @@ from mesh_dagster.core.plan.categorizer import categorize_direct, categorize_ind
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import EnvironmentSnapshot
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot, SnapshotId
-from mesh_dagster.core.sql.renderer import RenderContext, render_query
+from mesh_dagster.core.sql.renderer import RenderContext, release_parsed, render_query
 from mesh_dagster.core.time.dates import now_ms
 
 
@@ -85,6 +85,7 @@ def categorize_changes(
             category = tally.categorize(project, snap, old, decide=False)
         tally.record(snap, old, category, _parent_names(snap))
         snapshots[name] = snap
+    release_parsed()  # every rendering is done: the trees the load kept for them go
     tally.check()
     return ChangeSet(
         snapshots=snapshots,
@@ -327,8 +328,9 @@ def _render_canonical(project: Project, model: Model) -> str | None:
     ctx = RenderContext(variables=project.variables, schemas=project.parent_schemas(model.name),
                         embedded={p: project.models[p] for p in project.parents(model.name)
                                   if project.models[p].kind.is_inlined})
-    # Canonical text: comments and formatting do not count as changes.
-    return render_query(model, ctx, project.macros).sql(dialect="spark", comments=False)
+    # Canonical text: comments and formatting do not count as changes. The tree is this call's own
+    # (render_query's contract): no copy, which cost more than the generation itself.
+    return render_query(model, ctx, project.macros).sql(dialect="spark", comments=False, copy=False)
 
 
 def _definition_text(model: Model) -> str:

@@ -13,6 +13,7 @@ that text with the snapshot, and compares renderings to categorize the change.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -50,16 +51,19 @@ def project_modules(root: Path) -> list[str]:
     """The project's own Python modules imported so far (macros' helpers among them), each as its
     name and its file's content: what the project's cache keys must follow, since a macro's output
     may come from a helper module's constant."""
-    root = root.resolve()
+    inside, cache = str(root.resolve()) + os.sep, str(root.resolve() / ".mesh") + os.sep
     found = []
     for name, module in sorted(sys.modules.items()):
         file = getattr(module, "__file__", None)
-        path = Path(file).resolve() if file else None
-        if path is None or name.split(".")[0] in _NEVER_FORGOTTEN or not path.is_relative_to(root) \
-                or path.is_relative_to(root / ".mesh") or {"site-packages", "dist-packages"} & set(path.parts):
+        if not file or name.split(".")[0] in _NEVER_FORGOTTEN:
+            continue
+        # os.path on strings: pathlib's resolve of every module imported (800 of them) took 30 ms
+        path = os.path.realpath(file)
+        if not path.startswith(inside) or path.startswith(cache) \
+                or {"site-packages", "dist-packages"} & set(path.split(os.sep)):
             continue
         try:
-            found.append(f"{name}:{path.read_text(errors='replace')}")
+            found.append(f"{name}:{Path(path).read_text(errors='replace')}")
         except OSError:
             found.append(f"{name}:?")
     return found

@@ -28,7 +28,7 @@ from mesh_dagster.core.models.kinds import IncrementalByTimeRangeKind
 from mesh_dagster.core.models.model import AuditRef, Model
 from mesh_dagster.core.sql.lineage import Lineage, plain_select_lineage
 from mesh_dagster.core.sql.query_columns import query_columns
-from mesh_dagster.core.sql.renderer import RenderContext, render_query
+from mesh_dagster.core.sql.renderer import RenderContext, read_rendered
 from mesh_dagster.core.time.time_column import TimeColumnError, check_time_column
 
 _CACHE_NAMESPACE = "output_columns"
@@ -70,9 +70,11 @@ def query_output(model: Model, macros: MacroRegistry, variables: dict, schemas: 
 
 
 def _render_output(model: Model, macros: MacroRegistry, variables: dict, schemas: Schemas) -> OutputColumns:
-    tree = render_query(model, RenderContext(variables=variables, schemas=schemas), macros)
-    projections = _projections(tree, model.query_line)
-    return OutputColumns(query_columns(tree, schemas), projections, plain_select_lineage(tree, schemas))
+    def read(tree: exp.Query) -> OutputColumns:  # changes nothing in the tree (see read_rendered)
+        projections = _projections(tree, model.query_line)
+        return OutputColumns(query_columns(tree, schemas), projections, plain_select_lineage(tree, schemas))
+
+    return read_rendered(model, RenderContext(variables=variables, schemas=schemas), macros, read)
 
 
 def _projections(query: exp.Expr, first_line: int) -> tuple[Projection, ...] | None:
@@ -94,8 +96,9 @@ def _projections(query: exp.Expr, first_line: int) -> tuple[Projection, ...] | N
             name = projection.name or None
         else:
             name = None
-        # The SQL is only shown for unnamed columns: generating it for every column costs a copy.
-        sql = "" if name else projection.sql(dialect="spark", copy=False)[:60]
+        # The SQL is only shown for unnamed columns: generating it for every column costs a copy
+        # (which the generator needs: it changes the tree it writes, and this one is shared).
+        sql = "" if name else projection.sql(dialect="spark")[:60]
         out.append(Projection(name, sql, first_line + _relative_line(projection) - 1))
     return tuple(out)
 
