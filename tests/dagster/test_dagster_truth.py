@@ -333,7 +333,7 @@ def node_text(dom: str, asset_path: str) -> str:
         return ""
     rest = dom[start:]
     others = [m.start() for m in re.finditer(r'href="/assets/([^"?]+)', rest) if m.group(1) != asset_path]
-    return " ".join(re.sub(r"<[^>]+>", " ", rest[:others[0]] if others else rest).split())
+    return page_text(rest[:others[0]] if others else rest)
 
 
 def test_4_a_failed_blocking_audit_blocks_promotion_and_stays_failed(ui):
