@@ -136,12 +136,7 @@ class SparkCatalog(SparkStatements):
 
     def existing_columns(self, name: str) -> dict[str, str] | None:
         """`columns`, or None when there is no such table (or view)."""
-        try:
-            return self.columns(name)
-        except SparkSQLError as e:
-            if e.condition in generations.NOT_FOUND:
-                return None
-            raise
+        return generations.unless_missing(lambda: self.columns(name))
 
     def query_columns(self, query_sql: str) -> dict[str, str]:
         """The output columns of a query, from analysis only (nothing is executed)."""

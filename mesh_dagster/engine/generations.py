@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from mesh_dagster.engine.session import SparkSQLError
 from mesh_dagster.engine.sql_text import TEMP_PREFIX, quote_identifier, quote_name, split_name, sql_string
@@ -31,6 +32,18 @@ _GENERATION = re.compile(r"__mesh_g[0-9a-f]{12}$")
 # Formats Spark writes as plain files into a directory: the only ones a generation can hold.
 FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "avro", "text"})
 NOT_FOUND = ("TABLE_OR_VIEW_NOT_FOUND", "TABLE_NOT_FOUND")  # Spark's error classes for a missing table
+_T = TypeVar("_T")
+
+
+def unless_missing(call: Callable[[], _T]) -> _T | None:
+    """`call()`, or None when the table it asks about does not exist: one round trip answers both
+    whether the table exists and what was asked of it."""
+    try:
+        return call()
+    except SparkSQLError as e:
+        if e.condition in NOT_FOUND:
+            return None
+        raise
 
 
 def base_location(location: str) -> str:
@@ -51,12 +64,7 @@ def describe(engine: SparkStatements, table: str) -> tuple[str, str] | None:
 def describe_rows(engine: SparkStatements, table: str) -> list[tuple] | None:
     """The rows of DESCRIBE TABLE EXTENDED (columns, partitioning, location, provider: one round
     trip answers all of them); None when the table does not exist."""
-    try:
-        return engine.fetchall(f"DESCRIBE TABLE EXTENDED {quote_name(table)}")
-    except SparkSQLError as e:
-        if e.condition in NOT_FOUND:
-            return None
-        raise
+    return unless_missing(lambda: engine.fetchall(f"DESCRIBE TABLE EXTENDED {quote_name(table)}"))
 
 
 def located(rows: list[tuple]) -> tuple[str, str]:

@@ -332,27 +332,28 @@ class TableWrites:
         """
         engine = self.engine
         if self._refreshed(table):
-            current, described = engine.columns(table), generations.describe_rows(engine, table) or []
-            current_partitions = partition_section(row[0] for row in described)
+            current, (current_partitions, located) = engine.columns(table), self._layout(table)
             wanted = columns if spelled else engine.canonical_types(columns)
             same_columns = normalized_columns(current) == normalized_columns(wanted)
             same_partitions = [p.lower() for p in current_partitions] == [p.lower() for p in partitioned_by]
             if same_columns and same_partitions:
-                return current, current_partitions, generations.located(described)
+                return current, current_partitions, located
             engine.drop_table(table)
         engine.create_table(table, None, partitioned_by, storage_format, columns, comments)
-        described = generations.describe_rows(engine, table) or []
-        return engine.columns(table), partition_section(row[0] for row in described), generations.located(described)
+        return engine.columns(table), *self._layout(table)
 
     def _refreshed(self, table: str) -> bool:
         """Refresh the table (another process may have rewritten it); False when it does not exist."""
-        try:
+        def refresh() -> bool:
             self.engine.refresh(table)
-        except SparkSQLError as e:
-            if e.condition in generations.NOT_FOUND:
-                return False
-            raise
-        return True
+            return True
+
+        return generations.unless_missing(refresh) is not None
+
+    def _layout(self, table: str) -> tuple[list[str], tuple[str, str]]:
+        """The table's partition columns and (location, provider), from one DESCRIBE TABLE EXTENDED."""
+        described = generations.describe_rows(self.engine, table) or []
+        return partition_section(row[0] for row in described), generations.located(described)
 
     def select_for(self, table: str, query_sql: str, table_columns: Mapping[str, str],
                    produced: Mapping[str, str] | None) -> str:
