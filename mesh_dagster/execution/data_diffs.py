@@ -27,10 +27,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from mesh_dagster.core.config.config import DataDiffSettings
-from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.models.kinds import IncrementalByTimeRangeKind
 from mesh_dagster.core.plan.data_diff import COUNTS_ONLY, FAILED, SKIPPED, DataDiff, diff_candidates
 from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.snapshots.table_diff import diff_counts_query, key_sample, table_diff_queries
+from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import ms_to_datetime
 from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.core.time.time_column import find_type, interval_condition
@@ -96,20 +97,20 @@ def plan_data_diffs(plan: Plan, engine: DiffEngine, settings: DataDiffSettings,
 class PreviewWindow(NamedTuple):
     """The rows a forward-only preview was built for: its time column within its preview range."""
 
-    model: Model
+    kind: IncrementalByTimeRangeKind
+    unit: IntervalUnit
     intervals: list[Interval]
 
     def condition(self, columns: dict[str, str]) -> str:
-        model, column = self.model, self.model.time_column
-        assert column is not None
+        column = self.kind.time_column
         start, end = min(i[0] for i in self.intervals), max(i[1] for i in self.intervals)
         between = interval_condition(column, ms_to_datetime(start), ms_to_datetime(end), find_type(columns, column),
-                                     model.kind.time_range.time_column_format if model.kind.time_range else "")
+                                     self.kind.time_column_format)
         return between.sql(dialect="spark")
 
     def note(self) -> str:
-        return (f"preview of a forward-only change: rows of `{self.model.time_column}` in "
-                f"{format_interval_range(self.intervals, self.model.interval_unit)} (its preview range) compared")
+        return (f"preview of a forward-only change: rows of `{self.kind.time_column}` in "
+                f"{format_interval_range(self.intervals, self.unit)} (its preview range) compared")
 
 
 def preview_window(plan: Plan, name: str) -> PreviewWindow | None:
@@ -118,9 +119,9 @@ def preview_window(plan: Plan, name: str) -> PreviewWindow | None:
     has a time column to cut on (other kinds' previews are compared whole, and say so)."""
     backfill = plan.backfills.get(name)
     model = plan.snapshots[name].model
-    if name not in plan.previews or backfill is None or not backfill.intervals or model.time_column is None:
+    if name not in plan.previews or backfill is None or not backfill.intervals or model.kind.time_range is None:
         return None
-    return PreviewWindow(model, list(backfill.intervals))
+    return PreviewWindow(model.kind.time_range, model.interval_unit, list(backfill.intervals))
 
 
 def _compare(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings, budget: _Budget,

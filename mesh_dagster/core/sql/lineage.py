@@ -147,7 +147,7 @@ def _output_name(projection: exp.Expr) -> str | None:
 
 def _sqlglot_lineage(tree: exp.Query, schemas: Schemas) -> Lineage | None:
     copy = tree.copy()
-    flat, schema = _flatten(copy, schemas)
+    flat, schema = flatten_tables(copy, schemas, cte_queries(copy))
     try:
         nodes = lineage(None, copy, MappingSchema(schema, dialect=SPARK, normalize=False), dialect=SPARK,
                         trim_selects=False, copy=False, validate_qualify_columns=False)
@@ -162,11 +162,6 @@ def _sqlglot_lineage(tree: exp.Query, schemas: Schemas) -> Lineage | None:
             return None
         out[name.lower()] = tuple(sorted(refs))
     return out
-
-
-def _flatten(copy: exp.Expr, schemas: Schemas) -> tuple[dict[str, str], dict[str, object]]:
-    """Every table of `copy` renamed `_mesh_<n>` (query_columns.flatten_tables)."""
-    return flatten_tables(copy, schemas, cte_queries(copy))
 
 
 def _leaves(node: Node, flat: dict[str, str]) -> set[ColumnRef] | None:
