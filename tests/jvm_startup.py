@@ -39,9 +39,11 @@ _C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 
 
-def _build(archive: Path, state: dict) -> None:
-    """Make the archive as the product does, in a process `uninstall` can kill."""
-    class_archive.build(archive, started=lambda proc: state.update(proc=proc))
+def _build(archive: Path, state: dict, env: dict[str, str]) -> None:
+    """Make the archive as the product does, in a process `uninstall` can kill. `env`: the
+    environment from before `install` named the archive in SPARK_SUBMIT_OPTS: a trainer told to map
+    the (missing) archive it is making runs without class sharing and archives nothing."""
+    class_archive.build(archive, started=lambda proc: state.update(proc=proc), env=env)
 
 
 def install(config: pytest.Config) -> None:
@@ -58,7 +60,7 @@ def install(config: pytest.Config) -> None:
     if archive is not None:
         options = [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds*=off", *options]
         if not archive.is_file():
-            state["thread"] = threading.Thread(target=_build, args=(archive, state), daemon=True)
+            state["thread"] = threading.Thread(target=_build, args=(archive, state, dict(os.environ)), daemon=True)
             state["thread"].start()
     state["previous"] = os.environ.get(ENV)
     os.environ[ENV] = " ".join(options + ([state["previous"]] if state["previous"] else []))

@@ -122,13 +122,15 @@ def start_build(archive: Path) -> subprocess.Popen | None:
         return None  # an unwritable cache: every JVM starts as it would without us
 
 
-def build(archive: Path, started: Callable[[subprocess.Popen], object] | None = None) -> bool:
+def build(archive: Path, started: Callable[[subprocess.Popen], object] | None = None,
+          env: Mapping[str, str] | None = None) -> bool:
     """Train a JVM and publish what it archived at exit under `archive`; False if it failed.
-    `started` is given the training process (the test run kills it if it ends first)."""
+    `started` is given the training process (the test run kills it if it ends first); `env` the
+    environment it starts in (default: this process's, as it is when the trainer starts)."""
     archive.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="train-", dir=archive.parent))
     try:
-        trainer = _train(work)
+        trainer = _train(work, os.environ if env is None else env)
         if started is not None:
             started(trainer)
         trainer.wait(timeout=900)
@@ -139,10 +141,10 @@ def build(archive: Path, started: Callable[[subprocess.Popen], object] | None = 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _train(work: Path) -> subprocess.Popen:
+def _train(work: Path, base: Mapping[str, str]) -> subprocess.Popen:
     """Start the training process in `work`: its JVM writes `work/spark.jsa` as it exits."""
-    submit = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -XX:ArchiveClassesAtExit={work / 'spark.jsa'} -Xlog:cds*=off"
-    env = {**os.environ, "SPARK_SUBMIT_OPTS": submit.strip()}
+    submit = f"{base.get('SPARK_SUBMIT_OPTS', '')} -XX:ArchiveClassesAtExit={work / 'spark.jsa'} -Xlog:cds*=off"
+    env = {**base, "SPARK_SUBMIT_OPTS": submit.strip()}
     with open(work / "train.log", "wb") as log:
         return subprocess.Popen([sys.executable, "-c", _TRAINING, str(work / ".mesh")], cwd=work, env=env,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
