@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gc
 import weakref
+from collections.abc import Iterator
+
+import pytest
 
 from mesh_dagster.core.config.memory import fewer_collections
 
@@ -14,9 +17,16 @@ class _Node:
         self.me = self  # a cycle: only the collector frees it
 
 
+@pytest.fixture(autouse=True)
+def _nothing_frozen() -> Iterator[None]:
+    """Each test starts with no frozen objects (a CLI test earlier in this worker may have frozen
+    the process's objects: the CLI keeps them frozen on purpose)."""
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
 def test_objects_alive_before_are_frozen_only_inside() -> None:
-    if gc.get_freeze_count():
-        gc.unfreeze()  # frozen by something else this process ran
     with fewer_collections():
         assert gc.get_freeze_count() > 0
         with fewer_collections():  # nested: the outermost use decides
@@ -48,12 +58,21 @@ def test_a_failure_inside_still_undoes_the_freeze() -> None:
     assert gc.get_freeze_count() == 0
 
 
+def _is_frozen(obj: object) -> bool:
+    """Frozen objects sit in the permanent generation, which `gc.get_objects` leaves out. (The
+    freeze count alone cannot tell: frozen objects freed by their reference count leave it.)"""
+    return not any(alive is obj for alive in gc.get_objects())
+
+
 def test_a_process_that_froze_objects_itself_keeps_them_frozen() -> None:
+    mine = _Node()
     gc.freeze()
     try:
-        frozen = gc.get_freeze_count()
+        assert _is_frozen(mine)
         with fewer_collections():
             pass
-        assert gc.get_freeze_count() == frozen
+        assert _is_frozen(mine)
+        assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+    assert not _is_frozen(mine)
