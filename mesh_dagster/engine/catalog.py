@@ -67,9 +67,6 @@ class SparkCatalog(SparkStatements):
         # process may drop one (the janitor drops empty environment schemas): `_in_schema` then
         # recreates it and retries, so a stale entry costs one failed statement, never a failure.
         self._schemas: set[str] = set()
-        # Tables this engine created: likely still empty, which one metastore call can tell
-        # (`TableWrites._holds_rows`). A hint only: what it decides is always asked of Spark.
-        self.created_here: set[str] = set()
 
     # -- schemas -------------------------------------------------------------------------------
 
@@ -166,7 +163,7 @@ class SparkCatalog(SparkStatements):
             return []
         with self._errors(f"Cannot list the partitions of {table}"):
             rows = self.spark.sql(f"SHOW PARTITIONS {quote_name(table)}").collect()
-        return [_parse_partition(row[0]) for row in rows]
+        return [parse_partition(row[0]) for row in rows]
 
     # -- tables and views --------------------------------------------------------------------
 
@@ -200,7 +197,6 @@ class SparkCatalog(SparkStatements):
             # table owns them, and Spark refuses to create a managed table over them.
             generations.clear_default_location(self, table)
             self._in_schema(table, ddl, f"Cannot create table {table}")
-        self.created_here.add(table.lower())
 
     def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
         """ALTER TABLE ADD COLUMNS: existing rows read NULL for them (no data is rewritten)."""
@@ -287,7 +283,7 @@ def partition_section(col_names: Iterable[str]) -> list[str]:
     return partitions
 
 
-def _parse_partition(spec: str) -> dict[str, str | None]:
+def parse_partition(spec: str) -> dict[str, str | None]:
     """`ds=2020-01-01/ts=2020-01-01 00%3A00%3A00` -> {"ds": "2020-01-01", "ts": "2020-01-01 00:00:00"}."""
     result: dict[str, str | None] = {}
     for part in spec.split("/"):

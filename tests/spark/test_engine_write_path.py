@@ -1,10 +1,15 @@
 """The engine's cheap paths keep their guarantees: a remembered schema dropped by another
 process is recreated, and an interval write where the table holds no row in that interval yet (a
-first write, the next day of a daily model) is one INSERT yet exact."""
+first write, the next day of a daily model) is one INSERT yet exact, decided on the metastore's
+partition values without reading the table."""
 
 from __future__ import annotations
 
+import pytest
+
+from mesh_dagster.engine import writes
 from mesh_dagster.engine.adapter import SQL_TRACE_ENV, SparkEngine
+from mesh_dagster.engine.writes import Scope, TableWrites
 
 
 def test_a_remembered_schema_dropped_elsewhere_is_recreated(spark, unique_schema) -> None:
@@ -45,5 +50,42 @@ def test_a_new_interval_is_one_insert_and_a_rewritten_one_clears_empty_partition
                                      "DATE'2024-01-04'", "DATE'2024-01-04'")
     later = trace.read_text()
     assert "INSERT OVERWRITE" in later and "CACHE TABLE" not in later and "EXCEPT" not in later
+    assert f"FROM `{unique_schema}`.`inc` WHERE" not in later  # decided on partition values, not rows
     assert sorted(engine.fetchall(f"SELECT id, CAST(ds AS STRING) FROM {table}")) == [
         (7, "2024-01-04"), (9, "2024-01-01")]
+
+
+def test_whether_a_scope_holds_rows_is_told_by_partition_values_of_every_type(spark, unique_schema) -> None:
+    """Timestamps (escaped `:` in SHOW PARTITIONS), a second partition column, a NULL partition."""
+    engine = SparkEngine(spark)
+    table = f"{unique_schema}.hourly"
+    types = {"id": "int", "ts": "timestamp", "region": "string"}
+    engine.create_table(table, None, ["ts", "region"], columns=types)
+    engine.execute(f"INSERT INTO {table} VALUES (1, TIMESTAMP'2024-01-01 10:00:00', 'north'), "
+                   f"(2, TIMESTAMP'2024-01-01 11:00:00', NULL)")
+    holds = TableWrites(engine)._holds_rows
+
+    def scope(condition: str) -> Scope:
+        return Scope(condition, types)
+
+    assert holds(table, scope("`ts` BETWEEN TIMESTAMP'2024-01-01 10:00:00' AND TIMESTAMP'2024-01-01 10:59:59'"))
+    assert not holds(table, scope("`ts` BETWEEN TIMESTAMP'2024-01-01 12:00:00' AND TIMESTAMP'2024-01-01 23:59:59'"))
+    assert holds(table, scope("`region` IS NULL AND `ts` = TIMESTAMP'2024-01-01 11:00:00'"))
+    assert not holds(table, scope("`region` = 'south'"))
+    assert holds(table, None)
+
+
+@pytest.mark.parametrize("limit", [2_000, 1])
+def test_a_partition_value_that_does_not_cast_or_too_many_partitions_ask_the_table(
+        spark, unique_schema, monkeypatch, limit: int) -> None:
+    """Types that do not fit the stored values (a declared DATE over text partitions), or more
+    partitions than are tested in memory: the table itself is queried, and answers right."""
+    monkeypatch.setattr(writes, "_PARTITIONS_TESTED_IN_MEMORY", limit)
+    engine = SparkEngine(spark)
+    table = f"{unique_schema}.texts"
+    engine.create_table(table, None, ["ds"], columns={"id": "int", "ds": "string"})
+    engine.execute(f"INSERT INTO {table} VALUES (1, 'not a date'), (2, 'other')")
+    holds = TableWrites(engine)._holds_rows
+    types = {"id": "int", "ds": "date"} if limit > 1 else {"id": "int", "ds": "string"}
+    assert holds(table, Scope("`ds` = 'not a date'", types))
+    assert not holds(table, Scope("`ds` = 'missing'", types))
