@@ -58,6 +58,9 @@ def _struct_field_name(name: str) -> str:
 
 
 
+_NOT_PARTITIONED = "INVALID_PARTITION_OPERATION.PARTITION_SCHEMA_IS_EMPTY"  # SHOW PARTITIONS' answer
+
+
 class SparkCatalog(SparkStatements):
     """Schemas, tables and views of one session's catalog: creating, describing and dropping them."""
 
@@ -157,13 +160,31 @@ class SparkCatalog(SparkStatements):
             described = self.spark.sql(f"DESCRIBE TABLE {quote_name(table)}").collect()
         return partition_section(row[0] for row in described)
 
+    def partition_specs(self, table: str, limit: int | None = None) -> list[str]:
+        """Up to `limit` of the table's partitions as SHOW PARTITIONS spells them
+        (`ds=2024-01-01/region=north`), from the metastore alone."""
+        sql = f"SHOW PARTITIONS {quote_name(table)}"
+        with self._errors(f"Cannot list the partitions of {table}", sql):
+            listed = self.spark.sql(sql)
+            return [str(row[0]) for row in (listed.collect() if limit is None else listed.take(limit))]
+
+    def partitioning(self, table: str, limit: int) -> tuple[list[str], list[str]]:
+        """The table's partition columns and up to `limit` of its partitions (`partition_specs`):
+        one metastore call where the table has a partition (which names the columns), a DESCRIBE
+        more where it has none."""
+        try:
+            specs = self.partition_specs(table, limit)
+        except SparkSQLError as e:
+            if e.condition == _NOT_PARTITIONED:
+                return [], []
+            raise
+        return (list(parse_partition(specs[0])) if specs else self.partition_columns(table)), specs
+
     def partitions(self, table: str) -> list[dict[str, str | None]]:
         """The table's partitions as {column: value}; a NULL partition value is None."""
         if not self.partition_columns(table):
             return []
-        with self._errors(f"Cannot list the partitions of {table}"):
-            rows = self.spark.sql(f"SHOW PARTITIONS {quote_name(table)}").collect()
-        return [parse_partition(row[0]) for row in rows]
+        return [parse_partition(spec) for spec in self.partition_specs(table)]
 
     # -- tables and views --------------------------------------------------------------------
 

@@ -58,10 +58,12 @@ _PARTITIONS_TESTED_IN_MEMORY = 2_000
 
 class Scope(NamedTuple):
     """The rows of a partitioned table a write replaces: `condition` (SQL on its columns), and the
-    table's column types, with which the condition can be tested on partition values alone."""
+    table's column types, with which the condition can be tested on partition values alone;
+    `partitions`: the table's, when the writer has just listed them (SHOW PARTITIONS' specs)."""
 
     condition: str
     types: Mapping[str, str]
+    partitions: Sequence[str] | None = None
 
 
 class TableWrites:
@@ -99,14 +101,15 @@ class TableWrites:
         if time_name is None:
             raise EngineError(f"Cannot write an interval of {table}: it has no time column {time_column!r}")
         in_range = f"{quote_identifier(time_name)} BETWEEN {low_sql} AND {high_sql}"
-        partition_columns = self.engine.partition_columns(table)
+        partition_columns, partitions = self.engine.partitioning(table, _PARTITIONS_TESTED_IN_MEMORY + 1)
+        scope = Scope(in_range, table_columns, partitions)
         by_time = any(p.lower() == time_name.lower() for p in partition_columns)
         kept_rows = f"SELECT * FROM {quote_name(table)} WHERE {quote_identifier(time_name)} IS NULL OR NOT ({in_range})"
 
         def write(select: str) -> None:
             new_rows = f"SELECT * FROM ({select}) AS _new WHERE {in_range}"
             if by_time:
-                self._replace(table, new_rows, partition_columns, Scope(in_range, table_columns), journal, reads_self)
+                self._replace(table, new_rows, partition_columns, scope, journal, reads_self)
             else:
                 self._replace(table, f"{kept_rows}\nUNION ALL\n{new_rows}", partition_columns, None, journal, True)
 
@@ -419,9 +422,9 @@ class TableWrites:
         table (`SELECT 1 ... WHERE scope LIMIT 1`) costed a job and often a file read: 0.06-0.1 s
         warm, 0.5 s cold, per interval write. It remains the answer for a table of more than
         `_PARTITIONS_TESTED_IN_MEMORY` partitions, or whose values do not cast to their types."""
-        sql = f"SHOW PARTITIONS {quote_name(table)}"
-        with self.engine._errors(f"Cannot list the partitions of {table}", sql):
-            specs = [row[0] for row in self.engine.spark.sql(sql).take(_PARTITIONS_TESTED_IN_MEMORY + 1)]
+        specs = scope.partitions if scope is not None else None
+        if specs is None:
+            specs = self.engine.partition_specs(table, 1 if scope is None else _PARTITIONS_TESTED_IN_MEMORY + 1)
         if scope is None or not specs:
             return bool(specs)
         in_scope = _partitions_in_scope_sql(specs, scope) if len(specs) <= _PARTITIONS_TESTED_IN_MEMORY else None

@@ -89,3 +89,23 @@ def test_a_partition_value_that_does_not_cast_or_too_many_partitions_ask_the_tab
     types = {"id": "int", "ds": "date"} if limit > 1 else {"id": "int", "ds": "string"}
     assert holds(table, Scope("`ds` = 'not a date'", types))
     assert not holds(table, Scope("`ds` = 'missing'", types))
+
+
+def test_partitioning_names_the_columns_from_one_listing(spark, unique_schema, tmp_path, monkeypatch) -> None:
+    """A table with partitions: one SHOW PARTITIONS (no DESCRIBE); an empty partitioned table: a
+    DESCRIBE names its columns; an unpartitioned table: none, and no partitions."""
+    engine = SparkEngine(spark)
+    parted, flat = f"{unique_schema}.parted", f"{unique_schema}.flat"
+    engine.create_table(parted, None, ["ds", "region"], columns={"id": "int", "ds": "date", "region": "string"})
+    engine.create_table(flat, None, columns={"id": "int"})
+    assert engine.partitioning(parted, 10) == (["ds", "region"], [])
+    assert engine.partitioning(flat, 10) == ([], [])
+
+    engine.execute(f"INSERT INTO {parted} VALUES (1, DATE'2024-01-01', 'a/b'), (2, DATE'2024-01-02', NULL)")
+    trace = tmp_path / "trace.tsv"
+    monkeypatch.setenv(SQL_TRACE_ENV, str(trace))
+    columns, specs = SparkEngine(spark).partitioning(parted, 10)
+    assert columns == ["ds", "region"] and len(specs) == 2
+    calls = [line.split("\t")[1] for line in trace.read_text().splitlines()]
+    assert calls == ["[Cannot configure the Spark session]", f"SHOW PARTITIONS `{unique_schema}`.`parted`"]
+    assert engine.partitions(parted) == [{"ds": "2024-01-01", "region": "a/b"}, {"ds": "2024-01-02", "region": None}]
