@@ -6,13 +6,15 @@ Why: a setting that saves nothing is one more thing to explain; each one is kept
 
     flock /tmp/bench.lock python benchmarks/bench_spark_settings.py [--rounds 2] [--concurrent-tasks N]
                                                                      [--only NAME ...] [--keep DIR]
+    flock /tmp/bench.lock python benchmarks/bench_spark_settings.py --shuffle-probe [ROWS]
 
 Each variant is passed through the generated project's connection `config:` (the user's config wins
 over the session's own settings), so every variant but `defaults` states all it depends on:
 
 - `baseline`: the settings before issue 23: 4 shuffle partitions, `_SUCCESS` markers, `.crc` files;
-- `no _SUCCESS`, `cores partitions`, `no .crc`: the baseline with that one setting changed;
-- `kept, as config`: the settings kept (cores partitions, no `_SUCCESS`), stated in `config:`;
+- `no _SUCCESS`, `cores partitions`, `2x cores partitions`, `no .crc`: the baseline with that one
+  setting changed (shuffle partitions = the CPUs, or twice that: 4 on a 2-CPU machine, the baseline);
+- `kept, as config`: the settings kept (2x cores partitions, no `_SUCCESS`), stated in `config:`;
 - `defaults`: no `config:` at all, i.e. whatever `local_session_config` sets today.
 
 Every round runs every variant once, in an order reversed from one round to the next (so a slow
@@ -55,8 +57,9 @@ VARIANTS: dict[str, dict[str, str] | None] = {
     "baseline": BASELINE,
     "no _SUCCESS": {**BASELINE, SUCCESS: "false"},
     "cores partitions": {**BASELINE, PARTITIONS: str(cores())},
+    "2x cores partitions": {**BASELINE, PARTITIONS: str(2 * cores())},
     "no .crc": {**BASELINE, FILE_IMPL: "org.apache.hadoop.fs.RawLocalFileSystem"},
-    "kept, as config": {PARTITIONS: str(cores()), SUCCESS: "false"},
+    "kept, as config": {PARTITIONS: str(2 * cores()), SUCCESS: "false"},
     "defaults": None,  # no `config:`: the session's own settings
 }
 
@@ -99,13 +102,42 @@ def measure(work: Path, settings: dict[str, str] | None, concurrent_tasks: int |
 
 
 def report(samples: dict[str, list[Sample]]) -> None:
-    print(f"\n{'variant':<18}{'first apply s':>14}{'daily run s':>13}{'files (apply)':>15}{'files (run)':>13}"
+    print(f"\n{'variant':<21}{'first apply s':>14}{'daily run s':>13}{'files (apply)':>15}{'files (run)':>13}"
           f"  rounds")
     for name, taken in samples.items():
         first, daily, files_apply, files_run = (statistics.median(column) for column in zip(
             *((s.first_apply, s.daily_run, s.files_after_apply, s.files_after_run) for s in taken)))
-        print(f"{name:<18}{first:>14.1f}{daily:>13.1f}{files_apply:>15.0f}{files_run:>13.0f}  "
+        print(f"{name:<21}{first:>14.1f}{daily:>13.1f}{files_apply:>15.0f}{files_run:>13.0f}  "
               + ", ".join(f"{s.first_apply:.1f}/{s.daily_run:.1f}" for s in taken))
+
+
+def shuffle_probe(rounds: int, rows: int) -> None:
+    """Why the partitions follow the cores: a query whose work is after its shuffle (a sort-merge
+    join of two `rows`-row sides), on ONE embedded session, with 1, 1x, 2x (ours) and 4x the cores
+    and 4 (the old value) shuffle partitions, alternated. Fewer partitions than cores leave cores
+    idle (as a fixed 4 would on a machine with more than 4 cores); more cost only scheduling."""
+    from mesh_dagster.core.config.connections import SparkConnectionConfig  # deliberately lazy: Spark
+    from mesh_dagster.engine.session import build_session
+
+    with tempfile.TemporaryDirectory(prefix="bench_shuffle_") as tmp:
+        spark = build_session(SparkConnectionConfig(master="local[*]"), Path(tmp) / ".mesh")
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # a shuffle join, not a broadcast
+        side = f"SELECT id % {rows // 2} AS k, id AS v FROM range({rows})"
+        sql = f"SELECT COUNT(*), SUM(a.v * b.v % 7) FROM ({side}) a JOIN ({side}) b ON a.k = b.k"
+        counts = sorted({1, cores(), 2 * cores(), 4, 4 * cores()})
+        times: dict[int, list[float]] = {n: [] for n in counts}
+        for round_no in range(rounds + 1):  # round 0 warms the JVM up, untimed
+            for n in counts if round_no % 2 else counts[::-1]:
+                spark.conf.set(PARTITIONS, str(n))
+                began = time.perf_counter()
+                spark.sql(sql).collect()
+                if round_no:
+                    times[n].append(time.perf_counter() - began)
+        spark.stop()
+    print(f"\nshuffle join of 2 x {rows:,} rows, {cores()} CPUs, medians of {rounds} rounds:")
+    for n in counts:
+        print(f"  {n:>3} shuffle partitions: {statistics.median(times[n]):6.2f} s   "
+              + ", ".join(f"{t:.2f}" for t in times[n]))
 
 
 def main() -> None:
@@ -114,7 +146,12 @@ def main() -> None:
     parser.add_argument("--concurrent-tasks", type=int, help="the connection's concurrent_tasks (default: ours, 4)")
     parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="these variants only")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
+    parser.add_argument("--shuffle-probe", type=int, metavar="ROWS", nargs="?", const=4_000_000,
+                        help="instead: time a shuffle join of ROWS rows a side with 1..4x cores partitions")
     args = parser.parse_args()
+    if args.shuffle_probe:
+        shuffle_probe(max(args.rounds, 3), args.shuffle_probe)
+        return
     names = args.only or list(VARIANTS)
     samples: dict[str, list[Sample]] = {name: [] for name in names}
     began = time.perf_counter()

@@ -134,10 +134,9 @@ LOOPBACK_CONFIG = {
     "spark.authenticate": "true",
 }
 
-# The embedded warehouse (local master, no `warehouse:`) is regenerable dev data only Spark reads: no
-# `_SUCCESS` marker per write; a warehouse the user names may feed tools that wait for them. `.crc`
-# files stay: RawLocalFileSystem is no LocalFileSystem, which `sc.textFile`, LOAD DATA LOCAL and INSERT
-# OVERWRITE LOCAL DIRECTORY cast to (ClassCastException). Measured: benchmarks/bench_spark_settings.py.
+# The embedded warehouse (local master, no `warehouse:`) is regenerable dev data only Spark reads: no `_SUCCESS`
+# per write (a warehouse the user names may feed tools that wait for them). `.crc` files stay: `sc.textFile` and
+# LOAD DATA LOCAL fail on RawLocalFileSystem (no LocalFileSystem). Measured: benchmarks/bench_spark_settings.py.
 EMBEDDED_WAREHOUSE_CONFIG = {"spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
 _LOCAL_MASTER = re.compile(r"local(?:\[(\*|\d+)(?:,\d+)?\]|-cluster\[(\d+),(\d+),\d+\])?")
 _MAX_MESSAGE = 600
@@ -360,7 +359,7 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
             {
                 METASTORE_URL_SETTING: _embedded_metastore_url(mesh_dir),
                 WAREHOUSE_SETTING: str(mesh_dir / "warehouse"),
-                "spark.sql.shuffle.partitions": str(local_cores(conn.master)),
+                "spark.sql.shuffle.partitions": str(2 * local_cores(conn.master)),
                 **LOOPBACK_CONFIG,
             }
         )
@@ -386,8 +385,9 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
 
 
 def local_cores(master: str) -> int:
-    """Tasks a local master runs at once (`local[4]` 4, `local[*]` our CPUs, `local` 1): shuffle partitions
-    that leave no core idle after a shuffle (adaptive execution, on by default, coalesces small ones)."""
+    """Tasks a local master runs at once (`local[4]` 4, `local[*]` our CPUs, `local` 1). Twice that is a query's
+    shuffle partitions (Spark's tuning guide: 2-3 tasks a core): fewer than the cores leave some idle after every
+    shuffle; adaptive execution (on by default) coalesces the small ones."""
     match = _LOCAL_MASTER.fullmatch(master.replace(" ", ""))
     if match is None or match.group(1) == "*":
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -1,5 +1,5 @@
 """Spark settings of the embedded default (local master, warehouse under `.mesh/`), issue 23:
-shuffle partitions sized to the master's cores, and no `_SUCCESS` marker per write. Cluster masters
+shuffle partitions sized to the master's cores (two a core), and no `_SUCCESS` marker per write. Cluster masters
 and a warehouse the user names keep Spark's own behaviour; the user's `config:` wins over ours.
 (benchmarks/bench_spark_settings.py measures each setting; `.crc` checksums are kept, see session.py.)"""
 
@@ -22,11 +22,12 @@ def _settings(tmp_path: Path, **connection) -> dict[str, str]:
 def test_the_embedded_default_writes_no_markers_and_sizes_shuffles_to_its_cores(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     assert settings[MARKERS] == "false"
-    assert settings[PARTITIONS] == str(len(os.sched_getaffinity(0))) == str(local_cores("local[*]"))
-    assert _settings(tmp_path, master="local[3]")[PARTITIONS] == "3"
-    assert _settings(tmp_path, master="local")[PARTITIONS] == "1"
-    assert _settings(tmp_path, master="local[2,4]")[PARTITIONS] == "2"  # 4 is the task retries
-    assert _settings(tmp_path, master="local-cluster[2,3,1024]")[PARTITIONS] == "6"
+    assert local_cores("local[*]") == len(os.sched_getaffinity(0))
+    assert settings[PARTITIONS] == str(2 * local_cores("local[*]"))
+    assert _settings(tmp_path, master="local[3]")[PARTITIONS] == "6"
+    assert _settings(tmp_path, master="local")[PARTITIONS] == "2"
+    assert _settings(tmp_path, master="local[2,4]")[PARTITIONS] == "4"  # 4 is the task retries
+    assert _settings(tmp_path, master="local-cluster[2,3,1024]")[PARTITIONS] == "12"  # 2 workers of 3 cores
     assert "spark.hadoop.fs.file.impl" not in settings  # checksums stay: see EMBEDDED_WAREHOUSE_CONFIG
     assert "spark.sql.adaptive.enabled" not in settings  # Spark's default (on) is what we rely on
 
@@ -38,7 +39,7 @@ def test_a_cluster_master_or_a_named_warehouse_keeps_sparks_own(tmp_path: Path) 
                   _settings(tmp_path, warehouse="file:///data/warehouse"),
                   _settings(tmp_path, config={"spark.sql.warehouse.dir": "/data/warehouse"})):
         assert MARKERS not in named  # other tools may watch a warehouse the user names for markers
-        assert named[PARTITIONS] == str(local_cores("local[*]"))  # the master's cores, wherever the files go
+        assert named[PARTITIONS] == str(2 * local_cores("local[*]"))  # the master's cores, wherever the files go
 
 
 def test_the_users_config_wins(tmp_path: Path) -> None:
