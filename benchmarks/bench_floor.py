@@ -8,7 +8,7 @@ any tool must issue for this project, taken from our own trace and replayed by h
 the other, in one warm Spark session with no Python between them. What we spend above it is ours:
 catalog look-ups, query analyses, DESCRIBEs, Python, JVM start.
 
-    python benchmarks/bench_floor.py [--concurrent-tasks 1] [--warmup-rounds 3] [--keep DIR]
+    python benchmarks/bench_floor.py [--concurrent-tasks 1] [--warmup-rounds 3] [--keep DIR] [--connect]
 
 For each of the first apply (`plan --auto-apply --skip-tests --execution-time 2024-01-31`) and
 the daily run after it (`run --execution-time 2024-02-01`) it prints:
@@ -48,9 +48,21 @@ Choices, each a judgement:
   becomes one space), which is exact for this generated project (no `--` comments, no
   whitespace inside literals); a floor statement with ` --` in it is refused rather than run.
 
+`--connect`: ours runs through the project's shared Spark Connect server instead of the embedded
+default. The server is started first (`mesh spark start`; every `mesh` process of the project is
+then its client), warmed with the floor's throwaway statements through a client, and stopped at the
+end, also on failure (benchmarks/warm_server.py). The first apply and the daily run are traced as
+above: the trace is written by the engine's client side (`SparkStatements._errors`, for classic and
+Connect sessions alike), so a Connect call's time includes its gRPC round trip; outside Spark is
+then Python and the client's start, no JVM. The floor is replayed twice: as above (one warm
+embedded session), and through one client of a warm Connect server of its own (`mesh spark start`
+on a second copy, the same settings), which is what any tool using that server pays at least.
+
 The traces (`trace_<run>.tsv`), the replayed statements (`floor_<run>.sql`) and their times
-(`floor_<run>.tsv`, in the trace's format) are left in the work directory (`--keep DIR` keeps
-it). SQLMesh is not run here: bench_first_apply.py --sqlmesh compares with it.
+(`floor_<run>.tsv`, in the trace's format; `floor_connect_<run>.*` for the Connect floor) are left
+in the work directory (`--keep DIR` keeps it). The machine's load average is printed before and
+after: the numbers mean little if something else ran meanwhile. SQLMesh is not run here:
+bench_first_apply.py --sqlmesh compares with it.
 """
 
 from __future__ import annotations
@@ -75,9 +87,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_first_apply import MESH, run
 from gen_first_apply import generate
+from warm_server import client, load, mesh_env, served, warm_up
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 FIRST_APPLY = ("first apply", ["plan", "--auto-apply", "--skip-tests", "--execution-time", "2024-01-31"])
 DAILY_RUN = ("daily run", ["run", "--execution-time", "2024-02-01"])
@@ -98,7 +112,6 @@ TEMP_VIEW_SOURCE = re.compile(r"FROM `__mesh_tmp_[0-9a-f]+`$")
 GENERATION = re.compile(r"__mesh_g[0-9a-f]{12}")
 PROBE = re.compile(r"^SELECT 1 FROM \S+ WHERE .* LIMIT 1$", re.IGNORECASE)
 CTAS = re.compile(r"^CREATE TABLE (IF NOT EXISTS )?\S+ USING \w+ AS ", re.IGNORECASE)
-WARMUP_SCHEMA = "floor_warmup"
 
 
 @dataclass(frozen=True)
@@ -171,7 +184,7 @@ def read_trace(path: Path) -> list[Call]:
 def run_ours(project: Path, trace: Path, command: Sequence[str]) -> Ours:
     """Run one `mesh` command on the project with the trace on; its wall time and calls."""
     trace.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "MESH_SPARK_SHARED"}  # the embedded session
+    env = mesh_env()  # the embedded session, or the project's Connect server while it runs
     env["MESH_SQL_TRACE"] = str(trace)
     wall, _ = run([*MESH, "-p", str(project), *command], project.parent, env)
     return Ours(wall, read_trace(trace))
@@ -264,30 +277,7 @@ def floor_session(copy: Path, concurrent_tasks: int) -> SparkSession:
     return build_session(conn, copy / ".mesh")
 
 
-def warm_up(spark: SparkSession, warehouse: Path, rounds: int) -> None:
-    """Throwaway statements of every floor kind, in a schema dropped afterwards: JIT, metastore,
-    Parquet writer and planner are warm when the first timed statement runs."""
-    s = f"`{WARMUP_SCHEMA}`"
-    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
-    for i in range(rounds):
-        rows = (f"SELECT CAST(id % 3 AS INT) AS id, CAST(id AS DOUBLE) AS value, "
-                f"DATE_ADD(DATE'2024-01-01', CAST(id % 30 AS INT)) AS ds FROM range({90 + i})")
-        directory = warehouse / f"{WARMUP_SCHEMA}.db" / f"gen_{i}"
-        for sql in (
-            f"CREATE TABLE IF NOT EXISTS {s}.`p{i}` (id INT, value DOUBLE, ds DATE) USING parquet PARTITIONED BY (ds)",
-            f"INSERT OVERWRITE TABLE {s}.`p{i}` {rows}",
-            f"CREATE OR REPLACE VIEW {s}.`v{i}` AS SELECT a.id, a.ds, a.value + COALESCE(b.value, 0) AS value "
-            f"FROM {s}.`p{i}` AS a LEFT JOIN {s}.`p{i}` AS b ON a.id = b.id AND a.ds = b.ds",
-            f"CREATE TABLE IF NOT EXISTS {s}.`u{i}` (id INT, ds DATE, value DOUBLE) USING parquet",
-            f"INSERT OVERWRITE DIRECTORY '{directory}' USING parquet SELECT id, ds, value FROM {s}.`v{i}`",
-            f"ALTER TABLE {s}.`u{i}` SET LOCATION '{directory}'",
-            f"SELECT COUNT(*) FROM {s}.`u{i}`",
-        ):
-            spark.sql(sql).collect()
-    spark.sql(f"DROP SCHEMA IF EXISTS {s} CASCADE")
-
-
-def replay(spark: SparkSession, statements: Sequence[str]) -> list[Call]:
+def replay(spark: SparkSession | ConnectSession, statements: Sequence[str]) -> list[Call]:
     """Each statement timed alone, back to back: nothing but this loop between them."""
     timed = []
     clock = time.perf_counter
@@ -301,27 +291,55 @@ def replay(spark: SparkSession, statements: Sequence[str]) -> list[Call]:
     return timed
 
 
-def measure_floor(project: Path, copy: Path, runs: dict[str, list[Call]], warmup_rounds: int,
-                  concurrent_tasks: int) -> list[list[Call]]:
-    """Replay each run's floor, in order, on a copy of the project without its `.mesh`; the
-    statements are written beside the copy (`floor_<run>.sql`) for a look or a replay by hand."""
+def floor_copy(project: Path, copy: Path, runs: dict[str, list[Call]], label: str) -> list[list[str]]:
+    """A copy of the project without its `.mesh` (no table exists yet) and each run's floor
+    statements for it, written beside it (`<label>_<run>.sql`) for a look or a replay by hand."""
     if copy.exists():
         shutil.rmtree(copy)
     shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".mesh"))
     relocate, seed_csv = Relocate(project, copy), only_seed(copy)
     per_run = [floor_statements(calls, seed_csv, relocate) for calls in runs.values()]
     for name, statements in zip(runs, per_run):
-        sql_file = copy.parent / f"floor_{name.replace(' ', '_')}.sql"
+        sql_file = copy.parent / f"{label}_{name.replace(' ', '_')}.sql"
         sql_file.write_text("".join(f"{s};\n" for s in statements), encoding="utf-8")
+    return per_run
+
+
+def write_floors(work: Path, label: str, runs: Sequence[str], floors: Sequence[Sequence[Call]]) -> None:
+    """`<label>_<run>.tsv`, in the trace's format, to compare call by call."""
+    for name, timed in zip(runs, floors):
+        trace = work / f"{label}_{name.replace(' ', '_')}.tsv"
+        trace.write_text("".join(f"{c.seconds:.4f}\t{c.what}\n" for c in timed), encoding="utf-8")
+
+
+def measure_floor(project: Path, copy: Path, runs: dict[str, list[Call]], warmup_rounds: int,
+                  concurrent_tasks: int) -> list[list[Call]]:
+    """Replay each run's floor, in order, in one warm embedded session on a copy of the project."""
+    per_run = floor_copy(project, copy, runs, "floor")
     spark = floor_session(copy, concurrent_tasks)
     try:
         warm_up(spark, copy / ".mesh" / "warehouse", warmup_rounds)
         floors = [replay(spark, statements) for statements in per_run]
     finally:
         spark.stop()
-    for name, timed in zip(runs, floors):  # in the trace's format, to compare call by call
-        trace = copy.parent / f"floor_{name.replace(' ', '_')}.tsv"
-        trace.write_text("".join(f"{c.seconds:.4f}\t{c.what}\n" for c in timed), encoding="utf-8")
+    write_floors(copy.parent, "floor", list(runs), floors)
+    return floors
+
+
+def measure_connect_floor(project: Path, copy: Path, runs: dict[str, list[Call]],
+                          warmup_rounds: int) -> list[list[Call]]:
+    """The same floor through one client of a warm Connect server: the copy's own server (`mesh
+    spark start` on the copy, the project's settings), warmed as the project's was. Each statement
+    then pays what any Connect client pays (gRPC, the server's session), and nothing of ours."""
+    per_run = floor_copy(project, copy, runs, "floor_connect")
+    with served(copy, warmup_rounds) as server:
+        print(f"floor's Connect server: started in {server.start_s:.1f} s, warmed in {server.warm_s:.1f} s", flush=True)
+        spark = client(copy)
+        try:
+            floors = [replay(spark, statements) for statements in per_run]
+        finally:
+            spark.stop()
+    write_floors(copy.parent, "floor_connect", list(runs), floors)
     return floors
 
 
@@ -341,29 +359,37 @@ def row(label: str, seconds: float | None, calls: int | None = None, note: str =
     return f"  {label:<46}{secs:>9}{count:>8}  {note}".rstrip()
 
 
-def report(title: str, command: Sequence[str], ours: Ours, floor: Sequence[Call]) -> None:
-    """One table: ours (wall, per phase inside Spark, outside), the floor, the ratios."""
-    floor_total = sum(c.seconds for c in floor)
+def report(title: str, command: Sequence[str], ours: Ours, floor: Sequence[Call],
+           connect_floor: Sequence[Call] | None = None) -> None:
+    """One table: ours (wall, per phase inside Spark, outside), the floor, the ratios; with
+    `connect_floor` (--connect) also that floor and the ratios to it."""
     print(f"\n== {title}: mesh {' '.join(command)} ==")
     print(f"  {'':<46}{'seconds':>9}{'calls':>8}")
     print(row("ours: wall", ours.wall))
+    if not ours.calls:
+        print("  (no statement trace: wall time only)")
+        return
     print(row("ours: inside Spark (traced)", ours.inside, len(ours.calls)))
     phases: dict[str, list[float]] = {p: [] for p in PHASE_LABELS}
     for call in ours.calls:
         phases[phase_of(call.kind)].append(call.seconds)
     for phase, label in PHASE_LABELS.items():
         print(row(f"  {label}", sum(phases[phase]), len(phases[phase])))
-    if ours.calls:
-        slowest = max(ours.calls, key=lambda c: c.seconds)
-        which = f"(call {ours.calls.index(slowest) + 1})"
-        print(row(f"  slowest call: {slowest.kind[:30]}", slowest.seconds, note=which))
-    print(row("ours: outside Spark (Python, JVM start)", ours.wall - ours.inside))
-    print(row("floor: replayed in one warm session", floor_total, len(floor)))
-    for kind, (secs, n) in sorted(by_kind(floor).items(), key=lambda kv: -kv[1][0]):
-        print(row(f"  {kind}", secs, n))
-    if floor_total > 0:
-        print(f"  {'ratio ours/floor, wall':<46}{ours.wall / floor_total:>9.1f}x")
-        print(f"  {'ratio ours inside Spark/floor':<46}{ours.inside / floor_total:>9.1f}x")
+    slowest = max(ours.calls, key=lambda c: c.seconds)
+    print(row(f"  slowest call: {slowest.kind[:30]}", slowest.seconds, note=f"(call {ours.calls.index(slowest) + 1})"))
+    start = "client start" if connect_floor is not None else "JVM start"
+    print(row(f"ours: outside Spark (Python, {start})", ours.wall - ours.inside))
+    floors = [("floor: replayed in one warm session", "", floor)]
+    if connect_floor is not None:
+        floors.append(("floor: through a warm Connect server", " (Connect floor)", connect_floor))
+    for label, suffix, calls in floors:
+        total = sum(c.seconds for c in calls)
+        print(row(label, total, len(calls)))
+        for kind, (secs, n) in sorted(by_kind(calls).items(), key=lambda kv: -kv[1][0]):
+            print(row(f"  {kind}", secs, n))
+        if total > 0:
+            print(f"  {'ratio ours/floor, wall' + suffix:<46}{ours.wall / total:>9.1f}x")
+            print(f"  {'ratio ours inside Spark/floor' + suffix:<46}{ours.inside / total:>9.1f}x")
     print_costliest(ours.calls, floor)
 
 
@@ -383,7 +409,18 @@ def parse_args() -> argparse.Namespace:
                         help="the connection's concurrent_tasks (default 1: traced times add up)")
     parser.add_argument("--warmup-rounds", type=int, default=3, help="rounds of throwaway statements before the floor")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
+    parser.add_argument("--connect", action="store_true",
+                        help="run ours through the project's Connect server, started and warmed first")
     return parser.parse_args()
+
+
+def run_pair(project: Path, work: Path) -> list[Ours]:
+    """The first apply, then the daily run, each traced."""
+    results = []
+    for name, command in (FIRST_APPLY, DAILY_RUN):
+        results.append(run_ours(project, work / f"trace_{name.replace(' ', '_')}.tsv", command))
+        print(f"ours, {name}: {results[-1].wall:.1f} s ({len(results[-1].calls)} traced calls)", flush=True)
+    return results
 
 
 def main() -> None:
@@ -393,16 +430,25 @@ def main() -> None:
         work = (args.keep or Path(tmp)).resolve()
         work.mkdir(parents=True, exist_ok=True)
         project = generate(work / "mesh_project", "mesh", concurrent_tasks=args.concurrent_tasks).resolve()
-        print(f"project {project} (concurrent_tasks {args.concurrent_tasks}, {os.cpu_count()} CPUs)", flush=True)
-        results = []
-        for name, command in (FIRST_APPLY, DAILY_RUN):
-            results.append(run_ours(project, work / f"trace_{name.replace(' ', '_')}.tsv", command))
-            print(f"ours, {name}: {results[-1].wall:.1f} s", flush=True)
+        print(f"project {project} (concurrent_tasks {args.concurrent_tasks}, {os.cpu_count()} CPUs, "
+              f"{load()})", flush=True)
+        if args.connect:
+            with served(project, args.warmup_rounds) as server:
+                print(f"the project's Connect server: `mesh spark start` {server.start_s:.1f} s, "
+                      f"warm-up {server.warm_s:.1f} s", flush=True)
+                results = run_pair(project, work)
+        else:
+            results = run_pair(project, work)
         runs = {FIRST_APPLY[0]: results[0].calls, DAILY_RUN[0]: results[1].calls}
         floors = measure_floor(project, work / "floor_project", runs, args.warmup_rounds, args.concurrent_tasks)
-        for (name, command), ours, floor in zip((FIRST_APPLY, DAILY_RUN), results, floors):
-            report(name, command, ours, floor)
-    print(f"\nbenchmark took {time.perf_counter() - began:.1f} s")
+        connect_floors: list[list[Call] | None] = [None, None]
+        if args.connect:
+            connect_floors = [*measure_connect_floor(project, work / "floor_project_connect", runs, args.warmup_rounds)]
+        mode = " - Connect (warm server)" if args.connect else " - embedded"
+        for (name, command), ours, floor, connect_floor in zip((FIRST_APPLY, DAILY_RUN), results, floors,
+                                                              connect_floors):
+            report(name + mode, command, ours, floor, connect_floor)
+    print(f"\nbenchmark took {time.perf_counter() - began:.1f} s ({load()})")
 
 
 if __name__ == "__main__":
