@@ -54,6 +54,7 @@ _DROP_PARTITIONS_PER_STATEMENT = 100
 # Up to this many partitions, whether one is in a write's scope is decided on their values alone
 # (`_holds_rows`); a longer list would make a long SQL text, and the table is asked instead.
 _PARTITIONS_TESTED_IN_MEMORY = 2_000
+_PARTITIONS_LISTED = _PARTITIONS_TESTED_IN_MEMORY + 1  # one more: tells "too many" from "all of them"
 
 
 class Scope(NamedTuple):
@@ -101,7 +102,7 @@ class TableWrites:
         if time_name is None:
             raise EngineError(f"Cannot write an interval of {table}: it has no time column {time_column!r}")
         in_range = f"{quote_identifier(time_name)} BETWEEN {low_sql} AND {high_sql}"
-        partition_columns, partitions = self.engine.partitioning(table, _PARTITIONS_TESTED_IN_MEMORY + 1)
+        partition_columns, partitions = self.engine.partitioning(table, _PARTITIONS_LISTED)
         scope = Scope(in_range, table_columns, partitions)
         by_time = any(p.lower() == time_name.lower() for p in partition_columns)
         kept_rows = f"SELECT * FROM {quote_name(table)} WHERE {quote_identifier(time_name)} IS NULL OR NOT ({in_range})"
@@ -424,7 +425,7 @@ class TableWrites:
         `_PARTITIONS_TESTED_IN_MEMORY` partitions, or whose values do not cast to their types."""
         specs = scope.partitions if scope is not None else None
         if specs is None:
-            specs = self.engine.partition_specs(table, 1 if scope is None else _PARTITIONS_TESTED_IN_MEMORY + 1)
+            specs = self.engine.partition_specs(table, 1 if scope is None else _PARTITIONS_LISTED)
         if scope is None or not specs:
             return bool(specs)
         in_scope = _partitions_in_scope_sql(specs, scope) if len(specs) <= _PARTITIONS_TESTED_IN_MEMORY else None
@@ -464,7 +465,7 @@ def _partitions_in_scope_sql(specs: Sequence[str], scope: Scope) -> str | None:
         return None
     typed = ", ".join(f"CAST(c{i} AS {ddl_type(scope.types[column])}) AS {quote_identifier(name)}"
                       for i, (name, column) in enumerate(zip(names, found)) if column is not None)
-    rows = ", ".join("(" + ", ".join("NULL" if row.get(name) is None else sql_string(str(row[name]))
+    rows = ", ".join("(" + ", ".join("NULL" if (value := row.get(name)) is None else sql_string(value)
                                      for name in names) + ")" for row in values)
     aliases = ", ".join(f"c{i}" for i in range(len(names)))
     return (f"SELECT 1 FROM (SELECT {typed} FROM VALUES {rows} AS _p({aliases})) AS _partitions "

@@ -36,7 +36,7 @@ def test_session_settings(spark, tmp_path_factory) -> None:
     assert conf.get("spark.sql.session.timeZone") == "UTC"
     assert conf.get("hive.exec.dynamic.partition.mode") == "nonstrict"
     assert conf.get("spark.sql.hive.metastorePartitionPruningFallbackOnException") == "true"
-    assert conf.get("spark.sql.shuffle.partitions") == "2"  # the user's config wins over our 4
+    assert conf.get("spark.sql.shuffle.partitions") == "2"  # the user's config wins over ours (twice the cores)
     warehouse = conf.get("spark.sql.warehouse.dir")
     assert warehouse.endswith("/warehouse") and str(tmp_path_factory.getbasetemp()) in warehouse
 
