@@ -52,6 +52,12 @@ fallback when it is gone.
   the events `execute_job` returns, which are the yielded ones: there the step failure's error is
   the one line too; `execute_in_process` uses Dagster's own executor).
   Without the means, runs use the stock in-process executor (the run's row then shows the stack).
+- `tag_run` and `post_to_run`: a plan's data diff exists only once its apply built the new tables,
+  after the `plan_<env>` run that recorded it ended. That run is tagged with the plan's id
+  (`add_run_tags`) and the diff is added to its log later as an engine event carrying the diff's
+  metadata (`report_engine_event` with `EngineEventData`, both usable on a finished run), so the
+  run page a reviewer opened shows the data. Without them, the diff is on the apply's run page,
+  the asset pages and `mesh plans show` only.
 """
 
 from __future__ import annotations
@@ -90,7 +96,7 @@ else:
     _RESOLVER = True
 
 try:  # not exported (Dagster's events and SQLite storage): each use says what it does without them
-    from dagster._core.events import AssetMaterializationPlannedData, DagsterEventType
+    from dagster._core.events import AssetMaterializationPlannedData, DagsterEventType, EngineEventData
 except ImportError:  # pragma: no cover - a Dagster without them
     _EVENTS = False
 else:
@@ -122,6 +128,9 @@ INTERNALS: dict[str, str] = {
     "DagsterInstance.get_runs": "(RunsFilter) lists runs",
     "DagsterInstance.report_run_canceling": "(run, message=) marks a run CANCELING",
     "DagsterInstance.report_run_canceled": "(run, message=) marks a run CANCELED",
+    "DagsterInstance.add_run_tags": "(run_id, new_tags) adds tags to a run, also a finished one",
+    "DagsterInstance.report_engine_event": "(message, dagster_run, engine_event_data) adds an engine event to a "
+    "run's log, also a finished run's; dagster._core.events.EngineEventData(metadata=) carries its metadata",
     ".dagster/grpc_info": "the hidden run tag naming a run's code server: JSON with `socket`, or `host` and `port`",
     "dagster api grpc --socket": "the command line of a code server `dagster dev` starts",
     "TranslatorResolvingInfo": "dagster.components.utils.TranslatorResolvingInfo(asset_attributes=, "
@@ -270,12 +279,34 @@ def runs_with_status(instance: DagsterInstance, statuses: Sequence[str]) -> Sequ
     return instance.get_runs(RunsFilter(statuses=[DagsterRunStatus[s] for s in statuses]))
 
 
+def runs_tagged(instance: DagsterInstance, job_name: str, tags: Mapping[str, str]) -> Sequence[DagsterRun]:
+    """The runs of `job_name` that carry every one of `tags`."""
+    return instance.get_runs(RunsFilter(job_name=job_name, tags=dict(tags)))
+
+
 def report_canceling(instance: DagsterInstance, run: DagsterRun, message: str) -> None:
     instance.report_run_canceling(run, message=message)
 
 
 def report_canceled(instance: DagsterInstance, run: DagsterRun, message: str) -> None:
     instance.report_run_canceled(run, message=message)
+
+
+def tag_run(instance: DagsterInstance, run_id: str, tags: Mapping[str, str]) -> bool:
+    """Add `tags` to a run; False where this Dagster cannot."""
+    if not hasattr(instance, "add_run_tags"):  # pragma: no cover - a Dagster without it
+        return False
+    instance.add_run_tags(run_id, dict(tags))
+    return True
+
+
+def post_to_run(instance: DagsterInstance, run: DagsterRun, message: str, metadata: Mapping[str, Any]) -> bool:
+    """Add an engine event with `metadata` to `run`'s log (shown on its page); False where this
+    Dagster cannot."""
+    if not _EVENTS or not hasattr(instance, "report_engine_event"):  # pragma: no cover - a Dagster without them
+        return False
+    instance.report_engine_event(message, run, EngineEventData(metadata=dict(metadata)))
+    return True
 
 
 def run_code_server(tags: Mapping[str, str]) -> str | None:

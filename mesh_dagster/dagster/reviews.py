@@ -2,7 +2,8 @@
 
 The plan job never starts Spark. Its run page carries the summary as Markdown (changes,
 categories, diffs, backfill scope) and each affected asset gets an observation with its pending
-category, so the asset pages say what the plan would do to them. The apply job is gated exactly
+category, so the asset pages say what the plan would do to them; the plan's data diff joins that
+run page once an apply has computed it (plan_pages.py). The apply job is gated exactly
 like `mesh plans apply`: approved (on a protected environment) and still the plan that was
 reviewed, else the run fails and nothing runs.
 """
@@ -36,6 +37,7 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
+from mesh_dagster.dagster.plan_pages import mark_plan_run, post_data_diff
 
 # Both jobs work from this project's files (a plan records what is to be reviewed; a recorded plan
 # made from a pushed commit is rebuilt from that commit's files), never a deployed commit's copy.
@@ -53,6 +55,7 @@ def plan_job(environment: str) -> JobDefinition:
             record = mesh.record(plan)
         except MeshError as e:
             raise JobFailed(str(e)) from None
+        mark_plan_run(context.instance, context.run_id, record.plan_id)  # where its data diff will be shown
         for observation in observations(record, environment, f"pending in plan {record.plan_id[:8]}", {}):
             context.log_event(observation)
         protected = mesh.review_required(environment) is not None  # Context decides
@@ -124,6 +127,8 @@ def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, 
             events += observations(record, environment, f"plan {record.plan_id[:8]} {record.status.value}",
                                    {"mesh/plan_status": record.status.value, "mesh/decided_by": actor,
                                     "mesh/note": note})
+            if record.summary.data_diffs:
+                post_data_diff(context.instance, environment, record.plan_id, data_diff_metadata(record))
         return SensorResult(asset_events=events, cursor=str(max(r.updated_ts for r in changed)))
 
     return _sensor
@@ -158,7 +163,8 @@ def data_diff_metadata(record: PlanRecord) -> dict[str, MetadataValue]:
         if not summary.data_diff_pending:
             return {}
         return {"data_diff": MetadataValue.text(f"pending for {', '.join(summary.data_diff_pending)}: computed "
-                                                f"once apply_plan_{record.environment} has built the new tables")}
+                                                f"once apply_plan_{record.environment} has built the new tables, then "
+                                                "added to this run's log")}
     records = [TableRecord(data={k: v for k, v in {
         "model": d.model, "grain": ", ".join(d.grain) or "none", "old_rows": d.old_rows, "new_rows": d.new_rows,
         "only_new": d.only_new, "only_old": d.only_old, "changed": d.changed, "unchanged": d.unchanged,

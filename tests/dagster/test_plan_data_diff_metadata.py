@@ -1,7 +1,8 @@
 """The data diff of a development plan on the Dagster run pages, through Dagster's own APIs: the
 `plan_dev` run says it is pending (no data of the new version exists yet: the plan job never
 starts Spark), and the `apply_plan_dev` run that built the new table shows it as a table and as
-Markdown with the sample rows; the record holds the same."""
+Markdown with the sample rows; the record holds the same, and the plan status sensor then adds it
+to the `plan_dev` run's log (once), so the page the reviewer opened shows it too."""
 
 from __future__ import annotations
 
@@ -51,3 +52,20 @@ def test_plan_and_apply_runs_show_the_data_diff(tmp_path, engine, unique_schema,
     assert "| `1` | `11` | `10` |" in details
     record = Context(root).plan_record(plan_id)
     assert record.status.value == "completed" and record.summary.data_diffs[f"{schema}.m"].changed == 3
+
+    assert instance.get_run_by_id(planned.run_id).tags["mesh/plan_id"] == plan_id
+    assert _diff_events(instance, planned.run_id) == []
+    sensor = defs.resolve_sensor_def("plan_status_dev_sensor")
+    for _ in range(2):  # a later evaluation (another status change) does not post it again
+        sensor(dg.build_sensor_context(instance=instance, cursor=None, definitions=defs))
+    (posted,) = _diff_events(instance, planned.run_id)
+    assert posted.message.startswith(f"Data diff of plan {plan_id[:8]}")
+    shown = posted.dagster_event.engine_event_data.metadata
+    assert shown["data_diff"] == metadata["data_diff"] and shown["data_diff_details"] == metadata["data_diff_details"]
+    assert instance.get_run_by_id(planned.run_id).tags["mesh/data_diff_posted"] == "true"
+    assert _diff_events(instance, applied.run_id) == []  # only the run that recorded the plan
+
+
+def _diff_events(instance: dg.DagsterInstance, run_id: str) -> list:
+    return [e for e in instance.all_logs(run_id) if e.dagster_event is not None
+            and e.dagster_event.event_type_value == "ENGINE_EVENT" and e.message.startswith("Data diff of plan")]

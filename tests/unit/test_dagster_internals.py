@@ -154,6 +154,26 @@ def _canceled(tmp_path, monkeypatch):
         assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.CANCELED
 
 
+@check("DagsterInstance.add_run_tags")
+def _add_run_tags(tmp_path, monkeypatch):
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        run = _run(instance, dg.DagsterRunStatus.SUCCESS, {"a": "1"})
+        assert compat.tag_run(instance, run.run_id, {"mesh/plan_id": "p1"})
+        assert instance.get_run_by_id(run.run_id).tags == {"a": "1", "mesh/plan_id": "p1"}
+        assert [r.run_id for r in compat.runs_tagged(instance, "j", {"mesh/plan_id": "p1"})] == [run.run_id]
+        assert compat.runs_tagged(instance, "other", {"mesh/plan_id": "p1"}) == []
+
+
+@check("DagsterInstance.report_engine_event")
+def _report_engine_event(tmp_path, monkeypatch):
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        run = _run(instance, dg.DagsterRunStatus.SUCCESS)
+        assert compat.post_to_run(instance, run, "the diff", {"data_diff": dg.MetadataValue.text("x")})
+        (entry,) = [e for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
+        assert entry.dagster_event.event_type_value == "ENGINE_EVENT" and entry.message == "the diff"
+        assert entry.dagster_event.engine_event_data.metadata["data_diff"] == dg.MetadataValue.text("x")
+
+
 @check(".dagster/grpc_info")
 def _grpc_info(tmp_path, monkeypatch):
     from dagster._core.launcher import default_run_launcher
