@@ -35,7 +35,7 @@ from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.external_models import ExternalModelsFile
 from mesh_dagster.core.project.lineage import ColumnRef, Lineage, column_upstream, model_lineage
-from mesh_dagster.core.project.linter import LintReport, lint
+from mesh_dagster.core.project.linter import LinterErrors, LintReport, lint, refuse_errors  # noqa: F401 - for the front doors
 from mesh_dagster.core.project.project import Project, load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot
 from mesh_dagster.core.time.dates import now_ms, time_range
@@ -478,6 +478,13 @@ class Context(_Plans):
         selects; `enabled: false` (the default) runs nothing. Never starts Spark."""
         names = sorted(self.select(models, "--model")) if models else None
         return lint(self.project, names)
+
+    def lint_gate(self, skip: str | None = None) -> LintReport:
+        """The linter run a front door makes before it plans (`mesh plan`; Dagster's plan, promote
+        and restate jobs; a git push's plan runs it on the commit's files, in the review desk): the
+        report, whose warnings the caller shows; an error of `linter.rules` raises LinterErrors
+        (`report` attached), so nothing is planned. `skip`: how the caller skips it, if it can."""
+        return refuse_errors(self.lint(), skip)
 
     def test(self, names: list[str] | None = None, pattern: str | None = None):
         # Deliberately lazy, like Spark (`_spark`): the YAML unit tests' models cost every other

@@ -2,6 +2,7 @@
 
 A violation of a rule of `linter.rules` is an error: listed as `file:line: rule: message`, it stops
 the plan before anything is planned or written; one of `linter.warn_rules` is printed as a warning.
+Context decides (`Context.lint_gate`, which Dagster's jobs call too); this module only prints.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import click
 from mesh_dagster.cli.console import console
 from mesh_dagster.cli.params import selector_option
 from mesh_dagster.cli.project import project_context
+from mesh_dagster.context import LinterErrors
 from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.errors import MeshError
 
@@ -23,14 +25,15 @@ def show_lint_report(report) -> None:
         click.echo(f"{label} {printable(str(finding))}", err=True)
 
 
-def lint_gate(context, what: str) -> None:
-    """Lint the project; errors stop `what` with a line per violation (nothing done yet)."""
-    report = context.lint()
+def lint_gate(context) -> None:
+    """Lint the project and print every finding; an error stops the plan (Context's LinterErrors,
+    naming --skip-linter), before anything is planned."""
+    try:
+        report = context.lint_gate("--skip-linter")
+    except LinterErrors as e:
+        show_lint_report(e.report)
+        raise
     show_lint_report(report)
-    if not report.ok:
-        listed = "; ".join(str(f).rstrip(".") for f in report.errors)
-        raise MeshError(f"Linter errors: {listed}. Fix them, move the rule to linter.warn_rules or the model's "
-                        f"ignored_rules, or use --skip-linter. {what}")
 
 
 @click.command("lint")

@@ -135,7 +135,7 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
         environment = config.default_target_environment
     no_prompts = no_prompts or config.plan.no_prompts
     if not skip_linter:
-        lint_gate(context, "Nothing was planned.")
+        lint_gate(context)
     if not skip_tests and not explain and context.project.test_files:
         report = context.test()
         show_test_report(report)

@@ -1,10 +1,11 @@
 """The promote job: a virtual update of the environment, refused while anything is missing.
 
 It calls `Context.promote`, which builds the plan `mesh plan <env>` would build and applies it
-with the same code once there is nothing left to backfill. Promotions of one environment are
-serialised by the environment lock, held from planning to the view swap: a promotion that waited
-finds its work done. In Dagster the op also sits in the pool `mesh_promote_<env>`, which an
-instance can limit (`concurrency: pools: {default_limit: 1, granularity: op}` in dagster.yaml).
+with the same code once there is nothing left to backfill. Like `mesh plan`, it runs the project's
+linter first: an error refuses the promotion. Promotions of one environment are serialised by the
+environment lock, held from planning to the view swap: a promotion that waited finds its work done.
+In Dagster the op also sits in the pool `mesh_promote_<env>`, which an instance can limit
+(`concurrency: pools: {default_limit: 1, granularity: op}` in dagster.yaml).
 """
 
 from dagster import JobDefinition, OpExecutionContext, job, op
@@ -13,6 +14,7 @@ from mesh_dagster.context import PromotionRefused
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
+from mesh_dagster.dagster.reviews import lint_gate
 
 
 def promote_job(environment: str) -> JobDefinition:
@@ -22,6 +24,7 @@ def promote_job(environment: str) -> JobDefinition:
     def _promote(context: OpExecutionContext):
         mesh_context = context.resources.mesh.get_context(environment)
         try:
+            lint_gate(context, mesh_context)
             plan = mesh_context.promote(environment, DagsterLogListener(context.log))
         except PromotionRefused as e:  # the gaps, one log line each, then the refusal in one message
             for gap in e.gaps:

@@ -12,6 +12,7 @@ from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
+from mesh_dagster.dagster.reviews import lint_gate
 
 
 def restate_job(environment: str) -> JobDefinition:
@@ -27,6 +28,7 @@ def restate_job(environment: str) -> JobDefinition:
         config = context.op_config
         mesh_context = context.resources.mesh.get_context(environment)
         try:
+            lint_gate(context, mesh_context)  # as `mesh plan --restate-model` does
             plan = mesh_context.restate(environment, config["models"], start=config.get("start"),
                                         end=config.get("end"))
             for warning in plan.warnings:

@@ -1,11 +1,14 @@
 """Reviewed plans in Dagster: `plan_<env>` computes and records a plan; `apply_plan_<env>` applies one.
 
-The plan job never starts Spark. Its run page carries the summary as Markdown (changes,
-categories, diffs, backfill scope) and each affected asset gets an observation with its pending
-category, so the asset pages say what the plan would do to them; the plan's data diff joins that
-run page once an apply has computed it (plan_pages.py). The apply job is gated exactly
-like `mesh plans apply`: approved (on a protected environment) and still the plan that was
-reviewed, else the run fails and nothing runs.
+The plan job never starts Spark. Like `mesh plan`, it runs the project's linter first (`lint_gate`,
+which the promote and restate jobs call too): an error fails it before anything is planned. Its run
+page carries the summary as Markdown (changes, categories, diffs, backfill scope) and each affected
+asset gets an observation with its pending category, so the asset pages say what the plan would do
+to them; the plan's data diff joins that run page once an apply has computed it (plan_pages.py).
+The apply job is gated exactly like `mesh plans apply`: approved (on a protected environment) and
+still the plan that was reviewed, else the run fails and nothing runs. Like it, it does not lint:
+the plan was linted when it was made (unless `mesh plan --skip-linter` made it), and the rules are
+no part of a plan.
 """
 
 
@@ -31,7 +34,7 @@ from dagster import (
     sensor,
 )
 
-from mesh_dagster.context import Context
+from mesh_dagster.context import Context, LinterErrors
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.review import PlanRecord
@@ -51,6 +54,7 @@ def plan_job(environment: str) -> JobDefinition:
     def _plan(context: OpExecutionContext):
         mesh = context.resources.mesh.get_context()
         try:
+            linted = lint_gate(context, mesh)
             plan = mesh.plan(environment, execution_time=context.op_config.get("execution_time"), allow_empty=True)
             record = mesh.record(plan)
         except MeshError as e:
@@ -64,7 +68,8 @@ def plan_job(environment: str) -> JobDefinition:
         yield Output(None, metadata={
             "plan_id": record.plan_id, "status": record.status.value, "author": record.author,
             "git_commit": record.git_commit or "", "next": next_step,
-            "summary": MetadataValue.md(record.summary.markdown(environment)), **data_diff_metadata(record)})
+            "summary": MetadataValue.md(record.summary.markdown(environment)), **data_diff_metadata(record),
+            **linted})
 
     @job(name=f"plan_{environment}", tags={"mesh/environment": environment, "mesh/plan": "true"},
          description=f"Make and record a plan for '{environment}' (review it, then apply_plan_{environment}).")
@@ -99,6 +104,30 @@ def apply_plan_job(environment: str) -> JobDefinition:
         _apply()
 
     return _job
+
+
+def lint_gate(context: OpExecutionContext, mesh: Context) -> dict[str, MetadataValue]:
+    """The linter run `mesh plan` makes before planning (Context decides): each finding in the run's
+    log; an error raises Context's LinterErrors, which the job reports as its one line like any
+    refusal, before anything is planned. The warnings are also returned as the step's metadata.
+    Never called while loading the definitions (they plan every environment to draw the graph)."""
+    try:
+        report = mesh.lint_gate()
+    except LinterErrors as e:
+        _log_findings(context, e.report.findings)
+        raise
+    _log_findings(context, report.findings)
+    if not report.warnings:
+        return {}
+    return {"linter_warnings": MetadataValue.text("\n".join(str(f) for f in report.warnings))}
+
+
+def _log_findings(context: OpExecutionContext, findings: list) -> None:
+    for finding in findings:
+        if finding.error:
+            context.log.error(f"Linter error: {finding}")
+        else:
+            context.log.warning(f"Linter warning: {finding}")
 
 
 def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, state_url: str | None,

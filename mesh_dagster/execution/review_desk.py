@@ -23,6 +23,7 @@ from mesh_dagster.core.plan.identity import git_branch, git_commit
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.plan.review import PlanRecord, environment_for_branch
+from mesh_dagster.core.project.linter import LintReport
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.execution.apply import apply_plan
 from mesh_dagster.execution.data_diffs import plan_data_diffs
@@ -37,9 +38,11 @@ from mesh_dagster.execution.verdicts import AuditsFailed, failed_audits
 
 
 class CommitParts(Parts, Protocol):
-    """The parts of one pushed commit's files (a Context over them), and how it plans."""
+    """The parts of one pushed commit's files (a Context over them), how it plans and lints."""
 
     planning: Planning
+
+    def lint_gate(self, skip: str | None = None) -> LintReport: ...
 
 
 # Opens the parts of the files at a path, sharing this project's state store, warehouse and Spark.
@@ -152,7 +155,8 @@ class ReviewDesk:
     def plan_git_commit(self, branch: str, sha: str, listener: ApplyListener | None = None) -> PlanRecord:
         """Plan commit `sha` of `branch` from its own files (never this project's working tree):
         a protected branch records a pending plan for prod; any other branch's plan is applied to
-        the environment named after it. A commit whose project does not load is a failed record."""
+        the environment named after it. A commit whose project does not load, or whose linter finds
+        an error (its own `linter:` and rules, as `mesh plan` in a checkout of it), is a failed record."""
         watch = self._git_watch()
         environment = environment_for_branch(branch, watch.protected, list(self.parts.config.protected_environments))
         author = commit_author(watch.repo_path(self.parts.path), sha, watch.tick_timeout_s)
@@ -160,6 +164,7 @@ class ReviewDesk:
         # pushed commit's: a push cannot lift the protection it is subject to.
         with self._commit(sha) as commit:
             try:
+                _warn(commit.lint_gate(), listener)
                 plan = commit.planning.plan(environment, PlanOptions(allow_empty=True, from_commit=sha))
             except MeshError as e:
                 return self.reviews.record_failure(environment, f"commit {sha[:8]}: {e}", author=author,
@@ -204,6 +209,14 @@ class ReviewDesk:
 def _applying(parts: Parts, listener: ApplyListener | None) -> Callable[[Plan], None]:
     """Applies a plan with these parts' project, state store and (lazily started) engine."""
     return lambda plan: apply_plan(plan, parts.project, parts.state, parts.engine, listener)
+
+
+def _warn(report: LintReport, listener: ApplyListener | None) -> None:
+    """The linter's warnings, in the log of the run that plans."""
+    if listener is None:
+        return
+    for finding in report.warnings:
+        listener.log(f"Linter warning: {finding}")
 
 
 def _failed_audits(parts: Parts, plan: Plan) -> str | None:

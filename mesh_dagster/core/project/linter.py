@@ -10,7 +10,9 @@ A rule name that is neither built in nor in `linter/` is refused at its line, so
 turns a rule off in silence.
 
 Linting decides no data: it is not part of any snapshot, and a change to the rules or to a model's
-`ignored_rules` changes no plan.
+`ignored_rules` changes no plan. Every front door that makes a plan runs it first and stops on an
+error in the same words (`refuse_errors`): `mesh plan`, and Dagster's plan, promote and restate jobs
+and the plans of git pushes (on the pushed commit's files).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from mesh_dagster.core.sql.renderer import RenderContext, render_query
 
 LINTER_DIR = "linter"
 _LISTS = ("rules", "warn_rules", "ignored_rules")
+NOTHING_PLANNED = "Nothing was planned."
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,27 @@ class LintReport:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+
+class LinterErrors(MeshError):
+    """Violations of `linter.rules` stopped a plan before it was made. `report` holds every
+    finding, warnings too, for the front door to show its own way."""
+
+    def __init__(self, report: LintReport, skip: str | None, what: str):
+        listed = "; ".join(str(f).rstrip(".") for f in report.errors)
+        remedy = "move the rule to linter.warn_rules or the model's ignored_rules"
+        remedy = f"Fix them, {remedy}, or use {skip}." if skip else f"Fix them, or {remedy}."
+        super().__init__(f"Linter errors: {listed}. {remedy} {what}")
+        self.report = report
+
+
+def refuse_errors(report: LintReport, skip: str | None = None, what: str = NOTHING_PLANNED) -> LintReport:
+    """The one gate every front door puts before a plan: `report` if it has no error (its warnings
+    are the caller's to show), else LinterErrors listing each as `file:line: rule: message`.
+    `skip`: how this front door skips the linter, if it can (the CLI's `--skip-linter`)."""
+    if not report.ok:
+        raise LinterErrors(report, skip, what)
+    return report
 
 
 def lint(project: Project, models: list[str] | None = None) -> LintReport:
