@@ -12,7 +12,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dagster import AssetKey
@@ -39,7 +39,7 @@ class ServedVersion:
     a query of the environment returns them until the plan is applied."""
 
     columns: dict[str, str | None] | None = None
-    lineage: dict[str, Sequence[Sequence[str]]] | None = None  # {column: [(model, column), ...]}
+    lineage: Mapping[str, Sequence[Sequence[str]]] | None = None  # {column: [(model, column), ...]}
 
 
 @dataclass
@@ -125,7 +125,7 @@ def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None 
 
 
 def _shown_lineage(column_cache: ColumnCache, name: str, identifier: str, served: ServedVersion | None
-                   ) -> dict[str, Sequence[Sequence[str]]] | None:
+                   ) -> Mapping[str, Sequence[Sequence[str]]] | None:
     """The lineage of the version the environment serves: the stored snapshot's when it serves
     another than the plan's (none when it was stored without), never the working tree's then;
     else the project's, by the plan's snapshot (`identifier`) in the cache."""
@@ -134,7 +134,7 @@ def _shown_lineage(column_cache: ColumnCache, name: str, identifier: str, served
     return served.lineage if column_cache.has_lineage else None
 
 
-def _column_deps(found: dict[str, Sequence[Sequence[str]]] | None, assets: dict[str, ModelAsset]
+def _column_deps(found: Mapping[str, Sequence[Sequence[str]]] | None, assets: dict[str, ModelAsset]
                  ) -> dict[str, list[tuple[AssetKey, str]]] | None:
     """Column lineage by the upstream models' asset keys in this graph (parents come first): an
     environment's assets point at the same environment's assets. Tables that are no asset drop out."""
