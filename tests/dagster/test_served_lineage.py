@@ -16,8 +16,9 @@ from project_copies import EXAMPLE
 
 from mesh_dagster.context import Context
 from mesh_dagster.dagster import definitions
+from mesh_dagster.dagster.graph import ServedVersion, build_graph
 
-FULL = "sqlmesh_example.full_model"
+FULL, INC = "sqlmesh_example.full_model", "sqlmesh_example.incremental_model"
 # Version B: a column read from another parent (the seed), through a join.
 VERSION_B = """MODEL (
   name sqlmesh_example.full_model,
@@ -129,3 +130,17 @@ def _forget_stored_lineage(root) -> None:
         conn.commit()
     finally:
         conn.close()
+
+
+def test_a_graph_built_without_lineage_shows_none_for_served_versions_either(example):
+    ctx = Context(example)
+    try:
+        plan = ctx.plan("prod", allow_empty=True, render_added=False)
+        served = {FULL: ServedVersion(columns={"item_id": "int"}, lineage={"item_id": [(INC, "x")]})}
+        assert build_graph(ctx.project, plan, served=served).assets[FULL].column_deps is None
+        build = build_graph(ctx.project, plan, served=served, lineage=ctx.column_lineage)
+        shown = build.assets[FULL]
+        assert shown.column_deps == {"item_id": [(build.assets[INC].asset_key, "x")]}  # the served one, by key
+        assert shown.columns == {"item_id": "int"}
+    finally:
+        ctx.close()
