@@ -30,7 +30,7 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.dagster.assets import model_asset
 from mesh_dagster.dagster.git_sensor import git_plan_job, git_sensor
-from mesh_dagster.dagster.graph import ProjectGraph, build_graph
+from mesh_dagster.dagster.graph import ProjectGraph, ServedVersion, build_graph
 from mesh_dagster.dagster.outcomes import RUN_EXECUTOR
 from mesh_dagster.dagster.partitions import partition_format
 from mesh_dagster.dagster.promotion import promote_job
@@ -226,24 +226,30 @@ def _folder_graphs(folder: str, environments: list[str], gateway: str | None, st
         present = context.intervals(list({(s.name, s.version) for p in plans for s in p.snapshots.values()
                                           if s.version}))
         return [build_graph(context.project, plan, translator, context.audit_digests(plan), present,
-                            _served_columns(context, plan), context.column_lineage) for plan in plans]
+                            _served(context, plan), context.column_lineage) for plan in plans]
     except MeshError as e:
         return e
     finally:
         context.close()
 
 
-def _served_columns(context: Context, plan: Plan) -> dict[str, dict[str, str | None]]:
-    """The columns the environment's views show, for models it serves in another version than the
-    plan's (their asset's Columns are what a query of the environment returns, until promotion)."""
+def _served(context: Context, plan: Plan) -> dict[str, ServedVersion]:
+    """What the environment's views show of the models it serves in another version than the plan's:
+    the stored snapshot's columns and column lineage (their asset shows what a query of the environment
+    returns, until promotion; one state read for both)."""
     env = context.state.served_environment(plan.environment)
     if env is None:
         return {}
     ids = [s.snapshot_id for s in env.snapshots
            if s.name in plan.snapshots and plan.snapshots[s.name].version not in (None, s.version)]
     found = context.state.get_snapshots(ids) if ids else {}
-    return {sid.name: snap.capture.columns for sid, snap in found.items()
-            if snap.capture is not None and snap.capture.columns}
+    out: dict[str, ServedVersion] = {}
+    for sid in ids:
+        snap = found.get(sid)
+        capture = snap.capture if snap is not None else None
+        out[sid.name] = ServedVersion() if capture is None else \
+            ServedVersion(columns=capture.columns or None, lineage=capture.lineage)
+    return out
 
 
 def _partitions(graph: ProjectGraph, translator: MeshTranslator) -> dict[IntervalUnit, TimeWindowPartitionsDefinition]:

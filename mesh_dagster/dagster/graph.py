@@ -12,7 +12,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dagster import AssetKey
@@ -28,7 +28,18 @@ from mesh_dagster.core.time.dates import now_ms, to_end_ms
 from mesh_dagster.dagster.model_asset import ADDED, UNCHANGED, AuditCheck, ModelAsset
 from mesh_dagster.dagster.translator import MeshTranslator
 
-__all__ = ["ADDED", "UNCHANGED", "AuditCheck", "ModelAsset", "ProjectGraph", "audit_checks", "build_graph"]
+__all__ = ["ADDED", "UNCHANGED", "AuditCheck", "ModelAsset", "ProjectGraph", "ServedVersion", "audit_checks",
+           "build_graph"]
+
+
+@dataclass(frozen=True)
+class ServedVersion:
+    """A model the environment serves in another version than the plan's: what its stored snapshot
+    says its views return (None: not stored with it). Its asset shows these, not the working tree's:
+    a query of the environment returns them until the plan is applied."""
+
+    columns: dict[str, str | None] | None = None
+    lineage: Mapping[str, Sequence[Sequence[str]]] | None = None  # {column: [(model, column), ...]}
 
 
 @dataclass
@@ -79,15 +90,17 @@ class ProjectGraph:
 def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None = None,
                 digests: dict[str, list[str]] | None = None,
                 present: dict[tuple[str, str], list[tuple[int, int]]] | None = None,
-                served_columns: dict[str, dict[str, str | None]] | None = None,
+                served: dict[str, ServedVersion] | None = None,
                 lineage: Callable[[str], Lineage | None] | None = None) -> ProjectGraph:
     """The models as assets of the plan's environment, keyed by `translator.get_asset_key`;
     `digests`: each model's audit definitions (Context.audit_digests), the checks' identities;
-    `present`: the intervals each `(model, version)` holds (what a change reuses); `served_columns`:
-    the columns of the version the environment serves, for models it serves in another version;
-    `lineage`: a model's column lineage (Context.column_lineage), mapped onto this graph's keys."""
+    `present`: the intervals each `(model, version)` holds (what a change reuses); `served`: the
+    columns and column lineage of the version the environment serves, for models it serves in
+    another version; `lineage`: a model's column lineage in this project (Context.column_lineage);
+    either lineage is mapped onto this graph's keys."""
     translator = translator or MeshTranslator()
     column_cache = ColumnCache(project, lineage)
+    served = served or {}
     added, changed = set(plan.added), set(plan.changed)
     taken: dict[tuple[str, ...], str] = {}
     assets: dict[str, ModelAsset] = {}
@@ -96,7 +109,7 @@ def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None 
             continue  # standalone audits run in plans and `mesh run` only: not assets (README)
         parents = [p for p in sorted(_asset_parents(project, name)) if p in assets]
         asset = _model_asset(project, plan, name, _change(plan, name, added, changed), parents, column_cache,
-                             (digests or {}).get(name, []), present or {}, served_columns or {})
+                             (digests or {}).get(name, []), present or {}, served.get(name))
         asset.deps = [assets[p].key for p in parents]
         asset.key = tuple(translator.get_asset_key(asset).path)
         if asset.key in taken:
@@ -104,13 +117,24 @@ def build_graph(project: Project, plan: Plan, translator: MeshTranslator | None 
                             f"{'/'.join(asset.key)}: the translator must give each model its own key")
         taken[asset.key] = name
         asset.dep_keys = [assets[p].asset_key for p in parents]
-        asset.column_deps = _column_deps(column_cache.lineage(name, plan.snapshots[name].identifier), assets)
+        asset.column_deps = _column_deps(_shown_lineage(column_cache, name, plan.snapshots[name].identifier,
+                                                        served.get(name)), assets)
         assets[name] = asset
     column_cache.save()
     return ProjectGraph(plan.environment, assets, watches_git=project.config.git is not None)
 
 
-def _column_deps(found: dict[str, Sequence[Sequence[str]]] | None, assets: dict[str, ModelAsset]
+def _shown_lineage(column_cache: ColumnCache, name: str, identifier: str, served: ServedVersion | None
+                   ) -> Mapping[str, Sequence[Sequence[str]]] | None:
+    """The lineage of the version the environment serves: the stored snapshot's when it serves
+    another than the plan's (none when it was stored without), never the working tree's then;
+    else the project's, by the plan's snapshot (`identifier`) in the cache."""
+    if served is None:
+        return column_cache.lineage(name, identifier)
+    return served.lineage if column_cache.has_lineage else None
+
+
+def _column_deps(found: Mapping[str, Sequence[Sequence[str]]] | None, assets: dict[str, ModelAsset]
                  ) -> dict[str, list[tuple[AssetKey, str]]] | None:
     """Column lineage by the upstream models' asset keys in this graph (parents come first): an
     environment's assets point at the same environment's assets. Tables that are no asset drop out."""
@@ -131,10 +155,11 @@ def _change(plan: Plan, name: str, added: set[str], changed: set[str]) -> str:
 
 def _model_asset(project: Project, plan: Plan, name: str, change: str, parents: list[str],
                  column_cache: ColumnCache, digests: list[str], present: dict[tuple[str, str], list[tuple[int, int]]],
-                 served_columns: dict[str, dict[str, str | None]]) -> ModelAsset:
+                 served: ServedVersion | None) -> ModelAsset:
     """One model as an asset of the plan's environment, its key and dependencies not set yet."""
     model = project.models[name]
     snap = plan.snapshots[name]
+    served_columns = served.columns if served is not None else None
     asset = ModelAsset(
         name=name,
         key=(),
@@ -147,12 +172,12 @@ def _model_asset(project: Project, plan: Plan, name: str, change: str, parents: 
         checks=[] if model.kind.is_external else audit_checks(model, project.audits, digests),
         start_ms=None if model.kind.is_external else model_start_ms(model, project),
         end_ms=to_end_ms(model.end) if model.end else None,
-        columns=served_columns.get(name) or column_cache.columns(project, name, snap.identifier),
+        columns=served_columns or column_cache.columns(project, name, snap.identifier),
         environment=plan.environment,
         recompute=interval_count(model, plan.backfills[name].intervals) if name in plan.backfills else 0,
         reuse=interval_count(model, present.get((name, snap.version or ""), [])),
     )
-    if name in served_columns:
+    if served_columns:
         asset.pending_columns = column_cache.columns(project, name, snap.identifier)
     return asset
 
@@ -193,6 +218,11 @@ class ColumnCache:
         self.entries[identifier] = found
         self.dirty = True
         return found
+
+    @property
+    def has_lineage(self) -> bool:
+        """Whether lineage was asked for (a `lineage` function given): without, assets show none."""
+        return self._lineage is not None
 
     def lineage(self, name: str, identifier: str) -> dict[str, Sequence[Sequence[str]]] | None:
         """The model's column lineage as {column: [(model, column), ...]} (None without a `lineage`

@@ -15,24 +15,32 @@ them once in the state store, by digest; a snapshot read back from the store fet
 
 Snapshots stored before captures existed have none (`Snapshot.capture is None`): they are
 evaluated from the project as before, and the next plan captures them.
+
+A capture also keeps the model's column lineage (core/project/lineage.py), so that an environment
+serving an older version shows that version's lineage, not the working tree's (dagster/definitions.py).
+It decides no data and is in no fingerprint. Working it out may render the query, so a capture only
+knows how to (from the project it was made from) and does it when it is stored: a plan only looked
+at (Dagster's at load, `mesh plan` without applying) never pays for it.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer
 
-from mesh_dagster.core.errors import ModelError
+from mesh_dagster.core.errors import MeshError, ModelError
 from mesh_dagster.core.macros.jinja import JinjaMacro, JinjaMacros
 from mesh_dagster.core.macros.user import MacroRegistry, macro
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.models.python_env import EnvBuilder, Executable, run_env
+from mesh_dagster.core.project.lineage import model_lineage
 from mesh_dagster.core.project.materializations import StoredMaterialization
 from mesh_dagster.core.project.signals import SignalRegistry, describe_signal, signal
 
@@ -40,6 +48,9 @@ if TYPE_CHECKING:
     from mesh_dagster.core.project.project import Project
 
 _MACRO_USE = re.compile(r"@\{?([A-Za-z_]\w*)")
+
+# A model's column lineage as stored: {column: [(model, column), ...]} (core/project/lineage.py).
+StoredLineage = dict[str, list[tuple[str, str]]]
 
 
 class CapturedFunction(BaseModel):
@@ -119,17 +130,37 @@ class Capture(BaseModel):
     columns: dict[str, str | None] | None = None  # what the model outputs (its table's columns)
     seed: SeedContent | None = None
     materialization: StoredMaterialization | None = None  # a CUSTOM model's class (its code)
+    # Its column lineage; None: not known (or stored before lineage was, or not worked out yet: see
+    # `column_lineage`). Derived from the rest, so never compared, hashed or part of the identity.
+    lineage: StoredLineage | None = None
+    _lineage_source: Callable[[], StoredLineage | None] | None = PrivateAttr(default=None)
+    _worked_out: StoredLineage | None = PrivateAttr(default=None)
     _values: dict[str, Any] | None = PrivateAttr(default=None)
     _macros: MacroRegistry | None = PrivateAttr(default=None)
     _signals: SignalRegistry | None = PrivateAttr(default=None)
 
     def __eq__(self, other: object) -> bool:
-        """Equal captures capture the same things; what was loaded or fetched from them does not count."""
-        return isinstance(other, Capture) and self.model_dump() == other.model_dump()
+        """Equal captures capture the same things; what was loaded or fetched from them does not count,
+        nor does the lineage derived from them (comparing never works it out)."""
+        return isinstance(other, Capture) and \
+            self.model_dump(exclude={"lineage"}) == other.model_dump(exclude={"lineage"})
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Capture:
         """A capture is never changed once made: copies share it, with the functions it loaded."""
         return self
+
+    def column_lineage(self) -> StoredLineage | None:
+        """The model's column lineage: as stored, or worked out now (once) from the project this
+        capture was made from; None when not known or that project is gone."""
+        if self._lineage_source is not None:
+            source, self._lineage_source = self._lineage_source, None
+            self._worked_out = source()
+        return self.lineage if self.lineage is not None else self._worked_out
+
+    @field_serializer("lineage")
+    def _stored_lineage(self, value: StoredLineage | None) -> StoredLineage | None:
+        """What is stored: the lineage, worked out now if it was not yet (see the module docstring)."""
+        return self.column_lineage()
 
     def variable_values(self) -> dict[str, Any]:
         """The captured variables as the project gave them (parsed once)."""
@@ -201,7 +232,7 @@ class Capturer:
                                               *model.on_virtual_update, *(audit.query for audit in audits.values())])
         sql = " ".join([sql, *(m.source for m in jinja.values())])  # what they read and call counts too
         macros = self._macro_closure(project.macros.used_by(sql))
-        return Capture(
+        capture = Capture(
             macros=macros,
             jinja_macros=jinja,
             variables=self._variables(model, sql, macros.values()),
@@ -212,6 +243,8 @@ class Capturer:
             seed=self._seed(model),
             materialization=self._materialization(model),
         )
+        capture._lineage_source = _lineage_source(project, model.name)
+        return capture
 
     def _materialization(self, model: Model) -> StoredMaterialization | None:
         kind = model.kind.custom  # a CUSTOM kind's class (checked at load)
@@ -272,6 +305,24 @@ class Capturer:
             return None
         seed = self.project.seeds[model.name]
         return SeedContent.of(seed.data, seed.content_hash, seed.header)
+
+
+def _lineage_source(project: Project, name: str) -> Callable[[], StoredLineage | None]:
+    """How a capture works out its model's column lineage when it is stored. The project is held
+    weakly: a capture kept longer than its project (a plan's snapshots) does not keep it loaded."""
+    held = weakref.ref(project)
+
+    def work_out() -> StoredLineage | None:
+        found = held()
+        if found is None:
+            return None
+        try:
+            lineage = model_lineage(found, name)
+        except MeshError:  # the model fails when it runs, saying why; storing its snapshot does not
+            return None
+        return None if lineage is None else {c: [(r.table, r.column) for r in refs] for c, refs in lineage.items()}
+
+    return work_out
 
 
 def _mentions(sql_lower: str, key: str) -> bool:
