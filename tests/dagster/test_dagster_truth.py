@@ -107,18 +107,24 @@ class Truth(Dagster):
         through GraphQL, as the daemon would; returns their statuses."""
         import dagster as dg
 
-        from mesh_dagster.dagster import definitions
-
-        defs = definitions(self.project, env)
-        with dg.DagsterInstance.from_config(str(self.project / ".mesh" / "dagster")) as instance, \
-                dg.build_sensor_context(instance=instance, definitions=defs) as context:
-            wanted = defs.resolve_sensor_def(f"restamp_{env}_sensor")(context)
+        wanted = self.tick(env, f"restamp_{env}_sensor")
         requests_ = [] if isinstance(wanted, dg.SkipReason) else wanted.run_requests
         runs = [self.launch_in(env, "__ASSET_JOB", r.tags, [k.path[-1] for k in r.asset_selection or []])
                 for r in requests_]
         statuses = [self.wait_run(run_id) for run_id in runs]
         assert set(statuses) <= {"SUCCESS"}, [self.failure(r) for r in runs]
         return statuses
+
+    def tick(self, env: str, sensor: str):
+        """One evaluation of `sensor` of `env`'s definitions on the UI's instance, as the daemon's."""
+        import dagster as dg
+
+        from mesh_dagster.dagster import definitions
+
+        defs = definitions(self.project, env)
+        with dg.DagsterInstance.from_config(str(self.project / ".mesh" / "dagster")) as instance, \
+                dg.build_sensor_context(instance=instance, definitions=defs) as context:
+            return defs.resolve_sensor_def(sensor)(context)
 
     def step_events(self, run_id: str) -> list[dict]:
         return self.query(STEPS, id=run_id)["logsForRun"]["events"]
@@ -376,14 +382,15 @@ OUTPUTS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection {
 def test_5_the_plan_runs_show_the_data_diff_a_reviewer_approves(ui):
     """A change reviewed through Dagster: plan_dev records it (the diff is pending: no data of the
     new version exists yet), apply_plan_dev builds it and shows how its data differs from what dev
-    served, on the model's grain, as run metadata (GraphQL) and on the run's page (Chromium)."""
+    served, on the model's grain, as run metadata (GraphQL) and on the run's page (Chromium); the
+    plan status sensor's next tick adds the diff to plan_dev's page, the one the reviewer opened."""
     original = (ui.project / "models" / "full_model.sql").read_text()
     edit(ui.project, "full_model", "  COUNT(DISTINCT id) AS num_orders\n", "  COUNT(DISTINCT id) + 1 AS num_orders\n")
     try:
         ui.reload("dev")
-        run_id, status = ui.run("dev", "plan_dev")
-        assert status == "SUCCESS", ui.failure(run_id)
-        planned = _output_metadata(ui, run_id)
+        planned_run, status = ui.run("dev", "plan_dev")
+        assert status == "SUCCESS", ui.failure(planned_run)
+        planned = _output_metadata(ui, planned_run)
         assert planned["data_diff"]["text"].startswith("pending for sqlmesh_example.full_model")
         plan_id = planned["plan_id"]["text"]
 
@@ -407,6 +414,12 @@ def test_5_the_plan_runs_show_the_data_diff_a_reviewer_approves(ui):
         row_shown = f"sqlmesh_example.full_model item_id {items} {items} 0 0 {items} 0"  # the table's row, as drawn
         assert row_shown in text_after(dom, "data_diff"), page_text(dom)[-3000:]
         screenshot(page, ui.shots / "data_diff_run.png")
+
+        ui.tick("dev", "plan_status_dev_sensor")  # as the daemon's next tick: the diff joins plan_dev's page
+        page = ui.page(f"/runs/{planned_run}")
+        dom = rendered_dom(page, "Data diff of plan", "data_diff", "sqlmesh_example.full_model", "Show schema")
+        assert row_shown in text_after(dom, "Data diff of plan"), page_text(dom)[-3000:]
+        screenshot(page, ui.shots / "data_diff_plan_run.png")
     finally:
         (ui.project / "models" / "full_model.sql").write_text(original)
         ui.reload("dev")
