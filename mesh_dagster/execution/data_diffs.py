@@ -17,22 +17,35 @@ make the diff compare something else. Bounds (`plan.data_diff` in config.yaml):
 - time: no query starts once `timeout_s` has passed since the first; what was not compared says
   so. A query that started runs to its end (Spark is not interrupted), bounded by the rows.
 A failing query marks that model's diff failed with the error: a diff never fails the apply.
+
+A plan whose apply computes no diff (prod's) is given, when it is recorded, the diffs development
+plans computed of the same new tables against the tables it serves now (`reused_data_diffs`):
+looked up among the latest plan records in the state store, never by reading a table.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, NamedTuple, Protocol
 
 from mesh_dagster.core.config.config import DataDiffSettings
 from mesh_dagster.core.models.kinds import IncrementalByTimeRangeKind
-from mesh_dagster.core.plan.data_diff import COUNTS_ONLY, FAILED, SKIPPED, DataDiff, diff_candidates
+from mesh_dagster.core.plan.data_diff import (
+    COUNTS_ONLY,
+    FAILED,
+    SKIPPED,
+    DataDiff,
+    diff_candidates,
+    pick_reusable,
+    reuse_candidates,
+)
 from mesh_dagster.core.plan.plan import Plan
+from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.core.snapshots.table_diff import diff_counts_query, key_sample, table_diff_queries
 from mesh_dagster.core.time.cron import IntervalUnit
-from mesh_dagster.core.time.dates import ms_to_datetime
+from mesh_dagster.core.time.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.core.time.time_column import find_type, interval_condition
 
@@ -90,8 +103,29 @@ def plan_data_diffs(plan: Plan, engine: DiffEngine, settings: DataDiffSettings,
             logger.warning("The data diff of %s failed: %s", name, e)
             diff.status, diff.note = FAILED, (str(e).splitlines() or [type(e).__name__])[0][:300]
         diff.seconds = round(clock() - started, 3)
+        diff.computed_ts = now_ms()
         out[name] = diff
     return out
+
+
+class PlanRecordsReader(Protocol):
+    """What reusing a diff reads of the plan records (state/plans.py has it)."""
+
+    def records_mentioning(self, texts: Collection[str], recent: int = ...) -> list[PlanRecord]: ...
+
+
+def reused_data_diffs(plan: Plan, records: PlanRecordsReader) -> tuple[dict[str, DataDiff], list[str]]:
+    """For a plan whose apply computes no diff of some of its new tables (prod's), the diffs that
+    other plans' applies computed of exactly those comparisons (core/plan/data_diff.py
+    `pick_reusable`), and the models none has: from the state store only, no table is read."""
+    wanted = reuse_candidates(plan)
+    if not wanted:
+        return {}, []
+    found = [(r.plan_id, r.environment, r.updated_ts, d)
+             for r in records.records_mentioning(sorted({new for new, _ in wanted.values()}))
+             if r.plan_id != plan.plan_id for d in r.summary.data_diffs.values()]
+    reused = pick_reusable(wanted, plan.environment, found)
+    return reused, [n for n in wanted if n not in reused]
 
 
 class PreviewWindow(NamedTuple):

@@ -42,6 +42,7 @@ from mesh_dagster.core.plan.review import (
 )
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.execution.apply import environment_held
+from mesh_dagster.execution.data_diffs import reused_data_diffs
 from mesh_dagster.execution.locking import environment_lock_name, holder_is_dead
 from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.state import State
@@ -68,11 +69,14 @@ class PlanReviews:
     def record(self, plan: Plan, *, author: str, git_commit: str | None = None,
                git_branch: str | None = None, data_diffs: bool = False) -> PlanRecord:
         """Store `plan` (pending) with the options it was built with (`plan.options`): applying the
-        record rebuilds it from them. `data_diffs`: its data diffs will be attached once applied."""
+        record rebuilds it from them. `data_diffs`: its data diffs will be attached once applied, and
+        those its apply will not compute (a prod plan's) are taken from the development plans that
+        computed them, if any (execution/data_diffs.py `reused_data_diffs`: state only)."""
         ts = now_ms()
         summary = summarize(plan)
         if data_diffs:
             summary.data_diff_pending = diff_candidates(plan)
+            summary.data_diffs, summary.data_diff_missing = reused_data_diffs(plan, self.state.plans)
         record = PlanRecord(plan_id=plan.plan_id, environment=plan.environment, author=author, git_commit=git_commit,
                             git_branch=git_branch, created_ts=ts, updated_ts=ts,
                             summary=summary,

@@ -9,7 +9,7 @@ implement only what the code under test calls. Plan building reads through the n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -79,6 +79,8 @@ class PlanState(Protocol):
 
     def transition_plan(self, plan_id: str, allowed: Iterable[str], event: PlanEvent,
                         lease: Lease | None = None) -> PlanRecord | None: ...
+
+    def records_mentioning(self, texts: Collection[str], recent: int = 500) -> list[PlanRecord]: ...
 
 
 class LockState(Protocol):

@@ -7,16 +7,21 @@ transaction that records the event, so two people deciding at once cannot both w
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, or_, select, update
 
 from mesh_dagster.core.plan.data_diff import DataDiff
 from mesh_dagster.core.plan.review import PlanEvent, PlanRecord, PlanSummary
 from mesh_dagster.state import schema
 from mesh_dagster.state.connection import Database
 from mesh_dagster.state.locks import Lease, hold
+
+
+# How many of the latest plan records a plan looks in for data diffs of its new tables
+# (`records_mentioning`): a development plan's diff is reused by a prod plan made soon after it.
+RECENT_PLANS = 500
 
 
 class PlanRecords:
@@ -57,6 +62,20 @@ class PlanRecords:
             where.append(table.c.status.in_(list(statuses)))
         with self._db.read() as conn:
             return _plan_records(conn, *where, limit=limit)
+
+    def records_mentioning(self, texts: Collection[str], recent: int = RECENT_PLANS) -> list[PlanRecord]:
+        """Among the `recent` latest plan records, those whose stored summary contains one of `texts`
+        (newest first): how a plan finds the data diffs other plans computed of its new tables (a
+        physical table's name holds its version: it names one table). Bounded and cheap: the
+        database scans at most `recent` rows' payloads (a substring match, no index needed and no
+        schema change), and only the records that match are loaded."""
+        table = schema.plans
+        if not texts:
+            return []
+        latest = select(table.c.plan_id).order_by(table.c.created_ts.desc(), table.c.plan_id).limit(recent)
+        mentions = or_(*(table.c.payload.contains(t, autoescape=True) for t in texts))
+        with self._db.read() as conn:
+            return _plan_records(conn, table.c.plan_id.in_(latest), mentions)
 
     def attach_data_diffs(self, plan_id: str, diffs: dict[str, DataDiff]) -> PlanRecord | None:
         """Store the data diffs computed once the plan's apply built its tables into the record's

@@ -7,16 +7,23 @@ pending. Each directly modified model's new table is compared with the table the
 served before the plan (its target's, or for a new environment the one it is created from, prod by
 default) on the model's grain; a model without a grain gets row counts only (no key pairs its
 rows). The values shown are user data: they are made printable and fenced like the text diffs.
+
+A plan whose apply computes no diff (prod's: its apply is what changes prod, after the review)
+reuses one a development plan computed for the same comparison — the same new table against the
+table this environment serves now (`reuse_candidates`, `pick_reusable`): copied with where and
+when it was computed, read from the state store only. A model with none says how to get one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from mesh_dagster.core.config.display import markdown_code
 from mesh_dagster.core.config.names import PROD
+from mesh_dagster.core.time.dates import ms_to_datetime
 
 if TYPE_CHECKING:
     from mesh_dagster.core.plan.plan import Plan
@@ -51,13 +58,27 @@ class DataDiff(BaseModel):
     sample_columns: list[str] = Field(default_factory=list)
     sample: list[list[str]] = Field(default_factory=list)  # differing rows, values as text
     seconds: float = 0.0
+    computed_ts: int | None = None  # when it was computed (epoch ms; None in records of earlier versions)
+    # Set on a copy reused by a plan whose apply computes no diff: the plan that computed it, where.
+    source_plan_id: str | None = None
+    source_environment: str | None = None
 
     def note_text(self) -> str:
-        """What qualifies the numbers: why there are none, or the sample they come from."""
+        """What qualifies the numbers: why there are none, or the sample they come from, and for a
+        reused diff where and when it was computed."""
         if self.status in (SKIPPED, FAILED):
             return f"{self.status}: {self.note or ''}"
         sample = f"{self.sampled:.2%} sample of keys" if self.sampled is not None else ""
-        return "; ".join(t for t in (self.note, sample) if t)
+        return "; ".join(t for t in (self.note, sample, self.source_text()) if t)
+
+    def source_text(self) -> str:
+        """Where a reused diff comes from and how old it is (the old table may have changed since)."""
+        if self.source_plan_id is None:
+            return ""
+        when = _when(self.computed_ts)
+        return (f"reused: computed by plan {self.source_plan_id[:8]} in {self.source_environment}"
+                f"{f' at {when}' if when else ''} against the same {self.old_environment} table (its changes "
+                "since then are not counted)")
 
     def headline(self) -> str:
         """One line: what changed, for lists and tables."""
@@ -75,6 +96,10 @@ def _n(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
 
 
+def _when(ts: int | None) -> str:
+    return "" if ts is None else ms_to_datetime(ts).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def diff_candidates(plan: Plan) -> list[str]:
     """The models whose data a plan's review diffs: the directly modified models with a table of
     their own (not views, embedded or external models) in a development environment, and a new
@@ -82,6 +107,41 @@ def diff_candidates(plan: Plan) -> list[str]:
     never diffed: its apply is what changes prod, after the review."""
     if plan.environment == PROD:
         return []
+    return table_changes(plan)
+
+
+def reuse_candidates(plan: Plan) -> dict[str, tuple[str, str]]:
+    """The models of `plan` with a new table to compare that its apply will not diff (all of a
+    prod plan's): {model: (its new table, the table the environment serves now)}, the comparison a
+    diff computed elsewhere must have made to be shown here."""
+    computed = set(diff_candidates(plan))
+    return {n: (plan.snapshots[n].table_name, plan.previous[n].table_name)
+            for n in table_changes(plan) if n not in computed}
+
+
+def pick_reusable(wanted: dict[str, tuple[str, str]], environment: str,
+                  found: Iterable[tuple[str, str, int, DataDiff]]) -> dict[str, DataDiff]:
+    """For each model of `wanted` ({model: (new table, old table)}), a copy of the most recently
+    computed diff among `found` ((plan id, its environment, when its apply ended, diff)) that made
+    exactly that comparison — one against another old table says nothing about this one — and
+    compared something (skipped or failed ones do not count). The copy says where it comes from; a
+    copy of a copy keeps the first one's origin."""
+    best: dict[str, DataDiff] = {}
+    for plan_id, source_environment, ended_ts, diff in found:
+        if wanted.get(diff.model) != (diff.new_table, diff.old_table) or diff.status not in (COMPARED, COUNTS_ONLY):
+            continue
+        copy = diff.model_copy(deep=True, update={"old_environment": environment})
+        if copy.source_plan_id is None:
+            copy.source_plan_id, copy.source_environment = plan_id, source_environment
+        copy.computed_ts = copy.computed_ts if copy.computed_ts is not None else ended_ts
+        held = best.get(diff.model)
+        if held is None or (copy.computed_ts or 0) > (held.computed_ts or 0):
+            best[diff.model] = copy
+    return best
+
+
+def table_changes(plan: Plan) -> list[str]:
+    """The directly modified models with a table of their own whose new version has a new table."""
     out = []
     for name in plan.directly_modified:
         snapshot, before = plan.snapshots[name], plan.previous.get(name)
@@ -95,11 +155,30 @@ def diff_candidates(plan: Plan) -> list[str]:
 def diff_title(diffs: dict[str, DataDiff]) -> str:
     """What the new tables were compared with."""
     old = sorted({d.old_environment for d in diffs.values()})
+    if any(d.source_plan_id for d in diffs.values()):
+        return (f"Data diff: the new tables vs those {', '.join(old)} serves, computed by a development "
+                "plan's apply (see each note)")
     return f"Data diff: the new tables vs those of {', '.join(old)} before the plan"
 
 
-def markdown(diffs: dict[str, DataDiff], pending: list[str]) -> list[str]:
+NO_DIFF = ("no data diff: apply this change to a development environment first (`mesh plan dev`), then plan "
+           "again: the new plan's record shows the diff its apply computed")
+
+
+def missing_markdown(missing: list[str]) -> list[str]:
+    """A line per model whose data no diff shows (nothing computed it yet): how to get one."""
+    return [f"- {markdown_code(n)}: {NO_DIFF}" for n in missing]
+
+
+def markdown(diffs: dict[str, DataDiff], pending: list[str], missing: list[str] | None = None) -> list[str]:
     """The data diff section of a plan summary (Markdown lines; none when nothing is diffed)."""
+    lines = _diff_markdown(diffs, pending)
+    if missing:
+        lines += (["", "**Data diff**"] if not lines else []) + [""] + missing_markdown(missing)
+    return lines
+
+
+def _diff_markdown(diffs: dict[str, DataDiff], pending: list[str]) -> list[str]:
     if not diffs and not pending:
         return []
     if not diffs:

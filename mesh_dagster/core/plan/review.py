@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from mesh_dagster.core.config.display import markdown_code, markdown_fence, printable, printable_line
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.plan.data_diff import DataDiff, diff_title
+from mesh_dagster.core.plan.data_diff import DataDiff, diff_title, missing_markdown
 from mesh_dagster.core.plan.data_diff import markdown as data_diff_markdown
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.time.intervals import subtract_intervals
@@ -93,10 +93,14 @@ class PlanSummary(BaseModel):
     # built the new tables, then attached to the record (state/plans.py `attach_data_diffs`).
     data_diff_pending: list[str] = Field(default_factory=list)
     data_diffs: dict[str, DataDiff] = Field(default_factory=dict)
+    # A plan whose apply computes no diff (prod's) holds the diffs development plans computed of
+    # the same comparison (copied into `data_diffs` when it is recorded), and lists the models
+    # none has computed yet: its review says how to get one (core/plan/data_diff.py).
+    data_diff_missing: list[str] = Field(default_factory=list)
 
     def data_diff_markdown(self) -> str:
         """The data diffs alone (Dagster's `data_diff_details`): tables, column counts, sample rows."""
-        return "\n".join(data_diff_markdown(self.data_diffs, self.data_diff_pending)).strip()
+        return "\n".join(data_diff_markdown(self.data_diffs, self.data_diff_pending, self.data_diff_missing)).strip()
 
     def data_diff_title(self) -> str:
         return diff_title(self.data_diffs)
@@ -117,8 +121,10 @@ class PlanSummary(BaseModel):
             shown = printable(diff.rstrip())
             fence = markdown_fence(shown)
             lines += ["", f"**Diff of {markdown_code(name)}**", "", f"{fence}diff", shown, fence]
-        if data:  # `mesh plans show` draws it as tables of its own
-            lines += data_diff_markdown(self.data_diffs, self.data_diff_pending)
+        if data:  # `mesh plans show` draws the diffs as tables of its own, and shows what none covers here
+            lines += data_diff_markdown(self.data_diffs, self.data_diff_pending, self.data_diff_missing)
+        elif self.data_diff_missing:
+            lines += ["", "**Data diff**", ""] + missing_markdown(self.data_diff_missing)
         return "\n".join(lines)
 
 
