@@ -125,7 +125,7 @@ def reused_data_diffs(plan: Plan, records: PlanRecordsReader) -> tuple[dict[str,
              for r in records.records_mentioning(sorted({new for new, _ in wanted.values()}))
              if r.plan_id != plan.plan_id for d in r.summary.data_diffs.values()]
     reused = pick_reusable(wanted, plan.environment, found)
-    return reused, [n for n in wanted if n not in reused]
+    return reused, sorted(n for n in wanted if n not in reused)
 
 
 class PreviewWindow(NamedTuple):

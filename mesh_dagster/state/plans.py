@@ -18,7 +18,6 @@ from mesh_dagster.state import schema
 from mesh_dagster.state.connection import Database
 from mesh_dagster.state.locks import Lease, hold
 
-
 # How many of the latest plan records a plan looks in for data diffs of its new tables
 # (`records_mentioning`): a development plan's diff is reused by a prod plan made soon after it.
 RECENT_PLANS = 500
