@@ -12,8 +12,9 @@ from mesh_dagster.core.plan.data_diff import (
     pick_reusable,
     reuse_candidates,
 )
-from mesh_dagster.core.plan.review import PlanSummary
+from mesh_dagster.core.plan.review import PlanRecord, PlanSummary
 from mesh_dagster.core.time.dates import to_ms
+from mesh_dagster.execution.data_diffs import reused_data_diffs
 from tests.unit.test_plan_data_diff import dev_plan
 
 NEW, OLD = "mesh__s.s__m__2", "mesh__s.s__m__1"
@@ -91,3 +92,33 @@ def test_a_model_without_a_diff_gets_its_line_in_every_summary():
     assert "no data diff" not in PlanSummary.model_validate_json(
         summary.model_dump_json(exclude={"data_diff_missing"})).markdown("prod")
     assert markdown({}, [], []) == []
+
+
+class Records:
+    """Plan records as `reused_data_diffs` reads them; says what it was asked."""
+
+    def __init__(self, records: list[PlanRecord]):
+        self.records, self.asked = records, []
+
+    def records_mentioning(self, texts, recent: int = 500) -> list[PlanRecord]:
+        self.asked.append(list(texts))
+        return self.records
+
+
+def _record(plan_id: str, diffs: dict[str, DataDiff]) -> PlanRecord:
+    summary = PlanSummary(base_environment="prod", base_plan_id=None, execution_time=1, start=1, end=2,
+                          data_diffs=diffs)
+    return PlanRecord(plan_id=plan_id, environment="dev", author="carol", created_ts=NOON, updated_ts=NOON,
+                      summary=summary)
+
+
+def test_the_state_is_asked_for_the_new_tables_of_a_prod_plan_only(tmp_path):
+    assert reused_data_diffs(dev_plan(tmp_path), Records([])) == ({}, [])  # never asked: its apply diffs
+    prod = dev_plan(tmp_path, "prod")
+    new, old = prod.snapshots["s.m"].table_name, prod.previous["s.m"].table_name
+    own = _record(prod.plan_id, {"s.m": _diff(new, old, changed=9, computed_ts=NOON + 1)})  # not its own
+    records = Records([own, _record("d" * 10, {"s.m": _diff(new, old, changed=1)})])
+    reused, missing = reused_data_diffs(prod, records)
+    assert (reused["s.m"].changed, reused["s.m"].source_plan_id, reused["s.m"].computed_ts) == (1, "d" * 10, NOON)
+    assert missing == ["s.n"]
+    assert records.asked == [sorted([new, prod.snapshots["s.n"].table_name])]
