@@ -92,7 +92,8 @@ def test_a_diff_cannot_close_its_markdown_fence(project: Path) -> None:
     fence = lines[start].removesuffix("diff")
     assert set(fence) == {"`"} and len(fence) == 5  # longer than the model's longest run of backticks
     end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("```"))
-    assert lines[end] == fence and end == len(lines) - 1  # only the closing fence closes it
+    assert lines[end] == fence  # only the closing fence closes it: what follows is the data diff section
+    assert lines[end + 1:end + 3] == ["", "**Data diff**"] and not any(line.startswith("`") for line in lines[end + 1:])
     assert any("<img src=x" in line for line in lines[start:end])
 
 

@@ -2,7 +2,7 @@
 the state store: which of its models could use one (`reuse_candidates`), which diff is taken
 (`pick_reusable`: the same new table *and* the same old table, the most recently computed, one
 that compared something), what the copy says about where it comes from, and the line a model with
-none gets. The lookup in the state store: tests/state/test_plan_data_diff_reuse.py."""
+none gets. The lookup in the state store: tests/state/test_prod_plan_data_diff_lookup.py."""
 
 from __future__ import annotations
 
