@@ -125,7 +125,20 @@ def reused_data_diffs(plan: Plan, records: PlanRecordsReader) -> tuple[dict[str,
              for r in records.records_mentioning(sorted({new for new, _ in wanted.values()}))
              if r.plan_id != plan.plan_id for d in r.summary.data_diffs.values()]
     reused = pick_reusable(wanted, plan.environment, found)
+    for name, diff in reused.items():
+        _note_backfill(plan, name, diff)
     return reused, sorted(n for n in wanted if n not in reused)
+
+
+def _note_backfill(plan: Plan, name: str, diff: DataDiff) -> None:
+    """The new table was compared as it was then: what this plan's apply still writes into it (a
+    range a dev plan limited with --start/--end left out, intervals due since) is not in it."""
+    backfill = plan.backfills.get(name)
+    if plan.skip_backfill or backfill is None or not backfill.intervals:
+        return
+    built = backfill.describe(plan.snapshots[name].model.interval_unit)
+    diff.note = "; ".join(t for t in (diff.note, f"this plan's apply still builds {built} of the new table: "
+                                                 "what it writes is not in the diff") if t)
 
 
 class PreviewWindow(NamedTuple):

@@ -119,6 +119,11 @@ def test_the_state_is_asked_for_the_new_tables_of_a_prod_plan_only(tmp_path):
     own = _record(prod.plan_id, {"s.m": _diff(new, old, changed=9, computed_ts=NOON + 1)})  # not its own
     records = Records([own, _record("d" * 10, {"s.m": _diff(new, old, changed=1)})])
     reused, missing = reused_data_diffs(prod, records)
-    assert (reused["s.m"].changed, reused["s.m"].source_plan_id, reused["s.m"].computed_ts) == (1, "d" * 10, NOON)
     assert missing == ["s.n"]
     assert records.asked == [sorted([new, prod.snapshots["s.n"].table_name])]
+    assert (reused["s.m"].changed, reused["s.m"].source_plan_id, reused["s.m"].computed_ts) == (1, "d" * 10, NOON)
+    # this prod plan still builds the new table (the dev apply's intervals are not in this state)
+    assert reused["s.m"].note == ("this plan's apply still builds [full refresh] of the new table: what it writes "
+                                  "is not in the diff")
+    prod.backfills.clear()
+    assert reused_data_diffs(prod, records)[0]["s.m"].note is None
