@@ -57,7 +57,8 @@ def test_a_prod_plan_shows_the_diff_its_change_got_in_dev(tmp_path, engine, uniq
     record = ctx.plan_record(plan_id)
     reused = record.summary.data_diffs[m]
     assert (record.environment, record.status.value, reused.source_plan_id) == ("prod", "pending", dev.plan_id)
-    assert reused.model_dump(exclude={"source_plan_id", "source_environment"}) == computed.model_dump()
+    origin = {"source_plan_id", "source_environment"}
+    assert reused.model_dump(exclude=origin) == computed.model_dump(exclude=origin)  # dev's diff, as computed
 
     # A second change in dev is compared with dev's table (the first change), not prod's: a prod
     # plan of that version finds no diff of its comparison.
@@ -77,7 +78,9 @@ def test_a_prod_plan_shows_the_diff_its_change_got_in_dev(tmp_path, engine, uniq
     # The first prod plan, approved and applied (the project back at its change), keeps its diff.
     (root / "models" / "m.sql").write_text(first)
     monkeypatch.setenv("MESH_USER", "bob@example.com")
-    Context(root).decide(plan_id, "approve")
+    approver = Context(root)
+    approver.decide(plan_id, "approve")
+    approver.close()
     applied = defs.resolve_job_def("apply_plan_prod").execute_in_process(
         run_config={"ops": {"apply_plan_prod_record": {"config": {"plan_id": plan_id}}}}, instance=instance)
     shown = _output_metadata(applied)
