@@ -22,9 +22,11 @@ PLAN_ID_TAG = "mesh/plan_id"  # on a plan_<env> run: the id of the plan it recor
 DIFF_POSTED_TAG = "mesh/data_diff_posted"  # on a plan_<env> run: its plan's data diff is in its log
 
 
-def mark_plan_run(instance: DagsterInstance, run_id: str, plan_id: str) -> None:
-    """Tag the `plan_<env>` run `run_id` with the plan it recorded (where its diff will be posted)."""
-    tag_run(instance, run_id, {PLAN_ID_TAG: plan_id})
+def mark_plan_run(instance: DagsterInstance, run_id: str, plan_id: str, shows_diff: bool) -> None:
+    """Tag the `plan_<env>` run `run_id` with the plan it recorded (where its diff will be posted);
+    `shows_diff`: its own metadata already shows a diff (one a prod plan reuses from a dev plan),
+    which is then never posted again."""
+    tag_run(instance, run_id, {PLAN_ID_TAG: plan_id, **({DIFF_POSTED_TAG: "true"} if shows_diff else {})})
 
 
 def post_data_diff(instance: DagsterInstance, environment: str, plan_id: str, metadata: Mapping[str, Any]) -> int:

@@ -59,7 +59,8 @@ def plan_job(environment: str) -> JobDefinition:
             record = mesh.record(plan)
         except MeshError as e:
             raise JobFailed(str(e)) from None
-        mark_plan_run(context.instance, context.run_id, record.plan_id)  # where its data diff will be shown
+        # where its data diff will be shown (a prod plan's reused diff is shown already)
+        mark_plan_run(context.instance, context.run_id, record.plan_id, bool(record.summary.data_diffs))
         for observation in observations(record, environment, f"pending in plan {record.plan_id[:8]}", {}):
             context.log_event(observation)
         protected = mesh.review_required(environment) is not None  # Context decides

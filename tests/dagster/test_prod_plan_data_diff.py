@@ -12,7 +12,7 @@ import pytest
 
 from mesh_dagster.context import Context
 from mesh_dagster.dagster import definitions
-from tests.dagster.test_plan_data_diff_metadata import _output_metadata
+from tests.dagster.test_plan_data_diff_metadata import _diff_events, _output_metadata
 from tests.spark.test_plan_data_diff_spark import NEW_QUERY, _project
 
 pytestmark = pytest.mark.spark
@@ -21,10 +21,10 @@ PROTECTED = "protected_environments:\n  prod:\n    approvers: [bob@example.com]\
 WHEN = "2020-01-03"
 
 
-def _plan_prod(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict:
+def _plan_prod(defs: dg.Definitions, instance: dg.DagsterInstance) -> tuple[dict, str]:
     result = defs.resolve_job_def("plan_prod").execute_in_process(
         run_config={"ops": {"plan_prod_changes": {"config": {"execution_time": WHEN}}}}, instance=instance)
-    return _output_metadata(result)
+    return _output_metadata(result), result.run_id
 
 
 def test_a_prod_plan_shows_the_diff_its_change_got_in_dev(tmp_path, engine, unique_schema, monkeypatch):
@@ -46,7 +46,7 @@ def test_a_prod_plan_shows_the_diff_its_change_got_in_dev(tmp_path, engine, uniq
     (tmp_path / "home").mkdir()
     instance = dg.DagsterInstance.local_temp(str(tmp_path / "home"))
     defs = definitions(root, ["prod", "dev"], shared_spark=False)
-    metadata = _plan_prod(defs, instance)
+    metadata, planned_run = _plan_prod(defs, instance)
     plan_id = metadata["plan_id"].value
     (row,) = metadata["data_diff"].value.records
     note = f"reused: computed by plan {dev.plan_id[:8]} in dev at "
@@ -68,7 +68,7 @@ def test_a_prod_plan_shows_the_diff_its_change_got_in_dev(tmp_path, engine, uniq
     ctx.apply(again)
     second = ctx.plan_record(again.plan_id).summary.data_diffs[m]
     assert second.old_table == dev.snapshots[m].table_name and second.changed == 3
-    other = _plan_prod(defs, instance)
+    other, _ = _plan_prod(defs, instance)
     assert "data_diff" not in other  # nothing to show as a table
     summary = other["summary"].value
     assert f"- `{m}`: no data diff: apply this change to a development environment first (`mesh plan dev`)" in summary
@@ -86,4 +86,7 @@ def test_a_prod_plan_shows_the_diff_its_change_got_in_dev(tmp_path, engine, uniq
     shown = _output_metadata(applied)
     assert shown["status"].value == "completed" and shown["data_diff"] == metadata["data_diff"]
     assert ctx.plan_record(plan_id).summary.data_diffs == record.summary.data_diffs
+    # plan_prod's page showed the reused diff from the start: the status sensor does not post it again
+    defs.resolve_sensor_def("plan_status_prod_sensor")(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert _diff_events(instance, planned_run) == []
     ctx.close()
