@@ -185,11 +185,33 @@ LINEAGE = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { ass
     ... on TableMetadataEntry { table { records } } } } }"""
 
 
+# The fields Dagster's UI asks for to draw column lineage (its AssetColumnLineage query): the
+# definition's entries and the latest materialization's, whose lineage wins when it has one.
+UI_LINEAGE = """query($keys: [AssetKeyInput!]!) { assetNodes(loadMaterializations: true, assetKeys: $keys) {
+  assetKey { path }
+  metadataEntries { __typename label ...L }
+  assetMaterializations(limit: 1) { timestamp metadataEntries { __typename label ...L } } } }
+fragment L on TableColumnLineageMetadataEntry { lineage { columnName columnDeps { assetKey { path } columnName } } }"""
+
+
+def _ui_lineage(node: dict) -> dict[str, list]:
+    """The lineage the UI draws for an asset node: the latest materialization's, else the definition's."""
+    def canonical(entries: list[dict]) -> dict | None:
+        return next((e for e in entries if e["label"] == "dagster/column_lineage"
+                     and e["__typename"] == "TableColumnLineageMetadataEntry"), None)
+
+    latest = node["assetMaterializations"][0]["metadataEntries"] if node["assetMaterializations"] else []
+    found = canonical(latest) or canonical(node["metadataEntries"]) or {"lineage": []}
+    return {e["columnName"]: [(d["assetKey"]["path"], d["columnName"]) for d in e["columnDeps"]]
+            for e in found["lineage"]}
+
+
 def test_0_column_lineage_reaches_the_webserver_in_each_environment(ui):
     """Every SQL model's asset carries its column lineage, in prod's and dev's code locations, each
-    pointing at its own environment's assets. The open-source UI of Dagster 1.13 draws no column
-    graph (Dagster+ does, from `dagster/column_lineage`) and leaves that entry out of its metadata
-    tables; it shows our `mesh/column_lineage` table on the asset's page, checked in Chromium."""
+    pointing at its own environment's assets, and the UI's own column lineage query finds it. The
+    open-source UI of Dagster 1.13 draws no column graph (Dagster+ does, from `dagster/column_lineage`)
+    and leaves that entry out of its metadata tables; it shows our `mesh/column_lineage` table on the
+    asset's page, checked in Chromium."""
     def entries(schema: str, table: str) -> dict[str, dict]:
         (node,) = ui.query(LINEAGE, keys=[{"path": [schema, table]}])["assetNodes"]
         return {e["label"]: e for e in node["metadataEntries"]}
@@ -205,6 +227,11 @@ def test_0_column_lineage_reaches_the_webserver_in_each_environment(ui):
         assert {"id", "item_id"} <= {c["name"] for c in upstream["dagster/column_schema"]["schema"]["columns"]}
         assert [(d["assetKey"]["path"], d["columnName"]) for e in upstream["dagster/column_lineage"]["lineage"]
                 if e["columnName"] == "id" for d in e["columnDeps"]] == [([schema, "seed_model"], "id")]
+        (node,) = ui.query(UI_LINEAGE, keys=[{"path": [schema, "full_model"]}])["assetNodes"]
+        if schema == "sqlmesh_example":  # materialized (test_0_what_the_cli_applied...): its entries are read first
+            assert node["assetMaterializations"], "the CLI's apply shows as a materialization"
+        assert _ui_lineage(node) == {"item_id": [([schema, "incremental_model"], "item_id")],
+                                     "num_orders": [([schema, "incremental_model"], "id")]}
         shown = [json.loads(r) for r in entries(schema, "full_model")["mesh/column_lineage"]["table"]["records"]]
         assert shown == [{"column": "item_id", "reads": f"{schema}/incremental_model.item_id"},
                          {"column": "num_orders", "reads": f"{schema}/incremental_model.id"}]
