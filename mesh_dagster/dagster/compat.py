@@ -125,7 +125,7 @@ INTERNALS: dict[str, str] = {
     "dagster._core.storage.event_log": "the package exporting the stock SqliteEventLogStorage: dagster.yaml's "
     "`BatchingSqliteEventLogStorage` when the batching one cannot be built",
     "DagsterInstance.from_config": "(dagster_home) opens the instance its dagster.yaml describes",
-    "DagsterInstance.get_runs": "(RunsFilter) lists runs",
+    "DagsterInstance.get_runs": "(RunsFilter, limit=) lists runs, newest first",
     "DagsterInstance.report_run_canceling": "(run, message=) marks a run CANCELING",
     "DagsterInstance.report_run_canceled": "(run, message=) marks a run CANCELED",
     "DagsterInstance.add_run_tags": "(run_id, new_tags) adds tags to a run, also a finished one",
@@ -279,9 +279,9 @@ def runs_with_status(instance: DagsterInstance, statuses: Sequence[str]) -> Sequ
     return instance.get_runs(RunsFilter(statuses=[DagsterRunStatus[s] for s in statuses]))
 
 
-def runs_tagged(instance: DagsterInstance, job_name: str, tags: Mapping[str, str]) -> Sequence[DagsterRun]:
-    """The runs of `job_name` that carry every one of `tags`."""
-    return instance.get_runs(RunsFilter(job_name=job_name, tags=dict(tags)))
+def latest_runs(instance: DagsterInstance, job_name: str, limit: int) -> Sequence[DagsterRun]:
+    """The `limit` latest runs of `job_name`, newest first."""
+    return instance.get_runs(RunsFilter(job_name=job_name), limit=limit)
 
 
 def report_canceling(instance: DagsterInstance, run: DagsterRun, message: str) -> None:

@@ -40,7 +40,7 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
-from mesh_dagster.dagster.plan_pages import mark_plan_run, post_data_diff
+from mesh_dagster.dagster.plan_pages import mark_plan_run, post_data_diffs
 
 # Both jobs work from this project's files (a plan records what is to be reviewed; a recorded plan
 # made from a pushed commit is rebuilt from that commit's files), never a deployed commit's copy.
@@ -135,7 +135,8 @@ def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, 
                        running: bool) -> SensorDefinition:
     """Every change of a recorded plan's status (made from the CLI, Dagster or the git sensor)
     becomes an observation on each asset the plan touches, so the asset pages show the plan's life:
-    pending, approved by whom, applied, superseded..."""
+    pending, approved by whom, applied, superseded...; and a plan's data diff, once attached, joins
+    the page of the plan_<env> run that recorded it (plan_pages.py)."""
 
     @sensor(name=f"plan_status_{environment}_sensor", minimum_interval_seconds=30,
             default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
@@ -144,11 +145,16 @@ def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, 
         since = int(context.cursor or 0)
         ctx = Context(project_dir, gateway, state_url=state_url)
         try:
-            changed = [r for r in ctx.plan_records(environment, limit=200) if r.updated_ts > since]
+            records = ctx.plan_records(environment, limit=200)
         except MeshError as e:
             return SkipReason(f"Cannot read the plan records: {e}")
         finally:
             ctx.close()
+        # A diff is attached after its apply's status change (no new status): looked for on every tick
+        diffed = {r.plan_id: r for r in records if r.summary.data_diffs}
+        post_data_diffs(context.instance, environment,
+                        lambda plan_id: data_diff_metadata(diffed[plan_id]) if plan_id in diffed else None)
+        changed = [r for r in records if r.updated_ts > since]
         if not changed:
             return SkipReason("No plan changed status")
         events = []
@@ -157,8 +163,6 @@ def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, 
             events += observations(record, environment, f"plan {record.plan_id[:8]} {record.status.value}",
                                    {"mesh/plan_status": record.status.value, "mesh/decided_by": actor,
                                     "mesh/note": note})
-            if record.summary.data_diffs:
-                post_data_diff(context.instance, environment, record.plan_id, data_diff_metadata(record))
         return SensorResult(asset_events=events, cursor=str(max(r.updated_ts for r in changed)))
 
     return _sensor

@@ -56,8 +56,11 @@ def test_plan_and_apply_runs_show_the_data_diff(tmp_path, engine, unique_schema,
     assert instance.get_run_by_id(planned.run_id).tags["mesh/plan_id"] == plan_id
     assert _diff_events(instance, planned.run_id) == []
     sensor = defs.resolve_sensor_def("plan_status_dev_sensor")
-    for _ in range(2):  # a later evaluation (another status change) does not post it again
-        sensor(dg.build_sensor_context(instance=instance, cursor=None, definitions=defs))
+    # A tick that already saw the apply's status change (the diff is attached after it, with no
+    # status change of its own) still posts it; a later evaluation does not post it again.
+    for cursor in (str(record.updated_ts), None):
+        sensor(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
+        assert len(_diff_events(instance, planned.run_id)) == 1, f"after a tick with cursor {cursor}"
     (posted,) = _diff_events(instance, planned.run_id)
     assert posted.message.startswith(f"Data diff of plan {plan_id[:8]}")
     shown = posted.dagster_event.engine_event_data.metadata

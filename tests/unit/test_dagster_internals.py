@@ -160,8 +160,10 @@ def _add_run_tags(tmp_path, monkeypatch):
         run = _run(instance, dg.DagsterRunStatus.SUCCESS, {"a": "1"})
         assert compat.tag_run(instance, run.run_id, {"mesh/plan_id": "p1"})
         assert instance.get_run_by_id(run.run_id).tags == {"a": "1", "mesh/plan_id": "p1"}
-        assert [r.run_id for r in compat.runs_tagged(instance, "j", {"mesh/plan_id": "p1"})] == [run.run_id]
-        assert compat.runs_tagged(instance, "other", {"mesh/plan_id": "p1"}) == []
+        later = _run(instance, dg.DagsterRunStatus.SUCCESS)
+        assert [r.run_id for r in compat.latest_runs(instance, "j", 5)] == [later.run_id, run.run_id]
+        assert [r.run_id for r in compat.latest_runs(instance, "j", 1)] == [later.run_id]
+        assert compat.latest_runs(instance, "other", 5) == []
 
 
 @check("DagsterInstance.report_engine_event")
