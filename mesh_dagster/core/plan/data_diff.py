@@ -165,7 +165,7 @@ NO_DIFF = ("no data diff: apply this change to a development environment first (
            "again: the new plan's record shows the diff its apply computed")
 
 
-def missing_markdown(missing: list[str]) -> list[str]:
+def _missing_markdown(missing: list[str]) -> list[str]:
     """A line per model whose data no diff shows (nothing computed it yet): how to get one."""
     return [f"- {markdown_code(n)}: {NO_DIFF}" for n in missing]
 
@@ -174,7 +174,7 @@ def markdown(diffs: dict[str, DataDiff], pending: list[str], missing: list[str] 
     """The data diff section of a plan summary (Markdown lines; none when nothing is diffed)."""
     lines = _diff_markdown(diffs, pending)
     if missing:
-        lines += (["", "**Data diff**"] if not lines else []) + [""] + missing_markdown(missing)
+        lines += (["", "**Data diff**"] if not lines else []) + [""] + _missing_markdown(missing)
     return lines
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from mesh_dagster.core.config.display import markdown_code, markdown_fence, printable, printable_line
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.plan.data_diff import DataDiff, diff_title, missing_markdown
+from mesh_dagster.core.plan.data_diff import DataDiff, diff_title
 from mesh_dagster.core.plan.data_diff import markdown as data_diff_markdown
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.time.intervals import subtract_intervals
@@ -121,10 +121,9 @@ class PlanSummary(BaseModel):
             shown = printable(diff.rstrip())
             fence = markdown_fence(shown)
             lines += ["", f"**Diff of {markdown_code(name)}**", "", f"{fence}diff", shown, fence]
-        if data:  # `mesh plans show` draws the diffs as tables of its own, and shows what none covers here
-            lines += data_diff_markdown(self.data_diffs, self.data_diff_pending, self.data_diff_missing)
-        elif self.data_diff_missing:
-            lines += ["", "**Data diff**", ""] + missing_markdown(self.data_diff_missing)
+        # `mesh plans show` (data=False) draws the diffs as tables of its own; what none covers shows here
+        lines += data_diff_markdown(self.data_diffs if data else {}, self.data_diff_pending if data else [],
+                                    self.data_diff_missing)
         return "\n".join(lines)
 
 
