@@ -19,16 +19,10 @@ from mesh_dagster.core.plan.review import PlanEvent, PlanRecord, PlanStatus, Pla
 from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.dagster.reviews import data_diff_metadata
 from tests.execution.fake_engine import FakeEngine
+from tests.state.test_plan_reviews import PROTECTED
 
 WHEN = "2020-01-03"
 NOON = to_ms("2026-11-27 12:00:00")
-PROTECTED = """model_defaults:
-  dialect: spark
-  start: 2020-01-01
-protected_environments:
-  prod:
-    approvers: [alice@example.com, bob@example.com]
-"""
 MODELS = {"models/m.sql": "MODEL (name s.m, kind FULL, grain (id));\nSELECT 1 AS id, 2 AS v\n",
           "models/n.sql": "MODEL (name s.n, kind FULL);\nSELECT 1 AS id\n"}
 
@@ -61,6 +55,11 @@ def _diff(new: str, old: str, changed: int, computed_ts: int) -> DataDiff:
                     column_changes={"v": changed}, computed_ts=computed_ts)
 
 
+def _plans_own_diff(plan, changed: int, computed_ts: int) -> DataDiff:
+    """A diff of exactly `plan`'s comparison of s.m: its new table against the one served now."""
+    return _diff(plan.snapshots["s.m"].table_name, plan.previous["s.m"].table_name, changed, computed_ts)
+
+
 def test_a_prod_plan_reuses_the_most_recent_dev_diff_of_the_same_tables(tmp_path, state_url, monkeypatch):
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = _changed_project(tmp_path, state_url)
@@ -90,8 +89,7 @@ def test_plans_show_draws_the_reused_diff_and_the_line(tmp_path, monkeypatch):
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = _changed_project(tmp_path, f"sqlite:///{tmp_path}/p/.mesh/state.db")
     plan = ctx.plan("prod", execution_time=WHEN)
-    _save(ctx, "b1b1b1b1bb", 20, {"s.m": _diff(plan.snapshots["s.m"].table_name, plan.previous["s.m"].table_name, 1,
-                                               NOON)})
+    _save(ctx, "b1b1b1b1bb", 20, {"s.m": _plans_own_diff(plan, 1, NOON)})
     ctx.record(plan)
     ctx.close()
     shown = CliRunner().invoke(cli, ["--paths", str(tmp_path / "p"), "plans", "show", plan.plan_id[:8]],
@@ -106,8 +104,7 @@ def test_a_later_prod_apply_keeps_the_reused_diff(tmp_path, state_url, monkeypat
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = _changed_project(tmp_path, state_url)
     plan = ctx.plan("prod", execution_time=WHEN)
-    _save(ctx, "a0a0a0a0aa", 10, {"s.m": _diff(plan.snapshots["s.m"].table_name, plan.previous["s.m"].table_name,
-                                               1, NOON)})
+    _save(ctx, "a0a0a0a0aa", 10, {"s.m": _plans_own_diff(plan, 1, NOON)})
     recorded = ctx.record(plan)
     engine = ctx.engine
     monkeypatch.setenv("MESH_USER", "bob@example.com")
@@ -123,8 +120,7 @@ def test_nothing_is_looked_up_for_a_dev_plan_or_with_data_diffs_off(tmp_path, st
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = _changed_project(tmp_path, state_url)
     dev = ctx.plan("dev", execution_time=WHEN)
-    _save(ctx, "a0a0a0a0aa", 10, {"s.m": _diff(dev.snapshots["s.m"].table_name, dev.previous["s.m"].table_name,
-                                               1, NOON)})
+    _save(ctx, "a0a0a0a0aa", 10, {"s.m": _plans_own_diff(dev, 1, NOON)})
     record = ctx.record(dev)  # its own apply computes its diff
     assert (record.summary.data_diffs, record.summary.data_diff_missing) == ({}, [])
     assert sorted(record.summary.data_diff_pending) == ["s.m", "s.n"]
