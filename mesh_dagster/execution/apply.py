@@ -45,7 +45,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from mesh_dagster.core.errors import ConflictingPlanError, MeshError, PlanError
-from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
+from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill, owed_upstream
 from mesh_dagster.core.plan.forward_only import keeps_table
 from mesh_dagster.core.plan.plan import Plan, snapshot_order
 from mesh_dagster.core.project.environment_statements import Stage
@@ -173,7 +173,7 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         lease.check()
         check_base(plan, state)
         check_snapshots_kept(plan, state)
-        readiness = backfill_readiness(plan, project, engine, guarded)  # before anything is written
+        readiness = backfill_readiness(plan, project, state, engine, guarded)  # before anything is written
         # data a blocking audit failed on is never served; what the backfill recomputes is audited again
         refuse_serving_failed_audits(state, plan, project.audits, leave_out=readiness.backfills)
         run_environment_statements(Stage.BEFORE_ALL, project, engine, plan.environment, plan.promoted, guarded,
@@ -198,14 +198,18 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         raise LockLostError(_lost_message(plan, str(e), recorded)) from e
 
 
-def backfill_readiness(plan: Plan, project: Project, engine: Engine, listener: ApplyListener) -> Readiness:
-    """The plan's backfill cut down to what its models' signals say is ready (execution/readiness.py);
-    what waits is reported to the listener. An empty backfill (`--empty-backfill`) computes nothing,
-    so it asks no signal."""
+def backfill_readiness(plan: Plan, project: Project, state: State, engine: Engine,
+                       listener: ApplyListener) -> Readiness:
+    """The plan's backfill cut down to what its models' signals and parents say is ready
+    (execution/readiness.py): a parent the plan does not compute (a development plan's unchanged
+    model) may still owe an interval prod's run has not written. What waits is reported to the
+    listener. An empty backfill (`--empty-backfill`) computes nothing, so it asks no signal."""
     if not plan.requires_backfill or plan.empty_backfill:
         return Readiness(dict(plan.backfills))
-    readiness = check_readiness(project.signals, plan.snapshots, plan.backfills, snapshot_order(plan.snapshots),
-                                plan.execution_time, spark=lambda: engine.spark)
+    order = snapshot_order(plan.snapshots)
+    owed = owed_upstream(state, plan.snapshots, plan.backfills, order=order, execution_ms=plan.execution_time)
+    readiness = check_readiness(project.signals, plan.snapshots, plan.backfills, order,
+                                plan.execution_time, spark=lambda: engine.spark, owed=owed)
     readiness.report(listener, plan.view)
     return readiness
 

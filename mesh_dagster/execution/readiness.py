@@ -5,11 +5,13 @@ model's signals (core/project/signals.py) are called batch by batch — the batc
 `batch_size` unit intervals, or one per contiguous range — and answer which unit intervals are
 ready. What is not ready is dropped from the backfill, and so is, in every model downstream, each
 interval overlapping one its parents do not compute now: a child never computes over data its
-parent still owes. Models that cannot compute an interval without the ones before it (they
-depend on their past, or are rebuilt whole: FULL) also drop everything after their first waiting
-interval; a history rebuilt from scratch (a restatement's `clear`) waits whole. Timeless models
-(a view, a seed) are checked once, for the last complete interval of their cron before the
-execution time; if they wait, everything downstream waits with them.
+parent still owes — also a parent outside the backfill (a development plan's unchanged model,
+which prod's run fills): its due intervals not recorded yet are owed (`owed`). Models that cannot
+compute an interval without the ones before it (they depend on their past, or are rebuilt whole:
+FULL) also drop everything after their first waiting interval; a history rebuilt from scratch (a
+restatement's `clear`) waits whole. Timeless models (a view, a seed) are checked once, for the last
+complete interval of their cron before the execution time; if they wait, everything downstream
+waits with them.
 
 Signals are called before anything is written, so a signal that raises (or answers nonsense)
 stops the apply or the run with nothing of it done. Each waiting model is reported to the listener
@@ -76,8 +78,9 @@ class Readiness:
 
 
 class SignalsPendingError(PlanError):
-    """A plan's backfill left intervals waiting for signals that the environment shows today (or a
-    model with no data at all), so the environment was not changed: moving it would hide data."""
+    """A plan's backfill left intervals waiting (for signals, or for a parent's data) that the
+    environment shows today (or a model with no data at all), so the environment was not changed:
+    moving it would hide data."""
 
     def __init__(self, environment: str, waits: list[Wait], view_of: Callable[[str], str]):
         self.environment = environment
@@ -85,11 +88,11 @@ class SignalsPendingError(PlanError):
         lines = "\n".join(f"  {w.describe(view_of)}" for w in waits)
         count = len(dict.fromkeys(w.name for w in waits))
         super().__init__(
-            f"Plan not applied: {count} model(s) wait for signals over data '{environment}' shows today (or have no "
-            f"data yet), so '{environment}' was not changed (its views and record are as before).\n{lines}\n"
-            f"The intervals that were ready are computed and recorded. Run `mesh plan {environment}` again once the "
-            f"signals pass (it computes only what is still missing), or plan with an --end before the waiting "
-            f"intervals.")
+            f"Plan not applied: {count} model(s) wait (for signals, or for upstream data) on intervals '{environment}' "
+            f"shows today (or have no data yet), so '{environment}' was not changed (its views and record are as "
+            f"before).\n{lines}\nThe intervals that were ready are computed and recorded. Run `mesh plan "
+            f"{environment}` again once the signals pass and the upstream intervals are recorded (it computes only "
+            f"what is still missing), or plan with an --end before the waiting intervals.")
 
 
 class NotReadyError(MeshError):
@@ -97,8 +100,12 @@ class NotReadyError(MeshError):
 
 
 def check_readiness(registry: SignalRegistry, snapshots: Mapping[str, Snapshot], backfills: Mapping[str, Backfill],
-                    order: Iterable[str], execution_ms: int, *, spark: SparkProvider | None = None) -> Readiness:
+                    order: Iterable[str], execution_ms: int, *, spark: SparkProvider | None = None,
+                    owed: Mapping[str, list[Interval]] | None = None) -> Readiness:
     """`backfills` without the intervals that wait (see the module docstring).
+
+    `owed`: what models outside `backfills` still owe (core/plan/backfills.py `owed_upstream`):
+    their children wait for those intervals as for a parent's that waits.
 
     `spark` gives the SparkSession to signals that take a `spark` parameter (called only then);
     None where no engine is at hand. A snapshot is checked with the signal functions it captured
@@ -106,7 +113,8 @@ def check_readiness(registry: SignalRegistry, snapshots: Mapping[str, Snapshot],
     existed, so for those a signal the project no longer defines is a `ModelError`.
     """
     check = _Check(registry, ms_to_datetime(execution_ms), execution_ms, spark)
-    unready: dict[str, list[Interval]] = {}  # what each model does not compute now, for its children
+    # what each model does not compute now, for its children
+    unready: dict[str, list[Interval]] = {n: merge_intervals(i) for n, i in (owed or {}).items() if i}
     result = Readiness({})
     for name in order:
         snap = snapshots.get(name)

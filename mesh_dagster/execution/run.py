@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from mesh_dagster.core.config.names import normalize_environment, view_name
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.plan.backfills import compute_backfills
+from mesh_dagster.core.plan.backfills import compute_backfills, owed_upstream
 from mesh_dagster.core.plan.plan import snapshot_order
 from mesh_dagster.core.plan.selectors import ModelIndex, select_models
 from mesh_dagster.core.project.environment_statements import Stage
@@ -69,16 +69,17 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
         backfills = compute_backfills(state, snapshots, scope, {}, order=order,
                                       start=start, end=end, execution_ms=execution_ms,
                                       ignore_cron=ignore_cron, end_bounded=False)
+        owed = owed_upstream(state, snapshots, backfills, order=order, execution_ms=execution_ms)
         readiness = check_readiness(project.signals, snapshots, backfills, order, execution_ms,
-                                    spark=lambda: engine.spark)
+                                    spark=lambda: engine.spark, owed=owed)
         def shown(name: str) -> str:  # a standalone audit has no view: its name
             return name if snapshots[name].model.kind.is_standalone_audit else view_name(name, environment)
 
         readiness.report(listener, shown)
         batches = plan_batches(snapshots, readiness.backfills, order)
         if not batches:
-            listener.log("Nothing to run: every due interval waits for a signal" if readiness.waits
-                         else "All intervals are up to date: nothing to run")
+            listener.log("Nothing to run: every due interval waits (for a signal, or for upstream data)"
+                         if readiness.waits else "All intervals are up to date: nothing to run")
             return 0
         run_environment_statements(Stage.BEFORE_ALL, project, engine, environment, env.promoted, listener, execution_ms)
         evaluator = RecordingEvaluator(project, engine, snapshots, state=state, source="run")

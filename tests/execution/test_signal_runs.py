@@ -98,7 +98,7 @@ def test_run_skips_what_waits_records_what_is_ready_and_a_later_run_fills_the_re
 
     log = LogLines()
     assert ctx.run("prod", execution_time="2020-01-06", listener=log) == 0  # still not landed
-    assert log.lines[-1] == "Nothing to run: every due interval waits for a signal"
+    assert log.lines[-1] == "Nothing to run: every due interval waits (for a signal, or for upstream data)"
 
     landed(root, "2020-01-06")
     engine.calls.clear()
@@ -151,11 +151,12 @@ def test_a_plan_that_would_hide_data_the_environment_shows_records_the_ready_par
     with pytest.raises(SignalsPendingError) as e:
         ctx.apply(plan)
     assert str(e.value).startswith(
-        "Plan not applied: 2 model(s) wait for signals over data 'prod' shows today (or have no data yet), so 'prod' "
-        "was not changed (its views and record are as before).\n"
+        "Plan not applied: 2 model(s) wait (for signals, or for upstream data) on intervals 'prod' shows today (or "
+        "have no data yet), so 'prod' was not changed (its views and record are as before).\n"
         "  s.a: waiting for signal landed_through(marker := 'landed.txt') (2020-01-02 - 2020-01-03)\n"
         "  s.b: waiting for upstream s.a (2020-01-02 - 2020-01-03)\n"
-        "The intervals that were ready are computed and recorded. Run `mesh plan prod` again once the signals pass")
+        "The intervals that were ready are computed and recorded. Run `mesh plan prod` again once the signals pass "
+        "and the upstream intervals are recorded")
     assert ctx.state.get_environment("prod") == before
     assert not any(c.method == "create_view" for c in engine.calls)
     versions = {s.name: s.version for s in plan.snapshots.values()}

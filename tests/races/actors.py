@@ -57,7 +57,7 @@ def apply(spec: dict[str, Any]) -> dict[str, Any]:
     """Plan the project against the environment and apply it."""
     store = _store(spec)
     project = load_project(Path(spec["project"]))
-    plan = build_plan(project, store, spec["environment"])
+    plan = build_plan(project, store, spec["environment"], execution_time=spec.get("execution_time"))
     if spec.get("planned"):
         Path(spec["planned"]).write_text(plan.plan_id)
     if spec.get("wait_before_apply"):
@@ -91,6 +91,16 @@ def materialize(spec: dict[str, Any]) -> dict[str, Any]:
     return {"recorded": {r.name: [list(i) for i in r.recorded] for r in results}}
 
 
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    """`mesh run` of an environment: its due intervals, evaluated and recorded."""
+    from mesh_dagster.execution.run import run_environment
+
+    store = _store(spec)
+    project = load_project(Path(spec["project"]))
+    return {"batches": run_environment(project, store, _engine(spec), spec["environment"],
+                                       execution_time=spec.get("execution_time"))}
+
+
 def janitor(spec: dict[str, Any]) -> dict[str, Any]:
     store = _store(spec)
     project = load_project(Path(spec["project"]))
@@ -100,7 +110,7 @@ def janitor(spec: dict[str, Any]) -> dict[str, Any]:
 
 ROLES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "hold": hold, "waiter": waiter, "apply": apply, "steal": steal, "janitor": janitor,
-    "materialize": materialize,
+    "materialize": materialize, "run": run,
 }
 
 

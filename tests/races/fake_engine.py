@@ -59,6 +59,12 @@ class RecordingEngine:
     def columns(self, name: str) -> dict[str, str]:
         return {}
 
+    def query_columns(self, sql: str) -> dict[str, str]:
+        return {}
+
+    def canonical_types(self, columns: dict[str, str]) -> dict[str, str]:
+        return dict(columns)
+
     def existing_columns(self, name: str) -> dict[str, str] | None:
         return self.columns(name) if self.table_exists(name) else None
 

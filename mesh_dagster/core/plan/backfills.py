@@ -105,6 +105,49 @@ def compute_backfills(
     return backfills
 
 
+def owed_upstream(state: IntervalReader, snapshots: dict[str, Snapshot], backfills: Mapping[str, Backfill], *,
+                  order: list[str], execution_ms: int) -> dict[str, list[Interval]]:
+    """What the models upstream of `backfills` that compute nothing in them still owe: their due
+    intervals not recorded yet, from their first recorded one on (a history never started is not
+    owed: nothing a plan could wait for). A child never computes over these (execution/readiness.py).
+
+    A development plan backfills only its changed models; the others are prod's tables, which
+    prod's own `mesh run` fills. An interval of a parent due but not recorded yet is one that run
+    has not written (or is writing right now): a new child computed over it would be recorded
+    complete over a hole. Recorded intervals only grow while a plan runs (a restatement's removal
+    is the exception: it clears the children too), so reading them once, before anything is
+    written, is as good as reading them under each write's lock: what is recorded then is written.
+    """
+    scope = _upstream_outside(snapshots, set(backfills))
+    if not scope:
+        return {}
+    due = compute_backfills(state, snapshots, scope, {}, order=order, start=None, end=None,
+                            execution_ms=execution_ms, end_bounded=False)
+    due = {n: b for n, b in due.items() if not snapshots[n].model.kind.is_timeless}
+    present = state.get_intervals([snapshots[n].interval_key for n in due]) if due else {}
+    owed: dict[str, list[Interval]] = {}
+    for name, backfill in due.items():
+        recorded = present.get(snapshots[name].interval_key)
+        if recorded:
+            tail = subtract_intervals(backfill.intervals, [(ALL_TIME[0], min(s for s, _ in recorded))])
+            if tail:
+                owed[name] = tail
+    return owed
+
+
+def _upstream_outside(snapshots: Mapping[str, Snapshot], names: set[str]) -> set[str]:
+    """The snapshots upstream of `names` (through any chain) that are not among them."""
+    found: set[str] = set()
+    todo = [p.name for n in names if n in snapshots for p in snapshots[n].parents]
+    while todo:
+        name = todo.pop()
+        if name in found or name not in snapshots:
+            continue
+        found.add(name)
+        todo += [p.name for p in snapshots[name].parents]
+    return found - names
+
+
 def snapshot_starts(snapshots: Mapping[str, Snapshot], execution_ms: int,
                     order: Iterable[str] = ()) -> dict[str, int | None]:
     """Each snapshot's start at `execution_ms` (core/time/starts.py: its own, else inferred from
