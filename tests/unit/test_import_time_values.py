@@ -74,6 +74,15 @@ FILES = {
 }
 
 
+def project_at(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A project of `files`, written exactly (Python files are not dedented: their lines matter)."""
+    root = write_project(tmp_path / "p", {})
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
 @pytest.fixture
 def state(tmp_path):
     store = StateStore(f"sqlite:///{tmp_path}/state.db")
@@ -85,10 +94,7 @@ def state(tmp_path):
 def root(tmp_path, state, monkeypatch) -> Path:
     """The project applied to prod with the rate at 3 and `eu` meaning Europe."""
     monkeypatch.setenv(RATE_VARIABLE, "3")
-    root = write_project(tmp_path / "p", {})
-    for rel, text in FILES.items():  # not dedented: Python files are written exactly
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+    root = project_at(tmp_path, FILES)
     record_plan(build_plan(load_project(root), state, execution_time=WHEN), state)
     return root
 
@@ -172,10 +178,7 @@ def captured_text(tmp_path: Path, prelude: str, name: str = "VALUE", extra: dict
     source = (f"{prelude}\nimport pandas as pd\nfrom mesh_dagster import model\n\n\n"
               f"@model('s.m', columns={{'v': 'string'}})\ndef execute(context):\n"
               f"    return pd.DataFrame({{'v': [str({name})]}})\n")
-    root = write_project(tmp_path / "p", {})
-    for rel, text in {"models/m.py": source, **(extra or {})}.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+    root = project_at(tmp_path, {"models/m.py": source, **(extra or {})})
     code = load_project(root, use_cache=False).models["s.m"].python
     assert code is not None
     return code.env[name].text
@@ -272,10 +275,8 @@ GOLDEN = {"s.m": "3260085153", "s.t": "3756075175"}
 
 
 def test_values_computed_from_the_code_alone_stay_code_and_keep_their_fingerprints(tmp_path, state):
-    root = write_project(tmp_path / "p", {"models/t.sql": "MODEL (name s.t, kind FULL);\nSELECT @tag() AS t\n"})
-    for rel, text in {"models/m.py": DETERMINISTIC, "macros/helpers.py": HELPERS}.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+    root = project_at(tmp_path, {"models/m.py": DETERMINISTIC, "macros/helpers.py": HELPERS,
+                                 "models/t.sql": "MODEL (name s.t, kind FULL);\nSELECT @tag() AS t\n"})
     project = load_project(root, use_cache=False)
     snapshots = build_snapshots(project)
     assert {name: s.identifier for name, s in snapshots.items()} == GOLDEN
