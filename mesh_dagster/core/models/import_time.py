@@ -105,7 +105,7 @@ def _is_reading_name(name: str) -> bool:
 
 def _reads(value: Any, own: Callable[[str], bool]) -> bool:
     """Whether an object a name holds reads outside the code when used."""
-    if any(value is known for known in _READ_OBJECTS) or value is builtins.input:
+    if any(value is known for known in _READ_OBJECTS):
         return True
     if isinstance(value, types.ModuleType):
         return value.__name__ in _READING_MODULES

@@ -249,10 +249,10 @@ class EnvBuilder:
     def _add_computed(self, name: str, expression: ast.expr, line: int, source: _Source) -> bool:
         """A global whose expression reads outside the code: stored as its value when plain data
         (True), else noted as uncaptured and left to be stored as code (False)."""
-        reads = self._outside_read(expression, source, set())
+        value = vars(source.module).get(name, _MISSING)
+        reads = self._outside_read(expression, source, set()) if value is not _MISSING else None
         if reads is None:
             return False
-        value = vars(source.module).get(name)
         text = captured_text(name, value, expression)
         if text is None:
             self.uncaptured.append(UncapturedValue(name=name, path=source.path, line=line, kind=type(value).__name__,
