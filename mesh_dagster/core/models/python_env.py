@@ -11,6 +11,11 @@ nothing, editing anything it reaches changes the text, and so the model's data h
 Each piece keeps the file and line it was written at, so it is compiled at those lines and a
 traceback from a running model points into the user's file.
 
+A global whose assignment reads outside the code when the file is imported (`RATE =
+int(os.environ["RATE"])`, a JSON file read beside it) would give another value at each evaluation:
+it is stored as the value it had when the plan was made, when that is plain data, and noted as
+`uncaptured` otherwise (core/models/import_time.py has the rule).
+
 The same walk notes the calls the model makes on its execution context with literal arguments:
 `resolve_table("schema.model")` (its dependencies) and `var("name")` (the variables it reads).
 """
@@ -40,6 +45,7 @@ from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.user import USER_MACROS_PACKAGE
 from mesh_dagster.core.models import sqlmesh_names
 from mesh_dagster.core.models.definition import relative_path
+from mesh_dagster.core.models.import_time import UncapturedValue, captured_text, outside_read, plain_text
 
 USER_MODELS_PACKAGE = "mesh_user_models"
 _USER_PACKAGES = (USER_MACROS_PACKAGE, USER_MODELS_PACKAGE)
@@ -135,6 +141,7 @@ class EnvBuilder:
     dynamic_reads: list[tuple[str, int]] = field(default_factory=list)  # resolve_table of a computed name
     variables: set[str] = field(default_factory=set)
     all_variables: bool = False  # var() of a computed name: any variable may be read
+    uncaptured: list[UncapturedValue] = field(default_factory=list)  # globals stored as code that read outside it
     _origins: dict[str, tuple[str, int]] = field(default_factory=dict)
     _sources: dict[str, _Source] = field(default_factory=dict)
 
@@ -232,10 +239,72 @@ class EnvBuilder:
     def _add_statement(self, name: str, node: ast.Assign | ast.AnnAssign, source: _Source) -> None:
         if not self._claim(name, (source.path, node.lineno), source.path, node.lineno):
             return
+        if node.value is not None and self._add_computed(name, node.value, node.lineno, source):
+            return
         text = source.text(node.lineno, node.end_lineno or node.lineno)
         self._walk(node, text, [], source)
         self._put(name, Executable(kind="value", text=text, path=source.path, line=node.lineno,
                                    lazy_annotations=source.lazy_annotations))
+
+    def _add_computed(self, name: str, expression: ast.expr, line: int, source: _Source) -> bool:
+        """A global whose expression reads outside the code: stored as its value when plain data
+        (True), else noted as uncaptured and left to be stored as code (False)."""
+        value = vars(source.module).get(name, _MISSING)
+        reads = self._outside_read(expression, source, set()) if value is not _MISSING else None
+        if reads is None:
+            return False
+        text = captured_text(name, value, expression)
+        if text is None:
+            self.uncaptured.append(UncapturedValue(name=name, path=source.path, line=line, kind=type(value).__name__,
+                                                   reads=reads))
+            return False
+        self._put(name, Executable(kind="value", text=text, path=source.path, line=line))
+        return True
+
+    def _outside_read(self, node: ast.AST, source: _Source, seen: set[tuple[str, int, str]]) -> str | None:
+        """What the import-time code `node` reads outside the code (core/models/import_time.py), in
+        itself or in the project code it runs: the functions and classes it calls, the globals it
+        reads that will not be stored as values."""
+        found = outside_read(node, vars(source.module), self._own)
+        if found is not None:
+            return found
+        for child in ast.walk(node):
+            target = self._import_time_code(child, source)
+            if target is None or _code_key(*target) in seen:
+                continue
+            seen.add(_code_key(*target))
+            found = self._outside_read(*target, seen)
+            if found is not None:
+                return found
+        return None
+
+    def _import_time_code(self, node: ast.AST, source: _Source) -> tuple[ast.AST, _Source] | None:
+        """The project code that runs when `node` (a name or attribute read) is used at import: a
+        definition, the expression of a global that is no plain data, or (imported from a project
+        module) the name there."""
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            binding = source.bindings.get(node.id)
+        elif not isinstance(node, ast.Attribute):
+            return None
+        else:
+            binding = None
+        if isinstance(binding, _DEFINITIONS):
+            return binding, source
+        if isinstance(binding, (ast.Assign, ast.AnnAssign)) and binding.value is not None:
+            return (binding.value, source) if plain_text(_live_value(node, source.module)) is None else None
+        if isinstance(binding, ast.ImportFrom) and isinstance(node, ast.Name):
+            module = _relative_module(binding, source.module) if binding.level else binding.module
+            if module is None or not self._own(module) or module not in sys.modules:
+                return None
+            alias = next(a for a in binding.names if _bound_name(a, False) == node.id)
+            return ast.Name(id=alias.name, ctx=ast.Load()), self._source(sys.modules[module])
+        value = _live_value(node, source.module)
+        if not (inspect.isfunction(value) or inspect.isclass(value)) or not self._own(value.__module__) \
+                or value.__module__ not in sys.modules:
+            return None
+        other = self._source(sys.modules[value.__module__])
+        definition = _definition_node(other, value)
+        return (definition, other) if definition is not None else None
 
     def _add_import(self, name: str, node: ast.Import | ast.ImportFrom, value: Any, source: _Source) -> None:
         alias = next(a for a in node.names if _bound_name(a, isinstance(node, ast.Import)) == name)
@@ -305,8 +374,8 @@ class EnvBuilder:
         elif inspect.isfunction(value) or inspect.isclass(value):  # of the project
             self._add_from_project(name, value.__name__, value.__module__, source, line)
             return
-        elif _is_literal(value):
-            text = f"{name} = {value!r}"
+        elif (plain := plain_text(value)) is not None:
+            text = f"{name} = {plain}"
         else:
             raise ModelError(f"The model uses the global '{name}' (a {type(value).__name__}), which cannot be stored "
                              "with the model: assign it at the top level of the file, or import it", source.path, line)
@@ -351,6 +420,11 @@ class EnvBuilder:
     def _is_dropped(self, decorator: ast.expr, source: _Source) -> bool:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         return any(_live_value(target, source.module) is fn for fn in self.dropped)
+
+
+def _code_key(node: ast.AST, source: _Source) -> tuple[str, int, str]:
+    """Which project code `node` is, to follow it once: its file, line and (a name) its name."""
+    return source.path, getattr(node, "lineno", 0), getattr(node, "id", "")
 
 
 def _function_node(source: _Source, fn: Callable) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -471,14 +545,6 @@ def _importable(value: Any) -> bool:
     try:
         return getattr(importlib.import_module(value.__module__), value.__qualname__, None) is value
     except Exception:  # noqa: BLE001 - any failure means: not importable by name
-        return False
-
-
-def _is_literal(value: Any) -> bool:
-    """Whether `repr(value)` is Python code giving the value back (numbers, strings, containers of them)."""
-    try:
-        return bool(ast.literal_eval(repr(value)) == value)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
 
 

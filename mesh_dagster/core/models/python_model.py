@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mesh_dagster.core.models.import_time import UncapturedValue
 from mesh_dagster.core.models.python_env import Executable, TableRead, run_env
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class PythonCode(BaseModel):
     dynamic_reads: list[tuple[str, int]] = Field(default_factory=list)  # (path, line) of computed names
     variables: list[str] = Field(default_factory=list)  # config variables it reads (parameters, var("..."))
     all_variables: bool = False  # it calls var() with a computed name
+    uncaptured: list[UncapturedValue] = Field(default_factory=list)  # globals it runs again (import_time.py)
 
     def data_hash_values(self) -> list[str]:
         """The code as written: any edit of what the model runs is a change of its data."""

@@ -34,7 +34,7 @@ from mesh_dagster.core.plan.selected_changes import select_plan
 from mesh_dagster.core.project.dag import DAG
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import Environment, EnvironmentSnapshot
-from mesh_dagster.core.snapshots.fingerprint import build_snapshots
+from mesh_dagster.core.snapshots.fingerprint import build_snapshots, uncaptured_warnings
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot, SnapshotId
 from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
 
@@ -222,7 +222,7 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
         empty_backfill=opts.empty_backfill, diffs=changes.diffs, categories=changes.categories,
         forward_only=forward_only, effective_from=fo.effective_ms, previews=fo.previews,
         schema_changes=fo.schema_changes, allow_destructive=opts.allow_destructive,
-        allow_additive=opts.allow_additive, warnings=fo.warnings, options=opts,
+        allow_additive=opts.allow_additive, warnings=[*uncaptured_warnings(local.values()), *fo.warnings], options=opts,
     )
 
 

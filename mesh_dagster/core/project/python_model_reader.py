@@ -318,7 +318,8 @@ def _code(fn: Callable, module: types.ModuleType, root: Path, shown: str, variab
     if misuse is not None:
         raise ModelError(misuse[0], shown, misuse[1])
     code = PythonCode(entrypoint=fn.__name__, env=builder.env, reads=builder.reads, dynamic_reads=builder.dynamic_reads,
-                      variables=sorted(builder.variables | parameters), all_variables=builder.all_variables)
+                      variables=sorted(builder.variables | parameters), all_variables=builder.all_variables,
+                      uncaptured=builder.uncaptured)
     return code, node.lineno
 
 

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer
 from mesh_dagster.core.errors import MeshError, ModelError
 from mesh_dagster.core.macros.jinja import JinjaMacro, JinjaMacros
 from mesh_dagster.core.macros.user import MacroRegistry, macro
+from mesh_dagster.core.models.import_time import UncapturedValue
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.models.python_env import EnvBuilder, Executable, run_env
 from mesh_dagster.core.project.lineage import model_lineage
@@ -66,6 +67,7 @@ class CapturedFunction(BaseModel):
     metadata_only: bool = False  # a macro whose output never changes data (`@macro(metadata_only=True)`)
     variables: list[str] = Field(default_factory=list)  # `evaluator.var("x")` calls with a literal name
     all_variables: bool = False  # `var()` of a computed name
+    uncaptured: list[UncapturedValue] = Field(default_factory=list)  # globals it runs again (import_time.py)
 
     def hash_values(self) -> list[str]:
         """The code as written: any edit of what the function runs is a change."""
@@ -344,4 +346,4 @@ def _capture_function(name: str, fn: Callable, root: Path, decorator: Callable, 
     return CapturedFunction(name=name, entrypoint=fn.__name__, env=builder.env, path=piece.path if piece else None,
                             line=node.lineno,
                             metadata_only=metadata_only, variables=sorted(builder.variables),
-                            all_variables=builder.all_variables)
+                            all_variables=builder.all_variables, uncaptured=builder.uncaptured)

@@ -5,10 +5,16 @@ user macros and variables it uses, kind, declared columns, partitioning, seed co
 model's stored code: its function and what the function uses); the metadata hash covers the rest.
 Parent hashes chain both up the DAG so that any upstream change gives every descendant a new
 identifier without rendering a single query.
+
+A global computed at import from outside the code is hashed by its value when it is plain data
+(core/models/import_time.py); one that is not cannot be, and `uncaptured_warnings` says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from mesh_dagster.core.models.import_time import UncapturedValue
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.capture import Capture, Capturer
@@ -140,3 +146,22 @@ def with_parents(fingerprint: SnapshotFingerprint, parents: list[Snapshot]) -> S
             sorted(p.fingerprint.metadata_hash + p.fingerprint.parent_metadata_hash for p in parents)
         ) if parents else "0",
     })
+
+
+def uncaptured_warnings(snapshots: Iterable[Snapshot]) -> list[str]:
+    """One line per global computed at import from outside the code that the snapshots run again at
+    every evaluation (not plain data, so not stored as its value), naming the models using it."""
+    users: dict[UncapturedValue, set[str]] = {}
+    for snapshot in snapshots:
+        for value in _uncaptured(snapshot):
+            users.setdefault(value, set()).add(snapshot.name)
+    return [value.message(users[value]) for value in sorted(users, key=lambda v: (v.path, v.line, v.name))]
+
+
+def _uncaptured(snapshot: Snapshot) -> list[UncapturedValue]:
+    """What the model's Python code, macros and signals run again (core/models/import_time.py)."""
+    found = list(snapshot.model.python.uncaptured) if snapshot.model.python is not None else []
+    capture = snapshot.capture
+    if capture is not None:
+        found += [value for f in [*capture.macros.values(), *capture.signals.values()] for value in f.uncaptured]
+    return found
