@@ -49,6 +49,16 @@ def redact_text(text: str) -> str:
     return _PARAMETER.sub(_parameter, text)
 
 
+def redact_url(url: str) -> str:
+    """`redact_text` for text known to be one whole URL: its password is hidden up to the URL's
+    last `@` even when it holds spaces (in free text a space ends a URL)."""
+    scheme, separator, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not separator or not at or ":" not in userinfo:
+        return redact_text(url)
+    return redact_text(f"{scheme}://{userinfo.split(':', 1)[0]}:{HIDDEN}@{host}")
+
+
 def _parameter(match: re.Match[str]) -> str:
     if not is_secret_name(match.group(2)) or not match.group(4):
         return match.group(0)

@@ -80,7 +80,7 @@ class DataDiff(BaseModel):
         return "; ".join(t for t in (self.note, sample, masked, self.source_text()) if t)
 
     def add_note(self, text: str | None) -> None:
-        self.note = "; ".join(t for t in (self.note, text) if t)
+        self.note = "; ".join(t for t in (self.note, text) if t) or None
 
     def source_text(self) -> str:
         """Where a reused diff comes from and how old it is (the old table may have changed since)."""
