@@ -18,19 +18,26 @@ make the diff compare something else. Bounds (`plan.data_diff` in config.yaml):
   so. A query that started runs to its end (Spark is not interrupted), bounded by the rows.
 A failing query marks that model's diff failed with the error: a diff never fails the apply.
 
+What the sample rows keep (core/plan/diff_samples.py): values of columns named like secrets or
+personal data are masked as the rows are read, keys included, before anything stores them; the
+models `no_samples` selects keep no rows. No failure note keeps a value its error quotes either
+(Spark quotes the value a cast failed on, and a compared column may be a secret one).
+
 A plan whose apply computes no diff (prod's) is given, when it is recorded, the diffs development
 plans computed of the same new tables against the tables it serves now (`reused_data_diffs`):
-looked up among the latest plan records in the state store, never by reading a table.
+looked up among the latest plan records in the state store, never by reading a table. A copy keeps
+its rows only if they were masked as this project masks now.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Collection
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
-from mesh_dagster.core.config.config import DataDiffSettings
+from mesh_dagster.core.config.diff_settings import DataDiffSettings
 from mesh_dagster.core.models.kinds import IncrementalByTimeRangeKind
 from mesh_dagster.core.plan.data_diff import (
     COUNTS_ONLY,
@@ -41,8 +48,10 @@ from mesh_dagster.core.plan.data_diff import (
     pick_reusable,
     reuse_candidates,
 )
+from mesh_dagster.core.plan.diff_samples import SampleRows
 from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.plan.review import PlanRecord
+from mesh_dagster.core.plan.selectors import ModelIndex
 from mesh_dagster.core.snapshots.table_diff import diff_counts_query, key_sample, table_diff_queries
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import ms_to_datetime, now_ms
@@ -50,6 +59,7 @@ from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.core.time.time_column import find_type, interval_condition
 
 logger = logging.getLogger(__name__)
+_QUOTED = re.compile(r"'[^']*'")  # a value Spark quotes in an error message (a failed cast's)
 
 
 class DiffEngine(Protocol):
@@ -86,6 +96,7 @@ def plan_data_diffs(plan: Plan, engine: DiffEngine, settings: DataDiffSettings,
         return {}
     budget = _Budget(settings.timeout_s, clock)
     old_environment = plan.base_environment.name if plan.base_environment else (plan.create_from or "prod")
+    rows = SampleRows.per_model(settings, ModelIndex.of_snapshots(plan.snapshots))
     out = {}
     for name in diff_candidates(plan):
         new, old = plan.snapshots[name], plan.previous[name]
@@ -94,14 +105,15 @@ def plan_data_diffs(plan: Plan, engine: DiffEngine, settings: DataDiffSettings,
         started = clock()
         try:
             window = preview_window(plan, name)
-            _compare(diff, engine, settings, budget, window)
+            _compare(diff, engine, settings.max_rows, budget, window, rows[name])
             if name in plan.previews and window is None and diff.note is None:
                 diff.note = "preview of a forward-only change: built over its preview range only"
         except TimeBudgetSpent as e:
             diff.status, diff.note = SKIPPED, str(e)
         except Exception as e:  # noqa: BLE001 - a diff reports its failure, it never fails the apply
-            logger.warning("The data diff of %s failed: %s", name, e)
-            diff.status, diff.note = FAILED, (str(e).splitlines() or [type(e).__name__])[0][:300]
+            message = _QUOTED.sub("'***'", str(e))
+            logger.warning("The data diff of %s failed: %s", name, message)
+            diff.status, diff.note = FAILED, (message.splitlines() or [type(e).__name__])[0][:300]
         diff.seconds = round(clock() - started, 3)
         diff.computed_ts = now_ms()
         out[name] = diff
@@ -114,10 +126,12 @@ class PlanRecordsReader(Protocol):
     def records_mentioning(self, texts: Collection[str], recent: int = ...) -> list[PlanRecord]: ...
 
 
-def reused_data_diffs(plan: Plan, records: PlanRecordsReader) -> tuple[dict[str, DataDiff], list[str]]:
+def reused_data_diffs(plan: Plan, records: PlanRecordsReader,
+                      settings: DataDiffSettings) -> tuple[dict[str, DataDiff], list[str]]:
     """For a plan whose apply computes no diff of some of its new tables (prod's), the diffs that
     other plans' applies computed of exactly those comparisons (core/plan/data_diff.py
-    `pick_reusable`), and the models none has: from the state store only, no table is read."""
+    `pick_reusable`), and the models none has: from the state store only, no table is read. Their
+    rows only where this project's settings would have kept them, as masked as it masks."""
     wanted = reuse_candidates(plan)
     if not wanted:
         return {}, []
@@ -125,8 +139,10 @@ def reused_data_diffs(plan: Plan, records: PlanRecordsReader) -> tuple[dict[str,
              for r in records.records_mentioning(sorted({new for new, _ in wanted.values()}))
              if r.plan_id != plan.plan_id for d in r.summary.data_diffs.values()]
     reused = pick_reusable(wanted, plan.environment, found)
+    rows = SampleRows.per_model(settings, ModelIndex.of_snapshots(plan.snapshots))
     for name, diff in reused.items():
         _note_backfill(plan, name, diff)
+        rows[name].withhold(diff)
     return reused, sorted(n for n in wanted if n not in reused)
 
 
@@ -171,8 +187,8 @@ def preview_window(plan: Plan, name: str) -> PreviewWindow | None:
     return PreviewWindow(model.kind.time_range, model.interval_unit, list(backfill.intervals))
 
 
-def _compare(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings, budget: _Budget,
-             window: PreviewWindow | None) -> None:
+def _compare(diff: DataDiff, engine: DiffEngine, max_rows: int, budget: _Budget, window: PreviewWindow | None,
+             rows: SampleRows) -> None:
     if diff.new_table == diff.old_table:
         diff.status, diff.note = SKIPPED, "one table for both (the change keeps the model's table)"
         return
@@ -196,21 +212,25 @@ def _compare(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings, bud
     keys = [k for k in diff.grain if k in new_cols and k in old_cols]
     if not diff.grain or keys != diff.grain:
         diff.status = COUNTS_ONLY
-        diff.note = "; ".join(n for n in (diff.note, "no grain: counts only" if not diff.grain
-                                          else "grain not in both tables: counts only") if n)
+        diff.add_note("no grain: counts only" if not diff.grain else "grain not in both tables: counts only")
         return
-    _compare_rows(diff, engine, settings, budget, [c for c in new_cols if c in old_cols and c not in keys],
-                  (new_src, old_src))
+    columns = [c for c in new_cols if c in old_cols and c not in keys]
+    compared = _compare_rows(diff, engine, max_rows, budget, columns, (new_src, old_src))
+    if rows.limit:
+        budget.check()
+        _sample(diff, engine, columns, compared, rows)
+    elif rows.off:
+        diff.add_note(rows.off)
 
 
-def _compare_rows(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings, budget: _Budget,
-                  columns: list[str], sources: tuple[str, str]) -> None:
-    """Pair the rows on the grain (within a sample of keys above `max_rows`)."""
+def _compare_rows(diff: DataDiff, engine: DiffEngine, max_rows: int, budget: _Budget,
+                  columns: list[str], sources: tuple[str, str]) -> tuple[str, str]:
+    """Pair the rows on the grain (within a sample of keys above `max_rows`); the sources compared."""
     keys = diff.grain
     new_src, old_src = sources
     largest = max(diff.new_rows or 0, diff.old_rows or 0)
-    if largest > settings.max_rows:
-        diff.sampled = settings.max_rows / largest
+    if largest > max_rows:
+        diff.sampled = max_rows / largest
         new_src, old_src = key_sample(new_src, keys, diff.sampled), key_sample(old_src, keys, diff.sampled)
     budget.check()
     only_new, only_old, paired, changed, *per_column = engine.fetchall(
@@ -218,13 +238,14 @@ def _compare_rows(diff: DataDiff, engine: DiffEngine, settings: DataDiffSettings
     diff.only_new, diff.only_old, diff.changed = int(only_new or 0), int(only_old or 0), int(changed or 0)
     diff.unchanged = int(paired or 0) - diff.changed
     diff.column_changes = {c: int(n or 0) for c, n in zip(columns, per_column)}
-    if settings.sample_rows:
-        budget.check()
-        # fetchall, not a DataFrame: pandas would show a nullable int as a float
-        diff.sample_columns = keys + [f"{side} {c}" for c in columns for side in ("new", "old")]
-        sample = table_diff_queries(new_src, old_src, keys, columns).sample(settings.sample_rows)
-        diff.sample = [[_text(v) for v in row] for row in engine.fetchall(sample)]
+    return new_src, old_src
 
 
-def _text(value: Any) -> str:
-    return "NULL" if value is None else str(value)[:200]
+def _sample(diff: DataDiff, engine: DiffEngine, columns: list[str], sources: tuple[str, str], rows: SampleRows) -> None:
+    """A few differing rows, masked as they are read: nothing stores a masked value."""
+    keys = diff.grain
+    diff.sample_columns = keys + [f"{side} {c}" for c in columns for side in ("new", "old")]
+    diff.masked_columns = rows.mask.hidden(keys + columns)
+    sample = table_diff_queries(*sources, keys, columns).sample(rows.limit)
+    # fetchall, not a DataFrame: pandas would show a nullable int as a float
+    diff.sample = [rows.shown(keys, columns, row) for row in engine.fetchall(sample)]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.errors import MeshError, PlanError
+from mesh_dagster.core.plan.diff_samples import check_no_samples
 from mesh_dagster.core.plan.manual_categories import needs_choice, parse_choice
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.plan import Plan, build_plan
@@ -69,7 +70,9 @@ class Planning:
         self.parts = parts
 
     def plan(self, environment: str, options: PlanOptions) -> Plan:
-        return build_plan(self.parts.project, self.parts.state, environment, options)
+        project = self.parts.project
+        check_no_samples(project.config, ModelIndex.of_models(project.models, project.dag))
+        return build_plan(project, self.parts.state, environment, options)
 
     def restate(self, environment: str, models: Sequence[str], *, start: str | None = None,
                 end: str | None = None, execution_time: str | int | None = None) -> Plan:

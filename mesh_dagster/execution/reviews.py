@@ -76,7 +76,8 @@ class PlanReviews:
         summary = summarize(plan)
         if data_diffs:
             summary.data_diff_pending = diff_candidates(plan)
-            summary.data_diffs, summary.data_diff_missing = reused_data_diffs(plan, self.state.plans)
+            summary.data_diffs, summary.data_diff_missing = reused_data_diffs(plan, self.state.plans,
+                                                                              self.config.plan.data_diff)
         record = PlanRecord(plan_id=plan.plan_id, environment=plan.environment, author=author, git_commit=git_commit,
                             git_branch=git_branch, created_ts=ts, updated_ts=ts,
                             summary=summary,

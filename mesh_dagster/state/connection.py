@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import sqlite3
 import time
 import uuid
@@ -36,6 +35,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
+from mesh_dagster.core.config.redaction import redact_url
 from mesh_dagster.core.errors import StateError
 from mesh_dagster.state import schema
 from mesh_dagster.state.migrations import (
@@ -178,11 +178,18 @@ class Database:
 
 
 def _parse_url(url: str) -> URL:
+    """The URL, or a refusal that shows it with its password hidden, all of it: an unescaped `@`
+    in a password would end it early for the parser (and put the rest in the host), so a server
+    URL with two is refused rather than guessed at."""
+    shown = redact_url(url)
+    if not url.startswith("sqlite") and url.count("@") > 1:
+        raise StateError(f"Invalid state store URL '{shown}': its user or password holds an '@'; escape it as "
+                         "%40 ('/' as %2F, '#' as %23, '%' as %25) or give `user` and `password` as separate "
+                         "fields of state_connection")
     try:
         parsed = make_url(url)
-    except ArgumentError:
-        masked = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
-        raise StateError(f"Invalid state store URL '{masked}'") from None
+    except (ArgumentError, ValueError):
+        raise StateError(f"Invalid state store URL '{shown}'") from None
     backend = parsed.get_backend_name()
     if backend in ("postgresql", "postgres"):
         if parsed.drivername in ("postgresql", "postgres"):

@@ -521,6 +521,7 @@ def test_unreachable_sqlite(tmp_path: Path) -> None:
             "mysql://root:pw@localhost/db",
             "Unsupported state store URL 'mysql://root:***@localhost/db': use sqlite:///path or postgresql+psycopg://…",
         ),
+        ("postgresql://me:pw@db:port/state", "Invalid state store URL 'postgresql://me:***@db:port/state'"),  # not a bug
     ],
 )
 def test_bad_urls(url: str, message: str) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from project_builder import CONFIG, record_plan, write_project
 
-from mesh_dagster.core.config.config import DataDiffSettings
+from mesh_dagster.context import Context
+from mesh_dagster.core.config.diff_settings import DataDiffSettings
 from mesh_dagster.core.errors import ConfigError
 from mesh_dagster.core.plan.data_diff import DataDiff, diff_candidates, markdown
 from mesh_dagster.core.plan.plan import Plan, build_plan
@@ -185,10 +186,29 @@ def probe_timeout_s(tmp_path: Path) -> None:
     _refused(tmp_path, "plan:\n  data_diff:\n    timeout_s: 0\n", "timeout_s")
 
 
+def probe_masked_columns(tmp_path: Path) -> None:
+    diffs, _ = _diffs_under(tmp_path, "    masked_columns: [v]\n")
+    assert diffs["s.m"].sample == [["1", "***", "NULL"]] and diffs["s.m"].masked_columns == ["v"]
+    _refused(tmp_path, "plan:\n  data_diff:\n    masked_columns: ['*_hash']\n", "'*_hash' is not a column name pattern")
+
+
+def probe_no_samples(tmp_path: Path) -> None:
+    diffs, engine = _diffs_under(tmp_path, "    no_samples: [s.m]\n")
+    assert diffs["s.m"].sample == [] and diffs["s.m"].note_text() == "no sample rows (plan.data_diff.no_samples)"
+    assert not any("LIMIT" in q for q in engine.sql)
+    root = write_project(tmp_path / "typo", FILES, CONFIG + "plan:\n  data_diff:\n    no_samples: [s.mm]\n")
+    with pytest.raises(ConfigError) as e:
+        Context(root).plan("dev", execution_time="2020-01-04")  # refused when a plan is made
+    line = CONFIG.count("\n") + 3
+    assert str(e.value) == f"config.yaml:{line}: plan.data_diff.no_samples 's.mm' matches no model. Did you mean: s.m?"
+
+
 DATA_DIFF_PROBES = {
     "plan.data_diff": probe_data_diff,
     "plan.data_diff.enabled": probe_enabled,
+    "plan.data_diff.masked_columns": probe_masked_columns,
     "plan.data_diff.max_rows": probe_max_rows,
+    "plan.data_diff.no_samples": probe_no_samples,
     "plan.data_diff.sample_rows": probe_sample_rows,
     "plan.data_diff.timeout_s": probe_timeout_s,
 }

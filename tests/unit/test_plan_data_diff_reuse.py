@@ -6,6 +6,7 @@ none gets. The lookup in the state store: tests/state/test_prod_plan_data_diff_l
 
 from __future__ import annotations
 
+from mesh_dagster.core.config.diff_settings import DataDiffSettings
 from mesh_dagster.core.plan.data_diff import (
     DataDiff,
     markdown,
@@ -113,12 +114,12 @@ def _record(plan_id: str, diffs: dict[str, DataDiff]) -> PlanRecord:
 
 
 def test_the_state_is_asked_for_the_new_tables_of_a_prod_plan_only(tmp_path):
-    assert reused_data_diffs(dev_plan(tmp_path), Records([])) == ({}, [])  # never asked: its apply diffs
+    assert reused_data_diffs(dev_plan(tmp_path), Records([]), DataDiffSettings()) == ({}, [])  # never asked: its apply diffs
     prod = dev_plan(tmp_path, "prod")
     new, old = prod.snapshots["s.m"].table_name, prod.previous["s.m"].table_name
     own = _record(prod.plan_id, {"s.m": _diff(new, old, changed=9, computed_ts=NOON + 1)})  # not its own
     records = Records([own, _record("d" * 10, {"s.m": _diff(new, old, changed=1)})])
-    reused, missing = reused_data_diffs(prod, records)
+    reused, missing = reused_data_diffs(prod, records, DataDiffSettings())
     assert missing == ["s.n"]
     assert records.asked == [sorted([new, prod.snapshots["s.n"].table_name])]
     assert (reused["s.m"].changed, reused["s.m"].source_plan_id, reused["s.m"].computed_ts) == (1, "d" * 10, NOON)
@@ -126,4 +127,4 @@ def test_the_state_is_asked_for_the_new_tables_of_a_prod_plan_only(tmp_path):
     assert reused["s.m"].note == ("this plan's apply still builds [full refresh] of the new table: what it writes "
                                   "is not in the diff")
     prod.backfills.clear()
-    assert reused_data_diffs(prod, records)[0]["s.m"].note is None
+    assert reused_data_diffs(prod, records, DataDiffSettings())[0]["s.m"].note is None

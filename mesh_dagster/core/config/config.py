@@ -25,6 +25,7 @@ from mesh_dagster.core.config.connections import (
     connection_refusals,
     state_connection_refusals,
 )
+from mesh_dagster.core.config.diff_settings import DataDiffSettings
 from mesh_dagster.core.config.files import compose_yaml, load_yaml, read_text
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.config.python_config import CONFIG_PY, read_python_config
@@ -138,19 +139,6 @@ class AutoCategorize(Strict):
         if value is False:
             return "off"
         return value.strip().lower() if isinstance(value, str) else value
-
-
-class DataDiffSettings(Strict):
-    """The data diff attached to a development plan's record once its apply has built the new
-    tables (execution/data_diffs.py): each directly modified model's new table against the table
-    the environment served before, on the model's grain. Bounded: above `max_rows` rows on either
-    side only a deterministic sample of the grain's keys is compared, and no query starts once
-    `timeout_s` is spent."""
-
-    enabled: bool = True
-    max_rows: int = Field(default=100_000, ge=1)  # more rows on either side: compare a sample of keys this size
-    sample_rows: int = Field(default=5, ge=0, le=100)  # differing rows shown per model
-    timeout_s: float = Field(default=60.0, gt=0)  # no diff query starts after this many seconds
 
 
 class PlanDefaults(Strict):

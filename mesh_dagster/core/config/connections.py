@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -104,15 +104,20 @@ def connect_address(url: str) -> tuple[str, int]:
 
 
 class StateConnectionConfig(Strict):
-    """Where plans, snapshots, environments and intervals live. Never Spark."""
+    """Where plans, snapshots, environments and intervals live. Never Spark.
+
+    The separate Postgres fields are written into the URL escaped: a password holding `@`, `/`,
+    `#` or `%` reaches the server as written (unescaped, `p@ss` would make `ss` the host). The
+    password, and `url` that may hold one, are kept out of reprs.
+    """
 
     type: Literal["sqlite", "postgres"] = "sqlite"
     database: str | None = None
     host: str = "127.0.0.1"
     port: int = 5432
     user: str | None = None
-    password: str | None = None
-    url: str | None = None
+    password: str | None = Field(default=None, repr=False)
+    url: str | None = Field(default=None, repr=False)
 
     def to_url(self, project_dir: Path) -> str:
         if self.url:
@@ -122,10 +127,11 @@ class StateConnectionConfig(Strict):
             if not db.is_absolute():
                 db = project_dir / db
             return f"sqlite:///{db}"
-        auth = self.user or "postgres"
+        auth = quote(self.user or "postgres", safe="")
         if self.password:
-            auth += f":{self.password}"
-        return f"postgresql+psycopg://{auth}@{self.host}:{self.port}/{self.database or 'postgres'}"
+            auth += f":{quote(self.password, safe='')}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"postgresql+psycopg://{auth}@{host}:{self.port}/{quote(self.database or 'postgres', safe='')}"
 
 
 class GatewayConfig(Strict):

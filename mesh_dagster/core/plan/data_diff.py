@@ -6,12 +6,16 @@ exist when the plan is made: the diff is computed once the apply has built the n
 pending. Each directly modified model's new table is compared with the table the environment
 served before the plan (its target's, or for a new environment the one it is created from, prod by
 default) on the model's grain; a model without a grain gets row counts only (no key pairs its
-rows). The values shown are user data: they are made printable and fenced like the text diffs.
+rows). The values shown are user data: they are made printable and fenced like the text diffs, and
+those of columns named like secrets or personal data are masked when the sample is taken
+(core/config/masking.py); the models `plan.data_diff.no_samples` selects keep no rows at all
+(core/plan/diff_samples.py).
 
 A plan whose apply computes no diff (prod's: its apply is what changes prod, after the review)
 reuses one a development plan computed for the same comparison — the same new table against the
 table this environment serves now (`reuse_candidates`, `pick_reusable`): copied with where and
-when it was computed, read from the state store only. A model with none says how to get one.
+when it was computed, read from the state store only. A model with none says how to get one. A
+copy keeps its rows only if they were masked as this project masks now (`SampleRows.withhold`).
 """
 
 from __future__ import annotations
@@ -57,6 +61,9 @@ class DataDiff(BaseModel):
     sampled: float | None = None  # the fraction of keys compared, when the tables exceeded max_rows
     sample_columns: list[str] = Field(default_factory=list)
     sample: list[list[str]] = Field(default_factory=list)  # differing rows, values as text
+    # The columns whose values `sample` shows as *** (None: no sample, or one of an earlier version,
+    # taken before masking existed).
+    masked_columns: list[str] | None = None
     seconds: float = 0.0
     computed_ts: int | None = None  # when it was computed (epoch ms; None in records of earlier versions)
     # Set on a copy reused by a plan whose apply computes no diff: the plan that computed it, where.
@@ -69,7 +76,11 @@ class DataDiff(BaseModel):
         if self.status in (SKIPPED, FAILED):
             return f"{self.status}: {self.note or ''}"
         sample = f"{self.sampled:.2%} sample of keys" if self.sampled is not None else ""
-        return "; ".join(t for t in (self.note, sample, self.source_text()) if t)
+        masked = f"values of {', '.join(self.masked_columns)} masked" if self.sample and self.masked_columns else ""
+        return "; ".join(t for t in (self.note, sample, masked, self.source_text()) if t)
+
+    def add_note(self, text: str | None) -> None:
+        self.note = "; ".join(t for t in (self.note, text) if t) or None
 
     def source_text(self) -> str:
         """Where a reused diff comes from and how old it is (the old table may have changed since)."""
