@@ -29,7 +29,7 @@ from mesh_dagster.core.config.files import compose_yaml, load_yaml, read_text
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.config.python_config import CONFIG_PY, read_python_config
 from mesh_dagster.core.config.redaction import redact_text
-from mesh_dagster.core.config.spark_settings import check_setting
+from mesh_dagster.core.config.spark_settings import check_setting, reserved_refusal
 from mesh_dagster.core.config.statements import check_statement
 from mesh_dagster.core.config.types import check_dialect, check_storage_format
 from mesh_dagster.core.errors import ConfigError
@@ -527,6 +527,8 @@ def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
     for name, gateway in config.gateways.items():
         out += _variable_clashes(gateway.variables, ("gateways", name, "variables"))
         out += connection_refusals(gateway.connection, ("gateways", name, "connection"))
+        out += [(("gateways", name, "connection", "config", key), refusal) for key in gateway.connection.config
+                if (refusal := reserved_refusal(key, "in a connection's config")) is not None]
         if gateway.state_connection is not None:
             out += state_connection_refusals(gateway.state_connection, ("gateways", name, "state_connection"))
     return out
