@@ -189,3 +189,16 @@ def view_name(model_name: str, environment: str) -> str:
 def view_schema(schema: str, environment: str) -> str:
     env = normalize_environment(environment)
     return schema if env == PROD else f"{schema}__{env}"
+
+
+def environment_readings(schema: str) -> list[tuple[str, str]]:
+    """Each reading of `schema` as the view schema `<model schema>__<environment>` of a development
+    environment (`a__b__c` is `a__b` in `c`, and `a` in `b__c`). Environment names may hold `__`,
+    so a schema name alone cannot say which environment it serves: a model named `a__dev.t` has the
+    name that `a.t`'s view takes in `dev`."""
+    readings = []
+    for found in re.finditer(r"(?=__)", schema):
+        model_schema, env = schema[:found.start()], schema[found.start() + 2:]
+        if model_schema and env.strip("_") and env != PROD:  # `a__prod` is no view schema: prod's are `a`
+            readings.append((model_schema, env))
+    return readings

@@ -31,6 +31,7 @@ from mesh_dagster.core.plan.forward_only import plan_forward_only
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.schema_changes import SchemaChange
 from mesh_dagster.core.plan.selected_changes import select_plan
+from mesh_dagster.core.plan.view_collisions import refuse_view_collisions
 from mesh_dagster.core.project.dag import DAG
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import Environment, EnvironmentSnapshot
@@ -202,6 +203,7 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
         )
     promoted = selection.promoted(promoted_models(changes, base.target, promote_all=is_prod or include_unmodified),
                                   changes.changed, changes.snapshots)
+    refuse_view_collisions(environment, promoted, changes.snapshots, state.get_environment)
     start, end = opts.start, opts.end
     plan_start, plan_end = validate_range(project, changes.snapshots, start, end, execution_ms)
     fo = plan_forward_only(project, changes, previous, is_prod=is_prod, effective_from=opts.effective_from,
