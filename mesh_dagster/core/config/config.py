@@ -25,7 +25,7 @@ from mesh_dagster.core.config.connections import (
     connection_refusals,
     state_connection_refusals,
 )
-from mesh_dagster.core.config.files import compose_yaml, load_yaml, read_text
+from mesh_dagster.core.config.files import compose_yaml, load_yaml, outside_project, read_text
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.config.python_config import CONFIG_PY, read_python_config
 from mesh_dagster.core.config.redaction import redact_text
@@ -423,6 +423,9 @@ def read_config(project_dir: Path) -> ProjectConfig:
     `load_config` checks those too (`core/project/config_file.py`). A `config.py` imports SQLMesh's
     names: the project layer installs them (and the project root on the import path) first."""
     path = find_config_file(project_dir)
+    for file in filter(None, [path, project_dir / CONFIG_PY]):
+        if (refusal := outside_project(file, project_dir, file.name)) is not None:
+            raise ConfigError(refusal)
     if (project_dir / CONFIG_PY).is_file():
         if path is not None:  # SQLMesh would overlay one on the other: never one passed over in silence
             raise ConfigError(f"Both {path.name} and config.py configure this project: mesh_dagster reads one "
