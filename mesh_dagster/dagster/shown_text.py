@@ -46,10 +46,10 @@ def shown_value(value: Any) -> Any:
     (or no text: numbers, asset keys, lineage)."""
     if isinstance(value, str):
         return printable(value) if has_hidden(value) else value
-    if isinstance(value, MarkdownMetadataValue) and has_hidden(value.md_str):
-        return MetadataValue.md(printable(value.md_str))
-    if isinstance(value, TextMetadataValue) and has_hidden(value.text):
-        return MetadataValue.text(printable(value.text))
+    if isinstance(value, MarkdownMetadataValue) and has_hidden(value.value):
+        return MetadataValue.md(printable(value.value))
+    if isinstance(value, TextMetadataValue) and has_hidden(value.value):
+        return MetadataValue.text(printable(value.value))
     if isinstance(value, TableSchemaMetadataValue):
         schema = shown_value(value.schema)
         return value if schema is value.schema else MetadataValue.table_schema(schema)

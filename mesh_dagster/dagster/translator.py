@@ -196,8 +196,9 @@ class MeshTranslator:
         """The model's `owner` when it is an e-mail address (Dagster accepts e-mails and
         `team:name`) with no hidden character; any other owner is still shown in the metadata."""
         owner = asset.model.owner
-        clean = owner is not None and not has_hidden(owner)  # escaped, it would be no address Dagster takes
-        return [owner] if clean and "@" in owner and not asset.is_external else None
+        if not owner or "@" not in owner or has_hidden(owner) or asset.is_external:
+            return None  # escaped (shown_text.py), hidden characters would make it no address Dagster takes
+        return [owner]
 
     def get_metadata(self, asset: ModelAsset) -> dict[str, Any]:
         if asset.is_external:

@@ -78,7 +78,6 @@ __all__ = [
 ]
 
 LOG4J2_FILE = "log4j2.properties"
-JVM_CRASH_REPORT = "hs_err_pid%p.log"  # HotSpot's name for it, in mesh_dir (%p: the JVM's pid)
 CLIENT_RETRIES = 6  # DefaultPolicy backoff 50 ms x4 up to 10 s: about 25 s in all
 PROBE_RETRIES = 3  # about 1 s: the server either answers the first request or is not there
 
@@ -342,9 +341,8 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
     if not log_config.exists() or log_config.read_text() != _LOG4J2_PROPERTIES:
         log_config.write_text(_LOG4J2_PROPERTIES)
 
-    # Quoted: Spark splits these options like a shell would, and project paths may contain spaces.
-    # A JVM that crashes writes its report into `.mesh/`, not into the user's working directory.
-    java_options = f'"-Dlog4j2.configurationFile={log_config}" "-XX:ErrorFile={mesh_dir / JVM_CRASH_REPORT}"'
+    # Quoted: Spark splits these like a shell would (paths may hold spaces). A JVM crash reports into mesh_dir.
+    java_options = f'"-Dlog4j2.configurationFile={log_config}" "-XX:ErrorFile={mesh_dir / "hs_err_pid%p.log"}"'
     settings: dict[str, str] = {
         "spark.sql.catalogImplementation": "hive",
         "spark.ui.showConsoleProgress": "false",

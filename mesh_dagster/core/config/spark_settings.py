@@ -92,9 +92,9 @@ def spark_settings_refusal(conn: SparkConnectionConfig, settings: Mapping[str, A
     (a path under the gateway's `connection`; None for a setting mesh's writes reserve, which no
     connection may set) and a one-line message naming both values."""
     for key in settings:
-        refusal = reserved_refusal(key, f"in {source}")
-        if refusal is not None:
-            return None, refusal
+        reserved = reserved_refusal(key, f"in {source}")
+        if reserved is not None:
+            return None, reserved
     for key, value in settings.items():
         refusal = _conflict(conn, key, setting_text(value), source)
         if refusal is not None:

@@ -180,7 +180,7 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
     (`Plan.options`): its review record is rebuilt from them.
     """
     opts = PlanOptions.of(options, **keywords)
-    environment = _check_request(project, environment, opts)
+    environment = _check_request(project, state, environment, opts)
     is_prod = environment == PROD
     forward_only = opts.forward_only or project.config.plan.forward_only
     execution_ms = now_ms() if opts.execution_time is None else to_ms(opts.execution_time)
@@ -203,7 +203,6 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
         )
     promoted = selection.promoted(promoted_models(changes, base.target, promote_all=is_prod or include_unmodified),
                                   changes.changed, changes.snapshots)
-    refuse_view_collisions(environment, promoted, changes.snapshots, state.get_environment)
     start, end = opts.start, opts.end
     plan_start, plan_end = validate_range(project, changes.snapshots, start, end, execution_ms)
     fo = plan_forward_only(project, changes, previous, is_prod=is_prod, effective_from=opts.effective_from,
@@ -228,12 +227,13 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
     )
 
 
-def _check_request(project: Project, environment: str, opts: PlanOptions) -> str:
+def _check_request(project: Project, state: StateReader, environment: str, opts: PlanOptions) -> str:
     """The environment's name as stored, once it and the options make a plan that can be built."""
     if opts.min_intervals < 0:
         raise PlanError(f"--min-intervals must be 0 or more, got {opts.min_intervals}")
     environment = normalize_environment(environment)
     check_environment_fits(environment, {model.schema_name for model in project.models.values()})
+    refuse_view_collisions(environment, project.models.values(), state.get_environment)
     if environment == PROD and (opts.start or opts.end):
         raise PlanError("--start and --end can only be set for development environments, not prod")
     return environment

@@ -7,26 +7,30 @@ may show `s__dev.t` while this branch has `s.t`, and planning `dev` here would p
 `dev` shows `s.t`). Such a plan is refused before anything is written, naming both models.
 
 Only the environments a view name can belong to are read: prod, and those whose names end the
-view's schema after a `__` (names.environment_readings) — usually none but prod.
+view's schema after a `__` (names.environment_readings), usually none but prod; and only their
+records, never Spark.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 from mesh_dagster.core.config.names import PROD, environment_readings, view_name
 from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.snapshots.environment import Environment
-from mesh_dagster.core.snapshots.snapshot import Snapshot
 
 
-def refuse_view_collisions(environment: str, promoted: Iterable[str], snapshots: Mapping[str, Snapshot],
+def refuse_view_collisions(environment: str, models: Iterable[Model],
                            stored: Callable[[str], Environment | None]) -> None:
-    """Refuse when a view of `promoted` (models of `environment`'s plan) is one another environment
-    shows for another model; `stored` reads an environment's record from the state store."""
+    """Refuse when a view `environment` may give one of `models` is one another environment shows for
+    another model; `stored` reads an environment's record from the state store. Every model with
+    views counts, not only those this plan shows: a later plan of the environment may show them."""
     shown: dict[str, dict[str, str]] = {}  # environment -> {view: model shown there}
-    for name in promoted:
-        view = view_name(name, environment)
+    for model in models:
+        if model.kind.is_symbolic:  # no view
+            continue
+        view = view_name(model.name, environment)
         schema = view.rpartition(".")[0]
         for other_environment in [PROD, *(env for _, env in environment_readings(schema))]:
             if other_environment == environment:
@@ -35,9 +39,8 @@ def refuse_view_collisions(environment: str, promoted: Iterable[str], snapshots:
                 shown[other_environment] = _views(stored(other_environment))
             other = shown[other_environment].get(view)
             if other is not None:
-                model = snapshots[name].model
                 raise PlanError(
-                    f"Environment '{environment}' would show {name} as the view {view}, where environment "
+                    f"Environment '{environment}' would show {model.name} as the view {view}, where environment "
                     f"'{other_environment}' shows the model {other}: rename one of the two models (a schema "
                     f"ending in `__<environment>` holds that environment's views)", model.path, model.line)
 
