@@ -36,9 +36,8 @@ def shown_spec(spec: AssetSpec) -> AssetSpec:
     hidden_description = spec.description is not None and has_hidden(spec.description)
     if not hidden_owners and not hidden_description and all(metadata[k] is v for k, v in spec.metadata.items()):
         return spec
-    return spec.replace_attributes(
-        description=printable(spec.description) if spec.description is not None else None, metadata=metadata,
-        owners=[printable_line(owner) for owner in spec.owners])
+    return spec.replace_attributes(description=_printable(spec.description), metadata=metadata,
+                                   owners=[printable_line(owner) for owner in spec.owners])
 
 
 def shown_value(value: Any) -> Any:
@@ -61,5 +60,8 @@ def shown_value(value: Any) -> Any:
 
 def _shown_column(column: TableColumn) -> TableColumn:
     return TableColumn(name=printable_line(column.name), type=printable_line(column.type),
-                       description=printable(column.description) if column.description is not None else None,
-                       constraints=column.constraints, tags=column.tags)
+                       description=_printable(column.description), constraints=column.constraints, tags=column.tags)
+
+
+def _printable(text: str | None) -> str | None:
+    return None if text is None else printable(text)

@@ -180,15 +180,27 @@ def _shorten(text: str, keep: int = 40) -> str:
 
 def view_name(model_name: str, environment: str) -> str:
     """`schema.table` in prod, `schema__env.table` elsewhere."""
+    return _view(model_name, normalize_environment(environment))
+
+
+def view_names(model_names: Iterable[str], environment: str) -> dict[str, str]:
+    """{view: model} of the models `model_names` in `environment` (its name normalized once)."""
+    env = normalize_environment(environment)
+    return {_view(name, env): name for name in model_names}
+
+
+def _view(model_name: str, env: str) -> str:
     schema, _, table = model_name.rpartition(".")
     schema = schema or "default"
-    env = normalize_environment(environment)
     return f"{schema}.{table}" if env == PROD else f"{schema}__{env}.{table}"
 
 
 def view_schema(schema: str, environment: str) -> str:
     env = normalize_environment(environment)
     return schema if env == PROD else f"{schema}__{env}"
+
+
+VIEW_SCHEMA_RULE = "a schema ending in `__<environment>` holds that environment's views"
 
 
 def environment_readings(schema: str) -> list[tuple[str, str]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from mesh_dagster.core.config.names import PROD, environment_readings, view_name
+from mesh_dagster.core.config.names import PROD, VIEW_SCHEMA_RULE, environment_readings, view_names
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.snapshots.environment import Environment
@@ -26,26 +26,16 @@ def refuse_view_collisions(environment: str, models: Iterable[Model],
     """Refuse when a view `environment` may give one of `models` is one another environment shows for
     another model; `stored` reads an environment's record from the state store. Every model with
     views counts, not only those this plan shows: a later plan of the environment may show them."""
-    shown: dict[str, dict[str, str]] = {}  # environment -> {view: model shown there}
-    for model in models:
-        if model.kind.is_symbolic:  # no view
-            continue
-        view = view_name(model.name, environment)
-        schema = view.rpartition(".")[0]
-        for other_environment in [PROD, *(env for _, env in environment_readings(schema))]:
-            if other_environment == environment:
-                continue
-            if other_environment not in shown:
-                shown[other_environment] = _views(stored(other_environment))
-            other = shown[other_environment].get(view)
-            if other is not None:
-                raise PlanError(
-                    f"Environment '{environment}' would show {model.name} as the view {view}, where environment "
-                    f"'{other_environment}' shows the model {other}: rename one of the two models (a schema "
-                    f"ending in `__<environment>` holds that environment's views)", model.path, model.line)
-
-
-def _views(environment: Environment | None) -> dict[str, str]:
-    if environment is None:
-        return {}
-    return {view_name(name, environment.name): name for name in environment.promoted}
+    with_views = {model.name: model for model in models if not model.kind.is_symbolic}
+    mine = view_names(with_views, environment)
+    schemas = {view.rpartition(".")[0] for view in mine}
+    others = {PROD, *(env for schema in schemas for _, env in environment_readings(schema))} - {environment}
+    for other_environment in sorted(others):
+        shown = stored(other_environment)
+        theirs = view_names(shown.promoted, other_environment) if shown is not None else {}
+        for view in sorted(mine.keys() & theirs.keys()):
+            model = with_views[mine[view]]
+            raise PlanError(
+                f"Environment '{environment}' would show {model.name} as the view {view}, where environment "
+                f"'{other_environment}' shows the model {theirs[view]}: rename one of the two models "
+                f"({VIEW_SCHEMA_RULE})", model.path, model.line)

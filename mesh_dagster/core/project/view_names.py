@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from mesh_dagster.core.config.names import environment_readings
+from mesh_dagster.core.config.names import VIEW_SCHEMA_RULE, environment_readings
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.models.model import Model
 
@@ -32,5 +32,5 @@ def check_view_names(models: Collection[Model]) -> None:
                 raise ModelError(
                     f"Model {model.name} has the name of the view environment '{environment}' gives {other.name} "
                     f"({other.where()}): planning '{environment}' would replace one with the other. Rename one of "
-                    f"them (a schema ending in `__<environment>` holds that environment's views)",
+                    f"them ({VIEW_SCHEMA_RULE})",
                     model.path, model.line)
