@@ -158,6 +158,8 @@ class _Parts:
         refusal = spark_settings_refusal(conn, self._spark_config, self._spark_config_source)
         if refusal is not None:
             loc, message = refusal
+            if loc is None:  # a setting no connection may have: config.yaml is not where it is
+                raise ConfigError(message)
             name = self.gateway or self.config.default_gateway or next(iter(self.config.gateways), None)
             path, line = self.config.where(("gateways", name, "connection", *loc) if name else ())
             raise ConfigError(message, path, line)

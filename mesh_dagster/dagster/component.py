@@ -53,6 +53,7 @@ from mesh_dagster.dagster.compat import (
 )
 from mesh_dagster.dagster.definitions import definitions
 from mesh_dagster.dagster.graph import ModelAsset
+from mesh_dagster.dagster.shown_text import shown_spec
 from mesh_dagster.dagster.translator import MeshTranslator
 from mesh_dagster.scaffold.init import init_project
 
@@ -124,7 +125,7 @@ class TranslatedMeshTranslator(MeshTranslator):
         if spec.key != base.key:
             raise ValueError(f"translation: the key of {asset.name} must not depend on `spec` "
                              f"({spec.key.to_user_string()} at spec time, {base.key.to_user_string()} at key time)")
-        return spec
+        return shown_spec(spec)  # `{{ model.description }}` is the user's text as written
 
 
 def _translation_sets_key(model: Any) -> bool:

@@ -85,6 +85,7 @@ def definitions(
     project_dir = str(Path(project_dir).resolve())
     environments = _environments(project_dir, environment)
     translator = translator or MeshTranslator()
+    spark_config = _spark_config(project_dir, gateway, state_url, pyspark)  # refused before anything is written
     sources, git_poll = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed)
     loaded = _load_graphs(project_dir, environments, gateway, state_url, translator, sources)
     if isinstance(loaded, MeshError):  # raised here so the code location shows no frames of ours below this
@@ -108,7 +109,6 @@ def definitions(
                                         schedules_running, project_dir if environment in sources else None)
             if git_poll is not None:
                 jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running, git_poll)
-    spark_config = _spark_config(project_dir, gateway, state_url, pyspark)
     resource = _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())), spark_config)
     return Definitions(assets=assets, jobs=jobs, schedules=schedules, sensors=sensors, resources={"mesh": resource},
                        executor=executor)

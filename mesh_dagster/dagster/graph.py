@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from dagster import AssetKey
 
 from mesh_dagster.context import Lineage
+from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.plan.plan import Plan, model_start_ms
@@ -273,6 +274,8 @@ def _asset_parents(project: Project, name: str) -> set[str]:
 
 
 def audit_checks(model: Model, audits: dict[str, Audit], digests: list[str] | None = None) -> list[AuditCheck]:
+    """The model's audits as checks; the text their descriptions show (the audit's own description,
+    its arguments) is escaped as all user text Dagster shows is (shown_text.py)."""
     checks: list[AuditCheck] = []
     seen: dict[str, int] = {}
     for i, ref in enumerate(model.audits):
@@ -280,8 +283,10 @@ def audit_checks(model: Model, audits: dict[str, Audit], digests: list[str] | No
         seen[base] = seen.get(base, 0) + 1
         check_name = base if seen[base] == 1 else f"{base}_{seen[base]}"
         audit = audits.get(ref.name)
-        checks.append(AuditCheck(check_name, ref.name, is_blocking(ref, audits), tuple(sorted(ref.args.items())),
-                                 audit.description if audit is not None else None,
+        args = tuple(sorted((name, printable(value)) for name, value in ref.args.items()))
+        description = audit.description if audit is not None else None
+        checks.append(AuditCheck(check_name, ref.name, is_blocking(ref, audits), args,
+                                 printable(description) if description is not None else None,
                                  digests[i] if digests and i < len(digests) else ""))
     return checks
 

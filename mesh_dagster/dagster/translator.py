@@ -28,11 +28,13 @@ from dagster import (
     TimeWindowPartitionsDefinition,
 )
 
+from mesh_dagster.core.config.display import has_hidden, markdown_fence
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import ms_to_datetime
 from mesh_dagster.dagster.model_asset import ADDED, UNCHANGED, ModelAsset
 from mesh_dagster.dagster.partitions import partition_format
+from mesh_dagster.dagster.shown_text import shown_spec
 
 TAG_KEY_LIMIT = 63
 _NOT_IN_TAG_KEYS = re.compile(r"[^A-Za-z0-9_.-]")
@@ -115,6 +117,12 @@ def column_lineage_table(asset: ModelAsset) -> TableMetadataValue:
         schema=LINEAGE_TABLE_SCHEMA)
 
 
+def code_block(text: str, language: str) -> str:
+    """`text` as a fenced code block that no backtick run in it can close early."""
+    fence = markdown_fence(text)
+    return f"{fence}{language}\n{text}\n{fence}"
+
+
 def tag_key(tag: str) -> str:
     """A model tag as a Dagster tag key. Dagster refuses keys with characters other than letters,
     digits, '_', '-' and '.', or longer than 63 (bar one `prefix/`): those become '_' and the key is
@@ -186,9 +194,11 @@ class MeshTranslator:
 
     def get_owners(self, asset: ModelAsset) -> list[str] | None:
         """The model's `owner` when it is an e-mail address (Dagster accepts e-mails and
-        `team:name`); any other owner is still shown in the metadata."""
+        `team:name`) with no hidden character; any other owner is still shown in the metadata."""
         owner = asset.model.owner
-        return [owner] if owner and "@" in owner and not asset.is_external else None
+        if not owner or "@" not in owner or has_hidden(owner) or asset.is_external:
+            return None  # escaped (shown_text.py), hidden characters would make it no address Dagster takes
+        return [owner]
 
     def get_metadata(self, asset: ModelAsset) -> dict[str, Any]:
         if asset.is_external:
@@ -235,9 +245,9 @@ class MeshTranslator:
             meta["mesh/pending_columns"] = TableSchema(  # the new version's, once the environment serves it
                 columns=[TableColumn(name=c, type=t or "unknown") for c, t in asset.pending_columns.items()])
         if model.query:
-            meta["mesh/query"] = MetadataValue.md(f"```sql\n{model.query.strip()}\n```")
+            meta["mesh/query"] = MetadataValue.md(code_block(model.query.strip(), "sql"))
         if model.python is not None:
-            meta["mesh/python"] = MetadataValue.md(f"```python\n{model.python.source()}```")
+            meta["mesh/python"] = MetadataValue.md(code_block(model.python.source().rstrip("\n"), "python"))
         return meta
 
     # -- automation and partitions ------------------------------------------------------------------
@@ -261,7 +271,8 @@ class MeshTranslator:
     # -- the spec, composed ----------------------------------------------------------------------------
     def get_asset_spec(self, asset: ModelAsset) -> AssetSpec:
         """The spec, from the methods above. The key and dependencies are the graph's (already
-        translated by `get_asset_key`), the code version the snapshot fingerprint."""
+        translated by `get_asset_key`), the code version the snapshot fingerprint. Its text is
+        shown escaped (shown_text.py): a method may return the user's text as it is."""
         spec_kwargs: dict[str, Any] = dict(
             key=asset.asset_key,
             description=self.get_description(asset),
@@ -274,4 +285,4 @@ class MeshTranslator:
         )
         if not asset.is_external:
             spec_kwargs.update(deps=asset.dep_keys, code_version=asset.fingerprint, skippable=True)
-        return AssetSpec(**spec_kwargs)
+        return shown_spec(AssetSpec(**spec_kwargs))

@@ -13,6 +13,14 @@ maps a half-written file) and starts without it; sessions after that map it. A J
 jars or class path no longer match the archive ignores it silently (`-Xlog:cds*=off`), so a stale
 archive costs nothing but its disk space.
 
+A damaged archive is another matter: HotSpot maps it without reading it through, so a truncated
+one crashes the JVM as it starts (SIGBUS, and an `hs_err_pid*.log` in the working directory) and
+one with changed bytes crashes it later, leaving only PySpark's "Java gateway process exited".
+So the builder seals what it publishes (size, modification time and SHA-256, in `<archive>.seal`)
+and a JVM maps the archive only while it matches its seal: a `stat` and a small read per start,
+the digest only when the file was touched. An archive that does not match (or has no seal: an
+older mesh_dagster made it) is not mapped; one line says so and a build replaces it.
+
 Users who manage class-data sharing themselves (`SharedArchiveFile`, `ArchiveClassesAtExit`,
 `-Xshare` in SPARK_SUBMIT_OPTS, JDK_JAVA_OPTIONS, JAVA_TOOL_OPTIONS or the project's
 `spark.driver.extraJavaOptions`) are left alone; `MESH_JVM_ARCHIVE=off` turns the archive off.
@@ -21,6 +29,7 @@ Users who manage class-data sharing themselves (`SharedArchiveFile`, `ArchiveCla
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -29,6 +38,8 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from pydantic import BaseModel, ValidationError
+
 from mesh_dagster.engine.java import find_java
 
 OFF_ENV = "MESH_JVM_ARCHIVE"  # `off` turns the archive off
@@ -36,6 +47,7 @@ CACHE_ENV = "MESH_JVM_CACHE"  # the directory archives are kept in
 _OWN_CDS = ("SharedArchiveFile", "ArchiveClassesAtExit", "-Xshare")
 _JAVA_ENV = ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS")
 _BUILD_LOCK = "building.lock"
+logger = logging.getLogger(__name__)
 
 # Starts Spark as a local session does (Hive catalog, Derby metastore, warehouse under a .mesh dir)
 # and touches what commands touch: DDL, a partitioned Parquet write, reads, a view, a pandas frame.
@@ -98,10 +110,64 @@ def java_options(user_options: str = "", env: Mapping[str, str] | None = None) -
     archive = archive_path(env)
     if archive is None:
         return ""
-    if archive.is_file():
+    present = archive.is_file()
+    try:
+        problem = damage(archive) if present else None
+    except OSError:
+        return ""  # an unreadable cache: every JVM starts as it would without us
+    if present and problem is None:
         return f'"-XX:SharedArchiveFile={archive}" -Xlog:cds*=off'
-    start_build(archive)
+    if start_build(archive) is not None and problem is not None:  # said once, by the process that rebuilds it
+        logger.warning(f"The JVM class archive {archive} {problem}: rebuilding it (Spark starts without it meanwhile)")
     return ""
+
+
+class Seal(BaseModel, frozen=True):
+    """What the builder published: a file of this size, modification time and content."""
+
+    size: int
+    mtime_ns: int
+    sha256: str
+
+    @classmethod
+    def of(cls, path: Path) -> Seal:
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        stat = path.stat()
+        return cls(size=stat.st_size, mtime_ns=stat.st_mtime_ns, sha256=digest)
+
+
+def seal_path(archive: Path) -> Path:
+    return archive.with_name(f"{archive.name}.seal")
+
+
+def write_seal(archive: Path, sealed: Seal) -> None:
+    """Record `sealed` as what was published at `archive` (`<archive>.seal`, replaced atomically)."""
+    path = seal_path(archive)
+    partial = path.with_name(f"{path.name}.{os.getpid()}")
+    partial.write_text(sealed.model_dump_json())
+    os.replace(partial, path)
+
+
+def damage(archive: Path) -> str | None:
+    """What is wrong with `archive` against its seal, as the end of a sentence; None when it matches.
+
+    A file touched without a change (same size, other time, same digest) is sealed again, so the
+    digest is not read on every start after it."""
+    try:
+        sealed = Seal.model_validate_json(seal_path(archive).read_bytes())
+    except (OSError, ValidationError):
+        return "has no seal (made by an older mesh_dagster, or damaged)"
+    stat = archive.stat()
+    if stat.st_size != sealed.size:
+        return f"is damaged ({stat.st_size:,} bytes, {sealed.size:,} were written)"
+    if stat.st_mtime_ns == sealed.mtime_ns:
+        return None
+    current = Seal.of(archive)
+    if current.sha256 != sealed.sha256:
+        return "is damaged (its content changed after it was written)"
+    write_seal(archive, current)
+    return None
 
 
 def start_build(archive: Path) -> subprocess.Popen | None:
@@ -151,10 +217,12 @@ def _train(work: Path, base: Mapping[str, str]) -> subprocess.Popen:
 
 
 def _publish(trainer: subprocess.Popen, work: Path, archive: Path) -> bool:
-    """Rename the finished trainer's archive into place: a JVM never maps a half-written one."""
+    """Seal the finished trainer's archive and rename it into place: a JVM never maps a half-written
+    one, nor one changed since (the rename keeps size and time, the seal names both)."""
     partial = work / "spark.jsa"
     if trainer.returncode != 0 or not partial.is_file():
         return False
+    write_seal(archive, Seal.of(partial))
     os.replace(partial, archive)
     return True
 
@@ -197,7 +265,7 @@ def _main(argv: list[str]) -> int:
     lock = archive.parent / _BUILD_LOCK
     try:
         os.nice(10)
-        return 0 if archive.is_file() or build(archive) else 1
+        return 0 if (archive.is_file() and damage(archive) is None) or build(archive) else 1
     finally:
         lock.unlink(missing_ok=True)
 

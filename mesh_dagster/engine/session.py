@@ -341,8 +341,8 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
     if not log_config.exists() or log_config.read_text() != _LOG4J2_PROPERTIES:
         log_config.write_text(_LOG4J2_PROPERTIES)
 
-    # Quoted: Spark splits these options like a shell would, and project paths may contain spaces.
-    java_options = f'"-Dlog4j2.configurationFile={log_config}"'
+    # Quoted: Spark splits these like a shell would (paths may hold spaces). A JVM crash reports into mesh_dir.
+    java_options = f'"-Dlog4j2.configurationFile={log_config}" "-XX:ErrorFile={mesh_dir / "hs_err_pid%p.log"}"'
     settings: dict[str, str] = {
         "spark.sql.catalogImplementation": "hive",
         "spark.ui.showConsoleProgress": "false",

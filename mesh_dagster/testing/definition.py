@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from mesh_dagster.core.config.files import ProjectYamlLoader, load_yaml, read_text
+from mesh_dagster.core.config.files import ProjectYamlLoader, load_yaml, outside_project, read_text
 from mesh_dagster.core.config.types import to_spark_type
 from mesh_dagster.core.errors import UnitTestError
 from mesh_dagster.core.models.definition import relative_path
@@ -359,6 +359,9 @@ class _Builder:
     def _rows_from_file(self, file: Any, fmt: str, settings: dict[str, Any], line: int) -> list[dict[str, Any]]:
         path = Path(str(file))
         path = path if path.is_absolute() else Path(self.project.path) / path
+        refusal = outside_project(path, Path(self.project.path), f"fixture file {file}")
+        if refusal is not None:
+            raise self.error(refusal, line)
         if not path.is_file():
             raise self.error(f"fixture file not found: {file}", line)
         text = read_text(path, str(file), UnitTestError)

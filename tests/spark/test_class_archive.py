@@ -32,6 +32,7 @@ def _with_archive(tmp_path: Path) -> tuple[dict[str, str], Path]:
     assert archive is not None, "no JDK or no Spark jars found"
     archive.parent.mkdir(parents=True, exist_ok=True)
     archive.write_bytes(b"")
+    class_archive.write_seal(archive, class_archive.Seal.of(archive))  # as the builder publishes it
     return env, archive
 
 

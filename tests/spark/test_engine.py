@@ -64,7 +64,8 @@ def test_local_and_cluster_session_config(tmp_path: Path) -> None:
     assert local["spark.sql.shuffle.partitions"] == "8"
     assert local["spark.driver.extraJavaOptions"] == (
         f'"-Dderby.system.home={tmp_path / ".mesh"}" '
-        f'"-Dlog4j2.configurationFile={tmp_path / ".mesh" / "log4j2.properties"}" -Dx=1'
+        f'"-Dlog4j2.configurationFile={tmp_path / ".mesh" / "log4j2.properties"}" '
+        f'"-XX:ErrorFile={tmp_path / ".mesh" / "hs_err_pid%p.log"}" -Dx=1'
     )
     assert "rootLogger.level = error" in (tmp_path / ".mesh" / "log4j2.properties").read_text()
 

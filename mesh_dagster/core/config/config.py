@@ -26,11 +26,11 @@ from mesh_dagster.core.config.connections import (
     state_connection_refusals,
 )
 from mesh_dagster.core.config.diff_settings import DataDiffSettings
-from mesh_dagster.core.config.files import compose_yaml, load_yaml, read_text
+from mesh_dagster.core.config.files import compose_yaml, load_yaml, outside_project, read_text
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.config.python_config import CONFIG_PY, read_python_config
 from mesh_dagster.core.config.redaction import redact_text
-from mesh_dagster.core.config.spark_settings import check_setting
+from mesh_dagster.core.config.spark_settings import check_setting, reserved_refusal
 from mesh_dagster.core.config.statements import check_statement
 from mesh_dagster.core.config.types import check_dialect, check_storage_format
 from mesh_dagster.core.errors import ConfigError
@@ -411,6 +411,9 @@ def read_config(project_dir: Path) -> ProjectConfig:
     `load_config` checks those too (`core/project/config_file.py`). A `config.py` imports SQLMesh's
     names: the project layer installs them (and the project root on the import path) first."""
     path = find_config_file(project_dir)
+    for file in filter(None, [path, project_dir / CONFIG_PY]):
+        if (refusal := outside_project(file, project_dir, file.name)) is not None:
+            raise ConfigError(refusal)
     if (project_dir / CONFIG_PY).is_file():
         if path is not None:  # SQLMesh would overlay one on the other: never one passed over in silence
             raise ConfigError(f"Both {path.name} and config.py configure this project: mesh_dagster reads one "
@@ -515,6 +518,8 @@ def _refusals(config: ProjectConfig) -> list[tuple[Loc, str]]:
     for name, gateway in config.gateways.items():
         out += _variable_clashes(gateway.variables, ("gateways", name, "variables"))
         out += connection_refusals(gateway.connection, ("gateways", name, "connection"))
+        out += [(("gateways", name, "connection", "config", key), refusal) for key in gateway.connection.config
+                if (refusal := reserved_refusal(key, "in a connection's config")) is not None]
         if gateway.state_connection is not None:
             out += state_connection_refusals(gateway.state_connection, ("gateways", name, "state_connection"))
     return out

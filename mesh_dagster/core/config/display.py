@@ -35,6 +35,11 @@ def printable(text: str) -> str:
     return _HIDDEN.sub(_escape, text)
 
 
+def has_hidden(text: str) -> bool:
+    """Whether `printable` would change `text` (a search: what is shown unchanged is not copied)."""
+    return _HIDDEN.search(text) is not None
+
+
 def printable_line(text: str) -> str:
     """`printable` for text shown on one line: newlines and tabs are escaped too."""
     return printable(text).replace("\n", "\\n").replace("\t", "\\t")

@@ -9,6 +9,7 @@ traceback from somewhere deep in the loader.
 from __future__ import annotations
 
 import codecs
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,22 @@ def read_text(path: Path, shown: str, error: type[MeshError] = ModelError, encod
     except OSError as e:
         raise error(f"Cannot read the file: {e.strerror or e}", shown) from None
     return decode_text(data, shown, error, encoding)
+
+
+def outside_project(path: Path, root: Path, what: str) -> str | None:
+    """Why `path` (named `what` in the message) is not read: it leads outside the project folder
+    `root`; None when it stays inside.
+
+    A symbolic link, a `..` or an absolute path in a project would let whoever pushes a branch make
+    the loader read any file of the host (`/etc/passwd`, a key) and show its first line in an
+    error. Links that stay inside the project are fine. The message says where the path leads,
+    never a word of what that file holds (nothing of it is read).
+    """
+    target = Path(os.path.realpath(path))
+    if target.is_relative_to(os.path.realpath(root)):
+        return None
+    return (f"{what} leads to {target}, outside the project: a project reads files inside its own folder only "
+            f"(copy the file into the project)")
 
 
 def parse_yaml(text: str, shown: str, error: type[MeshError] = ModelError) -> Any:

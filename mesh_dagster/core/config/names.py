@@ -180,12 +180,37 @@ def _shorten(text: str, keep: int = 40) -> str:
 
 def view_name(model_name: str, environment: str) -> str:
     """`schema.table` in prod, `schema__env.table` elsewhere."""
+    return _view(model_name, normalize_environment(environment))
+
+
+def view_names(model_names: Iterable[str], environment: str) -> dict[str, str]:
+    """{view: model} of the models `model_names` in `environment` (its name normalized once)."""
+    env = normalize_environment(environment)
+    return {_view(name, env): name for name in model_names}
+
+
+def _view(model_name: str, env: str) -> str:
     schema, _, table = model_name.rpartition(".")
     schema = schema or "default"
-    env = normalize_environment(environment)
     return f"{schema}.{table}" if env == PROD else f"{schema}__{env}.{table}"
 
 
 def view_schema(schema: str, environment: str) -> str:
     env = normalize_environment(environment)
     return schema if env == PROD else f"{schema}__{env}"
+
+
+VIEW_SCHEMA_RULE = "a schema ending in `__<environment>` holds that environment's views"
+
+
+def environment_readings(schema: str) -> list[tuple[str, str]]:
+    """Each reading of `schema` as the view schema `<model schema>__<environment>` of a development
+    environment (`a__b__c` is `a__b` in `c`, and `a` in `b__c`). Environment names may hold `__`,
+    so a schema name alone cannot say which environment it serves: a model named `a__dev.t` has the
+    name that `a.t`'s view takes in `dev`."""
+    readings = []
+    for found in re.finditer(r"(?=__)", schema):
+        model_schema, env = schema[:found.start()], schema[found.start() + 2:]
+        if model_schema and env.strip("_") and env != PROD:  # `a__prod` is no view schema: prod's are `a`
+            readings.append((model_schema, env))
+    return readings

@@ -5,7 +5,9 @@ the connection).
 Which Spark settings can change while a session runs is Spark's to say, and the session does say
 it when one is set (execution refuses the model then, before it writes); the settings below are
 refused earlier, at load, with the line they are written at: those known to be fixed when a session
-starts, and the one mesh's own writes depend on.
+starts, and the one mesh's own writes depend on. That one is refused wherever it is given (a model,
+a connection's `config`, a PySparkResource): the writes set it anyway, so another value would load
+and then be ignored.
 
 `PySparkResource` keys are Spark's own: `spark.master` and `spark.remote` say where Spark is (the
 connection's `master` and `remote`), every other key joins the connection's `config`. A key both
@@ -61,12 +63,17 @@ def check_setting(key: str) -> str:
     if static_setting(key):
         raise ValueError(f"Spark setting {key} cannot change while a session runs (it is fixed when the session "
                          "starts): set it in the gateway's connection config instead")
-    reason = RESERVED_SETTINGS.get(key.lower())
-    if reason is not None:
-        raise ValueError(f"Spark setting {key} cannot be set per model: {reason}")
+    refusal = reserved_refusal(key, "per model")
+    if refusal is not None:
+        raise ValueError(refusal)
     return key
 
 
+def reserved_refusal(key: str, where: str) -> str | None:
+    """Why `key` cannot be set `where` (`per model`, `in PySparkResource.spark_config`): mesh's own
+    writes set it to what they rely on, so any other value would be accepted and then ignored."""
+    reason = RESERVED_SETTINGS.get(key.lower())
+    return None if reason is None else f"Spark setting {key} cannot be set {where}: {reason}"
 
 
 def setting_text(value: Any) -> str:
@@ -80,9 +87,14 @@ def session_setting(key: str) -> bool:
 
 
 def spark_settings_refusal(conn: SparkConnectionConfig, settings: Mapping[str, Any],
-                           source: str) -> tuple[Loc, str] | None:
+                           source: str) -> tuple[Loc | None, str] | None:
     """Why `settings` (from `source`) cannot merge with `conn`: the connection key it contradicts
-    (a path under the gateway's `connection`) and a one-line message naming both values."""
+    (a path under the gateway's `connection`; None for a setting mesh's writes reserve, which no
+    connection may set) and a one-line message naming both values."""
+    for key in settings:
+        reserved = reserved_refusal(key, f"in {source}")
+        if reserved is not None:
+            return None, reserved
     for key, value in settings.items():
         refusal = _conflict(conn, key, setting_text(value), source)
         if refusal is not None:

@@ -31,6 +31,7 @@ from mesh_dagster.core.plan.forward_only import plan_forward_only
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.schema_changes import SchemaChange
 from mesh_dagster.core.plan.selected_changes import select_plan
+from mesh_dagster.core.plan.view_collisions import refuse_view_collisions
 from mesh_dagster.core.project.dag import DAG
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import Environment, EnvironmentSnapshot
@@ -179,7 +180,7 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
     (`Plan.options`): its review record is rebuilt from them.
     """
     opts = PlanOptions.of(options, **keywords)
-    environment = _check_request(project, environment, opts)
+    environment = _check_request(project, state, environment, opts)
     is_prod = environment == PROD
     forward_only = opts.forward_only or project.config.plan.forward_only
     execution_ms = now_ms() if opts.execution_time is None else to_ms(opts.execution_time)
@@ -226,12 +227,13 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
     )
 
 
-def _check_request(project: Project, environment: str, opts: PlanOptions) -> str:
+def _check_request(project: Project, state: StateReader, environment: str, opts: PlanOptions) -> str:
     """The environment's name as stored, once it and the options make a plan that can be built."""
     if opts.min_intervals < 0:
         raise PlanError(f"--min-intervals must be 0 or more, got {opts.min_intervals}")
     environment = normalize_environment(environment)
     check_environment_fits(environment, {model.schema_name for model in project.models.values()})
+    refuse_view_collisions(environment, project.models.values(), state.get_environment)
     if environment == PROD and (opts.start or opts.end):
         raise PlanError("--start and --end can only be set for development environments, not prod")
     return environment

@@ -29,7 +29,7 @@ import sqlglot
 from mesh_dagster import __version__
 from mesh_dagster.core.config.cache import ProjectCache, content_key
 from mesh_dagster.core.config.config import ProjectConfig, line_of
-from mesh_dagster.core.config.files import parse_yaml, read_text
+from mesh_dagster.core.config.files import outside_project, parse_yaml, read_text
 from mesh_dagster.core.config.names import check_column, check_model_name
 from mesh_dagster.core.config.types import check_dialect, to_spark_type
 from mesh_dagster.core.errors import ConfigError, ModelError
@@ -45,6 +45,7 @@ from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.dag import DAG, CycleError
 from mesh_dagster.core.project.external_audits import external_audit_refs
 from mesh_dagster.core.project.import_path import project_modules, use_project_root
+from mesh_dagster.core.project.links import SOURCE_FOLDERS, refuse_outside_links
 from mesh_dagster.core.project.materializations import (
     StoredMaterialization,
     check_materializations,
@@ -54,6 +55,7 @@ from mesh_dagster.core.project.model_reader import default_audit_refs, read_audi
 from mesh_dagster.core.project.python_model_reader import read_python_model_files
 from mesh_dagster.core.project.signals import SignalRegistry, check_signals, load_signals
 from mesh_dagster.core.project.standalone_audits import standalone_audit_models
+from mesh_dagster.core.project.view_names import check_view_names
 from mesh_dagster.core.sql.model_outputs import OutputColumns, check_output_columns, query_output
 from mesh_dagster.core.sql.query_columns import COLUMN_RULES
 from mesh_dagster.core.sql.renderer import check_jinja_statements, query_references
@@ -163,6 +165,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     root = Path(path).resolve()
     if not root.is_dir():
         raise ModelError(f"Project directory not found: {root}")
+    refuse_outside_links(root, (*SOURCE_FOLDERS, *EXTERNAL_MODELS_FILES))  # before any of their files is read
     config = load_config(root)
     config.gateway(gateway)  # validates the gateway name
     variables = config.variables_for(gateway)
@@ -179,6 +182,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
             audits.setdefault(inline.name, inline)
     for node in standalone_audit_models(audits, macros, variables):
         _add_model(models, node)
+    check_view_names(models.values())  # the tables read that nobody declared are no names of ours
     parents, warnings = _infer_dependencies(models, macros, variables, known_refs)
     dag = DAG(parents)
     try:
@@ -474,8 +478,15 @@ def _seed_values_checked(config: ProjectConfig, gateway: str | None) -> bool:
 
 
 def _check_seeds(project: Project, check_values: bool) -> dict[str, SeedFile]:
-    return {name: check_seed(model, project._shown(kind.path), project.cache, check_values=check_values)
-            for name, model in project.models.items() if (kind := model.kind.seed) is not None}
+    """Each seed's file, read once it is known to be the project's own (`path` may say `../..`)."""
+    found: dict[str, SeedFile] = {}
+    for name, model in project.models.items():
+        if (kind := model.kind.seed) is not None:
+            refusal = outside_project(Path(kind.path), project.path, f"The seed file of {name}")
+            if refusal is not None:
+                raise ModelError(refusal, model.path, model.line_of("kind"))
+            found[name] = check_seed(model, project._shown(kind.path), project.cache, check_values=check_values)
+    return found
 
 
 def _check_default_audits(root: Path, config: ProjectConfig, audits: dict[str, Audit]) -> None:

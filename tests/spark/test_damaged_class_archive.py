@@ -1,0 +1,159 @@
+"""A damaged class-data-sharing archive (engine/class_archive.py) is never mapped: HotSpot maps it
+without reading it through, so a truncated one crashed every local JVM as it started (SIGBUS, an
+`hs_err_pid*.log` in the project, "Java gateway process exited"). The builder seals what it
+publishes; a start maps the archive only while it matches its seal, else says so in one line,
+starts without it and has it rebuilt.
+
+Every test keeps its archives in its own `MESH_JVM_CACHE`: the suite's archive is only read (copied).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from project_builder import write_project
+
+from mesh_dagster.engine import class_archive
+
+RESULT = "[Row(one=1)]"
+SESSION = (
+    "import sys\nfrom pathlib import Path\n"
+    "from mesh_dagster.core.config.connections import SparkConnectionConfig\n"
+    "from mesh_dagster.engine.session import build_session\n"
+    "spark = build_session(SparkConnectionConfig(master='local[1]'), Path(sys.argv[1]))\n"
+    "print(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())\n"
+    "print(spark.sql('SELECT 1 AS one').collect())\n"
+)
+
+
+def _env(cache: Path) -> dict[str, str]:
+    """This environment without the suite's own JVM options (so the product adds its archive), caching in `cache`."""
+    plain = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", class_archive.OFF_ENV)}
+    return {**plain, class_archive.CACHE_ENV: str(cache)}
+
+
+def _stop_builder(cache: Path) -> None:
+    lock = cache / "building.lock"
+    try:
+        os.killpg(int(lock.read_text()), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+
+
+def _sealed_fake(cache: Path) -> tuple[dict[str, str], Path]:
+    env = _env(cache)
+    archive = class_archive.archive_path(env)
+    assert archive is not None, "no JDK or no Spark jars found"
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    archive.write_bytes(os.urandom(1 << 20))
+    class_archive.write_seal(archive, class_archive.Seal.of(archive))
+    return env, archive
+
+
+def test_an_archive_is_mapped_only_while_it_matches_its_seal(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    env, archive = _sealed_fake(tmp_path)
+    mapped = f'"-XX:SharedArchiveFile={archive}" -Xlog:cds*=off'
+    assert class_archive.java_options("", env) == mapped
+    os.utime(archive, ns=(time.time_ns(), time.time_ns() + 10**9))  # touched, not changed: sealed again
+    assert class_archive.java_options("", env) == mapped
+    assert class_archive.Seal.model_validate_json(class_archive.seal_path(archive).read_text()).mtime_ns == \
+        archive.stat().st_mtime_ns
+    with open(archive, "r+b") as f:
+        f.truncate(1 << 19)
+    caplog.set_level(logging.WARNING, logger=class_archive.__name__)
+    try:
+        assert class_archive.java_options("", env) == ""
+        assert class_archive.java_options("", env) == ""  # a second start while it is being rebuilt: no news
+        assert (tmp_path / "building.lock").is_file()
+    finally:
+        _stop_builder(tmp_path)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"The JVM class archive {archive} is damaged (524,288 bytes, 1,048,576 were written): rebuilding it (Spark "
+        f"starts without it meanwhile)"]
+
+
+@pytest.mark.parametrize("damage, problem", [
+    ("content", "is damaged (its content changed after it was written)"),
+    ("seal", "has no seal (made by an older mesh_dagster, or damaged)"),
+])
+def test_changed_bytes_or_a_missing_seal_are_not_mapped(tmp_path: Path, damage: str, problem: str) -> None:
+    env, archive = _sealed_fake(tmp_path)
+    if damage == "content":
+        with open(archive, "r+b") as f:  # same size
+            f.seek(1000)
+            f.write(b"\0" * 64)
+    else:
+        class_archive.seal_path(archive).unlink()
+    assert class_archive.damage(archive) == problem
+    try:
+        assert class_archive.java_options("", env) == ""
+    finally:
+        _stop_builder(tmp_path)
+
+
+def _suite_archive() -> Path:
+    archive = class_archive.archive_path()
+    assert archive is not None
+    deadline = time.monotonic() + 600
+    while not archive.is_file() and time.monotonic() < deadline:
+        time.sleep(5)  # tests/jvm_startup.py is still making it
+    assert archive.is_file(), f"the suite's archive {archive} was not made"
+    return archive
+
+
+def test_a_truncated_archive_neither_crashes_a_command_nor_leaves_a_crash_report(tmp_path: Path) -> None:
+    """The issue's case, with a real archive cut short: `mesh fetchdf` works, says what happened in one
+    line, leaves no `hs_err_pid*.log`; the rebuilt archive is sealed and the next JVM maps it."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    archive = cache / _suite_archive().name
+    subprocess.run(["cp", str(_suite_archive()), str(archive)], check=True)
+    archive.chmod(0o644)
+    size = archive.stat().st_size
+    class_archive.write_seal(archive, class_archive.Seal.of(archive))
+    with open(archive, "r+b") as f:
+        f.truncate(size // 2)
+    project = write_project(tmp_path / "project", {})
+    try:
+        done = subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "fetchdf", "SELECT 1 AS one"],
+                              cwd=project, env=_env(cache), capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.split() == ["one", "0", "1"]
+        assert done.stderr.strip() == (
+            f"The JVM class archive {archive} is damaged ({size // 2:,} bytes, {size:,} were written): rebuilding it "
+            "(Spark starts without it meanwhile)")
+        assert not list(tmp_path.rglob("hs_err_pid*.log"))
+        deadline = time.monotonic() + 900
+        while (cache / "building.lock").exists() and time.monotonic() < deadline:
+            time.sleep(5)
+    finally:
+        _stop_builder(cache)
+    assert class_archive.damage(archive) is None, "the archive was not rebuilt"
+    mapped = subprocess.run([sys.executable, "-c", SESSION, str(project / ".mesh")], cwd=project, env=_env(cache),
+                            capture_output=True, text=True, timeout=600)
+    assert mapped.returncode == 0, mapped.stderr[-3000:]
+    assert f"-XX:SharedArchiveFile={archive}" in mapped.stdout and RESULT in mapped.stdout
+    assert mapped.stderr.strip() == ""
+
+
+def test_a_crashing_jvm_leaves_its_report_in_mesh_dir(tmp_path: Path) -> None:
+    """An archive the user maps themselves (left alone: `spark.driver.extraJavaOptions`), cut short:
+    the JVM still crashes, but its report goes to `.mesh/`, not into the project or the working directory."""
+    archive = tmp_path / "mine.jsa"
+    with open(_suite_archive(), "rb") as src, open(archive, "wb") as dst:
+        dst.write(src.read(1 << 20))
+    config = ("gateways:\n  local:\n    connection:\n      config:\n"
+              f"        spark.driver.extraJavaOptions: -XX:SharedArchiveFile={archive}\n"
+              "model_defaults:\n  dialect: spark\n")
+    project = write_project(tmp_path / "project", {}, config)
+    done = subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "fetchdf", "SELECT 1 AS one"],
+                          cwd=project, env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1
+    assert [p.parent for p in tmp_path.rglob("hs_err_pid*.log")] == [project / ".mesh"]
