@@ -10,31 +10,38 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Protocol
 
-from mesh_dagster.core.config.config import GitWatchConfig, ProtectedEnvironment
+from mesh_dagster.core.config.config import GitWatchConfig, ProjectConfig, ProtectedEnvironment
+from mesh_dagster.core.config.connections import MESH_DIR
 from mesh_dagster.core.config.names import PROD, normalize_environment
 from mesh_dagster.core.errors import ConfigError, MeshError
 from mesh_dagster.core.plan.data_diff import diff_candidates
 from mesh_dagster.core.plan.identity import git_branch, git_commit
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.plan import Plan
-from mesh_dagster.core.plan.review import PlanRecord, environment_for_branch
+from mesh_dagster.core.plan.review import TRANSITIONS, PlanEvent, PlanRecord, PlanStatus, environment_for_branch
 from mesh_dagster.core.project.linter import LintReport
 from mesh_dagster.core.time.dates import now_ms
-from mesh_dagster.execution.apply import apply_plan
+from mesh_dagster.execution.apply import apply_plan, environment_held
 from mesh_dagster.execution.data_diffs import plan_data_diffs
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.git_repo import branch_heads, commit_author, export_commit
+from mesh_dagster.execution.git_worker import GitPlanRequest, run_worker, worker_environment
 from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.parts import Parts
 from mesh_dagster.execution.planning import Planning
 from mesh_dagster.execution.promote import promote_environment
 from mesh_dagster.execution.reviews import PlanReviews
 from mesh_dagster.execution.verdicts import AuditsFailed, failed_audits
+from mesh_dagster.state.store import Lease
+
+# What a git plan's outcome notifies (execution/reviews.py's events), once its worker has ended.
+_OUTCOMES = {PlanStatus.PENDING: "plan_pending", PlanStatus.COMPLETED: "plan_applied", PlanStatus.FAILED: "plan_failed",
+             PlanStatus.CANCELLED: "plan_cancelled"}
 
 
 class CommitParts(Parts, Protocol):
@@ -153,32 +160,98 @@ class ReviewDesk:
         return {b: sha for b, sha in heads.items() if any(fnmatchcase(b, p) for p in watch.branches)}
 
     def plan_git_commit(self, branch: str, sha: str, listener: ApplyListener | None = None) -> PlanRecord:
-        """Plan commit `sha` of `branch` from its own files (never this project's working tree):
-        a protected branch records a pending plan for prod; any other branch's plan is applied to
-        the environment named after it. A commit whose project does not load, or whose linter finds
-        an error (its own `linter:` and rules, as `mesh plan` in a checkout of it), is a failed record."""
+        """Plan commit `sha` of `branch` from its own files in a git worker, a process of its own
+        (execution/git_worker.py; `plan_pushed_commit` is its half): the commit's code never runs
+        in this one. What the worker came to is read from the state store: a record it left open
+        (it was killed, timed out or crashed) is settled here, a worker that recorded nothing leaves
+        a failed record saying why, and the notification goes out from here (the worker holds none
+        of their credentials)."""
+        request = self.git_request(branch, sha)
         watch = self._git_watch()
-        environment = environment_for_branch(branch, watch.protected, list(self.parts.config.protected_environments))
-        author = commit_author(watch.repo_path(self.parts.path), sha, watch.tick_timeout_s)
-        # The protection rules, approvers and notification targets are this project's, never the
-        # pushed commit's: a push cannot lift the protection it is subject to.
-        with self._commit(sha) as commit:
+        since = now_ms()
+        log = self.parts.home / MESH_DIR / "logs" / f"git-worker-{sha[:12]}-{since}.log"
+        env = worker_environment(watch.worker_env, [t.url for t in self.parts.config.notification_targets])
+        failure = run_worker(request, listener, env, watch.plan_timeout_s, log)
+        return self._outcome(request, since, failure, listener)
+
+    def git_request(self, branch: str, sha: str) -> GitPlanRequest:
+        """What a git worker is asked to do with commit `sha` of `branch`: the environment it plans
+        (a branch naming prod or a protected environment is refused here), the commit's author, and
+        this project's rules: its git, protection and plan settings, nothing else of its config."""
+        watch = self._git_watch()
+        config = self.parts.config
+        return GitPlanRequest(
+            project_dir=self.parts.path, home=self.parts.home, gateway=self.parts.gateway,
+            state_url=self.parts.state_url, branch=branch, sha=sha,
+            rules=ProjectConfig(git=watch, protected_environments=config.protected_environments, plan=config.plan),
+            environment=environment_for_branch(branch, watch.protected, list(config.protected_environments)),
+            author=commit_author(watch.repo_path(self.parts.path), sha, watch.tick_timeout_s))
+
+    def plan_pushed_commit(self, request: GitPlanRequest, listener: ApplyListener | None = None) -> PlanRecord:
+        """The git worker's half of `plan_git_commit`, in this process: the commit's files (never
+        this project's working tree) are linted and planned, the plan recorded, and outside a
+        protected environment applied. A commit whose files cannot be exported or whose project does
+        not load, whose linter finds an error (its own `linter:` and rules, as `mesh plan` in a
+        checkout of it), or whose promotion would serve data a blocking audit failed on, is a failed
+        record. The protection rules and approvers are the watching project's (`request.rules`),
+        never the pushed commit's: a push cannot lift the protection it is subject to."""
+        sha, environment, author = request.sha, request.environment, request.author
+
+        def failed(error: object) -> PlanRecord:
+            return self.reviews.record_failure(environment, f"commit {sha[:8]}: {error}", author=author,
+                                               git_commit=sha, git_branch=request.branch)
+
+        with ExitStack() as stack:
             try:
+                commit = stack.enter_context(self._commit(sha))
                 _warn(commit.lint_gate(), listener)
                 plan = commit.planning.plan(environment, PlanOptions(allow_empty=True, from_commit=sha))
             except MeshError as e:
-                return self.reviews.record_failure(environment, f"commit {sha[:8]}: {e}", author=author,
-                                                   git_commit=sha, git_branch=branch)
+                return failed(e)
             protected = self.review_required(environment) is not None
-            failed = None if protected else _failed_audits(commit, plan)  # what it would promote as it is
-            if failed:
-                return self.reviews.record_failure(environment, f"commit {sha[:8]}: {failed}", author=author,
-                                                   git_commit=sha, git_branch=branch)
-            record = self.reviews.record(plan, author=author, git_commit=sha, git_branch=branch,
+            refused = None if protected else _failed_audits(commit, plan)  # what it would promote as it is
+            if refused:
+                return failed(refused)
+            record = self.reviews.record(plan, author=author, git_commit=sha, git_branch=request.branch,
                                          data_diffs=self.parts.config.plan.data_diff.enabled)
-            if protected:
-                return record
-            return self._run(record, plan, author, commit, listener)
+            return record if protected else self._run(record, plan, author, commit, listener)
+
+    def _outcome(self, request: GitPlanRequest, since: int, failure: str | None,
+                 listener: ApplyListener | None) -> PlanRecord:
+        """The record the worker made of `request` (since `since`), settled and notified."""
+        made = [r for r in self.parts.state.plans.list_plan_records(request.environment)
+                if (r.git_commit, r.git_branch) == (request.sha, request.branch) and r.created_ts >= since]
+        if not made:  # nothing recorded: the worker died first, or pushed code ended it
+            return self.reviews.record_failure(
+                request.environment, f"commit {request.sha[:8]}: {failure or 'the git worker recorded no plan'}",
+                author=request.author, git_commit=request.sha, git_branch=request.branch)
+        record = made[0]
+        if record.status == PlanStatus.RUNNING or (
+                record.status == PlanStatus.PENDING and self.review_required(record.environment) is None):
+            record = self._settle(record, failure or "the git worker ended before the plan's outcome was recorded")
+        elif failure is not None and record.status != PlanStatus.FAILED and listener is not None:
+            listener.log(f"The git worker failed after plan {record.plan_id[:8]} was {record.status.value}: {failure}")
+        self.reviews.notify(_OUTCOMES[record.status], record)
+        return record
+
+    def _settle(self, record: PlanRecord, reason: str) -> PlanRecord:
+        """Close a record its git worker left open. Running: completed when its apply had finished
+        the environment, else failed (applying it again resumes from the missing intervals; the
+        journal covers a table it was writing). Pending, outside a protected environment (its apply
+        never started): cancelled."""
+        if record.status == PlanStatus.PENDING:
+            return self._close(record, "cancel", reason, None)
+        state = self.parts.state
+        with environment_held(state, record.environment) as lease:  # the dead worker's lock, taken over
+            env = state.get_environment(record.environment)
+            applied = env is not None and env.plan_id == record.plan_id and env.finalized_ts is not None
+            return self._close(record, "complete" if applied else "fail", None if applied else reason, lease)
+
+    def _close(self, record: PlanRecord, action: str, note: str | None, lease: Lease | None) -> PlanRecord:
+        allowed, status = TRANSITIONS[action]
+        event = PlanEvent(action=action, actor=record.author, ts=now_ms(), status=status, note=note)
+        moved = self.parts.state.plans.transition_plan(record.plan_id, [s.value for s in allowed], event, lease=lease)
+        return moved or self.reviews.find(record.plan_id)  # decided meanwhile by someone else: as it is now
 
     def git_branch_deleted(self, branch: str) -> str | None:
         """Invalidate the environment of a deleted branch (the janitor removes it); its name, if any."""

@@ -4,7 +4,9 @@ SQLite and real Postgres (no Spark: the in-memory engine stands for it).
 A push to a feature branch is planned and applied into the environment named after it, from the
 commit's own files; a push to the protected branch records a pending plan for prod that a second
 person approves; a plan outdated by a newer push is refused as superseded; a deleted branch
-invalidates its environment; bad branches, broken commits and missing repositories say so.
+invalidates its environment; bad branches, broken commits and missing repositories say so. Pushes to
+the protected branch and broken commits go through the git worker (a process of its own); a feature
+branch's apply runs the worker's half here, where the in-memory engine is.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.plan.review import BranchError, PlanStatus
+from mesh_dagster.core.plan.review import BranchError, PlanRecord, PlanStatus
 from mesh_dagster.execution.git_repo import GitError
 from mesh_dagster.execution.reviews import PlanSupersededError
 from tests.execution.fake_engine import FakeEngine
@@ -77,6 +79,12 @@ def watcher(tmp_path: Path, state_url: str, engine: FakeEngine | None = None) ->
     return Context(root, state_url=state_url, engine=engine or FakeEngine())
 
 
+def applied_here(ctx: Context, branch: str, sha: str) -> PlanRecord:
+    """The git worker's half of `plan_git_commit`, in this process, so the in-memory engine applies
+    the plan (tests/dagster/test_git_worker.py runs the worker itself, on Spark)."""
+    return ctx.desk.plan_pushed_commit(ctx.desk.git_request(branch, sha))
+
+
 def test_pushes_become_plans_per_branch_and_prod_waits_for_a_second_person(tmp_path, state_url, repo, monkeypatch):
     main = repo.commit(MODELS, "models")
     repo.push("main")
@@ -90,7 +98,7 @@ def test_pushes_become_plans_per_branch_and_prod_waits_for_a_second_person(tmp_p
     assert (pending.git_commit, pending.git_branch) == (main, "main")
     assert ctx.state.get_environment("prod") is None
 
-    done = ctx.plan_git_commit("feature/x", feature)  # not protected: planned, backfilled and promoted
+    done = applied_here(ctx, "feature/x", feature)  # not protected: planned, backfilled and promoted
     assert (done.environment, done.status) == ("feature_x", PlanStatus.COMPLETED)
     env = ctx.state.get_environment("feature_x")
     assert env is not None and env.plan_id == done.plan_id and sorted(env.promoted) == ["s.a", "s.b"]
@@ -120,7 +128,7 @@ def test_a_deleted_branch_invalidates_its_environment(tmp_path, state_url, repo)
     sha = repo.commit(MODELS, "models")
     repo.push("feature/gone")
     ctx = watcher(tmp_path, state_url)
-    ctx.plan_git_commit("feature/gone", sha)
+    applied_here(ctx, "feature/gone", sha)
     git(repo.clone, "push", "-q", "origin", "--delete", "feature/gone")
     assert "feature/gone" not in ctx.git_heads()
     assert ctx.git_branch_deleted("feature/gone") == "feature_gone"

@@ -214,6 +214,13 @@ class NotificationTarget(Strict):
         return event in self.events
 
 
+def _check_env_name(value: str) -> str:
+    """`value` if it names an environment variable: settings that name one never hold its value."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError(f"'{value}' is not an environment variable name (the secret itself never goes here)")
+    return value
+
+
 class GitWatchConfig(Strict):
     """A git repository whose pushes become plans (the Dagster git sensor, dagster/git_sensor.py)."""
 
@@ -223,6 +230,19 @@ class GitWatchConfig(Strict):
     project_path: str = "."  # where the project lives inside the repository
     tick_timeout_s: float = Field(30.0, gt=0)  # a sensor tick never takes longer than this
     poll_interval_s: int = Field(30, ge=1)  # seconds between the sensor's looks at the repository
+    # Seconds a push's git worker may take (loading, planning and, outside protected branches,
+    # applying): it is stopped then and its plan settled (execution/git_worker.py). None: no limit.
+    plan_timeout_s: float | None = Field(None, gt=0)
+    # Environment variables the git worker gets besides its fixed few (those the project's
+    # config.yaml reads for its Spark connection, say): nothing else of this process reaches it.
+    worker_env: list[str] = Field(default_factory=list)
+
+    @field_validator("worker_env")
+    @classmethod
+    def _check_env_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            _check_env_name(name)
+        return value
 
     def repo_path(self, project_dir: Path) -> Path:
         path = Path(self.repo).expanduser()
@@ -250,9 +270,7 @@ class DagsterStorageConfig(Strict):
     @field_validator("password_env")
     @classmethod
     def _check_env_name(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            raise ValueError(f"'{value}' is not an environment variable name (the password itself never goes here)")
-        return value
+        return None if value is None else _check_env_name(value)
 
 
 class DagsterConfig(Strict):
