@@ -37,12 +37,14 @@ from pydantic import BaseModel, Field
 from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.execution.events import ApplyListener
 
-# What the worker gets of this process's environment (with every `LC_*`): where programs, Java,
-# Spark and its Hadoop settings are, the user and the locale, and whether runs share the project's
-# Spark Connect server. Never credentials: those it needs come in its request (the state store
-# URL) or through `git.worker_env`, named one by one.
-WORKER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH", "JAVA_HOME",
-              "SPARK_HOME", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "PYSPARK_PYTHON", "MESH_SPARK_SHARED")
+# What the worker gets of this process's environment (with every `LC_*`): the user, the locale,
+# where programs are, how Java and Spark are found and started (their launch options and the JVM
+# class archive: engine/class_archive.py), and whether runs share the project's Spark Connect
+# server. Credentials it needs come in its request (the state store URL) or through
+# `git.worker_env`, named one by one.
+WORKER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "XDG_CACHE_HOME", "PYTHONPATH",
+              "JAVA_HOME", "SPARK_HOME", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "PYSPARK_PYTHON", "SPARK_SUBMIT_OPTS",
+              "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "MESH_JVM_ARCHIVE", "MESH_JVM_CACHE", "MESH_SPARK_SHARED")
 # What a left-out variable holding a whole notification URL reads as in the worker (`.invalid` never
 # resolves): see `worker_environment`.
 STAND_IN_URL = "https://withheld.invalid"

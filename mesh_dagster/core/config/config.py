@@ -216,8 +216,8 @@ class NotificationTarget(Strict):
 
 def _check_env_name(value: str) -> str:
     """`value` if it names an environment variable: settings that name one never hold its value."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-        raise ValueError(f"'{value}' is not an environment variable name (the secret itself never goes here)")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):  # not echoed: it may be the secret itself
+        raise ValueError("not an environment variable name (write the variable's name: its value never goes here)")
     return value
 
 
