@@ -110,10 +110,13 @@ def run_worker(request: GitPlanRequest, listener: ApplyListener | None, env: dic
     process group) after `timeout_s`, or when this process is interrupted. None once it ended
     well; else the one line saying how it ended — its output, the detail, is kept in `log`."""
     command = [sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(request.project_dir), COMMAND]
-    log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with log.open("wb") as output:
-        worker = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=output, env=env,
-                                  cwd=request.home, start_new_session=True)
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with log.open("wb") as output:
+            worker = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=output,
+                                      env=env, cwd=request.home, start_new_session=True)
+    except OSError as e:
+        return f"the git worker could not start: {e.strerror or e} ({e.filename or command[0]})"
     try:
         _send(worker, request)
         in_time = _follow(worker, listener, timeout_s)

@@ -3,7 +3,9 @@ recorded one, a pushed commit's), promotion, and the plans git pushes make.
 
 The one place that decides "a protected environment records the plan for review instead of
 applying it" is `ReviewDesk.review_required`: the CLI's `plan`, Dagster's plan job and the git
-sensor all ask it (through Context). The records' life itself is execution/reviews.py.
+sensor all ask it (through Context). The records' life itself is execution/reviews.py. A pushed
+commit is planned in a git worker, a process of its own (execution/git_worker.py): `plan_git_commit`
+starts it and settles what it came to, `plan_pushed_commit` is what it runs.
 """
 
 from __future__ import annotations
@@ -171,7 +173,11 @@ class ReviewDesk:
         since = now_ms()
         log = self.parts.home / MESH_DIR / "logs" / f"git-worker-{sha[:12]}-{since}.log"
         env = worker_environment(watch.worker_env, [t.url for t in self.parts.config.notification_targets])
-        failure = run_worker(request, listener, env, watch.plan_timeout_s, log)
+        try:
+            failure = run_worker(request, listener, env, watch.plan_timeout_s, log)
+        except BaseException:  # this run is stopped (Dagster's terminate): its worker is, its plan settled
+            self._outcome(request, since, "the git_plan run was stopped", None)
+            raise
         return self._outcome(request, since, failure, listener)
 
     def git_request(self, branch: str, sha: str) -> GitPlanRequest:

@@ -6,8 +6,8 @@ kill -9 of it), real Spark in the worker for the applies, a real webhook server.
   sees no notification credential nor any variable the worker was not given; the plan is still
   recorded and applied, and its notification goes out from this process;
 - a worker killed mid-apply fails the run in one line and its plan is settled as failed, nothing
-  served; one killed or over `git.plan_timeout_s` mid-plan leaves a failed plan saying so; one that
-  crashes leaves its detail in a log file the run's one line names;
+  served; one killed or over `git.plan_timeout_s` mid-plan, or whose run is stopped, leaves a failed
+  plan saying so; one that crashes leaves its detail in a log file the run's one line names;
 - (to extend once the statement scope and the project-file checks are merged) a pushed `before_all`
   naming prod's view, and a seed linking outside the project, are failed plans naming them.
 """
@@ -234,6 +234,39 @@ def test_a_worker_ended_mid_plan_leaves_a_failed_plan(tmp_path: Path, hook: Hook
     (record,) = location.records()  # the worker recorded nothing: this process did, as failed
     assert (record.environment, record.status.value, record.events[-1].note) == (
         "prod", "failed", line)
+    assert [b["event"] for b in hook.received] == ["plan_failed"]
+
+
+class Stopped(BaseException):
+    """What Dagster raises in a run it terminates."""
+
+
+def test_a_stopped_git_plan_run_stops_its_worker_and_settles_the_plan(tmp_path: Path, hook: Hook) -> None:
+    out = tmp_path / "nap.pid"
+    repo = Repo(tmp_path)
+    sha = push(repo, "main", {"macros/nap.py": NAPPER.format(out=str(out)), "models/e.sql": MODEL})
+    location = Location(tmp_path)
+
+    def stop(*_: object) -> None:  # once the pushed macro naps in the worker
+        if written_pid(out) is None:
+            signal.alarm(1)
+            return
+        raise Stopped()
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(1)
+    ctx = Context(location.root)
+    try:
+        with pytest.raises(Stopped):
+            ctx.plan_git_commit("main", sha)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        ctx.close()
+    pid = written_pid(out)
+    assert pid is not None and pid != os.getpid() and gone(pid)
+    (record,) = location.records()
+    assert (record.status.value, record.events[-1].note) == ("failed", f"commit {sha[:8]}: the git_plan run was stopped")
     assert [b["event"] for b in hook.received] == ["plan_failed"]
 
 
