@@ -12,10 +12,10 @@ import re
 from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, field_validator
+from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, field_validator
 
 from mesh_dagster.core.config.connections import (
     GatewayConfig,
@@ -221,6 +221,9 @@ def _check_env_name(value: str) -> str:
     return value
 
 
+EnvName = Annotated[str, AfterValidator(_check_env_name)]  # the name of an environment variable
+
+
 class GitWatchConfig(Strict):
     """A git repository whose pushes become plans (the Dagster git sensor, dagster/git_sensor.py)."""
 
@@ -235,14 +238,7 @@ class GitWatchConfig(Strict):
     plan_timeout_s: float | None = Field(None, gt=0)
     # Environment variables the git worker gets besides its fixed few (those the project's
     # config.yaml reads for its Spark connection, say): nothing else of this process reaches it.
-    worker_env: list[str] = Field(default_factory=list)
-
-    @field_validator("worker_env")
-    @classmethod
-    def _check_env_names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            _check_env_name(name)
-        return value
+    worker_env: list[EnvName] = Field(default_factory=list)
 
     def repo_path(self, project_dir: Path) -> Path:
         path = Path(self.repo).expanduser()
@@ -263,14 +259,9 @@ class DagsterStorageConfig(Strict):
     user: str = "postgres"
     # The NAME of an environment variable holding the password: dagster.yaml refers to it
     # (`password: {env: NAME}`), so no secret is written to disk.
-    password_env: str | None = None
+    password_env: EnvName | None = None
     # Asset events Dagster writes per statement (DAGSTER_EVENT_BATCH_SIZE); Postgres only, 0 = off.
     event_batch_size: int = Field(default=1000, ge=0)
-
-    @field_validator("password_env")
-    @classmethod
-    def _check_env_name(cls, value: str | None) -> str | None:
-        return None if value is None else _check_env_name(value)
 
 
 class DagsterConfig(Strict):
