@@ -1,4 +1,4 @@
-"""The git worker: the process of its own in which one pushed commit is loaded, planned and applied.
+"""The git worker: the process of its own in which a pushed commit is loaded, planned and applied.
 
 Loading a project runs its Python (`macros/*.py`, Python models, signals, a `config.py`) and applying
 it evaluates that code: a push is code nobody has reviewed. The process that watches the repository
@@ -52,10 +52,19 @@ COMMAND = "git-worker"  # the hidden `mesh` command that is the worker (cli/git_
 CALLS = frozenset(name for name in vars(ApplyListener) if not name.startswith("_"))  # what the channel carries
 
 
+class RecordedApply(BaseModel):
+    """Apply the recorded plan `plan_id` of the commit as `actor`, or supersede it as `outdated` says."""
+
+    plan_id: str
+    actor: str
+    outdated: str | None = None
+
+
 class GitPlanRequest(BaseModel):
-    """What one worker is asked: plan commit `sha` of `branch` into `environment` for `author`, as
-    the watching project (`project_dir`, its `.mesh/` in `home`) under `rules` — its config.yaml's
-    git, protection and plan settings, without notification targets or gateways."""
+    """What one worker is asked: plan commit `sha` of `branch` into `environment` for `author` — or,
+    with `apply`, apply a recorded plan of it — as the watching project (`project_dir`, its `.mesh/`
+    in `home`) under `rules`: its config.yaml's git, protection and plan settings, without
+    notification targets or gateways."""
 
     project_dir: Path
     home: Path
@@ -66,6 +75,7 @@ class GitPlanRequest(BaseModel):
     sha: str
     environment: str
     author: str
+    apply: RecordedApply | None = None
 
 
 def worker_environment(extra: Collection[str], notification_urls: Collection[str]) -> dict[str, str]:

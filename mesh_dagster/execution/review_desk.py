@@ -20,7 +20,7 @@ from typing import Protocol
 from mesh_dagster.core.config.config import GitWatchConfig, ProjectConfig, ProtectedEnvironment
 from mesh_dagster.core.config.connections import MESH_DIR
 from mesh_dagster.core.config.names import PROD, normalize_environment
-from mesh_dagster.core.errors import ConfigError, MeshError
+from mesh_dagster.core.errors import ConfigError, MeshError, PlanError
 from mesh_dagster.core.plan.data_diff import diff_candidates
 from mesh_dagster.core.plan.identity import git_branch, git_commit
 from mesh_dagster.core.plan.options import PlanOptions
@@ -32,18 +32,18 @@ from mesh_dagster.execution.apply import apply_plan, environment_held
 from mesh_dagster.execution.data_diffs import plan_data_diffs
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.git_repo import branch_heads, commit_author, export_commit
-from mesh_dagster.execution.git_worker import GitPlanRequest, run_worker, worker_environment
+from mesh_dagster.execution.git_worker import GitPlanRequest, RecordedApply, run_worker, worker_environment
 from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.parts import Parts
 from mesh_dagster.execution.planning import Planning
 from mesh_dagster.execution.promote import promote_environment
-from mesh_dagster.execution.reviews import PlanReviews
+from mesh_dagster.execution.reviews import PlanReviews, PlanSupersededError
 from mesh_dagster.execution.verdicts import AuditsFailed, failed_audits
 from mesh_dagster.state.store import Lease
 
 # What a git plan's outcome notifies (execution/reviews.py's events), once its worker has ended.
 _OUTCOMES = {PlanStatus.PENDING: "plan_pending", PlanStatus.COMPLETED: "plan_applied", PlanStatus.FAILED: "plan_failed",
-             PlanStatus.CANCELLED: "plan_cancelled"}
+             PlanStatus.CANCELLED: "plan_cancelled", PlanStatus.SUPERSEDED: "plan_superseded"}
 
 
 class CommitParts(Parts, Protocol):
@@ -123,27 +123,15 @@ class ReviewDesk:
 
     def apply_recorded(self, plan_id: str, listener: ApplyListener | None = None) -> PlanRecord:
         """Apply a recorded plan: approved (protected environments), and still the plan reviewed.
-        A plan made from a pushed commit is rebuilt and applied from that commit's files."""
+        A plan made from a pushed commit is rebuilt and applied from that commit's files, in a git
+        worker (`apply_pushed` is its half)."""
         record = self.reviews.find(plan_id)
-        sha = record.plan_options.from_commit
+        if record.plan_options.from_commit is not None:
+            return self._applied_in_worker(record, listener)
         applied: list[Plan] = []
-
-        def applying(parts: Parts) -> Callable[[Plan], None]:
-            def run(plan: Plan) -> None:
-                _applying(parts, listener)(plan)
-                applied.append(plan)
-            return run
-
-        if sha is None:
-            done = self.reviews.apply(plan_id, self.parts.user, self.planning.rebuild, applying(self.parts))
-            return self._attach_diffs(done, applied[0], self.parts, listener)
-        head = self.git_heads().get(record.git_branch or "")
-        # A newer push is what the branch holds now: a plan of an older commit is outdated.
-        moved = None if head == sha else f"branch {record.git_branch} moved on to {head[:8] if head else 'nothing'}"
-        with self._commit(sha) as commit:
-            done = self.reviews.apply(plan_id, self.parts.user, commit.planning.rebuild, applying(commit),
-                                      outdated=moved)
-            return self._attach_diffs(done, applied[0], commit, listener)
+        done = self.reviews.apply(record.plan_id, self.parts.user, self.planning.rebuild,
+                                  _recording(self.parts, listener, applied))
+        return self._attach_diffs(done, applied[0], self.parts, listener)
 
     def promote(self, environment: str, listener: ApplyListener | None = None) -> Plan:
         """Virtual update of `environment` to the current snapshots; refuses while any has gaps."""
@@ -169,15 +157,9 @@ class ReviewDesk:
         a failed record saying why, and the notification goes out from here (the worker holds none
         of their credentials)."""
         request = self.git_request(branch, sha)
-        watch = self._git_watch()
         since = now_ms()
-        log = self.parts.home / MESH_DIR / "logs" / f"git-worker-{sha[:12]}-{since}.log"
-        env = worker_environment(watch.worker_env, [t.url for t in self.parts.config.notification_targets])
-        try:
-            failure = run_worker(request, listener, env, watch.plan_timeout_s, log)
-        except BaseException:  # this run is stopped (Dagster's terminate): its worker is, its plan settled
-            self._outcome(request, since, "the git_plan run was stopped", None)
-            raise
+        failure = self._in_worker(request, listener,
+                                  lambda: self._outcome(request, since, "the git_plan run was stopped", None))
         return self._outcome(request, since, failure, listener)
 
     def git_request(self, branch: str, sha: str) -> GitPlanRequest:
@@ -192,6 +174,21 @@ class ReviewDesk:
             rules=ProjectConfig(git=watch, protected_environments=config.protected_environments, plan=config.plan),
             environment=environment_for_branch(branch, watch.protected, list(config.protected_environments)),
             author=commit_author(watch.repo_path(self.parts.path), sha, watch.tick_timeout_s))
+
+    def apply_request(self, record: PlanRecord) -> GitPlanRequest:
+        """What a git worker is asked to apply `record`, a plan of a pushed commit, as this user:
+        outdated when its branch moved on since (a newer push is what the branch holds now)."""
+        sha, branch = record.plan_options.from_commit or "", record.git_branch or ""
+        head = self.git_heads().get(branch)
+        moved = None if head == sha else f"branch {branch} moved on to {head[:8] if head else 'nothing'}"
+        task = RecordedApply(plan_id=record.plan_id, actor=self.parts.user, outdated=moved)
+        return self.git_request(branch, sha).model_copy(update={"environment": record.environment, "apply": task})
+
+    def work(self, request: GitPlanRequest, listener: ApplyListener | None = None) -> PlanRecord:
+        """What a git worker does with `request`, in this process (cli/git_worker.py)."""
+        if request.apply is None:
+            return self.plan_pushed_commit(request, listener)
+        return self.apply_pushed(request, request.apply, listener)
 
     def plan_pushed_commit(self, request: GitPlanRequest, listener: ApplyListener | None = None) -> PlanRecord:
         """The git worker's half of `plan_git_commit`, in this process: the commit's files (never
@@ -222,6 +219,30 @@ class ReviewDesk:
                                          data_diffs=self.parts.config.plan.data_diff.enabled)
             return record if protected else self._run(record, plan, author, commit, listener)
 
+    def apply_pushed(self, request: GitPlanRequest, task: RecordedApply,
+                     listener: ApplyListener | None = None) -> PlanRecord:
+        """The git worker's half of `apply_recorded` for a pushed commit's plan: rebuilt from the
+        commit's files and applied as reviewed, or superseded (execution/reviews.py)."""
+        applied: list[Plan] = []
+        with self._commit(request.sha) as commit:
+            done = self.reviews.apply(task.plan_id, task.actor, commit.planning.rebuild,
+                                      _recording(commit, listener, applied), outdated=task.outdated)
+            return self._attach_diffs(done, applied[0], commit, listener)
+
+    def _in_worker(self, request: GitPlanRequest, listener: ApplyListener | None,
+                   stopped: Callable[[], object]) -> str | None:
+        """Run `request` in a git worker: None once it ended well, else the one line saying how it
+        ended. Should this process be stopped meanwhile (Dagster's terminate), the worker is, and
+        `stopped` settles what it left."""
+        watch = self._git_watch()
+        log = self.parts.home / MESH_DIR / "logs" / f"git-worker-{request.sha[:12]}-{now_ms()}.log"
+        env = worker_environment(watch.worker_env, [t.url for t in self.parts.config.notification_targets])
+        try:
+            return run_worker(request, listener, env, watch.plan_timeout_s, log)
+        except BaseException:
+            stopped()
+            raise
+
     def _outcome(self, request: GitPlanRequest, since: int, failure: str | None,
                  listener: ApplyListener | None) -> PlanRecord:
         """The record the worker made of `request` (since `since`), settled and notified."""
@@ -237,7 +258,34 @@ class ReviewDesk:
             record = self._settle(record, failure or "the git worker ended before the plan's outcome was recorded")
         elif failure is not None and record.status != PlanStatus.FAILED and listener is not None:
             listener.log(f"The git worker failed after plan {record.plan_id[:8]} was {record.status.value}: {failure}")
-        self.reviews.notify(_OUTCOMES[record.status], record)
+        return self._notified(record)
+
+    def _applied_in_worker(self, record: PlanRecord, listener: ApplyListener | None) -> PlanRecord:
+        """`apply_recorded` of a pushed commit's plan, in a git worker; a refusal or a failure there
+        is raised here as its one line (superseded: a PlanSupersededError, as the state store says)."""
+        failure = self._in_worker(self.apply_request(record), listener,
+                                  lambda: self._after_apply(record, "the run applying it was stopped"))
+        done = self._after_apply(record, failure)
+        if failure is not None:
+            raise (PlanSupersededError if done.status == PlanStatus.SUPERSEDED else PlanError)(failure)
+        return done
+
+    def _after_apply(self, record: PlanRecord, failure: str | None) -> PlanRecord:
+        """What the worker's apply of `record` came to: settled when it started a run it did not end
+        (one that was running before, by a live apply, is not its own), notified when it moved."""
+        done = self.reviews.find(record.plan_id)
+        if len(done.events) == len(record.events):
+            return done  # refused before deciding anything
+        if done.status == PlanStatus.RUNNING and done.events[-1].action in ("start", "resume"):
+            done = self._settle(done, failure or "the git worker ended before the apply's outcome was recorded")
+        return self._notified(done)
+
+    def _notified(self, record: PlanRecord) -> PlanRecord:
+        """`record`, its outcome sent to the notification targets (none when the record is somewhere
+        in between: someone decided meanwhile, and was notified)."""
+        event = _OUTCOMES.get(record.status)
+        if event is not None:
+            self.reviews.notify(event, record)
         return record
 
     def _settle(self, record: PlanRecord, reason: str) -> PlanRecord:
@@ -288,6 +336,14 @@ class ReviewDesk:
 def _applying(parts: Parts, listener: ApplyListener | None) -> Callable[[Plan], None]:
     """Applies a plan with these parts' project, state store and (lazily started) engine."""
     return lambda plan: apply_plan(plan, parts.project, parts.state, parts.engine, listener)
+
+
+def _recording(parts: Parts, listener: ApplyListener | None, applied: list[Plan]) -> Callable[[Plan], None]:
+    """`_applying`, keeping the plan it applied in `applied` (its data diffs are attached after)."""
+    def run(plan: Plan) -> None:
+        _applying(parts, listener)(plan)
+        applied.append(plan)
+    return run
 
 
 def _warn(report: LintReport, listener: ApplyListener | None) -> None:

@@ -4,7 +4,8 @@ kill -9 of it), real Spark in the worker for the applies, a real webhook server.
 
 - a pushed `macros/*.py` runs in the worker, never in this process (the code location's here), and
   sees no notification credential nor any variable the worker was not given; the plan is still
-  recorded and applied, and its notification goes out from this process;
+  recorded and applied (a feature branch's at once, prod's once approved, by `apply_plan_prod`), and
+  the notifications go out from this process;
 - a worker killed mid-apply fails the run in one line and its plan is settled as failed, nothing
   served; one killed or over `git.plan_timeout_s` mid-plan, or whose run is stopped, leaves a failed
   plan saying so; one that crashes leaves its detail in a log file the run's one line names;
@@ -97,12 +98,19 @@ class Location:
         self.root = write_project(root / "location", {}, WATCHER_CONFIG + extra_git + NOTIFIED)
         (root / "home").mkdir()
         self.instance = dg.DagsterInstance.local_temp(str(root / "home"))
-        self.job = definitions(self.root, "prod", shared_spark=False).resolve_job_def("git_plan")
+        self.defs = definitions(self.root, "prod", shared_spark=False)
 
     def git_plan(self, branch: str, sha: str) -> dg.ExecuteInProcessResult:
-        return self.job.execute_in_process(
-            run_config={"ops": {"git_plan_commit": {"config": {"branch": branch, "sha": sha}}}},
-            instance=self.instance, raise_on_error=False)
+        """What the git sensor launches for a push."""
+        return self._run("git_plan", "git_plan_commit", {"branch": branch, "sha": sha})
+
+    def apply_plan(self, plan_id: str) -> dg.ExecuteInProcessResult:
+        """What an approver launches for a recorded prod plan."""
+        return self._run("apply_plan_prod", "apply_plan_prod_record", {"plan_id": plan_id})
+
+    def _run(self, job: str, op: str, config: dict) -> dg.ExecuteInProcessResult:
+        return self.defs.resolve_job_def(job).execute_in_process(
+            run_config={"ops": {op: {"config": config}}}, instance=self.instance, raise_on_error=False)
 
     def records(self):
         ctx = Context(self.root)
@@ -165,26 +173,43 @@ def one_line(run: dg.ExecuteInProcessResult) -> str:
     return line
 
 
-def test_pushed_code_runs_in_a_worker_that_holds_no_secret(tmp_path: Path, hook: Hook) -> None:
+def test_pushed_code_runs_in_a_worker_that_holds_no_secret(tmp_path: Path, hook: Hook,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "evil.json"
     repo = Repo(tmp_path)
     sha = push(repo, "feature/evil", {"macros/evil.py": EVIL.format(out=str(out)), "models/e.sql": MODEL})
+    repo.push("main")
     location = Location(tmp_path)
 
-    run = location.git_plan("feature/evil", sha)
+    def seen() -> dict:
+        """What the pushed macro's top level saw, the last time it ran."""
+        found = json.loads(out.read_text())
+        out.unlink()
+        assert found["pid"] != os.getpid()
+        assert SECRET not in json.dumps(found) and UNRELATED[0] not in found["env"]
+        assert found["env"][HOOK_ENV] == STAND_IN_URL  # its config.yaml reads the variable, and still loads
+        return found
+
+    run = location.git_plan("feature/evil", sha)  # planned and applied: the worker's Spark serves it
     assert run.success, failure_text(run)
-    (record,) = location.records()  # recorded and applied: the worker's Spark served the environment
+    (record,) = location.records()
     assert (record.environment, record.status.value, record.git_commit) == ("feature_evil", "completed", sha)
     env = location.environment("feature_evil")
     assert env is not None and env.plan_id == record.plan_id and env.finalized_ts is not None
+    assert "PATH" in seen()["env"]
 
-    seen = json.loads(out.read_text())  # what the pushed macro's top level saw
-    assert seen["pid"] != os.getpid()
-    assert SECRET not in json.dumps(seen) and UNRELATED[0] not in seen["env"]
-    assert seen["env"][HOOK_ENV] == STAND_IN_URL  # its config.yaml reads the variable, and still loads
-    assert "PATH" in seen["env"]
-    assert [b["event"] for b in hook.received] == ["plan_applied"]  # sent from here, with the credential
-    assert hook.received[0]["plan_id"] == record.plan_id
+    assert location.git_plan("main", sha).success  # prod's plan waits for a second person
+    (pending,) = [r for r in location.records() if r.environment == "prod"]
+    seen()
+    monkeypatch.setenv("MESH_USER", "bob@example.com")
+    Context(location.root).decide(pending.plan_id, "approve")
+    applied = location.apply_plan(pending.plan_id)
+    assert applied.success, failure_text(applied)  # the approved plan too is applied from the commit in a worker
+    seen()
+    assert location.environment("prod").plan_id == pending.plan_id
+    assert [(b["event"], b["actor"]) for b in hook.received] == [
+        ("plan_applied", "alice@example.com"), ("plan_pending", "alice@example.com"),
+        ("plan_approved", "bob@example.com"), ("plan_applied", "bob@example.com")]  # all sent from here
 
 
 def test_a_worker_killed_mid_apply_fails_the_run_in_one_line_and_settles_the_plan(tmp_path: Path, hook: Hook) -> None:

@@ -5,8 +5,8 @@ A push to a feature branch is planned and applied into the environment named aft
 commit's own files; a push to the protected branch records a pending plan for prod that a second
 person approves; a plan outdated by a newer push is refused as superseded; a deleted branch
 invalidates its environment; bad branches, broken commits and missing repositories say so. Pushes to
-the protected branch and broken commits go through the git worker (a process of its own); a feature
-branch's apply runs the worker's half here, where the in-memory engine is.
+the protected branch, broken commits and a superseded apply go through the git worker (a process of
+its own); an apply runs the worker's half here, where the in-memory engine is.
 """
 
 from __future__ import annotations
@@ -85,6 +85,11 @@ def applied_here(ctx: Context, branch: str, sha: str) -> PlanRecord:
     return ctx.desk.plan_pushed_commit(ctx.desk.git_request(branch, sha))
 
 
+def approved_here(ctx: Context, plan_id: str) -> PlanRecord:
+    """The git worker's half of `apply_recorded` for a pushed commit's plan, in this process."""
+    return ctx.desk.work(ctx.desk.apply_request(ctx.plan_record(plan_id)))
+
+
 def test_pushes_become_plans_per_branch_and_prod_waits_for_a_second_person(tmp_path, state_url, repo, monkeypatch):
     main = repo.commit(MODELS, "models")
     repo.push("main")
@@ -105,7 +110,7 @@ def test_pushes_become_plans_per_branch_and_prod_waits_for_a_second_person(tmp_p
 
     monkeypatch.setenv("MESH_USER", "bob@example.com")
     ctx.decide(pending.plan_id, "approve")
-    assert ctx.apply_recorded(pending.plan_id).status == PlanStatus.COMPLETED
+    assert approved_here(ctx, pending.plan_id).status == PlanStatus.COMPLETED
     assert ctx.state.get_environment("prod").plan_id == pending.plan_id
 
 
