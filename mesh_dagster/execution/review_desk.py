@@ -303,7 +303,8 @@ class ReviewDesk:
 
     def _close(self, record: PlanRecord, action: str, note: str | None, lease: Lease | None) -> PlanRecord:
         allowed, status = TRANSITIONS[action]
-        event = PlanEvent(action=action, actor=record.author, ts=now_ms(), status=status, note=note)
+        # The actor is who its worker acted for: the author planning, or who applied an approved plan.
+        event = PlanEvent(action=action, actor=record.events[-1].actor, ts=now_ms(), status=status, note=note)
         moved = self.parts.state.plans.transition_plan(record.plan_id, [s.value for s in allowed], event, lease=lease)
         return moved or self.reviews.find(record.plan_id)  # decided meanwhile by someone else: as it is now
 
