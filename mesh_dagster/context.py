@@ -44,6 +44,7 @@ from mesh_dagster.execution.deployed import deployed_files
 
 # The types of Context's own API, for the front doors (cli/, dagster/) that go through Context only.
 from mesh_dagster.execution.events import ApplyListener, LogLines  # noqa: F401
+from mesh_dagster.execution.git_worker import GitPlanRequest, open_channel  # noqa: F401 - cli/git_worker.py
 from mesh_dagster.execution.inspection import Inspection, TableDiff, TableDiffs
 from mesh_dagster.execution.janitor import run_janitor
 from mesh_dagster.execution.materialize import (  # noqa: F401
@@ -85,7 +86,8 @@ class _Parts:
 
     def __init__(self, path: str | Path = ".", gateway: str | None = None, *, state_url: str | None = None,
                  engine: Any = None, on_warning: Callable[[str], None] | None = None, home: str | Path | None = None,
-                 spark_config: Mapping[str, Any] | None = None, spark_config_source: str = "spark_config"):
+                 spark_config: Mapping[str, Any] | None = None, spark_config_source: str = "spark_config",
+                 config: ProjectConfig | None = None):
         self.path = Path(path).resolve()
         # Where `.mesh/` lives (state file, warehouse, metastore, shared Spark server): the project's
         # own folder, except for a commit's files planned on behalf of a watched project.
@@ -96,7 +98,8 @@ class _Parts:
         self.gateway = gateway
         self._state_url = state_url
         self._project: Project | None = None
-        self._config: ProjectConfig | None = None
+        # Settings given instead of `config.yaml`'s: the rules a git worker is handed (execution/git_worker.py).
+        self._config: ProjectConfig | None = config
         self._state: StateStore | None = None
         self._engine = engine
         # Spark settings a front door was given (Dagster's PySparkResource), merged with the gateway's.

@@ -502,6 +502,7 @@ def ui(ctx, environments, host, port) -> None:
     os.execve(command[0], command, dagster_env(workspace, storage))
 
 
+from mesh_dagster.cli.git_worker import git_worker  # noqa: E402
 from mesh_dagster.cli.lineage import lineage  # noqa: E402
 from mesh_dagster.cli.lint import lint  # noqa: E402
 from mesh_dagster.cli.plans import plans  # noqa: E402
@@ -511,6 +512,7 @@ cli.add_command(spark)
 cli.add_command(plans)
 cli.add_command(lint)
 cli.add_command(lineage)
+cli.add_command(git_worker)
 
 
 def main() -> None:

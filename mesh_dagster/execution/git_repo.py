@@ -36,11 +36,16 @@ def commit_author(repo: str | Path, sha: str, timeout_s: float = 30) -> str:
 
 
 def export_commit(repo: str | Path, sha: str, dest: Path, timeout_s: float = 120) -> Path:
-    """The files of commit `sha`, written under `dest` (a fresh folder)."""
+    """The files of commit `sha`, written under `dest` (a fresh folder). A link to a path outside
+    them (`/etc/passwd`, `../../secret`) is refused: a push must not read the host's files."""
     data = _git(repo, ["archive", "--format=tar", sha], timeout_s)
     dest.mkdir(parents=True, exist_ok=False)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
+        try:
+            tar.extractall(dest, filter="data")
+        except tarfile.FilterError as e:
+            target = f" ({e.tarinfo.linkname})" if e.tarinfo.linkname else ""
+            raise GitError(f"{e}{target}: refused, a commit's files must stay inside it") from None
     return dest
 
 

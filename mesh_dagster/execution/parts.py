@@ -32,6 +32,9 @@ class Parts(Protocol):
     def state(self) -> StateStore: ...
 
     @property
+    def state_url(self) -> str: ...  # the state store's URL, password included: what a git worker is handed
+
+    @property
     def engine(self) -> Any: ...  # execution/engine.py's Engine; Any: Context's is built lazily
 
     @property

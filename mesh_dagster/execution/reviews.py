@@ -84,7 +84,7 @@ class PlanReviews:
                             events=[PlanEvent(action="create", actor=author, ts=ts, status=PlanStatus.PENDING)])
         self.state.plans.save_plan_record(record)
         if self.config.protection(plan.environment) is not None:  # someone has to act on it
-            self._notify("plan_pending", record)
+            self.notify("plan_pending", record)
         return record
 
     def record_failure(self, environment: str, error: str, *, author: str, git_commit: str | None = None,
@@ -100,7 +100,7 @@ class PlanReviews:
                                     PlanEvent(action="fail", actor=author, ts=ts, status=PlanStatus.FAILED,
                                               note=error)])
         self.state.plans.save_plan_record(record)
-        self._notify("plan_failed", record)
+        self.notify("plan_failed", record)
         return record
 
     def find(self, plan_id: str) -> PlanRecord:
@@ -235,10 +235,11 @@ class PlanReviews:
             raise ProtectionError(f"Plan {record.plan_id} changed while {actor} was deciding; look again")
         event = _EVENTS.get(action)
         if event is not None:
-            self._notify(event, moved)
+            self.notify(event, moved)
         return moved
 
-    def _notify(self, event: str, record: PlanRecord) -> None:
+    def notify(self, event: str, record: PlanRecord) -> None:
+        """`event` of `record` to the notification targets (also, once a git worker ended, its plan's outcome)."""
         if self.notifier is None:
             return
         last = record.events[-1]

@@ -4,7 +4,9 @@ SQLite and real Postgres (no Spark: the in-memory engine stands for it).
 A push to a feature branch is planned and applied into the environment named after it, from the
 commit's own files; a push to the protected branch records a pending plan for prod that a second
 person approves; a plan outdated by a newer push is refused as superseded; a deleted branch
-invalidates its environment; bad branches, broken commits and missing repositories say so.
+invalidates its environment; bad branches, broken commits and missing repositories say so. Pushes to
+the protected branch, broken commits and a superseded apply go through the git worker (a process of
+its own); an apply runs the worker's half here, where the in-memory engine is.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.plan.review import BranchError, PlanStatus
+from mesh_dagster.core.plan.review import BranchError, PlanRecord, PlanStatus
 from mesh_dagster.execution.git_repo import GitError
 from mesh_dagster.execution.reviews import PlanSupersededError
 from tests.execution.fake_engine import FakeEngine
@@ -77,6 +79,17 @@ def watcher(tmp_path: Path, state_url: str, engine: FakeEngine | None = None) ->
     return Context(root, state_url=state_url, engine=engine or FakeEngine())
 
 
+def applied_here(ctx: Context, branch: str, sha: str) -> PlanRecord:
+    """The git worker's half of `plan_git_commit`, in this process, so the in-memory engine applies
+    the plan (tests/dagster/test_git_worker.py runs the worker itself, on Spark)."""
+    return ctx.desk.plan_pushed_commit(ctx.desk.git_request(branch, sha))
+
+
+def approved_here(ctx: Context, plan_id: str) -> PlanRecord:
+    """The git worker's half of `apply_recorded` for a pushed commit's plan, in this process."""
+    return ctx.desk.work(ctx.desk.apply_request(ctx.plan_record(plan_id)))
+
+
 def test_pushes_become_plans_per_branch_and_prod_waits_for_a_second_person(tmp_path, state_url, repo, monkeypatch):
     main = repo.commit(MODELS, "models")
     repo.push("main")
@@ -90,14 +103,14 @@ def test_pushes_become_plans_per_branch_and_prod_waits_for_a_second_person(tmp_p
     assert (pending.git_commit, pending.git_branch) == (main, "main")
     assert ctx.state.get_environment("prod") is None
 
-    done = ctx.plan_git_commit("feature/x", feature)  # not protected: planned, backfilled and promoted
+    done = applied_here(ctx, "feature/x", feature)  # not protected: planned, backfilled and promoted
     assert (done.environment, done.status) == ("feature_x", PlanStatus.COMPLETED)
     env = ctx.state.get_environment("feature_x")
     assert env is not None and env.plan_id == done.plan_id and sorted(env.promoted) == ["s.a", "s.b"]
 
     monkeypatch.setenv("MESH_USER", "bob@example.com")
     ctx.decide(pending.plan_id, "approve")
-    assert ctx.apply_recorded(pending.plan_id).status == PlanStatus.COMPLETED
+    assert approved_here(ctx, pending.plan_id).status == PlanStatus.COMPLETED
     assert ctx.state.get_environment("prod").plan_id == pending.plan_id
 
 
@@ -120,7 +133,7 @@ def test_a_deleted_branch_invalidates_its_environment(tmp_path, state_url, repo)
     sha = repo.commit(MODELS, "models")
     repo.push("feature/gone")
     ctx = watcher(tmp_path, state_url)
-    ctx.plan_git_commit("feature/gone", sha)
+    applied_here(ctx, "feature/gone", sha)
     git(repo.clone, "push", "-q", "origin", "--delete", "feature/gone")
     assert "feature/gone" not in ctx.git_heads()
     assert ctx.git_branch_deleted("feature/gone") == "feature_gone"

@@ -907,16 +907,19 @@ def git_probe(key: str) -> Callable[[Path], None]:
     def probe(tmp_path: Path) -> None:
         text = ("protected_environments:\n  prod:\n    approvers: [bob@example.com]\n"
                 "git:\n  repo: ../w.git\n  branches: ['feature/*']\n  protected: [release]\n  project_path: sub\n"
-                "  tick_timeout_s: 5\n  poll_interval_s: 7\n")
+                "  tick_timeout_s: 5\n  poll_interval_s: 7\n  plan_timeout_s: 60\n  worker_env: [SPARK_TOKEN]\n")
         watch = _config(tmp_path, text).git
         assert watch is not None
         assert (watch.repo, watch.branches, watch.protected, watch.project_path, watch.tick_timeout_s,
-                watch.poll_interval_s) == ("../w.git", ["feature/*"], ["release"], "sub", 5.0, 7)
+                watch.poll_interval_s, watch.plan_timeout_s, watch.worker_env) == (
+            "../w.git", ["feature/*"], ["release"], "sub", 5.0, 7, 60.0, ["SPARK_TOKEN"])
         bad = {"git": "git: yes\n", "git.repo": "git:\n  branches: ['*']\n",
                "git.branches": "git:\n  repo: r\n  branches: 3\n", "git.protected": "git:\n  repo: r\n  protected: 3\n",
                "git.project_path": "git:\n  repo: r\n  project_path: [a]\n",
                "git.tick_timeout_s": "git:\n  repo: r\n  tick_timeout_s: 0\n",
-               "git.poll_interval_s": "git:\n  repo: r\n  poll_interval_s: 0\n"}[key]
+               "git.poll_interval_s": "git:\n  repo: r\n  poll_interval_s: 0\n",
+               "git.plan_timeout_s": "git:\n  repo: r\n  plan_timeout_s: -1\n",
+               "git.worker_env": "git:\n  repo: r\n  worker_env: ['sk-live-123 secret']\n"}[key]
         refused(lambda: _config(tmp_path, bad), key.split(".")[-1] if key != "git" else "git")
 
     return probe
@@ -1020,7 +1023,7 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     **{k: notification_probe(k) for k in ("notification_targets", "notification_targets.url",
                                            "notification_targets.type", "notification_targets.events")},
     **{k: git_probe(k) for k in ("git", "git.repo", "git.branches", "git.protected", "git.project_path",
-                                 "git.tick_timeout_s", "git.poll_interval_s")},
+                                 "git.tick_timeout_s", "git.poll_interval_s", "git.plan_timeout_s", "git.worker_env")},
     "before_all": statements_probe("before_all"),
     "after_all": statements_probe("after_all"),
     **{k: dagster_probe(k) for k in ("dagster", "dagster.storage", *(f"dagster.storage.{f}" for f in (

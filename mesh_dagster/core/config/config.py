@@ -12,10 +12,10 @@ import re
 from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, field_validator
+from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, field_validator
 
 from mesh_dagster.core.config.connections import (
     GatewayConfig,
@@ -202,6 +202,16 @@ class NotificationTarget(Strict):
         return event in self.events
 
 
+def _check_env_name(value: str) -> str:
+    """`value` if it names an environment variable: settings that name one never hold its value."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):  # not echoed: it may be the secret itself
+        raise ValueError("not an environment variable name (write the variable's name: its value never goes here)")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(_check_env_name)]  # the name of an environment variable
+
+
 class GitWatchConfig(Strict):
     """A git repository whose pushes become plans (the Dagster git sensor, dagster/git_sensor.py)."""
 
@@ -211,6 +221,12 @@ class GitWatchConfig(Strict):
     project_path: str = "."  # where the project lives inside the repository
     tick_timeout_s: float = Field(30.0, gt=0)  # a sensor tick never takes longer than this
     poll_interval_s: int = Field(30, ge=1)  # seconds between the sensor's looks at the repository
+    # Seconds a push's git worker may take (loading, planning and, outside protected branches,
+    # applying): it is stopped then and its plan settled (execution/git_worker.py). None: no limit.
+    plan_timeout_s: float | None = Field(None, gt=0)
+    # Environment variables the git worker gets besides its fixed few (those the project's
+    # config.yaml reads for its Spark connection, say): nothing else of this process reaches it.
+    worker_env: list[EnvName] = Field(default_factory=list)
 
     def repo_path(self, project_dir: Path) -> Path:
         path = Path(self.repo).expanduser()
@@ -231,16 +247,9 @@ class DagsterStorageConfig(Strict):
     user: str = "postgres"
     # The NAME of an environment variable holding the password: dagster.yaml refers to it
     # (`password: {env: NAME}`), so no secret is written to disk.
-    password_env: str | None = None
+    password_env: EnvName | None = None
     # Asset events Dagster writes per statement (DAGSTER_EVENT_BATCH_SIZE); Postgres only, 0 = off.
     event_batch_size: int = Field(default=1000, ge=0)
-
-    @field_validator("password_env")
-    @classmethod
-    def _check_env_name(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            raise ValueError(f"'{value}' is not an environment variable name (the password itself never goes here)")
-        return value
 
 
 class DagsterConfig(Strict):
