@@ -69,7 +69,9 @@ class Planning:
         self.parts = parts
 
     def plan(self, environment: str, options: PlanOptions) -> Plan:
-        return build_plan(self.parts.project, self.parts.state, environment, options)
+        plan = build_plan(self.parts.project, self.parts.state, environment, options)
+        plan.linter = self.parts.linted  # what the front door's lint gate did, for the review
+        return plan
 
     def restate(self, environment: str, models: Sequence[str], *, start: str | None = None,
                 end: str | None = None, execution_time: str | int | None = None) -> Plan:

@@ -28,15 +28,19 @@ from mesh_dagster.core.plan.backfills import (
 )
 from mesh_dagster.core.plan.changes import ChangeSet, categorize_changes
 from mesh_dagster.core.plan.forward_only import plan_forward_only
+from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.schema_changes import SchemaChange
 from mesh_dagster.core.plan.selected_changes import select_plan
 from mesh_dagster.core.project.dag import DAG
+from mesh_dagster.core.project.environment_statements import Stage
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot, SnapshotId
-from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
+from mesh_dagster.core.snapshots.statement_scope import render_in_scope
+from mesh_dagster.core.snapshots.statements import EnvironmentStatements
+from mesh_dagster.core.time.dates import ms_to_datetime, now_ms, to_end_ms, to_ms
 
 
 class StateReader(IntervalReader, Protocol):
@@ -87,6 +91,11 @@ class Plan:
     options: PlanOptions = field(default_factory=PlanOptions)
     # Stored snapshots made before captures existed, captured now: the apply stores their capture.
     recaptured: list[Snapshot] = field(default_factory=list)
+    # The `before_all` / `after_all` the environment runs once applied, and those it (or, new, the
+    # environment it starts from) runs now; None: recorded before plans captured them.
+    statements: EnvironmentStatements = field(default_factory=EnvironmentStatements)
+    base_statements: EnvironmentStatements | None = None
+    linter: LintOutcome | None = None  # what the front door's lint gate found (None: no gate)
 
     @property
     def is_prod(self) -> bool:
@@ -102,8 +111,13 @@ class Plan:
         return sorted({*self.added, *self.directly_modified, *indirect, *self.metadata_updated})
 
     @property
+    def statements_changed(self) -> bool:
+        """The environment's `before_all` / `after_all` change (what it ran before capture: none)."""
+        return self.statements.differs_from(self.base_statements)
+
+    @property
     def has_changes(self) -> bool:
-        return bool(self.changed or self.removed)
+        return bool(self.changed or self.removed or self.statements_changed)
 
     @property
     def finishes_interrupted_apply(self) -> bool:
@@ -145,6 +159,7 @@ class Plan:
             end_at=str(self.end),
             expiration_ts=expiration_ts,
             created_ts=now_ms(),
+            statements=self.statements,
         )
 
 
@@ -191,11 +206,13 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
     stored, previous = known_snapshots(state, local, base)
     changes = categorize_changes(project, local, stored, base.snapshots, previous, forward_only=forward_only,
                                  choices=opts.choices, render_added=opts.render_added)
+    statements = EnvironmentStatements.of_project(project)
     if project.cache is not None:
         project.cache.save()  # the new snapshots' renderings, for the next plan
     removed = [es for name, es in base.snapshots.items() if name not in local]
     include_unmodified = _include_unmodified(project, opts)
-    if base.create_from is not None and not (changes.changed or removed or include_unmodified or opts.allow_empty):
+    if base.create_from is not None and not (changes.changed or removed or include_unmodified or opts.allow_empty
+                                             or statements.differs_from(base.statements)):
         raise PlanError(
             f"Creating a new environment requires a change, but the project files match the "
             f"`{base.create_from}` environment. Make a change or use --include-unmodified."
@@ -212,7 +229,7 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
                                recompute_from=fo.recompute_from, min_intervals=opts.min_intervals)
     if opts.no_gaps:
         refuse_gaps(state, changes.snapshots, previous, backfills, execution_ms=execution_ms)
-    return Plan(
+    plan = Plan(
         plan_id=uuid.uuid4().hex, environment=environment, base_environment=base.target, create_from=base.create_from,
         snapshots=changes.snapshots, new_snapshots=changes.new_snapshots, recaptured=changes.recaptured,
         added=changes.added, removed=removed, directly_modified=changes.directly_modified,
@@ -222,8 +239,12 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
         empty_backfill=opts.empty_backfill, diffs=changes.diffs, categories=changes.categories,
         forward_only=forward_only, effective_from=fo.effective_ms, previews=fo.previews,
         schema_changes=fo.schema_changes, allow_destructive=opts.allow_destructive,
-        allow_additive=opts.allow_additive, warnings=fo.warnings, options=opts,
+        allow_additive=opts.allow_additive, warnings=fo.warnings, options=opts, statements=statements,
+        base_statements=base.statements,
     )
+    if opts.render_added:  # a plan that may be applied (one only looked at renders no more than it must)
+        check_statements(plan, project)
+    return plan
 
 
 def _check_request(project: Project, environment: str, opts: PlanOptions) -> str:
@@ -249,6 +270,7 @@ class Base:
     target: Environment | None  # the environment's current record (None if new)
     create_from: str | None  # the environment a new development environment starts from
     snapshots: dict[str, EnvironmentSnapshot]  # by model: the target's, else `create_from`'s (if any)
+    statements: EnvironmentStatements | None = None  # what that record runs (None: none captured)
 
 
 def resolve_base(state: StateReader, environment: str, create_from: str = PROD) -> Base:
@@ -259,12 +281,22 @@ def resolve_base(state: StateReader, environment: str, create_from: str = PROD) 
     """
     target = state.get_environment(environment)
     if target is not None or environment == PROD:
-        return Base(target, None, target.snapshot_by_name() if target else {})
+        return Base(target, None, target.snapshot_by_name() if target else {}, target.statements if target else None)
     source = normalize_environment(create_from)
     record = state.get_environment(source)
     if record is None and source != PROD:
         raise PlanError(f"Cannot create environment '{environment}' from '{source}': it does not exist")
-    return Base(None, source, record.snapshot_by_name() if record else {})
+    return Base(None, source, record.snapshot_by_name() if record else {}, record.statements if record else None)
+
+
+def check_statements(plan: Plan, project: Project) -> None:
+    """Render the plan's `before_all` / `after_all` for its environment at its execution time, as its
+    apply will: an entry that does not render, or that reaches outside the environment
+    (core/snapshots/statement_scope.py), refuses the plan before anything is recorded."""
+    target = plan.target_environment()
+    for stage in Stage:
+        render_in_scope(plan.statements, stage, target, root=project.path, gateway=project.gateway,
+                        execution_time=ms_to_datetime(plan.execution_time))
 
 
 def known_snapshots(
