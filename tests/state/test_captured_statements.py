@@ -52,9 +52,9 @@ def config(before: list[str] = BEFORE, after: list[str] = AFTER, release: str = 
     return CONFIG + extra + yaml.safe_dump(hooks, sort_keys=False)
 
 
-def project(tmp_path: Path, text_: str | None = None) -> Path:
-    return write_project(tmp_path / "p", {**MODELS, "macros/__init__.py": "", "macros/stamp.py": STAMP},
-                         text_ or config())
+def project(tmp_path: Path, text_: str | None = None, models: dict[str, str] | None = None) -> Path:
+    return write_project(tmp_path / "p", {**MODELS, **(models or {}), "macros/__init__.py": "",
+                                          "macros/stamp.py": STAMP}, text_ or config())
 
 
 def line_of(root: Path, fragment: str) -> int:
@@ -176,7 +176,9 @@ def test_what_belongs_to_the_environment_or_to_no_environment_stays_allowed(tmp_
     ctx = Context(root, state_url=state_url, engine=engine)
     ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))  # prod's own view, from prod
     assert "INSERT INTO audit.log SELECT * FROM s.a" in executed(engine)
-    dev = Context(project(tmp_path / "dev", config(before=allowed)), state_url=state_url, engine=engine)
+    reads_raw = {"models/e.sql": "MODEL (name s.e, kind FULL);\nSELECT id FROM raw.events\n"}  # raw: external
+    dev = Context(project(tmp_path / "dev", config(before=allowed), reads_raw), state_url=state_url, engine=engine,
+                  on_warning=lambda _: None)
     dev.apply(dev.plan("dev", execution_time="2020-01-03", include_unmodified=True))
     assert "INSERT INTO audit.seen VALUES ('s__dev.a')" in executed(engine)
 

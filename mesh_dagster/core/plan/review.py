@@ -126,11 +126,12 @@ class PlanSummary(BaseModel):
                                                  for n, t in self.backfill_text.items()]
         for name, diff in self.diffs.items():
             lines += ["", f"**Diff of {markdown_code(name)}**", "", markdown_block(diff, "diff")]
-        for part in (self.statements_markdown(), self.linter_line()):
-            lines += ["", part] if part else []
+        statements = self.statements_markdown()
+        lines += ["", statements] if statements else []
         # `mesh plans show` (data=False) draws the diffs as tables of its own; what none covers shows here
         lines += data_diff_markdown(self.data_diffs if data else {}, self.data_diff_pending if data else [],
                                     self.data_diff_missing)
+        lines += ["", self.linter_line()] if self.linter else []
         return "\n".join(lines)
 
     def statements_markdown(self) -> str:

@@ -58,13 +58,16 @@ class StatementScope:
     """The objects one environment's statements may not name, as its record describes them."""
 
     environment: str
-    model_schemas: frozenset[str]  # the schemas of its models: prod's view schemas
+    model_schemas: frozenset[str]  # the schemas of its models with a view: prod's view schemas
     tables: frozenset[str]  # the physical tables of the versions it serves
 
     @classmethod
     def of(cls, env: Environment) -> StatementScope:
-        return cls(env.name, frozenset(s.name.rpartition(".")[0].lower() or "default" for s in env.snapshots),
-                   frozenset(s.table_name.lower() for s in env.snapshots if s.table_name))
+        """Its models with a physical table (an external or embedded one has no view: its schema may
+        be anyone's), their schemas and tables."""
+        built = [s for s in env.snapshots if s.table_name]
+        return cls(env.name, frozenset(s.name.rpartition(".")[0].lower() or "default" for s in built),
+                   frozenset(s.table_name.lower() for s in built if s.table_name))
 
     def check(self, stage: Stage, rendered: list[tuple[int, str]], source: StatementSource) -> None:
         """Raise StatementScopeError for the first rendered statement reaching outside the environment."""
