@@ -37,9 +37,9 @@ def _config(raw: str, tag: str) -> str:
 def _project(tmp_path, schema: str):
     raw = f"{schema}_raw"
     models = {f"models/{n}.sql": f"MODEL (name {schema}.{n}, kind FULL);\nSELECT 1 AS id\n" for n in ("a", "d", "e")}
-    models[f"models/b.sql"] = f"MODEL (name {schema}.b, kind FULL);\nSELECT id FROM {schema}.a\n"
-    models[f"models/c.sql"] = f"MODEL (name {schema}.c, kind FULL);\nSELECT id FROM {schema}.b\n"
-    models[f"models/f.sql"] = f"MODEL (name {schema}.f, kind FULL);\nSELECT id FROM {raw}.src\n"  # the test's table
+    models["models/b.sql"] = f"MODEL (name {schema}.b, kind FULL);\nSELECT id FROM {schema}.a\n"
+    models["models/c.sql"] = f"MODEL (name {schema}.c, kind FULL);\nSELECT id FROM {schema}.b\n"
+    models["models/f.sql"] = f"MODEL (name {schema}.f, kind FULL);\nSELECT id FROM {raw}.src\n"  # the test's table
     return write_project(tmp_path / "p", models, _config(raw, "planned")), raw
 
 
