@@ -262,6 +262,20 @@ class _Plans(_Parts):
         environment's rules when its plans wait for review, else None."""
         return self.desk.review_required(environment)
 
+    def lint_gate(self, skip: str | None = None) -> LintReport:
+        """The linter run a front door makes before it plans (`mesh plan`; Dagster's plan, promote
+        and restate jobs; a git push's plan runs it on the commit's files, in the review desk): the
+        report, whose warnings the caller shows; an error of `linter.rules` raises LinterErrors
+        (`report` attached), so nothing is planned. `skip`: how the caller skips it, if it can. The
+        plans made next say what it did in their review (`linted`)."""
+        report = refuse_errors(lint(self.project), skip)
+        self.linted = LintOutcome.of(report)
+        return report
+
+    def skip_lint_gate(self, how: str) -> None:
+        """The caller skips the lint gate (`how`: its flag): the plans made next say so, and who."""
+        self.linted = LintOutcome.skipped(how, self.user)
+
     def hold_for_review(self, plan: Plan) -> ProtectedEnvironment | None:
         """Record `plan` for review if its environment requires one (its rules); None: apply it."""
         return self.desk.hold_for_review(plan)
@@ -492,20 +506,6 @@ class Context(_Plans):
         selects; `enabled: false` (the default) runs nothing. Never starts Spark."""
         names = sorted(self.select(models, "--model")) if models else None
         return lint(self.project, names)
-
-    def lint_gate(self, skip: str | None = None) -> LintReport:
-        """The linter run a front door makes before it plans (`mesh plan`; Dagster's plan, promote
-        and restate jobs; a git push's plan runs it on the commit's files, in the review desk): the
-        report, whose warnings the caller shows; an error of `linter.rules` raises LinterErrors
-        (`report` attached), so nothing is planned. `skip`: how the caller skips it, if it can. The
-        plans made next say what it did in their review (`linted`)."""
-        report = refuse_errors(self.lint(), skip)
-        self.linted = LintOutcome.of(report)
-        return report
-
-    def skip_lint_gate(self, how: str) -> None:
-        """The caller skips the lint gate (`how`: its flag): the plans made next say so, and who."""
-        self.linted = LintOutcome.skipped(how, self.user)
 
     def test(self, names: list[str] | None = None, pattern: str | None = None):
         # Deliberately lazy, like Spark (`_spark`): the YAML unit tests' models cost every other

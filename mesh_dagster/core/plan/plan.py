@@ -206,17 +206,12 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
     stored, previous = known_snapshots(state, local, base)
     changes = categorize_changes(project, local, stored, base.snapshots, previous, forward_only=forward_only,
                                  choices=opts.choices, render_added=opts.render_added)
-    statements = EnvironmentStatements.of_project(project)
     if project.cache is not None:
         project.cache.save()  # the new snapshots' renderings, for the next plan
     removed = [es for name, es in base.snapshots.items() if name not in local]
     include_unmodified = _include_unmodified(project, opts)
-    if base.create_from is not None and not (changes.changed or removed or include_unmodified or opts.allow_empty
-                                             or statements.differs_from(base.statements)):
-        raise PlanError(
-            f"Creating a new environment requires a change, but the project files match the "
-            f"`{base.create_from}` environment. Make a change or use --include-unmodified."
-        )
+    statements = EnvironmentStatements.of_project(project)
+    _require_change(base, bool(changes.changed or removed or include_unmodified or opts.allow_empty), statements)
     promoted = selection.promoted(promoted_models(changes, base.target, promote_all=is_prod or include_unmodified),
                                   changes.changed, changes.snapshots)
     start, end = opts.start, opts.end
@@ -238,12 +233,10 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
         include_unmodified=include_unmodified, skip_backfill=opts.skip_backfill or opts.empty_backfill,
         empty_backfill=opts.empty_backfill, diffs=changes.diffs, categories=changes.categories,
         forward_only=forward_only, effective_from=fo.effective_ms, previews=fo.previews,
-        schema_changes=fo.schema_changes, allow_destructive=opts.allow_destructive,
+        schema_changes=fo.schema_changes, allow_destructive=opts.allow_destructive, base_statements=base.statements,
         allow_additive=opts.allow_additive, warnings=fo.warnings, options=opts, statements=statements,
-        base_statements=base.statements,
     )
-    if opts.render_added:  # a plan that may be applied (one only looked at renders no more than it must)
-        check_statements(plan, project)
+    check_statements(plan, project)
     return plan
 
 
@@ -256,6 +249,16 @@ def _check_request(project: Project, environment: str, opts: PlanOptions) -> str
     if environment == PROD and (opts.start or opts.end):
         raise PlanError("--start and --end can only be set for development environments, not prod")
     return environment
+
+
+def _require_change(base: Base, changed: bool, statements: EnvironmentStatements) -> None:
+    """A new development environment is made for a change (`changed`: of a model, or asked for): one
+    the project's files — models and statements — would make identical to its source is refused."""
+    if base.create_from is not None and not changed and not statements.differs_from(base.statements):
+        raise PlanError(
+            f"Creating a new environment requires a change, but the project files match the "
+            f"`{base.create_from}` environment. Make a change or use --include-unmodified."
+        )
 
 
 def _include_unmodified(project: Project, opts: PlanOptions) -> bool:
@@ -292,7 +295,10 @@ def resolve_base(state: StateReader, environment: str, create_from: str = PROD) 
 def check_statements(plan: Plan, project: Project) -> None:
     """Render the plan's `before_all` / `after_all` for its environment at its execution time, as its
     apply will: an entry that does not render, or that reaches outside the environment
-    (core/snapshots/statement_scope.py), refuses the plan before anything is recorded."""
+    (core/snapshots/statement_scope.py), refuses the plan before anything is recorded. Not for a plan
+    only looked at (`render_added=False`: it renders no more than it must)."""
+    if not plan.options.render_added:
+        return
     target = plan.target_environment()
     for stage in Stage:
         render_in_scope(plan.statements, stage, target, root=project.path, gateway=project.gateway,
