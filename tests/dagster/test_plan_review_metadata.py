@@ -5,8 +5,6 @@ apply runs (`environment_statements`, a diff while the plan changes them) and wh
 
 from __future__ import annotations
 
-import uuid
-
 import dagster as dg
 import pytest
 from failures import failure_text
@@ -20,20 +18,13 @@ pytestmark = pytest.mark.spark
 OFF = "Linter: off in the project's config.yaml (`linter.enabled` is false): the models were not linted."
 
 
-@pytest.fixture
-def schema(engine):
-    name = f"rev_{uuid.uuid4().hex[:8]}"
-    yield name
-    for s in (name, f"mesh__{name}", f"{name}_audit"):
-        engine.drop_schema(s, cascade=True)
-
-
 def _metadata(result: dg.ExecuteInProcessResult) -> dict:
     (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
     return {k: v.value for k, v in output.event_specific_data.metadata.items()}
 
 
-def test_the_plan_and_apply_jobs_show_the_statements_and_the_linter(tmp_path, engine, schema, monkeypatch):
+def test_the_plan_and_apply_jobs_show_the_statements_and_the_linter(tmp_path, engine, project_schema, monkeypatch):
+    schema = project_schema
     audit = f"{schema}_audit"
     config = CONFIG + ("protected_environments:\n  prod:\n    approvers: [alice@example.com, bob@example.com]\n"
                        f"before_all:\n  - CREATE SCHEMA IF NOT EXISTS {audit}\n")

@@ -6,8 +6,6 @@ table each time it runs: the rows are the count."""
 
 from __future__ import annotations
 
-import uuid
-
 import dagster as dg
 import pytest
 from failures import failure_text
@@ -17,14 +15,6 @@ from mesh_dagster.context import Context
 from mesh_dagster.dagster import definitions
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def schema(engine):
-    name = f"once_{uuid.uuid4().hex[:8]}"
-    yield name
-    for s in (name, f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
 
 
 def _config(raw: str, tag: str) -> str:
@@ -48,7 +38,8 @@ def _counts(engine, raw: str) -> dict[tuple, int]:
     return {(stage, env, tag): n for stage, env, tag, n in rows}
 
 
-def test_a_six_asset_run_runs_the_planned_statements_once_and_a_failed_run_no_after_all(tmp_path, engine, schema):
+def test_a_six_asset_run_runs_the_planned_statements_once_and_a_failed_run_no_after_all(tmp_path, engine, project_schema):
+    schema = project_schema
     root, raw = _project(tmp_path, schema)
     engine.execute(f"CREATE SCHEMA IF NOT EXISTS {raw}")
     engine.execute(f"CREATE TABLE {raw}.src USING parquet AS SELECT 1 AS id")
