@@ -179,7 +179,9 @@ def test_what_belongs_to_the_environment_or_to_no_environment_stays_allowed(tmp_
     reads_raw = {"models/e.sql": "MODEL (name s.e, kind FULL);\nSELECT id FROM raw.events\n"}  # raw: external
     dev = Context(project(tmp_path / "dev", config(before=allowed), reads_raw), state_url=state_url, engine=engine,
                   on_warning=lambda _: None)
-    dev.apply(dev.plan("dev", execution_time="2020-01-03", include_unmodified=True))
+    plan = dev.plan("dev", execution_time="2020-01-03", include_unmodified=True)
+    assert "+before_all.0: GRANT SELECT ON s__dev.a TO ROLE readers" in summarize(plan).statements_diff  # reviewed
+    dev.apply(plan)
     assert "INSERT INTO audit.seen VALUES ('s__dev.a')" in executed(engine)
 
 
