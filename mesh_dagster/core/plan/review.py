@@ -147,7 +147,8 @@ class PlanSummary(BaseModel):
 
     def linter_line(self) -> str:
         """What the linter did before the plan was made (empty: not recorded)."""
-        return self.linter.describe(from_commit=bool(self.options.get(FROM_COMMIT))) if self.linter else ""
+        return printable_line(self.linter.describe(from_commit=bool(self.options.get(FROM_COMMIT)))) \
+            if self.linter else ""
 
 
 def markdown_block(text: str, language: str = "") -> str:

@@ -65,9 +65,9 @@ class StatementScope:
     def of(cls, env: Environment) -> StatementScope:
         """Its models with a physical table (an external or embedded one has no view: its schema may
         be anyone's), their schemas and tables."""
-        built = [s for s in env.snapshots if s.table_name]
-        return cls(env.name, frozenset(s.name.rpartition(".")[0].lower() or "default" for s in built),
-                   frozenset(s.table_name.lower() for s in built if s.table_name))
+        tables = {s.name: s.table_name.lower() for s in env.snapshots if s.table_name}
+        return cls(env.name, frozenset(name.rpartition(".")[0].lower() or "default" for name in tables),
+                   frozenset(tables.values()))
 
     def check(self, stage: Stage, rendered: list[tuple[int, str]], source: StatementSource) -> None:
         """Raise StatementScopeError for the first rendered statement reaching outside the environment."""
