@@ -28,6 +28,7 @@ from mesh_dagster.core.config.names import PROD, normalize_environment
 from mesh_dagster.core.config.spark_settings import spark_settings_refusal, with_spark_settings
 from mesh_dagster.core.errors import ConfigError, PlanError
 from mesh_dagster.core.plan.identity import current_user
+from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.manual_categories import CHOICES as CATEGORY_CHOICES  # noqa: F401 - for the CLI
 from mesh_dagster.core.plan.options import FROM_COMMIT, PlanOptions  # noqa: F401 - for the front doors
 from mesh_dagster.core.plan.plan import Plan
@@ -59,6 +60,7 @@ from mesh_dagster.execution.promote import PromotionRefused  # noqa: F401
 from mesh_dagster.execution.review_desk import ReviewDesk
 from mesh_dagster.execution.reviews import PlanReviews
 from mesh_dagster.execution.run import environment_snapshots, run_environment, run_scope
+from mesh_dagster.execution.statement_runs import StatementRun
 from mesh_dagster.execution.verdicts import audit_digest, holding, snapshot_audits, verdicts_of
 from mesh_dagster.state.store import StateStore
 
@@ -105,6 +107,9 @@ class _Parts:
         # Spark settings a front door was given (Dagster's PySparkResource), merged with the gateway's.
         self._spark_config = dict(spark_config or {})
         self._spark_config_source = spark_config_source
+        # What the last lint gate did (`lint_gate`, `skip_lint_gate`): the plans made next carry it
+        # into their review (execution/planning.py); None: no gate ran.
+        self.linted: LintOutcome | None = None
 
     @property
     def project(self) -> Project:
@@ -262,6 +267,20 @@ class _Plans(_Parts):
         environment's rules when its plans wait for review, else None."""
         return self.desk.review_required(environment)
 
+    def lint_gate(self, skip: str | None = None) -> LintReport:
+        """The linter run a front door makes before it plans (`mesh plan`; Dagster's plan, promote
+        and restate jobs; a git push's plan runs it on the commit's files, in the review desk): the
+        report, whose warnings the caller shows; an error of `linter.rules` raises LinterErrors
+        (`report` attached), so nothing is planned. `skip`: how the caller skips it, if it can. The
+        plans made next say what it did in their review (`linted`)."""
+        report = refuse_errors(lint(self.project), skip)
+        self.linted = LintOutcome.of(report)
+        return report
+
+    def skip_lint_gate(self, how: str) -> None:
+        """The caller skips the lint gate (`how`: its flag): the plans made next say so, and who."""
+        self.linted = LintOutcome.skipped(how, self.user)
+
     def hold_for_review(self, plan: Plan) -> ProtectedEnvironment | None:
         """Record `plan` for review if its environment requires one (its rules); None: apply it."""
         return self.desk.hold_for_review(plan)
@@ -349,14 +368,23 @@ class Context(_Plans):
 
     # -- materializing (what Dagster calls) -------------------------------------------------
     def materialize(self, models: list[str], start: int | str, end: int | str, environment: str = PROD,
-                    listener: ApplyListener | None = None, execution_time: int | str | None = None):
+                    listener: ApplyListener | None = None, execution_time: int | str | None = None,
+                    before_write: Callable[[], None] | None = None):
         """Evaluate `models` (names) of `environment` for `[start, end)` into their current
         versions' tables and record the intervals; views do not move. A lazy iterator of
         `ModelMaterialization`s, parents first; a model that fails is reported FAILED, the models
-        reading it BLOCKED, and the others are still evaluated."""
+        reading it BLOCKED, and the others are still evaluated. `before_write` runs before the first
+        evaluation (a run's `before_all`: `run_statements`)."""
         return materialize(self.project, self.state, lambda: self.engine, normalize_environment(environment),
                            [self.model_name(m) for m in models], start, end, execution_time=execution_time,
-                           listener=listener)
+                           listener=listener, before_write=before_write)
+
+    def run_statements(self, run_id: str, environment: str, models: Sequence[str],
+                       listener: ApplyListener) -> StatementRun:
+        """The `before_all` / `after_all` of a run with one step per model (`models`: a Dagster run's),
+        run once per run whichever steps call it (execution/statement_runs.py)."""
+        return StatementRun(self.project, self.state, lambda: self.engine, run_id, normalize_environment(environment),
+                            [self.model_name(m) for m in models], listener)
 
     def verdicts(self, keys: list[tuple[str, str]]) -> dict:
         """The audit verdicts that hold on these `(model, version)`s: {(model, version, audit digest):
@@ -483,13 +511,6 @@ class Context(_Plans):
         selects; `enabled: false` (the default) runs nothing. Never starts Spark."""
         names = sorted(self.select(models, "--model")) if models else None
         return lint(self.project, names)
-
-    def lint_gate(self, skip: str | None = None) -> LintReport:
-        """The linter run a front door makes before it plans (`mesh plan`; Dagster's plan, promote
-        and restate jobs; a git push's plan runs it on the commit's files, in the review desk): the
-        report, whose warnings the caller shows; an error of `linter.rules` raises LinterErrors
-        (`report` attached), so nothing is planned. `skip`: how the caller skips it, if it can."""
-        return refuse_errors(self.lint(), skip)
 
     def test(self, names: list[str] | None = None, pattern: str | None = None):
         # Deliberately lazy, like Spark (`_spark`): the YAML unit tests' models cost every other

@@ -50,3 +50,14 @@ def unique_schema(engine: SparkEngine) -> Iterator[str]:
     name = f"t_{uuid.uuid4().hex[:10]}"
     yield name
     engine.drop_schema(name, cascade=True)
+
+
+@pytest.fixture
+def project_schema(engine: SparkEngine) -> Iterator[str]:
+    """A schema name for a test project's models that no other test uses; afterwards every schema
+    holding it (the project's, its environments' views, its physical tables, the test's own
+    `<name>_raw`...) is dropped with its tables."""
+    name = f"p_{uuid.uuid4().hex[:10]}"
+    yield name
+    for (schema,) in engine.fetchall(f"SHOW SCHEMAS LIKE '*{name}*'"):
+        engine.drop_schema(schema, cascade=True)

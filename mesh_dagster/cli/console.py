@@ -122,9 +122,11 @@ def show_plan(plan: Plan, no_diff: bool = False) -> None:
     else:
         if not (plan.is_new_environment and plan.is_prod):
             console.print(f"\nDifferences from the `{plan.create_from or env}` environment:\n")
-        _show_models(plan)
+        if plan.changed or plan.removed:
+            _show_models(plan)
         if not no_diff:
             _show_directly_modified(plan)
+        _show_statements(plan)
     if plan.backfills and not plan.skip_backfill:
         tree = _tree("Models needing backfill:")
         for name, bf in plan.backfills.items():
@@ -167,7 +169,17 @@ def _show_models(plan: Plan) -> None:
 
 def show_diff(plan: Plan, name: str) -> None:
     """A changed model's text diff, coloured."""
-    diff = plan.diffs.get(name)
+    _print_diff(plan.diffs.get(name, ""))
+
+
+def _show_statements(plan: Plan) -> None:
+    """A change of the environment's `before_all` / `after_all`: every line of what will run, the changes marked."""
+    if plan.statements_changed:
+        console.print("Environment statements (before_all / after_all) changed:")
+        _print_diff(plan.statements.diff(plan.base_statements))
+
+
+def _print_diff(diff: str) -> None:
     if diff:
         console.print()
         from rich.syntax import Syntax  # deliberately lazy: pygments costs every command ~0.1 s, diffs are rare

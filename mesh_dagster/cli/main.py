@@ -134,7 +134,9 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
     if environment is None:  # an empty name is refused by its type, never taken for the default
         environment = config.default_target_environment
     no_prompts = no_prompts or config.plan.no_prompts
-    if not skip_linter:
+    if skip_linter:
+        context.skip_lint_gate("--skip-linter")  # the plan's review says so
+    else:
         lint_gate(context)
     if not skip_tests and not explain and context.project.test_files:
         report = context.test()

@@ -21,7 +21,7 @@ order: recomputing one interval alone would replay old rows over newer ones.
 import inspect
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from dagster import (
     AssetCheckSpec,
@@ -38,10 +38,10 @@ from dagster import (
     multi_asset,
 )
 
-from mesh_dagster.context import ModelMaterialization, Outcome
+from mesh_dagster.context import Context, ModelMaterialization, Outcome, StatementRun
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.intervals import format_interval_range
-from mesh_dagster.dagster.compat import mark_partitions_failed
+from mesh_dagster.dagster.compat import mark_partitions_failed, run_step_keys
 from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.held import held_evaluations
 from mesh_dagster.dagster.listener import DagsterLogListener
@@ -106,10 +106,16 @@ def model_asset(graph: ProjectGraph, asset: ModelAsset, partitions: dict,
         mesh_context = getattr(context.resources, RESOURCE_KEY).get_context(graph.environment)
         if is_restamp(context.run.tags):  # a re-stamp run (stamps.py): computes nothing
             yield from restamp_results(context, graph, partitions, mesh_context, asset)
-        elif partitions_def is not None:
-            yield from _partitioned_step(context, graph, asset, partitions_def)
+            return
+        statements = run_statements(context, graph, mesh_context)
+        if partitions_def is not None:
+            yield from _partitioned_step(context, graph, asset, partitions_def, statements.before_write)
         else:
-            yield from _unpartitioned_step(context, graph, asset)
+            yield from _unpartitioned_step(context, graph, asset, statements.before_write)
+        try:  # the step succeeded (a failed one raised): the run's last runs its after_all
+            statements.step_succeeded(asset.name)
+        except MeshError as e:
+            raise step_failure(asset, str(e)) from None
 
     _model.__signature__ = _STEP_SIGNATURE  # type: ignore[attr-defined]
     return multi_asset(
@@ -136,8 +142,18 @@ def _step_signature(context: AssetExecutionContext) -> Iterator:
 _STEP_SIGNATURE = inspect.signature(_step_signature)
 
 
+def run_statements(context: AssetExecutionContext, graph: ProjectGraph, mesh_context: Context) -> StatementRun:
+    """The run's `before_all` / `after_all` in the graph's environment: once per run, not per step
+    (execution/statement_runs.py), `after_all` once every model step the run has succeeded."""
+    steps = run_step_keys(context.instance, context.run)
+    selected = context.run.asset_selection
+    models = [a.name for a in graph.materializable
+              if (step_name(a) in steps if steps is not None else selected is None or a.asset_key in selected)]
+    return mesh_context.run_statements(context.run.run_id, graph.environment, models, DagsterLogListener(context.log))
+
+
 def _partitioned_step(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset,
-                      partitions_def: TimeWindowPartitionsDefinition) -> Iterator:
+                      partitions_def: TimeWindowPartitionsDefinition, before_write: Callable[[], None]) -> Iterator:
     """The model over the run's partition (or range): one evaluation, one result fanned out by
     Dagster to every partition; its audits as one check result per partition."""
     window = context.partition_time_window
@@ -146,13 +162,14 @@ def _partitioned_step(context: AssetExecutionContext, graph: ProjectGraph, asset
     ranged = None if context.has_partition_key else RangedChecks.of(context, partitions_def)
     try:
         (run,) = list(mesh_context.materialize([asset.name], to_ms(window.start), to_ms(window.end),
-                                               graph.environment, listener=listener))
+                                               graph.environment, listener=listener, before_write=before_write))
     except MeshError as e:
         raise step_failure(asset, str(e)) from None
     yield from _reported(context, graph, asset, run, ranged)
 
 
-def _unpartitioned_step(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset) -> Iterator:
+def _unpartitioned_step(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset,
+                        before_write: Callable[[], None]) -> Iterator:
     """A seed or view (built once), a FULL model (rebuilt whole), or a model whose history is
     processed in order (each pending interval, oldest first); one result for the step."""
     tags = context.run.tags
@@ -161,7 +178,7 @@ def _unpartitioned_step(context: AssetExecutionContext, graph: ProjectGraph, ass
     mesh_context = getattr(context.resources, RESOURCE_KEY).get_context(graph.environment)
     listener = DagsterLogListener(context.log)
     try:
-        run = unpartitioned_runs(mesh_context, asset, graph.environment, listener)
+        run = unpartitioned_runs(mesh_context, asset, graph.environment, listener, before_write)
     except MeshError as e:
         raise step_failure(asset, str(e)) from None
     if run is None:  # nothing due: reported with the version it keeps (never as a failure)

@@ -52,6 +52,12 @@ fallback when it is gone.
   the events `execute_job` returns, which are the yielded ones: there the step failure's error is
   the one line too; `execute_in_process` uses Dagster's own executor).
   Without the means, runs use the stock in-process executor (the run's row then shows the stack).
+- `run_step_keys`: the steps a run executes, from the execution plan it was created with
+  (`DagsterInstance.get_execution_plan_snapshot` of the run's `execution_plan_snapshot_id`, whose
+  `step_keys_to_execute` lists them, a re-execution's subset included): a run's `before_all` /
+  `after_all` run once per run, `after_all` when the last of these steps succeeded (assets.py).
+  Without them, the run's asset selection stands in (a re-execution of part of a run then never
+  runs `after_all`).
 - `tag_run` and `post_to_run`: a plan's data diff exists only once its apply built the new tables,
   after the `plan_<env>` run that recorded it ended. That run is tagged with the plan's id
   (`add_run_tags`) and the diff is added to its log later as an engine event carrying the diff's
@@ -128,6 +134,8 @@ INTERNALS: dict[str, str] = {
     "DagsterInstance.get_runs": "(RunsFilter, limit=) lists runs, newest first",
     "DagsterInstance.report_run_canceling": "(run, message=) marks a run CANCELING",
     "DagsterInstance.report_run_canceled": "(run, message=) marks a run CANCELED",
+    "DagsterInstance.get_execution_plan_snapshot": "(snapshot_id) the ExecutionPlanSnapshot a run was created "
+    "with (DagsterRun.execution_plan_snapshot_id): its step_keys_to_execute are the run's steps",
     "DagsterInstance.add_run_tags": "(run_id, new_tags) adds tags to a run, also a finished one",
     "DagsterInstance.report_engine_event": "(message, dagster_run, engine_event_data) adds an engine event to a "
     "run's log, also a finished run's; dagster._core.events.EngineEventData(metadata=) carries its metadata",
@@ -318,6 +326,20 @@ def run_code_server(tags: Mapping[str, str]) -> str | None:
     if not isinstance(info, dict):
         return None
     return info.get("socket") or (f"{info.get('host')}:{info['port']}" if info.get("port") else None)
+
+
+# -- a run's steps -------------------------------------------------------------------------------
+
+
+def run_step_keys(instance: DagsterInstance, run: DagsterRun) -> frozenset[str] | None:
+    """The keys of the steps `run` executes; None when the installed Dagster cannot say."""
+    snapshot_id = getattr(run, "execution_plan_snapshot_id", None)
+    if snapshot_id is None or not hasattr(instance, "get_execution_plan_snapshot"):
+        return None  # pragma: no cover - a Dagster without them
+    try:
+        return frozenset(instance.get_execution_plan_snapshot(snapshot_id).step_keys_to_execute)
+    except (AttributeError, TypeError):  # pragma: no cover - Dagster's structures changed
+        return None
 
 
 # -- the component's `translation:`, resolved as Dagster resolves one -----------------------------

@@ -70,7 +70,7 @@ def plan_job(environment: str) -> JobDefinition:
             "plan_id": record.plan_id, "status": record.status.value, "author": record.author,
             "git_commit": record.git_commit or "", "next": next_step,
             "summary": MetadataValue.md(record.summary.markdown(environment)), **data_diff_metadata(record),
-            **linted})
+            **review_metadata(record), **linted})
 
     @job(name=f"plan_{environment}", tags={"mesh/environment": environment, "mesh/plan": "true"},
          description=f"Make and record a plan for '{environment}' (review it, then apply_plan_{environment}).")
@@ -97,7 +97,7 @@ def apply_plan_job(environment: str) -> JobDefinition:
             raise JobFailed(str(e)) from None
         context.log.info(f"Plan {done.plan_id} {done.status.value} in '{environment}'")
         yield Output(None, metadata={"plan_id": done.plan_id, "status": done.status.value,
-                                     **data_diff_metadata(done)})
+                                     **data_diff_metadata(done), **review_metadata(done)})
 
     @job(name=f"apply_plan_{environment}", tags={"mesh/environment": environment, "mesh/apply_plan": "true"},
          description=f"Apply a recorded plan to '{environment}' (approved, if the environment is protected).")
@@ -105,6 +105,15 @@ def apply_plan_job(environment: str) -> JobDefinition:
         _apply()
 
     return _job
+
+
+def review_metadata(record: PlanRecord) -> dict[str, MetadataValue]:
+    """What the review says besides the changes, as metadata of its own: `linter` (ran, skipped by
+    whom, or off by config) and `environment_statements` (what before_all / after_all the apply runs,
+    as a diff when the plan changes them)."""
+    linter, statements = record.summary.linter_line(), record.summary.statements_markdown()
+    return {**({"linter": MetadataValue.text(linter)} if linter else {}),
+            **({"environment_statements": MetadataValue.md(statements)} if statements else {})}
 
 
 def lint_gate(context: OpExecutionContext, mesh: Context) -> dict[str, MetadataValue]:

@@ -3,18 +3,22 @@ a FULL model rebuilt whole, a model building on its history each pending range i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mesh_dagster.context import ApplyListener, Context, ModelMaterialization
 from mesh_dagster.dagster.graph import ModelAsset
 
 
-def unpartitioned_runs(mesh_context: Context, asset: ModelAsset, environment: str,
-                       listener: ApplyListener) -> ModelMaterialization | None:
+def unpartitioned_runs(mesh_context: Context, asset: ModelAsset, environment: str, listener: ApplyListener,
+                       before_write: Callable[[], None] | None = None) -> ModelMaterialization | None:
     """Materialize `asset`'s ranges (oldest first) and combine them into one result; None when
-    nothing is due. A failure stops the model: its later ranges build on the failed one."""
+    nothing is due. A failure stops the model: its later ranges build on the failed one.
+    `before_write`: the run's `before_all` (assets.py), before the first evaluation."""
     windows = mesh_context.materialization_windows(environment, asset.name)
     runs: list[ModelMaterialization] = []
     for start, end in windows:
-        runs += mesh_context.materialize([asset.name], start, end, environment, listener=listener)
+        runs += mesh_context.materialize([asset.name], start, end, environment, listener=listener,
+                                         before_write=before_write)
         if runs and runs[-1].error is not None:
             break
     return _combined(runs) if runs else None

@@ -176,7 +176,7 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         readiness = backfill_readiness(plan, project, state, engine, guarded)  # before anything is written
         # data a blocking audit failed on is never served; what the backfill recomputes is audited again
         refuse_serving_failed_audits(state, plan, project.audits, leave_out=readiness.backfills)
-        run_environment_statements(Stage.BEFORE_ALL, project, engine, plan.environment, plan.promoted, guarded,
+        run_environment_statements(Stage.BEFORE_ALL, project, engine, plan.target_environment(), guarded,
                                    plan.execution_time)
         state.push_snapshots(plan.new_snapshots, plan.recaptured)
         _build(plan, project, state, engine, guarded, readiness.backfills)
@@ -192,7 +192,7 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         recorded = True
         _move_views(plan, project, state, engine, guarded, (replaced, served), lease)
         state.finalize_environment(plan.environment, plan.plan_id, lease=lease)
-        run_environment_statements(Stage.AFTER_ALL, project, engine, plan.environment, plan.promoted, guarded,
+        run_environment_statements(Stage.AFTER_ALL, project, engine, plan.target_environment(), guarded,
                                    plan.execution_time)
     except LockLostError as e:
         raise LockLostError(_lost_message(plan, str(e), recorded)) from e

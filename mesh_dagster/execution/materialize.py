@@ -27,13 +27,11 @@ from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError, StateError
 from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill, compute_backfills
 from mesh_dagster.core.plan.plan import Plan, build_plan, model_start_ms
-from mesh_dagster.core.project.environment_statements import Stage
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.time.intervals import Interval, format_interval_range, intervals_cover, subtract_intervals
 from mesh_dagster.execution.engine import Engine
-from mesh_dagster.execution.environment_statements import run_environment_statements
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
@@ -125,15 +123,19 @@ def materialize(
     *,
     execution_time: int | str | None = None,
     listener: ApplyListener | None = None,
+    before_write: Callable[[], None] | None = None,
 ) -> Iterator[ModelMaterialization]:
     """Evaluate `names` of `environment` for `[start, end)`; yields one result per model.
 
     Lazy: nothing happens until iterated. Spark is only started when something is evaluated.
     The janitor keeps away meanwhile: the snapshots pushed here belong to no environment yet.
+    `before_write` is called once, before the first evaluation: the caller's run runs the
+    environment's `before_all` there (execution/statement_runs.py), and its `after_all` once the run's
+    last model succeeded.
     """
     with snapshots_in_use(state):
         yield from _materialize(project, state, engine_factory, environment, names, start, end,
-                                execution_time=execution_time, listener=listener)
+                                execution_time=execution_time, listener=listener, before_write=before_write)
 
 
 def _materialize(
@@ -147,6 +149,7 @@ def _materialize(
     *,
     execution_time: int | str | None,
     listener: ApplyListener | None,
+    before_write: Callable[[], None] | None,
 ) -> Iterator[ModelMaterialization]:
     listener = listener or ApplyListener()
     start_ms, end_ms = to_ms(start), to_ms(end)
@@ -163,16 +166,13 @@ def _materialize(
         assert window is not None  # an empty window is not evaluated
         if evaluator is None:
             evaluator = RecordingEvaluator(project, engine_factory(), snapshots, state=state, source="materialize")
-            run_environment_statements(Stage.BEFORE_ALL, project, evaluator.engine, environment, plan.promoted,
-                                       listener, execution_ms)
+            if before_write is not None:
+                before_write()
         result = _evaluate_reporting(evaluator, snapshots[name], window, (start_ms, end_ms), state, execution_ms,
                                      listener, environment)
         if result.error is not None:
             failed[name] = name
         yield result
-    if evaluator is not None and not failed:
-        run_environment_statements(Stage.AFTER_ALL, project, evaluator.engine, environment, plan.promoted, listener,
-                                   execution_ms)
 
 
 def _prepare(project: Project, state: State, engine_factory: Callable[[], Engine], environment: str,

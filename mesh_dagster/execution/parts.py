@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mesh_dagster.core.config.config import ProjectConfig
+    from mesh_dagster.core.plan.lint_outcome import LintOutcome
     from mesh_dagster.core.project.project import Project
     from mesh_dagster.state.store import StateStore
 
@@ -21,6 +22,7 @@ class Parts(Protocol):
     path: Path  # the project's folder
     home: Path  # where its `.mesh/` lives
     gateway: str | None
+    linted: LintOutcome | None  # what its last lint gate did (Context.lint_gate)
 
     @property
     def project(self) -> Project: ...

@@ -38,6 +38,7 @@ from mesh_dagster.core.plan.review import (
     check_approver,
     check_transition,
     differences,
+    reviewed_statements,
     summarize,
 )
 from mesh_dagster.core.time.dates import now_ms
@@ -150,6 +151,7 @@ class PlanReviews:
                 raise PlanSupersededError(f"Plan {record.plan_id} was not applied and is now superseded: "
                                           f"{'; '.join(reasons)}. Make a new plan.")
             plan.plan_id = record.plan_id  # the environment records which reviewed plan it came from
+            plan.statements = reviewed_statements(record.summary, plan)
             return self.run(record, plan, actor, apply)
 
     def _check_runnable(self, record: PlanRecord, *, locked: bool) -> None:

@@ -81,11 +81,11 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
             listener.log("Nothing to run: every due interval waits (for a signal, or for upstream data)"
                          if readiness.waits else "All intervals are up to date: nothing to run")
             return 0
-        run_environment_statements(Stage.BEFORE_ALL, project, engine, environment, env.promoted, listener, execution_ms)
+        run_environment_statements(Stage.BEFORE_ALL, project, engine, env, listener, execution_ms)
         evaluator = RecordingEvaluator(project, engine, snapshots, state=state, source="run")
         run_batches(batches, evaluator, state, execution_ms, listener, shown,
                     concurrent_tasks=project.concurrent_tasks)
-        run_environment_statements(Stage.AFTER_ALL, project, engine, environment, env.promoted, listener, execution_ms)
+        run_environment_statements(Stage.AFTER_ALL, project, engine, env, listener, execution_ms)
         return len(batches)
 
 

@@ -23,6 +23,7 @@ from mesh_dagster.state.schema import (
     pending_writes,
     plan_events,
     plans,
+    statement_runs,
     versions,
 )
 
@@ -60,8 +61,13 @@ def _v5_audit_verdicts(conn: Connection) -> None:
     metadata.create_all(conn, tables=[audit_verdicts], checkfirst=True)
 
 
+def _v6_statement_runs(conn: Connection) -> None:
+    """A Dagster run runs its environment's before_all / after_all once, whichever step gets there first."""
+    metadata.create_all(conn, tables=[statement_runs], checkfirst=True)
+
+
 MIGRATIONS: dict[int, Migration] = {1: _v1_baseline, 2: _v2_replaced_views, 3: _v3_plan_records,
-                                    4: _v4_captured_content, 5: _v5_audit_verdicts}
+                                    4: _v4_captured_content, 5: _v5_audit_verdicts, 6: _v6_statement_runs}
 
 
 def stored_schema_version(conn: Connection) -> int | None:

@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # SQLite only auto-increments an `INTEGER PRIMARY KEY`; elsewhere the id is a BIGINT identity.
 _AutoId = BigInteger().with_variant(Integer(), "sqlite")
@@ -174,4 +174,18 @@ audit_verdicts = Table(
     Column("source", String(32), nullable=False),  # apply | run | materialize
     Column("created_ts", BigInteger, nullable=False),
     Index("ix_mesh_audit_verdicts_name_version", "name", "version"),
+)
+
+# v6. What each Dagster run (of one environment) did of the environment's `before_all` / `after_all`,
+# which run once per run, whichever of its steps gets there first (execution/statement_runs.py): a
+# row per stage run (`failed`: why it failed; NULL: it ran) and per model step that succeeded.
+statement_runs = Table(
+    "mesh_statement_runs",
+    metadata,
+    Column("run_key", String(512), nullable=False),  # the run and its environment
+    Column("mark", String(512), nullable=False),  # before_all | after_all | step:<model>
+    Column("failed", Text),
+    Column("created_ts", BigInteger, nullable=False),
+    PrimaryKeyConstraint("run_key", "mark", name="pk_mesh_statement_runs"),
+    Index("ix_mesh_statement_runs_created", "created_ts"),
 )

@@ -10,6 +10,7 @@ locks that serialise decisions):
     store.plans          PlanRecords    state/plans.py         plans recorded for review, their events
     store.locks          Locks          state/locks.py         named locks held as leases
     store.journal        Journal        state/journal.py       writes under way, retired generations
+    store.statement_runs StatementRuns  state/statement_runs.py  before_all / after_all of each Dagster run
 
 `StateStore` itself keeps the surface its callers use (the `execution.state.State` Protocol and the
 front doors): methods for snapshots, environments, intervals and locks delegate to their part; plan
@@ -33,6 +34,7 @@ from mesh_dagster.state.locks import EXCLUSIVE_LOCK, Lease, LockInfo, LockLostEr
 from mesh_dagster.state.migrations import MIGRATIONS, Migration
 from mesh_dagster.state.plans import PlanRecords
 from mesh_dagster.state.snapshots import Snapshots
+from mesh_dagster.state.statement_runs import StatementRuns
 
 # Imported from here by the rest of the package (execution/, context.py) and by tests.
 __all__ = ["EXCLUSIVE_LOCK", "Lease", "LockInfo", "LockLostError", "StateStore"]
@@ -55,6 +57,7 @@ class StateStore:
         self.plans = PlanRecords(self.db)
         self.locks = Locks(self.db)
         self.journal = Journal(self.db)
+        self.statement_runs = StatementRuns(self.db)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -120,6 +120,22 @@ def _stock_storage_path(tmp_path, monkeypatch):
     assert hasattr(importlib.import_module("dagster._core.storage.event_log"), "SqliteEventLogStorage")
 
 
+# -- a run's steps ---------------------------------------------------------------------------------------
+
+
+@check("DagsterInstance.get_execution_plan_snapshot")
+def _plan_snapshot(tmp_path, monkeypatch):
+    @dg.asset
+    def one() -> None: ...
+
+    @dg.asset(deps=[one])
+    def two() -> None: ...
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result = dg.materialize([one, two], instance=instance, selection=[two])
+        assert compat.run_step_keys(instance, instance.get_run_by_id(result.run_id)) == {"two"}
+
+
 # -- mesh ui's supervisor ------------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mesh_dagster.context import Context
+from mesh_dagster.context import ApplyListener, Context
 from mesh_dagster.core.errors import ConfigError, EngineError, MeshError, ModelError
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.environment_statements import (
@@ -226,15 +226,23 @@ def test_run_runs_them_around_its_batches_and_not_when_nothing_is_due(tmp_path):
     assert engine.calls[-1].args["sql"] == "INSERT INTO audit.log SELECT 'end', ARRAY('s.a', 's.b', 't.v')"
 
 
-def test_materializing_runs_them_once_around_the_models(tmp_path):
+def test_a_run_of_one_step_per_model_runs_them_once_around_all_its_steps(tmp_path):
     engine = FakeEngine()
     context = Context(project(tmp_path, HOOKS), engine=engine)
-    results = list(context.materialize(["s.a", "s.b"], "2024-01-01", "2024-01-02", "prod",
-                                       execution_time="2024-01-02"))
-    assert [r.name for r in results] == ["s.a", "s.b"]
-    assert executed(engine)[:2] == ["CREATE SCHEMA IF NOT EXISTS audit", "INSERT INTO audit.log SELECT 'start', 'prod'"]
-    assert engine.calls[-1].args["sql"].startswith("INSERT INTO audit.log SELECT 'end'")
-    assert len(executed(engine)) == 3
+    context.apply(context.plan("prod", execution_time="2024-01-02"))
+    engine.calls.clear()
+    run = context.run_statements("run-1", "prod", ["s.a", "s.b"], ApplyListener())
+    for name in ("s.a", "s.b"):  # one step per model, as a Dagster run has them
+        results = list(context.materialize([name], "2024-01-02", "2024-01-03", "prod", execution_time="2024-01-03",
+                                           before_write=run.before_write))
+        assert [r.error for r in results] == [None]
+        run.step_succeeded(name)
+    ran = executed(engine)
+    assert ran[:2] == ["CREATE SCHEMA IF NOT EXISTS audit", "INSERT INTO audit.log SELECT 'start', 'prod'"]
+    assert [sql for sql in ran if "audit" in sql] == ran[:2] + [ran[-1]]  # each once
+    assert ran[-1] == "INSERT INTO audit.log SELECT 'end', ARRAY('s.a', 's.b', 't.v')"
+    run.step_succeeded("s.b")  # a retried step that succeeds again counts once
+    assert executed(engine) == ran
 
 
 def test_materializing_nothing_runs_nothing(tmp_path):

@@ -28,16 +28,20 @@ from mesh_dagster.core.plan.backfills import (
 )
 from mesh_dagster.core.plan.changes import ChangeSet, categorize_changes
 from mesh_dagster.core.plan.forward_only import plan_forward_only
+from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.schema_changes import SchemaChange
 from mesh_dagster.core.plan.selected_changes import select_plan
 from mesh_dagster.core.plan.view_collisions import refuse_view_collisions
 from mesh_dagster.core.project.dag import DAG
+from mesh_dagster.core.project.environment_statements import Stage
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.snapshots.fingerprint import build_snapshots, uncaptured_warnings
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot, SnapshotId
-from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
+from mesh_dagster.core.snapshots.statement_scope import render_in_scope
+from mesh_dagster.core.snapshots.statements import EnvironmentStatements
+from mesh_dagster.core.time.dates import ms_to_datetime, now_ms, to_end_ms, to_ms
 
 
 class StateReader(IntervalReader, Protocol):
@@ -88,6 +92,11 @@ class Plan:
     options: PlanOptions = field(default_factory=PlanOptions)
     # Stored snapshots made before captures existed, captured now: the apply stores their capture.
     recaptured: list[Snapshot] = field(default_factory=list)
+    # The `before_all` / `after_all` the environment runs once applied, and those it (or, new, the
+    # environment it starts from) runs now; None: recorded before plans captured them.
+    statements: EnvironmentStatements = field(default_factory=EnvironmentStatements)
+    base_statements: EnvironmentStatements | None = None
+    linter: LintOutcome | None = None  # what the front door's lint gate found (None: no gate)
 
     @property
     def is_prod(self) -> bool:
@@ -103,8 +112,13 @@ class Plan:
         return sorted({*self.added, *self.directly_modified, *indirect, *self.metadata_updated})
 
     @property
+    def statements_changed(self) -> bool:
+        """The environment's `before_all` / `after_all` change (what it ran before capture: none)."""
+        return self.statements.differs_from(self.base_statements)
+
+    @property
     def has_changes(self) -> bool:
-        return bool(self.changed or self.removed)
+        return bool(self.changed or self.removed or self.statements_changed)
 
     @property
     def finishes_interrupted_apply(self) -> bool:
@@ -146,6 +160,7 @@ class Plan:
             end_at=str(self.end),
             expiration_ts=expiration_ts,
             created_ts=now_ms(),
+            statements=self.statements,
         )
 
 
@@ -196,11 +211,8 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
         project.cache.save()  # the new snapshots' renderings, for the next plan
     removed = [es for name, es in base.snapshots.items() if name not in local]
     include_unmodified = _include_unmodified(project, opts)
-    if base.create_from is not None and not (changes.changed or removed or include_unmodified or opts.allow_empty):
-        raise PlanError(
-            f"Creating a new environment requires a change, but the project files match the "
-            f"`{base.create_from}` environment. Make a change or use --include-unmodified."
-        )
+    statements = EnvironmentStatements.of_project(project)
+    _require_change(base, bool(changes.changed or removed or include_unmodified or opts.allow_empty), statements)
     promoted = selection.promoted(promoted_models(changes, base.target, promote_all=is_prod or include_unmodified),
                                   changes.changed, changes.snapshots)
     start, end = opts.start, opts.end
@@ -213,7 +225,7 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
                                recompute_from=fo.recompute_from, min_intervals=opts.min_intervals)
     if opts.no_gaps:
         refuse_gaps(state, changes.snapshots, previous, backfills, execution_ms=execution_ms)
-    return Plan(
+    plan = Plan(
         plan_id=uuid.uuid4().hex, environment=environment, base_environment=base.target, create_from=base.create_from,
         snapshots=changes.snapshots, new_snapshots=changes.new_snapshots, recaptured=changes.recaptured,
         added=changes.added, removed=removed, directly_modified=changes.directly_modified,
@@ -222,9 +234,12 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
         include_unmodified=include_unmodified, skip_backfill=opts.skip_backfill or opts.empty_backfill,
         empty_backfill=opts.empty_backfill, diffs=changes.diffs, categories=changes.categories,
         forward_only=forward_only, effective_from=fo.effective_ms, previews=fo.previews,
-        schema_changes=fo.schema_changes, allow_destructive=opts.allow_destructive,
+        schema_changes=fo.schema_changes, allow_destructive=opts.allow_destructive, base_statements=base.statements,
         allow_additive=opts.allow_additive, warnings=[*uncaptured_warnings(local.values()), *fo.warnings], options=opts,
+        statements=statements,
     )
+    check_statements(plan, project)
+    return plan
 
 
 def _check_request(project: Project, state: StateReader, environment: str, opts: PlanOptions) -> str:
@@ -239,6 +254,16 @@ def _check_request(project: Project, state: StateReader, environment: str, opts:
     return environment
 
 
+def _require_change(base: Base, changed: bool, statements: EnvironmentStatements) -> None:
+    """A new development environment is made for a change (`changed`: of a model, or asked for): one
+    the project's files — models and statements — would make identical to its source is refused."""
+    if base.create_from is not None and not changed and not statements.differs_from(base.statements):
+        raise PlanError(
+            f"Creating a new environment requires a change, but the project files match the "
+            f"`{base.create_from}` environment. Make a change or use --include-unmodified."
+        )
+
+
 def _include_unmodified(project: Project, opts: PlanOptions) -> bool:
     configured = project.config.plan.include_unmodified
     return configured if opts.include_unmodified is None else opts.include_unmodified
@@ -251,6 +276,7 @@ class Base:
     target: Environment | None  # the environment's current record (None if new)
     create_from: str | None  # the environment a new development environment starts from
     snapshots: dict[str, EnvironmentSnapshot]  # by model: the target's, else `create_from`'s (if any)
+    statements: EnvironmentStatements | None = None  # what that record runs (None: none captured)
 
 
 def resolve_base(state: StateReader, environment: str, create_from: str = PROD) -> Base:
@@ -261,12 +287,25 @@ def resolve_base(state: StateReader, environment: str, create_from: str = PROD) 
     """
     target = state.get_environment(environment)
     if target is not None or environment == PROD:
-        return Base(target, None, target.snapshot_by_name() if target else {})
+        return Base(target, None, target.snapshot_by_name() if target else {}, target.statements if target else None)
     source = normalize_environment(create_from)
     record = state.get_environment(source)
     if record is None and source != PROD:
         raise PlanError(f"Cannot create environment '{environment}' from '{source}': it does not exist")
-    return Base(None, source, record.snapshot_by_name() if record else {})
+    return Base(None, source, record.snapshot_by_name() if record else {}, record.statements if record else None)
+
+
+def check_statements(plan: Plan, project: Project) -> None:
+    """Render the plan's `before_all` / `after_all` for its environment at its execution time, as its
+    apply will: an entry that does not render, or that reaches outside the environment
+    (core/snapshots/statement_scope.py), refuses the plan before anything is recorded. Not for a plan
+    only looked at (`render_added=False`: it renders no more than it must)."""
+    if not plan.options.render_added:
+        return
+    target = plan.target_environment()
+    for stage in Stage:
+        render_in_scope(plan.statements, stage, target, root=project.path, gateway=project.gateway,
+                        execution_time=ms_to_datetime(plan.execution_time))
 
 
 def known_snapshots(

@@ -24,6 +24,7 @@ from mesh_dagster.core.plan.plan import Plan, StateReader, snapshot_order
 from mesh_dagster.core.plan.selectors import ModelIndex, select_models
 from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.core.snapshots.snapshot import Snapshot
+from mesh_dagster.core.snapshots.statements import EnvironmentStatements
 from mesh_dagster.core.time.intervals import Interval, intersect_intervals, merge_intervals
 
 
@@ -71,7 +72,7 @@ def build_restatement(state: RestatementReader, environment: str, selectors: Seq
         snapshots={n: snapshots[n] for n in order}, new_snapshots=[], added=[], removed=[], directly_modified=[],
         indirectly_modified={}, metadata_updated=[], previous={}, backfills=backfills, promoted=list(env.promoted),
         start=low, end=high, execution_time=execution_ms, warnings=warnings, restated=sorted(backfills),
-        clearings=clearings,
+        clearings=clearings, statements=env.statements or EnvironmentStatements(), base_statements=env.statements,
     )
 
 

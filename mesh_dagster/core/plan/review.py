@@ -21,7 +21,9 @@ from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan.data_diff import DataDiff, diff_title
 from mesh_dagster.core.plan.data_diff import markdown as data_diff_markdown
-from mesh_dagster.core.plan.options import PlanOptions
+from mesh_dagster.core.plan.lint_outcome import LintOutcome
+from mesh_dagster.core.plan.options import FROM_COMMIT, PlanOptions
+from mesh_dagster.core.snapshots.statements import EnvironmentStatements
 from mesh_dagster.core.time.intervals import subtract_intervals
 
 if TYPE_CHECKING:  # the state store reads records without loading the plan builder
@@ -97,6 +99,11 @@ class PlanSummary(BaseModel):
     # the same comparison (copied into `data_diffs` when it is recorded), and lists the models
     # none has computed yet: its review says how to get one (core/plan/data_diff.py).
     data_diff_missing: list[str] = Field(default_factory=list)
+    # The `before_all` / `after_all` its apply runs, as captured (None: recorded before plans captured
+    # them), and their diff from what the environment ran when the plan was made (empty: unchanged).
+    statements: EnvironmentStatements | None = None
+    statements_diff: str = ""
+    linter: LintOutcome | None = None  # what the linter did before the plan (None: no lint gate recorded)
 
     def data_diff_markdown(self) -> str:
         """The data diffs alone (Dagster's `data_diff_details`): tables, column counts, sample rows."""
@@ -118,20 +125,37 @@ class PlanSummary(BaseModel):
             lines += ["", "**Backfill**", ""] + [f"- {markdown_code(n)} {printable_line(t)}"
                                                  for n, t in self.backfill_text.items()]
         for name, diff in self.diffs.items():
-            shown = printable(diff.rstrip())
-            fence = markdown_fence(shown)
-            lines += ["", f"**Diff of {markdown_code(name)}**", "", f"{fence}diff", shown, fence]
+            lines += ["", f"**Diff of {markdown_code(name)}**", "", markdown_block(diff, "diff")]
+        statements = self.statements_markdown()
+        lines += ["", statements] if statements else []
         # `mesh plans show` (data=False) draws the diffs as tables of its own; what none covers shows here
         lines += data_diff_markdown(self.data_diffs if data else {}, self.data_diff_pending if data else [],
                                     self.data_diff_missing)
+        lines += ["", self.linter_line()] if self.linter else []
         return "\n".join(lines)
 
+    def statements_markdown(self) -> str:
+        """The environment's `before_all` / `after_all` as its apply runs them: their diff from what
+        the environment runs now when they change, else their text (empty: none)."""
+        if self.statements_diff:
+            return "\n".join(["**Environment statements** (`before_all` / `after_all`: changed)", "",
+                              markdown_block(self.statements_diff, "diff")])
+        if self.statements is None or self.statements.is_empty:
+            return ""
+        return "\n".join(["**Environment statements** (`before_all` / `after_all`: unchanged)", "",
+                          markdown_block(self.statements.text())])
 
-def markdown_block(text: str) -> str:
-    """User text (an error quoting a model, a note) as a Markdown code block it cannot break out of."""
+    def linter_line(self) -> str:
+        """What the linter did before the plan was made (empty: not recorded)."""
+        return printable_line(self.linter.describe(from_commit=bool(self.options.get(FROM_COMMIT)))) \
+            if self.linter else ""
+
+
+def markdown_block(text: str, language: str = "") -> str:
+    """User text (an error quoting a model, a note, a diff) as a Markdown code block it cannot break out of."""
     shown = printable(text.rstrip())
     fence = markdown_fence(shown)
-    return f"{fence}\n{shown}\n{fence}"
+    return f"{fence}{language}\n{shown}\n{fence}"
 
 
 def _cell(name: str) -> str:
@@ -191,6 +215,9 @@ def summarize(plan: Plan) -> PlanSummary:
         backfill_text={n: bf.describe(plan.snapshots[n].model.interval_unit) for n, bf in backfills.items()},
         restated=list(plan.restated),
         standalone_audits=sorted(n for n, s in plan.snapshots.items() if s.model.kind.is_standalone_audit),
+        statements=plan.statements,
+        statements_diff=plan.statements.diff(plan.base_statements) if plan.statements_changed else "",
+        linter=plan.linter,
     )
 
 
@@ -231,7 +258,17 @@ def differences(reviewed: PlanSummary, now: Plan, plan_id: str | None = None) ->
                    if not now.skip_backfill and subtract_intervals(bf.intervals, reviewed.backfills.get(n, [])))
     if extra:
         found.append(f"the backfill grew beyond what was reviewed: {', '.join(extra)}")
+    if reviewed.statements is None and not now.statements.is_empty:
+        found.append("config.yaml has before_all/after_all statements, and the plan was recorded before plans "
+                     "captured them for review")
     return found
+
+
+def reviewed_statements(reviewed: PlanSummary, now: Plan) -> EnvironmentStatements:
+    """What the apply of a reviewed plan runs: the `before_all` / `after_all` the review showed,
+    whatever config.yaml holds now (a record from before they were captured: the rebuilt plan's,
+    which `differences` lets through only when there are none)."""
+    return reviewed.statements if reviewed.statements is not None else now.statements
 
 
 class BranchError(PlanError):

@@ -248,6 +248,13 @@ class Capturer:
         capture._lineage_source = _lineage_source(project, model.name)
         return capture
 
+    def capture_sql(self, sql: str) -> Capture:
+        """What rendering SQL outside any model reads (the project's `before_all` / `after_all`,
+        core/snapshots/statements.py): the macros it calls, transitively, and the variables it and
+        they read."""
+        macros = self._macro_closure(self.project.macros.used_by(sql))
+        return Capture(macros=macros, variables=self._variables(None, sql, macros.values()))
+
     def _materialization(self, model: Model) -> StoredMaterialization | None:
         kind = model.kind.custom  # a CUSTOM kind's class (checked at load)
         return self.project.materializations.get(kind.materialization.lower()) if kind is not None else None
@@ -286,14 +293,14 @@ class Capturer:
 
     # -- values ----------------------------------------------------------------------------
 
-    def _variables(self, model: Model, sql: str, macros: Iterable[CapturedFunction]) -> dict[str, str]:
+    def _variables(self, model: Model | None, sql: str, macros: Iterable[CapturedFunction]) -> dict[str, str]:
         """The config variables the model can read: named in its SQL (`@VAR('x')`, `@x`, `'x'`),
         read by its macros or its Python code; all of them when one reads a computed name."""
         variables = self.project.variables
         if not variables:
             return {}
         functions = list(macros)
-        code = model.python
+        code = model.python if model is not None else None
         if any(f.all_variables for f in functions) or (code is not None and code.all_variables):
             used = set(variables)
         else:

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.snapshots.snapshot import SnapshotId
+from mesh_dagster.core.snapshots.statements import EnvironmentStatements
 
 
 class EnvironmentSnapshot(BaseModel):
@@ -38,6 +39,9 @@ class Environment(BaseModel):
     # when that is a merge of several records: the last finalized one, which the environment
     # serves (`mesh run` evaluates its snapshots) until an apply finishes.
     last_finalized: Environment | None = None
+    # The `before_all` / `after_all` its last plan captured: what every apply, run and Dagster run of
+    # it renders (core/snapshots/statements.py). None: recorded before plans captured them (none run).
+    statements: EnvironmentStatements | None = None
 
     @property
     def is_prod(self) -> bool:
