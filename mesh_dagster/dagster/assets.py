@@ -48,6 +48,7 @@ from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import RangedChecks, check_results, step_failure
 from mesh_dagster.dagster.partitions import partition_tags, to_ms
 from mesh_dagster.dagster.restamps import is_restamp, restamp_results
+from mesh_dagster.dagster.shown_text import shown_value
 from mesh_dagster.dagster.translator import MeshTranslator
 from mesh_dagster.dagster.unpartitioned import unpartitioned_runs
 from mesh_dagster.dagster.versions import BUILT_ON
@@ -226,8 +227,8 @@ def _table_schema(context: AssetExecutionContext, asset: ModelAsset, run: ModelM
     except MeshError:
         return {}
     descriptions = asset.model.column_descriptions
-    return {"dagster/column_schema": TableSchema(columns=[
-        TableColumn(name=c, type=t, description=descriptions.get(c)) for c, t in types.items()])}
+    return {"dagster/column_schema": shown_value(TableSchema(columns=[
+        TableColumn(name=c, type=t, description=descriptions.get(c)) for c, t in types.items()]))}
 
 
 def _partitions_refused(asset: ModelAsset) -> str:

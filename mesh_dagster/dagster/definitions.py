@@ -39,6 +39,7 @@ from mesh_dagster.dagster.restamps import stamp_sensor
 from mesh_dagster.dagster.restatement import restate_job
 from mesh_dagster.dagster.reviews import apply_plan_job, plan_job, plan_status_sensor
 from mesh_dagster.dagster.schedules import cron_schedules
+from mesh_dagster.dagster.shown_text import ShownError
 from mesh_dagster.dagster.translator import MeshTranslator
 
 if TYPE_CHECKING:
@@ -47,8 +48,9 @@ if TYPE_CHECKING:
     from mesh_dagster.core.plan.plan import Plan
 
 
-class ProjectLoadError(Exception):
-    """The project cannot be loaded: the message names the file and line, like the CLI's."""
+class ProjectLoadError(ShownError):
+    """The project cannot be loaded: the message names the file and line, like the CLI's, and the
+    text it quotes is escaped (the code location's error shows it)."""
 
 
 @fewer_collections()  # loading allocates millions of objects: see core/config/memory.py

@@ -30,11 +30,13 @@ from dagster import (
 )
 
 from mesh_dagster.context import Context
+from mesh_dagster.core.config.display import printable, printable_line
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.review import markdown_block
 from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
 from mesh_dagster.dagster.reviews import data_diff_metadata
+from mesh_dagster.dagster.shown_text import shown_metadata
 
 GIT_PLAN_JOB = "git_plan"
 
@@ -50,9 +52,9 @@ def git_plan_job() -> JobDefinition:
         try:
             if not sha:
                 gone = mesh.git_branch_deleted(branch)
-                context.log.info(f"Branch {branch} deleted: " + (f"environment '{gone}' invalidated" if gone
-                                                                  else "it had no environment"))
-                yield Output(None, metadata={"branch": branch, "invalidated": gone or ""})
+                context.log.info(printable(f"Branch {branch} deleted: " + (f"environment '{gone}' invalidated" if gone
+                                                                            else "it had no environment")))
+                yield Output(None, metadata=shown_metadata({"branch": branch, "invalidated": gone or ""}))
                 return
             record = mesh.plan_git_commit(branch, sha, DagsterLogListener(context.log))
         except MeshError as e:
@@ -60,10 +62,10 @@ def git_plan_job() -> JobDefinition:
         failure = record.events[-1].note if record.status.value == "failed" else None
         # User text (the error quotes the project) shown, never rendered: control characters escaped.
         summary = markdown_block(failure) if failure else record.summary.markdown(record.environment)
-        yield Output(None, metadata={
+        yield Output(None, metadata=shown_metadata({
             "plan_id": record.plan_id, "environment": record.environment, "status": record.status.value,
             "branch": branch, "commit": sha, "author": record.author, "summary": MetadataValue.md(summary),
-            **data_diff_metadata(record)})
+            **data_diff_metadata(record)}))
         if failure:  # recorded as failed (its project does not load): the run says so too
             raise JobFailed(failure)
 
@@ -84,7 +86,7 @@ def git_sensor(project_dir: str, gateway: str | None, state_url: str | None, pla
         try:
             heads = ctx.git_heads()
         except MeshError as e:  # a missing repository, git failing or too slow: say so, try again next tick
-            return SkipReason(f"Cannot read the git repository: {e}")
+            return SkipReason(printable(f"Cannot read the git repository: {e}"))
         finally:
             ctx.close()
         seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
@@ -99,4 +101,4 @@ def git_sensor(project_dir: str, gateway: str | None, state_url: str | None, pla
 def _request(branch: str, sha: str, old: str = "") -> RunRequest:
     return RunRequest(run_key=f"{branch}@{sha or old + ':deleted'}",
                       run_config={"ops": {"git_plan_commit": {"config": {"branch": branch, "sha": sha}}}},
-                      tags={"mesh/git_branch": branch, "mesh/git_sha": sha or "deleted"})
+                      tags={"mesh/git_branch": printable_line(branch), "mesh/git_sha": sha or "deleted"})

@@ -47,11 +47,13 @@ from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.dagster.compat import check_outputs, latest_materialization_targets, one_line_failures
 from mesh_dagster.dagster.graph import ModelAsset
 from mesh_dagster.dagster.partitions import to_ms
+from mesh_dagster.dagster.shown_text import ShownError
 
 
-class StepFailed(Exception):
+class StepFailed(ShownError):
     """A step that failed, said in one line: what failed, why (for an error in a project file, its
-    file and line) and what to do.
+    file and line) and what to do; user text it quotes (a query's error, a signal's arguments) is
+    escaped (ShownError): the run's page shows `\\u202e` where a model wrote U+202E.
 
     Dagster shows a user error as its own message under "Error occurred while executing op ...",
     with that error's stack trace. This error's message is the whole story (the detail is in the

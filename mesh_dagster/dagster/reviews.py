@@ -35,12 +35,14 @@ from dagster import (
 )
 
 from mesh_dagster.context import Context, LinterErrors
+from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.dagster.listener import DagsterLogListener
 from mesh_dagster.dagster.outcomes import JobFailed
 from mesh_dagster.dagster.plan_pages import mark_plan_run, post_data_diffs
+from mesh_dagster.dagster.shown_text import shown_metadata
 
 # Both jobs work from this project's files (a plan records what is to be reviewed; a recorded plan
 # made from a pushed commit is rebuilt from that commit's files), never a deployed commit's copy.
@@ -66,11 +68,11 @@ def plan_job(environment: str) -> JobDefinition:
         protected = mesh.review_required(environment) is not None  # Context decides
         next_step = (f"approve with `mesh plans approve {record.plan_id[:8]}`, then launch apply_plan_{environment}"
                      if protected else f"launch apply_plan_{environment} with plan_id {record.plan_id}")
-        yield Output(None, metadata={
+        yield Output(None, metadata=shown_metadata({
             "plan_id": record.plan_id, "status": record.status.value, "author": record.author,
             "git_commit": record.git_commit or "", "next": next_step,
             "summary": MetadataValue.md(record.summary.markdown(environment)), **data_diff_metadata(record),
-            **review_metadata(record), **linted})
+            **review_metadata(record), **linted}))
 
     @job(name=f"plan_{environment}", tags={"mesh/environment": environment, "mesh/plan": "true"},
          description=f"Make and record a plan for '{environment}' (review it, then apply_plan_{environment}).")
@@ -135,9 +137,9 @@ def lint_gate(context: OpExecutionContext, mesh: Context) -> dict[str, MetadataV
 def _log_findings(context: OpExecutionContext, findings: list) -> None:
     for finding in findings:
         if finding.error:
-            context.log.error(f"Linter error: {finding}")
+            context.log.error(printable(f"Linter error: {finding}"))
         else:
-            context.log.warning(f"Linter warning: {finding}")
+            context.log.warning(printable(f"Linter warning: {finding}"))
 
 
 def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, state_url: str | None,
@@ -156,7 +158,7 @@ def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, 
         try:
             records = ctx.plan_records(environment, limit=200)
         except MeshError as e:
-            return SkipReason(f"Cannot read the plan records: {e}")
+            return SkipReason(printable(f"Cannot read the plan records: {e}"))
         finally:
             ctx.close()
         # A diff is attached after its apply's status change (no new status): looked for on every tick
@@ -187,8 +189,10 @@ def observations(record: PlanRecord, environment: str, description: str,
             continue
         schema, _, table = view_name(change.name, environment).rpartition(".")
         out.append(AssetObservation(asset_key=[schema, table], description=description,
-                                    metadata={"mesh/plan_id": record.plan_id, "mesh/pending_change": change.change,
-                                              "mesh/pending_category": change.category or "", **metadata}))
+                                    metadata=shown_metadata({"mesh/plan_id": record.plan_id,
+                                                             "mesh/pending_change": change.change,
+                                                             "mesh/pending_category": change.category or "",
+                                                             **metadata})))
     return out
 
 
@@ -214,4 +218,5 @@ def data_diff_metadata(record: PlanRecord) -> dict[str, MetadataValue]:
         "note": d.note_text()}.items() if v is not None}) for d in summary.data_diffs.values()]
     schema = TableSchema(columns=[TableColumn(name, kind) for name, kind in DIFF_COLUMNS])
     details = summary.data_diff_markdown()
-    return {"data_diff": MetadataValue.table(records, schema=schema), "data_diff_details": MetadataValue.md(details)}
+    return shown_metadata({"data_diff": MetadataValue.table(records, schema=schema),
+                           "data_diff_details": MetadataValue.md(details)})

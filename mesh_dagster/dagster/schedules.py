@@ -23,6 +23,7 @@ from dagster import (
 )
 
 from mesh_dagster.context import Context, LogLines
+from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.time.cron import ALIASES, IntervalUnit, interval_unit, validate_cron
 from mesh_dagster.core.time.dates import now_ms
@@ -167,13 +168,14 @@ def cron_schedule(graph: ProjectGraph, cadence: Cadence, assets: list[ModelAsset
                                             listener=waits)
         finally:
             ctx.close()
-        for line in waits.lines:
+        shown = [printable(line) for line in waits.lines]  # a signal's arguments are the project's text
+        for line in shown:
             context.log.info(line)
         requests = run_requests(unit, assets, pending, f"{environment}:{slug}")
         if requests:
             return requests
-        if waits.lines:
-            return SkipReason("Every due, missing interval waits for a signal:\n" + "\n".join(waits.lines))
+        if shown:
+            return SkipReason("Every due, missing interval waits for a signal:\n" + "\n".join(shown))
         return SkipReason("No model of this cron has a due, missing interval")
 
     return _schedule
