@@ -23,8 +23,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from mesh_dagster.context import STAND_IN_URL, WorkerVariables, worker_variables
-from mesh_dagster.core.config.config import DagsterStorageConfig, ProjectConfig
+from mesh_dagster.context import STAND_IN_URL, ProjectConfig, WorkerVariables, worker_variables
+from mesh_dagster.core.config.config import DagsterStorageConfig
 from mesh_dagster.dagster.compat import DEV_CLI_ENV, EVENT_BATCH_SIZE_ENV, PLANNED_EVENTS_PER_RUN
 
 PYTHON_FILE = "pushed-python"

@@ -20,8 +20,8 @@ import psycopg
 import yaml
 from filelock import FileLock, Timeout
 
-from mesh_dagster.context import Context
-from mesh_dagster.core.config.config import DagsterStorageConfig, ProjectConfig
+from mesh_dagster.context import Context, ProjectConfig
+from mesh_dagster.core.config.config import DagsterStorageConfig
 from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.dagster.compat import EVENT_BATCH_SIZE_ENV, PLANNED_EVENTS_PER_RUN
