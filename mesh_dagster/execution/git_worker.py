@@ -79,9 +79,9 @@ class GitPlanRequest(BaseModel):
 
 
 class WorkerVariables(NamedTuple):
-    """The names a git worker's environment is made of: those it gets as this process has them
-    (`passed`, when this process has them), and those that read as `STAND_IN_URL` (`withheld`).
-    Names only: `mesh ui` writes them into the script starting its location of pushed environments
+    """The names a git worker's environment is made of: those it gets with this process's values
+    (`passed`, those this process has), and those that read as `STAND_IN_URL` (`withheld`). Names
+    only: `mesh ui` writes them into the script that starts its location of pushed environments
     (dagster/pushed_python.py), which must hold no value."""
 
     passed: frozenset[str]

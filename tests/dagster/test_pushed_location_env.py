@@ -14,6 +14,7 @@ it. The pushed location still shows the feature environment's asset, and the run
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,8 @@ def answer(evaluator):
 """
 ASSET = ["s__feature_evil", "e"]
 PUSHED = "pushed_environments"  # the attribute of locations.py that is the pushed location
+RUN_MESSAGES = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
+  ... on MessageEvent { message } } } } }"""
 NODES = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { repository { location { name } } } }"""
 
 
@@ -104,7 +107,9 @@ def test_the_pushed_location_and_its_runs_hold_no_secret_of_mesh_ui(tmp_path: Pa
         assert launched["__typename"] == "LaunchRunSuccess", launched
         run_id = launched["run"]["runId"]
         assert server.wait_run(run_id) == "SUCCESS", server.failure(run_id)
-        running = [r for r in records(out) if r["pid"] not in {seen["pid"] for seen in loading}]
+        messages = [e["message"] for e in server.query(RUN_MESSAGES, id=run_id)["logsForRun"]["events"]]
+        (pid,) = [int(m) for text in messages for m in re.findall(r"Started process for run \(pid: (\d+)\)", text)]
+        running = [r for r in records(out) if r["pid"] == pid]
         assert running and all(clean(r) for r in running), running  # the run's process
         assert not [r for r in records(out) if "env_dev" in r["argv"]]  # the dev location never imported it
     finally:
