@@ -45,7 +45,13 @@ from mesh_dagster.execution.deployed import deployed_files
 
 # The types of Context's own API, for the front doors (cli/, dagster/) that go through Context only.
 from mesh_dagster.execution.events import ApplyListener, LogLines  # noqa: F401
-from mesh_dagster.execution.git_worker import GitPlanRequest, open_channel  # noqa: F401 - cli/git_worker.py
+from mesh_dagster.execution.git_worker import (  # noqa: F401 - cli/git_worker.py, dagster/pushed_python.py
+    STAND_IN_URL,
+    GitPlanRequest,
+    WorkerVariables,
+    open_channel,
+    worker_variables,
+)
 from mesh_dagster.execution.inspection import Inspection, TableDiff, TableDiffs
 from mesh_dagster.execution.janitor import run_janitor
 from mesh_dagster.execution.materialize import (  # noqa: F401

@@ -33,6 +33,14 @@ fallback when it is gone.
   whose process is gone. On a shared instance it keeps the runs launched in its own code servers:
   the hidden run tag `.dagster/grpc_info` names a run's code server (its socket, or host and port),
   and `dagster dev` starts each code server with `--socket PATH` on its command line.
+- `mesh ui`'s location of pushed environments (pushed_python.py) starts with a git worker's
+  environment through its workspace entry's documented `executable_path`, relying on how `dagster
+  dev` uses it, which Dagster does not document: the entry's code server is started as
+  `<executable_path> -m dagster code-server start ...`, which starts the server loading the code
+  with its own interpreter and environment, and that server runs each run the default run launcher
+  sends it as a process of its own (multiprocessing): all of them inherit the environment the
+  executable set. `dagster dev` marks the processes it starts with variables (`DEV_CLI_ENV`) that a
+  code server reads to show a load error without Dagster's frames: they are passed on.
 - The component's `translation:` (component.py) is Dagster's asset-attributes block, resolved with
   Dagster's own resolver (`TranslatorResolvingInfo`, `resolve_asset_spec_update_kwargs_to_mapping`,
   in unexported submodules) and the resolution context's undocumented `at_path`, `with_scope`
@@ -141,6 +149,10 @@ INTERNALS: dict[str, str] = {
     "run's log, also a finished run's; dagster._core.events.EngineEventData(metadata=) carries its metadata",
     ".dagster/grpc_info": "the hidden run tag naming a run's code server: JSON with `socket`, or `host` and `port`",
     "dagster api grpc --socket": "the command line of a code server `dagster dev` starts",
+    "executable_path": "a workspace entry's code server starts as `<executable_path> -m dagster code-server start`, "
+    "which starts the server loading the code with its own interpreter and environment; that server runs a run "
+    "as a process it spawns (multiprocessing), inheriting its environment",
+    "DAGSTER_IS_DEV_CLI": "the variables `dagster dev` sets for the processes it starts (DEV_CLI_ENV)",
     "TranslatorResolvingInfo": "dagster.components.utils.TranslatorResolvingInfo(asset_attributes=, "
     "resolution_context=, model_key=).get_asset_spec(spec, variables)",
     "resolve_asset_spec_update_kwargs_to_mapping": "dagster.components.resolved.core_models's (model=, context=)",
@@ -275,6 +287,7 @@ def batching_storage() -> type | None:
 
 GRPC_INFO_TAG = ".dagster/grpc_info"  # put on a run by Dagster's default run launcher: its code server
 CODE_SERVER_SOCKET_ARG = "--socket"  # `dagster api grpc --socket PATH`, as `dagster dev` starts a code server
+DEV_CLI_ENV = ("DAGSTER_IS_DEV_CLI", "DAGSTER_verbose")  # `dagster dev` sets them for the processes it starts
 
 
 def open_instance(dagster_home: Path) -> DagsterInstance:

@@ -20,11 +20,12 @@ import psycopg
 import yaml
 from filelock import FileLock, Timeout
 
-from mesh_dagster.context import Context
+from mesh_dagster.context import Context, ProjectConfig
 from mesh_dagster.core.config.config import DagsterStorageConfig
 from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.dagster.compat import EVENT_BATCH_SIZE_ENV, PLANNED_EVENTS_PER_RUN
+from mesh_dagster.dagster.pushed_python import location_variables, write_python
 
 LOCATIONS_FILE = "locations.py"
 LOCK_FILE = "ui.lock"
@@ -131,48 +132,62 @@ def check_instance_database(storage: DagsterStorageConfig, home: Path) -> None:
 def write_workspace(project_dir: str | Path, environments: list[str],
                     storage: DagsterStorageConfig | None = None) -> Path:
     """`.mesh/dagster/workspace.yaml` loading the project once per environment, and the instance's
-    dagster.yaml; returns the workspace's path."""
+    dagster.yaml; returns the workspace's path.
+
+    With a `git:` section, the location of the environments git pushes created loads pushed code:
+    it starts with a git worker's environment (pushed_python.py). An environment of its own location
+    is shown from the commit it serves only when that was approved (a protected environment's): an
+    unprotected one a push deployed to (a branch named like it) is shown from this working tree, so
+    that location, which has `mesh ui`'s whole environment, never loads a commit nobody reviewed."""
     project = Path(project_dir).resolve()
     home = ui_home(project)
     write_instance(home, storage)
     envs = list(dict.fromkeys(normalize_environment(e) for e in environments))
+    config = _watching(project)
     functions = "\n\n".join(
-        f"def env_{env}():\n    return definitions(PROJECT, {env!r})\n" for env in envs
+        f"def env_{env}():\n    return definitions(PROJECT, {env!r}{_follow(config, env)})\n" for env in envs
     )
-    pushed = watches_git(project)
-    if pushed:  # the environments git pushes created: one location, reloaded as they come and go
+    if config is not None:  # the environments git pushes created: one location, reloaded as they come and go
         functions += (f"\n\ndef {PUSHED}():\n    return pushed_definitions(PROJECT, {envs!r})\n")
     (home / LOCATIONS_FILE).write_text(
         '"""Written by `mesh ui`: one Dagster code location per environment."""\n\n'
         "from mesh_dagster.dagster import definitions\n"
-        + ("from mesh_dagster.dagster.ui_watch import pushed_definitions\n" if pushed else "")
+        + ("from mesh_dagster.dagster.ui_watch import pushed_definitions\n" if config is not None else "")
         + f"\nPROJECT = {str(project)!r}\n\n\n{functions}"
     )
-    attributes = [(f"env_{env}", location_name(project, env)) for env in envs]
-    attributes += [(PUSHED, location_name(project, "pushed"))] if pushed else []
-    entries = "".join(
-        f"  - python_file:\n"
-        f"      relative_path: {LOCATIONS_FILE}\n"
-        f"      attribute: {attribute}\n"
-        f"      location_name: {name}\n"
-        f"      working_directory: {project}\n"
-        for attribute, name in attributes
-    )
+    entries = "".join(_entry(f"env_{env}", location_name(project, env), project) for env in envs)
+    if config is not None:
+        python = write_python(home, location_variables(config, storage))
+        entries += _entry(PUSHED, location_name(project, "pushed"), project) + f"      executable_path: {python}\n"
     workspace = home / "workspace.yaml"
     workspace.write_text(f"# Written by `mesh ui`.\nload_from:\n{entries}")
     return workspace
 
 
+def _entry(attribute: str, name: str, project: Path) -> str:
+    return (f"  - python_file:\n"
+            f"      relative_path: {LOCATIONS_FILE}\n"
+            f"      attribute: {attribute}\n"
+            f"      location_name: {name}\n"
+            f"      working_directory: {project}\n")
+
+
+def _follow(config: ProjectConfig | None, environment: str) -> str:
+    """The argument keeping an environment's own location on this working tree when a push may
+    deploy to it unreviewed (see `write_workspace`)."""
+    return "" if config is None or config.protection(environment) is not None else ", follow_deployed=False"
+
+
 PUSHED = "pushed_environments"  # the location of the environments git pushes created
 
 
-def watches_git(project: Path) -> bool:
-    """Whether the project's config.yaml has a `git:` section (a broken one: no)."""
+def _watching(project: Path) -> ProjectConfig | None:
+    """The project's config.yaml when it has a `git:` section (a broken one: None)."""
     context = Context(project)
     try:
-        return context.config.git is not None
+        return context.config if context.config.git is not None else None
     except MeshError:
-        return False
+        return None
     finally:
         context.close()
 

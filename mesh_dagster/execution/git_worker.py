@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Collection
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -78,16 +78,32 @@ class GitPlanRequest(BaseModel):
     apply: RecordedApply | None = None
 
 
-def worker_environment(extra: Collection[str], notification_urls: Collection[str]) -> dict[str, str]:
-    """The worker's environment: `WORKER_ENV`, `LC_*` and `extra` (`git.worker_env`), as this
-    process has them. A variable left out that holds a whole notification URL is there as
-    `STAND_IN_URL` instead: the commit's own config.yaml, which the worker loads, may read it
-    (`{{ env_var('HOOK') }}`) and must still load; the worker never notifies."""
-    names = set(WORKER_ENV) | set(extra)
+class WorkerVariables(NamedTuple):
+    """The names a git worker's environment is made of: those it gets with this process's values
+    (`passed`, those this process has), and those that read as `STAND_IN_URL` (`withheld`). Names
+    only: `mesh ui` writes them into the script that starts its location of pushed environments
+    (dagster/pushed_python.py), which must hold no value."""
+
+    passed: frozenset[str]
+    withheld: frozenset[str]
+
+
+def worker_variables(extra: Collection[str], notification_urls: Collection[str]) -> WorkerVariables:
+    """`WORKER_ENV`, this process's `LC_*` and `extra` (`git.worker_env`) are passed. A variable left
+    out that holds a whole notification URL is withheld, there as `STAND_IN_URL`: the commit's own
+    config.yaml, which the worker loads, may read it (`{{ env_var('HOOK') }}`) and must still load;
+    the worker never notifies."""
+    passed = frozenset(WORKER_ENV) | frozenset(extra) | {name for name in os.environ if name.startswith("LC_")}
     urls = {url.strip() for url in notification_urls}
-    env = {name: value for name, value in os.environ.items() if name in names or name.startswith("LC_")}
-    env.update({name: STAND_IN_URL for name, value in os.environ.items() if name not in env and value.strip() in urls})
-    return env
+    withheld = frozenset(name for name, value in os.environ.items() if name not in passed and value.strip() in urls)
+    return WorkerVariables(passed, withheld)
+
+
+def worker_environment(extra: Collection[str], notification_urls: Collection[str]) -> dict[str, str]:
+    """The worker's environment (`worker_variables`), with this process's values."""
+    names = worker_variables(extra, notification_urls)
+    env = {name: value for name, value in os.environ.items() if name in names.passed}
+    return env | dict.fromkeys(names.withheld, STAND_IN_URL)
 
 
 class WorkerChannel(ApplyListener):

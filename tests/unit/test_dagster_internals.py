@@ -210,6 +210,29 @@ def _socket_arg(tmp_path, monkeypatch):
     _source_has(server.open_server_process, f'"{compat.CODE_SERVER_SOCKET_ARG}"')
 
 
+@check("executable_path")
+def _executable_path(tmp_path, monkeypatch):
+    from dagster._cli import code_server
+    from dagster._core.origin import get_python_environment_entry_point
+    from dagster._grpc import server
+    from dagster._grpc.constants import GrpcServerCommand
+
+    assert get_python_environment_entry_point("/p/python") == ["/p/python", "-m", "dagster"]
+    assert list(GrpcServerCommand.CODE_SERVER_START.server_command) == ["code-server", "start"]
+    _source_has(server.open_server_process, "get_python_environment_entry_point(executable_path or sys.executable)",
+                "**os.environ", "env=env")  # the code server: the executable, with this environment
+    _source_has(code_server.start_command.callback, "executable_path=sys.executable if use_python_environment_entry_point")
+    _source_has(server.DagsterApiServer.__init__, 'multiprocessing.get_context("spawn")')
+    _source_has(server.DagsterApiServer.StartRun, "self._mp_ctx.Process(")  # a run: a process it spawns
+
+
+@check("DAGSTER_IS_DEV_CLI")
+def _dev_cli_env(tmp_path, monkeypatch):
+    from dagster._cli import dev
+
+    _source_has(dev.dev_command_impl, *(f'os.environ["{name}"]' for name in compat.DEV_CLI_ENV))
+
+
 # -- the component's translation -----------------------------------------------------------------------
 
 
