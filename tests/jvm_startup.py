@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,3 +97,15 @@ def uninstall(config: pytest.Config) -> None:
             os.environ.pop(ENV, None)
         else:
             os.environ[ENV] = state["previous"]
+
+
+def suite_archive() -> Path:
+    """The archive this run made (the product's build, `class_archive`), once it is there: tests
+    that start a JVM with it, or copy it, wait for the build the session started."""
+    archive = class_archive.archive_path()
+    assert archive is not None
+    deadline = time.monotonic() + 600
+    while not archive.is_file() and time.monotonic() < deadline:
+        time.sleep(5)  # still being made
+    assert archive.is_file(), f"the suite's archive {archive} was not made"
+    return archive

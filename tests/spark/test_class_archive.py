@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.engine import class_archive
 from mesh_dagster.engine.session import local_session_config
+from tests.jvm_startup import suite_archive
 
 
 def _env(cache: Path, **extra: str) -> dict[str, str]:
@@ -83,12 +83,7 @@ def test_a_missing_archive_starts_one_builder_and_a_dead_builders_lock_is_taken_
 def test_a_product_started_jvm_runs_with_the_archive(tmp_path: Path):
     """The archive the suite made (the product's build): a driver started through build_session
     with no options of ours in the environment gets it, and starts."""
-    archive = class_archive.archive_path()
-    assert archive is not None
-    deadline = time.monotonic() + 600
-    while not archive.is_file() and time.monotonic() < deadline:
-        time.sleep(5)  # tests/jvm_startup.py is still making it
-    assert archive.is_file(), f"the suite's archive {archive} was not made"
+    archive = suite_archive()
     probe = (
         "import sys\nfrom pathlib import Path\n"
         "from mesh_dagster.core.config.connections import SparkConnectionConfig\n"

@@ -21,6 +21,7 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.engine import class_archive
+from tests.jvm_startup import suite_archive
 
 RESULT = "[Row(one=1)]"
 SESSION = (
@@ -98,23 +99,13 @@ def test_changed_bytes_or_a_missing_seal_are_not_mapped(tmp_path: Path, damage: 
         _stop_builder(tmp_path)
 
 
-def _suite_archive() -> Path:
-    archive = class_archive.archive_path()
-    assert archive is not None
-    deadline = time.monotonic() + 600
-    while not archive.is_file() and time.monotonic() < deadline:
-        time.sleep(5)  # tests/jvm_startup.py is still making it
-    assert archive.is_file(), f"the suite's archive {archive} was not made"
-    return archive
-
-
 def test_a_truncated_archive_neither_crashes_a_command_nor_leaves_a_crash_report(tmp_path: Path) -> None:
     """The issue's case, with a real archive cut short: `mesh fetchdf` works, says what happened in one
     line, leaves no `hs_err_pid*.log`; the rebuilt archive is sealed and the next JVM maps it."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    archive = cache / _suite_archive().name
-    subprocess.run(["cp", str(_suite_archive()), str(archive)], check=True)
+    archive = cache / suite_archive().name
+    subprocess.run(["cp", str(suite_archive()), str(archive)], check=True)
     archive.chmod(0o644)
     size = archive.stat().st_size
     class_archive.write_seal(archive, class_archive.Seal.of(archive))
@@ -147,7 +138,7 @@ def test_a_crashing_jvm_leaves_its_report_in_mesh_dir(tmp_path: Path) -> None:
     """An archive the user maps themselves (left alone: `spark.driver.extraJavaOptions`), cut short:
     the JVM still crashes, but its report goes to `.mesh/`, not into the project or the working directory."""
     archive = tmp_path / "mine.jsa"
-    with open(_suite_archive(), "rb") as src, open(archive, "wb") as dst:
+    with open(suite_archive(), "rb") as src, open(archive, "wb") as dst:
         dst.write(src.read(1 << 20))
     config = ("gateways:\n  local:\n    connection:\n      config:\n"
               f"        spark.driver.extraJavaOptions: -XX:SharedArchiveFile={archive}\n"

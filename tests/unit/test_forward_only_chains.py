@@ -19,7 +19,6 @@ from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan.plan import Plan, build_plan
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
-from mesh_dagster.state.store import StateStore
 
 WHEN = "2020-01-05"
 FILES = {
@@ -46,13 +45,6 @@ FILES = {
 }
 SEED_EDIT = ("seeds/seed.csv", "2,south", "2,east")  # BREAKING: a seed's new rows
 FORWARD_ONLY = ("s.history", "s.daily")
-
-
-@pytest.fixture
-def state(tmp_path):
-    store = StateStore(f"sqlite:///{tmp_path}/state.db")
-    yield store
-    store.close()
 
 
 @pytest.fixture

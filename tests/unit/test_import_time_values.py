@@ -20,7 +20,6 @@ from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
 from mesh_dagster.core.sql.renderer import RenderContext, render_sql
-from mesh_dagster.state.store import StateStore
 
 WHEN = "2020-01-05"
 RATE_VARIABLE = "MESH_TEST_IMPORT_RATE"
@@ -81,13 +80,6 @@ def project_at(tmp_path: Path, files: dict[str, str]) -> Path:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     return root
-
-
-@pytest.fixture
-def state(tmp_path):
-    store = StateStore(f"sqlite:///{tmp_path}/state.db")
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from mesh_dagster.core.plan.plan import Plan, build_plan
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
 from mesh_dagster.core.sql.renderer import RenderContext, render_sql
-from mesh_dagster.state.store import StateStore
 
 WHEN = "2020-01-05"
 UTILS = '''"""Helpers the macros import."""
@@ -50,13 +49,6 @@ FILES = {
     "models/wide.sql": "MODEL (name s.wide, kind FULL);\nSELECT 2 AS two, @extra() FROM s.shares\n",
     "models/plain.sql": "MODEL (name s.plain, kind FULL);\nSELECT 1 AS x\n",
 }
-
-
-@pytest.fixture
-def state(tmp_path):
-    store = StateStore(f"sqlite:///{tmp_path}/state.db")
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from mesh_dagster.core.plan.plan import Plan, build_plan
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
-from mesh_dagster.state.store import StateStore
 
 WHEN = "2020-01-05"
 FILES = {
@@ -62,13 +61,6 @@ FILTER_INC = ("models/inc.sql", "WHERE event_date", "WHERE item_id > 0 AND event
 RECOUNT_FULL = ("models/full.sql", "COUNT(DISTINCT id)", "COUNT(id)")  # BREAKING
 REFORMAT_FULL = ("models/full.sql", "COUNT(DISTINCT id) AS num_orders", "count(DISTINCT id)  AS num_orders /* same */")
 ADD_COLUMN_OTHER = ("models/other.sql", "SELECT id, item_id", "SELECT id, item_id, 1 AS one")  # NON_BREAKING
-
-
-@pytest.fixture
-def state(tmp_path):
-    store = StateStore(f"sqlite:///{tmp_path}/state.db")
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from mesh_dagster.core.errors import PlanError, SelectorError
 from mesh_dagster.core.plan.plan import Plan, build_plan
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
-from mesh_dagster.state.store import StateStore
 
 WHEN = "2020-01-05"
 FILES = {
@@ -27,13 +26,6 @@ FILES = {
     "models/d.sql": "MODEL (name s.d, kind FULL, tags (finance));\nSELECT 2 AS y\n",
     "models/e.sql": "MODEL (name s.e, kind VIEW);\nSELECT y FROM s.d\n",
 }
-
-
-@pytest.fixture
-def state(tmp_path):
-    store = StateStore(f"sqlite:///{tmp_path}/state.db")
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -61,13 +61,6 @@ ADD_COLUMN = ("models/inc.sql", "SELECT id, event_date", "SELECT id, event_date,
 
 
 @pytest.fixture
-def state(tmp_path):
-    store = StateStore(f"sqlite:///{tmp_path}/state.db")
-    yield store
-    store.close()
-
-
-@pytest.fixture
 def root(tmp_path, state) -> Path:
     """The project, applied to prod at WHEN."""
     root = write_project(tmp_path / "p", FILES)

@@ -8,7 +8,6 @@ from mesh_dagster.core.errors import ModelError, PlanError
 from mesh_dagster.core.plan.plan import build_plan
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
-from mesh_dagster.state.store import StateStore
 
 SEED = """
 MODEL (
@@ -46,13 +45,6 @@ CSV = "id,item_id,event_date\n1,2,2020-01-01\n2,1,2020-01-02\n"
 def base_files():
     return {"models/seed.sql": SEED, "models/inc.sql": INC, "models/full.sql": FULL, "models/star.sql": STAR,
             "seeds/seed.csv": CSV}
-
-
-@pytest.fixture
-def state(tmp_path):
-    store = StateStore(f"sqlite:///{tmp_path}/state.db")
-    yield store
-    store.close()
 
 
 def test_load_project_infers_dependencies(tmp_path):

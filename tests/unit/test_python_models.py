@@ -17,7 +17,6 @@ from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory as C
 from mesh_dagster.core.snapshots.snapshot import SnapshotFingerprint
-from mesh_dagster.state.store import StateStore
 
 CONFIG = """model_defaults:
   dialect: spark
@@ -438,13 +437,6 @@ def test_moving_the_code_changes_metadata_only(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # Categorization
-
-
-@pytest.fixture
-def state(tmp_path):
-    store = StateStore(f"sqlite:///{tmp_path}/state.db")
-    yield store
-    store.close()
 
 
 CHILD = "MODEL (name s.child, kind FULL);\nSELECT id, amount FROM s.py\n"

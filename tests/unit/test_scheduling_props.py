@@ -94,12 +94,6 @@ def plan_of(root: Path, state: StateStore, environment: str = "prod", props: str
     return build_plan(project(root, props), state, environment, **options)
 
 
-@pytest.fixture
-def state(tmp_path):
-    with StateStore(f"sqlite:///{tmp_path / 'state.db'}") as store:
-        yield store
-
-
 def test_interval_unit_written_splits_a_daily_cron_into_hours(tmp_path, state):
     p = plan_of(tmp_path / "p", state, props=",\n  interval_unit hour", execution_time="2020-01-02 05:30:00")
     model = p.snapshots["s.inc"].model

@@ -10,14 +10,12 @@ import io
 from pathlib import Path
 
 import pandas as pd
-import pytest
 from project_builder import write_project
 
 from mesh_dagster.core.plan.plan import build_plan, model_start_ms
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.core.time.starts import StartNode, inferred_starts
-from mesh_dagster.state.store import StateStore
 
 NO_START = """model_defaults:
   dialect: spark
@@ -31,12 +29,6 @@ def _inc(name: str, start: str | None, parent: str | None = None) -> str:
     return (f"MODEL (\n  name {name},\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),\n{start_line}"
             f"  cron '@daily'\n);\nSELECT CAST(@start_ds AS DATE) AS ds, 1 AS n {source}\n"
             + ("WHERE ds BETWEEN @start_ds AND @end_ds\n" if parent else ""))
-
-
-@pytest.fixture
-def state(tmp_path):
-    with StateStore(f"sqlite:///{tmp_path / 'state.db'}") as store:
-        yield store
 
 
 def test_a_model_without_start_starts_with_its_parents_not_the_project(tmp_path: Path, state) -> None:
