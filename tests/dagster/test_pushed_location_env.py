@@ -22,17 +22,12 @@ from project_builder import write_project
 from test_dagster_webserver import LAUNCH_RUN, Dagster, _free_port
 
 from mesh_dagster.context import Context
+from tests.dagster.test_git_worker import HOOK_ENV, MODEL, NOTIFIED, SECRET, STAND_IN_URL, UNRELATED
 from tests.state.test_git_plans import PROJECT_CONFIG, WATCHER_CONFIG, Repo
 from tests.state.test_plan_reviews import Hook
 
 pytestmark = pytest.mark.slow
 
-HOOK_ENV = "MESH_TEST_GIT_HOOK"
-SECRET = "s3cret-hook-password"
-UNRELATED = ("MESH_TEST_UNRELATED", "unrelated-token-value")
-STAND_IN_URL = "https://withheld.invalid"
-NOTIFIED = f"notification_targets:\n  - url: \"{{{{ env_var('{HOOK_ENV}') }}}}\"\n"
-MODEL = "MODEL (name s.e, kind FULL);\nSELECT @answer() AS x\n"
 EVIL = """
 import json
 import os
