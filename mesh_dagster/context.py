@@ -53,6 +53,7 @@ from mesh_dagster.execution.materialize import (  # noqa: F401
     pending_intervals,
     unpartitioned_windows,
 )
+from mesh_dagster.execution.physical_check import MissingTable, missing_tables
 from mesh_dagster.execution.planning import PlanExplanation, Planning, explain, model_name, select
 from mesh_dagster.execution.promote import PromotionRefused  # noqa: F401
 from mesh_dagster.execution.review_desk import ReviewDesk
@@ -243,6 +244,12 @@ class _Plans(_Parts):
     def explain(plan: Plan) -> PlanExplanation:
         """What `apply(plan)` would create and which views it would move, without doing it."""
         return explain(plan)
+
+    def missing_tables(self, plan: Plan) -> list[MissingTable]:
+        """The physical tables of `plan`'s snapshots that are gone while the state store records
+        their history: applying the plan rebuilds them (execution/physical_check.py). Spark is
+        asked only when some snapshot has recorded intervals."""
+        return missing_tables(self.state, lambda: self.engine, plan.snapshots.values())
 
     def local_snapshots(self) -> dict[str, Snapshot]:
         """The project's snapshots, categorised against prod (or fresh) so they have versions."""

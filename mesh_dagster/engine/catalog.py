@@ -229,11 +229,6 @@ class SparkCatalog(SparkStatements):
             self.spark.sql(sql)
         self.refresh(table)
 
-    def _storage_format_of(self, table: str) -> str:
-        rows = self.fetchall(f"DESCRIBE TABLE EXTENDED {quote_name(table)}")
-        provider = next((str(r[1]) for r in rows if str(r[0]).strip().lower() == "provider"), "parquet")
-        return provider.strip().lower() or "parquet"
-
     def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:
         """CREATE OR REPLACE, every time, so the view picks up columns added to its tables.
 

@@ -12,7 +12,8 @@ Results are yielded model by model, parents first, as they finish, so a caller c
 one while the next runs. A model that fails (its query, its Python code, a blocking audit, a parent
 it reads lacking data) is reported as FAILED and its remaining intervals are not recorded; the
 models reading it (directly or through EMBEDDED ones) are reported as BLOCKED without being
-evaluated, and every other model is still evaluated. Errors of the whole run (the state store, a
+evaluated, and every other model is still evaluated. A model whose table is gone while its history
+is recorded fails before anything is written (execution/physical_check.py). Errors of the whole run (the state store, a
 signal refusing the range) still end the iteration.
 """
 
@@ -37,6 +38,7 @@ from mesh_dagster.execution.environment_statements import run_environment_statem
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
+from mesh_dagster.execution.physical_check import MissingTable, finish_swaps, missing_tables
 from mesh_dagster.execution.readiness import check_readiness, require_ready
 from mesh_dagster.execution.scheduler import execute_batches, plan_batches
 from mesh_dagster.execution.state import State
@@ -154,6 +156,7 @@ def _materialize(
     plan, windows = _prepare(project, state, engine_factory, environment, names, (start_ms, end_ms), execution_ms)
     snapshots = plan.snapshots
     evaluator: SnapshotEvaluator | None = None
+    missing: dict[str, MissingTable] = {}  # models whose table is gone while their history is recorded
     failed: dict[str, str] = {}  # a failed or blocked model -> the failed model behind it
     for name, (window, reused) in windows.items():
         skipped = _not_evaluated(snapshots[name], snapshots, window, reused, failed, listener, environment)
@@ -163,10 +166,12 @@ def _materialize(
         assert window is not None  # an empty window is not evaluated
         if evaluator is None:
             evaluator = RecordingEvaluator(project, engine_factory(), snapshots, state=state, source="materialize")
+            missing = _missing(state, evaluator.engine, [snapshots[n] for n, (w, r) in windows.items() if w and not r],
+                               listener)
             run_environment_statements(Stage.BEFORE_ALL, project, evaluator.engine, environment, plan.promoted,
                                        listener, execution_ms)
         result = _evaluate_reporting(evaluator, snapshots[name], window, (start_ms, end_ms), state, execution_ms,
-                                     listener, environment)
+                                     listener, environment, missing.get(name))
         if result.error is not None:
             failed[name] = name
         yield result
@@ -215,12 +220,23 @@ def _not_evaluated(snap: Snapshot, snapshots: dict[str, Snapshot], window: Inter
     return None
 
 
+def _missing(state: State, engine: Engine, snapshots: list[Snapshot],
+             listener: ApplyListener) -> dict[str, MissingTable]:
+    """The tables of the models to evaluate that are gone while their history is recorded (after
+    finishing the swaps a killed process left): those models fail, naming the plan that rebuilds them."""
+    finish_swaps(state, engine, snapshots, listener)
+    return {m.snapshot.name: m for m in missing_tables(state, lambda: engine, snapshots)}
+
+
 def _evaluate_reporting(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, requested: Interval,
-                        state: State, execution_ms: int, listener: ApplyListener,
-                        environment: str) -> ModelMaterialization:
-    """`_evaluate`, with a failure of the model (not of the state store) as a FAILED result, logged."""
+                        state: State, execution_ms: int, listener: ApplyListener, environment: str,
+                        missing: MissingTable | None = None) -> ModelMaterialization:
+    """`_evaluate`, with a failure of the model (not of the state store) as a FAILED result, logged;
+    a model whose table is `missing` fails before anything is written."""
     began = time.perf_counter()
     try:
+        if missing is not None:
+            raise missing.refusal(view_name(snap.name, environment), environment)
         result = _evaluate(evaluator, snap, window, requested, state, execution_ms, listener, environment)
     except StateError:
         raise  # the state store is gone: nothing more can be recorded for anyone

@@ -116,7 +116,7 @@ class FakeEngine:
         self._record("add_columns", table, columns=dict(columns))
         self.tables[table].update(columns)
 
-    def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
+    def retype_table(self, table: str, columns: Mapping[str, str], *, journal: Any = None) -> None:
         self._record("retype_table", table, columns=dict(columns))
         self.tables[table] = dict(columns)
 
