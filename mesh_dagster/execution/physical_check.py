@@ -106,10 +106,11 @@ def missing_tables(state: State, catalog: Callable[[], Engine], snapshots: Itera
     held = {table: recorded[s.interval_key] for table, s in owning.items() if recorded.get(s.interval_key)}
     if not held:
         return []
-    swapping = {w.table for w in state.journal.pending_writes() if w.operation == SWAP}
     existing = {f"{schema}.{name}".lower()
                 for schema in sorted({owning[t].physical_schema for t in held})
                 for name in catalog().list_objects(schema)}
+    # Read after the catalog: a swap under way journals itself before it drops the table.
+    swapping = {w.table for w in state.journal.pending_writes() if w.operation == SWAP}
     return [MissingTable(owning[table], merge_intervals(intervals)) for table, intervals in held.items()
             if table.lower() not in existing and table not in swapping]
 
