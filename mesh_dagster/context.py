@@ -200,6 +200,16 @@ class _Parts:
         return self._mesh_dir / _spark()[1].INFO_FILE
 
     @property
+    def spark_at_hand(self) -> bool:
+        """Whether asking Spark starts no JVM: this Context holds its session already (the plan's
+        unit tests ran on it), the gateway is a Spark Connect server of its own (`remote:`), or the
+        project's shared server answers."""
+        if self._engine is not None:
+            return True
+        conn = self.connection
+        return conn.remote is not None or (conn.is_local and self.spark_server() is not None)
+
+    @property
     def needs_shared_spark(self) -> bool:
         """Whether concurrent processes of this project need the shared Connect server to reach one
         catalog: only the embedded Derby metastore admits one process. A Postgres metastore, a cluster
@@ -247,8 +257,8 @@ class _Plans(_Parts):
 
     def missing_tables(self, plan: Plan) -> list[MissingTable]:
         """The physical tables of `plan`'s snapshots that are gone while the state store records
-        their history: applying the plan rebuilds them (execution/physical_check.py). Spark is
-        asked only when some snapshot has recorded intervals."""
+        their history: applying the plan rebuilds them (execution/physical_check.py). Spark's
+        catalog is asked only when some snapshot has recorded intervals."""
         return missing_tables(self.state, lambda: self.engine, plan.snapshots.values())
 
     def local_snapshots(self) -> dict[str, Snapshot]:

@@ -10,16 +10,19 @@ claiming it. So every front door checks before it writes (`missing_tables`):
 - an apply forgets the recorded intervals of a missing table and backfills them (`rebuild_missing`,
   execution/apply.py), saying so: applying a plan rebuilds what its environment serves;
 - `mesh run` and Dagster materializations refuse (`MissingTableError`), naming the model, the table
-  and the command that rebuilds it. Rebuilding a history is a decision for a person, in a plan they
-  read: it may be years of batches, and a history some kinds keep (an SCD type 2 table's versions of
-  a source, appended rows) may not come back as it was;
-- `mesh plan` shows the rebuild before its prompt (Context.missing_tables).
+  and the command that rebuilds it (a restatement: a plan, which any environment, protected or not,
+  applies). Rebuilding a history is a decision for a person, in a plan they read: it may be years
+  of batches, and a history some kinds keep (an SCD type 2 table's versions of a source, appended
+  rows) may not come back as it was;
+- `mesh plan` lists them before its prompt (Context.missing_tables) when Spark is at hand.
 
-Why not in plan computation: a plan is built from the project and the state store alone, never Spark
-(Dagster's code server, sensors and the `plan_<env>` job build plans), and whether a table exists is
-the catalog's answer. Applies and runs have Spark anyway; `mesh plan` asks the catalog in a step of
-its own once the plan is built, and only when the plan's snapshots have recorded intervals (a new
-project's plan starts no Spark for it). The answer costs one listing per physical schema.
+Why not in plan computation: a plan is built from the project and the state store alone, never
+Spark (Dagster's code server, sensors, the `plan_<env>` job and `mesh plan` on a protected
+environment record plans without it), and whether a table exists is the catalog's answer. Applies
+and runs have Spark anyway. `mesh plan` asks the catalog, in a step of its own once the plan is
+built, only where that starts no JVM (its unit tests ran on Spark, the project's shared server
+runs, or a remote Spark Connect server); otherwise the apply after the prompt says what it rebuilds.
+The answer costs one listing per physical schema, and none when no snapshot has recorded intervals.
 """
 
 from __future__ import annotations
@@ -69,8 +72,8 @@ class MissingTable:
     def refusal(self, view: str, environment: str) -> MissingTableError:
         return MissingTableError(
             f"Cannot write {view}: its physical table {self.snapshot.table_name} is missing (dropped outside mesh?) "
-            f"while the state store records {self.recorded} of it. Nothing was written: `mesh plan {environment}` "
-            "shows it and rebuilds that history when applied (or restore the table)")
+            f"while the state store records {self.recorded} of it. Nothing was written: rebuild it with "
+            f"`mesh plan {environment} --restate-model {self.snapshot.name}` (or restore the table)")
 
 
 def with_tables(snapshots: Iterable[Snapshot]) -> list[Snapshot]:

@@ -201,14 +201,15 @@ def test_a_table_dropped_by_hand_is_refused_by_run_shown_by_plan_and_rebuilt_by_
     refused = mesh(project, "run", "--execution-time", DAY_2, check=False)
     assert refused.returncode == 1, refused.stdout
     assert (f"Cannot write d.m_range: its physical table {table} is missing (dropped outside mesh?) while the state "
-            "store records 4 intervals (2020-01-01 - 2020-01-04) of it. Nothing was written: `mesh plan prod` shows "
-            "it and rebuilds that history when applied (or restore the table)") in refused.stderr
+            "store records 4 intervals (2020-01-01 - 2020-01-04) of it. Nothing was written: rebuild it with "
+            "`mesh plan prod --restate-model d.m_range` (or restore the table)") in refused.stderr
     assert "Traceback" not in refused.stderr
     with sqlite3.connect(project / ".mesh" / "state.db") as conn:  # nothing forgotten, nothing recorded
         assert conn.execute("SELECT COUNT(*), SUM(is_removed) FROM mesh_intervals WHERE name = 'd.m_range'"
                             ).fetchone() == (4, 0)  # one per day
     assert table.split(".")[1] not in _mesh(project, "fetchdf", f"SHOW TABLES IN {table.split('.')[0]}").stdout
 
+    # A plain plan lists it (Spark is at hand: a remote Connect server), and its apply rebuilds it.
     out = _mesh(project, "plan", "--auto-apply", "--skip-tests", "--execution-time", DAY_2).stdout
     said = f"The physical table {table} of d.m_range is missing: 4 intervals (2020-01-01 - 2020-01-04) will be rebuilt"
     assert out.count(said) == 2, out  # in the plan, before its prompt, and by its apply

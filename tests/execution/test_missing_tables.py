@@ -1,7 +1,8 @@
 """A physical table dropped by hand while its history is recorded, on the in-memory engine (issue 34,
 "clear errors"): `mesh run` and Dagster materializations refuse to write it (one line naming the
-model, the table and the command; nothing written, nothing forgotten), the plan lists it, and its
-apply forgets that history and backfills it. On main, run and plan said all was up to date."""
+model, the table and the restatement that rebuilds it; nothing written, nothing forgotten), the plan
+lists it, and an apply forgets that history and backfills it. On main, run and plan said all was up
+to date, and a run wrote the next days into a table created empty."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.context import Context, Outcome
+from mesh_dagster.core.time.dates import to_ds
 from mesh_dagster.execution.events import LogLines
 from mesh_dagster.execution.physical_check import MissingTableError
 from tests.execution.fake_engine import FakeEngine
-from tests.execution.test_signal_runs import inserted, intervals
+from tests.execution.test_signal_runs import inserted
 
 MODELS = {
     "models/a.sql": """
@@ -29,6 +31,12 @@ MODELS = {
         """,
 }
 HISTORY = [("2020-01-01", "2020-01-04")]
+
+
+def history(ctx: Context) -> list[tuple[str, str]]:
+    """The intervals recorded of s.a's version in prod, as dates."""
+    key = ("s.a", ctx.state.get_environment("prod").snapshot_by_name()["s.a"].version)
+    return [(to_ds(start), to_ds(end)) for start, end in ctx.state.get_intervals([key]).get(key, [])]
 
 
 @pytest.fixture
@@ -47,8 +55,8 @@ def dropped(tmp_path: Path) -> tuple[Context, FakeEngine, str]:
 
 def refusal(view: str, table: str) -> str:
     return (f"Cannot write {view}: its physical table {table} is missing (dropped outside mesh?) while the state "
-            "store records 3 intervals (2020-01-01 - 2020-01-03) of it. Nothing was written: `mesh plan prod` shows "
-            "it and rebuilds that history when applied (or restore the table)")
+            "store records 3 intervals (2020-01-01 - 2020-01-03) of it. Nothing was written: rebuild it with "
+            f"`mesh plan prod --restate-model {view}` (or restore the table)")
 
 
 def test_run_refuses_to_write_a_table_gone_with_its_history(dropped) -> None:
@@ -57,7 +65,7 @@ def test_run_refuses_to_write_a_table_gone_with_its_history(dropped) -> None:
         ctx.run("prod", execution_time="2020-01-06")
     assert str(refused.value) == refusal("s.a", table)
     assert engine.calls == [] and table not in engine.tables  # nothing created, nothing written
-    assert intervals(ctx)["s.a"] == HISTORY
+    assert history(ctx) == HISTORY
 
 
 def test_a_materialization_of_it_fails_and_its_children_are_blocked(dropped) -> None:
@@ -66,7 +74,7 @@ def test_a_materialization_of_it_fails_and_its_children_are_blocked(dropped) -> 
     assert (a.outcome, str(a.error)) == (Outcome.FAILED, refusal("s.a", table))
     assert (b.outcome, b.blocked_by) == (Outcome.BLOCKED, "s.a")
     assert not [c for c in engine.calls if c.name == table] and table not in engine.tables
-    assert intervals(ctx)["s.a"] == HISTORY
+    assert history(ctx) == HISTORY
 
 
 def test_the_plan_lists_it_and_its_apply_rebuilds_the_history(dropped) -> None:
@@ -81,5 +89,14 @@ def test_the_plan_lists_it_and_its_apply_rebuilds_the_history(dropped) -> None:
     ctx.apply(plan, log)
     assert said in log.lines
     assert table in engine.tables and inserted(engine) == [(table, "CAST('2020-01-01' AS DATE)")]  # one batch
-    assert intervals(ctx)["s.a"] == HISTORY
+    assert history(ctx) == HISTORY
     assert ctx.missing_tables(ctx.plan("prod", execution_time="2020-01-04")) == []
+
+
+def test_the_restatement_the_refusal_names_rebuilds_it(dropped) -> None:
+    ctx, engine, table = dropped
+    ctx.apply(ctx.restate("prod", ["s.a"], execution_time="2020-01-04"))
+    assert table in engine.tables and inserted(engine) == [(table, "CAST('2020-01-01' AS DATE)")]
+    assert history(ctx) == HISTORY
+    assert ctx.run("prod", execution_time="2020-01-06") > 0  # the next days are written again
+    assert history(ctx) == [("2020-01-01", "2020-01-06")]
