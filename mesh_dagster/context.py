@@ -258,7 +258,10 @@ class _Plans(_Parts):
     def missing_tables(self, plan: Plan) -> list[MissingTable]:
         """The physical tables of `plan`'s snapshots that are gone while the state store records
         their history: applying the plan rebuilds them (execution/physical_check.py). Spark's
-        catalog is asked only when some snapshot has recorded intervals."""
+        catalog is asked only when it is at hand (`spark_at_hand`: a plan never starts Spark for
+        it; the apply checks anyway) and some snapshot has recorded intervals."""
+        if not self.spark_at_hand:
+            return []
         return missing_tables(self.state, lambda: self.engine, plan.snapshots.values())
 
     def local_snapshots(self) -> dict[str, Snapshot]:

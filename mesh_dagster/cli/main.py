@@ -171,11 +171,8 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
 
 
 def _missing_tables(context, p) -> list:
-    """The plan's tables that are gone while their history is recorded (rebuilt when applied), when
-    Spark is at hand: a plan never starts Spark for it (nor when Spark cannot answer, busy or
-    unreachable): every apply checks them anyway, and rebuilds them."""
-    if not context.spark_at_hand:
-        return []
+    """The plan's tables that are gone while their history is recorded (rebuilt when applied); none
+    said when Spark cannot answer (busy, unreachable): the apply checks them anyway."""
     try:
         return context.missing_tables(p)
     except EngineError as e:

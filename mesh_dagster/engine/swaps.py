@@ -87,10 +87,14 @@ def swap_in(engine: SparkCatalog, table: str, layout: Layout, rows: Rows, journa
 
 
 def finish(engine: SparkCatalog, payload: dict[str, Any]) -> bool:
-    """Complete a journaled swap (idempotent); whether it completed the write it was part of."""
+    """Complete a journaled swap (idempotent); whether it completed the write it was part of. False
+    too when the table and its staged rows are both gone (dropped by hand): nothing is left to finish,
+    and the table is missing (execution/physical_check.py says so before anything writes it)."""
     table, staging = payload["table"], payload["staging"][0]
     if engine.table_exists(staging):  # not renamed yet: the table, if it is still there, is the one replaced
         _replace_by(engine, table, staging)
+    elif not engine.table_exists(table):
+        return False
     elif not payload.get("committed"):
         _check_renamed(engine, table, staging, payload["rows"])
     return bool(payload["completes_write"])
@@ -113,12 +117,8 @@ def _replace_by(engine: SparkCatalog, table: str, staging: str) -> None:
 
 
 def _check_renamed(engine: SparkCatalog, table: str, staging: str, rows: int) -> None:
-    """The staging table is gone: renamed, unless a crash interrupted the rename inside the
-    metastore (the table then lacks the staged rows) or someone dropped both."""
-    if not engine.table_exists(table):
-        raise EngineError(
-            f"Cannot finish the interrupted rewrite of {table}: the table and its staged rows ({staging}) are both "
-            f"gone. Restate the model (`mesh plan --restate-model`) to rebuild it.")
+    """The staging table was renamed, unless a crash interrupted the rename inside the metastore:
+    the table then lacks the staged rows."""
     found = _count(engine, table)
     if found != rows:
         raise EngineError(

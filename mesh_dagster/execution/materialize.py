@@ -12,9 +12,9 @@ Results are yielded model by model, parents first, as they finish, so a caller c
 one while the next runs. A model that fails (its query, its Python code, a blocking audit, a parent
 it reads lacking data) is reported as FAILED and its remaining intervals are not recorded; the
 models reading it (directly or through EMBEDDED ones) are reported as BLOCKED without being
-evaluated, and every other model is still evaluated. A model whose table is gone while its history
-is recorded fails before anything is written (execution/physical_check.py). Errors of the whole run (the state store, a
-signal refusing the range) still end the iteration.
+evaluated, and every other model is still evaluated; so is a model whose table is gone while its
+history is recorded, before anything is written (execution/physical_check.py). Errors of the whole
+run (the state store, a signal refusing the range) still end the iteration.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from mesh_dagster.execution.environment_statements import run_environment_statem
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
-from mesh_dagster.execution.physical_check import MissingTable, finish_swaps, missing_tables
+from mesh_dagster.execution.physical_check import MissingTable, check_tables
 from mesh_dagster.execution.readiness import check_readiness, require_ready
 from mesh_dagster.execution.scheduler import execute_batches, plan_batches
 from mesh_dagster.execution.state import State
@@ -166,8 +166,8 @@ def _materialize(
         assert window is not None  # an empty window is not evaluated
         if evaluator is None:
             evaluator = RecordingEvaluator(project, engine_factory(), snapshots, state=state, source="materialize")
-            missing = _missing(state, evaluator.engine, [snapshots[n] for n, (w, r) in windows.items() if w and not r],
-                               listener)
+            evaluated = [snapshots[n] for n, (w, r) in windows.items() if w and not r]
+            missing = {m.snapshot.name: m for m in check_tables(state, evaluator.engine, evaluated, listener)}
             run_environment_statements(Stage.BEFORE_ALL, project, evaluator.engine, environment, plan.promoted,
                                        listener, execution_ms)
         result = _evaluate_reporting(evaluator, snapshots[name], window, (start_ms, end_ms), state, execution_ms,
@@ -218,14 +218,6 @@ def _not_evaluated(snap: Snapshot, snapshots: dict[str, Snapshot], window: Inter
     if reused:
         return ModelMaterialization(name, snap, Outcome.REUSED, window)
     return None
-
-
-def _missing(state: State, engine: Engine, snapshots: list[Snapshot],
-             listener: ApplyListener) -> dict[str, MissingTable]:
-    """The tables of the models to evaluate that are gone while their history is recorded (after
-    finishing the swaps a killed process left): those models fail, naming the plan that rebuilds them."""
-    finish_swaps(state, engine, snapshots, listener)
-    return {m.snapshot.name: m for m in missing_tables(state, lambda: engine, snapshots)}
 
 
 def _evaluate_reporting(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, requested: Interval,

@@ -118,12 +118,19 @@ def missing_tables(state: State, catalog: Callable[[], Engine], snapshots: Itera
             if table.lower() not in existing and table not in swapping]
 
 
-def refuse_missing(state: State, engine: Engine, snapshots: Iterable[Snapshot], environment: str,
-                   listener: ApplyListener, view: Callable[[str], str]) -> None:
-    """Finish interrupted swaps, then refuse (naming the first) a missing table: what `mesh run` does."""
+def check_tables(state: State, engine: Engine, snapshots: Iterable[Snapshot],
+                 listener: ApplyListener) -> list[MissingTable]:
+    """Before writing: finish the swaps a killed process left for these snapshots' tables, then the
+    tables still missing."""
     snapshots = list(snapshots)
     finish_swaps(state, engine, snapshots, listener)
-    missing = missing_tables(state, lambda: engine, snapshots)
+    return missing_tables(state, lambda: engine, snapshots)
+
+
+def refuse_missing(state: State, engine: Engine, snapshots: Iterable[Snapshot], environment: str,
+                   listener: ApplyListener, view: Callable[[str], str]) -> None:
+    """`check_tables`, refusing (naming the first) a missing table: what `mesh run` does."""
+    missing = check_tables(state, engine, snapshots, listener)
     if missing:
         raise missing[0].refusal(view(missing[0].snapshot.name), environment)
 
@@ -133,9 +140,7 @@ def rebuild_missing(plan: Plan, state: State, engine: Engine, listener: ApplyLis
     missing, whose intervals are forgotten first (each under its table's lock): a kill after that
     leaves them missing, for the next plan or run to compute, never recorded over an empty table.
     With --skip-backfill they are forgotten and nothing is computed."""
-    snapshots = list(plan.snapshots.values())
-    finish_swaps(state, engine, snapshots, listener)
-    missing = missing_tables(state, lambda: engine, snapshots)
+    missing = check_tables(state, engine, plan.snapshots.values(), listener)
     if not missing:
         return plan
     backfills = dict(plan.backfills)
