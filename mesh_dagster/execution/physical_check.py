@@ -111,7 +111,7 @@ def missing_tables(state: State, catalog: Callable[[], Engine], snapshots: Itera
         return []
     existing = {f"{schema}.{name}".lower()
                 for schema in sorted({owning[t].physical_schema for t in held})
-                for name in catalog().list_objects(schema)}
+                for name in catalog().table_names(schema)}
     # Read after the catalog: a swap under way journals itself before it drops the table.
     swapping = {w.table for w in state.journal.pending_writes() if w.operation == SWAP}
     return [MissingTable(owning[table], merge_intervals(intervals)) for table, intervals in held.items()

@@ -98,6 +98,9 @@ class FakeEngine:
         objects = {**{n: "table" for n in self.tables}, **{n: "view" for n in self.views}}
         return {n.split(".", 1)[1]: kind for n, kind in objects.items() if n.split(".", 1)[0] == schema}
 
+    def table_names(self, schema: str) -> set[str]:
+        return {name.lower() for name in self.list_objects(schema)}
+
     def columns(self, name: str) -> dict[str, str]:
         self._record("columns", name)
         return dict(self.tables[name])
