@@ -61,6 +61,7 @@ from mesh_dagster.execution.materialize import (  # noqa: F401
     pending_intervals,
     unpartitioned_windows,
 )
+from mesh_dagster.execution.physical_check import MissingTable, missing_tables
 from mesh_dagster.execution.planning import PlanExplanation, Planning, explain, model_name, select
 from mesh_dagster.execution.promote import PromotionRefused  # noqa: F401
 from mesh_dagster.execution.review_desk import ReviewDesk
@@ -215,6 +216,16 @@ class _Parts:
         return self._mesh_dir / _spark()[1].INFO_FILE
 
     @property
+    def spark_at_hand(self) -> bool:
+        """Whether asking Spark starts no JVM: this Context holds its session already (the plan's
+        unit tests ran on it), the gateway is a Spark Connect server of its own (`remote:`), or the
+        project's shared server answers."""
+        if self._engine is not None:
+            return True
+        conn = self.connection
+        return conn.remote is not None or (conn.is_local and self.spark_server() is not None)
+
+    @property
     def needs_shared_spark(self) -> bool:
         """Whether concurrent processes of this project need the shared Connect server to reach one
         catalog: only the embedded Derby metastore admits one process. A Postgres metastore, a cluster
@@ -259,6 +270,15 @@ class _Plans(_Parts):
     def explain(plan: Plan) -> PlanExplanation:
         """What `apply(plan)` would create and which views it would move, without doing it."""
         return explain(plan)
+
+    def missing_tables(self, plan: Plan) -> list[MissingTable]:
+        """The physical tables of `plan`'s snapshots that are gone while the state store records
+        their history: applying the plan rebuilds them (execution/physical_check.py). Spark's
+        catalog is asked only when it is at hand (`spark_at_hand`: a plan never starts Spark for
+        it; the apply checks anyway) and some snapshot has recorded intervals."""
+        if not self.spark_at_hand:
+            return []
+        return missing_tables(self.state, lambda: self.engine, plan.snapshots.values())
 
     def local_snapshots(self) -> dict[str, Snapshot]:
         """The project's snapshots, categorised against prod (or fresh) so they have versions."""

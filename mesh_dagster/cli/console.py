@@ -21,7 +21,7 @@ from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.plan.plan import Plan
 
 if TYPE_CHECKING:
-    from mesh_dagster.context import PlanExplanation
+    from mesh_dagster.context import MissingTable, PlanExplanation
 
 
 def _console() -> Console:
@@ -137,6 +137,19 @@ def show_plan(plan: Plan, no_diff: bool = False) -> None:
     _show_schema_changes(plan)
 
 
+def show_missing_tables(plan: Plan, missing: list[MissingTable]) -> None:
+    """Tables the plan's environment serves that are gone while their history is recorded."""
+    if missing:
+        tree = _tree("Missing physical tables:")
+        for table in missing:
+            tree.add(table.rebuilt(plan.view(table.snapshot.name)))
+        print_tree(tree)
+
+
+def show_warning(message: str) -> None:
+    console.print(f"[yellow]Warning:[/yellow] {escape(printable(message))}")
+
+
 def _show_schema_changes(plan: Plan) -> None:
     """What forward-only changes do to the tables they keep, and what their policies only warn of."""
     if plan.schema_changes:
@@ -146,7 +159,7 @@ def _show_schema_changes(plan: Plan) -> None:
             tree.add(f"{plan.view(name)}: {what}")
         print_tree(tree)
     for warning in plan.warnings:
-        console.print(f"[yellow]Warning:[/yellow] {escape(printable(warning))}")
+        show_warning(warning)
 
 
 def _show_models(plan: Plan) -> None:

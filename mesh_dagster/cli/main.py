@@ -17,8 +17,10 @@ from mesh_dagster.cli.console import (
     console,
     show_diff,
     show_explain,
+    show_missing_tables,
     show_plan,
     show_test_report,
+    show_warning,
 )
 from mesh_dagster.cli.errors import EXIT_ERROR, MeshGroup
 from mesh_dagster.cli.lint import lint_gate
@@ -28,7 +30,7 @@ from mesh_dagster.context import CATEGORY_CHOICES, PlanOptions
 from mesh_dagster.core.config.display import printable_line
 from mesh_dagster.core.config.memory import for_this_process
 from mesh_dagster.core.config.redaction import shorten
-from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.errors import EngineError, MeshError
 from mesh_dagster.core.time.dates import ms_to_datetime
 
 
@@ -161,10 +163,23 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
         p = _categorized_plan(context, environment, options, categorize, ask_all=no_auto_categorization,
                               no_prompts=no_prompts)
     show_plan(p, no_diff=no_diff)
+    missing = _missing_tables(context, p)
+    show_missing_tables(p, missing)
     if explain:
         show_explain(p, context.explain(p))
-    elif p.needs_apply:
-        _apply_or_record(context, p, auto_apply=auto_apply or config.plan.auto_apply, no_prompts=no_prompts)
+    elif p.needs_apply or missing:
+        _apply_or_record(context, p, auto_apply=auto_apply or config.plan.auto_apply, no_prompts=no_prompts,
+                         backfills=p.requires_backfill or bool(missing))
+
+
+def _missing_tables(context, p) -> list:
+    """The plan's tables that are gone while their history is recorded (rebuilt when applied); none
+    said when Spark cannot answer (busy, unreachable): the apply checks them anyway."""
+    try:
+        return context.missing_tables(p)
+    except EngineError as e:
+        show_warning(f"physical tables not checked ({str(e).splitlines()[0]}); applying checks them")
+        return []
 
 
 def _categorized_plan(context, environment: str, options: PlanOptions, categorize: tuple[str, ...], *,
@@ -177,7 +192,7 @@ def _categorized_plan(context, environment: str, options: PlanOptions, categoriz
     return context.plan(environment, options, choices={**choices, **asked}) if asked else p
 
 
-def _apply_or_record(context, p, *, auto_apply: bool, no_prompts: bool) -> None:
+def _apply_or_record(context, p, *, auto_apply: bool, no_prompts: bool, backfills: bool) -> None:
     """Apply the plan, unless Context holds it for review (a protected environment), prompts are
     off without --auto-apply, or the user declines: then it is only recorded."""
     protection = context.hold_for_review(p)
@@ -192,7 +207,7 @@ def _apply_or_record(context, p, *, auto_apply: bool, no_prompts: bool) -> None:
             console.print(f"Plan not applied (use --auto-apply to apply without a prompt); recorded as "
                           f"{p.plan_id[:8]}: `mesh plans apply {p.plan_id[:8]}` applies it.")
             return
-        question = "Apply - Backfill Tables" if p.requires_backfill else "Apply - Virtual Update"
+        question = "Apply - Backfill Tables" if backfills else "Apply - Virtual Update"
         if not click.confirm(question, default=False, prompt_suffix=" [y/n]: ", show_default=False):
             context.record(p)
             context.decide(p.plan_id, "cancel", "declined at the prompt")

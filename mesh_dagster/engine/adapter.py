@@ -35,14 +35,14 @@ from mesh_dagster.engine.catalog import SparkCatalog
 from mesh_dagster.engine.catalog import type_sql as type_sql  # re-exported: part of this module's API
 from mesh_dagster.engine.sql_text import (
     ddl_type,
-    find_column,
     known_column,
     quote_identifier,
     quote_name,
     sql_string,
 )
 from mesh_dagster.engine.statements import SQL_TRACE_ENV as SQL_TRACE_ENV  # re-exported: part of this module's API
-from mesh_dagster.engine.writes import Journal, TableWrites
+from mesh_dagster.engine.swaps import Journal, Layout
+from mesh_dagster.engine.writes import TableWrites
 
 __all__ = ["SQL_TRACE_ENV", "TEMP_PREFIX", "SparkEngine", "quote_identifier", "quote_name", "sql_string", "type_sql"]
 
@@ -71,45 +71,24 @@ class SparkEngine(SparkCatalog):
         types by Spark, so `2020-01-01` becomes a DATE under Spark's rules, not pandas'.
         """
         python_frames.check_seed_columns(table, df, columns)
-        table_columns, partition_columns, located = self._writes.ensure_table(table, dict(columns), (), "parquet",
-                                                                              comments)
         names = list(columns)
         view = python_frames.seed_view(self, table, df, names, batch_size)
+        source = {name: f"c{i}" for i, name in enumerate(names)}
+
+        def rows(table_columns: dict[str, str]) -> str:
+            select = ", ".join(f"CAST({quote_identifier(source[known_column(columns, name)])} AS {ddl_type(kind)})"
+                               f" AS {quote_identifier(name)}" for name, kind in table_columns.items())
+            return f"SELECT {select} FROM {quote_identifier(view)}"
+
         try:
-            source = {name: f"c{i}" for i, name in enumerate(names)}
-            select = ", ".join(
-                f"CAST({quote_identifier(source[known_column(columns, name)])} AS {ddl_type(kind)})"
-                f" AS {quote_identifier(name)}"
-                for name, kind in table_columns.items()
-            )
-            self._writes.replace_rows(table, f"SELECT {select} FROM {quote_identifier(view)}", partition_columns,
-                                      located, journal=journal)
+            self._writes.replace_whole(table, Layout(dict(columns), (), "parquet", comments), rows, journal=journal)
         finally:
             self.drop_temp_view(view)
 
-    # -- schema migration of a kept table --------------------------------------------------------
+    # -- schema migration of a kept table (swaps.py) ---------------------------------------------
 
-    def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
-        """Make the table hold exactly `columns` (name -> type, in order), keeping its rows: kept
-        columns are cast, dropped ones go, new ones read NULL. Parquet tables cannot drop or retype a
-        column in place, so the rows are copied to a staging table, the table recreated with the
-        same partitioning and format, and the rows copied back; the staging table goes last, so a
-        failure in between leaves the rows in it (`__mesh_tmp_...`), never lost."""
-        current = self.columns(table)
-        partitioned_by = self.partition_columns(table)
-        storage = self._storage_format_of(table)
-        select = ", ".join(
-            (f"CAST({quote_identifier(found)} AS {ddl_type(kind)})" if (found := find_column(current, name))
-             else f"CAST(NULL AS {ddl_type(kind)})") + f" AS {quote_identifier(name)}"
-            for name, kind in columns.items())
-        staging = self.stage(table, f"SELECT {select} FROM {quote_name(table)}")
-        self.drop_table(table)
-        ordered = {c: t for c, t in columns.items() if c not in partitioned_by}
-        ordered.update({c: columns[c] for c in partitioned_by if c in columns})
-        self.create_table(table, None, [p for p in partitioned_by if p in columns], storage, ordered)
-        names = ", ".join(quote_identifier(c) for c in ordered)
-        self.execute(f"INSERT INTO {quote_name(table)} SELECT {names} FROM {quote_name(staging)}")
-        self.drop_table(staging)
+    def retype_table(self, table: str, columns: Mapping[str, str], *, journal: Journal | None = None) -> None:
+        self._writes.retype_table(table, columns, journal=journal)
 
     # -- writes (writes.py) ----------------------------------------------------------------------
 

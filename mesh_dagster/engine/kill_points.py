@@ -18,6 +18,10 @@ A restatement that rebuilds a history from scratch empties the table first: `jou
 intervals forgotten, the `clear` journaled) and `overwritten` (the table emptied) come before its
 first batch (`execution/scheduler.clear_history`).
 
+A table whose layout changes (a schema migration of a kept table; a full rewrite under new columns
+or partitioning) is swapped for a new one (swaps.py), in `SWAP_STEPS`: `staged` (the new table is
+complete beside it), `journaled`, `dropped` (the table is gone, its rows are staged) and `committed`.
+
 `MESH_TEST_PAUSE_AT`, of the same syntax, stops the process there instead (SIGSTOP): a test sees it
 alive mid-write for as long as it needs, however fast the write, then kills it.
 
@@ -35,6 +39,7 @@ from collections import Counter
 KILL_AT_ENV = "MESH_TEST_KILL_AT"
 PAUSE_AT_ENV = "MESH_TEST_PAUSE_AT"  # the same syntax: the process stops itself there instead
 STEPS = ("write", "staged", "journaled", "overwritten", "committed", "recorded")
+SWAP_STEPS = ("staged", "journaled", "dropped", "committed")
 
 _reached: Counter[str] = Counter()
 _lock = threading.Lock()

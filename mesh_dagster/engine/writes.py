@@ -12,7 +12,10 @@ process die on the way:
   in a durable table, which the journal names: a resumed write redoes the overwrite from it exactly.
   One that does not read the table needs no journal: computing it again gives the same rows;
 - an append stages its rows and notes the table's row count first: a resumed append tells "not
-  committed" (redo) from "committed" (done) from "half committed" (refused, naming the table).
+  committed" (redo) from "committed" (done) from "half committed" (refused, naming the table);
+- a table whose layout changes (its columns' types, dropped columns, its partitioning: a schema
+  migration, or a full rewrite under new columns) is swapped for a new table built beside it
+  (swaps.py): absent for one rename, never empty.
 
 Payloads (what `journal` is given and `finish` takes back) are JSON-able dicts only this module
 reads. Named kill points (kill_points.py) mark each step for the tests that kill a write there.
@@ -25,28 +28,26 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.core.models.merge import Upsert
-from mesh_dagster.engine import generations
+from mesh_dagster.engine import generations, swaps
 from mesh_dagster.engine.catalog import parse_partition, partition_section
 from mesh_dagster.engine.kill_points import kill_point
 from mesh_dagster.engine.session import SparkSQLError
 from mesh_dagster.engine.sql_text import (
-    TEMP_PREFIX,
     ddl_type,
     find_column,
     known_column,
     normalized_columns,
     quote_identifier,
     quote_name,
-    split_name,
     sql_string,
     strip_sql,
     temp_name,
 )
+from mesh_dagster.engine.swaps import Journal, Layout, Rows
 
 if TYPE_CHECKING:
     from mesh_dagster.engine.catalog import SparkCatalog
 
-Journal = Callable[[dict[str, Any]], None]
 _T = TypeVar("_T")
 # Spark's error classes for a column name it cannot resolve (`by_name` then analyses the query).
 _NAME_RESOLUTION = ("UNRESOLVED_COLUMN", "AMBIGUOUS_REFERENCE", "AMBIGUOUS_COLUMN")
@@ -79,14 +80,14 @@ class TableWrites:
                       storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
                       comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
                       reads_self: bool = False) -> None:
-        """Full refresh: the table (recreated when its columns or partitioning no longer match)
-        holds exactly the query's output; partitions the query no longer produces are dropped."""
+        """Full refresh: the table (swapped for one of the new layout when its columns or
+        partitioning no longer match) holds exactly the query's output; partitions the query no
+        longer produces are dropped."""
         produced = self.engine.query_columns(query_sql)
         wanted = dict(columns) if columns is not None else produced
-        table_columns, partition_columns, located = self.ensure_table(table, wanted, partitioned_by, storage_format,
-                                                                      comments, spelled=columns is None)
-        select = self.select_for(table, query_sql, table_columns, produced)
-        self._replace(table, select, partition_columns, None, journal, reads_self, located=located)
+        self.replace_whole(table, Layout(wanted, partitioned_by, storage_format, comments),
+                           lambda table_columns: self.select_for(table, query_sql, table_columns, produced),
+                           journal=journal, reads_self=reads_self, spelled=columns is None)
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str, high_sql: str,
                                   *, journal: Journal | None = None, reads_self: bool = False,
@@ -178,11 +179,36 @@ class TableWrites:
             if journal is None or "before" not in payload:
                 self.discard(payload)
 
-    def replace_rows(self, table: str, select_sql: str, partition_columns: list[str],
-                     located: tuple[str, str] | None, *, journal: Journal | None = None) -> None:
-        """The table holds exactly the rows of `select_sql` (columns in table order); its partitioning
-        and location as `ensure_table` returned them."""
-        self._replace(table, select_sql, partition_columns, None, journal, False, located=located)
+    def replace_whole(self, table: str, layout: Layout, rows: Rows, *, journal: Journal | None = None,
+                      reads_self: bool = False, spelled: bool = False) -> None:
+        """The table, of `layout`, holds exactly `rows` (given the table's columns, in table order).
+        A missing table is created first; one of another layout is swapped for a new one holding
+        them (swaps.py), so its old rows stay readable until the new ones are complete.
+        `spelled`: the layout's types are Spark's own spelling (a query's analysed columns)."""
+        fitted = self.fitted_table(table, layout, spelled)
+        if fitted is None:
+            swaps.swap_in(self.engine, table, layout, rows, journal, completes_write=True)
+            return
+        table_columns, partition_columns, located = fitted
+        self._replace(table, rows(table_columns), partition_columns, None, journal, reads_self, located=located)
+
+    def retype_table(self, table: str, columns: Mapping[str, str], *, journal: Journal | None = None) -> None:
+        """Make the table hold exactly `columns` (name -> type, in order), keeping its rows: kept
+        columns are cast, dropped ones go, new ones read NULL. Parquet tables cannot drop or retype a
+        column in place: the table is swapped for a new one with the same partitioning and format
+        (swaps.py); the journal hears of it before the table is dropped."""
+        self.engine.refresh(table)
+        current = self.engine.columns(table)
+        partitioned_by, (_, provider) = self._layout(table)
+        kept = [p for p in partitioned_by if find_column(columns, p) is not None]
+
+        def rows(table_columns: dict[str, str]) -> str:
+            return "SELECT " + ", ".join(
+                (f"CAST({quote_identifier(found)} AS {ddl_type(kind)})" if (found := find_column(current, name))
+                 else f"CAST(NULL AS {ddl_type(kind)})") + f" AS {quote_identifier(name)}"
+                for name, kind in table_columns.items()) + f" FROM {quote_name(table)}"
+
+        swaps.swap_in(self.engine, table, Layout(columns, kept, provider), rows, journal, completes_write=False)
 
     # -- finishing what a killed process left -------------------------------------------------
 
@@ -192,6 +218,8 @@ class TableWrites:
         table, operation = payload["table"], payload["operation"]
         if operation == "switch":
             return self._finish_switch(table, payload)
+        if operation == "swap":
+            return swaps.finish(self.engine, payload)
         if operation == "clear":  # a history about to be rebuilt: its intervals are forgotten already
             self.engine.execute(f"TRUNCATE TABLE {quote_name(table)}")
             return True
@@ -338,27 +366,25 @@ class TableWrites:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def ensure_table(self, table: str, columns: dict[str, str], partitioned_by: Sequence[str], storage_format: str,
-                     comments: Mapping[str, str] | None = None,
-                     spelled: bool = False) -> tuple[dict[str, str], list[str], tuple[str, str]]:
-        """Create the table, or recreate it when columns or partitioning differ from the wanted ones.
+    def fitted_table(self, table: str, layout: Layout,
+                     spelled: bool = False) -> tuple[dict[str, str], list[str], tuple[str, str]] | None:
+        """The table's columns (in table order), partition columns and (location, provider), creating
+        it if it does not exist; None when it exists with other columns or partitioning.
 
         `spelled`: the types are already in Spark's spelling (a query's analysed columns), which
-        spares the round trip that canonicalises declared ones. Returns the table's columns (in
-        table order), partition columns and (location, provider). Its refresh tells whether it
+        spares the round trip that canonicalises declared ones. Its refresh tells whether it
         exists, and one DESCRIBE TABLE EXTENDED its partitioning and location.
         """
         engine = self.engine
-        if self._refreshed(table):
-            current, (current_partitions, located) = engine.columns(table), self._layout(table)
-            wanted = columns if spelled else engine.canonical_types(columns)
-            same_columns = normalized_columns(current) == normalized_columns(wanted)
-            same_partitions = [p.lower() for p in current_partitions] == [p.lower() for p in partitioned_by]
-            if same_columns and same_partitions:
-                return current, current_partitions, located
-            engine.drop_table(table)
-        engine.create_table(table, None, partitioned_by, storage_format, columns, comments)
-        return engine.columns(table), *self._layout(table)
+        if not self._refreshed(table):
+            engine.create_table(table, None, layout.partitioned_by, layout.storage_format, layout.columns,
+                                layout.comments)
+            return engine.columns(table), *self._layout(table)
+        current, (current_partitions, located) = engine.columns(table), self._layout(table)
+        wanted = layout.columns if spelled else engine.canonical_types(layout.columns)
+        same_columns = normalized_columns(current) == normalized_columns(wanted)
+        same_partitions = [p.lower() for p in current_partitions] == [p.lower() for p in layout.partitioned_by]
+        return (current, current_partitions, located) if same_columns and same_partitions else None
 
     def _refreshed(self, table: str) -> bool:
         """Refresh the table (another process may have rewritten it); False when it does not exist."""
@@ -406,8 +432,7 @@ class TableWrites:
         """Materialise the query's rows into a new Parquet table beside `table` and return its name
         (a write whose query reads `table` itself reads the staged rows instead). A crash can leave
         it behind (named `__mesh_tmp_...`): the janitor drops it unless the journal still needs it."""
-        schema, name = split_name(table)
-        staging = f"{schema + '.' if schema else ''}{TEMP_PREFIX}{name[:40]}_{temp_name()[-12:]}"
+        staging = swaps.staging_name(table)
         self.engine.execute(f"CREATE TABLE {quote_name(staging)} USING parquet AS {strip_sql(query_sql)}")
         return staging
 

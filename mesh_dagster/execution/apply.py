@@ -7,7 +7,9 @@ before it could change what another holder is changing:
 
 1. The plan must still be based on the environment's record, and the stored snapshots it reuses
    must still exist (the janitor may have deleted them after the plan was built).
-2. New snapshots are recorded, physical tables created, missing intervals backfilled.
+2. New snapshots are recorded, physical tables created, missing intervals backfilled. A table the
+   environment serves that is gone while its history is recorded is rebuilt: its intervals are
+   forgotten and backfilled (execution/physical_check.py).
 3. The environment is recorded — the optimistic check and the lock check in one transaction —
    *before* any view moves: a plan that lost a race fails here with nothing visible changed.
    Before it, the versions the views would show are checked against the audit verdicts that hold
@@ -58,8 +60,9 @@ from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.environment_statements import run_environment_statements
 from mesh_dagster.execution.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.locking import environment_lock
-from mesh_dagster.execution.migration import migrate_table
+from mesh_dagster.execution.locking import environment_lock, table_lock
+from mesh_dagster.execution.migration import MigrationJournal, migrate_table
+from mesh_dagster.execution.physical_check import rebuild_missing
 from mesh_dagster.execution.readiness import Readiness, SignalsPendingError, Wait, check_readiness
 from mesh_dagster.execution.scheduler import clear_history, plan_batches, run_batches, upstream_of
 from mesh_dagster.execution.state import State
@@ -173,6 +176,7 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         lease.check()
         check_base(plan, state)
         check_snapshots_kept(plan, state)
+        plan = rebuild_missing(plan, state, engine, guarded)  # tables gone while their history is recorded
         readiness = backfill_readiness(plan, project, state, engine, guarded)  # before anything is written
         # data a blocking audit failed on is never served; what the backfill recomputes is audited again
         refuse_serving_failed_audits(state, plan, project.audits, leave_out=readiness.backfills)
@@ -249,7 +253,7 @@ def _build(plan: Plan, project: Project, state: State, engine: Engine, listener:
         listener.physical_done(len(creating))
     else:
         listener.log("SKIP: No physical layer updates to perform")
-    migrate_kept_tables(plan, evaluator, listener)
+    migrate_kept_tables(plan, state, evaluator, listener)
 
     if plan.empty_backfill:
         state.add_intervals([
@@ -268,29 +272,41 @@ def _build(plan: Plan, project: Project, state: State, engine: Engine, listener:
         listener.log("SKIP: No model batches to execute")
 
 
-def migrate_kept_tables(plan: Plan, evaluator: SnapshotEvaluator, listener: ApplyListener) -> None:
+def migrate_kept_tables(plan: Plan, state: State, evaluator: SnapshotEvaluator, listener: ApplyListener) -> None:
     """Migrate the schema of the tables forward-only changes keep, before any write or view reads
     them (a view selecting a column the table lacks would fail). Development environments preview
-    forward-only changes in tables of their own: only tables this environment writes are touched."""
+    forward-only changes in tables of their own: only tables this environment writes are touched.
+
+    Each under its table's lock, journaled (a copy with casts swaps the table: engine/swaps.py). A
+    table another write left journaled (a killed run's) is migrated by its next batch instead, once
+    the scheduler has finished that write: the journal holds one write per table."""
     kept = [s for n, s in plan.snapshots.items()
             if keeps_table(plan.category(n), s) and not s.is_preview and not s.model.kind.is_symbolic]
     for snap in kept:
-        evaluator.create(snap)
-        kind = snap.model.kind
-        if kind.is_materialized and kind.has_query and not kind.is_incremental:  # a table rebuilt whole from its query
-            _fit_rebuilt_table(snap, evaluator, listener)
+        with table_lock(state, snap.table_name) as lease:
+            if state.journal.pending_write(snap.table_name) is not None:
+                listener.log(f"Schema of {snap.table_name} is checked by its next batch, which first finishes the "
+                             "write an interrupted run left")
+                continue
+            journal = MigrationJournal(state, snap, lease)
+            evaluator.create(snap, journal)
+            kind = snap.model.kind
+            if kind.is_materialized and kind.has_query and not kind.is_incremental:  # rebuilt whole from its query
+                _fit_rebuilt_table(snap, evaluator, listener, journal)
+            journal.close()
         listener.log(f"Schema of {snap.table_name} checked for {snap.name}'s forward-only change")
     for warning in evaluator.warnings:
         listener.log(f"WARNING: {warning}")
 
 
-def _fit_rebuilt_table(snap: Snapshot, evaluator: SnapshotEvaluator, listener: ApplyListener) -> None:
+def _fit_rebuilt_table(snap: Snapshot, evaluator: SnapshotEvaluator, listener: ApplyListener,
+                       journal: MigrationJournal) -> None:
     """A FULL model under a forward-only change keeps its table until its next run rebuilds it,
     and the evaluator migrates only the tables of incremental kinds: the table takes the new
     query's columns now (its rows read NULL for the new ones), or its view could not select them."""
     migration = migrate_table(evaluator.engine, snap, evaluator.render(snap, stage="creating"),
                               allow_destructive=snap.name in evaluator.allow_destructive,
-                              allow_additive=snap.name in evaluator.allow_additive)
+                              allow_additive=snap.name in evaluator.allow_additive, journal=journal)
     for warning in migration.warnings if migration is not None else []:
         listener.log(f"WARNING: {warning}")
 

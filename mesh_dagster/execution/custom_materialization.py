@@ -87,7 +87,7 @@ class CustomStrategy(QueryStrategy):
 
     def write_rendered(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                        execution_time: int, journal: Journal | None) -> None:
-        ev.create(snapshot)
+        ev.create(snapshot, journal)
         context = _context(ev, snapshot, start, end, execution_time)
         _call(snapshot, ev.materialization(snapshot).insert, snapshot.table_name, query, context)
 

@@ -71,6 +71,10 @@ class Catalog(Protocol):
 
     def list_objects(self, schema: str) -> dict[str, str]: ...
 
+    def table_names(self, schema: str) -> set[str]:
+        """The lowercase names of a schema's tables and views (none for a missing schema): one round
+        trip, where `list_objects` also tells views apart."""
+
     def columns(self, name: str) -> dict[str, str]: ...
 
     def existing_columns(self, name: str) -> dict[str, str] | None:
@@ -150,7 +154,8 @@ class Writes(Protocol):
 
     def finish_write(self, payload: dict[str, Any]) -> bool:
         """Complete a journaled write a killed process left (idempotent): True once it is committed,
-        False when it had not reached its destructive step and was undone instead."""
+        False when it had not reached its destructive step and was undone instead, or when it was a
+        step before the write (a schema migration: completed, the write itself still to make)."""
 
     def discard_write(self, payload: dict[str, Any]) -> None:
         """Drop what a journaled write staged, once it is recorded (or given up)."""
@@ -161,9 +166,9 @@ class Writes(Protocol):
         """(Re)create the table with exactly `columns`, filled from the frame in one write (its rows
         sent to Spark `batch_size` at a time)."""
 
-    def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
+    def retype_table(self, table: str, columns: Mapping[str, str], *, journal: Journal | None = None) -> None:
         """Make the table hold exactly `columns`, keeping (casting) its rows (schema migration of a
-        kept table)."""
+        kept table); `journal` hears how to finish it before the table is replaced."""
 
 
 class Engine(Session, Catalog, Writes, Protocol):

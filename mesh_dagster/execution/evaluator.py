@@ -196,27 +196,29 @@ class SnapshotEvaluator:
             raise EngineError("This evaluator only renders: it was given no engine")
         return self._engine
 
-    def create(self, snapshot: Snapshot) -> None:
-        """Create the physical table (or view) of a snapshot if it does not exist yet."""
+    def create(self, snapshot: Snapshot, journal: Journal | None = None) -> None:
+        """Create the physical table (or view) of a snapshot if it does not exist yet, or migrate its
+        schema (`journal`: what hears how to finish the migration should the process die)."""
         with self._lock_for(snapshot.table_name):  # a concurrent batch must not write before the table exists
             if snapshot.model.kind.is_view or snapshot.table_name not in self._created:
                 table = snapshot.table_name
                 # One round trip tells whether the table is kept and what it holds (the migration's input).
                 current = self.engine.existing_columns(table) if snapshot.model.kind.is_incremental else None
                 if current is not None:
-                    self._migrate(snapshot, current)  # kept: its CREATE ... IF NOT EXISTS would change nothing
+                    self._migrate(snapshot, current, journal)  # kept: CREATE ... IF NOT EXISTS would change nothing
                 else:
                     self.engine.create_schema(snapshot.physical_schema)
                     strategy_for(snapshot).create(self, snapshot)
                 self._created.add(snapshot.table_name)
 
-    def _migrate(self, snapshot: Snapshot, current: dict[str, str]) -> None:
+    def _migrate(self, snapshot: Snapshot, current: dict[str, str], journal: Journal | None) -> None:
         """Fit a kept table (holding `current`) to what the query now outputs, as the model's
         policies allow (the first write of each apply or run checks: the table may have been changed
         since). Unchanged, its columns are remembered for the writes' time bounds."""
         migration = migrate_table(self.engine, snapshot, self.render(snapshot, stage="creating"),
                                   allow_destructive=snapshot.name in self.allow_destructive,
-                                  allow_additive=snapshot.name in self.allow_additive, current=current)
+                                  allow_additive=snapshot.name in self.allow_additive, current=current,
+                                  journal=journal)
         with self._lock:
             if migration is None:
                 self._column_types[snapshot.table_name] = current

@@ -12,8 +12,9 @@ Results are yielded model by model, parents first, as they finish, so a caller c
 one while the next runs. A model that fails (its query, its Python code, a blocking audit, a parent
 it reads lacking data) is reported as FAILED and its remaining intervals are not recorded; the
 models reading it (directly or through EMBEDDED ones) are reported as BLOCKED without being
-evaluated, and every other model is still evaluated. Errors of the whole run (the state store, a
-signal refusing the range) still end the iteration.
+evaluated, and every other model is still evaluated; so is a model whose table is gone while its
+history is recorded, before anything is written (execution/physical_check.py). Errors of the whole
+run (the state store, a signal refusing the range) still end the iteration.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
+from mesh_dagster.execution.physical_check import MissingTable, check_tables
 from mesh_dagster.execution.readiness import check_readiness, require_ready
 from mesh_dagster.execution.scheduler import execute_batches, plan_batches
 from mesh_dagster.execution.state import State
@@ -157,6 +159,7 @@ def _materialize(
     plan, windows = _prepare(project, state, engine_factory, environment, names, (start_ms, end_ms), execution_ms)
     snapshots = plan.snapshots
     evaluator: SnapshotEvaluator | None = None
+    missing: dict[str, MissingTable] = {}  # models whose table is gone while their history is recorded
     failed: dict[str, str] = {}  # a failed or blocked model -> the failed model behind it
     for name, (window, reused) in windows.items():
         skipped = _not_evaluated(snapshots[name], snapshots, window, reused, failed, listener, environment)
@@ -166,10 +169,12 @@ def _materialize(
         assert window is not None  # an empty window is not evaluated
         if evaluator is None:
             evaluator = RecordingEvaluator(project, engine_factory(), snapshots, state=state, source="materialize")
+            evaluated = [snapshots[n] for n, (w, r) in windows.items() if w and not r]
+            missing = {m.snapshot.name: m for m in check_tables(state, evaluator.engine, evaluated, listener)}
             if before_write is not None:
                 before_write()
         result = _evaluate_reporting(evaluator, snapshots[name], window, (start_ms, end_ms), state, execution_ms,
-                                     listener, environment)
+                                     listener, environment, missing.get(name))
         if result.error is not None:
             failed[name] = name
         yield result
@@ -216,11 +221,14 @@ def _not_evaluated(snap: Snapshot, snapshots: dict[str, Snapshot], window: Inter
 
 
 def _evaluate_reporting(evaluator: SnapshotEvaluator, snap: Snapshot, window: Interval, requested: Interval,
-                        state: State, execution_ms: int, listener: ApplyListener,
-                        environment: str) -> ModelMaterialization:
-    """`_evaluate`, with a failure of the model (not of the state store) as a FAILED result, logged."""
+                        state: State, execution_ms: int, listener: ApplyListener, environment: str,
+                        missing: MissingTable | None = None) -> ModelMaterialization:
+    """`_evaluate`, with a failure of the model (not of the state store) as a FAILED result, logged;
+    a model whose table is `missing` fails before anything is written."""
     began = time.perf_counter()
     try:
+        if missing is not None:
+            raise missing.refusal(view_name(snap.name, environment), environment)
         result = _evaluate(evaluator, snap, window, requested, state, execution_ms, listener, environment)
     except StateError:
         raise  # the state store is gone: nothing more can be recorded for anyone

@@ -5,7 +5,8 @@ someone changed its table by hand. Before the first write of an apply or run int
 its real columns (exact types) are compared with the query's, and the model's policies decide:
 additive changes become `ALTER TABLE ADD COLUMNS` (widened types a copy with casts, which Parquet
 tables need), destructive ones a copy without the dropped columns, each only where the policy
-allows it; `ignore` leaves the table as it is and the writes fit the query to it.
+allows it; `ignore` leaves the table as it is and the writes fit the query to it. The copy is a
+kill-safe swap (engine/swaps.py): the table keeps its rows until the copy is complete.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.models.schema_evolution import SchemaDiff, diff_schemas, judge
+from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.snapshots.snapshot import Snapshot
-from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.engine import Engine, Journal
+from mesh_dagster.execution.state import State
+from mesh_dagster.state.journal import PendingWrite
+from mesh_dagster.state.store import Lease
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +43,12 @@ class Migration:
 
 
 def migrate_table(engine: Engine, snapshot: Snapshot, query_sql: str, *, allow_destructive: bool = False,
-                  allow_additive: bool = False, current: dict[str, str] | None = None) -> Migration | None:
+                  allow_additive: bool = False, current: dict[str, str] | None = None,
+                  journal: Journal | None = None) -> Migration | None:
     """Fit the snapshot's existing table (whose columns are `current`, when the caller has just
     read them) to `query_sql`'s output, as its policies allow; None when they already match.
-    Raises SchemaChangeError (naming the model and columns) when refused."""
+    Raises SchemaChangeError (naming the model and columns) when refused. A copy with casts is
+    journaled (`journal`) before the table is replaced: a killed process leaves it to be finished."""
     table, model = snapshot.table_name, snapshot.model
     current = engine.columns(table) if current is None else current
     wanted = engine.canonical_types(model.columns) if model.columns else engine.query_columns(query_sql)
@@ -60,9 +68,31 @@ def migrate_table(engine: Engine, snapshot: Snapshot, query_sql: str, *, allow_d
         if _only_additions(current, target):
             engine.add_columns(table, {c: t for c, t in target.items() if c not in current})
         else:
-            engine.retype_table(table, target)
+            engine.retype_table(table, target, journal=journal)
     padding = {c: t for c, t in target.items() if c.lower() not in {w.lower() for w in wanted}}
     return Migration(diff, verdict.warnings, padding)
+
+
+class MigrationJournal:
+    """The journal of a schema migration made outside a batch (an apply migrates the tables that
+    forward-only changes keep before any batch runs), while the table's lock is held (`lease`).
+    Its entry is for the whole table, no interval: finishing it (engine/swaps.py) completes the
+    migration and records nothing. `close` ends the entry once the migration is done."""
+
+    def __init__(self, state: State, snapshot: Snapshot, lease: Lease) -> None:
+        self.state, self.snapshot, self.lease = state, snapshot, lease
+        self.journaled = False
+
+    def __call__(self, payload: dict[str, Any]) -> None:
+        snap = self.snapshot
+        self.state.journal.journal_write(PendingWrite(
+            table=snap.table_name, operation=payload["operation"], name=snap.name, version=snap.version or "",
+            start=ALL_TIME[0], end=ALL_TIME[1], payload=payload, owner=self.lease.owner), lease=self.lease)
+        self.journaled = True
+
+    def close(self) -> None:
+        if self.journaled:
+            self.state.journal.finish_write(self.snapshot.table_name, None, lease=self.lease)
 
 
 def _target_columns(current: Mapping[str, str], wanted: Mapping[str, str], diff: SchemaDiff, additive: bool,

@@ -13,7 +13,8 @@ A record's run (start, apply, complete or fail) happens under its environment's 
 `running` record whose environment no live process holds (execution/locking.py: the holder's pid
 is gone, or its lease ran out) is one whose apply was killed: it may be resumed (`apply`: the
 apply picks up from the missing intervals, like a retry of a failed plan) or cancelled. One whose
-apply is really running is refused, naming the process that runs it.
+apply is really running is refused, naming the process that runs it. The next run of another plan
+of the environment settles such records as failed, with a note, so none stays running forever.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 # Plan ids are long; people type a prefix of at least this many characters.
 MIN_ID_PREFIX = 6
+# How many interrupted runs of an environment one run settles (a few at most exist: each is a kill).
+INTERRUPTED_SETTLED = 50
 
 
 class PlanSupersededError(PlanError):
@@ -179,6 +182,7 @@ class PlanReviews:
         a running record whose apply is gone), then completed or failed (with the error)."""
         with environment_held(self.state, record.environment) as lease:
             resumed = record.status == PlanStatus.RUNNING
+            self._settle_interrupted(record, actor, lease)
             running = self._move(record, "resume" if resumed else "start", actor,
                                  "its earlier apply is gone (killed): resumed" if resumed else None, lease=lease)
             try:
@@ -187,6 +191,16 @@ class PlanReviews:
                 self._settle(running, actor, str(e) or type(e).__name__, lease)
                 raise
             return self._move(running, "complete", actor, lease=lease)
+
+    def _settle_interrupted(self, starting: PlanRecord, actor: str, lease: Lease) -> None:
+        """The other `running` records of the environment, whose lock this run holds, are runs whose
+        process was killed: they become failed (retryable: a retry is superseded if the environment
+        moved on), saying so, rather than stay running forever."""
+        for other in self.state.plans.list_plan_records(starting.environment, [PlanStatus.RUNNING.value],
+                                                        limit=INTERRUPTED_SETTLED):
+            if other.plan_id != starting.plan_id:
+                self._move(other, "fail", actor, f"interrupted: its apply ended without an outcome (its process was "
+                           f"killed); plan {starting.plan_id[:8]} ran after it", lease=lease)
 
     def _settle(self, running: PlanRecord, actor: str, error: str, lease: Lease) -> None:
         """Record a failed run, unless the lock was lost meanwhile: whoever took it over decides."""

@@ -24,6 +24,7 @@ from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.environment_statements import run_environment_statements
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
+from mesh_dagster.execution.physical_check import refuse_missing
 from mesh_dagster.execution.readiness import check_readiness
 from mesh_dagster.execution.scheduler import plan_batches, run_batches
 from mesh_dagster.execution.state import State
@@ -57,7 +58,9 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
     to the listener and left missing: a later run computes them once ready.
 
     `select` (selectors) limits the run to the models it selects and, with `auto_upstream`,
-    everything upstream of them.
+    everything upstream of them. A table of theirs that is gone while its history is recorded
+    stops the run before anything is written (execution/physical_check.py): rebuilding a history
+    is a plan's decision.
     """
     with snapshots_in_use(state):  # the janitor keeps away from what this run writes
         listener = listener or ApplyListener()
@@ -69,12 +72,13 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
         backfills = compute_backfills(state, snapshots, scope, {}, order=order,
                                       start=start, end=end, execution_ms=execution_ms,
                                       ignore_cron=ignore_cron, end_bounded=False)
-        owed = owed_upstream(state, snapshots, backfills, order=order, execution_ms=execution_ms)
-        readiness = check_readiness(project.signals, snapshots, backfills, order, execution_ms,
-                                    spark=lambda: engine.spark, owed=owed)
         def shown(name: str) -> str:  # a standalone audit has no view: its name
             return name if snapshots[name].model.kind.is_standalone_audit else view_name(name, environment)
 
+        refuse_missing(state, engine, [snapshots[n] for n in scope], environment, listener, shown)
+        owed = owed_upstream(state, snapshots, backfills, order=order, execution_ms=execution_ms)
+        readiness = check_readiness(project.signals, snapshots, backfills, order, execution_ms,
+                                    spark=lambda: engine.spark, owed=owed)
         readiness.report(listener, shown)
         batches = plan_batches(snapshots, readiness.backfills, order)
         if not batches:

@@ -51,8 +51,9 @@ class Evaluation(Protocol):
     def seed(self, snapshot: Snapshot) -> tuple[pd.DataFrame, dict[str, str]]:
         """The seed's rows (as text) and its column types."""
 
-    def create(self, snapshot: Snapshot) -> None:
-        """Create the physical object once per apply (memoised)."""
+    def create(self, snapshot: Snapshot, journal: Journal | None = None) -> None:
+        """Create the physical object once per apply (memoised), or migrate the schema of a kept
+        table (`journal` hears how to finish the migration)."""
 
     def time_column_type(self, snapshot: Snapshot) -> str | None: ...
 
@@ -165,7 +166,7 @@ class QueryStrategy(WriteStrategy):
         """Write the rendered query. One reading the model's own table (its previous state) is
         written `reads_self`: the engine never reads and overwrites a table in one statement."""
         if snapshot.model.self_referencing:
-            ev.create(snapshot)  # the query reads it, even on the first write
+            ev.create(snapshot, journal)  # the query reads it, even on the first write
         self.write_query(ev, snapshot, query, start, end, journal)
 
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
@@ -191,7 +192,7 @@ class TimeRangeStrategy(QueryStrategy):
 
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                     journal: Journal | None) -> None:
-        ev.create(snapshot)
+        ev.create(snapshot, journal)
         low, high = time_bounds(ev, snapshot, start, end)
         ev.engine.insert_overwrite_interval(snapshot.table_name, query, _time_kind(snapshot).time_column, low, high,
                                             journal=journal, reads_self=snapshot.model.self_referencing,
@@ -222,7 +223,7 @@ class ScdType2Strategy(QueryStrategy):
 
     def write_rendered(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                        execution_time: int, journal: Journal | None) -> None:
-        ev.create(snapshot)
+        ev.create(snapshot, journal)
         kind, table = _scd_kind(snapshot), snapshot.table_name
         added = {name.lower() for name in kind.added_columns()}
         columns = [name for name in ev.engine.columns(table) if name.lower() not in added]
@@ -247,7 +248,7 @@ class UniqueKeyStrategy(QueryStrategy):
 
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                     journal: Journal | None) -> None:
-        ev.create(snapshot)
+        ev.create(snapshot, journal)
         upsert = snapshot.model.kind.upsert
         assert upsert is not None  # the kinds naming this strategy upsert by key
         duplicates = ev.engine.upsert(snapshot.table_name, query, upsert, self.DUPLICATES_SHOWN, journal=journal)
@@ -274,7 +275,7 @@ class PartitionsStrategy(QueryStrategy):
 
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                     journal: Journal | None) -> None:
-        ev.create(snapshot)
+        ev.create(snapshot, journal)
         ev.engine.overwrite_partitions(snapshot.table_name, query, journal=journal,
                                        reads_self=snapshot.model.self_referencing)
 
@@ -285,7 +286,7 @@ class AppendStrategy(QueryStrategy):
 
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                     journal: Journal | None) -> None:
-        ev.create(snapshot)
+        ev.create(snapshot, journal)
         ev.engine.append(snapshot.table_name, query, journal=journal)
 
 

@@ -167,9 +167,14 @@ def _killed(step: str) -> list[str]:
 
 
 def _compare(project: Path, schema: str, models: list[str]) -> dict:
-    spec = {"project": str(project), "schema": schema, "models": models}
+    return run_script(COMPARE, {"project": str(project), "schema": schema, "models": models})
+
+
+def run_script(script: str, spec: dict) -> dict:
+    """What a Python `script` given `spec` (JSON, its first argument) prints last, as JSON: a process
+    of its own, as the `mesh` commands are, that never dies at a kill point."""
     env = {k: v for k, v in os.environ.items() if k != KILL_AT_ENV}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(COMPARE), json.dumps(spec)], env=env,
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), json.dumps(spec)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

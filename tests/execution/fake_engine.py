@@ -98,6 +98,9 @@ class FakeEngine:
         objects = {**{n: "table" for n in self.tables}, **{n: "view" for n in self.views}}
         return {n.split(".", 1)[1]: kind for n, kind in objects.items() if n.split(".", 1)[0] == schema}
 
+    def table_names(self, schema: str) -> set[str]:
+        return {name.lower() for name in self.list_objects(schema)}
+
     def columns(self, name: str) -> dict[str, str]:
         self._record("columns", name)
         return dict(self.tables[name])
@@ -116,7 +119,7 @@ class FakeEngine:
         self._record("add_columns", table, columns=dict(columns))
         self.tables[table].update(columns)
 
-    def retype_table(self, table: str, columns: Mapping[str, str]) -> None:
+    def retype_table(self, table: str, columns: Mapping[str, str], *, journal: Any = None) -> None:
         self._record("retype_table", table, columns=dict(columns))
         self.tables[table] = dict(columns)
 

@@ -80,6 +80,9 @@ class RecordingEngine:
     def list_objects(self, schema: str) -> dict[str, str]:
         return {n.split(".", 1)[1]: kind for n, (kind, _) in warehouse(self.log).items() if n.split(".")[0] == schema}
 
+    def table_names(self, schema: str) -> set[str]:
+        return {name.lower() for name in self.list_objects(schema)}
+
     # -- recording and hooks -----------------------------------------------------------------
     def _record(self, call: str, name: str, sql: str | None = None) -> None:
         """Hooks, by call name: `{"crash_at": n}` dies (like a kill: no cleanup, no lock release)

@@ -128,3 +128,17 @@ def test_a_killed_apply_is_cancelled_and_prod_returns_to_the_plan_it_served(prod
     assert again.base_environment.plan_id == served and again.finishes_interrupted_apply
     assert "s.b" in again.directly_modified
 
+
+
+def test_the_next_plan_of_the_environment_settles_the_killed_apply_record(prod_with_killed_apply, monkeypatch):
+    """Issue 34, point 1: the killed plan's record stayed `running` after a later plan completed."""
+    _, ctx, _, killed, _ = prod_with_killed_apply
+    later = _approved(ctx, ctx.path, monkeypatch)  # a new plan, based on the killed apply's record
+
+    assert ctx.apply_recorded(later).status == PlanStatus.COMPLETED
+    settled = ctx.plan_record(killed)
+    assert settled.status == PlanStatus.FAILED
+    assert (settled.events[-1].action, settled.events[-1].actor) == ("fail", "bob@example.com")
+    assert settled.events[-1].note == (f"interrupted: its apply ended without an outcome (its process was killed); "
+                                       f"plan {later[:8]} ran after it")
+    assert ctx.plan_records("prod", statuses=["running"]) == []
