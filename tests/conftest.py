@@ -15,6 +15,7 @@ from tests import jvm_startup, system_packages  # noqa: E402 - needs the reposit
 # missing from this list (or a stale entry) changes nothing but the balance.
 FIRST = (
     "tests/cli/test_kill_points.py",
+    "tests/cli/test_killed_swaps.py",
     "tests/dagster/test_dagster_truth.py",
     "tests/cli/test_interrupted_backfill.py",
     "tests/dagster/test_git_webserver.py",
@@ -37,6 +38,10 @@ FIRST = (
     "tests/dagster/test_dagster_materialize.py",
     "tests/dagster/test_ui_shutdown.py",
     "tests/cli/test_python_model_cli.py",
+    "tests/dagster/test_git_worker.py",
+    "tests/dagster/test_pushed_location_env.py",
+    "tests/dagster/test_escaped_text_in_browser.py",
+    "tests/spark/test_damaged_class_archive.py",
 )
 
 
