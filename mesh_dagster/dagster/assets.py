@@ -224,7 +224,8 @@ def _table_schema(context: AssetExecutionContext, asset: ModelAsset, run: ModelM
     try:
         types = getattr(context.resources, RESOURCE_KEY).get_context(asset.environment).engine.columns(
             run.snapshot.table_name)
-    except MeshError:
+    except MeshError as e:  # the asset keeps the types its query declared; the log says why
+        context.log.warning(f"{asset.name}: its column types were not read from {run.snapshot.table_name}: {e}")
         return {}
     descriptions = asset.model.column_descriptions
     return {"dagster/column_schema": shown_value(TableSchema(columns=[

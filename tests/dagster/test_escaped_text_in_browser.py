@@ -55,8 +55,10 @@ def test_the_asset_page_and_a_failed_runs_page_show_hidden_characters_as_escapes
         _no_hidden(str(events))
         (node,) = server.query(LATEST, keys=[{"path": ["s", "described"]}])["assetNodes"]
         (materialized,) = node["assetMaterializations"]
-        schema = {e["label"]: e for e in materialized["metadataEntries"]}["dagster/column_schema"]["schema"]
-        assert materialized["runId"] == run_id
+        entries = {e["label"]: e for e in materialized["metadataEntries"]}
+        assert (materialized["runId"], "dagster/column_schema" in entries) == (run_id, True), (
+            materialized, [e.get("message") for e in events])
+        schema = entries["dagster/column_schema"]["schema"]
         assert {"name": "e", "description": "The \\u202eeman"} in schema["columns"]
         ctx = Context(project)
         broken = ctx.plan("prod", allow_empty=True).snapshots["s.broken"]
