@@ -4,8 +4,12 @@
 
 Prints: modules per folder, files over 600 lines, functions over 60 lines, classes over 30
 methods, function-level imports (an import statement inside a function body), `isinstance(...,
-...Kind)` sites outside the kind modules, and import cycles between modules (module-level imports
-only: the function-level ones are counted above instead). `--list` names each offender.
+...Kind)` sites outside the kind modules, comparisons with a kind's name outside the kind modules
+(`kind == "SEED"`, `name in (KindName.FULL, ...)`: kind behaviour belongs on the kind), forwarders
+(a method whose body is one call of another object's method with the method's own arguments, e.g.
+`def intervals(self, key): return self._intervals.intervals(key)`), and import cycles between
+modules (module-level imports only: the function-level ones are counted above instead). `--list`
+names each offender.
 """
 
 from __future__ import annotations
@@ -93,10 +97,64 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def _kind_names(root: Path) -> set[str]:
+    """The names of `KindName` (core/models/kinds_base.py), read from its source: no import needed."""
+    tree = ast.parse((root / "core" / "models" / "kinds_base.py").read_text())
+    (enum,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KindName"]
+    return {t.id for n in enum.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+
+
+def _is_kind_name(node: ast.expr, names: set[str]) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in names
+    if isinstance(node, ast.Attribute):
+        return node.attr in names and ast.unparse(node.value).endswith("KindName")
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_is_kind_name(e, names) for e in node.elts)
+    return False
+
+
+def _kind_comparisons(tree: ast.AST, names: set[str]) -> list[int]:
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Compare)
+            and any(_is_kind_name(e, names) for e in [n.left, *n.comparators])]
+
+
+def _passed_through(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """The call passes exactly the method's own parameters (self left out), as they came."""
+    a = fn.args
+    params = [p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]][1:]
+    passed = [x.id for x in call.args if isinstance(x, ast.Name)]
+    passed += [x.value.id for x in call.args if isinstance(x, ast.Starred) and isinstance(x.value, ast.Name)]
+    passed += [k.value.id for k in call.keywords if isinstance(k.value, ast.Name) and k.arg in (k.value.id, None)]
+    spread = [p.arg for p in (a.vararg, a.kwarg) if p is not None]
+    return len(passed) == len(call.args) + len(call.keywords) and sorted(passed) == sorted(params + spread)
+
+
+def _forwarders(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Methods whose body is `[return] self.<part>...<method>(<their own arguments>)`."""
+    found = []
+    for fn in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
+            fn.body[0].value, ast.Constant) and isinstance(fn.body[0].value.value, str) else fn.body
+        if len(body) != 1 or not isinstance(body[0], (ast.Return, ast.Expr)) or not fn.args.args:
+            continue
+        call = body[0].value
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+            continue
+        target = call.func.value  # self.<part> (or deeper): another object, not the class's own method
+        while isinstance(target, (ast.Attribute, ast.Call)):
+            target = target.value if isinstance(target, ast.Attribute) else target.func
+        if (isinstance(target, ast.Name) and target.id == fn.args.args[0].arg
+                and isinstance(call.func.value, (ast.Attribute, ast.Call)) and _passed_through(call, fn)):
+            found.append(fn)
+    return found
+
+
 def measure(root: Path) -> dict[str, list[str]]:
     files = sorted(root.rglob("*.py"))
     modules = {module_name(f, root): f for f in files}
     report: dict[str, list[str]] = defaultdict(list)
+    kind_names = _kind_names(root)
     module_level: dict[str, set[str]] = {}
     with_functions: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -116,11 +174,14 @@ def measure(root: Path) -> dict[str, list[str]]:
             methods = [n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
             if len(methods) > METHOD_LIMIT:
                 report["classes over 30 methods"].append(f"{path}:{cls.lineno} {cls.name} ({len(methods)})")
+            report["forwarders"] += [f"{path}:{fn.lineno} {cls.name}.{fn.name}" for fn in _forwarders(cls)]
         if "kinds" not in path.stem:
             for node in ast.walk(tree):
                 if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
                         and len(node.args) == 2 and "Kind" in ast.unparse(node.args[1])):
                     report["isinstance-on-kind sites outside kinds"].append(f"{path}:{node.lineno}")
+            report["kind-name comparisons outside kinds"] += [
+                f"{path}:{line}" for line in _kind_comparisons(tree, kind_names)]
         for graph, anywhere in ((module_level, False), (with_functions, True)):
             imported = _module_imports(tree, name, path.name == "__init__.py", set(modules), anywhere)
             graph[name] = {m for m in imported if m in modules and m != name}
@@ -138,7 +199,8 @@ def main() -> None:
     args = parser.parse_args()
     report = measure(Path(args.root))
     for title in ("modules per folder", "files over 600 lines", "functions over 60 lines", "classes over 30 methods",
-                  "function-level imports", "isinstance-on-kind sites outside kinds", "import cycles",
+                  "function-level imports", "isinstance-on-kind sites outside kinds",
+                  "kind-name comparisons outside kinds", "forwarders", "import cycles",
                   "import cycles hidden by function-level imports"):
         items = report.get(title, [])
         if title == "modules per folder":
