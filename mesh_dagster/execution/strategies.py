@@ -211,7 +211,7 @@ class TimeRangeStrategy(QueryStrategy):
 @writes("scd_type_2")
 class ScdType2Strategy(QueryStrategy):
     """Each write folds the query's rows, a snapshot of the source, into the table's history
-    (core/scd2.py): the whole table is rewritten from a query reading it (engine/writes.py keeps the
+    (core/models/scd2.py): the whole table is rewritten from a query reading it (engine/writes.py keeps the
     previous history readable until the new one is committed)."""
 
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:

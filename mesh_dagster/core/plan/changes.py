@@ -105,7 +105,7 @@ def _new_snapshot(project: Project, snap: Snapshot, old: Snapshot | None, tally:
     """A snapshot the state store does not know, as the plan creates it: a copy of the local one,
     rendered (unless `render_added` is off and nothing is compared with it), categorised against
     `old`, stamped with its creation time; and its category."""
-    # A definition taken from the environment (see selection.py) keeps its stored rendering.
+    # A definition taken from the environment (see selected_changes.py) keeps its stored rendering.
     if render_added or old is not None:
         snap = snap.model_copy(update={"rendered_query": snap.rendered_query or _rendered(project, snap)})
     else:

@@ -188,7 +188,7 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
     `choices` fix the category of directly modified models (manual categorization);
     `allow_destructive`/`allow_additive` name models whose schema-change policy this plan
     overrides; `select_models` (selectors) limits the local changes the plan takes,
-    `backfill_models` what a development plan computes (see selection.py); `min_intervals` makes
+    `backfill_models` what a development plan computes (see selected_changes.py); `min_intervals` makes
     every model check at least that many of its latest intervals; `no_gaps` refuses a plan that
     would leave a new table version without intervals its predecessor has; `render_added=False`
     is for a plan only looked at, never applied (see `categorize_changes`). The plan keeps them
