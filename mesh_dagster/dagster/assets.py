@@ -39,6 +39,7 @@ from dagster import (
 )
 
 from mesh_dagster.context import Context, ModelMaterialization, Outcome, StatementRun
+from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.intervals import format_interval_range
 from mesh_dagster.dagster.compat import mark_partitions_failed, run_step_keys
@@ -225,7 +226,8 @@ def _table_schema(context: AssetExecutionContext, asset: ModelAsset, run: ModelM
         types = getattr(context.resources, RESOURCE_KEY).get_context(asset.environment).engine.columns(
             run.snapshot.table_name)
     except MeshError as e:  # the asset keeps the types its query declared; the log says why
-        context.log.warning(f"{asset.name}: its column types were not read from {run.snapshot.table_name}: {e}")
+        context.log.warning(printable(
+            f"{asset.name}: its column types were not read from {run.snapshot.table_name}: {e}"))
         return {}
     descriptions = asset.model.column_descriptions
     return {"dagster/column_schema": shown_value(TableSchema(columns=[
