@@ -134,8 +134,7 @@ def _forwarders(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDe
     """Methods whose body is `[return] self.<part>...<method>(<their own arguments>)`."""
     found = []
     for fn in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-        body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
-            fn.body[0].value, ast.Constant) and isinstance(fn.body[0].value.value, str) else fn.body
+        body = fn.body[1:] if ast.get_docstring(fn, clean=False) is not None else fn.body
         if len(body) != 1 or not isinstance(body[0], (ast.Return, ast.Expr)) or not fn.args.args:
             continue
         call = body[0].value
