@@ -68,7 +68,7 @@ from mesh_dagster.execution.review_desk import ReviewDesk
 from mesh_dagster.execution.reviews import PlanReviews
 from mesh_dagster.execution.run import environment_snapshots, run_environment, run_scope
 from mesh_dagster.execution.statement_runs import StatementRun
-from mesh_dagster.execution.verdicts import audit_digest, holding, snapshot_audits, verdicts_of
+from mesh_dagster.execution.verdicts import audit_digest, holding, snapshot_audits
 from mesh_dagster.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -415,8 +415,7 @@ class Context(_Plans):
     def verdicts(self, keys: list[tuple[str, str]]) -> dict:
         """The audit verdicts that hold on these `(model, version)`s: {(model, version, audit digest):
         [Holding(interval, verdict)]} (execution/verdicts.py)."""
-        store = verdicts_of(self.state)
-        return holding(store.history(keys)) if store is not None else {}
+        return holding(self.state.verdicts.history(keys))
 
     def audit_digests(self, plan: Plan) -> dict[str, list[str]]:
         """Each model's audits as the digests of their definitions, in the model's order."""
@@ -501,14 +500,14 @@ class Context(_Plans):
 
     # -- environments and upkeep -------------------------------------------------------------
     def environments(self):
-        return self.state.get_environments()
+        return self.state.environments.get_environments()
 
     def environment_exists(self, environment: str) -> bool:
-        return self.state.get_environment(normalize_environment(environment)) is not None
+        return self.state.environments.get_environment(normalize_environment(environment)) is not None
 
     def intervals(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[Interval]]:
         """Processed intervals per `(model, version)` as the state store records them."""
-        return self.state.get_intervals(keys)
+        return self.state.intervals.get_intervals(keys)
 
     def migrate(self) -> int:
         """Bring the state store's schema up to this version; returns the schema version."""
@@ -525,7 +524,7 @@ class Context(_Plans):
             raise PlanError("The prod environment cannot be invalidated")
         if not self.environment_exists(environment):
             raise PlanError(f"Environment '{environment}' does not exist")
-        self.state.invalidate_environment(environment, now_ms())
+        self.state.environments.invalidate_environment(environment, now_ms())
         if sync:
             self.janitor(ignore_ttl=False)
 

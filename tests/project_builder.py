@@ -29,17 +29,17 @@ def write_project(root: Path, files: dict[str, str], config: str = CONFIG) -> Pa
 def record_plan(plan: Plan, state, finalize: bool = True) -> None:
     """Apply a plan to the state store only, as if every backfill succeeded (no Spark);
     `finalize=False` leaves it as an apply killed before its views moved."""
-    state.push_snapshots(plan.new_snapshots)
+    state.snapshots.push_snapshots(plan.new_snapshots)
     items = []
     for name, bf in plan.backfills.items():
         snap = plan.snapshots[name]
         for interval in bf.intervals:
             items.append((name, snap.version, *(ALL_TIME if bf.full_refresh and interval == ALL_TIME else interval)))
     if items:
-        state.add_intervals(items)
-    state.promote_environment(plan.target_environment(None if plan.is_prod else now_ms() + 10**9))
+        state.intervals.add_intervals(items)
+    state.environments.promote_environment(plan.target_environment(None if plan.is_prod else now_ms() + 10**9))
     if finalize:
-        state.finalize_environment(plan.environment, plan.plan_id)
+        state.environments.finalize_environment(plan.environment, plan.plan_id)
 
 
 def applied_example(dest: Path, finalize: bool = True) -> Path:

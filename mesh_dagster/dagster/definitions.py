@@ -239,12 +239,12 @@ def _served(context: Context, plan: Plan) -> dict[str, ServedVersion]:
     """What the environment's views show of the models it serves in another version than the plan's:
     the stored snapshot's columns and column lineage (their asset shows what a query of the environment
     returns, until promotion; one state read for both)."""
-    env = context.state.served_environment(plan.environment)
+    env = context.state.environments.served_environment(plan.environment)
     if env is None:
         return {}
     ids = [s.snapshot_id for s in env.snapshots
            if s.name in plan.snapshots and plan.snapshots[s.name].version not in (None, s.version)]
-    found = context.state.get_snapshots(ids) if ids else {}
+    found = context.state.snapshots.get_snapshots(ids) if ids else {}
     out: dict[str, ServedVersion] = {}
     for sid in ids:
         snap = found.get(sid)

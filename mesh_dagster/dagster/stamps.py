@@ -120,7 +120,7 @@ class Stamper:
         """Model -> the snapshot the environment's finalized record serves (its code version is its
         identifier, its data the version's table)."""
         if self._served_snapshots is None:
-            env = self.context.state.served_environment(self.graph.environment)
+            env = self.context.state.environments.served_environment(self.graph.environment)
             self._served_snapshots = {s.name: s for s in env.snapshots} if env is not None else {}
         return self._served_snapshots
 

@@ -67,8 +67,7 @@ class WorkspaceWatch(threading.Thread):
     def _environments(self) -> tuple[dict[str, str], list[str]]:
         ctx = Context(self.project)
         try:
-            records = [e for e in ctx.state.get_environments() if not (e.expiration_ts and e.expiration_ts < now_ms())]
-            served = {e.name: f"{e.plan_id}:{e.finalized_ts}" for e in records}
+            served = {e.name: f"{e.plan_id}:{e.finalized_ts}" for e in _unexpired(ctx)}
             return served, pushed_environments(ctx, self.base)
         finally:
             ctx.close()
@@ -84,8 +83,13 @@ def pushed_environments(ctx: Context, base: list[str]) -> list[str]:
     """The environments in state (not expired) that a git push deployed, less `base`."""
     if ctx.config.git is None:
         return []
-    records = [e for e in ctx.state.get_environments() if not (e.expiration_ts and e.expiration_ts < now_ms())]
-    return sorted(e.name for e in records if e.name not in base and _from_commit(ctx, e.plan_id))
+    return sorted(e.name for e in _unexpired(ctx) if e.name not in base and _from_commit(ctx, e.plan_id))
+
+
+def _unexpired(ctx: Context) -> list:
+    """The environments in state whose time to live has not run out."""
+    return [e for e in ctx.state.environments.get_environments()
+            if not (e.expiration_ts and e.expiration_ts < now_ms())]
 
 
 def pushed_definitions(project: str, base: list[str]) -> Definitions:

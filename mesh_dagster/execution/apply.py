@@ -63,9 +63,9 @@ from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import environment_lock, table_lock
 from mesh_dagster.execution.migration import MigrationJournal, migrate_table
 from mesh_dagster.execution.physical_check import rebuild_missing
+from mesh_dagster.execution.ports import State
 from mesh_dagster.execution.readiness import Readiness, SignalsPendingError, Wait, check_readiness
 from mesh_dagster.execution.scheduler import clear_history, plan_batches, run_batches, upstream_of
-from mesh_dagster.execution.state import State
 from mesh_dagster.execution.tasks import run_tasks
 from mesh_dagster.execution.verdicts import RecordingEvaluator, refuse_serving_failed_audits
 from mesh_dagster.execution.virtual import ViewUpdateError, first_line, restore_views, update_views, view_sql
@@ -74,7 +74,7 @@ from mesh_dagster.state.store import Lease, LockLostError
 
 
 def check_base(plan: Plan, state: State) -> None:
-    current = state.get_environment(plan.environment)
+    current = state.environments.get_environment(plan.environment)
     expected = plan.base_environment.plan_id if plan.base_environment else None
     actual = current.plan_id if current else None
     if actual != expected:
@@ -93,10 +93,10 @@ def check_snapshots_kept(plan: Plan, state: State) -> None:
     is missing the store lost it before the plan was built, and the plan rebuilt it from the record.
     """
     new = {s.snapshot_id for s in plan.new_snapshots}
-    base = plan.base_environment or (state.get_environment(plan.create_from) if plan.create_from else None)
+    base = plan.base_environment or (state.environments.get_environment(plan.create_from) if plan.create_from else None)
     kept_by_base = {s.snapshot_id for s in base.snapshots} if base else set()
     reused = {s.snapshot_id for s in [*plan.snapshots.values(), *plan.previous.values()]} - new - kept_by_base
-    missing = sorted(reused - state.snapshots_exist(reused))
+    missing = sorted(reused - state.snapshots.snapshots_exist(reused))
     if missing:
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         names = ", ".join(sid.name for sid in missing[:5]) + more
@@ -182,20 +182,20 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         refuse_serving_failed_audits(state, plan, project.audits, leave_out=readiness.backfills)
         run_environment_statements(Stage.BEFORE_ALL, project, engine, plan.target_environment(), guarded,
                                    plan.execution_time)
-        state.push_snapshots(plan.new_snapshots, plan.recaptured)
+        state.snapshots.push_snapshots(plan.new_snapshots, plan.recaptured)
         _build(plan, project, state, engine, guarded, readiness.backfills)
         hiding = hiding_waits(plan, state, readiness)
         if hiding:  # the ready part is recorded; the environment stays as it was
             raise SignalsPendingError(plan.environment, hiding, plan.view)
         refuse_serving_failed_audits(state, plan, project.audits)  # with the verdicts the backfill recorded
         if plan.clearings:  # after the backfill: nobody sees a hole while it runs
-            state.remove_intervals([(c.name, c.version, *c.interval) for c in plan.clearings])
-        replaced = state.replaced_environment(plan.environment)
-        served = state.served_environment(plan.environment)
-        state.promote_environment(target_environment(plan, project), lease=lease)
+            state.intervals.remove_intervals([(c.name, c.version, *c.interval) for c in plan.clearings])
+        replaced = state.environments.replaced_environment(plan.environment)
+        served = state.environments.served_environment(plan.environment)
+        state.environments.promote_environment(target_environment(plan, project), lease=lease)
         recorded = True
         _move_views(plan, project, state, engine, guarded, (replaced, served), lease)
-        state.finalize_environment(plan.environment, plan.plan_id, lease=lease)
+        state.environments.finalize_environment(plan.environment, plan.plan_id, lease=lease)
         run_environment_statements(Stage.AFTER_ALL, project, engine, plan.target_environment(), guarded,
                                    plan.execution_time)
     except LockLostError as e:
@@ -211,7 +211,7 @@ def backfill_readiness(plan: Plan, project: Project, state: State, engine: Engin
     if not plan.requires_backfill or plan.empty_backfill:
         return Readiness(dict(plan.backfills))
     order = snapshot_order(plan.snapshots)
-    owed = owed_upstream(state, plan.snapshots, plan.backfills, order=order, execution_ms=plan.execution_time)
+    owed = owed_upstream(state.intervals, plan.snapshots, plan.backfills, order=order, execution_ms=plan.execution_time)
     readiness = check_readiness(project.signals, plan.snapshots, plan.backfills, order,
                                 plan.execution_time, spark=lambda: engine.spark, owed=owed)
     readiness.report(listener, plan.view)
@@ -226,7 +226,7 @@ def hiding_waits(plan: Plan, state: State, readiness: Readiness) -> list[Wait]:
     names = readiness.waiting
     replaced = {n: p for n in names if (p := plan.previous.get(n)) is not None and p.version
                 and p.version != plan.snapshots[n].version}
-    present = state.get_intervals([plan.snapshots[n].interval_key for n in names]
+    present = state.intervals.get_intervals([plan.snapshots[n].interval_key for n in names]
                                   + [p.interval_key for p in replaced.values()])
     hiding = []
     for wait in readiness.waits:
@@ -256,7 +256,7 @@ def _build(plan: Plan, project: Project, state: State, engine: Engine, listener:
     migrate_kept_tables(plan, state, evaluator, listener)
 
     if plan.empty_backfill:
-        state.add_intervals([
+        state.intervals.add_intervals([
             (*plan.snapshots[b.name].interval_key,
              *(ALL_TIME if plan.snapshots[b.name].model.kind.is_timeless else interval))
             for b in plan.backfills.values() for interval in b.intervals
@@ -377,7 +377,7 @@ def _put_back(plan: Plan, project: Project, state: State, engine: Engine, served
     restored = undo_failed is None and settled_before
     what = f"Plan {plan.plan_id} was not applied to '{env}': {error}."
     try:
-        state.revert_environment(env, plan.plan_id, views_restored=restored, lease=lease)
+        state.environments.revert_environment(env, plan.plan_id, views_restored=restored, lease=lease)
     except MeshError as e:
         return VirtualUpdateError(f"{what} Its record could not be taken back ({first_line(e)}): `mesh run` "
                                   f"runs the last finished plan meanwhile; the next `mesh plan {env}` completes or "
@@ -400,7 +400,7 @@ def _restore_views(plan: Plan, project: Project, state: State, engine: Engine, s
     try:
         lease.check()
         wanted = [s.snapshot_id for s in served.snapshots if s.name in served.promoted] if served else []
-        snapshots = {s.name: s for s in state.get_snapshots(wanted).values()}
+        snapshots = {s.name: s for s in state.snapshots.get_snapshots(wanted).values()}
 
         def select(snap: Snapshot) -> str:
             own = plan.snapshots.get(snap.name)

@@ -17,7 +17,7 @@ from pathlib import Path
 from mesh_dagster.core.config.config import GitWatchConfig
 from mesh_dagster.core.config.connections import MESH_DIR
 from mesh_dagster.execution.git_repo import export_commit
-from mesh_dagster.execution.state import State
+from mesh_dagster.execution.ports import State
 
 FROM_COMMIT = "from_commit"  # a plan record's option: the pushed commit whose files it was planned from
 
@@ -25,7 +25,7 @@ FROM_COMMIT = "from_commit"  # a plan record's option: the pushed commit whose f
 def deployed_commit(state: State, environment: str) -> str | None:
     """The commit whose files made the plan `environment` serves; None when it was planned from a
     working tree (or the environment does not exist)."""
-    env = state.served_environment(environment)
+    env = state.environments.served_environment(environment)
     record = state.plans.get_plan_record(env.plan_id) if env is not None else None
     sha = record.summary.options.get(FROM_COMMIT) if record is not None else None
     return sha if isinstance(sha, str) and sha else None

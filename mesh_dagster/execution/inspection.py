@@ -160,7 +160,7 @@ class Inspection:
         table for both, no grain and no `on`). Selection errors come before Spark starts."""
         envs = []
         for env in (normalize_environment(source), normalize_environment(target)):
-            record = self.parts.state.get_environment(env)
+            record = self.parts.state.environments.get_environment(env)
             if record is None:
                 raise PlanError(f"Environment '{env}' does not exist")
             envs.append(_EnvironmentViews.of(record))
@@ -211,7 +211,7 @@ class Inspection:
             "state": state.url,  # the password hidden
             "connection": redact_settings(self.parts.config.gateway(self.parts.gateway).connection
                                           .model_dump(exclude_none=True)),
-            "environments": [e.name for e in state.get_environments()],
+            "environments": [e.name for e in state.environments.get_environments()],
         }
 
 

@@ -31,7 +31,7 @@ from mesh_dagster.core.snapshots.snapshot import PREVIEW_SUFFIX, Snapshot
 from mesh_dagster.core.time.dates import now_ms, parse_ttl
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.locking import janitor_lock
-from mesh_dagster.execution.state import State
+from mesh_dagster.execution.ports import State
 from mesh_dagster.state.store import Lease
 
 
@@ -53,11 +53,11 @@ def run_janitor(config: ProjectConfig, state: State, engine_factory: Callable[[]
 
 def _remove_expired_environments(state: State, engine_factory: Callable[[], Engine], lease: Lease) -> list[str]:
     removed = []
-    for env in state.expired_environments(now_ms()):
+    for env in state.environments.expired_environments(now_ms()):
         lease.check()
-        replaced = state.replaced_environment(env.name)
+        replaced = state.environments.replaced_environment(env.name)
         _drop_environment_views(engine_factory(), env, replaced)
-        state.delete_environment(env.name)
+        state.environments.delete_environment(env.name)
         removed.append(env.name)
     return removed
 
@@ -75,8 +75,8 @@ def _in_use(state: State) -> list[EnvironmentSnapshot]:
     """Snapshots some environment uses: its record's, and while it is unfinalized, the replaced
     records' too (its views may still point at their tables)."""
     used: list[EnvironmentSnapshot] = []
-    for env in state.get_environments():
-        replaced = state.replaced_environment(env.name) if env.finalized_ts is None else None
+    for env in state.environments.get_environments():
+        replaced = state.environments.replaced_environment(env.name) if env.finalized_ts is None else None
         used += env.snapshots + (replaced.snapshots if replaced else [])
     return used
 
@@ -87,7 +87,7 @@ def _expired_snapshots(state: State, created_before_ms: int) -> tuple[list[Snaps
     referenced = {s.snapshot_id for s in used}
     live_tables = {s.table_name for s in used if s.table_name}
     doomed = []
-    for snap in state.get_snapshots(state.all_snapshot_ids() - referenced).values():
+    for snap in state.snapshots.get_snapshots(state.snapshots.all_snapshot_ids() - referenced).values():
         if snap.created_ts <= created_before_ms:
             doomed.append(snap)
         elif _has_table(snap):
@@ -109,7 +109,7 @@ def _remove_snapshots(state: State, engine_factory: Callable[[], Engine], doomed
         if _has_table(snap) and snap.table_name not in live_tables:
             tables.setdefault(snap.table_name, snap)
     lease.check()
-    state.forget_snapshots([s.snapshot_id for s in doomed], [s.interval_key for s in tables.values()])
+    state.snapshots.forget_snapshots([s.snapshot_id for s in doomed], [s.interval_key for s in tables.values()])
     pending = {w.table: w for w in state.journal.pending_writes()}
     for table, snap in tables.items():
         lease.check()
@@ -134,7 +134,7 @@ def _drop_leftovers(state: State, engine_factory: Callable[[], Engine], live_tab
     dropped: list[str] = []
     if not schemas:
         return dropped
-    prefixes = {physical_table(sid.name, ""): sid.name for sid in state.all_snapshot_ids()}
+    prefixes = {physical_table(sid.name, ""): sid.name for sid in state.snapshots.all_snapshot_ids()}
     needed = {staging for write in state.journal.pending_writes() for staging in write.payload.get("staging", [])}
     engine = engine_factory()
     for schema in schemas:
@@ -148,7 +148,7 @@ def _drop_leftovers(state: State, engine_factory: Callable[[], Engine], live_tab
                 dropped.append(table)
             elif name.endswith(PREVIEW_SUFFIX) and (key := _preview_key(table, prefixes)) is not None:
                 lease.check()
-                state.forget_snapshots([], [key])
+                state.snapshots.forget_snapshots([], [key])
                 engine.drop_table(table)
                 dropped.append(table)
     return dropped

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from mesh_dagster.execution.state import State
+from mesh_dagster.execution.ports import State
 from mesh_dagster.state.store import EXCLUSIVE_LOCK, Lease, LockInfo
 
 LEASE_S = 60.0
@@ -105,7 +105,7 @@ def environment_lock(state: State, environment: str, owner: str | None = None,
         return (f"Environment '{environment}' is being changed by {holder.owner} since {_since(holder)}; "
                 "waiting timed out. Try again when it has finished.")
 
-    with state.lock(environment_lock_name(environment), owner or lock_owner(), timeout_s=timeout_s,
+    with state.locks.lock(environment_lock_name(environment), owner or lock_owner(), timeout_s=timeout_s,
                     lease_s=LEASE_S, holder_is_dead=holder_is_dead, busy=busy) as lease:
         yield lease
 
@@ -119,7 +119,7 @@ def janitor_lock(state: State, owner: str | None = None, timeout_s: float = 600)
         return (f"The janitor waited for {what} ({holder.owner}, since {_since(holder)}) to finish and timed "
                 "out; nothing was deleted. Run it again later.")
 
-    with state.lock(EXCLUSIVE_LOCK, owner or lock_owner("mesh janitor"), timeout_s=timeout_s, lease_s=LEASE_S,
+    with state.locks.lock(EXCLUSIVE_LOCK, owner or lock_owner("mesh janitor"), timeout_s=timeout_s, lease_s=LEASE_S,
                     holder_is_dead=holder_is_dead, busy=busy) as lease:
         yield lease
 
@@ -133,7 +133,7 @@ def snapshots_in_use(state: State, owner: str | None = None, timeout_s: float = 
         return (f"The janitor is running ({holder.owner}, since {_since(holder)}); waiting for it timed out. "
                 "Try again when it has finished.")
 
-    with state.lock(f"{_IN_USE}{uuid.uuid4().hex}", owner or lock_owner(), timeout_s=timeout_s, lease_s=LEASE_S,
+    with state.locks.lock(f"{_IN_USE}{uuid.uuid4().hex}", owner or lock_owner(), timeout_s=timeout_s, lease_s=LEASE_S,
                     holder_is_dead=holder_is_dead, busy=busy) as lease:
         yield lease
 
@@ -152,6 +152,6 @@ def table_lock(state: State, table: str, part: str | None = None, *, owner: str 
                 f"{timeout_s:g} s timed out. Try again when that write has finished.")
 
     name = f"{_TABLE}{table}" + (f"@{part}" if part else "")
-    with state.lock(name, owner or lock_owner(), timeout_s=timeout_s, lease_s=LEASE_S,
+    with state.locks.lock(name, owner or lock_owner(), timeout_s=timeout_s, lease_s=LEASE_S,
                     holder_is_dead=holder_is_dead, busy=busy) as lease:
         yield lease

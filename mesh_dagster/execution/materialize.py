@@ -37,9 +37,9 @@ from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
 from mesh_dagster.execution.physical_check import MissingTable, check_tables
+from mesh_dagster.execution.ports import State
 from mesh_dagster.execution.readiness import check_readiness, require_ready
 from mesh_dagster.execution.scheduler import execute_batches, plan_batches
-from mesh_dagster.execution.state import State
 from mesh_dagster.execution.verdicts import RecordingEvaluator
 
 
@@ -196,7 +196,7 @@ def _prepare(project: Project, state: State, engine_factory: Callable[[], Engine
         if window is not None and not reused:
             require_ready(project.signals, snapshots[name], window, execution_ms,
                           spark=lambda: engine_factory().spark, view=view_name(name, environment))
-    state.push_snapshots(plan.new_snapshots, plan.recaptured)
+    state.snapshots.push_snapshots(plan.new_snapshots, plan.recaptured)
     return plan, windows
 
 
@@ -247,7 +247,7 @@ def _window_to_compute(snap: Snapshot, project: Project, state: State, start_ms:
     built for this version (nothing to redo)."""
     window = model_window(snap, project, start_ms, end_ms)
     reused = window == ALL_TIME and intervals_cover(
-        state.get_intervals([snap.interval_key]).get(snap.interval_key, []), ALL_TIME)
+        state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, []), ALL_TIME)
     return window, reused
 
 
@@ -296,7 +296,7 @@ def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval,
                 f"Cannot materialize {child}: it reads {parent.name}, whose current version ({parent.table_name}) "
                 f"has not been built yet. Materialize {view_name(parent.name, environment)} first (or both in one run)."
             )
-    present = state.get_intervals([p.interval_key for p in parents])
+    present = state.intervals.get_intervals([p.interval_key for p in parents])
     for parent in parents:
         wanted = need if parent.model.kind.is_timeless else _clip_to_lifetime(parent, evaluator.project, need)
         missing = subtract_intervals([wanted], present.get(parent.interval_key, [])) if wanted else []
@@ -319,7 +319,7 @@ def _check_past(project: Project, snap: Snapshot, window: Interval, state: State
     unit = snap.model.interval_unit
     begin = unit.floor(window[0])
     first = model_start_ms(snap.model, project)
-    present = state.get_intervals([snap.interval_key]).get(snap.interval_key, [])
+    present = state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, [])
     if (begin <= unit.floor(first)) if first is not None else not present:
         return  # its first interval: nothing before it
     previous = (unit.shift(begin, -1), begin)
@@ -359,7 +359,7 @@ def pending_intervals(project: Project, state: State, environment: str, names: l
     plan = current_plan(project, state, environment, execution_ms)
     scope = set(plan.snapshots) if names is None else set(names)
     order = project.dag.sorted()
-    backfills = compute_backfills(state, plan.snapshots, scope, {}, order=order,
+    backfills = compute_backfills(state.intervals, plan.snapshots, scope, {}, order=order,
                                   start=None, end=None,
                                   execution_ms=execution_ms, end_bounded=False)
     spark = (lambda: engine_factory().spark) if engine_factory is not None else None
@@ -387,5 +387,5 @@ def unpartitioned_windows(project: Project, state: State, environment: str, name
                                 engine_factory=engine_factory).get(name, [])
     if model.kind.is_incremental:
         return pending
-    spans = pending + state.get_intervals([snap.interval_key]).get(snap.interval_key, [])
+    spans = pending + state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, [])
     return [(min(s for s, _ in spans), max(e for _, e in spans))] if spans else []

@@ -39,7 +39,7 @@ from mesh_dagster.core.time.intervals import Interval, expand_range, format_inte
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import table_lock
-from mesh_dagster.execution.state import State
+from mesh_dagster.execution.ports import State
 
 SWAP = "swap"  # the journal's operation for a table swapped for a new one (engine/swaps.py)
 
@@ -105,7 +105,7 @@ def missing_tables(state: State, catalog: Callable[[], Engine], snapshots: Itera
     journaled swap will bring back (`finish_swaps`) is not missing. Read only; `catalog` (Spark)
     is asked only when some snapshot has recorded intervals."""
     owning = {s.table_name: s for s in with_tables(snapshots)}
-    recorded = state.get_intervals({s.interval_key for s in owning.values()})
+    recorded = state.intervals.get_intervals({s.interval_key for s in owning.values()})
     held = {table: recorded[s.interval_key] for table, s in owning.items() if recorded.get(s.interval_key)}
     if not held:
         return []
@@ -148,7 +148,7 @@ def rebuild_missing(plan: Plan, state: State, engine: Engine, listener: ApplyLis
         snap = table.snapshot
         listener.log(table.rebuilt(plan.view(snap.name)))
         with table_lock(state, snap.table_name):
-            state.remove_intervals([(*snap.interval_key, start, end) for start, end in table.intervals])
+            state.intervals.remove_intervals([(*snap.interval_key, start, end) for start, end in table.intervals])
         backfills[snap.name] = _rebuilding(snap, table.intervals, backfills.get(snap.name))
     return plan if plan.skip_backfill else dataclasses.replace(plan, backfills=backfills)
 

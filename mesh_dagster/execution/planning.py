@@ -105,7 +105,7 @@ class Planning:
 
     def local_snapshots(self) -> dict[str, Snapshot]:
         """The project's snapshots, categorised against prod (or fresh) so they have versions."""
-        if self.parts.state.get_environment(PROD) is not None:
+        if self.parts.state.environments.get_environment(PROD) is not None:
             return self.plan(PROD, PlanOptions(allow_empty=True)).snapshots
         snaps = build_snapshots(self.parts.project)
         for s in snaps.values():

@@ -23,8 +23,8 @@ from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.execution.apply import apply_locked, environment_held
 from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.ports import State
 from mesh_dagster.execution.reviews import refuse_unreviewed
-from mesh_dagster.execution.state import State
 from mesh_dagster.execution.verdicts import refuse_failed_audits
 
 

@@ -297,7 +297,7 @@ class ReviewDesk:
             return self._close(record, "cancel", reason, None)
         state = self.parts.state
         with environment_held(state, record.environment) as lease:  # the dead worker's lock, taken over
-            env = state.get_environment(record.environment)
+            env = state.environments.get_environment(record.environment)
             applied = env is not None and env.plan_id == record.plan_id and env.finalized_ts is not None
             return self._close(record, "complete" if applied else "fail", None if applied else reason, lease)
 
@@ -313,9 +313,9 @@ class ReviewDesk:
         watch = self._git_watch()
         environment = environment_for_branch(branch, watch.protected, list(self.parts.config.protected_environments))
         state = self.parts.state
-        if environment == PROD or state.get_environment(normalize_environment(environment)) is None:
+        if environment == PROD or state.environments.get_environment(normalize_environment(environment)) is None:
             return None
-        state.invalidate_environment(environment, now_ms())
+        state.environments.invalidate_environment(environment, now_ms())
         return environment
 
     @contextmanager

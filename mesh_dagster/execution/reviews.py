@@ -47,7 +47,7 @@ from mesh_dagster.execution.apply import environment_held
 from mesh_dagster.execution.data_diffs import reused_data_diffs
 from mesh_dagster.execution.locking import environment_lock_name, holder_is_dead
 from mesh_dagster.execution.notify import Notifier
-from mesh_dagster.execution.state import State
+from mesh_dagster.execution.ports import State
 from mesh_dagster.state.store import Lease
 
 logger = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ class PlanReviews:
     def _refuse_live_apply(self, record: PlanRecord, what: str) -> None:
         """A running record is only resumed or cancelled once no live process holds its environment
         (every run holds it from start to outcome): refuse, naming who holds it, otherwise."""
-        holder = self.state.lock_holder(environment_lock_name(record.environment))
+        holder = self.state.locks.lock_holder(environment_lock_name(record.environment))
         if holder is None or holder.expires_ts <= now_ms() or holder_is_dead(holder):
             return
         since = datetime.fromtimestamp(holder.acquired_ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -228,13 +228,13 @@ class PlanReviews:
         with environment_held(self.state, record.environment) as lease:
             record = self.find(record.plan_id)
             check_transition(record, "cancel")
-            env = self.state.get_environment(record.environment)
+            env = self.state.environments.get_environment(record.environment)
             if env is not None and env.plan_id == record.plan_id and env.finalized_ts is not None:
                 raise ProtectionError(f"Plan {record.plan_id} was applied to '{record.environment}' before its process "
                                       f"ended, so it cannot be cancelled: `mesh plans apply {record.plan_id[:8]}` "
                                       "records it as completed")
             if env is not None and env.plan_id == record.plan_id:
-                self.state.revert_environment(record.environment, record.plan_id, lease=lease)
+                self.state.environments.revert_environment(record.environment, record.plan_id, lease=lease)
             return self._move(record, "cancel", actor, note, lease=lease)
 
     def refuse_unreviewed(self, plan: Plan) -> None:

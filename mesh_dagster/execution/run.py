@@ -25,18 +25,18 @@ from mesh_dagster.execution.environment_statements import run_environment_statem
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import snapshots_in_use
 from mesh_dagster.execution.physical_check import refuse_missing
+from mesh_dagster.execution.ports import State
 from mesh_dagster.execution.readiness import check_readiness
 from mesh_dagster.execution.scheduler import plan_batches, run_batches
-from mesh_dagster.execution.state import State
 from mesh_dagster.execution.verdicts import RecordingEvaluator
 
 
 def environment_snapshots(state: State, environment: str, listener: ApplyListener | None = None):
-    env = state.get_environment(environment)
+    env = state.environments.get_environment(environment)
     if env is None:
         raise PlanError(f"Environment '{environment}' does not exist. Run `mesh plan {environment}` first.")
     if env.finalized_ts is None:
-        served = state.served_environment(environment)
+        served = state.environments.served_environment(environment)
         if served is None:
             raise PlanError(f"Environment '{environment}' has no finished plan: the apply of plan {env.plan_id} did "
                             f"not finish, and nothing is run from it. Run `mesh plan {environment}` to complete it.")
@@ -44,7 +44,7 @@ def environment_snapshots(state: State, environment: str, listener: ApplyListene
             listener.log(f"The apply of plan {env.plan_id} to '{environment}' did not finish: running the snapshots "
                          f"of plan {served.plan_id}, which it serves")
         env = served
-    stored = state.get_snapshots([s.snapshot_id for s in env.snapshots])
+    stored = state.snapshots.get_snapshots([s.snapshot_id for s in env.snapshots])
     return env, {s.name: s for s in stored.values()}
 
 
@@ -69,14 +69,14 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
         env, snapshots = environment_snapshots(state, environment, listener)
         order = snapshot_order(snapshots)
         scope = run_scope(snapshots, select, auto_upstream=auto_upstream) if select else set(snapshots)
-        backfills = compute_backfills(state, snapshots, scope, {}, order=order,
+        backfills = compute_backfills(state.intervals, snapshots, scope, {}, order=order,
                                       start=start, end=end, execution_ms=execution_ms,
                                       ignore_cron=ignore_cron, end_bounded=False)
         def shown(name: str) -> str:  # a standalone audit has no view: its name
             return name if snapshots[name].model.kind.is_standalone_audit else view_name(name, environment)
 
         refuse_missing(state, engine, [snapshots[n] for n in scope], environment, listener, shown)
-        owed = owed_upstream(state, snapshots, backfills, order=order, execution_ms=execution_ms)
+        owed = owed_upstream(state.intervals, snapshots, backfills, order=order, execution_ms=execution_ms)
         readiness = check_readiness(project.signals, snapshots, backfills, order, execution_ms,
                                     spark=lambda: engine.spark, owed=owed)
         readiness.report(listener, shown)

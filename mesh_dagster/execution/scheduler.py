@@ -29,7 +29,7 @@ from mesh_dagster.engine.kill_points import kill_point  # a test hook; imports n
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import table_lock
-from mesh_dagster.execution.state import State
+from mesh_dagster.execution.ports import State
 from mesh_dagster.execution.strategies import strategy_for
 from mesh_dagster.execution.tasks import run_tasks
 from mesh_dagster.state.journal import PendingWrite
@@ -147,7 +147,7 @@ def _written_meanwhile(state: State, b: Batch) -> bool:
     snap = b.snapshot
     if b.restating or not snap.model.kind.restates_full_history:
         return False
-    return intervals_cover(state.get_intervals([snap.interval_key])[snap.interval_key], b.recorded_interval)
+    return intervals_cover(state.intervals.get_intervals([snap.interval_key])[snap.interval_key], b.recorded_interval)
 
 
 def _blocking_failure(evaluator: SnapshotEvaluator, snap: Snapshot, audits: list[AuditResult]) -> AuditError | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from typing import Protocol
 
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.project.environment_statements import EnvironmentStatementError, Stage
@@ -32,30 +31,15 @@ from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.environment_statements import run_environment_statements
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import LEASE_S, TABLE_WAIT_S, holder_is_dead, lock_owner
-from mesh_dagster.execution.state import EnvironmentState, LockState
+from mesh_dagster.execution.ports import State
 
 _STEP = "step:"
-
-
-class RunMarks(Protocol):
-    """The marks of runs in the state store (state/statement_runs.py)."""
-
-    def marks(self, run_key: str) -> dict[str, str | None]: ...
-
-    def mark(self, run_key: str, mark: str, failed: str | None = None) -> None: ...
-
-    def forget_old(self, now: int | None = None) -> None: ...
-
-
-class StatementRunState(EnvironmentState, LockState, Protocol):
-    @property
-    def statement_runs(self) -> RunMarks: ...
 
 
 class StatementRun:
     """One run's `before_all` / `after_all` in one environment, whichever of its steps call here."""
 
-    def __init__(self, project: Project, state: StatementRunState, engine: Callable[[], Engine], run_id: str,
+    def __init__(self, project: Project, state: State, engine: Callable[[], Engine], run_id: str,
                  environment: str, models: Collection[str], listener: ApplyListener):
         self.project = project
         self.state = state
@@ -87,13 +71,13 @@ class StatementRun:
     @contextmanager
     def _deciding(self) -> Iterator[dict[str, str | None]]:
         """The run's marks, read under its lock, held while the caller decides and acts on them."""
-        with self.state.lock(f"statements:{self.run_key}", lock_owner("mesh run statements"), timeout_s=TABLE_WAIT_S,
-                             lease_s=LEASE_S, holder_is_dead=holder_is_dead):
+        with self.state.locks.lock(f"statements:{self.run_key}", lock_owner("mesh run statements"),
+                                   timeout_s=TABLE_WAIT_S, lease_s=LEASE_S, holder_is_dead=holder_is_dead):
             yield self.state.statement_runs.marks(self.run_key)
 
     def _run(self, stage: Stage) -> None:
         """Run `stage` with what the environment serves, and mark it (with why, if it failed)."""
-        env = self.state.served_environment(self.environment)
+        env = self.state.environments.served_environment(self.environment)
         try:
             if env is not None:
                 run_environment_statements(stage, self.project, self.engine(), env, self.listener, now_ms())

@@ -32,8 +32,8 @@ from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.core.time.intervals import Interval, format_interval_range, subtract_intervals
 from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
-from mesh_dagster.state.store import StateStore
-from mesh_dagster.state.verdicts import AuditVerdicts, Verdict
+from mesh_dagster.execution.ports import State
+from mesh_dagster.state.verdicts import Verdict
 
 
 def audit_digest(ref: AuditRef, audits: Mapping[str, Audit]) -> str:
@@ -50,30 +50,25 @@ def snapshot_audits(snapshot: Snapshot, project_audits: Mapping[str, Audit]) -> 
     return dict(snapshot.capture.audits) if snapshot.capture is not None else dict(project_audits)
 
 
-def verdicts_of(state: object) -> AuditVerdicts | None:
-    """The verdicts of a real state store (None for a stand-in that has no table for them)."""
-    return AuditVerdicts(state) if isinstance(state, StateStore) else None
-
-
-def record(state: object, snapshot: Snapshot, project_audits: Mapping[str, Audit],
+def record(state: State, snapshot: Snapshot, project_audits: Mapping[str, Audit],
            batches: Iterable[tuple[Interval, list[AuditResult]]], source: str) -> None:
     """Keep the verdicts of `batches` (each batch's interval and its audits' results, in the order
     of the model's audits)."""
-    store = verdicts_of(state)
-    if store is None or snapshot.version is None:
+    if snapshot.version is None:
         return
     audits = snapshot_audits(snapshot, project_audits)
     refs = snapshot.model.audits
-    store.record([Verdict(snapshot.name, snapshot.version, snapshot.identifier, ref.name, audit_digest(ref, audits),
-                          result.blocking, interval[0], interval[1], result.count, source)
-                  for interval, results in batches for ref, result in zip(refs, results)], now_ms())
+    state.verdicts.record([Verdict(snapshot.name, snapshot.version, snapshot.identifier, ref.name,
+                                   audit_digest(ref, audits), result.blocking, interval[0], interval[1], result.count,
+                                   source)
+                           for interval, results in batches for ref, result in zip(refs, results)], now_ms())
 
 
 class RecordingEvaluator(SnapshotEvaluator):
     """The evaluator that keeps every audit verdict it computes (`source`: who ran it). An audit of
     the whole table (no interval) judges all of its time."""
 
-    def __init__(self, *args, state: object, source: str, **kwargs):
+    def __init__(self, *args, state: State, source: str, **kwargs):
         super().__init__(*args, **kwargs)
         self._state = state
         self._source = source
@@ -151,14 +146,13 @@ class ApplyAuditsFailed(AuditsFailed):
             f"change."))
 
 
-def failed_audits(state: object, snapshots: Mapping[str, Snapshot],
+def failed_audits(state: State, snapshots: Mapping[str, Snapshot],
                   project_audits: Mapping[str, Audit]) -> list[FailedAudit]:
     """The blocking audits whose holding verdict fails on these snapshots' versions."""
-    store = verdicts_of(state)
     wanted = {s.name: s for s in snapshots.values() if s.version and s.model.audits}
-    if store is None or not wanted:
+    if not wanted:
         return []
-    held = holding(store.history((s.name, s.version or "") for s in wanted.values()))
+    held = holding(state.verdicts.history((s.name, s.version or "") for s in wanted.values()))
     out: list[FailedAudit] = []
     for name, snap in sorted(wanted.items()):
         audits = snapshot_audits(snap, project_audits)
@@ -173,14 +167,14 @@ def failed_audits(state: object, snapshots: Mapping[str, Snapshot],
     return out
 
 
-def refuse_failed_audits(state: object, environment: str, snapshots: Mapping[str, Snapshot],
+def refuse_failed_audits(state: State, environment: str, snapshots: Mapping[str, Snapshot],
                          project_audits: Mapping[str, Audit]) -> None:
     failed = failed_audits(state, snapshots, project_audits)
     if failed:
         raise AuditsFailed(environment, failed)
 
 
-def refuse_serving_failed_audits(state: object, plan: Plan, project_audits: Mapping[str, Audit],
+def refuse_serving_failed_audits(state: State, plan: Plan, project_audits: Mapping[str, Audit],
                                  leave_out: Iterable[str] = ()) -> None:
     """Refuse an apply whose environment would serve, through its views (`plan.promoted`), a
     version whose holding blocking verdict failed — whoever recorded it (a Dagster materialization,

@@ -12,29 +12,28 @@ locks that serialise decisions):
     store.journal        Journal        state/journal.py       writes under way, retired generations
     store.statement_runs StatementRuns  state/statement_runs.py  before_all / after_all of each Dagster run
 
-`StateStore` itself keeps the surface its callers use (the `execution.state.State` Protocol and the
-front doors): methods for snapshots, environments, intervals and locks delegate to their part; plan
-records and the journal are reached through their part (the names forwarded in `__init__`).
+    store.verdicts       AuditVerdicts  state/verdicts.py      what each audit said about the data it judged
+
+Callers reach each concern through its part (`store.environments.get_environment("dev")`), the one
+way to reach it; `StateStore` itself only opens, migrates and closes the database the parts share.
+`execution/` sees the store through the Protocols of its ports, which describe the same parts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Mapping
 
-from mesh_dagster.core.snapshots.environment import Environment
-from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotId
-from mesh_dagster.core.time.intervals import Interval
 from mesh_dagster.state import schema
 from mesh_dagster.state.connection import Database
 from mesh_dagster.state.environments import Environments
-from mesh_dagster.state.intervals import IntervalKey, Intervals
+from mesh_dagster.state.intervals import Intervals
 from mesh_dagster.state.journal import Journal
 from mesh_dagster.state.locks import EXCLUSIVE_LOCK, Lease, LockInfo, LockLostError, Locks
 from mesh_dagster.state.migrations import MIGRATIONS, Migration
 from mesh_dagster.state.plans import PlanRecords
 from mesh_dagster.state.snapshots import Snapshots
 from mesh_dagster.state.statement_runs import StatementRuns
+from mesh_dagster.state.verdicts import AuditVerdicts
 
 # Imported from here by the rest of the package (execution/, context.py) and by tests.
 __all__ = ["EXCLUSIVE_LOCK", "Lease", "LockInfo", "LockLostError", "StateStore"]
@@ -58,6 +57,7 @@ class StateStore:
         self.locks = Locks(self.db)
         self.journal = Journal(self.db)
         self.statement_runs = StatementRuns(self.db)
+        self.verdicts = AuditVerdicts(self.db)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -80,84 +80,3 @@ class StateStore:
         applied = self.db.migrate(target, migrations)
         self.schema_version = self.db.schema_version
         return applied
-
-    # ------------------------------------------------------------------ snapshots (state/snapshots.py)
-
-    def push_snapshots(self, snapshots: Iterable[Snapshot], recaptured: Iterable[Snapshot] = ()) -> None:
-        self.snapshots.push_snapshots(snapshots, recaptured)
-
-    def update_snapshots(self, snapshots: Iterable[Snapshot]) -> None:
-        self.snapshots.update_snapshots(snapshots)
-
-    def get_snapshots(self, ids: Iterable[SnapshotId]) -> dict[SnapshotId, Snapshot]:
-        return self.snapshots.get_snapshots(ids)
-
-    def snapshots_exist(self, ids: Iterable[SnapshotId]) -> set[SnapshotId]:
-        return self.snapshots.snapshots_exist(ids)
-
-    def all_snapshot_ids(self) -> set[SnapshotId]:
-        return self.snapshots.all_snapshot_ids()
-
-    def forget_snapshots(self, ids: Iterable[SnapshotId], interval_keys: Iterable[IntervalKey]) -> None:
-        self.snapshots.forget_snapshots(ids, interval_keys)
-
-    # ------------------------------------------------------------------ environments (state/environments.py)
-
-    def get_environment(self, name: str) -> Environment | None:
-        return self.environments.get_environment(name)
-
-    def get_environments(self) -> list[Environment]:
-        return self.environments.get_environments()
-
-    def promote_environment(self, env: Environment, lease: Lease | None = None) -> None:
-        self.environments.promote_environment(env, lease)
-
-    def finalize_environment(self, name: str, plan_id: str, now_ms: int | None = None,
-                             lease: Lease | None = None) -> None:
-        self.environments.finalize_environment(name, plan_id, now_ms, lease)
-
-    def replaced_environment(self, name: str) -> Environment | None:
-        return self.environments.replaced_environment(name)
-
-    def served_environment(self, name: str) -> Environment | None:
-        return self.environments.served_environment(name)
-
-    def revert_environment(self, name: str, plan_id: str, *, views_restored: bool = False,
-                           lease: Lease | None = None) -> bool:
-        return self.environments.revert_environment(name, plan_id, views_restored=views_restored, lease=lease)
-
-    def invalidate_environment(self, name: str, now_ms: int | None = None) -> None:
-        self.environments.invalidate_environment(name, now_ms)
-
-    def delete_environment(self, name: str) -> None:
-        self.environments.delete_environment(name)
-
-    def expired_environments(self, now_ms: int | None = None) -> list[Environment]:
-        return self.environments.expired_environments(now_ms)
-
-    # ------------------------------------------------------------------ intervals (state/intervals.py)
-
-    def add_intervals(self, items: Iterable[tuple[str, str, int, int]]) -> None:
-        self.intervals.add_intervals(items)
-
-    def remove_intervals(self, items: Iterable[tuple[str, str, int, int]]) -> None:
-        self.intervals.remove_intervals(items)
-
-    def get_intervals(self, keys: Iterable[IntervalKey]) -> dict[IntervalKey, list[Interval]]:
-        return self.intervals.get_intervals(keys)
-
-    # ------------------------------------------------------------------ locks (state/locks.py)
-
-    def lock(self, name: str, owner: str, timeout_s: float = 600, lease_s: float = 3600, *,
-             holder_is_dead: Callable[[LockInfo], bool] | None = None,
-             busy: Callable[[LockInfo], str] | None = None) -> AbstractContextManager[Lease]:
-        return self.locks.lock(name, owner, timeout_s, lease_s, holder_is_dead=holder_is_dead, busy=busy)
-
-    def lock_holder(self, name: str) -> LockInfo | None:
-        return self.locks.lock_holder(name)
-
-    def lock_holders(self) -> list[LockInfo]:
-        return self.locks.lock_holders()
-
-    def break_lock(self, name: str, token: str) -> bool:
-        return self.locks.break_lock(name, token)

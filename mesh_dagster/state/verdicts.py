@@ -1,8 +1,8 @@
 """Audit verdicts in the state store (`mesh_audit_verdicts`, schema v5): what each audit said about
 the data it judged — a model version over an interval, by one definition of the audit.
 
-A separate module over the store's shared connection (`StateStore.db`: its read and write transactions), so the store
-keeps one place per concern; every function is one transaction.
+The store's `verdicts` part, over its shared connection (`Database`: its read and write transactions);
+every method is one transaction.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, insert, or_, select
 
 from mesh_dagster.state import schema
-from mesh_dagster.state.store import StateStore
+from mesh_dagster.state.connection import Database
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,8 @@ class Verdict:
 class AuditVerdicts:
     """The verdicts table of one state store."""
 
-    def __init__(self, store: StateStore):
-        self._store = store
+    def __init__(self, db: Database):
+        self._db = db
 
     def record(self, verdicts: Iterable[Verdict], now_ms: int) -> None:
         rows = [dict(name=v.name, version=v.version, identifier=v.identifier, audit=v.audit, digest=v.digest,
@@ -49,7 +49,7 @@ class AuditVerdicts:
                      source=v.source, created_ts=v.created_ts or now_ms) for v in verdicts]
         if not rows:
             return
-        with self._store.db.write("record audit verdicts in") as conn:
+        with self._db.write("record audit verdicts in") as conn:
             conn.execute(insert(schema.audit_verdicts), rows)
 
     def history(self, keys: Iterable[tuple[str, str]]) -> list[Verdict]:
@@ -59,7 +59,7 @@ class AuditVerdicts:
             return []
         table = schema.audit_verdicts
         condition = or_(*(and_(table.c.name == n, table.c.version == v) for n, v in wanted))
-        with self._store.db.read() as conn:
+        with self._db.read() as conn:
             rows = conn.execute(select(table).where(condition).order_by(table.c.id)).all()
         return [Verdict(r.name, r.version, r.identifier, r.audit, r.digest, bool(r.blocking), r.start_ts, r.end_ts,
                         r.failing_rows, r.source, r.created_ts) for r in rows]

@@ -38,8 +38,8 @@ def _url(project: Path) -> str:
 def _with_dev(project: Path) -> None:
     """A store holding one finalized environment, `dev`."""
     with StateStore(_url(project)) as store:
-        store.promote_environment(Environment(name="dev", plan_id="p1"))
-        store.finalize_environment("dev", "p1")
+        store.environments.promote_environment(Environment(name="dev", plan_id="p1"))
+        store.environments.finalize_environment("dev", "p1")
 
 
 def _use_state(project: Path, url: str) -> None:
@@ -73,7 +73,7 @@ def test_read_only_state_folder(project: Path) -> None:
 
 def _rows(project: Path) -> list:
     with StateStore(_url(project)) as store:
-        return [store.get_environments(), store.all_snapshot_ids(), store.lock_holders()]
+        return [store.environments.get_environments(), store.snapshots.all_snapshot_ids(), store.locks.lock_holders()]
 
 
 def test_read_only_folder_on_the_first_run(project: Path) -> None:

@@ -69,7 +69,7 @@ import json, sys
 from mesh_dagster.context import Context
 spec = json.loads(sys.argv[1])
 ctx = Context(spec["project"])
-tables = {s.name: s.table_name for s in ctx.state.get_environment("prod").snapshots}
+tables = {s.name: s.table_name for s in ctx.state.environments.get_environment("prod").snapshots}
 out = {}
 for model in ("m_range", "m_full"):
     a, b = f"{spec['schema']}.{model}", f"ref.{model}"

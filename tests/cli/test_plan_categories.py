@@ -41,9 +41,9 @@ def test_state_with_an_unreadable_stored_rendering_is_planned_not_crashed(projec
     """State written by another version may hold a rendering this sqlglot cannot parse."""
     ctx = Context(project)
     try:
-        full = ctx.state.get_environment("prod").snapshot_by_name()[FULL]
-        stored = ctx.state.get_snapshots([full.snapshot_id])[full.snapshot_id]
-        ctx.state.update_snapshots([stored.model_copy(update={"rendered_query": "SELECT item_id FROM ((("})])
+        full = ctx.state.environments.get_environment("prod").snapshot_by_name()[FULL]
+        stored = ctx.state.snapshots.get_snapshots([full.snapshot_id])[full.snapshot_id]
+        ctx.state.snapshots.update_snapshots([stored.model_copy(update={"rendered_query": "SELECT item_id FROM ((("})])
     finally:
         ctx.close()
     _edit(project / "models" / "full_model.sql", "  item_id,", "  incremental_model.item_id AS item_id,")

@@ -108,4 +108,4 @@ def test_a_killed_apply_is_cancelled_by_mesh_plans_cancel(tmp_path, mesh, monkey
     again = mesh(root, "plans", "apply", plan_id[:8], check=False)
     assert again.returncode == 1 and "is cancelled: it cannot be applied" in again.stdout + again.stderr
     with StateStore(f"sqlite:///{root / '.mesh' / 'state.db'}") as store:
-        assert store.get_environment("prod") is None  # killed before prod was recorded: nothing to take back
+        assert store.environments.get_environment("prod") is None  # killed before prod was recorded: nothing to take back

@@ -87,7 +87,7 @@ def recorded_end(project: Path, environment: str, name: str) -> int:
     """The end of the last interval the environment's version of `name` holds."""
     ctx = Context(project)
     try:
-        ref = ctx.state.get_environment(environment).snapshot_by_name()[name]
+        ref = ctx.state.environments.get_environment(environment).snapshot_by_name()[name]
         return max(e for _, e in ctx.intervals([(name, ref.version)])[(name, ref.version)])
     finally:
         ctx.close()
@@ -100,8 +100,8 @@ def test_plan_select_model_takes_only_the_selected_change(scenario):
     assert "s__dev.other" not in out  # edited too, but not selected
     ctx = Context(scenario.project)
     try:
-        dev = ctx.state.get_environment("dev")
-        prod = ctx.state.get_environment("prod").snapshot_by_name()
+        dev = ctx.state.environments.get_environment("dev")
+        prod = ctx.state.environments.get_environment("prod").snapshot_by_name()
     finally:
         ctx.close()
     refs = dev.snapshot_by_name()

@@ -73,7 +73,7 @@ def test_a_failed_blocking_verdict_stops_every_apply_until_fixed(project):
         assert not refused.success
         message = failure_text(refused)
         assert _refusal(project, plan_id) in message and "`mesh plans apply " in message
-        assert ctx.state.get_environment("dev") is None  # nothing recorded, no view made
+        assert ctx.state.environments.get_environment("dev") is None  # nothing recorded, no view made
         assert not ctx.engine.table_exists(f"{project.schema}__dev.full_model")
         assert ctx.plan_record(plan_id).status.value == "failed"  # retryable
         assert _refusal(project, plan_id) in (ctx.plan_record(plan_id).events[-1].note or "")
@@ -85,7 +85,7 @@ def test_a_failed_blocking_verdict_stops_every_apply_until_fixed(project):
         with pytest.raises(ApplyAuditsFailed) as auto:  # `mesh plan dev --auto-apply`
             ctx.apply(plan)
         assert str(auto.value).startswith(_refusal(project, plan.plan_id))
-        assert ctx.state.get_environment("dev") is None
+        assert ctx.state.environments.get_environment("dev") is None
         assert ctx.plan_record(plan_id).status.value == "failed"
 
         # a newer verdict that holds (the same data audited again by the same audit, and passing)
@@ -95,7 +95,7 @@ def test_a_failed_blocking_verdict_stops_every_apply_until_fixed(project):
         done = _apply_dev(project, plan_id)  # the record refused before is applied now
         assert done.success, failure_text(done)
         assert ctx.plan_record(plan_id).status.value == "completed"
-        assert ctx.state.get_environment("dev") is not None
+        assert ctx.state.environments.get_environment("dev") is not None
         assert project.rows(f"SELECT COUNT(*) FROM {project.schema}__dev.full_model")[0][0] > 0
     finally:
         audit.write_text(original)
@@ -114,7 +114,7 @@ def test_a_fixed_audit_audited_again_is_applied(project):
         assert not project.run(env="qa", asset_selection=[project.key("full_model", "qa")]).success
         with pytest.raises(ApplyAuditsFailed, match="Cannot apply plan .* to 'qa', so no view was moved"):
             ctx.apply(ctx.plan("qa"))
-        assert ctx.state.get_environment("qa") is None
+        assert ctx.state.environments.get_environment("qa") is None
         audit.write_text(FIXED)
         fixed = project.run(env="qa", asset_selection=[project.key("full_model", "qa")])
         assert fixed.success and fixed.get_asset_check_evaluations()[0].passed

@@ -62,7 +62,7 @@ def test_a_failed_blocking_audit_blocks_promotion_and_survives_restamps(project)
     audit = project.root / "audits" / "assert_positive_order_ids.sql"
     original = audit.read_text()
     audit.write_text(FAILING_AUDIT)
-    prod_plan = Context(project.root).state.get_environment("prod").plan_id
+    prod_plan = Context(project.root).state.environments.get_environment("prod").plan_id
     try:
         result = project.run(asset_selection=[project.key("full_model")])
         assert not result.success
@@ -75,7 +75,7 @@ def test_a_failed_blocking_audit_blocks_promotion_and_survives_restamps(project)
         message = failure_text(refused)
         assert "Cannot promote 'prod': 1 blocking audit(s) failed on the data it would serve" in message
         assert f"{project.schema}.full_model: blocking audit 'assert_positive_order_ids' failed for " in message
-        assert Context(project.root).state.get_environment("prod").plan_id == prod_plan  # nothing moved
+        assert Context(project.root).state.environments.get_environment("prod").plan_id == prod_plan  # nothing moved
 
         # another change of full_model's metadata: re-stamped, and its check keeps the failure
         _edit(project, "full_model", "  cron '@daily',\n", "  cron '@daily',\n  owner someone,\n")
@@ -111,7 +111,7 @@ def test_the_git_sensor_does_not_deploy_data_a_blocking_audit_failed_on(project,
         record = ctx.plan_git_commit("feature/x", sha)
         assert record.status.value == "failed"
         assert f"commit {sha[:8]}: Cannot promote 'feature_x': 1 blocking audit(s) failed" in record.events[-1].note
-        assert ctx.state.get_environment("feature_x") is None
+        assert ctx.state.environments.get_environment("feature_x") is None
     finally:
         ctx.close()
         config.write_text(original)

@@ -118,7 +118,7 @@ def test_promote_is_refused_while_intervals_are_missing(project):
     assert f"{project.schema}.incremental_model: {FIRST} - {date.today() - timedelta(days=1)}" in message
     assert f"{project.schema}.full_model: {LATER} - " in message
     ctx = project.context()
-    assert ctx.state.get_environment("prod") is None  # nothing moved
+    assert ctx.state.environments.get_environment("prod") is None  # nothing moved
 
 
 def test_scheduled_run_fills_the_current_versions_and_records_intervals(project, engine):
@@ -151,10 +151,10 @@ def test_scheduled_run_fills_the_current_versions_and_records_intervals(project,
     assert check.passed and check.check_name == "assert_positive_order_ids" and check.partition is None
 
     state = project.context().state
-    assert state.get_intervals([inc.interval_key])[inc.interval_key] == [(to_ms(str(FIRST)), to_ms(str(date.today())))]
-    assert state.get_intervals([full.interval_key])[full.interval_key] == [
+    assert state.intervals.get_intervals([inc.interval_key])[inc.interval_key] == [(to_ms(str(FIRST)), to_ms(str(date.today())))]
+    assert state.intervals.get_intervals([full.interval_key])[full.interval_key] == [
         (to_ms(str(LATER)), to_ms(str(date.today())))]
-    assert state.get_intervals([seed.interval_key])[seed.interval_key] == [ALL_TIME]
+    assert state.intervals.get_intervals([seed.interval_key])[seed.interval_key] == [ALL_TIME]
     assert project.rows(f"SELECT COUNT(*) FROM {inc.table_name}") == [(7,)]
     assert not engine.table_exists(f"{project.schema}.full_model")  # views never move here
 
@@ -378,12 +378,12 @@ def test_failing_blocking_audit_stops_downstream_and_promotion(tmp_path, spark, 
 
         ctx = project.context()
         full = ctx.plan("prod").snapshots[project.name("full_model")]
-        assert ctx.state.get_intervals([full.interval_key]).get(full.interval_key, []) == []
+        assert ctx.state.intervals.get_intervals([full.interval_key]).get(full.interval_key, []) == []
         refused = project.run("promote_prod")
         assert not refused.success
         message = _failure(refused)
         assert f"{project.schema}.full_model: {LATER}" in message and f"{project.schema}.after_full:" in message
-        assert ctx.state.get_environment("prod") is None
+        assert ctx.state.environments.get_environment("prod") is None
     finally:
         _drop(engine, project.schema)
 
@@ -406,7 +406,7 @@ def test_child_is_refused_while_its_parent_misses_part_of_the_range(tmp_path, sp
                 "partitions first (or both in one run).") in message
         ctx = project.context()
         full = ctx.plan("prod", allow_empty=True).snapshots[project.name("full_model")]
-        assert ctx.state.get_intervals([full.interval_key]).get(full.interval_key, []) == []
+        assert ctx.state.intervals.get_intervals([full.interval_key]).get(full.interval_key, []) == []
         assert not result.get_asset_materialization_events()
 
         # once the parent has them all: computed

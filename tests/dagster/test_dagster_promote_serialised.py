@@ -102,24 +102,24 @@ def project(tmp_path_factory, spark) -> Project:
 def test_promotion_waits_while_another_holder_has_the_environment_lock(project, engine):
     ctx = project.context()
     try:
-        assert ctx.gaps("prod") == [] and ctx.state.get_environment("prod") is None  # promotable, not promoted
+        assert ctx.gaps("prod") == [] and ctx.state.environments.get_environment("prod") is None  # promotable, not promoted
         holder = lock_owner("test holding prod")
         with environment_lock(ctx.state, "prod", holder):
             launch = Launch(project.defs(), "promote_prod", project.instance).start()
             launch.wait_for_step_start()
             assert not launch.finished_within(BLOCKED_S), _failures(launch.outcome())
             # the run is parked on the lock: nothing moved, the lock is still ours
-            assert ctx.state.get_environment("prod") is None
-            assert ctx.state.lock_holder(LOCK).owner == holder
+            assert ctx.state.environments.get_environment("prod") is None
+            assert ctx.state.locks.lock_holder(LOCK).owner == holder
             assert not engine.table_exists(f"{project.schema}.full_model")
             released_ms = _now_ms()
 
         result = launch.outcome()
         assert result.success, _failures(result)
-        env = ctx.state.get_environment("prod")
+        env = ctx.state.environments.get_environment("prod")
         assert env is not None and env.previous_plan_id is None
         assert env.finalized_ts >= released_ms  # finished only after the lock was given back
-        assert ctx.state.lock_holder(LOCK) is None
+        assert ctx.state.locks.lock_holder(LOCK) is None
         assert project.rows(f"SELECT COUNT(*) FROM {project.schema}.full_model") == [(3,)]
     finally:
         ctx.close()
@@ -131,7 +131,7 @@ def test_two_promotions_launched_together_move_the_environment_once(project):
     edit(project.root, "full_model", "  cron '@daily',\n", "  cron '@daily',\n  owner promote_race,\n")
     ctx = project.context()
     try:
-        before = ctx.state.get_environment("prod")
+        before = ctx.state.environments.get_environment("prod")
         assert before is not None
         assert ctx.plan("prod").metadata_updated and ctx.gaps("prod") == []  # a view swap, nothing to compute
 
@@ -151,12 +151,12 @@ def test_two_promotions_launched_together_move_the_environment_once(project):
                 if "Environment 'prod' is up to date: nothing to promote" in lines]
         assert len(moved) == 1 and len(idle) == 1 and moved != idle, logs
 
-        after = ctx.state.get_environment("prod")
+        after = ctx.state.environments.get_environment("prod")
         assert after.plan_id != before.plan_id
         assert after.previous_plan_id == before.plan_id  # replaced once, from the record both started with
         assert {s.name for s in after.snapshots} == {s.name for s in before.snapshots}
         assert not ctx.plan("prod").has_changes
-        assert ctx.state.lock_holder(LOCK) is None
+        assert ctx.state.locks.lock_holder(LOCK) is None
     finally:
         ctx.close()
 

@@ -193,7 +193,7 @@ def test_promote_with_gaps_is_refused_and_moves_nothing(dagster):
     message = dagster.failure(run_id)
     assert "Cannot promote 'prod': 3 model(s) miss intervals" in message
     assert f"sqlmesh_example.incremental_model: {FIRST} - {LAST}" in message
-    assert Context(dagster.project).state.get_environment("prod") is None
+    assert Context(dagster.project).state.environments.get_environment("prod") is None
 
 
 def test_partition_range_backfill_of_all_assets_then_promote(dagster):
@@ -219,7 +219,7 @@ def test_partition_range_backfill_of_all_assets_then_promote(dagster):
     assert (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]) == \
         (str(FIRST), str(LAST))
 
-    assert Context(dagster.project).state.get_environment("prod") is None  # materializing never moves views
+    assert Context(dagster.project).state.environments.get_environment("prod") is None  # materializing never moves views
     run_id = dagster.launch("promote_prod")
     assert dagster.wait_run(run_id) == "SUCCESS", dagster.failure(run_id)
 

@@ -77,7 +77,7 @@ def test_a_refused_steps_line_and_the_runs_show_the_signals_text_escaped(tmp_pat
     error = run_failure.event_specific_data.error
     assert_escaped(error.message + (error.cause.message if error.cause else ""))
     assert not result.get_asset_materialization_events()
-    assert Context(root).state.all_snapshot_ids() == set()  # refused before anything was written
+    assert Context(root).state.snapshots.all_snapshot_ids() == set()  # refused before anything was written
 
 
 def test_a_schedule_tick_says_what_waits_for_a_signal_escaped(tmp_path, instance):

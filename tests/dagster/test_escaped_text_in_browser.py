@@ -62,7 +62,7 @@ def test_the_asset_page_and_a_failed_runs_page_show_hidden_characters_as_escapes
         assert {"name": "e", "description": "The \\u202eeman"} in schema["columns"]
         ctx = Context(project)
         broken = ctx.plan("prod", allow_empty=True).snapshots["s.broken"]
-        assert ctx.state.get_intervals([broken.interval_key]).get(broken.interval_key, []) == []  # nothing recorded
+        assert ctx.state.intervals.get_intervals([broken.interval_key]).get(broken.interval_key, []) == []  # nothing recorded
         ctx.close()
 
         run_page = server.url.removesuffix("/graphql") + f"/runs/{run_id}?logs=step%3As__broken"  # its step's rows

@@ -99,7 +99,7 @@ def test_git_pushes_through_the_webserver(tmp_path):
         # main as it is: a pending prod plan, nothing applied
         sensor_run(server, "main", first)
         approved = pending_prod_plan(project, first)
-        assert Context(project).state.get_environment("prod") is None
+        assert Context(project).state.environments.get_environment("prod") is None
 
         # a feature branch: its environment gets the change
         git(clone, "checkout", "-q", "-b", "feature/new-col")
@@ -118,7 +118,7 @@ def test_git_pushes_through_the_webserver(tmp_path):
         assert ok.returncode == 0, ok.stdout + ok.stderr
         run_id = launch(server, "apply_plan_prod", {"ops": {"apply_plan_prod_record": {"config": {"plan_id": approved}}}})
         assert server.wait_run(run_id) == "SUCCESS", server.failure(run_id)
-        assert Context(project).state.get_environment("prod").plan_id == approved
+        assert Context(project).state.environments.get_environment("prod").plan_id == approved
 
         # the feature merged into main: a new pending plan, approved, then outdated by another push
         git(clone, "checkout", "-q", "main")
@@ -134,7 +134,7 @@ def test_git_pushes_through_the_webserver(tmp_path):
         assert server.wait_run(run_id) == "FAILURE"
         assert "superseded" in server.failure(run_id) and "branch main moved on" in server.failure(run_id)
         assert Context(project).plan_record(outdated).status.value == "superseded"
-        assert Context(project).state.get_environment("prod").plan_id == approved  # prod untouched
+        assert Context(project).state.environments.get_environment("prod").plan_id == approved  # prod untouched
 
         # the environment the feature branch created shows, in the location of pushed environments
         # (mesh ui reloads it), from its branch's commit: nothing pending

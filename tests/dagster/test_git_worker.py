@@ -122,7 +122,7 @@ class Location:
     def environment(self, name: str):
         ctx = Context(self.root)
         try:
-            return ctx.state.get_environment(name)
+            return ctx.state.environments.get_environment(name)
         finally:
             ctx.close()
 

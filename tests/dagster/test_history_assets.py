@@ -134,7 +134,7 @@ def test_a_history_model_waits_for_its_parents_data(history):
     ctx = Context(history.root)
     try:
         snap = ctx.plan("prod", allow_empty=True).snapshots[f"{history.schema}.latest"]
-        assert ctx.state.get_intervals([snap.interval_key]).get(snap.interval_key, []) == []
+        assert ctx.state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, []) == []
     finally:
         ctx.close()
 

@@ -54,7 +54,7 @@ def test_plan_job_records_and_shows_the_plan_and_apply_job_is_gated(tmp_path, mo
     refused = apply.execute_in_process(run_config={"ops": {"apply_plan_prod_record": {"config": {"plan_id": plan_id}}}},
                                        instance=instance, raise_on_error=False)
     assert not refused.success and "needs an approval first" in _failure(refused)
-    assert ctx.state.get_environment("prod") is None
+    assert ctx.state.environments.get_environment("prod") is None
     unknown = apply.execute_in_process(run_config={"ops": {"apply_plan_prod_record": {"config": {"plan_id": "feedface"}}}},
                                        instance=instance, raise_on_error=False)
     assert "No plan 'feedface'" in _failure(unknown)

@@ -96,7 +96,7 @@ def test_promote_and_restate_jobs_refuse_a_linter_error_before_planning(tmp_path
         raise_on_error=False)
     assert not restated.success and REFUSED in failure_text(restated)
     ctx = Context(root)
-    assert ctx.plan_records() == [] and ctx.state.get_environment("dev") is None
+    assert ctx.plan_records() == [] and ctx.state.environments.get_environment("dev") is None
 
 
 def test_a_pushed_commit_is_linted_with_its_own_files(tmp_path, monkeypatch):
@@ -120,7 +120,7 @@ def test_a_pushed_commit_is_linted_with_its_own_files(tmp_path, monkeypatch):
     (record,) = ctx.plan_records()  # the push's outcome: a failed record, as for a commit that does not load
     assert (record.environment, record.status.value, record.git_commit) == ("feature_x", "failed", strict)
     assert REFUSED in (record.events[-1].note or "")
-    assert ctx.state.get_environment("feature_x") is None  # nothing applied
+    assert ctx.state.environments.get_environment("feature_x") is None  # nothing applied
 
     # a warning only: the push to the protected branch records its pending plan, the warning in the run's log
     warned = repo.commit({**FILES, "config.yaml": CONFIG + _linter("[]", "[nomissingowner]")}, "warn only")

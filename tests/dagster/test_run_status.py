@@ -82,7 +82,7 @@ class Project(ProdProject):
         ctx = Context(self.root)
         try:
             snap = ctx.plan("prod", allow_empty=True).snapshots[f"{self.schema}.{model}"]
-            return ctx.state.get_intervals([snap.interval_key]).get(snap.interval_key, [])
+            return ctx.state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, [])
         finally:
             ctx.close()
 

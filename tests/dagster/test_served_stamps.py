@@ -61,7 +61,7 @@ def _columns(project: Project, view: str) -> list[str]:
 def _served(project: Project, model: str):
     ctx = project.context()
     try:
-        env = ctx.state.served_environment("prod")
+        env = ctx.state.environments.served_environment("prod")
         return next(s for s in env.snapshots if s.name == project.name(model))
     finally:
         ctx.close()

@@ -144,9 +144,9 @@ def test_a_failing_audit_stops_what_reads_the_model_and_promotes_nothing(tmp_pat
     assert tables["s.b"] not in written_after and tables["s.d"] not in written_after
     ctx = Context(tmp_path / "p4", engine=engine)
     try:
-        assert ctx.state.get_environment("prod") is None
+        assert ctx.state.environments.get_environment("prod") is None
         a = ctx.plan(execution_time="2024-01-03").snapshots["s.a"]
-        assert ctx.state.get_intervals([a.interval_key]).get(a.interval_key, []) == []
+        assert ctx.state.intervals.get_intervals([a.interval_key]).get(a.interval_key, []) == []
     finally:
         ctx.close()
 

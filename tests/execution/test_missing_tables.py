@@ -35,8 +35,8 @@ HISTORY = [("2020-01-01", "2020-01-04")]
 
 def history(ctx: Context) -> list[tuple[str, str]]:
     """The intervals recorded of s.a's version in prod, as dates."""
-    key = ("s.a", ctx.state.get_environment("prod").snapshot_by_name()["s.a"].version)
-    return [(to_ds(start), to_ds(end)) for start, end in ctx.state.get_intervals([key]).get(key, [])]
+    key = ("s.a", ctx.state.environments.get_environment("prod").snapshot_by_name()["s.a"].version)
+    return [(to_ds(start), to_ds(end)) for start, end in ctx.state.intervals.get_intervals([key]).get(key, [])]
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def dropped(tmp_path: Path) -> tuple[Context, FakeEngine, str]:
     engine = FakeEngine()
     ctx = Context(root, engine=engine)
     ctx.apply(ctx.plan("prod", execution_time="2020-01-04"))
-    table = ctx.state.get_environment("prod").snapshot_by_name()["s.a"].table_name
+    table = ctx.state.environments.get_environment("prod").snapshot_by_name()["s.a"].table_name
     assert table is not None
     del engine.tables[table]
     engine.calls.clear()

@@ -43,10 +43,10 @@ ADDED = {  # dev's change: a new model over the unchanged s.a, and a FULL one ov
 
 
 def recorded(ctx: Context, environment: str) -> dict[str, list[tuple[str, str]]]:
-    env = ctx.state.get_environment(environment)
+    env = ctx.state.environments.get_environment(environment)
     assert env is not None
     keys = [(s.name, s.version) for s in env.snapshots]
-    found = ctx.state.get_intervals(keys)
+    found = ctx.state.intervals.get_intervals(keys)
     return {name: [(to_ds(s), to_ds(e)) for s, e in found.get((name, version), [])] for name, version in keys}
 
 

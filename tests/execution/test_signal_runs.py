@@ -71,10 +71,10 @@ def intervals(ctx: Context, environment: str = "prod") -> dict[str, list[tuple[s
     """Each model's recorded intervals as dates, for the environment's snapshots."""
     from mesh_dagster.core.time.dates import to_ds
 
-    env = ctx.state.get_environment(environment)
+    env = ctx.state.environments.get_environment(environment)
     assert env is not None
     keys = [(s.name, s.version) for s in env.snapshots]
-    found = ctx.state.get_intervals(keys)
+    found = ctx.state.intervals.get_intervals(keys)
     return {name: [(to_ds(s), to_ds(e)) for s, e in found.get((name, version), [])] for name, version in keys}
 
 
@@ -140,7 +140,7 @@ def test_a_plan_that_would_hide_data_the_environment_shows_records_the_ready_par
         tmp_path: Path) -> None:
     root, ctx, engine = setup(tmp_path, "2020-01-04")
     ctx.apply(ctx.plan("prod", execution_time="2020-01-04"))
-    before = ctx.state.get_environment("prod")
+    before = ctx.state.environments.get_environment("prod")
     # a breaking change of s.a (and so of s.b) while only the 1st has landed again
     landed(root, "2020-01-02")
     path = root / "models" / "a.sql"
@@ -157,10 +157,10 @@ def test_a_plan_that_would_hide_data_the_environment_shows_records_the_ready_par
         "  s.b: waiting for upstream s.a (2020-01-02 - 2020-01-03)\n"
         "The intervals that were ready are computed and recorded. Run `mesh plan prod` again once the signals pass "
         "and the upstream intervals are recorded")
-    assert ctx.state.get_environment("prod") == before
+    assert ctx.state.environments.get_environment("prod") == before
     assert not any(c.method == "create_view" for c in engine.calls)
     versions = {s.name: s.version for s in plan.snapshots.values()}
-    recorded = ctx.state.get_intervals(list(versions.items()))
+    recorded = ctx.state.intervals.get_intervals(list(versions.items()))
     assert recorded[("s.a", versions["s.a"])] == [(to_ms("2020-01-01"), to_ms("2020-01-02"))]
 
     landed(root, "2020-01-04")
@@ -176,7 +176,7 @@ def test_a_raising_signal_stops_a_plan_before_anything_is_written(tmp_path: Path
     with pytest.raises(SignalError, match="Signal landed_through"):
         ctx.apply(ctx.plan("prod", execution_time="2020-01-04"))
     assert engine.calls == []
-    assert ctx.state.all_snapshot_ids() == set()
+    assert ctx.state.snapshots.all_snapshot_ids() == set()
 
 
 def test_dagster_ticks_request_only_ready_intervals_and_materializing_a_waiting_one_is_refused(
@@ -195,6 +195,6 @@ def test_dagster_ticks_request_only_ready_intervals_and_materializing_a_waiting_
                             "'landed.txt') says 2020-01-02 - 2020-01-02 is not ready. Nothing was written; materialize "
                             "it once the signal passes.")
     assert engine.calls == []
-    assert ctx.state.all_snapshot_ids() == set()
+    assert ctx.state.snapshots.all_snapshot_ids() == set()
     done = list(ctx.materialize(["s.a"], "2020-01-01", "2020-01-02", "prod", execution_time="2020-01-04"))
     assert [m.recorded for m in done] == [[(to_ms("2020-01-01"), to_ms("2020-01-02"))]]

@@ -49,7 +49,7 @@ def test_a_new_environment_whose_view_fails_is_not_created(tmp_path):
     assert str(failed.value) == (
         f"Plan {plan.plan_id} was not applied to 'dev': the view s__dev.b of s.b failed: cannot create s__dev.b. "
         "'dev' was not created (the views made so far were dropped). Fix the cause and re-run `mesh plan dev`.")
-    assert ctx.state.get_environment("dev") is None
+    assert ctx.state.environments.get_environment("dev") is None
     assert engine.views == {}  # s__dev.a was made, then dropped
     with pytest.raises(PlanError, match="Environment 'dev' does not exist"):
         ctx.run("dev", execution_time="2020-01-03")
@@ -74,7 +74,7 @@ def test_views_that_cannot_be_put_back_leave_the_served_plan_recorded_for_repair
         f"plan {served.plan_id} again (`mesh run` runs it), but putting its views back failed (the view s.a of s.a "
         "failed: cannot create s.a): the next `mesh plan prod` re-creates them. Fix the cause and re-run "
         "`mesh plan prod`.")
-    env = ctx.state.get_environment("prod")
+    env = ctx.state.environments.get_environment("prod")
     assert (env.plan_id, env.finalized_ts) == (served.plan_id, None)
     assert ctx.engine.views["s.a"] != views["s.a"] and ctx.engine.views["s.b"] == views["s.b"]  # half-moved
 
@@ -82,5 +82,5 @@ def test_views_that_cannot_be_put_back_leave_the_served_plan_recorded_for_repair
     again = repair.plan(execution_time="2020-01-02")
     assert again.base_environment.plan_id == served.plan_id and again.finishes_interrupted_apply
     repair.apply(again)
-    assert repair.state.get_environment("prod").finalized_ts is not None
+    assert repair.state.environments.get_environment("prod").finalized_ts is not None
     assert ctx.engine.views["s.b"] != views["s.b"]  # now over the new b

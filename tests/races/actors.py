@@ -44,7 +44,7 @@ def hold(spec: dict[str, Any]) -> dict[str, Any]:
 def waiter(spec: dict[str, Any]) -> dict[str, Any]:
     """Say we are ready, then note when we hold the lock and when we let it go."""
     store = _store(spec)
-    store.lock_holder("warm-up")  # connected: only the lock itself is left to do
+    store.locks.lock_holder("warm-up")  # connected: only the lock itself is left to do
     Path(spec["ready"]).write_text(str(os.getpid()))
     with locking.environment_lock(store, spec["environment"], timeout_s=60):
         _append(spec["events"], f"enter {spec['name']}")
@@ -71,11 +71,11 @@ def steal(spec: dict[str, Any]) -> dict[str, Any]:
     store = _store(spec)
     name = locking.environment_lock_name(spec["environment"]) if hasattr(locking, "environment_lock_name") \
         else f"environment:{spec['environment']}"
-    holder = store.lock_holder(name)
+    holder = store.locks.lock_holder(name)
     try:
-        store.break_lock(name, holder.token)
+        store.locks.break_lock(name, holder.token)
     except (TypeError, AttributeError):  # the code before issue 8: by name only
-        store.break_lock(name)
+        store.locks.break_lock(name)
     return apply(spec)
 
 

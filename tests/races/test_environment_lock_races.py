@@ -59,7 +59,7 @@ def test_waiters_behind_a_dead_holder_take_turns(race: Race) -> None:
     wait_for(race.path("held"))
     holder.kill()  # its lock row stays behind, with a lease far from over
     with StateStore(race.url) as store:
-        assert store.lock_holder("environment:prod") is not None
+        assert store.locks.lock_holder("environment:prod") is not None
 
     events = race.path("events")
     with writes_held(race.url):
@@ -76,7 +76,7 @@ def test_waiters_behind_a_dead_holder_take_turns(race: Race) -> None:
     for verb_in, who_in, verb_out, who_out in turns:  # enter A, exit A, enter B, exit B, ...
         assert (verb_in, verb_out, who_in) == ("enter", "exit", who_out), words
     with StateStore(race.url) as store:
-        assert store.lock_holder("environment:prod") is None
+        assert store.locks.lock_holder("environment:prod") is None
 
 
 def test_apply_that_lost_its_lock_stops_before_recording_or_moving_views(race: Race) -> None:
@@ -103,7 +103,7 @@ def test_apply_that_lost_its_lock_stops_before_recording_or_moving_views(race: R
     assert "stopped before recording 'prod'" in outcome["error"]
     assert "\n" not in outcome["error"]
     with StateStore(race.url) as store:
-        env = store.get_environment("prod")
+        env = store.environments.get_environment("prod")
         assert env.plan_id == thief.outcome()["plan_id"] and env.finalized_ts is not None
         tables = {s.name: s.table_name for s in env.snapshots}
     assert _views(race.calls) == {f"s.{m}": f"SELECT `x` FROM {tables[f's.{m}']}" for m in ("a", "b")}
@@ -127,9 +127,9 @@ def test_crash_between_recording_and_moving_views_is_repaired_by_the_next_apply(
                          hooks={"create_view": {"crash_at": 2}})
     assert crashed.outcome()["ok"] is None  # killed while moving views: it reported nothing
     with StateStore(race.url) as store:
-        env = store.get_environment("prod")
+        env = store.environments.get_environment("prod")
         assert env.finalized_ts is None and sorted(env.promoted) == ["s.a", "s.b"]
-        assert store.replaced_environment("prod").plan_id == first.plan_id
+        assert store.environments.replaced_environment("prod").plan_id == first.plan_id
         new_tables = {s.name: s.table_name for s in env.snapshots}
     views = _views(race.calls)
     assert views["s.b"] == f"SELECT `x` FROM {old_b}" and "s.c" in views  # half moved
@@ -141,8 +141,8 @@ def test_crash_between_recording_and_moving_views_is_repaired_by_the_next_apply(
         repair = build_plan(load_project(project), store, "prod")
         assert not repair.has_changes and repair.needs_apply
         apply_plan(repair, load_project(project), store, setup)  # the dead holder's lock is taken at once
-        env = store.get_environment("prod")
-        assert env.finalized_ts is not None and store.replaced_environment("prod") is None
+        env = store.environments.get_environment("prod")
+        assert env.finalized_ts is not None and store.environments.replaced_environment("prod") is None
         assert _views(race.calls) == {n: f"SELECT `x` FROM {new_tables[n]}" for n in ("s.a", "s.b")}
 
         run_janitor(load_project(project).config, store, lambda: setup, ignore_ttl=True)

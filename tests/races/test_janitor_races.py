@@ -34,7 +34,7 @@ def test_janitor_waits_for_a_running_apply(race: Race) -> None:
     project = write_project(race.path("project"), MODELS_V1)
     with StateStore(race.url) as store:
         _apply(project, store, RecordingEngine(race.calls, "setup"))
-        old_b = {s.name: s.table_name for s in store.get_environment("prod").snapshots}["s.b"]
+        old_b = {s.name: s.table_name for s in store.environments.get_environment("prod").snapshots}["s.b"]
     (project / "models/b.sql").write_text(B_V2)
 
     paused, resume, log = race.path("paused"), race.path("resume"), race.path("janitor.log")
@@ -50,11 +50,11 @@ def test_janitor_waits_for_a_running_apply(race: Race) -> None:
     outcome = janitor.outcome()
     assert outcome["ok"] is True, outcome
     with StateStore(race.url) as store:
-        env = store.get_environment("prod")
-        assert store.snapshots_exist(s.snapshot_id for s in env.snapshots) == {s.snapshot_id for s in env.snapshots}
+        env = store.environments.get_environment("prod")
+        assert store.snapshots.snapshots_exist(s.snapshot_id for s in env.snapshots) == {s.snapshot_id for s in env.snapshots}
         b = {s.name: s for s in env.snapshots}["s.b"]
         new_b = b.table_name
-        assert store.get_intervals([("s.b", b.version)])[("s.b", b.version)]
+        assert store.intervals.get_intervals([("s.b", b.version)])[("s.b", b.version)]
     dropped = [c["name"] for c in calls(race.calls) if c["actor"] == "janitor" and c["call"] == "drop_table"]
     assert dropped == [old_b]  # what the finished apply replaced, and nothing it uses
     assert new_b in warehouse(race.calls)
@@ -69,7 +69,7 @@ def test_plan_built_before_the_janitor_is_refused_after_it(race: Race) -> None:
         _apply(project, store, engine)
         (project / "models/b.sql").write_text(B_V2)
         _apply(project, store, engine)
-        before = store.get_environment("prod")
+        before = store.environments.get_environment("prod")
 
         (project / "models/b.sql").write_text(MODELS_V1["models/b.sql"])  # back to the first s.b
         loaded = load_project(project)
@@ -80,7 +80,7 @@ def test_plan_built_before_the_janitor_is_refused_after_it(race: Race) -> None:
 
         with pytest.raises(ConflictingPlanError, match=r"deleted from the state store after it was built.*s\.b"):
             apply_plan(plan, loaded, store, engine)
-        assert store.get_environment("prod") == before
+        assert store.environments.get_environment("prod") == before
         assert [c for c in calls(race.calls) if c["call"] in ("create_view", "drop_view")] == views_before
 
         replan = build_plan(loaded, store, "prod")  # the re-plan recomputes it

@@ -40,9 +40,9 @@ DEV = {**PROD, "models/n.sql": """
 def _intervals(url: str, environment: str) -> dict[str, list[tuple[int, int]]]:
     store = StateStore(url)
     try:
-        env = store.get_environment(environment)
+        env = store.environments.get_environment(environment)
         assert env is not None
-        found = store.get_intervals([(s.name, s.version) for s in env.snapshots])
+        found = store.intervals.get_intervals([(s.name, s.version) for s in env.snapshots])
         return {s.name: found.get((s.name, s.version), []) for s in env.snapshots}
     finally:
         store.close()

@@ -155,4 +155,4 @@ def test_two_processes_writing_one_interval_of_a_unique_key_model_write_it_once(
 
     assert _outcome(_python(CHECKER, common)) == [[3, 3]]  # no duplicates
     with StateStore(race.url) as store:
-        assert store.lock_holders() == []
+        assert store.locks.lock_holders() == []

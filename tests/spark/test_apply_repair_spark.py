@@ -55,7 +55,7 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
     })
     ctx = Context(root, engine=engine)
     ctx.apply(ctx.plan())
-    old_b = ctx.state.get_environment("prod").snapshot_by_name()[f"{schema}.b"].table_name
+    old_b = ctx.state.environments.get_environment("prod").snapshot_by_name()[f"{schema}.b"].table_name
 
     (root / "models/a.sql").write_text(_model(schema, "a", "SELECT 10 AS x"))
     (root / "models/c.sql").unlink()
@@ -64,7 +64,7 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
     with pytest.raises(KeyboardInterrupt):
         failing.apply(failing.plan())
     failing.close()
-    assert ctx.state.get_environment("prod").finalized_ts is None
+    assert ctx.state.environments.get_environment("prod").finalized_ts is None
     assert _rows(ctx, f"{schema}.a") == [(10,)] and _rows(ctx, f"{schema}.b") == [(1,)]  # half moved
     assert _rows(ctx, f"{schema}.c") == [(2,)]
 
@@ -74,7 +74,7 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
     repair = ctx.plan()
     assert not repair.has_changes and repair.needs_apply
     ctx.apply(repair)
-    assert ctx.state.get_environment("prod").finalized_ts is not None
+    assert ctx.state.environments.get_environment("prod").finalized_ts is not None
     assert _rows(ctx, f"{schema}.a") == [(10,)] and _rows(ctx, f"{schema}.b") == [(10,)]
     assert not engine.table_exists(f"{schema}.c")
 

@@ -116,13 +116,13 @@ def test_a_snapshot_stored_before_captures_is_evaluated_from_the_project_and_cap
         tmp_path, engine, schema):
     root = _project(tmp_path / "p", schema)
     ctx, plan = _applied_without_captures(root, engine, "2020-01-02")
-    stored = ctx.state.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
+    stored = ctx.state.snapshots.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
     assert all(s.capture is None for s in stored.values())
     assert ctx.run("prod", execution_time="2020-01-03") == 1  # still runs, from the project's files
 
     again = Context(root, engine=engine)
     again.apply(again.plan("prod", execution_time="2020-01-03"))
-    stored = again.state.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
+    stored = again.state.snapshots.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
     assert all(s.capture is not None and "scaled" in s.capture.macros for s in stored.values())
     assert _values(again, f"{schema}.events") == [("2020-01-01", 2), ("2020-01-02", 2)]
 
@@ -140,6 +140,6 @@ def test_restating_a_snapshot_stored_before_captures_needs_the_project_to_define
     ctx = Context(root, engine=engine)
     ctx.apply(ctx.restate("prod", [f"{schema}.events"], start="2020-01-01", end="2020-01-01",
                           execution_time="2020-01-03"))
-    stored = ctx.state.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
+    stored = ctx.state.snapshots.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
     assert all(s.capture is not None for s in stored.values())  # captured by the restatement
     assert _values(ctx, f"{schema}.events") == [("2020-01-01", 2), ("2020-01-02", 2)]

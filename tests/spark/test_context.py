@@ -62,7 +62,7 @@ def test_apply_then_failing_audit_keeps_prod_views(tmp_path, engine, schema):
     ctx = Context(root, engine=engine)
     ctx.apply(ctx.plan(execution_time="2020-01-06"))
     assert _rows(ctx, f"SELECT item_id, num_orders FROM {schema}.full ORDER BY item_id") == [(1, 2), (2, 1), (3, 1)]
-    before = ctx.state.get_environment("prod")
+    before = ctx.state.environments.get_environment("prod")
 
     full = root / "models" / "full.sql"
     full.write_text(full.read_text().replace("SELECT item_id,", "SELECT -item_id AS item_id,"))
@@ -74,7 +74,7 @@ def test_apply_then_failing_audit_keeps_prod_views(tmp_path, engine, schema):
     assert e.value.path == "models/full.sql"
     # Prod still reads the old table; the environment record did not move.
     assert _rows(ctx, f"SELECT item_id FROM {schema}.full ORDER BY item_id") == [(1,), (2,), (3,)]
-    assert ctx.state.get_environment("prod").plan_id == before.plan_id
+    assert ctx.state.environments.get_environment("prod").plan_id == before.plan_id
     # The failed batch recorded no interval: the next plan still wants to backfill it.
     assert plan.snapshots[f"{schema}.full"].name in ctx.plan(execution_time="2020-01-06").backfills
 
@@ -112,7 +112,7 @@ def test_dev_table_diff_render_evaluate_and_janitor(tmp_path, engine, schema):
     assert len(ctx.evaluate(f"{schema}.inc", start="2020-01-01", end="2020-01-04")) == 4
 
     ctx.invalidate("dev", sync=True)
-    assert ctx.state.get_environment("dev") is None
+    assert ctx.state.environments.get_environment("dev") is None
     assert not engine.table_exists(f"{schema}__dev.inc")
     new_table = dev.snapshots[f"{schema}.inc"].table_name
     assert engine.table_exists(new_table)

@@ -96,7 +96,7 @@ def test_a_full_model_gaining_a_column_in_a_forward_only_plan_is_applied(tmp_pat
     assert plan.category(f) == ChangeCategory.FORWARD_ONLY and plan.category(f"{schema}.uk") == ChangeCategory.FORWARD_ONLY
     ctx.apply(plan)  # failed with UNRESOLVED_COLUMN flag, naming no model
 
-    env = ctx.state.get_environment("prod")
+    env = ctx.state.environments.get_environment("prod")
     assert env.plan_id == plan.plan_id and env.finalized_ts is not None
     assert list(engine.columns(f)) == ["item_id", "flag", "n"]
     assert _rows(engine, f"SELECT item_id, flag, n FROM {f}") == [(10, None, 2), (20, None, 1), (30, None, 1)]
@@ -125,9 +125,9 @@ def test_a_view_that_fails_names_its_model_and_puts_the_environment_back(tmp_pat
                               f"{schema}.zz_new failed: ")
     assert f"'prod' is back on plan {served} and its views were put back" in message
 
-    env = ctx.state.get_environment("prod")
+    env = ctx.state.environments.get_environment("prod")
     assert (env.plan_id, env.finalized_ts is not None) == (served, True)
-    assert ctx.state.replaced_environment("prod") is None
+    assert ctx.state.environments.replaced_environment("prod") is None
     assert list(engine.columns(f)) == ["item_id", "n"]  # its kept table has the new column; its view does not
     assert _rows(engine, f"SELECT * FROM {f}") == BEFORE and _rows(engine, f"SELECT * FROM {uk}") == uk_before
     assert _rows(engine, f"SELECT * FROM {schema}.zz_new") == [("by hand",)]  # not ours: untouched
@@ -139,7 +139,7 @@ def test_a_view_that_fails_names_its_model_and_puts_the_environment_back(tmp_pat
 
     engine.execute(f"DROP TABLE {schema}.zz_new")  # the cause fixed, the plan made again applies
     ctx.apply(ctx.plan(execution_time="2020-01-05", forward_only=True))
-    assert ctx.state.get_environment("prod").finalized_ts is not None
+    assert ctx.state.environments.get_environment("prod").finalized_ts is not None
     assert list(engine.columns(f)) == ["item_id", "flag", "n"]
     assert _rows(engine, f"SELECT * FROM {schema}.zz_new") == [(10,), (20,), (30,)]
 
@@ -168,9 +168,9 @@ def test_mesh_run_evaluates_the_served_plan_while_an_interrupted_one_is_recorded
     with pytest.raises(KeyboardInterrupt):
         interrupted.apply(plan)
     interrupted.close()
-    env = ctx.state.get_environment("prod")
+    env = ctx.state.environments.get_environment("prod")
     assert (env.plan_id, env.finalized_ts) == (plan.plan_id, None)
-    assert ctx.state.served_environment("prod").plan_id == served
+    assert ctx.state.environments.served_environment("prod").plan_id == served
 
     log = LogLines()
     ctx.run(execution_time="2020-01-05", listener=log)  # keyed on id (the served plan's key): replaced
@@ -181,6 +181,6 @@ def test_mesh_run_evaluates_the_served_plan_while_an_interrupted_one_is_recorded
     finish = ctx.plan(execution_time="2020-01-05")  # completes the interrupted apply
     assert finish.finishes_interrupted_apply and not finish.has_changes
     ctx.apply(finish)
-    env = ctx.state.get_environment("prod")
+    env = ctx.state.environments.get_environment("prod")
     assert env.plan_id == finish.plan_id and env.finalized_ts is not None and env.previous_plan_id == plan.plan_id
     assert list(engine.columns(f"{schema}.f")) == ["item_id", "flag", "n"]

@@ -120,7 +120,7 @@ def test_destructive_forward_only_change_is_refused_then_allowed(tmp_path, engin
     ctx.apply(ctx.plan(execution_time="2020-01-03"))
     name = f"{schema}.inc"
     table = ctx.plan(execution_time="2020-01-03").snapshots[name].table_name
-    stored = ctx.state.all_snapshot_ids()
+    stored = ctx.state.snapshots.all_snapshot_ids()
 
     _inc_project(root, schema, extra="")  # drops column a
     ctx.reload()
@@ -128,7 +128,7 @@ def test_destructive_forward_only_change_is_refused_then_allowed(tmp_path, engin
         ctx.plan(execution_time="2020-01-03", forward_only=True)
     assert name in str(refused.value) and "drops column a" in str(refused.value)
     assert "--allow-destructive-model" in str(refused.value)
-    assert ctx.state.all_snapshot_ids() == stored and "a" in engine.columns(table)  # nothing written
+    assert ctx.state.snapshots.all_snapshot_ids() == stored and "a" in engine.columns(table)  # nothing written
 
     plan = ctx.plan(execution_time="2020-01-03", forward_only=True, allow_destructive=[name])
     ctx.apply(plan)

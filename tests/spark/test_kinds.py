@@ -261,11 +261,11 @@ def test_a_failing_concurrent_batch_records_nothing_of_its_own(tmp_path, engine,
     with pytest.raises(AuditError, match="Audit 'forall' failed"):
         ctx.apply(plan)
     snap = plan.snapshots[f"{schema}.daily"]
-    recorded = ctx.state.get_intervals([snap.interval_key]).get(snap.interval_key, [])
+    recorded = ctx.state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, [])
     day = 86_400_000
     jan2 = 1577836800000 + day
     assert all(end <= jan2 or start >= jan2 + day for start, end in recorded), recorded  # never Jan 2
-    assert ctx.state.get_environment("prod") is None  # nothing promoted
+    assert ctx.state.environments.get_environment("prod") is None  # nothing promoted
     assert not engine.table_exists(f"{schema}.daily")
 
 

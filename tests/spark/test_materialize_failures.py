@@ -50,7 +50,7 @@ def test_a_failing_model_blocks_only_its_readers(tmp_path, schema, engine):
         plan = ctx.plan("prod", allow_empty=True)
         for name in ("broken", "reader", "via_inlined"):
             snap = plan.snapshots[f"{schema}.{name}"]
-            assert ctx.state.get_intervals([snap.interval_key]).get(snap.interval_key, []) == [], name
+            assert ctx.state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, []) == [], name
         for name in ("reader", "via_inlined"):
             assert not engine.table_exists(plan.snapshots[f"{schema}.{name}"].table_name), name
         assert [tuple(r) for r in engine.fetchall(f"SELECT y FROM {plan.snapshots[f'{schema}.healthy'].table_name}")] \

@@ -78,7 +78,7 @@ def test_failing_before_all_writes_nothing(tmp_path, engine, schema):
     message = str(e.value)
     assert message.startswith("config.yaml:7: before_all.1: failed: ") and "nothing was written" in message
     assert "TABLE_OR_VIEW_NOT_FOUND" in message and "\n" not in message
-    assert ctx.state.get_environment("prod") is None and ctx.state.all_snapshot_ids() == set()
+    assert ctx.state.environments.get_environment("prod") is None and ctx.state.snapshots.all_snapshot_ids() == set()
     for written in (schema, f"mesh__{schema}"):
         assert engine.list_objects(written) == {}
     assert engine.list_objects(raw) == {}  # the first statement ran; nothing after the failing one did

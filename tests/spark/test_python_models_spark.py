@@ -190,7 +190,7 @@ def test_a_failing_python_model_records_nothing(tmp_path, engine, schema, name, 
         ctx.apply(plan)
     assert str(e.value).startswith(message.replace("{s}", schema)), str(e.value)
     assert "\n" not in str(e.value)
-    assert ctx.state.get_environment("prod") is None  # nothing was promoted
+    assert ctx.state.environments.get_environment("prod") is None  # nothing was promoted
     assert f"{schema}.{name}" in ctx.plan(execution_time="2024-01-02").backfills  # its interval was not recorded
     assert f"{schema}.orders" not in ctx.plan(execution_time="2024-01-02").backfills  # the parent's was
     assert not [t for t in engine.spark.catalog.listTables() if t.isTemporary]

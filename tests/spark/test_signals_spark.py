@@ -47,10 +47,10 @@ def _land(engine: SparkEngine, raw: str, *rows: tuple[int, str]) -> None:
 
 
 def _recorded(ctx: Context) -> dict[str, list[tuple[str, str]]]:
-    env = ctx.state.get_environment("prod")
+    env = ctx.state.environments.get_environment("prod")
     assert env is not None
     keys = [(s.name, s.version) for s in env.snapshots if s.table_name]
-    found = ctx.state.get_intervals(keys)
+    found = ctx.state.intervals.get_intervals(keys)
     return {name.split(".")[1]: [(to_ds(s), to_ds(e)) for s, e in found.get((name, v), [])] for name, v in keys}
 
 

@@ -58,14 +58,14 @@ def test_standalone_audits_run_after_their_models_and_only_warn(tmp_path, engine
     log = LogLines()
     ctx.apply(plan, listener=log)  # a failing standalone audit warns: the apply goes on
     assert any("Standalone audit 'id_above_five' failed: 1 row(s)" in line for line in log.lines)
-    assert ctx.state.get_environment("prod").plan_id == plan.plan_id
+    assert ctx.state.environments.get_environment("prod").plan_id == plan.plan_id
 
     # `mesh run` audits the new day only: the failing row's day is not in it.
     log = LogLines()
     assert ctx.run("prod", execution_time="2020-01-04", listener=log) > 0
     assert not [line for line in log.lines if "failed" in line]
     node = ctx.plan("prod", execution_time="2020-01-04").snapshots["id_above_five"]
-    assert ctx.state.get_intervals([node.interval_key])[node.interval_key] == [(to_ms("2020-01-01"), to_ms("2020-01-04"))]
+    assert ctx.state.intervals.get_intervals([node.interval_key])[node.interval_key] == [(to_ms("2020-01-01"), to_ms("2020-01-04"))]
 
     # A promotion (Dagster's, after materializing assets) runs the audits nothing materializes.
     (root / "audits/more.sql").write_text(_audit("price_below_one", schema, "price >= 1"))
@@ -98,5 +98,5 @@ def test_a_failing_blocking_external_model_audit_fails_the_apply(tmp_path, engin
     ctx = Context(root, engine=engine)
     with pytest.raises(AuditError, match=f"Audit 'not_null' failed for {raw}.demographics: 1 row"):
         ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
-    assert ctx.state.get_environment("prod") is None  # nothing promoted
+    assert ctx.state.environments.get_environment("prod") is None  # nothing promoted
     assert not engine.table_exists(f"{schema}.customers")

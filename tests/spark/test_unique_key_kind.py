@@ -71,7 +71,7 @@ def _rows(engine: SparkEngine, sql: str) -> list[tuple]:
 
 def _day(ctx: Context, day: str) -> None:
     """Process the intervals due when `day` begins (the first one through a plan, later ones by `run`)."""
-    if ctx.state.get_environment("prod") is None:
+    if ctx.state.environments.get_environment("prod") is None:
         ctx.apply(ctx.plan(execution_time=day))
     else:
         ctx.run(execution_time=day)
@@ -93,7 +93,7 @@ def test_each_day_upserts_changed_and_new_keys_and_a_late_row_updates_an_old_key
     assert engine.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {view}") == [(4, 4)]
 
     snap = ctx.plan("prod", allow_empty=True).snapshots[view]
-    assert ctx.state.get_intervals([snap.interval_key])[snap.interval_key] == [
+    assert ctx.state.intervals.get_intervals([snap.interval_key])[snap.interval_key] == [
         (to_ms("2020-01-01"), to_ms("2020-01-04"))]
     leftovers = [t for t in engine.list_objects(f"mesh__{schema}") if t.startswith("__mesh_tmp_")]
     assert leftovers == []  # the staging tables of each rewrite are gone
@@ -156,7 +156,7 @@ def test_a_key_repeated_in_a_batch_is_refused_naming_it_and_nothing_is_written(t
         "QUALIFY ROW_NUMBER() OVER (PARTITION BY <key> ORDER BY <column> DESC) = 1)")
     assert _rows(engine, f"SELECT id, v FROM {schema}.latest") == [(1, 10), (2, 20)]
     snap = ctx.plan("prod", allow_empty=True).snapshots[f"{schema}.latest"]
-    assert ctx.state.get_intervals([snap.interval_key])[snap.interval_key] == [
+    assert ctx.state.intervals.get_intervals([snap.interval_key])[snap.interval_key] == [
         (to_ms("2020-01-01"), to_ms("2020-01-02"))]  # the refused day is still to do
 
 

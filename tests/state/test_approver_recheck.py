@@ -37,7 +37,7 @@ def _refused_and_nothing_written(root: Path, state_url: str, plan_id: str, messa
     assert str(refused.value) == message
     record = ctx.plan_record(plan_id)
     assert record.status == PlanStatus.APPROVED and record.events == events
-    assert ctx.state.get_environment("prod") is None and engine.calls == []
+    assert ctx.state.environments.get_environment("prod") is None and engine.calls == []
     ctx.close()
 
 
@@ -78,4 +78,4 @@ def test_a_failed_plan_retried_after_its_approver_left_is_refused(tmp_path, stat
     ctx = context(root, state_url)
     with pytest.raises(ProtectionError, match="bob@example.com is no longer one of its approvers"):
         ctx.apply_recorded(plan_id)
-    assert ctx.plan_record(plan_id).status == PlanStatus.FAILED and ctx.state.get_environment("prod") is None
+    assert ctx.plan_record(plan_id).status == PlanStatus.FAILED and ctx.state.environments.get_environment("prod") is None

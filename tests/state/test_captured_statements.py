@@ -97,7 +97,7 @@ def test_mesh_run_runs_what_the_environment_was_planned_with_and_the_edit_is_a_p
         assert line in diff.splitlines(), f"{line!r} not in\n{diff}"
     assert " before_all.1: @stamp()" in diff.splitlines()  # what did not change is shown too
     later.apply(plan)
-    assert later.state.get_environment("prod").statements == plan.statements
+    assert later.state.environments.get_environment("prod").statements == plan.statements
     assert not later.plan("prod", execution_time="2020-01-05").has_changes
 
 
@@ -117,7 +117,7 @@ def test_an_approved_plan_runs_the_reviewed_statements_not_config_yaml_as_it_is_
     done = Context(root, state_url=state_url, engine=engine).apply_recorded(record.plan_id)
     assert done.status == PlanStatus.COMPLETED
     assert executed(engine) == PLANNED and "DROP VIEW" not in " ".join(executed(engine))
-    assert ctx.state.get_environment("prod").statements == record.summary.statements
+    assert ctx.state.environments.get_environment("prod").statements == record.summary.statements
 
 
 def test_a_change_of_the_statements_alone_is_a_plan_the_cli_shows(tmp_path):
@@ -163,8 +163,8 @@ def test_a_dev_statement_reaching_outside_dev_is_refused_at_plan_time_with_nothi
     assert str(e.value).startswith(f"config.yaml:{where}: before_all.1: {REFUSED[statement]}"), str(e.value)
     assert "The statements of 'dev' may only reach its own views (@views, in @schemas)" in str(e.value)
     assert "\n" not in str(e.value)
-    assert engine.calls == [] and ctx.state.get_environments() == [] and ctx.plan_records() == []
-    assert ctx.state.all_snapshot_ids() == set()
+    assert engine.calls == [] and ctx.state.environments.get_environments() == [] and ctx.plan_records() == []
+    assert ctx.state.snapshots.all_snapshot_ids() == set()
 
 
 def test_what_belongs_to_the_environment_or_to_no_environment_stays_allowed(tmp_path, state_url):
@@ -189,7 +189,7 @@ def test_a_physical_table_is_allowed_only_for_the_versions_the_environment_serve
     root = project(tmp_path, config(before=[]))
     ctx = Context(root, state_url=state_url, engine=FakeEngine())
     ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
-    prods = ctx.state.get_environment("prod").snapshot_by_name()["s.a"].table_name
+    prods = ctx.state.environments.get_environment("prod").snapshot_by_name()["s.a"].table_name
     (root / "models" / "a.sql").write_text("MODEL (name s.a, kind FULL);\nSELECT 2 AS id\n")
     ctx = Context(root, state_url=state_url, engine=FakeEngine())
     devs = ctx.plan("dev", execution_time="2020-01-03").snapshots["s.a"].table_name
@@ -241,7 +241,7 @@ def test_an_environment_recorded_before_statements_were_captured_runs_none_until
     assert plan.statements_changed and plan.changed == []
     assert all(line.startswith(("+", "---", "+++", "@@")) for line in summarize(plan).statements_diff.splitlines())
     ctx.apply(plan)
-    assert ctx.state.get_environment("prod").statements == plan.statements
+    assert ctx.state.environments.get_environment("prod").statements == plan.statements
 
 
 def _step(root: str, state_url: str, model: str, fail: str | None, out) -> None:

@@ -12,8 +12,8 @@ def test_lock_of_a_dead_process_is_taken_over_at_once(tmp_path):
     owner = lock_owner().replace(f"pid {__import__('os').getpid()}", f"pid {pid}")
     # Simulate a holder that was killed: its lock row stays behind with a long lease.
     assert store.locks.try_lock("environment:prod", owner, "tok", 3600) is None
-    assert store.lock_holder("environment:prod").owner == owner
+    assert store.locks.lock_holder("environment:prod").owner == owner
     with environment_lock(store, "prod", timeout_s=2):
-        assert store.lock_holder("environment:prod").owner == lock_owner()
-    assert store.lock_holder("environment:prod") is None
+        assert store.locks.lock_holder("environment:prod").owner == lock_owner()
+    assert store.locks.lock_holder("environment:prod") is None
     store.close()

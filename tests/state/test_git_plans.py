@@ -101,17 +101,17 @@ def test_pushes_become_plans_per_branch_and_prod_waits_for_a_second_person(tmp_p
     pending = ctx.plan_git_commit("main", main)
     assert (pending.environment, pending.status, pending.author) == ("prod", PlanStatus.PENDING, "alice@example.com")
     assert (pending.git_commit, pending.git_branch) == (main, "main")
-    assert ctx.state.get_environment("prod") is None
+    assert ctx.state.environments.get_environment("prod") is None
 
     done = applied_here(ctx, "feature/x", feature)  # not protected: planned, backfilled and promoted
     assert (done.environment, done.status) == ("feature_x", PlanStatus.COMPLETED)
-    env = ctx.state.get_environment("feature_x")
+    env = ctx.state.environments.get_environment("feature_x")
     assert env is not None and env.plan_id == done.plan_id and sorted(env.promoted) == ["s.a", "s.b"]
 
     monkeypatch.setenv("MESH_USER", "bob@example.com")
     ctx.decide(pending.plan_id, "approve")
     assert approved_here(ctx, pending.plan_id).status == PlanStatus.COMPLETED
-    assert ctx.state.get_environment("prod").plan_id == pending.plan_id
+    assert ctx.state.environments.get_environment("prod").plan_id == pending.plan_id
 
 
 def test_an_approved_plan_outdated_by_a_new_push_is_superseded(tmp_path, state_url, repo, monkeypatch):
@@ -126,7 +126,7 @@ def test_an_approved_plan_outdated_by_a_new_push_is_superseded(tmp_path, state_u
     with pytest.raises(PlanSupersededError, match=f"branch main moved on to {second[:8]}"):
         ctx.apply_recorded(record.plan_id)
     assert ctx.plan_record(record.plan_id).status == PlanStatus.SUPERSEDED
-    assert ctx.state.get_environment("prod") is None
+    assert ctx.state.environments.get_environment("prod") is None
 
 
 def test_a_deleted_branch_invalidates_its_environment(tmp_path, state_url, repo):
@@ -137,7 +137,7 @@ def test_a_deleted_branch_invalidates_its_environment(tmp_path, state_url, repo)
     git(repo.clone, "push", "-q", "origin", "--delete", "feature/gone")
     assert "feature/gone" not in ctx.git_heads()
     assert ctx.git_branch_deleted("feature/gone") == "feature_gone"
-    assert ctx.state.get_environment("feature_gone").expiration_ts is not None  # the janitor removes it
+    assert ctx.state.environments.get_environment("feature_gone").expiration_ts is not None  # the janitor removes it
     assert ctx.git_branch_deleted("never/pushed") is None
 
 
@@ -155,7 +155,7 @@ def test_bad_branches_broken_commits_and_missing_repositories(tmp_path, state_ur
     failed = ctx.plan_git_commit("feature/broken", broken)
     assert failed.status == PlanStatus.FAILED
     assert failed.events[-1].note.startswith(f"commit {broken[:8]}: models/b.sql:1: Unknown model property 'nonsense'")
-    assert ctx.state.get_environment("feature_broken") is None  # nothing applied
+    assert ctx.state.environments.get_environment("feature_broken") is None  # nothing applied
     assert [r.status for r in ctx.plan_records()] == [PlanStatus.FAILED]
 
     (repo.bare.parent / "moved.git").mkdir()

@@ -90,7 +90,7 @@ def prod_with_killed_apply(tmp_path, state_url, monkeypatch):
         assert ctx.plan_record(killed).status == PlanStatus.RUNNING
     finally:
         _kill(proc)
-    env = ctx.state.get_environment("prod")
+    env = ctx.state.environments.get_environment("prod")
     assert (env.plan_id, env.finalized_ts) == (killed, None)  # recorded, views half-moved, never finalized
     assert ctx.plan_record(killed).status == PlanStatus.RUNNING  # and nobody left to say otherwise
     yield root, ctx, served, killed, proc.pid
@@ -99,25 +99,25 @@ def prod_with_killed_apply(tmp_path, state_url, monkeypatch):
 
 def test_a_killed_apply_is_resumed_by_applying_its_record_again(prod_with_killed_apply):
     _, ctx, served, killed, _ = prod_with_killed_apply
-    assert ctx.state.served_environment("prod").plan_id == served  # what `mesh run` evaluates meanwhile
+    assert ctx.state.environments.served_environment("prod").plan_id == served  # what `mesh run` evaluates meanwhile
 
     done = ctx.apply_recorded(killed[:8])
     assert done.status == PlanStatus.COMPLETED
     assert [(e.action, e.status.value) for e in done.events][-3:] == [
         ("start", "running"), ("resume", "running"), ("complete", "completed")]
     assert done.events[-2].note == "its earlier apply is gone (killed): resumed"
-    env = ctx.state.get_environment("prod")
+    env = ctx.state.environments.get_environment("prod")
     assert (env.plan_id, env.previous_plan_id) == (killed, served) and env.finalized_ts is not None
-    assert ctx.state.replaced_environment("prod") is None
+    assert ctx.state.environments.replaced_environment("prod") is None
 
 
 def test_a_killed_apply_is_cancelled_and_prod_returns_to_the_plan_it_served(prod_with_killed_apply):
     root, ctx, served, killed, _ = prod_with_killed_apply
     assert ctx.decide(killed, "cancel", "killed by the CI timeout").status == PlanStatus.CANCELLED
-    env = ctx.state.get_environment("prod")
+    env = ctx.state.environments.get_environment("prod")
     assert env.plan_id == served and env.finalized_ts is None  # its views are re-created by the next apply
-    assert ctx.state.served_environment("prod").plan_id == served
-    assert ctx.state.replaced_environment("prod").promoted == ["s.a", "s.b"]
+    assert ctx.state.environments.served_environment("prod").plan_id == served
+    assert ctx.state.environments.replaced_environment("prod").promoted == ["s.a", "s.b"]
     with pytest.raises(ProtectionError, match="is cancelled: it cannot be applied"):
         ctx.apply_recorded(killed)
 

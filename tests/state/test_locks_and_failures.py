@@ -34,41 +34,41 @@ def test_dead_holder_is_replaced_by_its_token_only(store: StateStore) -> None:
 
 def test_holder_whose_lease_ran_out_notices_before_its_next_step(open_store: Callable[..., StateStore]) -> None:
     alice, bob = open_store(), open_store()
-    with alice.lock("dev", "alice", lease_s=0.4) as lease:
+    with alice.locks.lock("dev", "alice", lease_s=0.4) as lease:
         lease.stop()  # paused: no more renewals (a stopped process, a laptop asleep)
-        with bob.lock("dev", "bob", timeout_s=30):  # taken over once the lease ran out
+        with bob.locks.lock("dev", "bob", timeout_s=30):  # taken over once the lease ran out
             with pytest.raises(LockLostError) as error:
                 lease.check()
             assert str(error.value) == ("Lost the lock 'dev' (its lease of 0.4 s ran out or it was broken; "
                                         "bob holds it now)")
         assert lease.lost
-    assert alice.lock_holder("dev") is None  # releasing did not touch bob's (already released) lock
+    assert alice.locks.lock_holder("dev") is None  # releasing did not touch bob's (already released) lock
 
 
 def test_environment_record_is_only_written_under_the_lock(open_store: Callable[..., StateStore]) -> None:
     alice, bob = open_store(), open_store()
-    with alice.lock("environment:dev", "alice") as lease:
-        alice.promote_environment(make_env("dev", "p1", None), lease=lease)
-        assert bob.break_lock("environment:dev", lease.token)
+    with alice.locks.lock("environment:dev", "alice") as lease:
+        alice.environments.promote_environment(make_env("dev", "p1", None), lease=lease)
+        assert bob.locks.break_lock("environment:dev", lease.token)
         with pytest.raises(LockLostError):
-            alice.finalize_environment("dev", "p1", lease=lease)
+            alice.environments.finalize_environment("dev", "p1", lease=lease)
         with pytest.raises(LockLostError):
-            alice.promote_environment(make_env("dev", "p2", "p1"), lease=lease)
-    env = bob.get_environment("dev")
+            alice.environments.promote_environment(make_env("dev", "p2", "p1"), lease=lease)
+    env = bob.environments.get_environment("dev")
     assert (env.plan_id, env.finalized_ts) == ("p1", None)
 
 
 def test_exclusive_lock_excludes_every_lock_and_is_excluded_by_any(open_store: Callable[..., StateStore]) -> None:
     alice, bob = open_store(), open_store()
-    with alice.lock("environment:dev", "alice"):
+    with alice.locks.lock("environment:dev", "alice"):
         with pytest.raises(StateError, match="held by alice"):
-            with bob.lock(EXCLUSIVE_LOCK, "janitor", timeout_s=0.2):
+            with bob.locks.lock(EXCLUSIVE_LOCK, "janitor", timeout_s=0.2):
                 pass
-        with bob.lock("environment:prod", "bob", timeout_s=0.2):  # environments among themselves: free
+        with bob.locks.lock("environment:prod", "bob", timeout_s=0.2):  # environments among themselves: free
             pass
-    with bob.lock(EXCLUSIVE_LOCK, "janitor", timeout_s=1):
+    with bob.locks.lock(EXCLUSIVE_LOCK, "janitor", timeout_s=1):
         with pytest.raises(StateError, match="held by janitor"):
-            with alice.lock("environment:dev", "alice", timeout_s=0.2):
+            with alice.locks.lock("environment:dev", "alice", timeout_s=0.2):
                 pass
 
 
@@ -90,9 +90,9 @@ def test_runs_writing_snapshots_exclude_only_the_janitor(open_store: Callable[..
 
 
 def test_lock_waits_say_who_holds_them(store: StateStore) -> None:
-    with store.lock("environment:dev", "alice"):
+    with store.locks.lock("environment:dev", "alice"):
         with pytest.raises(StateError) as error:
-            with store.lock("environment:dev", "bob", timeout_s=0.1,
+            with store.locks.lock("environment:dev", "bob", timeout_s=0.1,
                             busy=lambda h: f"busy: {h.owner} since {h.acquired_ts > 0}"):
                 pass
     assert str(error.value) == "busy: alice since True"
@@ -103,38 +103,38 @@ def test_lock_waits_say_who_holds_them(store: StateStore) -> None:
 
 def test_unfinalized_environment_keeps_what_it_replaced(store: StateStore) -> None:
     a, b, c = make_snapshot("s.a"), make_snapshot("s.b"), make_snapshot("s.c")
-    store.promote_environment(make_env("dev", "p1", None, [a, b]))
-    assert store.replaced_environment("dev") is None  # nothing was shown before
-    store.finalize_environment("dev", "p1")
+    store.environments.promote_environment(make_env("dev", "p1", None, [a, b]))
+    assert store.environments.replaced_environment("dev") is None  # nothing was shown before
+    store.environments.finalize_environment("dev", "p1")
 
-    store.promote_environment(make_env("dev", "p2", "p1", [a]))
-    replaced = store.replaced_environment("dev")
+    store.environments.promote_environment(make_env("dev", "p2", "p1", [a]))
+    replaced = store.environments.replaced_environment("dev")
     assert (replaced.plan_id, replaced.promoted) == ("p1", ["s.a", "s.b"])
 
-    store.promote_environment(make_env("dev", "p2", "p1", [a]))  # a retried apply replaces nothing new
-    assert store.replaced_environment("dev").plan_id == "p1"
+    store.environments.promote_environment(make_env("dev", "p2", "p1", [a]))  # a retried apply replaces nothing new
+    assert store.environments.replaced_environment("dev").plan_id == "p1"
 
-    store.promote_environment(make_env("dev", "p3", "p2", [c]))  # p2 never finished: both may show
-    replaced = store.replaced_environment("dev")
+    store.environments.promote_environment(make_env("dev", "p3", "p2", [c]))  # p2 never finished: both may show
+    replaced = store.environments.replaced_environment("dev")
     assert replaced.promoted == ["s.a", "s.b"]
     assert {s.name for s in replaced.snapshots} == {"s.a", "s.b"}
 
-    store.finalize_environment("dev", "p3")
-    assert store.replaced_environment("dev") is None
+    store.environments.finalize_environment("dev", "p3")
+    assert store.environments.replaced_environment("dev") is None
 
 
 def test_forget_snapshots_with_their_intervals(store: StateStore) -> None:
     kept, gone = make_snapshot("s.kept"), make_snapshot("s.gone")
-    store.push_snapshots([kept, gone])
-    store.add_intervals([(*kept.interval_key, 0, 10), (*gone.interval_key, 0, 10)])
-    store.forget_snapshots([gone.snapshot_id], [gone.interval_key])
-    assert store.all_snapshot_ids() == {kept.snapshot_id}
-    assert store.get_intervals([kept.interval_key, gone.interval_key]) == {
+    store.snapshots.push_snapshots([kept, gone])
+    store.intervals.add_intervals([(*kept.interval_key, 0, 10), (*gone.interval_key, 0, 10)])
+    store.snapshots.forget_snapshots([gone.snapshot_id], [gone.interval_key])
+    assert store.snapshots.all_snapshot_ids() == {kept.snapshot_id}
+    assert store.intervals.get_intervals([kept.interval_key, gone.interval_key]) == {
         kept.interval_key: [(0, 10)], gone.interval_key: []}
 
 
 def test_v1_store_is_migrated_to_the_current_schema(store: StateStore, state_url: str, raw_engine: Engine) -> None:
-    store.promote_environment(make_env("dev", "p1", None))
+    store.environments.promote_environment(make_env("dev", "p1", None))
     with raw_engine.begin() as conn:  # what a v1 store looked like
         conn.execute(text("ALTER TABLE mesh_environments DROP COLUMN replaced_payload"))
         conn.execute(text("ALTER TABLE mesh_plans DROP COLUMN git_commit"))
@@ -152,8 +152,8 @@ def test_v1_store_is_migrated_to_the_current_schema(store: StateStore, state_url
         assert migrating.migrate() == [2, 3, 4, 5, 6]
     with StateStore(state_url) as migrated:
         assert migrated.schema_version == SCHEMA_VERSION == 6
-        migrated.promote_environment(make_env("dev", "p2", "p1"))
-        assert migrated.replaced_environment("dev").plan_id == "p1"
+        migrated.environments.promote_environment(make_env("dev", "p2", "p1"))
+        assert migrated.environments.replaced_environment("dev").plan_id == "p1"
         assert migrated.plans.list_plan_records() == []  # v3: plan records with their commit and events
         assert {"mesh_blobs", "mesh_pending_writes"} <= set(inspect(raw_engine).get_table_names())  # v4
         assert "mesh_audit_verdicts" in inspect(raw_engine).get_table_names()  # v5
@@ -169,12 +169,12 @@ def test_database_failures_are_one_line_state_errors(tmp_path: Path) -> None:
     StateStore(url).close()
     with read_only(path):
         with StateStore(url) as store:
-            assert store.get_environments() == []  # reading a read-only store works
+            assert store.environments.get_environments() == []  # reading a read-only store works
             with pytest.raises(StateError) as error:
-                store.promote_environment(make_env("dev", "p1", None))
+                store.environments.promote_environment(make_env("dev", "p1", None))
     assert str(error.value) == f"Cannot write to the state store at {url}: attempt to write a readonly database"
     with StateStore(url) as store:
-        assert store.get_environments() == []
+        assert store.environments.get_environments() == []
 
 
 def test_zero_byte_store_is_refused_and_left_alone(tmp_path: Path) -> None:
@@ -215,10 +215,10 @@ def test_new_store_appears_complete_even_when_created_by_many_at_once(tmp_path: 
 
 def test_renewal_keeps_going_while_the_holder_works(open_store: Callable[..., StateStore]) -> None:
     alice = open_store()
-    with alice.lock("dev", "alice", lease_s=0.3) as lease:
+    with alice.locks.lock("dev", "alice", lease_s=0.3) as lease:
         deadline = time.monotonic() + 30
-        first = alice.lock_holder("dev").expires_ts
-        while alice.lock_holder("dev").expires_ts == first and time.monotonic() < deadline:
+        first = alice.locks.lock_holder("dev").expires_ts
+        while alice.locks.lock_holder("dev").expires_ts == first and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)  # longer than the lease: only the renewals keep it
         lease.check()

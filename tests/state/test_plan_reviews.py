@@ -61,7 +61,7 @@ def test_a_protected_prod_is_changed_only_by_an_approved_plan(tmp_path, state_ur
     plan = ctx.plan("prod", execution_time=WHEN)
     with pytest.raises(ProtectionError, match="'prod' is a protected environment"):
         ctx.apply(plan)
-    assert ctx.state.get_environment("prod") is None and ctx.plan_records() == []  # nothing written
+    assert ctx.state.environments.get_environment("prod") is None and ctx.plan_records() == []  # nothing written
 
     record = ctx.record(plan)
     assert (record.status, record.author) == (PlanStatus.PENDING, "alice@example.com")
@@ -75,7 +75,7 @@ def test_a_protected_prod_is_changed_only_by_an_approved_plan(tmp_path, state_ur
     with pytest.raises(ProtectionError, match="carol@example.com may not approve plans for 'prod': its approvers "
                                               "are alice@example.com, bob@example.com"):
         ctx.decide(plan.plan_id, "approve")
-    assert ctx.plan_record(plan.plan_id).status == PlanStatus.PENDING and ctx.state.get_environment("prod") is None
+    assert ctx.plan_record(plan.plan_id).status == PlanStatus.PENDING and ctx.state.environments.get_environment("prod") is None
 
     as_user(monkeypatch, "BOB@example.com")  # identities compare without case
     assert ctx.decide(plan.plan_id, "approve", "looks right").status == PlanStatus.APPROVED
@@ -85,7 +85,7 @@ def test_a_protected_prod_is_changed_only_by_an_approved_plan(tmp_path, state_ur
     as_user(monkeypatch, "alice@example.com")
     done = ctx.apply_recorded(plan.plan_id)
     assert done.status == PlanStatus.COMPLETED
-    assert ctx.state.get_environment("prod").plan_id == plan.plan_id  # prod says which reviewed plan it runs
+    assert ctx.state.environments.get_environment("prod").plan_id == plan.plan_id  # prod says which reviewed plan it runs
     assert statuses(ctx, plan.plan_id) == [
         ("create", "alice@example.com", "pending"), ("approve", "BOB@example.com", "approved"),
         ("start", "alice@example.com", "running"), ("complete", "alice@example.com", "completed")]
@@ -107,7 +107,7 @@ def test_an_approved_plan_outdated_by_a_change_is_superseded_and_nothing_runs(tm
     with pytest.raises(PlanSupersededError, match=r"superseded: the project changed since the review: s\.b"):
         ctx.apply_recorded(plan.plan_id)
     assert ctx.plan_record(plan.plan_id).status == PlanStatus.SUPERSEDED
-    assert ctx.state.get_environment("prod") is None and engine.calls == []
+    assert ctx.state.environments.get_environment("prod") is None and engine.calls == []
     with pytest.raises(ProtectionError, match="is superseded: it cannot be applied"):
         ctx.apply_recorded(plan.plan_id)
 
@@ -151,7 +151,7 @@ def test_a_failed_apply_is_recorded_and_a_retry_resumes(tmp_path, state_url, mon
         ctx.apply_recorded(plan.plan_id)
     failed = ctx.plan_record(plan.plan_id)
     assert failed.status == PlanStatus.FAILED and failed.events[-1].note == "executor lost"
-    assert ctx.state.get_environment("prod") is None
+    assert ctx.state.environments.get_environment("prod") is None
     assert ctx.apply_recorded(plan.plan_id).status == PlanStatus.COMPLETED  # still approved: the retry runs
 
 
@@ -175,7 +175,7 @@ def test_unprotected_plans_are_recorded_with_their_outcome_and_can_be_cancelled(
     assert ctx.decide(left.plan_id, "cancel").status == PlanStatus.CANCELLED
     with pytest.raises(ProtectionError, match="is cancelled: it cannot be applied"):
         ctx.apply_recorded(left.plan_id)
-    assert ctx.state.get_environment("prod") is None
+    assert ctx.state.environments.get_environment("prod") is None
     assert [r.status for r in ctx.plan_records()] == [PlanStatus.CANCELLED, PlanStatus.CANCELLED,
                                                       PlanStatus.COMPLETED]
     assert [r.plan_id for r in ctx.plan_records("dev", ["completed"])] == [applied.plan_id]
@@ -249,7 +249,7 @@ def test_the_review_from_the_command_line(tmp_path, monkeypatch):
     ctx = Context(root, engine=FakeEngine())
     (record,) = ctx.plan_records()
     plan_id = record.plan_id
-    assert ctx.state.get_environment("prod") is None
+    assert ctx.state.environments.get_environment("prod") is None
     ctx.close()
     listed = mesh("plans", "list", user="alice@example.com")
     assert listed.startswith("0:") and plan_id[:8] in listed and "pending" in listed
@@ -341,7 +341,7 @@ def test_a_protected_environment_is_not_promoted_without_an_approved_plan(tmp_pa
         if protected:
             with pytest.raises(ProtectionError, match="'prod' is a protected environment"):
                 ctx.promote("prod")
-            assert ctx.state.get_environment("prod") is None and ctx.plan_records() == []
+            assert ctx.state.environments.get_environment("prod") is None and ctx.plan_records() == []
         else:
             plan = ctx.promote("prod")
             assert ctx.plan_record(plan.plan_id).status == PlanStatus.COMPLETED  # recorded like any plan

@@ -97,4 +97,4 @@ def test_a_pushed_before_all_naming_prods_view_is_a_failed_plan_and_nothing_runs
     assert (record.environment, record.status) == ("feature_x", PlanStatus.FAILED)
     assert record.events[-1].note.startswith(f"commit {sha[:8]}: config.yaml:6: before_all.0: it names s.m, a view "
                                              "of environment 'prod'")
-    assert engine.calls == [] and location.state.get_environments() == []
+    assert engine.calls == [] and location.state.environments.get_environments() == []

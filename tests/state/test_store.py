@@ -53,9 +53,9 @@ def make_env(name: str, plan_id: str, previous: str | None, snapshots: list[Snap
 def test_snapshot_round_trip(store: StateStore) -> None:
     parent = make_snapshot("raw.events", "SELECT 1 AS ds")
     child = make_snapshot(parents=[parent.snapshot_id])
-    store.push_snapshots([parent, child])
+    store.snapshots.push_snapshots([parent, child])
 
-    loaded = store.get_snapshots([child.snapshot_id, parent.snapshot_id, SnapshotId("nope", "1")])
+    loaded = store.snapshots.get_snapshots([child.snapshot_id, parent.snapshot_id, SnapshotId("nope", "1")])
 
     assert loaded == {child.snapshot_id: child, parent.snapshot_id: parent}
     assert loaded[child.snapshot_id].parents == [parent.snapshot_id]
@@ -66,47 +66,47 @@ def test_snapshot_round_trip(store: StateStore) -> None:
 
 def test_push_keeps_existing_and_update_rewrites(store: StateStore) -> None:
     original = make_snapshot()
-    store.push_snapshots([original])
+    store.snapshots.push_snapshots([original])
     changed = original.model_copy(deep=True)
     changed.previous_versions = ["123"]
 
-    store.push_snapshots([changed])
-    assert store.get_snapshots([original.snapshot_id])[original.snapshot_id].previous_versions == []
+    store.snapshots.push_snapshots([changed])
+    assert store.snapshots.get_snapshots([original.snapshot_id])[original.snapshot_id].previous_versions == []
 
-    store.update_snapshots([changed])
-    assert store.get_snapshots([original.snapshot_id])[original.snapshot_id].previous_versions == ["123"]
+    store.snapshots.update_snapshots([changed])
+    assert store.snapshots.get_snapshots([original.snapshot_id])[original.snapshot_id].previous_versions == ["123"]
 
 
 def test_update_of_unknown_snapshot_writes_nothing(store: StateStore) -> None:
     stored = make_snapshot()
-    store.push_snapshots([stored])
+    store.snapshots.push_snapshots([stored])
     changed = stored.model_copy(deep=True)
     changed.previous_versions = ["999"]
     unknown = make_snapshot("other.model")
 
     with pytest.raises(StateError) as error:
-        store.update_snapshots([changed, unknown])
+        store.snapshots.update_snapshots([changed, unknown])
 
     assert str(error.value) == (
         f"Cannot update snapshots that are not in the state store: other.model@{unknown.identifier}"
     )
-    assert store.get_snapshots([stored.snapshot_id])[stored.snapshot_id].previous_versions == []
+    assert store.snapshots.get_snapshots([stored.snapshot_id])[stored.snapshot_id].previous_versions == []
 
 
 def test_many_snapshots_in_batches(store: StateStore, state_url: str) -> None:
     snapshots = [make_snapshot(f"schema_{i % 7}.model_{i}", f"SELECT {i} AS x") for i in range(1200)]
-    store.push_snapshots(snapshots)
+    store.snapshots.push_snapshots(snapshots)
     ids = [s.snapshot_id for s in snapshots]
 
     started = time.perf_counter()
-    loaded = store.get_snapshots(ids[:1000])
+    loaded = store.snapshots.get_snapshots(ids[:1000])
     elapsed = time.perf_counter() - started
     print(f"\nget_snapshots(1000) on {state_url.split(':')[0]}: {elapsed * 1000:.0f} ms")
 
     assert len(loaded) == 1000
     assert loaded[ids[999]] == snapshots[999]
-    assert store.snapshots_exist(ids + [SnapshotId("x.y", "0")]) == set(ids)
-    assert store.all_snapshot_ids() == set(ids)
+    assert store.snapshots.snapshots_exist(ids + [SnapshotId("x.y", "0")]) == set(ids)
+    assert store.snapshots.all_snapshot_ids() == set(ids)
 
 
 # ---------------------------------------------------------------------- environments
@@ -115,16 +115,16 @@ def test_many_snapshots_in_batches(store: StateStore, state_url: str) -> None:
 def test_promote_finalize_and_read_back(store: StateStore) -> None:
     snapshot = make_snapshot()
     env = make_env("prod", "p1", None, [snapshot])
-    store.promote_environment(env)
-    assert store.get_environment("prod") == env
-    assert store.get_environment("dev") is None
+    store.environments.promote_environment(env)
+    assert store.environments.get_environment("prod") == env
+    assert store.environments.get_environment("dev") is None
 
-    store.finalize_environment("prod", "p1", now_ms=1000)
-    assert store.get_environment("prod").finalized_ts == 1000
+    store.environments.finalize_environment("prod", "p1", now_ms=1000)
+    assert store.environments.get_environment("prod").finalized_ts == 1000
 
-    store.promote_environment(make_env("prod", "p2", "p1"))
-    store.promote_environment(make_env("dev", "d1", None))
-    promoted = store.get_environments()
+    store.environments.promote_environment(make_env("prod", "p2", "p1"))
+    store.environments.promote_environment(make_env("dev", "d1", None))
+    promoted = store.environments.get_environments()
     assert [(e.name, e.plan_id, e.previous_plan_id, e.finalized_ts) for e in promoted] == [
         ("dev", "d1", None, None),
         ("prod", "p2", "p1", None),
@@ -132,37 +132,37 @@ def test_promote_finalize_and_read_back(store: StateStore) -> None:
 
 
 def test_promote_conflict_keeps_the_winner(store: StateStore) -> None:
-    store.promote_environment(make_env("prod", "p1", None))
+    store.environments.promote_environment(make_env("prod", "p1", None))
     winner = make_env("prod", "plan_a", "p1", [make_snapshot("s.a")])
     loser = make_env("prod", "plan_b", "p1", [make_snapshot("s.b")])
 
-    store.promote_environment(winner)
+    store.environments.promote_environment(winner)
     with pytest.raises(ConflictingPlanError) as error:
-        store.promote_environment(loser)
+        store.environments.promote_environment(loser)
 
     assert str(error.value) == (
         "Another plan (plan_a) was applied to environment 'prod' while this plan (plan_b) was in "
         "progress. Re-run `mesh plan prod`."
     )
-    assert store.get_environment("prod") == winner
+    assert store.environments.get_environment("prod") == winner
 
 
 def test_promote_of_removed_environment_conflicts(store: StateStore) -> None:
     with pytest.raises(ConflictingPlanError) as error:
-        store.promote_environment(make_env("dev", "p2", "p1"))
+        store.environments.promote_environment(make_env("dev", "p2", "p1"))
 
     assert str(error.value) == (
         "Environment 'dev' was removed while this plan (p2) was in progress. Re-run `mesh plan dev`."
     )
-    assert store.get_environment("dev") is None
+    assert store.environments.get_environment("dev") is None
 
 
 def test_repromoting_the_current_plan_is_allowed(store: StateStore) -> None:
     env = make_env("prod", "p2", "p1")
-    store.promote_environment(make_env("prod", "p1", None))
-    store.promote_environment(env)
-    store.promote_environment(env)  # a retried apply
-    assert store.get_environment("prod").plan_id == "p2"
+    store.environments.promote_environment(make_env("prod", "p1", None))
+    store.environments.promote_environment(env)
+    store.environments.promote_environment(env)  # a retried apply
+    assert store.environments.get_environment("prod").plan_id == "p2"
 
 
 @pytest.mark.parametrize("existing", [True, False], ids=["existing-env", "new-env"])
@@ -170,7 +170,7 @@ def test_concurrent_promotes_one_wins(open_store: Callable[..., StateStore], exi
     first, second = open_store(), open_store()
     base = "p0" if existing else None
     if existing:
-        first.promote_environment(make_env("dev", "p0", None))
+        first.environments.promote_environment(make_env("dev", "p0", None))
     plans = {first: make_env("dev", "plan_a", base), second: make_env("dev", "plan_b", base)}
     barrier = threading.Barrier(2)
     outcomes: dict[str, str] = {}
@@ -179,7 +179,7 @@ def test_concurrent_promotes_one_wins(open_store: Callable[..., StateStore], exi
         env = plans[store]
         barrier.wait()
         try:
-            store.promote_environment(env)
+            store.environments.promote_environment(env)
             outcomes[env.plan_id] = "won"
         except ConflictingPlanError as e:
             outcomes[env.plan_id] = str(e)
@@ -197,41 +197,41 @@ def test_concurrent_promotes_one_wins(open_store: Callable[..., StateStore], exi
         f"Another plan ({winners[0]}) was applied to environment 'dev' while this plan ({loser}) "
         "was in progress. Re-run `mesh plan dev`."
     )
-    assert first.get_environment("dev").plan_id == winners[0]
+    assert first.environments.get_environment("dev").plan_id == winners[0]
 
 
 def test_finalize_checks_the_plan(store: StateStore) -> None:
-    store.promote_environment(make_env("prod", "p2", None))
+    store.environments.promote_environment(make_env("prod", "p2", None))
 
     with pytest.raises(ConflictingPlanError) as error:
-        store.finalize_environment("prod", "p1")
+        store.environments.finalize_environment("prod", "p1")
     assert str(error.value) == (
         "Another plan (p2) was applied to environment 'prod' while this plan (p1) was in progress. "
         "Re-run `mesh plan prod`."
     )
-    assert store.get_environment("prod").finalized_ts is None
+    assert store.environments.get_environment("prod").finalized_ts is None
 
     with pytest.raises(ConflictingPlanError, match="Environment 'dev' was removed while this plan"):
-        store.finalize_environment("dev", "p1")
+        store.environments.finalize_environment("dev", "p1")
 
 
 def test_invalidate_expire_delete(store: StateStore) -> None:
-    store.promote_environment(make_env("dev", "d1", None))
-    store.promote_environment(make_env("prod", "p1", None))
+    store.environments.promote_environment(make_env("dev", "d1", None))
+    store.environments.promote_environment(make_env("prod", "p1", None))
 
-    assert store.expired_environments(now_ms=10 * DAY) == []
-    store.invalidate_environment("dev", now_ms=5 * DAY)
-    assert store.get_environment("dev").expiration_ts == 5 * DAY
-    assert [e.name for e in store.expired_environments(now_ms=10 * DAY)] == ["dev"]
-    assert store.expired_environments(now_ms=4 * DAY) == []
+    assert store.environments.expired_environments(now_ms=10 * DAY) == []
+    store.environments.invalidate_environment("dev", now_ms=5 * DAY)
+    assert store.environments.get_environment("dev").expiration_ts == 5 * DAY
+    assert [e.name for e in store.environments.expired_environments(now_ms=10 * DAY)] == ["dev"]
+    assert store.environments.expired_environments(now_ms=4 * DAY) == []
 
     with pytest.raises(StateError) as error:
-        store.invalidate_environment("nope", now_ms=1)
+        store.environments.invalidate_environment("nope", now_ms=1)
     assert str(error.value) == "Environment 'nope' does not exist."
 
-    store.delete_environment("dev")
-    assert store.get_environment("dev") is None
-    assert [e.name for e in store.get_environments()] == ["prod"]
+    store.environments.delete_environment("dev")
+    assert store.environments.get_environment("dev") is None
+    assert [e.name for e in store.environments.get_environments()] == ["prod"]
 
 
 # ---------------------------------------------------------------------- intervals
@@ -244,7 +244,7 @@ def test_intervals_merge_sorted_half_open(store: StateStore) -> None:
     store.intervals.add_interval("s.a", "v1", 35, 50)  # overlapping
     store.intervals.add_interval("s.a", "v2", 100, 200)  # another version: another table
 
-    assert store.get_intervals([("s.a", "v1"), ("s.a", "v2"), ("s.b", "v1")]) == {
+    assert store.intervals.get_intervals([("s.a", "v1"), ("s.a", "v2"), ("s.b", "v1")]) == {
         ("s.a", "v1"): [(0, 20), (30, 50)],
         ("s.a", "v2"): [(100, 200)],
         ("s.b", "v1"): [],
@@ -252,38 +252,38 @@ def test_intervals_merge_sorted_half_open(store: StateStore) -> None:
 
 
 def test_interval_removal_and_readd(store: StateStore) -> None:
-    store.add_intervals([("s.a", "v1", 0, 10 * DAY), ("s.b", "v1", 0, DAY)])
-    store.remove_intervals([("s.a", "v1", 2 * DAY, 4 * DAY)])
-    assert store.get_intervals([("s.a", "v1")])[("s.a", "v1")] == [(0, 2 * DAY), (4 * DAY, 10 * DAY)]
+    store.intervals.add_intervals([("s.a", "v1", 0, 10 * DAY), ("s.b", "v1", 0, DAY)])
+    store.intervals.remove_intervals([("s.a", "v1", 2 * DAY, 4 * DAY)])
+    assert store.intervals.get_intervals([("s.a", "v1")])[("s.a", "v1")] == [(0, 2 * DAY), (4 * DAY, 10 * DAY)]
 
     store.intervals.add_interval("s.a", "v1", 3 * DAY, 4 * DAY)  # a re-backfill after a restatement counts
-    store.remove_intervals([("s.a", "v1", 9 * DAY, 20 * DAY), ("s.b", "v1", 0, DAY)])
-    assert store.get_intervals([("s.a", "v1"), ("s.b", "v1")]) == {
+    store.intervals.remove_intervals([("s.a", "v1", 9 * DAY, 20 * DAY), ("s.b", "v1", 0, DAY)])
+    assert store.intervals.get_intervals([("s.a", "v1"), ("s.b", "v1")]) == {
         ("s.a", "v1"): [(0, 2 * DAY), (3 * DAY, 9 * DAY)],
         ("s.b", "v1"): [],
     }
 
 
 def test_intervals_for_many_keys(store: StateStore) -> None:
-    store.add_intervals([(f"s.m{i}", "v", i, i + 1) for i in range(1100)])
-    result = store.get_intervals([(f"s.m{i}", "v") for i in range(1100)])
+    store.intervals.add_intervals([(f"s.m{i}", "v", i, i + 1) for i in range(1100)])
+    result = store.intervals.get_intervals([(f"s.m{i}", "v") for i in range(1100)])
     assert len(result) == 1100
     assert result[("s.m1099", "v")] == [(1099, 1100)]
 
 
 def test_invalid_interval_is_refused(store: StateStore) -> None:
     with pytest.raises(ValueError) as error:
-        store.add_intervals([("s.a", "v1", 0, 10), ("s.a", "v1", 10, 10)])
+        store.intervals.add_intervals([("s.a", "v1", 0, 10), ("s.a", "v1", 10, 10)])
     assert str(error.value) == "Invalid interval for s.a (version v1): start 10 is not before end 10"
-    assert store.get_intervals([("s.a", "v1")]) == {("s.a", "v1"): []}
+    assert store.intervals.get_intervals([("s.a", "v1")]) == {("s.a", "v1"): []}
 
 
 def test_failing_transaction_writes_nothing(store: StateStore) -> None:
     # The first 1,000 rows go in one statement; the database rejects the second (BIGINT overflow).
     items = [(f"s.m{i}", "v", 0, DAY) for i in range(1000)] + [("s.bad", "v", 0, 2**70)]
     with pytest.raises(Exception, match="too large|out of range"):
-        store.add_intervals(items)
-    assert store.get_intervals([("s.m0", "v"), ("s.m999", "v")]) == {("s.m0", "v"): [], ("s.m999", "v"): []}
+        store.intervals.add_intervals(items)
+    assert store.intervals.get_intervals([("s.m0", "v"), ("s.m999", "v")]) == {("s.m0", "v"): [], ("s.m999", "v"): []}
 
 
 def test_concurrent_writers(open_store: Callable[..., StateStore]) -> None:
@@ -295,7 +295,7 @@ def test_concurrent_writers(open_store: Callable[..., StateStore]) -> None:
         try:
             for i in range(25):
                 store.intervals.add_interval("s.a", "v", (worker * 25 + i) * 2, (worker * 25 + i) * 2 + 1)
-                store.promote_environment(make_env(f"env{worker}", f"p{i}", f"p{i - 1}" if i else None))
+                store.environments.promote_environment(make_env(f"env{worker}", f"p{i}", f"p{i - 1}" if i else None))
         except BaseException as e:  # noqa: BLE001 - surfaced below; a thread's exception is otherwise lost
             errors.append(e)
 
@@ -306,8 +306,8 @@ def test_concurrent_writers(open_store: Callable[..., StateStore]) -> None:
         t.join()
 
     assert errors == []
-    assert len(stores[0].get_intervals([("s.a", "v")])[("s.a", "v")]) == 100
-    assert [e.plan_id for e in stores[1].get_environments()] == ["p24"] * 4
+    assert len(stores[0].intervals.get_intervals([("s.a", "v")])[("s.a", "v")]) == 100
+    assert [e.plan_id for e in stores[1].environments.get_environments()] == ["p24"] * 4
 
 
 # ---------------------------------------------------------------------- locks
@@ -322,7 +322,7 @@ def test_lock_contention_between_stores(open_store: Callable[..., StateStore]) -
     held, release, bob_waiting = threading.Event(), threading.Event(), threading.Event()
 
     def alice_applies() -> None:
-        with alice.lock("dev", "alice"):
+        with alice.locks.lock("dev", "alice"):
             events.append("alice acquired")
             held.set()
             release.wait(30)
@@ -330,7 +330,7 @@ def test_lock_contention_between_stores(open_store: Callable[..., StateStore]) -
 
     def bob_applies() -> None:
         bob_waiting.set()
-        with bob.lock("dev", "bob", timeout_s=30):
+        with bob.locks.lock("dev", "bob", timeout_s=30):
             events.append("bob acquired")
 
     holder = threading.Thread(target=alice_applies)
@@ -338,10 +338,10 @@ def test_lock_contention_between_stores(open_store: Callable[..., StateStore]) -
     assert held.wait(30)
 
     with pytest.raises(StateError) as error:
-        with bob.lock("dev", "bob", timeout_s=0.2):
+        with bob.locks.lock("dev", "bob", timeout_s=0.2):
             pass
     assert LOCK_TIMEOUT.fullmatch(str(error.value)), str(error.value)
-    with bob.lock("prod", "bob", timeout_s=0.2):  # other environments are not blocked
+    with bob.locks.lock("prod", "bob", timeout_s=0.2):  # other environments are not blocked
         events.append("bob changed prod")
 
     waiter = threading.Thread(target=bob_applies)
@@ -353,14 +353,14 @@ def test_lock_contention_between_stores(open_store: Callable[..., StateStore]) -
     waiter.join()
 
     assert events == ["alice acquired", "bob changed prod", "alice releasing", "bob acquired"]
-    assert alice.lock_holder("dev") is None
+    assert alice.locks.lock_holder("dev") is None
 
 
 def test_lock_is_released_on_error(store: StateStore) -> None:
     with pytest.raises(RuntimeError):
-        with store.lock("dev", "alice"):
+        with store.locks.lock("dev", "alice"):
             raise RuntimeError("apply failed")
-    assert store.lock_holder("dev") is None
+    assert store.locks.lock_holder("dev") is None
 
 
 def test_expired_lease_is_taken_over(store: StateStore, raw_engine: Engine) -> None:
@@ -369,37 +369,37 @@ def test_expired_lease_is_taken_over(store: StateStore, raw_engine: Engine) -> N
         conn.execute(
             text("INSERT INTO mesh_locks (name, owner, token, acquired_ts, expires_ts) VALUES ('dev', 'ghost', 't', 1, 2)")
         )
-    assert store.lock_holder("dev").owner == "ghost"
+    assert store.locks.lock_holder("dev").owner == "ghost"
 
-    with store.lock("dev", "bob", timeout_s=5):
-        assert store.lock_holder("dev").owner == "bob"
-    assert store.lock_holder("dev") is None
+    with store.locks.lock("dev", "bob", timeout_s=5):
+        assert store.locks.lock_holder("dev").owner == "bob"
+    assert store.locks.lock_holder("dev") is None
 
 
 def test_live_lease_is_renewed(open_store: Callable[..., StateStore]) -> None:
     alice, bob = open_store(), open_store()
-    with alice.lock("dev", "alice", lease_s=0.3):
-        first = alice.lock_holder("dev").expires_ts
+    with alice.locks.lock("dev", "alice", lease_s=0.3):
+        first = alice.locks.lock_holder("dev").expires_ts
         deadline = time.monotonic() + 30
-        while alice.lock_holder("dev").expires_ts == first and time.monotonic() < deadline:
+        while alice.locks.lock_holder("dev").expires_ts == first and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert alice.lock_holder("dev").expires_ts > first
+        assert alice.locks.lock_holder("dev").expires_ts > first
         with pytest.raises(StateError) as error:
-            with bob.lock("dev", "bob", timeout_s=0.5):
+            with bob.locks.lock("dev", "bob", timeout_s=0.5):
                 pass
         assert LOCK_TIMEOUT.fullmatch(str(error.value)), str(error.value)
 
 
 def test_break_lock_by_token(open_store: Callable[..., StateStore]) -> None:
     alice, bob = open_store(), open_store()
-    with alice.lock("dev", "alice") as lease:
-        seen = bob.lock_holder("dev")
+    with alice.locks.lock("dev", "alice") as lease:
+        seen = bob.locks.lock_holder("dev")
         assert seen.token == lease.token
-        assert bob.break_lock("dev", seen.token)
-        with bob.lock("dev", "bob", timeout_s=1):
-            assert bob.lock_holder("dev").owner == "bob"
-            assert not alice.break_lock("dev", seen.token)  # a stale look never breaks the new holder
-            assert bob.lock_holder("dev").owner == "bob"
+        assert bob.locks.break_lock("dev", seen.token)
+        with bob.locks.lock("dev", "bob", timeout_s=1):
+            assert bob.locks.lock_holder("dev").owner == "bob"
+            assert not alice.locks.break_lock("dev", seen.token)  # a stale look never breaks the new holder
+            assert bob.locks.lock_holder("dev").owner == "bob"
         lease.check()  # cheap: trusts the recent renewal (a break is noticed at the next one)
         with pytest.raises(LockLostError, match="Lost the lock 'dev'"):
             lease.verify()
@@ -446,7 +446,7 @@ def test_older_schema_needs_migrate(store: StateStore, state_url: str, raw_engin
     with StateStore(state_url) as migrated:
         assert migrated.schema_version == SCHEMA_VERSION
         assert migrated.plans.list_plan_records() == []  # the missing tables are back
-        assert migrated.get_intervals([("s.a", "v1")]) == {("s.a", "v1"): [(0, 10)]}
+        assert migrated.intervals.get_intervals([("s.a", "v1")]) == {("s.a", "v1"): [(0, 10)]}
 
 
 def test_migration_steps_run_in_order(store: StateStore) -> None:
@@ -540,8 +540,8 @@ def test_sqlite_file_uses_wal(tmp_path: Path) -> None:
 
 def test_in_memory_sqlite() -> None:
     with StateStore("sqlite://") as store:
-        store.push_snapshots([make_snapshot()])
-        assert len(store.all_snapshot_ids()) == 1
+        store.snapshots.push_snapshots([make_snapshot()])
+        assert len(store.snapshots.all_snapshot_ids()) == 1
 
 
 def test_mesh_info_shows_the_state_url_without_its_password(tmp_path: Path, state_url: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mesh_dagster.execution.state import State
+from mesh_dagster.execution.ports import State
 from mesh_dagster.state import EXCLUSIVE_LOCK as PACKAGE_EXCLUSIVE_LOCK
 from mesh_dagster.state import StateStore
 from mesh_dagster.state.locks import EXCLUSIVE_LOCK, Lease, LockInfo, LockLostError
@@ -25,11 +25,11 @@ def test_lock_names_stay_importable_from_the_store_module() -> None:
 def test_parts_share_one_database(store: StateStore) -> None:
     snap = make_snapshot("s.a")
     store.snapshots.push_snapshots([snap])
-    assert set(store.get_snapshots([snap.snapshot_id])) == {snap.snapshot_id}
+    assert set(store.snapshots.get_snapshots([snap.snapshot_id])) == {snap.snapshot_id}
     store.intervals.add_interval("s.a", "v1", 0, 10)
-    assert store.get_intervals([("s.a", "v1")]) == {("s.a", "v1"): [(0, 10)]}
+    assert store.intervals.get_intervals([("s.a", "v1")]) == {("s.a", "v1"): [(0, 10)]}
     store.environments.promote_environment(make_env("dev", "p1", None, [snap]))
-    assert store.get_environment("dev").plan_id == "p1"
+    assert store.environments.get_environment("dev").plan_id == "p1"
     assert store.db is store.snapshots._db is store.environments._db is store.journal._db
 
 
@@ -42,12 +42,12 @@ def test_plan_records_and_the_journal_are_parts_of_the_state(store: StateStore) 
 
 def test_a_lease_from_the_locks_part_guards_the_other_parts(store: StateStore) -> None:
     snap = make_snapshot("s.a")
-    store.push_snapshots([snap])
+    store.snapshots.push_snapshots([snap])
     with store.locks.lock("environment:dev", "me", lease_s=60) as lease:
-        assert store.lock_holder("environment:dev").owner == "me"
-        store.promote_environment(make_env("dev", "p1", None, [snap]), lease=lease)
-        assert store.break_lock("environment:dev", lease.token)
+        assert store.locks.lock_holder("environment:dev").owner == "me"
+        store.environments.promote_environment(make_env("dev", "p1", None, [snap]), lease=lease)
+        assert store.locks.break_lock("environment:dev", lease.token)
         with pytest.raises(LockLostError, match="Lost the lock 'environment:dev'"):
-            store.finalize_environment("dev", "p1", lease=lease)
-    assert store.get_environment("dev").finalized_ts is None  # the finalize wrote nothing
-    assert store.lock_holders() == []
+            store.environments.finalize_environment("dev", "p1", lease=lease)
+    assert store.environments.get_environment("dev").finalized_ts is None  # the finalize wrote nothing
+    assert store.locks.lock_holders() == []

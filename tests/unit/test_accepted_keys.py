@@ -667,9 +667,9 @@ def probe_snapshot_ttl(tmp_path: Path) -> None:
         root = write_project(tmp_path / f"ttl{len(kept)}", files, CONFIG + f"snapshot_ttl: {ttl}\n")
         project = load_project(root, use_cache=False)
         with StateStore(f"sqlite:///{root / 'state.db'}") as state:
-            state.push_snapshots(build_plan(project, state, "dev", execution_time="2020-01-04").new_snapshots)
+            state.snapshots.push_snapshots(build_plan(project, state, "dev", execution_time="2020-01-04").new_snapshots)
             run_janitor(project.config, state, engine_factory=_no_engine)
-            kept.append(len(state.all_snapshot_ids()))
+            kept.append(len(state.snapshots.all_snapshot_ids()))
     assert kept == [2, 0]
 
 

@@ -51,9 +51,9 @@ def test_stored_snapshots_keep_their_lineage_worked_out_only_when_stored(example
     assert counted == []  # planning (building, categorising, rendering) works out no lineage
     store = StateStore(f"sqlite:///{tmp_path}/state.db")
     try:
-        store.push_snapshots(plan.new_snapshots)
+        store.snapshots.push_snapshots(plan.new_snapshots)
         assert sorted(counted) == sorted([SEED, INC, FULL])  # once each, when stored
-        found = store.get_snapshots([plan.snapshots[n].snapshot_id for n in (SEED, INC, FULL)])
+        found = store.snapshots.get_snapshots([plan.snapshots[n].snapshot_id for n in (SEED, INC, FULL)])
     finally:
         store.close()
     lineage = {sid.name: snap.capture.lineage for sid, snap in found.items()}

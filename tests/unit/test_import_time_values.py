@@ -136,7 +136,7 @@ def test_evaluation_uses_the_planned_values_not_todays(root, state, monkeypatch)
     ids = [planned["s.m"].snapshot_id, planned["s.sales"].snapshot_id]
     monkeypatch.setenv(RATE_VARIABLE, "5")
     (root / "macros" / "regions.json").unlink()
-    stored = state.get_snapshots(ids)
+    stored = state.snapshots.get_snapshots(ids)
     model = stored[planned["s.m"].snapshot_id].model
     assert model.python is not None
     assert model.python.function()(None, None, None, None).to_dict("list") == {"v": [30]}

@@ -258,7 +258,7 @@ def test_state_written_before_kinds_had_classes_plans_no_change(project_root: Pa
         assert json.loads(stored)["model"]["kind"]["time_column_format"] == "%Y-%m-%d"
     with StateStore(f"sqlite:///{db}") as state:
         plan = build_plan(load_project(project_root, use_cache=False), state, execution_time="2020-01-04")
-        loaded = state.get_snapshots(s.snapshot_id for s in plan.snapshots.values())
+        loaded = state.snapshots.get_snapshots(s.snapshot_id for s in plan.snapshots.values())
     assert not plan.new_snapshots and not plan.added and not plan.changed
     assert {n.name: type(s.model.kind) for n, s in loaded.items()} == {
         n: type(s.model.kind) for n, s in plan.snapshots.items()}

@@ -101,7 +101,7 @@ def test_evaluation_uses_the_reviewed_constant_not_the_working_tree(root, state)
     edit_utils(root, "DIGITS = 3", "DIGITS = 5")  # after the review: not what the plan holds
     load_project(root)  # the project loaded again in this process imports the new file
     assert rendered(p, "s.shares") == "SELECT ROUND(100.0 * 1 / 3, 3) AS pct"
-    stored = state.get_snapshots([p.snapshots["s.shares"].snapshot_id])[p.snapshots["s.shares"].snapshot_id]
+    stored = state.snapshots.get_snapshots([p.snapshots["s.shares"].snapshot_id])[p.snapshots["s.shares"].snapshot_id]
     assert stored.capture is not None and stored.capture.macros["share"].env["DIGITS"].text == "DIGITS = 3"
 
 

@@ -62,7 +62,7 @@ def test_categorize_refusals(tmp_path):
     other = _plan(root, "--no-prompts", "--categorize", "s.c=breaking")
     assert other.exit_code != 0 and "--categorize names s.c, which this plan does not directly modify" in other.output
     ctx = Context(root)
-    assert ctx.state.get_environment("dev") is None  # nothing recorded
+    assert ctx.state.environments.get_environment("dev") is None  # nothing recorded
     ctx.close()
 
 

@@ -222,7 +222,7 @@ class LockWatchingEngine(FakeEngine):
 
     def _watch(self, table: str) -> None:
         assert self.ctx is not None
-        holder = self.ctx.state.lock_holder(f"table:{table}")
+        holder = self.ctx.state.locks.lock_holder(f"table:{table}")
         self.holders.setdefault(table, []).append(holder.owner if holder else None)
 
     def upsert(self, table, query_sql, upsert, duplicates_shown=5, **options):
@@ -268,7 +268,7 @@ def test_every_write_holds_its_tables_lock(applied):
     assert all(owner and "pid" in owner for owner in engine.holders[uk]) and len(engine.holders[uk]) == 3
     assert all(owner for owner in engine.holders[part])
     assert all(owner for owner in engine.holders[log]) and len(engine.holders[log]) == 1  # appends too
-    assert ctx.state.lock_holders() == []  # all released
+    assert ctx.state.locks.lock_holders() == []  # all released
     assert describe_lock(f"table:{uk}") == f"a write to table {uk}"
 
 
@@ -286,7 +286,7 @@ def test_a_repeated_key_is_refused_naming_the_keys_and_nothing_is_recorded(tmp_p
         "written: make the query return one row per key (e.g. keep the latest with QUALIFY ROW_NUMBER() OVER "
         "(PARTITION BY <key> ORDER BY <column> DESC) = 1)")
     snap = plan.snapshots["s.uk"]
-    assert ctx.state.get_intervals([snap.interval_key]).get(snap.interval_key, []) == []
+    assert ctx.state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, []) == []
     ctx.close()
 
 

@@ -149,7 +149,7 @@ def test_non_breaking_parent_and_breaking_child(root, state):
 def test_change_with_include_unmodified(root, state):
     edit(root, NEW_SEED_ROW, ADD_COLUMN)
     p = plan(root, state, include_unmodified=True)
-    prod = state.get_environment("prod").snapshot_by_name()
+    prod = state.environments.get_environment("prod").snapshot_by_name()
     assert sorted(p.promoted) == sorted(n for n in prod)  # every model gets a view in dev
     assert p.snapshots["s.lonely"].version == prod["s.lonely"].version and "s.lonely" not in p.backfills
     assert p.category("s.full") == C.INDIRECT_BREAKING and rebuilt(p, "s.full")
@@ -194,13 +194,13 @@ def test_environment_holding_mixed_versions_is_rebuilt(root, state):
     edit(root, FILTER_INC)
     dev = plan(root, state)
     inc_snapshot = dev.snapshots["s.inc"]
-    state.push_snapshots([inc_snapshot])  # dev's other snapshots were never stored
-    prod = state.get_environment("prod")
+    state.snapshots.push_snapshots([inc_snapshot])  # dev's other snapshots were never stored
+    prod = state.environments.get_environment("prod")
     mixed = [es if es.name != "s.inc" else es.model_copy(update={"identifier": inc_snapshot.identifier,
                                                                "version": inc_snapshot.version,
                                                                "table_name": inc_snapshot.table_name})
              for es in prod.snapshots]
-    state.promote_environment(Environment(**{**prod.model_dump(), "snapshots": mixed, "plan_id": "mixed",
+    state.environments.promote_environment(Environment(**{**prod.model_dump(), "snapshots": mixed, "plan_id": "mixed",
                                              "previous_plan_id": prod.plan_id}))
     p = plan(root, state, "prod")
     assert p.directly_modified == [] and p.metadata_updated == []

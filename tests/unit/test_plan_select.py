@@ -51,8 +51,8 @@ def plan(root: Path, state, env: str = "dev", **options) -> Plan:
 
 
 def prod_snapshot(state, name: str):
-    ref = state.get_environment("prod").snapshot_by_name()[name]
-    return state.get_snapshots([ref.snapshot_id])[ref.snapshot_id]
+    ref = state.environments.get_environment("prod").snapshot_by_name()[name]
+    return state.snapshots.get_snapshots([ref.snapshot_id])[ref.snapshot_id]
 
 
 def same_as_prod(p: Plan, state, name: str) -> bool:
@@ -123,7 +123,7 @@ def test_a_selected_removal_and_a_selected_addition_happen(root, state):
 
 def test_the_applied_selection_is_what_the_environment_holds(root, state):
     record_plan(plan(root, state, select_models=["s.a"]), state)
-    dev = state.get_environment("dev").snapshot_by_name()
+    dev = state.environments.get_environment("dev").snapshot_by_name()
     assert set(dev) == {"s.a", "s.b", "s.c", "s.d", "s.e"}
     assert dev["s.d"].identifier == prod_snapshot(state, "s.d").identifier
     # the changes left out are still there to plan
@@ -165,7 +165,7 @@ def test_a_selector_selecting_nothing_names_the_flag_and_close_names(root, state
 
 def test_an_environment_snapshot_lost_from_the_store_cannot_stay_unselected(root, state):
     lost = prod_snapshot(state, "s.d")
-    state.forget_snapshots([lost.snapshot_id], [])
+    state.snapshots.forget_snapshots([lost.snapshot_id], [])
     with pytest.raises(PlanError, match=r"^--select-model: s.d cannot stay as the environment has it: the state "
                                         r"store lost its snapshot; select it too$"):
         plan(root, state, select_models=["s.a"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from project_builder import record_plan, write_project
@@ -93,7 +94,7 @@ def categorized(root: Path, state, environment: str = "dev") -> tuple[Project, C
 
 def test_an_existing_environment_is_compared_with_its_own_record(root, state):
     base = resolve_base(state, "prod")
-    assert base.target == state.get_environment("prod")
+    assert base.target == state.environments.get_environment("prod")
     assert base.create_from is None
     assert base.snapshots == base.target.snapshot_by_name()
     assert set(base.snapshots) == {"s.seed", "s.inc", "s.full", "s.lonely", "s.uses_ext", "ext.raw"}
@@ -103,7 +104,7 @@ def test_a_new_environment_is_compared_with_the_one_it_starts_from(root, state):
     base = resolve_base(state, "dev")
     assert base.target is None
     assert base.create_from == "prod"
-    assert base.snapshots == state.get_environment("prod").snapshot_by_name()
+    assert base.snapshots == state.environments.get_environment("prod").snapshot_by_name()
 
 
 def test_a_new_environment_cannot_start_from_a_missing_development_environment(root, state):
@@ -143,7 +144,7 @@ def test_changes_are_categorized_against_the_base_without_touching_the_inputs(ro
 def test_a_snapshot_stored_by_an_earlier_plan_is_reused_as_stored(root, state):
     add_column(root)
     first = build_plan(load_project(root, use_cache=False), state, "dev", execution_time=WHEN)
-    state.push_snapshots(first.new_snapshots)  # planned, never applied
+    state.snapshots.push_snapshots(first.new_snapshots)  # planned, never applied
 
     project, base, local, stored, previous = compared(root, state)
     changes = categorize_changes(project, local, stored, base.snapshots, previous)
@@ -156,8 +157,8 @@ def test_a_snapshot_stored_by_an_earlier_plan_is_reused_as_stored(root, state):
 
 
 def test_a_snapshot_the_store_lost_is_rebuilt_from_the_environment_record(root, state):
-    lost = state.get_environment("prod").snapshot_by_name()["s.full"]
-    state.forget_snapshots([lost.snapshot_id], [])
+    lost = state.environments.get_environment("prod").snapshot_by_name()["s.full"]
+    state.snapshots.forget_snapshots([lost.snapshot_id], [])
     project, base, local, stored, previous = compared(root, state, "prod")
 
     changes = categorize_changes(project, local, stored, base.snapshots, previous)
@@ -217,7 +218,7 @@ def test_prod_fills_every_models_gaps_a_development_environment_only_its_changes
     later = to_ms("2020-01-07")  # two more days due for every daily model
 
     def backfilled(is_prod: bool) -> set[str]:
-        return set(plan_backfills(project, state, changes, previous, is_prod=is_prod, start=None, end=None,
+        return set(plan_backfills(project, state.intervals, changes, previous, is_prod=is_prod, start=None, end=None,
                                   execution_ms=later))
 
     assert backfilled(is_prod=False) == {"s.inc", "s.full"}
@@ -228,25 +229,22 @@ def test_prod_fills_every_models_gaps_a_development_environment_only_its_changes
 
 
 class RecordingState:
-    """The real store, remembering each object it hands to the plan with a deep copy taken before
-    the plan could touch it."""
+    """The real store's parts a plan reads, remembering each object they hand to the plan with a
+    deep copy taken before the plan could touch it."""
 
     def __init__(self, store: StateStore):
-        self.store = store
         self.handed: list[tuple[object, object]] = []
+        self.environments = SimpleNamespace(get_environment=self._handing(store.environments.get_environment),
+                                            get_environments=self._handing(store.environments.get_environments))
+        self.snapshots = SimpleNamespace(get_snapshots=self._handing(store.snapshots.get_snapshots))
+        self.intervals = SimpleNamespace(get_intervals=self._handing(store.intervals.get_intervals))
 
-    def _hand(self, value):
-        self.handed.append((value, copy.deepcopy(value)))
-        return value
-
-    def get_environment(self, name):
-        return self._hand(self.store.get_environment(name))
-
-    def get_snapshots(self, ids):
-        return self._hand(self.store.get_snapshots(ids))
-
-    def get_intervals(self, keys):
-        return self._hand(self.store.get_intervals(keys))
+    def _handing(self, read):
+        def hand(*args):
+            value = read(*args)
+            self.handed.append((value, copy.deepcopy(value)))
+            return value
+        return hand
 
 
 def project_contents(project: Project) -> tuple:
@@ -258,9 +256,9 @@ def project_contents(project: Project) -> tuple:
 def test_build_plan_modifies_neither_the_project_nor_what_the_state_store_hands_it(root, state):
     """Every path of the comparison runs: new, stored-and-reused, lost and replaced snapshots."""
     add_column(root)
-    state.push_snapshots(build_plan(load_project(root, use_cache=False), state, "dev",
+    state.snapshots.push_snapshots(build_plan(load_project(root, use_cache=False), state, "dev",
                                     execution_time=WHEN).new_snapshots)
-    state.forget_snapshots([state.get_environment("prod").snapshot_by_name()["s.lonely"].snapshot_id], [])
+    state.snapshots.forget_snapshots([state.environments.get_environment("prod").snapshot_by_name()["s.lonely"].snapshot_id], [])
     (root / "models/new.sql").write_text("MODEL (name s.new, kind FULL);\nSELECT id FROM s.full")
     project = load_project(root, use_cache=False)
     before = project_contents(project)

@@ -126,9 +126,9 @@ def test_snapshot_stored_with_another_rendering(tmp_path, state, stored, categor
     and a stored text that cannot be read any more is breaking, not a crash."""
     root = write_project(tmp_path / "p", base_files())
     record_plan(build_plan(load_project(root), state, execution_time="2020-01-05"), state)
-    full = state.get_environment("prod").snapshot_by_name()["s.full"]
-    snapshot = state.get_snapshots([full.snapshot_id])[full.snapshot_id]
-    state.update_snapshots([snapshot.model_copy(update={"rendered_query": stored})])
+    full = state.environments.get_environment("prod").snapshot_by_name()["s.full"]
+    snapshot = state.snapshots.get_snapshots([full.snapshot_id])[full.snapshot_id]
+    state.snapshots.update_snapshots([snapshot.model_copy(update={"rendered_query": stored})])
 
     path = root / "models" / "full.sql"
     path.write_text(path.read_text().replace("SELECT item_id,", "SELECT inc.item_id AS item_id,"))

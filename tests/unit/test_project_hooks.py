@@ -199,8 +199,8 @@ def test_failing_before_all_stops_the_apply_before_anything_is_written(tmp_path)
         "config.yaml:7: before_all.1: failed: Spark SQL failed: [TABLE_OR_VIEW_NOT_FOUND] audit.log cannot be found "
         "(nothing was written; fix the statement and try again)")
     assert [c.method for c in engine.calls] == ["execute", "execute"]
-    assert context.state.get_environment("prod") is None
-    assert context.state.all_snapshot_ids() == set()
+    assert context.state.environments.get_environment("prod") is None
+    assert context.state.snapshots.all_snapshot_ids() == set()
 
 
 def test_failing_after_all_says_the_rest_completed(tmp_path):
@@ -210,7 +210,7 @@ def test_failing_after_all_says_the_rest_completed(tmp_path):
         context.apply(context.plan("prod", execution_time="2024-01-02"))
     assert str(e.value).startswith("config.yaml:9: after_all.0: failed: Spark SQL failed:")
     assert "everything before it completed" in str(e.value)
-    env = context.state.get_environment("prod")
+    env = context.state.environments.get_environment("prod")
     assert env is not None and env.finalized_ts is not None
 
 

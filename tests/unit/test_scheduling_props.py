@@ -187,14 +187,14 @@ def test_no_gaps_refuses_a_plan_that_leaves_the_new_version_shorter(tmp_path, st
     write_project(root, {"models/inc.sql": INC.format(props="").replace("1 AS id", "2 AS id"),
                          "models/child.sql": FILES["models/child.sql"].replace("SELECT id, ds", "SELECT id, ds, 1 AS x")})
     changed = load_project(root, use_cache=False)
-    before = (state.get_environment("dev"), len(state.get_environments()))
+    before = (state.environments.get_environment("dev"), len(state.environments.get_environments()))
     with pytest.raises(PlanError) as e:
         build_plan(changed, state, "dev", start="2020-01-04", end="2020-01-04", execution_time="2020-01-05",
                    no_gaps=True)
     message = str(e.value)
     assert "--no-gaps" in message
     assert "s.inc: 2020-01-01 - 2020-01-03" in message and "s.child: 2020-01-01 - 2020-01-03" in message
-    assert (state.get_environment("dev"), len(state.get_environments())) == before  # nothing written
+    assert (state.environments.get_environment("dev"), len(state.environments.get_environments())) == before  # nothing written
     # the whole history: no gap, the plan is made
     whole = build_plan(changed, state, "dev", execution_time="2020-01-05", no_gaps=True)
     assert whole.backfills["s.inc"].intervals == days(("2020-01-01", "2020-01-05"))
@@ -223,7 +223,7 @@ def test_run_waits_for_the_cron_in_its_time_zone_unless_told_to_ignore_it(tmp_pa
 
     def inc_intervals() -> list[tuple[int, int]]:
         key = ctx.local_snapshots()["s.inc"].interval_key
-        return ctx.state.get_intervals([key])[key]
+        return ctx.state.intervals.get_intervals([key])[key]
 
     assert inc_intervals() == days(("2020-01-01", "2020-01-02"))
     # 04:30 UTC on the 3rd is 05:30 in Paris: the cron has not fired, the 2nd is not due

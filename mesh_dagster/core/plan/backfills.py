@@ -21,6 +21,8 @@ ALL_TIME: Interval = (0, 253402300800000)  # 9999-12-31
 
 
 class IntervalReader(Protocol):
+    """The state store's interval log (its `intervals` part)."""
+
     def get_intervals(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[int, int]]]: ...
 
 
@@ -48,7 +50,7 @@ class Clearing:
 
 
 def compute_backfills(
-    state: IntervalReader,
+    log: IntervalReader,
     snapshots: dict[str, Snapshot],
     scope: set[str],
     previous: dict[str, Snapshot],
@@ -79,7 +81,7 @@ def compute_backfills(
     candidates = [snapshots[n] for n in order if n in scope and snapshots[n].model.is_scheduled]
     keys = [s.interval_key for s in candidates]
     prev_keys = [p.interval_key for p in previous.values() if p.version]
-    intervals = state.get_intervals(keys + prev_keys) if candidates else {}
+    intervals = log.get_intervals(keys + prev_keys) if candidates else {}
     backfills: dict[str, Backfill] = {}
     for snap in candidates:
         model = snap.model
@@ -105,7 +107,7 @@ def compute_backfills(
     return backfills
 
 
-def owed_upstream(state: IntervalReader, snapshots: dict[str, Snapshot], backfills: Mapping[str, Backfill], *,
+def owed_upstream(log: IntervalReader, snapshots: dict[str, Snapshot], backfills: Mapping[str, Backfill], *,
                   order: list[str], execution_ms: int) -> dict[str, list[Interval]]:
     """What the models upstream of `backfills` that compute nothing in them still owe: their due
     intervals not recorded yet, from their first recorded one on (a history never started is not
@@ -121,10 +123,10 @@ def owed_upstream(state: IntervalReader, snapshots: dict[str, Snapshot], backfil
     scope = _upstream_outside(snapshots, set(backfills))
     if not scope:
         return {}
-    due = compute_backfills(state, snapshots, scope, {}, order=order, start=None, end=None,
+    due = compute_backfills(log, snapshots, scope, {}, order=order, start=None, end=None,
                             execution_ms=execution_ms, end_bounded=False)
     due = {n: b for n, b in due.items() if not snapshots[n].model.kind.is_timeless}
-    present = state.get_intervals([snapshots[n].interval_key for n in due]) if due else {}
+    present = log.get_intervals([snapshots[n].interval_key for n in due]) if due else {}
     owed: dict[str, list[Interval]] = {}
     for name, backfill in due.items():
         recorded = present.get(snapshots[name].interval_key)
@@ -167,7 +169,7 @@ def _end_bound(snap: Snapshot, prev: Snapshot | None,
 
 
 def refuse_gaps(
-    state: IntervalReader,
+    log: IntervalReader,
     snapshots: dict[str, Snapshot],
     previous: dict[str, Snapshot],
     backfills: dict[str, Backfill],
@@ -182,7 +184,7 @@ def refuse_gaps(
              and not snapshots[name].model.kind.is_timeless and not snapshots[name].model.kind.is_symbolic]
     if not pairs:
         return
-    intervals = state.get_intervals([s.interval_key for pair in pairs for s in pair])
+    intervals = log.get_intervals([s.interval_key for pair in pairs for s in pair])
     starts = snapshot_starts(snapshots, execution_ms)
     found = []
     for snap, prev in pairs:

@@ -11,7 +11,6 @@ render cache (a memo of canonical query texts, by snapshot identifier).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,7 +30,7 @@ from mesh_dagster.core.plan.forward_only import plan_forward_only
 from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.schema_changes import SchemaChange
-from mesh_dagster.core.plan.selected_changes import select_plan
+from mesh_dagster.core.plan.selected_changes import SnapshotReader, select_plan
 from mesh_dagster.core.plan.view_collisions import refuse_view_collisions
 from mesh_dagster.core.project.dag import DAG
 from mesh_dagster.core.project.environment_statements import Stage
@@ -44,9 +43,22 @@ from mesh_dagster.core.snapshots.statements import EnvironmentStatements
 from mesh_dagster.core.time.dates import ms_to_datetime, now_ms, to_end_ms, to_ms
 
 
-class StateReader(IntervalReader, Protocol):
+class EnvironmentReader(Protocol):
+    """The state store's environments (its `environments` part)."""
+
     def get_environment(self, name: str) -> Environment | None: ...
-    def get_snapshots(self, ids: Iterable[SnapshotId]) -> dict[SnapshotId, Snapshot]: ...
+    def get_environments(self) -> list[Environment]: ...
+
+
+class StateReader(Protocol):
+    """What building a plan reads of the state store: three of its parts."""
+
+    @property
+    def environments(self) -> EnvironmentReader: ...
+    @property
+    def snapshots(self) -> SnapshotReader: ...
+    @property
+    def intervals(self) -> IntervalReader: ...
 
 
 @dataclass
@@ -201,8 +213,8 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
     execution_ms = now_ms() if opts.execution_time is None else to_ms(opts.execution_time)
 
     base = resolve_base(state, environment, opts.create_from)
-    selection = select_plan(project, state, base.snapshots, build_snapshots(project), select=opts.select_models,
-                            backfill=opts.backfill_models, is_prod=is_prod)
+    selection = select_plan(project, state.snapshots, base.snapshots, build_snapshots(project),
+                            select=opts.select_models, backfill=opts.backfill_models, is_prod=is_prod)
     local = selection.snapshots
     stored, previous = known_snapshots(state, local, base)
     changes = categorize_changes(project, local, stored, base.snapshots, previous, forward_only=forward_only,
@@ -220,11 +232,11 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
     fo = plan_forward_only(project, changes, previous, is_prod=is_prod, effective_from=opts.effective_from,
                            start=start, end_ms=plan_end, execution_ms=execution_ms,
                            allow_destructive=opts.allow_destructive, allow_additive=opts.allow_additive)
-    backfills = plan_backfills(project, state, changes, previous, is_prod=is_prod, start=start, end=end,
+    backfills = plan_backfills(project, state.intervals, changes, previous, is_prod=is_prod, start=start, end=end,
                                execution_ms=execution_ms, only=selection.backfill, start_of=fo.preview_starts,
                                recompute_from=fo.recompute_from, min_intervals=opts.min_intervals)
     if opts.no_gaps:
-        refuse_gaps(state, changes.snapshots, previous, backfills, execution_ms=execution_ms)
+        refuse_gaps(state.intervals, changes.snapshots, previous, backfills, execution_ms=execution_ms)
     plan = Plan(
         plan_id=uuid.uuid4().hex, environment=environment, base_environment=base.target, create_from=base.create_from,
         snapshots=changes.snapshots, new_snapshots=changes.new_snapshots, recaptured=changes.recaptured,
@@ -248,7 +260,7 @@ def _check_request(project: Project, state: StateReader, environment: str, opts:
         raise PlanError(f"--min-intervals must be 0 or more, got {opts.min_intervals}")
     environment = normalize_environment(environment)
     check_environment_fits(environment, {model.schema_name for model in project.models.values()})
-    refuse_view_collisions(environment, project.models.values(), state.get_environment)
+    refuse_view_collisions(environment, project.models.values(), state.environments.get_environment)
     if environment == PROD and (opts.start or opts.end):
         raise PlanError("--start and --end can only be set for development environments, not prod")
     return environment
@@ -285,11 +297,11 @@ def resolve_base(state: StateReader, environment: str, create_from: str = PROD) 
     A new prod compares with nothing; a new environment may start from an empty prod, but not from
     another development environment that does not exist (a typo would otherwise plan everything).
     """
-    target = state.get_environment(environment)
+    target = state.environments.get_environment(environment)
     if target is not None or environment == PROD:
         return Base(target, None, target.snapshot_by_name() if target else {}, target.statements if target else None)
     source = normalize_environment(create_from)
-    record = state.get_environment(source)
+    record = state.environments.get_environment(source)
     if record is None and source != PROD:
         raise PlanError(f"Cannot create environment '{environment}' from '{source}': it does not exist")
     return Base(None, source, record.snapshot_by_name() if record else {}, record.statements if record else None)
@@ -313,10 +325,10 @@ def known_snapshots(
 ) -> tuple[dict[SnapshotId, Snapshot], dict[str, Snapshot]]:
     """The local snapshots the state store already holds, and the base's snapshots that local
     ones replace (by model name)."""
-    stored = state.get_snapshots([s.snapshot_id for s in local.values()])
+    stored = state.snapshots.get_snapshots([s.snapshot_id for s in local.values()])
     replaced = [es.snapshot_id for name, es in base.snapshots.items()
                 if name in local and es.identifier != local[name].identifier]
-    return stored, {sid.name: s for sid, s in state.get_snapshots(replaced).items()}
+    return stored, {sid.name: s for sid, s in state.snapshots.get_snapshots(replaced).items()}
 
 
 def promoted_models(changes: ChangeSet, target: Environment | None, *, promote_all: bool) -> list[str]:
@@ -351,7 +363,7 @@ def validate_range(
 
 def plan_backfills(
     project: Project,
-    state: IntervalReader,
+    log: IntervalReader,
     changes: ChangeSet,
     previous: dict[str, Snapshot],
     *,
@@ -371,7 +383,7 @@ def plan_backfills(
     --backfill-model selects, upstream included).
     """
     scope = only if only is not None else set(changes.snapshots) if is_prod else changes.changed
-    return compute_backfills(state, changes.snapshots, scope, previous, order=project.dag.sorted(),
+    return compute_backfills(log, changes.snapshots, scope, previous, order=project.dag.sorted(),
                              start=start, end=end,
                              execution_ms=execution_ms, start_of=start_of, recompute_from=recompute_from,
                              min_intervals=min_intervals)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Protocol
 
 from mesh_dagster.core.config.names import PROD, normalize_environment
 from mesh_dagster.core.errors import PlanError
@@ -28,29 +27,25 @@ from mesh_dagster.core.snapshots.statements import EnvironmentStatements
 from mesh_dagster.core.time.intervals import Interval, intersect_intervals, merge_intervals
 
 
-class RestatementReader(StateReader, Protocol):
-    def get_environments(self) -> list[Environment]: ...
-
-
-def build_restatement(state: RestatementReader, environment: str, selectors: Sequence[str], *,
+def build_restatement(state: StateReader, environment: str, selectors: Sequence[str], *,
                       start_ms: int | None, end_ms: int | None, execution_ms: int) -> Plan:
     """The plan that restates the models `selectors` choose among the environment's (selector
     syntax, core/plan/selectors.py), and their descendants."""
     environment = normalize_environment(environment)
-    env = state.get_environment(environment)
+    env = state.environments.get_environment(environment)
     if env is None:
         raise PlanError(f"Cannot restate in '{environment}': the environment does not exist")
     snapshots = _environment_snapshots(state, env)
     chosen = select_models(selectors, ModelIndex.of_snapshots(snapshots), flag=f"--restate-model (in '{environment}')")
     order = snapshot_order(snapshots)
     restated = _with_descendants(chosen, snapshots, order)
-    prod = state.get_environment(PROD) if environment != PROD else None
+    prod = state.environments.get_environment(PROD) if environment != PROD else None
     prod_versions = {(s.name, s.version) for s in prod.snapshots} if prod else set()
     low = start_ms if start_ms is not None else 0
     high = end_ms if end_ms is not None else execution_ms
     if high <= low:
         raise PlanError("The restatement range is empty: its start is not before its end")
-    present = state.get_intervals([snapshots[n].interval_key for n in restated if _has_table(snapshots[n])])
+    present = state.intervals.get_intervals([snapshots[n].interval_key for n in restated if _has_table(snapshots[n])])
 
     backfills: dict[str, Backfill] = {}
     warnings: list[str] = []
@@ -78,7 +73,7 @@ def build_restatement(state: RestatementReader, environment: str, selectors: Seq
 
 def _environment_snapshots(state: StateReader, env: Environment) -> dict[str, Snapshot]:
     """The environment's snapshots as it records them (a preview's own table, in development)."""
-    stored = state.get_snapshots([s.snapshot_id for s in env.snapshots])
+    stored = state.snapshots.get_snapshots([s.snapshot_id for s in env.snapshots])
     recorded = {s.snapshot_id: s for s in env.snapshots}
     missing = sorted(sid.name for sid in recorded if sid not in stored)
     if missing:
@@ -129,13 +124,13 @@ def _restated_range(snap: Snapshot, present: list[Interval], low: int, high: int
     return (Backfill(snap.name, inside, False) if inside else None), None
 
 
-def _dev_clearings(state: RestatementReader, environment: str, snapshots: dict[str, Snapshot],
+def _dev_clearings(state: StateReader, environment: str, snapshots: dict[str, Snapshot],
                    backfills: dict[str, Backfill]) -> list[Clearing]:
     """For a prod restatement: the same intervals of the other versions of the restated models that
     development environments read (recomputing prod's table does not reach those)."""
     out: list[Clearing] = []
     seen: set[tuple[str, str]] = set()
-    for env in state.get_environments():
+    for env in state.environments.get_environments():
         if env.name == environment:
             continue
         for es in env.snapshots:

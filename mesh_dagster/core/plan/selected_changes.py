@@ -51,10 +51,12 @@ class PlanSelection:
 
 
 class SnapshotReader(Protocol):
+    """The state store's snapshots (its `snapshots` part)."""
+
     def get_snapshots(self, ids: Iterable[SnapshotId]) -> dict[SnapshotId, Snapshot]: ...
 
 
-def select_plan(project: Project, state: SnapshotReader, base: Mapping[str, EnvironmentSnapshot],
+def select_plan(project: Project, snapshot_store: SnapshotReader, base: Mapping[str, EnvironmentSnapshot],
                 local: dict[str, Snapshot], *, select: Sequence[str] = (), backfill: Sequence[str] = (),
                 is_prod: bool) -> PlanSelection:
     """Apply `--select-model` (`select`) and `--backfill-model` (`backfill`) selectors to a plan
@@ -69,7 +71,8 @@ def select_plan(project: Project, state: SnapshotReader, base: Mapping[str, Envi
     snapshots = local
     selected: set[str] = set()
     if select:
-        stored = {sid.name: s for sid, s in state.get_snapshots([es.snapshot_id for es in base.values()]).items()}
+        found = snapshot_store.get_snapshots([es.snapshot_id for es in base.values()])
+        stored = {sid.name: s for sid, s in found.items()}
         index = ModelIndex.of_models(project.models, project.dag).over(ModelIndex.of_snapshots(stored))
         selected = select_models(select, index, flag=SELECT_FLAG)
         lost = sorted(n for n in base if n not in stored and n not in selected)

@@ -1,10 +1,10 @@
-"""The state store as `execution/` sees it: the operations an apply, a run, a materialization and
-the janitor call, and nothing about SQLAlchemy.
+"""execution/'s ports: the state store as `execution/` sees it — the operations an apply, a run, a
+materialization and the janitor call, and nothing about SQLAlchemy.
 
-`state/store.StateStore` implements it (mypy checks that where Context hands it over); a test may
-implement only what the code under test calls. Plan building reads through the narrower
-`core.plan.StateReader`. One Protocol per concern, as the store has one part per concern (state/);
-`State` is their union.
+`state/store.StateStore` implements `State` (mypy checks that where Context hands it over). One
+Protocol per part, as the store has one part per concern (state/): `State` is the store's parts,
+reached as `state.environments`, `state.intervals`... — never through the store itself. Plan
+building reads through the narrower `core.plan.StateReader`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,15 @@ from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotId
 from mesh_dagster.state.journal import PendingWrite
 from mesh_dagster.state.locks import Lease, LockInfo
+from mesh_dagster.state.verdicts import Verdict
 
 IntervalKey = tuple[str, str]  # (model name, version)
 Interval = tuple[int, int]
 
 
 class SnapshotState(Protocol):
+    def update_snapshots(self, snapshots: Iterable[Snapshot]) -> None: ...
+
     def push_snapshots(self, snapshots: Iterable[Snapshot], recaptured: Iterable[Snapshot] = ()) -> None: ...
 
     def get_snapshots(self, ids: Iterable[SnapshotId]) -> dict[SnapshotId, Snapshot]: ...
@@ -61,6 +64,8 @@ class EnvironmentState(Protocol):
                              lease: Lease | None = None) -> None: ...
 
     def expired_environments(self, now_ms: int | None = None) -> list[Environment]: ...
+
+    def invalidate_environment(self, name: str, now_ms: int | None = None) -> None: ...
 
     def delete_environment(self, name: str) -> None: ...
 
@@ -109,12 +114,47 @@ class JournalState(Protocol):
     def forget_retired(self, items: Iterable[tuple[str, str]]) -> None: ...
 
 
-class State(SnapshotState, IntervalState, EnvironmentState, LockState, Protocol):
-    """Everything execution/ asks of the state store; plan records and the write journal are its
-    parts (`state.plans`, `state.journal`), as they are on the store."""
+class VerdictState(Protocol):
+    """What each audit said about the data it judged (state/verdicts.py)."""
+
+    def record(self, verdicts: Iterable[Verdict], now_ms: int) -> None: ...
+
+    def history(self, keys: Iterable[tuple[str, str]]) -> list[Verdict]: ...
+
+
+class RunMarkState(Protocol):
+    """The marks of runs' `before_all` / `after_all` (state/statement_runs.py)."""
+
+    def marks(self, run_key: str) -> dict[str, str | None]: ...
+
+    def mark(self, run_key: str, mark: str, failed: str | None = None) -> None: ...
+
+    def forget_old(self, now: int | None = None) -> None: ...
+
+
+class State(Protocol):
+    """Everything execution/ asks of the state store, as the store's parts."""
+
+    @property
+    def snapshots(self) -> SnapshotState: ...
+
+    @property
+    def environments(self) -> EnvironmentState: ...
+
+    @property
+    def intervals(self) -> IntervalState: ...
+
+    @property
+    def locks(self) -> LockState: ...
 
     @property
     def plans(self) -> PlanState: ...
 
     @property
     def journal(self) -> JournalState: ...
+
+    @property
+    def verdicts(self) -> VerdictState: ...
+
+    @property
+    def statement_runs(self) -> RunMarkState: ...
