@@ -41,7 +41,7 @@ def read_model(context: Context, name: str) -> dict[str, Any]:
         return select_all(context, name)
     except Exception as view_error:  # noqa: BLE001 - try the physical table next
         try:
-            table = context.physical_table(name)
+            table = context.inspection.physical_table(name)
             return {**select_all(context, table), "note": "physical table (no prod view)"}
         except Exception:  # noqa: BLE001 - the view's error is the one to report
             raise view_error from None

@@ -51,7 +51,7 @@ sys.path.insert(0, {str(Path(__file__).resolve().parents[1] / 'tests')!r})
 from project_builder import record_plan
 from mesh_dagster.context import Context
 ctx = Context({str(project)!r})
-record_plan(ctx.plan('prod'), ctx.state)
+record_plan(ctx.plans.plan('prod'), ctx.state)
 """
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -7,9 +7,11 @@ project and reads the state store but never starts Spark; only commands that tou
 session. Commands that only need the state store or Spark's connection read `config.yaml` alone,
 so a broken model file does not stop `mesh environments`, `invalidate`, `migrate` or `fetchdf`.
 
-Its methods are grouped in three classes, each a concern of the facade: `_Parts` (the lazily built
-parts, and Spark itself), `_Plans` (plans, their review and apply, git pushes) and `Context` (runs,
-materializations, looking at data, environments and upkeep).
+Its services are attributes, and callers use them: `ctx.plans` (execution/planning.py: plans,
+restatements, categories, gaps), `ctx.reviews` (execution/review_desk.py: recording, review,
+apply, promotion, git pushes; `ctx.reviews.records` the records' life) and `ctx.inspection`
+(execution/inspection.py: rendering, evaluating, auditing, diffing data). Context's own methods are
+those that add something: a lazily built part, a lock, a notification, a choice of front door.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from mesh_dagster.core.config.config import ProjectConfig, ProtectedEnvironment
+from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.config.connections import MESH_DIR, SparkConnectionConfig
 from mesh_dagster.core.config.names import PROD, normalize_environment
 from mesh_dagster.core.config.spark_settings import spark_settings_refusal, with_spark_settings
@@ -34,11 +36,9 @@ from mesh_dagster.core.plan.options import FROM_COMMIT, PlanOptions  # noqa: F40
 from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.core.project.config_file import load_config
-from mesh_dagster.core.project.external_models import ExternalModelsFile
 from mesh_dagster.core.project.lineage import ColumnRef, Lineage, column_upstream, model_lineage
 from mesh_dagster.core.project.linter import LinterErrors, LintReport, lint, refuse_errors  # noqa: F401 - for the front doors
 from mesh_dagster.core.project.project import Project, load_project
-from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot
 from mesh_dagster.core.time.dates import now_ms, time_range
 from mesh_dagster.core.time.intervals import Interval
 from mesh_dagster.execution.deployed import deployed_files
@@ -52,7 +52,7 @@ from mesh_dagster.execution.git_worker import (  # noqa: F401 - cli/git_worker.p
     open_channel,
     worker_variables,
 )
-from mesh_dagster.execution.inspection import Inspection, TableDiff, TableDiffs
+from mesh_dagster.execution.inspection import Inspection
 from mesh_dagster.execution.janitor import run_janitor
 from mesh_dagster.execution.materialize import (  # noqa: F401
     ModelMaterialization,
@@ -62,10 +62,9 @@ from mesh_dagster.execution.materialize import (  # noqa: F401
     unpartitioned_windows,
 )
 from mesh_dagster.execution.physical_check import MissingTable, missing_tables
-from mesh_dagster.execution.planning import PlanExplanation, Planning, explain, model_name, select
+from mesh_dagster.execution.planning import PlanExplanation, Planning, model_name, select  # noqa: F401 - for the CLI
 from mesh_dagster.execution.promote import PromotionRefused  # noqa: F401
 from mesh_dagster.execution.review_desk import ReviewDesk
-from mesh_dagster.execution.reviews import PlanReviews
 from mesh_dagster.execution.run import environment_snapshots, run_environment, run_scope
 from mesh_dagster.execution.statement_runs import StatementRun
 from mesh_dagster.execution.verdicts import audit_digest, holding, snapshot_audits
@@ -90,8 +89,9 @@ def _spark() -> tuple[ModuleType, ModuleType]:
     return adapter, connect_server
 
 
-class _Parts:
-    """One project's parts, each built on first use, and the project's shared Spark server."""
+class Context:
+    """The API of one project: its parts, each built on first use, its services, and the project's
+    shared Spark server."""
 
     def __init__(self, path: str | Path = ".", gateway: str | None = None, *, state_url: str | None = None,
                  engine: Any = None, on_warning: Callable[[str], None] | None = None, home: str | Path | None = None,
@@ -117,6 +117,9 @@ class _Parts:
         # What the last lint gate did (`lint_gate`, `skip_lint_gate`): the plans made next carry it
         # into their review (execution/planning.py); None: no gate ran.
         self.linted: LintOutcome | None = None
+        self.plans = Planning(self)
+        self.reviews = ReviewDesk(self, self.plans, self._files)
+        self.inspection = Inspection(self, self.plans)
 
     @property
     def project(self) -> Project:
@@ -240,37 +243,6 @@ class _Parts:
         one warehouse with concurrent runs and the `mesh` CLI instead of fighting over Derby."""
         os.environ.setdefault(_spark()[1].SHARED_ENV, "1")
 
-
-class _Plans(_Parts):
-    """Plans (execution/planning.py), their records, review and apply (execution/review_desk.py)."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.planning = Planning(self)
-        self.desk = ReviewDesk(self, self.planning, self._files)
-
-    def plan(self, environment: str = PROD, options: PlanOptions | None = None, **keywords: Any) -> Plan:
-        """A plan of `environment` as `options` ask (or its fields as keywords: an unknown one is a
-        TypeError); the plan keeps them, and its review record is rebuilt from them."""
-        return self.planning.plan(environment, PlanOptions.of(options, **keywords))
-
-    def restate(self, environment: str, models: Sequence[str], *, start: str | None = None,
-                end: str | None = None, execution_time: str | int | None = None) -> Plan:
-        """A plan recomputing `models` (and everything below them) over `[start, end]` in the
-        environment, as the environment has them: local changes are not part of it."""
-        return self.planning.restate(environment, models, start=start, end=end, execution_time=execution_time)
-
-    def parse_categories(self, texts: Sequence[str]) -> dict[str, ChangeCategory]:
-        return self.planning.parse_categories(texts)
-
-    def categories_to_choose(self, plan: Plan, ask_all: bool = False) -> list[str]:
-        return self.planning.categories_to_choose(plan, ask_all)
-
-    @staticmethod
-    def explain(plan: Plan) -> PlanExplanation:
-        """What `apply(plan)` would create and which views it would move, without doing it."""
-        return explain(plan)
-
     def missing_tables(self, plan: Plan) -> list[MissingTable]:
         """The physical tables of `plan`'s snapshots that are gone while the state store records
         their history: applying the plan rebuilds them (execution/physical_check.py). Spark's
@@ -279,19 +251,6 @@ class _Plans(_Parts):
         if not self.spark_at_hand:
             return []
         return missing_tables(self.state, lambda: self.engine, plan.snapshots.values())
-
-    def local_snapshots(self) -> dict[str, Snapshot]:
-        """The project's snapshots, categorised against prod (or fresh) so they have versions."""
-        return self.planning.local_snapshots()
-
-    def gaps(self, environment: str = PROD):
-        """Intervals the environment's current snapshots still miss (what promotion waits for)."""
-        return self.planning.gaps(environment)
-
-    def review_required(self, environment: str) -> ProtectedEnvironment | None:
-        """The one decision "protected: record the plan for review instead of applying it": the
-        environment's rules when its plans wait for review, else None."""
-        return self.desk.review_required(environment)
 
     def lint_gate(self, skip: str | None = None) -> LintReport:
         """The linter run a front door makes before it plans (`mesh plan`; Dagster's plan, promote
@@ -307,55 +266,13 @@ class _Plans(_Parts):
         """The caller skips the lint gate (`how`: its flag): the plans made next say so, and who."""
         self.linted = LintOutcome.skipped(how, self.user)
 
-    def hold_for_review(self, plan: Plan) -> ProtectedEnvironment | None:
-        """Record `plan` for review if its environment requires one (its rules); None: apply it."""
-        return self.desk.hold_for_review(plan)
-
-    def apply(self, plan: Plan, listener: ApplyListener | None = None) -> None:
-        """Apply a plan made just now, recording it (and its outcome) if it is not yet. A protected
-        environment's plans are applied only as approved records (`apply_recorded`)."""
-        self.desk.apply(plan, listener)
-
-    @property
-    def reviews(self) -> PlanReviews:
-        return self.desk.reviews
-
-    def record(self, plan: Plan) -> PlanRecord:
-        """Store `plan` for review (pending), with its author and the project's git commit."""
-        return self.desk.record(plan)
-
     def plan_records(self, environment: str | None = None, statuses: list[str] | None = None, limit: int = 50):
         return self.state.plans.list_plan_records(normalize_environment(environment) if environment else None,
                                             statuses, limit)
 
-    def plan_record(self, plan_id: str) -> PlanRecord:
-        return self.reviews.find(plan_id)
-
     def decide(self, plan_id: str, action: str, note: str | None = None) -> PlanRecord:
         """approve, reject or cancel a recorded plan as the current user."""
-        return self.reviews.decide(plan_id, action, self.user, note)
-
-    def apply_recorded(self, plan_id: str, listener: ApplyListener | None = None) -> PlanRecord:
-        """Apply a recorded plan: approved (protected environments), and still the plan reviewed.
-        A plan made from a pushed commit is rebuilt and applied from that commit's files."""
-        return self.desk.apply_recorded(plan_id, listener)
-
-    def promote(self, environment: str = PROD, listener: ApplyListener | None = None) -> Plan:
-        """Virtual update of `environment` to the current snapshots; refuses while any has gaps."""
-        return self.desk.promote(environment, listener)
-
-    # -- git-driven plans (dagster/git_sensor.py) -------------------------------------------
-    def git_heads(self) -> dict[str, str]:
-        """{branch: sha} of the watched repository's branches that `git.branches` selects."""
-        return self.desk.git_heads()
-
-    def plan_git_commit(self, branch: str, sha: str, listener: ApplyListener | None = None) -> PlanRecord:
-        """Plan commit `sha` of `branch` from its own files (execution/review_desk.py)."""
-        return self.desk.plan_git_commit(branch, sha, listener)
-
-    def git_branch_deleted(self, branch: str) -> str | None:
-        """Invalidate the environment of a deleted branch (the janitor removes it); its name, if any."""
-        return self.desk.git_branch_deleted(branch)
+        return self.reviews.records.decide(plan_id, action, self.user, note)
 
     @contextmanager
     def _files(self, path: Path) -> Iterator[Context]:
@@ -368,14 +285,6 @@ class _Plans(_Parts):
         finally:
             other.close()
 
-
-class Context(_Plans):
-    """The API of one project: plans (`_Plans`), its parts (`_Parts`), and everything else below."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.inspection = Inspection(self, self.planning)
-
     def run(self, environment: str = PROD, listener: ApplyListener | None = None, **options) -> int:
         """`mesh run`; `select` (selectors) and `auto_upstream` limit the models it processes."""
         if options.get("start") and options.get("end"):
@@ -386,7 +295,7 @@ class Context(_Plans):
         try:
             return run_environment(self.project, self.state, self.engine, environment, listener=listener, **options)
         except Exception as e:
-            notifier = self.reviews.notifier  # always set by the review desk
+            notifier = self.reviews.records.notifier  # always set by the review desk
             assert notifier is not None
             notifier.send("run_failed", {"environment": normalize_environment(environment),
                                                       "error": str(e) or type(e).__name__, "actor": self.user})
@@ -443,10 +352,6 @@ class Context(_Plans):
         return pending_intervals(self.project, self.state, normalize_environment(environment), names,
                                  execution_time=execution_time, engine_factory=lambda: self.engine, listener=listener)
 
-    # -- looking at data (execution/inspection.py) ------------------------------------------
-    def fetchdf(self, sql: str):
-        return self.engine.fetchdf(sql)
-
     def model_name(self, name: str) -> str:
         """Accept `schema.model`, or a view name of any environment (`schema__dev.model`)."""
         return model_name(self.project, name)
@@ -464,50 +369,9 @@ class Context(_Plans):
         """The project's models `selectors` choose (core/plan/selectors.py); errors name `flag`."""
         return select(self.project, selectors, flag) if selectors else set()
 
-    def render(self, model: str, start: str | None = None, end: str | None = None,
-               execution_time: str | None = None, pretty: bool = True) -> str:
-        """The query as it would run: macros expanded, references pointing at physical tables."""
-        return self.inspection.render(model, start, end, execution_time, pretty)
-
-    def evaluate(self, model: str, start: str | None = None, end: str | None = None,
-                 execution_time: str | None = None, limit: int = 1000):
-        """Run a model's query (a Python model's function) and return rows, without writing anything."""
-        return self.inspection.evaluate(model, start, end, execution_time, limit)
-
-    def audit(self, models: list[str] | None = None, environment: str = PROD) -> list[tuple[str, str, int, bool]]:
-        """Run the audits of an environment's models on their current data."""
-        return self.inspection.audit(models, environment)
-
-    def table_diff(self, source: str, target: str, model: str, on: list[str] | None = None,
-                   limit: int = 20) -> TableDiff:
-        """Row and column differences of one model between two environments, joined on its grain."""
-        return self.inspection.table_diff(source, target, model, on, limit)
-
-    def table_diffs(self, source: str, target: str, selectors: Sequence[str], on: list[str] | None = None,
-                    limit: int = 20) -> TableDiffs:
-        """`table_diff` of every selected model the two environments show from different tables."""
-        return self.inspection.table_diffs(source, target, selectors, on, limit)
-
-    def physical_table(self, model: str) -> str:
-        return self.inspection.physical_table(model)
-
-    def create_external_models(self, strict: bool = False) -> ExternalModelsFile:
-        """Write `external_models.yaml` from Spark's catalog (execution/inspection.py)."""
-        return self.inspection.create_external_models(strict)
-
-    def info(self) -> dict[str, Any]:
-        return self.inspection.info()
-
     # -- environments and upkeep -------------------------------------------------------------
-    def environments(self):
-        return self.state.environments.get_environments()
-
     def environment_exists(self, environment: str) -> bool:
         return self.state.environments.get_environment(normalize_environment(environment)) is not None
-
-    def intervals(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[Interval]]:
-        """Processed intervals per `(model, version)` as the state store records them."""
-        return self.state.intervals.get_intervals(keys)
 
     def migrate(self) -> int:
         """Bring the state store's schema up to this version; returns the schema version."""

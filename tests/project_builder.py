@@ -52,7 +52,7 @@ def applied_example(dest: Path, finalize: bool = True) -> Path:
     root = copy_example(dest)
     ctx = Context(root)
     try:
-        record_plan(ctx.plan(execution_time="2025-06-20"), ctx.state, finalize=finalize)
+        record_plan(ctx.plans.plan(execution_time="2025-06-20"), ctx.state, finalize=finalize)
     finally:
         ctx.close()
     return root

@@ -22,6 +22,6 @@ def git_worker() -> None:
     context = Context(request.project_dir, request.gateway, state_url=request.state_url, home=request.home,
                       config=request.rules, on_warning=channel.log)
     try:
-        context.desk.work(request, channel)
+        context.reviews.work(request, channel)
     finally:
         context.close()

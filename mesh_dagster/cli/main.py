@@ -151,7 +151,7 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
                                    skip_backfill=skip_backfill or empty_backfill, include_unmodified=include_unmodified,
                                    select=select_model + backfill_model, min_intervals=min_intervals,
                                    no_gaps=no_gaps)
-        p = context.restate(environment, restate_model, start=start, end=end, execution_time=execution_time)
+        p = context.plans.restate(environment, restate_model, start=start, end=end, execution_time=execution_time)
     else:
         options = PlanOptions(
             start=start, end=end, execution_time=execution_time, create_from=create_from,
@@ -166,7 +166,7 @@ def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, 
     missing = _missing_tables(context, p)
     show_missing_tables(p, missing)
     if explain:
-        show_explain(p, context.explain(p))
+        show_explain(p, context.plans.explain(p))
     elif p.needs_apply or missing:
         _apply_or_record(context, p, auto_apply=auto_apply or config.plan.auto_apply, no_prompts=no_prompts,
                          backfills=p.requires_backfill or bool(missing))
@@ -186,16 +186,16 @@ def _categorized_plan(context, environment: str, options: PlanOptions, categoriz
                       ask_all: bool, no_prompts: bool):
     """The plan, made again with the categories the user chose if automatic categorization left
     some to them (`--categorize` values first)."""
-    choices = context.parse_categories(categorize)
-    p = context.plan(environment, options, choices=choices)
+    choices = context.plans.parse_categories(categorize)
+    p = context.plans.plan(environment, options, choices=choices)
     asked = _ask_categories(p, context, choices, ask_all=ask_all, no_prompts=no_prompts)
-    return context.plan(environment, options, choices={**choices, **asked}) if asked else p
+    return context.plans.plan(environment, options, choices={**choices, **asked}) if asked else p
 
 
 def _apply_or_record(context, p, *, auto_apply: bool, no_prompts: bool, backfills: bool) -> None:
     """Apply the plan, unless Context holds it for review (a protected environment), prompts are
     off without --auto-apply, or the user declines: then it is only recorded."""
-    protection = context.hold_for_review(p)
+    protection = context.reviews.hold_for_review(p)
     if protection is not None:
         console.print(f"'{p.environment}' is protected: plan {p.plan_id[:8]} is recorded for review. One of "
                       f"{', '.join(protection.approvers) or 'its approvers (none listed yet)'} approves it with "
@@ -203,19 +203,19 @@ def _apply_or_record(context, p, *, auto_apply: bool, no_prompts: bool, backfill
         return
     if not auto_apply:
         if no_prompts:
-            context.record(p)
+            context.reviews.record(p)
             console.print(f"Plan not applied (use --auto-apply to apply without a prompt); recorded as "
                           f"{p.plan_id[:8]}: `mesh plans apply {p.plan_id[:8]}` applies it.")
             return
         question = "Apply - Backfill Tables" if backfills else "Apply - Virtual Update"
         if not click.confirm(question, default=False, prompt_suffix=" [y/n]: ", show_default=False):
-            context.record(p)
+            context.reviews.record(p)
             context.decide(p.plan_id, "cancel", "declined at the prompt")
             console.print("Plan not applied.")
             return
     listener = ConsoleListener()
     try:
-        context.apply(p, listener)
+        context.reviews.apply(p, listener)
     finally:
         listener.close()
 
@@ -227,7 +227,7 @@ def _ask_categories(plan, context, given: dict, *, ask_all: bool, no_prompts: bo
     if unknown:
         raise MeshError(f"--categorize names {', '.join(unknown)}, which this plan does not directly modify "
                         f"(directly modified: {', '.join(plan.directly_modified) or 'none'})")
-    ask = [n for n in context.categories_to_choose(plan, ask_all) if n not in given]
+    ask = [n for n in context.plans.categories_to_choose(plan, ask_all) if n not in given]
     if ask and no_prompts:
         raise MeshError(f"These changes need a category and prompts are off: {', '.join(ask)}. Use "
                         f"--categorize MODEL=breaking|non-breaking|forward-only. Nothing was applied.")
@@ -286,7 +286,7 @@ def fetchdf(ctx, sql) -> None:
     """Run SQL on Spark and print the result."""
     import pandas as pd
 
-    df = project_context(ctx).fetchdf(sql)
+    df = project_context(ctx).engine.fetchdf(sql)
     with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
         click.echo(df.to_string() if not df.empty else f"Empty result. Columns: {', '.join(df.columns)}")
 
@@ -300,7 +300,7 @@ def fetchdf(ctx, sql) -> None:
 @click.pass_context
 def render(ctx, model, start, end, execution_time, no_format) -> None:
     """Print MODEL's query as it would run (macros expanded, physical tables); a Python model has none."""
-    click.echo(project_context(ctx).render(model, start, end, execution_time, pretty=not no_format))
+    click.echo(project_context(ctx).inspection.render(model, start, end, execution_time, pretty=not no_format))
 
 
 @cli.command()
@@ -312,7 +312,7 @@ def render(ctx, model, start, end, execution_time, no_format) -> None:
 @click.pass_context
 def evaluate(ctx, model, start, end, execution_time, limit) -> None:
     """Run MODEL's query (a Python model's function) and print rows, writing nothing."""
-    df = project_context(ctx).evaluate(model, start, end, execution_time, limit)
+    df = project_context(ctx).inspection.evaluate(model, start, end, execution_time, limit)
     click.echo(df.to_string())
 
 
@@ -321,7 +321,7 @@ def evaluate(ctx, model, start, end, execution_time, limit) -> None:
 @click.pass_context
 def diff(ctx, environment) -> None:
     """Show the differences between the project and ENVIRONMENT."""
-    show_plan(project_context(ctx).plan(environment, allow_empty=True))
+    show_plan(project_context(ctx).plans.plan(environment, allow_empty=True))
 
 
 @cli.command("table_diff")
@@ -342,10 +342,10 @@ def table_diff(ctx, source_target, model, on, limit, select_model) -> None:
     source, target = (environment_name(e) for e in source_target.split(":", 1))
     context = project_context(ctx)
     if not select_model:
-        _show_table_diff(context.table_diff(source, target, model, list(on) or None, limit), source, target)
+        _show_table_diff(context.inspection.table_diff(source, target, model, list(on) or None, limit), source, target)
         return
     selectors = [*select_model, *([model] if model else [])]
-    result = context.table_diffs(source, target, selectors, list(on) or None, limit)
+    result = context.inspection.table_diffs(source, target, selectors, list(on) or None, limit)
     for i, d in enumerate(result.diffs):
         if i:
             click.echo()
@@ -409,7 +409,7 @@ def test(ctx, tests, pattern) -> None:
 @click.pass_context
 def audit(ctx, models, environment) -> None:
     """Run the models' audits on the data they currently hold."""
-    results = project_context(ctx).audit(list(models) or None, environment)
+    results = project_context(ctx).inspection.audit(list(models) or None, environment)
     failed = 0
     for model, name, count, blocking in results:
         ok = count == 0
@@ -427,7 +427,7 @@ INFO_LIMIT = 2000  # characters of one `mesh info` line: a huge setting is cut, 
 @click.pass_context
 def info(ctx) -> None:
     """Show the project's models, audits, tests and connections."""
-    data = project_context(ctx).info()  # secrets already hidden
+    data = project_context(ctx).inspection.info()  # secrets already hidden
     for key, value in data.items():
         click.echo(f"{key}: {shorten(printable_line(str(value)), INFO_LIMIT)}")
 
@@ -436,7 +436,7 @@ def info(ctx) -> None:
 @click.pass_context
 def environments(ctx) -> None:
     """List environments and when they expire."""
-    for env in project_context(ctx).environments():
+    for env in project_context(ctx).state.environments.get_environments():
         expiry = ms_to_datetime(env.expiration_ts).strftime("%Y-%m-%d %H:%M") if env.expiration_ts else "never"
         click.echo(f"{env.name:<20} {len(env.snapshots):>5} models   expires {expiry}")
 
@@ -446,7 +446,7 @@ def environments(ctx) -> None:
 @click.pass_context
 def table_name(ctx, model) -> None:
     """Print the physical table of MODEL's current version."""
-    click.echo(project_context(ctx).physical_table(model))
+    click.echo(project_context(ctx).inspection.physical_table(model))
 
 
 @cli.command("create_external_models")
@@ -460,7 +460,7 @@ def create_external_models(ctx, strict) -> None:
     their columns are refreshed. Tables missing from the catalog are written without columns
     (with --strict: nothing is written). Comments in the file are not kept.
     """
-    result = project_context(ctx).create_external_models(strict)
+    result = project_context(ctx).inspection.create_external_models(strict)
     if not result.written:
         click.echo("The models read no external tables: nothing to write.")
         return

@@ -53,7 +53,7 @@ def show(ctx, plan_id) -> None:
 
     All of it is user text shown for review: control characters are shown as escapes, never sent
     to the terminal (the summary's Markdown is already made so, core/plan/review.py)."""
-    r = project_context(ctx).plan_record(plan_id)
+    r = project_context(ctx).reviews.records.find(plan_id)
     click.echo(printable_line(f"Plan {r.plan_id} for '{r.environment}': {r.status.value}"))
     click.echo(printable_line(f"Made by {r.author} on {_when(r.created_ts)}" + (
         f" from {r.git_branch or 'a detached checkout'} at {r.git_commit}" if r.git_commit else "")))
@@ -135,7 +135,7 @@ def apply_plan(ctx, plan_id) -> None:
     from what is missing."""
     listener = ConsoleListener()
     try:
-        record = project_context(ctx).apply_recorded(plan_id, listener)
+        record = project_context(ctx).reviews.apply_recorded(plan_id, listener)
     finally:
         listener.close()
     resumed = len(record.events) > 1 and record.events[-2].action == "resume"

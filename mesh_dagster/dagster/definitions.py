@@ -224,9 +224,9 @@ def _folder_graphs(folder: str, environments: list[str], gateway: str | None, st
                    translator: MeshTranslator, home: str | None) -> list[ProjectGraph] | MeshError:
     context = Context(folder, gateway, state_url=state_url, home=home)
     try:
-        plans = [context.plan(environment, allow_empty=True, render_added=False) for environment in environments]
-        present = context.intervals(list({(s.name, s.version) for p in plans for s in p.snapshots.values()
-                                          if s.version}))
+        plans = [context.plans.plan(environment, allow_empty=True, render_added=False) for environment in environments]
+        present = context.state.intervals.get_intervals(list({(s.name, s.version) for p in plans
+                                                               for s in p.snapshots.values() if s.version}))
         return [build_graph(context.project, plan, translator, context.audit_digests(plan), present,
                             _served(context, plan), context.column_lineage) for plan in plans]
     except MeshError as e:

@@ -51,12 +51,12 @@ def git_plan_job() -> JobDefinition:
         mesh = context.resources.mesh.get_context()
         try:
             if not sha:
-                gone = mesh.git_branch_deleted(branch)
+                gone = mesh.reviews.git_branch_deleted(branch)
                 context.log.info(printable(f"Branch {branch} deleted: " + (f"environment '{gone}' invalidated" if gone
                                                                             else "it had no environment")))
                 yield Output(None, metadata=shown_metadata({"branch": branch, "invalidated": gone or ""}))
                 return
-            record = mesh.plan_git_commit(branch, sha, DagsterLogListener(context.log))
+            record = mesh.reviews.plan_git_commit(branch, sha, DagsterLogListener(context.log))
         except MeshError as e:
             raise JobFailed(str(e)) from None
         failure = record.events[-1].note if record.status.value == "failed" else None
@@ -84,7 +84,7 @@ def git_sensor(project_dir: str, gateway: str | None, state_url: str | None, pla
     def _sensor(context: SensorEvaluationContext):
         ctx = Context(project_dir, gateway, state_url=state_url)
         try:
-            heads = ctx.git_heads()
+            heads = ctx.reviews.git_heads()
         except MeshError as e:  # a missing repository, git failing or too slow: say so, try again next tick
             return SkipReason(printable(f"Cannot read the git repository: {e}"))
         finally:

@@ -25,7 +25,7 @@ def promote_job(environment: str) -> JobDefinition:
         mesh_context = context.resources.mesh.get_context(environment)
         try:
             lint_gate(context, mesh_context)
-            plan = mesh_context.promote(environment, DagsterLogListener(context.log))
+            plan = mesh_context.reviews.promote(environment, DagsterLogListener(context.log))
         except PromotionRefused as e:  # the gaps, one log line each, then the refusal in one message
             for gap in e.gaps:
                 context.log.info(f"Missing in '{environment}': {gap.view}: {gap.describe()}")

@@ -29,11 +29,11 @@ def restate_job(environment: str) -> JobDefinition:
         mesh_context = context.resources.mesh.get_context(environment)
         try:
             lint_gate(context, mesh_context)  # as `mesh plan --restate-model` does
-            plan = mesh_context.restate(environment, config["models"], start=config.get("start"),
+            plan = mesh_context.plans.restate(environment, config["models"], start=config.get("start"),
                                         end=config.get("end"))
             for warning in plan.warnings:
                 context.log.warning(warning)
-            mesh_context.apply(plan, DagsterLogListener(context.log))
+            mesh_context.reviews.apply(plan, DagsterLogListener(context.log))
         except MeshError as e:
             raise JobFailed(str(e)) from None
         for name in plan.restated:

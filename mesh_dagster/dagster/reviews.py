@@ -57,15 +57,16 @@ def plan_job(environment: str) -> JobDefinition:
         mesh = context.resources.mesh.get_context()
         try:
             linted = lint_gate(context, mesh)
-            plan = mesh.plan(environment, execution_time=context.op_config.get("execution_time"), allow_empty=True)
-            record = mesh.record(plan)
+            plan = mesh.plans.plan(environment, execution_time=context.op_config.get("execution_time"),
+                                   allow_empty=True)
+            record = mesh.reviews.record(plan)
         except MeshError as e:
             raise JobFailed(str(e)) from None
         # where its data diff will be shown (a prod plan's reused diff is shown already)
         mark_plan_run(context.instance, context.run_id, record.plan_id, bool(record.summary.data_diffs))
         for observation in observations(record, environment, f"pending in plan {record.plan_id[:8]}", {}):
             context.log_event(observation)
-        protected = mesh.review_required(environment) is not None  # Context decides
+        protected = mesh.config.protection(environment) is not None  # Context decides
         next_step = (f"approve with `mesh plans approve {record.plan_id[:8]}`, then launch apply_plan_{environment}"
                      if protected else f"launch apply_plan_{environment} with plan_id {record.plan_id}")
         yield Output(None, metadata=shown_metadata({
@@ -90,11 +91,11 @@ def apply_plan_job(environment: str) -> JobDefinition:
     def _apply(context: OpExecutionContext):
         mesh = context.resources.mesh.get_context()
         try:
-            record = mesh.plan_record(context.op_config["plan_id"])
+            record = mesh.reviews.records.find(context.op_config["plan_id"])
             if record.environment != environment:
                 raise MeshError(f"Plan {record.plan_id} is for '{record.environment}', not '{environment}': "
                                 f"launch apply_plan_{record.environment}")
-            done = mesh.apply_recorded(record.plan_id, DagsterLogListener(context.log))
+            done = mesh.reviews.apply_recorded(record.plan_id, DagsterLogListener(context.log))
         except MeshError as e:
             raise JobFailed(str(e)) from None
         context.log.info(f"Plan {done.plan_id} {done.status.value} in '{environment}'")

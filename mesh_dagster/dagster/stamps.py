@@ -234,7 +234,8 @@ class Stamper:
         """The keys of `keys` (None: the whole asset) whose data the served version holds."""
         if served is None or not served.version:
             return set()
-        present = self.context.intervals([(asset.name, served.version)]).get((asset.name, served.version), [])
+        key = (asset.name, served.version)
+        present = self.context.state.intervals.get_intervals([key]).get(key, [])
         if not asset.is_partitioned:
             return {None} if (intervals_cover(present, ALL_TIME) if asset.is_timeless else bool(present)) else set()
         covered = set(self._candidates(asset, present)[0])
@@ -390,7 +391,7 @@ class Stamper:
         return out
 
     def _present(self, models: list[ModelAsset]) -> dict[tuple[str, str], list[Interval]]:
-        return self.context.intervals([(a.name, a.version) for a in models if a.version])
+        return self.context.state.intervals.get_intervals([(a.name, a.version) for a in models if a.version])
 
     def _behind(self, asset: ModelAsset, keys: list[str], latest: dict[str, LatestEvent]) -> list[str]:
         """Partitions built on an older version of a parent whose current version now holds the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.errors import MeshError, PlanError
@@ -66,10 +67,15 @@ def explain(plan: Plan) -> PlanExplanation:
 class Planning:
     """Plans of one project against its state store."""
 
+    explain = staticmethod(explain)
+
     def __init__(self, parts: Parts):
         self.parts = parts
 
-    def plan(self, environment: str, options: PlanOptions) -> Plan:
+    def plan(self, environment: str = PROD, options: PlanOptions | None = None, **keywords: Any) -> Plan:
+        """A plan of `environment` as `options` ask (or its fields as keywords: an unknown one is a
+        TypeError); the plan keeps them, and its review record is rebuilt from them."""
+        options = PlanOptions.of(options, **keywords)
         project = self.parts.project
         check_no_samples(project.config, ModelIndex.of_models(project.models, project.dag))
         plan = build_plan(project, self.parts.state, environment, options)

@@ -2,8 +2,8 @@
 recorded one, a pushed commit's), promotion, and the plans git pushes make.
 
 The one place that decides "a protected environment records the plan for review instead of
-applying it" is `ReviewDesk.review_required`: the CLI's `plan`, Dagster's plan job and the git
-sensor all ask it (through Context). The records' life itself is execution/reviews.py. A pushed
+applying it" is `ProjectConfig.protection` (core/config/config.py): the CLI's `plan`, Dagster's
+plan job and the git sensor all ask it. The records' life itself is execution/reviews.py. A pushed
 commit is planned in a git worker, a process of its own (execution/git_worker.py): `plan_git_commit`
 starts it and settles what it came to, `plan_pushed_commit` is what it runs.
 """
@@ -49,7 +49,7 @@ _OUTCOMES = {PlanStatus.PENDING: "plan_pending", PlanStatus.COMPLETED: "plan_app
 class CommitParts(Parts, Protocol):
     """The parts of one pushed commit's files (a Context over them), how it plans and lints."""
 
-    planning: Planning
+    plans: Planning
 
     def lint_gate(self, skip: str | None = None) -> LintReport: ...
 
@@ -65,32 +65,27 @@ class ReviewDesk:
         self.parts = parts
         self.planning = planning
         self._open_files = open_files
-        self._reviews: PlanReviews | None = None
+        self._records: PlanReviews | None = None
 
     @property
-    def reviews(self) -> PlanReviews:
-        if self._reviews is None:
+    def records(self) -> PlanReviews:
+        if self._records is None:
             config = self.parts.config
-            self._reviews = PlanReviews(self.parts.state, config, Notifier(config.notification_targets,
+            self._records = PlanReviews(self.parts.state, config, Notifier(config.notification_targets,
                                                                            self.parts.path.name))
-        return self._reviews
-
-    def review_required(self, environment: str) -> ProtectedEnvironment | None:
-        """The rules a plan for `environment` waits under, or None when plans apply as made: a
-        protected environment's plans are recorded for review, never applied at once."""
-        return self.parts.config.protection(environment)
+        return self._records
 
     def record(self, plan: Plan) -> PlanRecord:
         """Store `plan` for review (pending), with its author and the project's git commit."""
         path = self.parts.path
-        return self.reviews.record(plan, author=self.parts.user, git_commit=git_commit(path),
+        return self.records.record(plan, author=self.parts.user, git_commit=git_commit(path),
                                    git_branch=git_branch(path),
                                    data_diffs=self.parts.config.plan.data_diff.enabled)
 
     def _run(self, record: PlanRecord, plan: Plan, actor: str, parts: Parts,
              listener: ApplyListener | None) -> PlanRecord:
         """Apply `plan` as `record`'s run, then attach its data diffs."""
-        done = self.reviews.run(record, plan, actor, _applying(parts, listener))
+        done = self.records.run(record, plan, actor, _applying(parts, listener))
         return self._attach_diffs(done, plan, parts, listener)
 
     def _attach_diffs(self, record: PlanRecord, plan: Plan, parts: Parts,
@@ -109,7 +104,7 @@ class ReviewDesk:
     def hold_for_review(self, plan: Plan) -> ProtectedEnvironment | None:
         """Record `plan` for review when its environment requires one, returning its rules; None
         (and nothing recorded) when the plan may be applied now."""
-        protection = self.review_required(plan.environment)
+        protection = self.parts.config.protection(plan.environment)
         if protection is not None:
             self.record(plan)
         return protection
@@ -117,7 +112,7 @@ class ReviewDesk:
     def apply(self, plan: Plan, listener: ApplyListener | None = None) -> None:
         """Apply a plan made just now, recording it (and its outcome) if it is not yet. A protected
         environment's plans are applied only as approved records (`apply_recorded`)."""
-        self.reviews.refuse_unreviewed(plan)
+        self.records.refuse_unreviewed(plan)
         record = self.parts.state.plans.get_plan_record(plan.plan_id) or self.record(plan)
         self._run(record, plan, self.parts.user, self.parts, listener)
 
@@ -125,18 +120,18 @@ class ReviewDesk:
         """Apply a recorded plan: approved (protected environments), and still the plan reviewed.
         A plan made from a pushed commit is rebuilt and applied from that commit's files, in a git
         worker (`apply_pushed` is its half)."""
-        record = self.reviews.find(plan_id)
+        record = self.records.find(plan_id)
         if record.plan_options.from_commit is not None:
             return self._applied_in_worker(record, listener)
         applied: list[Plan] = []
-        done = self.reviews.apply(record.plan_id, self.parts.user, self.planning.rebuild,
+        done = self.records.apply(record.plan_id, self.parts.user, self.planning.rebuild,
                                   _recording(self.parts, listener, applied))
         return self._attach_diffs(done, applied[0], self.parts, listener)
 
     def promote(self, environment: str, listener: ApplyListener | None = None) -> Plan:
         """Virtual update of `environment` to the current snapshots; refuses while any has gaps."""
         def track(plan: Plan, apply: Callable[[Plan], None]) -> object:
-            return self.reviews.run(self.record(plan), plan, self.parts.user, apply)
+            return self.records.run(self.record(plan), plan, self.parts.user, apply)
 
         parts = self.parts
         return promote_environment(parts.project, parts.state, lambda: parts.engine, environment, listener,
@@ -201,21 +196,21 @@ class ReviewDesk:
         sha, environment, author = request.sha, request.environment, request.author
 
         def failed(error: object) -> PlanRecord:
-            return self.reviews.record_failure(environment, f"commit {sha[:8]}: {error}", author=author,
+            return self.records.record_failure(environment, f"commit {sha[:8]}: {error}", author=author,
                                                git_commit=sha, git_branch=request.branch)
 
         with ExitStack() as stack:
             try:
                 commit = stack.enter_context(self._commit(sha))
                 _warn(commit.lint_gate(), listener)
-                plan = commit.planning.plan(environment, PlanOptions(allow_empty=True, from_commit=sha))
+                plan = commit.plans.plan(environment, PlanOptions(allow_empty=True, from_commit=sha))
             except MeshError as e:
                 return failed(e)
-            protected = self.review_required(environment) is not None
+            protected = self.parts.config.protection(environment) is not None
             refused = None if protected else _failed_audits(commit, plan)  # what it would promote as it is
             if refused:
                 return failed(refused)
-            record = self.reviews.record(plan, author=author, git_commit=sha, git_branch=request.branch,
+            record = self.records.record(plan, author=author, git_commit=sha, git_branch=request.branch,
                                          data_diffs=self.parts.config.plan.data_diff.enabled)
             return record if protected else self._run(record, plan, author, commit, listener)
 
@@ -225,7 +220,7 @@ class ReviewDesk:
         commit's files and applied as reviewed, or superseded (execution/reviews.py)."""
         applied: list[Plan] = []
         with self._commit(request.sha) as commit:
-            done = self.reviews.apply(task.plan_id, task.actor, commit.planning.rebuild,
+            done = self.records.apply(task.plan_id, task.actor, commit.plans.rebuild,
                                       _recording(commit, listener, applied), outdated=task.outdated)
             return self._attach_diffs(done, applied[0], commit, listener)
 
@@ -249,12 +244,12 @@ class ReviewDesk:
         made = [r for r in self.parts.state.plans.list_plan_records(request.environment)
                 if (r.git_commit, r.git_branch) == (request.sha, request.branch) and r.created_ts >= since]
         if not made:  # nothing recorded: the worker died first, or pushed code ended it
-            return self.reviews.record_failure(
+            return self.records.record_failure(
                 request.environment, f"commit {request.sha[:8]}: {failure or 'the git worker recorded no plan'}",
                 author=request.author, git_commit=request.sha, git_branch=request.branch)
         record = made[0]
         if record.status == PlanStatus.RUNNING or (
-                record.status == PlanStatus.PENDING and self.review_required(record.environment) is None):
+                record.status == PlanStatus.PENDING and self.parts.config.protection(record.environment) is None):
             record = self._settle(record, failure or "the git worker ended before the plan's outcome was recorded")
         elif failure is not None and record.status != PlanStatus.FAILED and listener is not None:
             listener.log(f"The git worker failed after plan {record.plan_id[:8]} was {record.status.value}: {failure}")
@@ -273,7 +268,7 @@ class ReviewDesk:
     def _after_apply(self, record: PlanRecord, failure: str | None) -> PlanRecord:
         """What the worker's apply of `record` came to: settled when it started a run it did not end
         (one that was running before, by a live apply, is not its own), notified when it moved."""
-        done = self.reviews.find(record.plan_id)
+        done = self.records.find(record.plan_id)
         if len(done.events) == len(record.events):
             return done  # refused before deciding anything
         if done.status == PlanStatus.RUNNING and done.events[-1].action in ("start", "resume"):
@@ -285,7 +280,7 @@ class ReviewDesk:
         in between: someone decided meanwhile, and was notified)."""
         event = _OUTCOMES.get(record.status)
         if event is not None:
-            self.reviews.notify(event, record)
+            self.records.notify(event, record)
         return record
 
     def _settle(self, record: PlanRecord, reason: str) -> PlanRecord:
@@ -306,7 +301,7 @@ class ReviewDesk:
         # The actor is who its worker acted for: the author planning, or who applied an approved plan.
         event = PlanEvent(action=action, actor=record.events[-1].actor, ts=now_ms(), status=status, note=note)
         moved = self.parts.state.plans.transition_plan(record.plan_id, [s.value for s in allowed], event, lease=lease)
-        return moved or self.reviews.find(record.plan_id)  # decided meanwhile by someone else: as it is now
+        return moved or self.records.find(record.plan_id)  # decided meanwhile by someone else: as it is now
 
     def git_branch_deleted(self, branch: str) -> str | None:
         """Invalidate the environment of a deleted branch (the janitor removes it); its name, if any."""

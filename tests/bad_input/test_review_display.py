@@ -35,7 +35,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project whose prod holds MODEL, now protected, with a changed line that hides itself."""
     root = write_project(tmp_path / "p", {"models/a.sql": MODEL}, CONFIG)
     ctx = Context(root, engine=FakeEngine())
-    record_plan(ctx.plan("prod", execution_time=WHEN), ctx.state)
+    record_plan(ctx.plans.plan("prod", execution_time=WHEN), ctx.state)
     ctx.close()
     (root / "config.yaml").write_text(PROTECTED)
     (root / "models" / "a.sql").write_text(MODEL.replace("1 AS id,", f"5 AS id, -- {HIDING}"))

@@ -149,8 +149,8 @@ def test_webhook_warnings_and_bodies_hide_passwords_and_show_escapes(tmp_path: P
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = Context(root, engine=FakeEngine())
     try:
-        plan = ctx.plan("prod", execution_time=WHEN)
-        ctx.record(plan)
+        plan = ctx.plans.plan("prod", execution_time=WHEN)
+        ctx.reviews.record(plan)
         monkeypatch.setenv("MESH_USER", "bob@example.com")
         with caplog.at_level(logging.INFO, logger="mesh_dagster.notify"):
             ctx.decide(plan.plan_id, "approve", "ok \x1b[2K\u202e sc://h:1/;token=T0KEN-SEKRET")

@@ -30,7 +30,7 @@ def test_prod_plan_rejects_start(tmp_path, mesh):
     root = write_project(tmp_path / "p", GOOD)
     proc = mesh(root, "plan", "--start", "2020-01-01", "--explain", check=False)
     assert proc.returncode == 1 and "only be set for development environments" in proc.stderr
-    assert Context(root).environments() == []  # the state store may be created, but no environment is
+    assert Context(root).state.environments.get_environments() == []  # the state store may be created, but no environment is
 
 
 def test_environment_name_is_normalised_never_injected(tmp_path, mesh):

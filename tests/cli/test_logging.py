@@ -175,4 +175,4 @@ def test_ctrl_c_at_the_apply_prompt_of_a_real_process(tmp_path):
     assert [line for line in err.decode().splitlines() if line.strip()] == ["Interrupted."]
     from mesh_dagster.context import Context
 
-    assert Context(root).environments() == []
+    assert Context(root).state.environments.get_environments() == []

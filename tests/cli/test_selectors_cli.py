@@ -88,7 +88,7 @@ def recorded_end(project: Path, environment: str, name: str) -> int:
     ctx = Context(project)
     try:
         ref = ctx.state.environments.get_environment(environment).snapshot_by_name()[name]
-        return max(e for _, e in ctx.intervals([(name, ref.version)])[(name, ref.version)])
+        return max(e for _, e in ctx.state.intervals.get_intervals([(name, ref.version)])[(name, ref.version)])
     finally:
         ctx.close()
 
@@ -136,9 +136,9 @@ def recorded(tmp_path_factory) -> Path:
     project = write_project(tmp_path_factory.mktemp("refusals") / "p", FILES)
     ctx = Context(project)
     try:
-        record_plan(ctx.plan(execution_time=PLANNED), ctx.state)
+        record_plan(ctx.plans.plan(execution_time=PLANNED), ctx.state)
         edit(project, "revenue", "amount * 2 AS revenue", "amount * 3 AS revenue")
-        record_plan(ctx.reload() and ctx.plan("dev", execution_time=PLANNED), ctx.state)
+        record_plan(ctx.reload() and ctx.plans.plan("dev", execution_time=PLANNED), ctx.state)
     finally:
         ctx.close()
     return project

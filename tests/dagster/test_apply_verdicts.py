@@ -34,7 +34,7 @@ def project(tmp_path_factory, spark):
     p = _new_project(tmp_path_factory.mktemp("apply_verdicts"))
     ctx = Context(p.root)
     try:
-        ctx.apply(ctx.plan("prod"))  # `mesh plan --auto-apply`: the audit runs, and passes
+        ctx.reviews.apply(ctx.plans.plan("prod"))  # `mesh plan --auto-apply`: the audit runs, and passes
     finally:
         ctx.close()
     yield p
@@ -75,18 +75,18 @@ def test_a_failed_blocking_verdict_stops_every_apply_until_fixed(project):
         assert _refusal(project, plan_id) in message and "`mesh plans apply " in message
         assert ctx.state.environments.get_environment("dev") is None  # nothing recorded, no view made
         assert not ctx.engine.table_exists(f"{project.schema}__dev.full_model")
-        assert ctx.plan_record(plan_id).status.value == "failed"  # retryable
-        assert _refusal(project, plan_id) in (ctx.plan_record(plan_id).events[-1].note or "")
+        assert ctx.reviews.records.find(plan_id).status.value == "failed"  # retryable
+        assert _refusal(project, plan_id) in (ctx.reviews.records.find(plan_id).events[-1].note or "")
 
         with pytest.raises(ApplyAuditsFailed) as cli:  # `mesh plans apply`: the same record, the same refusal
-            ctx.apply_recorded(plan_id)
+            ctx.reviews.apply_recorded(plan_id)
         assert str(cli.value).startswith(_refusal(project, plan_id)) and "\n" not in str(cli.value)
-        plan = ctx.plan("dev")
+        plan = ctx.plans.plan("dev")
         with pytest.raises(ApplyAuditsFailed) as auto:  # `mesh plan dev --auto-apply`
-            ctx.apply(plan)
+            ctx.reviews.apply(plan)
         assert str(auto.value).startswith(_refusal(project, plan.plan_id))
         assert ctx.state.environments.get_environment("dev") is None
-        assert ctx.plan_record(plan_id).status.value == "failed"
+        assert ctx.reviews.records.find(plan_id).status.value == "failed"
 
         # a newer verdict that holds (the same data audited again by the same audit, and passing)
         full = plan.snapshots[project.name("full_model")]
@@ -94,7 +94,7 @@ def test_a_failed_blocking_verdict_stops_every_apply_until_fixed(project):
                "materialize")
         done = _apply_dev(project, plan_id)  # the record refused before is applied now
         assert done.success, failure_text(done)
-        assert ctx.plan_record(plan_id).status.value == "completed"
+        assert ctx.reviews.records.find(plan_id).status.value == "completed"
         assert ctx.state.environments.get_environment("dev") is not None
         assert project.rows(f"SELECT COUNT(*) FROM {project.schema}__dev.full_model")[0][0] > 0
     finally:
@@ -113,16 +113,16 @@ def test_a_fixed_audit_audited_again_is_applied(project):
     try:
         assert not project.run(env="qa", asset_selection=[project.key("full_model", "qa")]).success
         with pytest.raises(ApplyAuditsFailed, match="Cannot apply plan .* to 'qa', so no view was moved"):
-            ctx.apply(ctx.plan("qa"))
+            ctx.reviews.apply(ctx.plans.plan("qa"))
         assert ctx.state.environments.get_environment("qa") is None
         audit.write_text(FIXED)
         fixed = project.run(env="qa", asset_selection=[project.key("full_model", "qa")])
         assert fixed.success and fixed.get_asset_check_evaluations()[0].passed
         ctx.close()
         ctx = project.context()  # the project as it is now (a Context loads it once)
-        plan = ctx.plan("qa")
-        ctx.apply(plan)
-        assert ctx.plan_record(plan.plan_id).status.value == "completed"
+        plan = ctx.plans.plan("qa")
+        ctx.reviews.apply(plan)
+        assert ctx.reviews.records.find(plan.plan_id).status.value == "completed"
         assert project.rows(f"SELECT COUNT(*) FROM {project.schema}__qa.full_model")[0][0] > 0
     finally:
         audit.write_text(original)

@@ -31,7 +31,7 @@ def project(tmp_path_factory, spark):
     p = _new_project(tmp_path_factory.mktemp("verdicts"))
     ctx = Context(p.root)
     try:
-        ctx.apply(ctx.plan("prod"))  # what `mesh plan --auto-apply` does: the audit runs, and passes
+        ctx.reviews.apply(ctx.plans.plan("prod"))  # what `mesh plan --auto-apply` does: the audit runs, and passes
     finally:
         ctx.close()
     yield p
@@ -108,7 +108,7 @@ def test_the_git_sensor_does_not_deploy_data_a_blocking_audit_failed_on(project,
     config.write_text(original + f"\nprotected_environments:\n  prod: {{}}\ngit:\n  repo: {bare}\n")
     ctx = Context(project.root)
     try:
-        record = ctx.plan_git_commit("feature/x", sha)
+        record = ctx.reviews.plan_git_commit("feature/x", sha)
         assert record.status.value == "failed"
         assert f"commit {sha[:8]}: Cannot promote 'feature_x': 1 blocking audit(s) failed" in record.events[-1].note
         assert ctx.state.environments.get_environment("feature_x") is None
@@ -120,6 +120,6 @@ def test_the_git_sensor_does_not_deploy_data_a_blocking_audit_failed_on(project,
 def _version(project: Project) -> str:
     ctx = Context(project.root)
     try:
-        return ctx.plan("prod", allow_empty=True).snapshots[project.name("full_model")].version
+        return ctx.plans.plan("prod", allow_empty=True).snapshots[project.name("full_model")].version
     finally:
         ctx.close()

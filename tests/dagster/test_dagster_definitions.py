@@ -50,7 +50,7 @@ def test_example_project_as_assets(example):
     assert {graph.get(k).group_name for k in (SEED, INC, FULL)} == {"sqlmesh_example"}
 
     # code version = the snapshot fingerprint the plan computes, and `mesh plan --explain` prints
-    plan = Context(example).plan("prod")
+    plan = Context(example).plans.plan("prod")
     explain = subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(example), "plan", "--explain"],
                              capture_output=True, text=True, check=True).stdout
     for key, name in [(SEED, "seed_model"), (INC, "incremental_model"), (FULL, "full_model")]:
@@ -108,7 +108,7 @@ def test_example_project_as_assets(example):
 
 def test_dev_environment_shows_what_a_change_recomputes(example):
     ctx = Context(example)
-    record_plan(ctx.plan("prod"), ctx.state)  # prod exists (state only)
+    record_plan(ctx.plans.plan("prod"), ctx.state)  # prod exists (state only)
     prod_graph = _graph(definitions(example, "prod"))
     edit(example, "incremental_model", "  item_id,\n", "  item_id,\n  'z' AS new_column,\n")
 
@@ -282,7 +282,7 @@ def test_materialize_windows_follow_the_model_lifetime_and_lookback(tmp_path):
         "models/seed_like.sql": "MODEL (name s.v, kind VIEW);\nSELECT id FROM s.inc\n",
     })
     ctx = Context(root)
-    snaps = ctx.plan("prod").snapshots
+    snaps = ctx.plans.plan("prod").snapshots
     inc, view = snaps["s.inc"], snaps["s.v"]
     d = to_ms
     assert model_window(inc, ctx.project, d("2024-01-01"), d("2024-01-05"), ) is None  # before the start

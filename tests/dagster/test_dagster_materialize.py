@@ -139,7 +139,7 @@ def test_scheduled_run_fills_the_current_versions_and_records_intervals(project,
     # one event per partition of the incremental model; the seed is built once, the FULL model rebuilt once
     assert {k: len(v) for k, v in by_key.items()} == {"seed_model": 1, "incremental_model": DAYS, "full_model": 1}
 
-    plan = project.context().plan("prod", allow_empty=True)
+    plan = project.context().plans.plan("prod", allow_empty=True)
     inc, full, seed = (plan.snapshots[project.name(m)] for m in ("incremental_model", "full_model", "seed_model"))
     # full_model starts two days later: one full refresh over its lifetime
     # the data version is the physical version: the partition itself is the interval
@@ -163,7 +163,7 @@ def test_scheduled_run_fills_the_current_versions_and_records_intervals(project,
 
 
 def test_promote_swaps_views_once_complete(project):
-    assert project.context().gaps("prod") == []
+    assert project.context().plans.gaps("prod") == []
     result = project.run("promote_prod")
     assert result.success
     assert sorted(project.rows(f"SELECT item_id, num_orders FROM {project.schema}.full_model")) == [
@@ -173,7 +173,7 @@ def test_promote_swaps_views_once_complete(project):
 
 def test_rematerializing_after_a_killed_run_gives_no_duplicates(project):
     ctx = project.context()
-    plan = ctx.plan("prod")
+    plan = ctx.plans.plan("prod")
     inc = plan.snapshots[project.name("incremental_model")]
     # a run killed after writing its data but before recording the interval
     SnapshotEvaluator(ctx.project, ctx.engine, plan.snapshots).evaluate(
@@ -296,7 +296,7 @@ def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_compu
         assert result.success
         assert _restamped(project.restamp()) == {}
         assert project.statuses(defs, "full_model") == "S"
-        plan = project.context().plan("prod", allow_empty=True)
+        plan = project.context().plans.plan("prod", allow_empty=True)
         assert plan.snapshots[full].change_category is not None  # stale because it must be recomputed
     finally:
         path.write_text(original)
@@ -344,10 +344,10 @@ def test_dev_environment_then_prod_promotion_is_a_view_swap(project):
         ["F", "F" * DAYS, "F"]
 
     ctx = project.context()
-    assert ctx.gaps("prod") == []
+    assert ctx.plans.gaps("prod") == []
     assert project.run("promote_prod").success
     assert project.rows(f"SELECT DISTINCT new_column FROM {project.schema}.incremental_model") == [("z",)]
-    plan = ctx.plan("prod")
+    plan = ctx.plans.plan("prod")
     assert not plan.has_changes
 
 
@@ -360,7 +360,7 @@ def test_failing_blocking_audit_stops_downstream_and_promotion(tmp_path, spark, 
     try:
         alone = project.run(tags=RANGE, asset_selection=[project.key("full_model")])
         assert not alone.success
-        inc = project.context().plan("prod", allow_empty=True).snapshots[project.name("incremental_model")]
+        inc = project.context().plans.plan("prod", allow_empty=True).snapshots[project.name("incremental_model")]
         assert (
             f"Cannot materialize {project.schema}.full_model: it reads {project.schema}.incremental_model, whose "
             f"current version ({inc.table_name}) has not been built yet. Materialize "
@@ -377,7 +377,7 @@ def test_failing_blocking_audit_stops_downstream_and_promotion(tmp_path, spark, 
         assert materialized == {"seed_model", "incremental_model"}  # neither full_model nor after_full
 
         ctx = project.context()
-        full = ctx.plan("prod").snapshots[project.name("full_model")]
+        full = ctx.plans.plan("prod").snapshots[project.name("full_model")]
         assert ctx.state.intervals.get_intervals([full.interval_key]).get(full.interval_key, []) == []
         refused = project.run("promote_prod")
         assert not refused.success
@@ -405,7 +405,7 @@ def test_child_is_refused_while_its_parent_misses_part_of_the_range(tmp_path, sp
                 f"{third + timedelta(days=1)} - {last}. Materialize {project.schema}.incremental_model for those "
                 "partitions first (or both in one run).") in message
         ctx = project.context()
-        full = ctx.plan("prod", allow_empty=True).snapshots[project.name("full_model")]
+        full = ctx.plans.plan("prod", allow_empty=True).snapshots[project.name("full_model")]
         assert ctx.state.intervals.get_intervals([full.interval_key]).get(full.interval_key, []) == []
         assert not result.get_asset_materialization_events()
 

@@ -102,7 +102,7 @@ def project(tmp_path_factory, spark) -> Project:
 def test_promotion_waits_while_another_holder_has_the_environment_lock(project, engine):
     ctx = project.context()
     try:
-        assert ctx.gaps("prod") == [] and ctx.state.environments.get_environment("prod") is None  # promotable, not promoted
+        assert ctx.plans.gaps("prod") == [] and ctx.state.environments.get_environment("prod") is None  # promotable, not promoted
         holder = lock_owner("test holding prod")
         with environment_lock(ctx.state, "prod", holder):
             launch = Launch(project.defs(), "promote_prod", project.instance).start()
@@ -133,7 +133,7 @@ def test_two_promotions_launched_together_move_the_environment_once(project):
     try:
         before = ctx.state.environments.get_environment("prod")
         assert before is not None
-        assert ctx.plan("prod").metadata_updated and ctx.gaps("prod") == []  # a view swap, nothing to compute
+        assert ctx.plans.plan("prod").metadata_updated and ctx.plans.gaps("prod") == []  # a view swap, nothing to compute
 
         with environment_lock(ctx.state, "prod", lock_owner("test starting both promotions")):
             launches = [Launch(project.defs(), "promote_prod", project.instance).start() for _ in range(2)]
@@ -155,7 +155,7 @@ def test_two_promotions_launched_together_move_the_environment_once(project):
         assert after.plan_id != before.plan_id
         assert after.previous_plan_id == before.plan_id  # replaced once, from the record both started with
         assert {s.name for s in after.snapshots} == {s.name for s in before.snapshots}
-        assert not ctx.plan("prod").has_changes
+        assert not ctx.plans.plan("prod").has_changes
         assert ctx.state.locks.lock_holder(LOCK) is None
     finally:
         ctx.close()

@@ -22,7 +22,7 @@ def project(tmp_path, engine):
     schema = f"rj_{uuid.uuid4().hex[:8]}"
     root = recent_example(tmp_path / "project", 5, schema)
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan())
+    ctx.reviews.apply(ctx.plans.plan())
     yield root, schema, ctx
     for s in (schema, f"mesh__{schema}"):
         engine.drop_schema(s, cascade=True)

@@ -279,7 +279,7 @@ def test_2_prod_is_fresh_only_once_prod_serves_the_change(ui):
     prod = ui.nodes("prod", "incremental_model")["incremental_model"]
     assert ui.stale_partitions("prod", "incremental_model") == "S" * DAYS  # the pending change
     tags = {t["key"]: t["value"] for t in prod["assetMaterializations"][0]["tags"]}
-    plan = Context(ui.project).plan("prod", allow_empty=True)
+    plan = Context(ui.project).plans.plan("prod", allow_empty=True)
     assert tags["dagster/code_version"] != plan.snapshots["sqlmesh_example.incremental_model"].identifier
 
     run_id, status = ui.run("prod", "promote_prod")

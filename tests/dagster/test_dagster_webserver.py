@@ -224,7 +224,7 @@ def test_partition_range_backfill_of_all_assets_then_promote(dagster):
     assert dagster.wait_run(run_id) == "SUCCESS", dagster.failure(run_id)
 
     # the physical table holds the backfilled data, and prod's view shows it after promotion
-    inc = Context(dagster.project).plan("prod", allow_empty=True).snapshots["sqlmesh_example.incremental_model"]
+    inc = Context(dagster.project).plans.plan("prod", allow_empty=True).snapshots["sqlmesh_example.incremental_model"]
     out = _mesh(dagster.project, "fetchdf", f"SELECT (SELECT COUNT(*) FROM {inc.table_name}) AS rows_in_table, "
                                             "item_id, num_orders FROM sqlmesh_example.full_model ORDER BY item_id")
     assert out.returncode == 0, out.stdout + out.stderr

@@ -61,7 +61,7 @@ def test_the_asset_page_and_a_failed_runs_page_show_hidden_characters_as_escapes
         schema = entries["dagster/column_schema"]["schema"]
         assert {"name": "e", "description": "The \\u202eeman"} in schema["columns"]
         ctx = Context(project)
-        broken = ctx.plan("prod", allow_empty=True).snapshots["s.broken"]
+        broken = ctx.plans.plan("prod", allow_empty=True).snapshots["s.broken"]
         assert ctx.state.intervals.get_intervals([broken.interval_key]).get(broken.interval_key, []) == []  # nothing recorded
         ctx.close()
 

@@ -133,7 +133,7 @@ def test_git_pushes_through_the_webserver(tmp_path):
         run_id = launch(server, "apply_plan_prod", {"ops": {"apply_plan_prod_record": {"config": {"plan_id": outdated}}}})
         assert server.wait_run(run_id) == "FAILURE"
         assert "superseded" in server.failure(run_id) and "branch main moved on" in server.failure(run_id)
-        assert Context(project).plan_record(outdated).status.value == "superseded"
+        assert Context(project).reviews.records.find(outdated).status.value == "superseded"
         assert Context(project).state.environments.get_environment("prod").plan_id == approved  # prod untouched
 
         # the environment the feature branch created shows, in the location of pushed environments

@@ -283,7 +283,7 @@ def test_a_stopped_git_plan_run_stops_its_worker_and_settles_the_plan(tmp_path: 
     ctx = Context(location.root)
     try:
         with pytest.raises(Stopped):
-            ctx.plan_git_commit("main", sha)
+            ctx.reviews.plan_git_commit("main", sha)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)

@@ -42,7 +42,7 @@ class History(ProdProject):
     def table(self, model: str) -> str:
         ctx = Context(self.root)
         try:
-            return ctx.plan("prod", allow_empty=True).snapshots[f"{self.schema}.{model}"].table_name
+            return ctx.plans.plan("prod", allow_empty=True).snapshots[f"{self.schema}.{model}"].table_name
         finally:
             ctx.close()
 
@@ -133,7 +133,7 @@ def test_a_history_model_waits_for_its_parents_data(history):
     assert f"Cannot materialize {history.schema}.latest: it reads {history.schema}.events" in _failure(result)
     ctx = Context(history.root)
     try:
-        snap = ctx.plan("prod", allow_empty=True).snapshots[f"{history.schema}.latest"]
+        snap = ctx.plans.plan("prod", allow_empty=True).snapshots[f"{history.schema}.latest"]
         assert ctx.state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, []) == []
     finally:
         ctx.close()

@@ -26,7 +26,7 @@ def test_plan_and_apply_runs_show_the_data_diff(tmp_path, engine, unique_schema,
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     root = _project(tmp_path, schema)
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-03"))
     (root / "models" / "m.sql").write_text(f"MODEL (name {schema}.m, kind FULL, grain (id));\n"
                                            + NEW_QUERY.format(s=schema) + "\n")
     (tmp_path / "home").mkdir()
@@ -50,7 +50,7 @@ def test_plan_and_apply_runs_show_the_data_diff(tmp_path, engine, unique_schema,
     details = metadata["data_diff_details"].value
     assert "`v` changed in 3 rows" in details and "| `id` | `new v` | `old v` |" in details
     assert "| `1` | `11` | `10` |" in details
-    record = Context(root).plan_record(plan_id)
+    record = Context(root).reviews.records.find(plan_id)
     assert record.status.value == "completed" and record.summary.data_diffs[f"{schema}.m"].changed == 3
 
     assert instance.get_run_by_id(planned.run_id).tags["mesh/plan_id"] == plan_id

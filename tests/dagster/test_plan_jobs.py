@@ -49,7 +49,7 @@ def test_plan_job_records_and_shows_the_plan_and_apply_job_is_gated(tmp_path, mo
     assert observed[("s", "b")]["mesh/plan_id"].value == plan_id
 
     ctx = Context(root)
-    assert ctx.plan_record(plan_id).status.value == "pending" and ctx.plan_record(plan_id).author == "alice@example.com"
+    assert ctx.reviews.records.find(plan_id).status.value == "pending" and ctx.reviews.records.find(plan_id).author == "alice@example.com"
     apply = defs.resolve_job_def("apply_plan_prod")
     refused = apply.execute_in_process(run_config={"ops": {"apply_plan_prod_record": {"config": {"plan_id": plan_id}}}},
                                        instance=instance, raise_on_error=False)
@@ -74,7 +74,7 @@ def test_plan_status_changes_show_on_the_assets(tmp_path, monkeypatch):
 
     assert "No plan changed status" in tick(None).skip_message
     ctx = Context(root)
-    plan_id = ctx.record(ctx.plan("prod", execution_time="2020-01-03")).plan_id
+    plan_id = ctx.reviews.record(ctx.plans.plan("prod", execution_time="2020-01-03")).plan_id
     first = tick(None)
     assert {(tuple(e.asset_key.path), e.metadata["mesh/plan_status"].value) for e in first.asset_events} == {
         (("s", "a"), "pending"), (("s", "b"), "pending")}

@@ -32,15 +32,15 @@ def test_a_prod_plan_shows_the_diff_its_change_got_in_dev(tmp_path, engine, uniq
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     root = _project(tmp_path, schema)
     base = Context(root, engine=engine)
-    base.apply(base.plan(execution_time=WHEN))
+    base.reviews.apply(base.plans.plan(execution_time=WHEN))
     base.close()
     (root / "config.yaml").write_text((root / "config.yaml").read_text() + PROTECTED)  # prod exists: protect it
     first = f"MODEL (name {m}, kind FULL, grain (id));\n" + NEW_QUERY.format(s=schema) + "\n"
     (root / "models" / "m.sql").write_text(first)
     ctx = Context(root, engine=engine)
-    dev = ctx.plan("dev", execution_time=WHEN)
-    ctx.apply(dev)  # builds the new table and computes its diff against prod's
-    computed = ctx.plan_record(dev.plan_id).summary.data_diffs[m]
+    dev = ctx.plans.plan("dev", execution_time=WHEN)
+    ctx.reviews.apply(dev)  # builds the new table and computes its diff against prod's
+    computed = ctx.reviews.records.find(dev.plan_id).summary.data_diffs[m]
     assert (computed.old_environment, computed.changed, computed.only_new) == ("prod", 3, 1)
 
     (tmp_path / "home").mkdir()
@@ -54,7 +54,7 @@ def test_a_prod_plan_shows_the_diff_its_change_got_in_dev(tmp_path, engine, uniq
     assert row.data["note"].startswith(note) and "against the same prod table" in row.data["note"]
     assert "| `1` | `11` | `10` |" in metadata["data_diff_details"].value  # dev's sample rows
     assert note in metadata["summary"].value and "no data diff" not in metadata["summary"].value
-    record = ctx.plan_record(plan_id)
+    record = ctx.reviews.records.find(plan_id)
     reused = record.summary.data_diffs[m]
     assert (record.environment, record.status.value, reused.source_plan_id) == ("prod", "pending", dev.plan_id)
     origin = {"source_plan_id", "source_environment"}
@@ -64,15 +64,15 @@ def test_a_prod_plan_shows_the_diff_its_change_got_in_dev(tmp_path, engine, uniq
     # plan of that version finds no diff of its comparison.
     (root / "models" / "m.sql").write_text(first.replace("v + 1", "v + 2"))
     ctx.reload()
-    again = ctx.plan("dev", execution_time=WHEN)
-    ctx.apply(again)
-    second = ctx.plan_record(again.plan_id).summary.data_diffs[m]
+    again = ctx.plans.plan("dev", execution_time=WHEN)
+    ctx.reviews.apply(again)
+    second = ctx.reviews.records.find(again.plan_id).summary.data_diffs[m]
     assert second.old_table == dev.snapshots[m].table_name and second.changed == 3
     other, _ = _plan_prod(defs, instance)
     assert "data_diff" not in other  # nothing to show as a table
     summary = other["summary"].value
     assert f"- `{m}`: no data diff: apply this change to a development environment first (`mesh plan dev`)" in summary
-    assert ctx.plan_record(other["plan_id"].value).summary.data_diffs == {}
+    assert ctx.reviews.records.find(other["plan_id"].value).summary.data_diffs == {}
     ctx.decide(other["plan_id"].value, "cancel")
 
     # The first prod plan, approved and applied (the project back at its change), keeps its diff.
@@ -85,7 +85,7 @@ def test_a_prod_plan_shows_the_diff_its_change_got_in_dev(tmp_path, engine, uniq
         run_config={"ops": {"apply_plan_prod_record": {"config": {"plan_id": plan_id}}}}, instance=instance)
     shown = _output_metadata(applied)
     assert shown["status"].value == "completed" and shown["data_diff"] == metadata["data_diff"]
-    assert ctx.plan_record(plan_id).summary.data_diffs == record.summary.data_diffs
+    assert ctx.reviews.records.find(plan_id).summary.data_diffs == record.summary.data_diffs
     # plan_prod's page showed the reused diff from the start: the status sensor does not post it again
     defs.resolve_sensor_def("plan_status_prod_sensor")(dg.build_sensor_context(instance=instance, definitions=defs))
     assert _diff_events(instance, planned_run) == []

@@ -79,9 +79,9 @@ def test_the_pushed_location_and_its_runs_hold_no_secret_of_mesh_ui(tmp_path: Pa
     try:
         ctx = Context(project)
         try:
-            sha = ctx.desk.git_heads()["feature/evil"]
+            sha = ctx.reviews.git_heads()["feature/evil"]
             for branch in ("feature/evil", "dev"):  # as the git_plan run does: in a git worker
-                assert ctx.desk.plan_git_commit(branch, sha).status.value == "completed"
+                assert ctx.reviews.plan_git_commit(branch, sha).status.value == "completed"
         finally:
             ctx.close()
         assert records(out) and all(clean(r) for r in records(out))  # the workers'

@@ -21,7 +21,7 @@ def _stamper(tmp_path: Path) -> Stamper:
     project = recent_example(tmp_path / "project", 10)
     context = Context(project)
     try:
-        graph = build_graph(context.project, context.plan("prod", allow_empty=True))
+        graph = build_graph(context.project, context.plans.plan("prod", allow_empty=True))
     finally:
         context.close()
     translator = MeshTranslator()

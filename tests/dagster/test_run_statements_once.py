@@ -44,7 +44,7 @@ def test_a_six_asset_run_runs_the_planned_statements_once_and_a_failed_run_no_af
     engine.execute(f"CREATE SCHEMA IF NOT EXISTS {raw}")
     engine.execute(f"CREATE TABLE {raw}.src USING parquet AS SELECT 1 AS id")
     ctx = Context(root, engine=engine, on_warning=lambda _: None)
-    ctx.apply(ctx.plan("prod"))
+    ctx.reviews.apply(ctx.plans.plan("prod"))
     assert _counts(engine, raw) == {("before_all", "prod", "planned"): 1, ("after_all", "prod", "planned"): 1}
     (root / "config.yaml").write_text(_config(raw, "unreviewed"))  # an edit nobody planned
 

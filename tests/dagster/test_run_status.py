@@ -81,7 +81,7 @@ class Project(ProdProject):
     def intervals(self, model: str) -> list:
         ctx = Context(self.root)
         try:
-            snap = ctx.plan("prod", allow_empty=True).snapshots[f"{self.schema}.{model}"]
+            snap = ctx.plans.plan("prod", allow_empty=True).snapshots[f"{self.schema}.{model}"]
             return ctx.state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, [])
         finally:
             ctx.close()

@@ -50,7 +50,7 @@ def _applied(root, environment: str) -> None:
     """The working tree's plan of `environment`, recorded as applied (state only)."""
     ctx = Context(root)
     try:
-        record_plan(ctx.plan(environment), ctx.state)
+        record_plan(ctx.plans.plan(environment), ctx.state)
     finally:
         ctx.close()
 
@@ -135,7 +135,7 @@ def _forget_stored_lineage(root) -> None:
 def test_a_graph_built_without_lineage_shows_none_for_served_versions_either(example):
     ctx = Context(example)
     try:
-        plan = ctx.plan("prod", allow_empty=True, render_added=False)
+        plan = ctx.plans.plan("prod", allow_empty=True, render_added=False)
         served = {FULL: ServedVersion(columns={"item_id": "int"}, lineage={"item_id": [(INC, "x")]})}
         assert build_graph(ctx.project, plan, served=served).assets[FULL].column_deps is None
         build = build_graph(ctx.project, plan, served=served, lineage=ctx.column_lineage)

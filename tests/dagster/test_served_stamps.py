@@ -29,7 +29,7 @@ def project(tmp_path_factory, spark):
     p = _new_project(tmp_path_factory.mktemp("served"))
     ctx = Context(p.root)
     try:
-        ctx.apply(ctx.plan("prod"))  # `mesh plan --auto-apply`
+        ctx.reviews.apply(ctx.plans.plan("prod"))  # `mesh plan --auto-apply`
     finally:
         ctx.close()
     yield p

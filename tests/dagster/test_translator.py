@@ -140,7 +140,7 @@ def test_several_environments_make_one_code_location(project):
     ctx = Context(project)
     from project_builder import record_plan
 
-    record_plan(ctx.plan("prod"), ctx.state)
+    record_plan(ctx.plans.plan("prod"), ctx.state)
     ctx.close()
     (project / "models" / "a.sql").write_text((project / "models" / "a.sql").read_text() + "\nWHERE id > 0\n")
     defs = definitions(project, ["prod", "dev"])
@@ -157,11 +157,11 @@ def test_the_load_plan_skips_renderings_but_computes_the_same_plan(project):
     ctx = Context(project)
     from project_builder import record_plan
 
-    record_plan(ctx.plan("prod"), ctx.state)
+    record_plan(ctx.plans.plan("prod"), ctx.state)
     (project / "models" / "a.sql").write_text((project / "models" / "a.sql").read_text() + "\nWHERE id > 1\n")
     (project / "models" / "d.sql").write_text("MODEL (name s.d, kind FULL);\nSELECT id FROM s.a\n")
     ctx = Context(project)
-    full, light = ctx.plan("dev", allow_empty=True), ctx.plan("dev", allow_empty=True, render_added=False)
+    full, light = ctx.plans.plan("dev", allow_empty=True), ctx.plans.plan("dev", allow_empty=True, render_added=False)
     ctx.close()
     assert {n: (s.identifier, s.version, s.change_category) for n, s in full.snapshots.items()} == \
         {n: (s.identifier, s.version, s.change_category) for n, s in light.snapshots.items()}

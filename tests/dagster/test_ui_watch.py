@@ -60,7 +60,7 @@ def test_a_location_is_reloaded_when_what_its_environment_serves_changes(tmp_pat
         assert server.received == []
         ctx = Context(root)
         try:
-            record_plan(ctx.plan("prod"), ctx.state)  # prod now serves something (a promotion, an apply)
+            record_plan(ctx.plans.plan("prod"), ctx.state)  # prod now serves something (a promotion, an apply)
         finally:
             ctx.close()
         watch.tick()

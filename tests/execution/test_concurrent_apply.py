@@ -91,10 +91,10 @@ class Recorder(ApplyListener):
 
 def apply(tmp_path: Path, concurrent_tasks: int, engine: OrderEngine) -> tuple[Context, dict[str, str]]:
     ctx = Context(write_project(tmp_path / f"p{concurrent_tasks}", FILES, config(concurrent_tasks)), engine=engine)
-    plan = ctx.plan(execution_time="2024-01-03")
+    plan = ctx.plans.plan(execution_time="2024-01-03")
     tables = {name: snap.table_name for name, snap in plan.snapshots.items()}
     try:
-        ctx.apply(plan, Recorder(engine))
+        ctx.reviews.apply(plan, Recorder(engine))
     finally:
         ctx.close()
     return ctx, tables
@@ -145,7 +145,7 @@ def test_a_failing_audit_stops_what_reads_the_model_and_promotes_nothing(tmp_pat
     ctx = Context(tmp_path / "p4", engine=engine)
     try:
         assert ctx.state.environments.get_environment("prod") is None
-        a = ctx.plan(execution_time="2024-01-03").snapshots["s.a"]
+        a = ctx.plans.plan(execution_time="2024-01-03").snapshots["s.a"]
         assert ctx.state.intervals.get_intervals([a.interval_key]).get(a.interval_key, []) == []
     finally:
         ctx.close()
@@ -155,6 +155,6 @@ def _tables(tmp_path: Path) -> dict[str, str]:
     """Physical table names of the project (the same for every concurrency: it is not in the hash)."""
     ctx = Context(write_project(tmp_path / "names", FILES, config(4)))
     try:
-        return {name: snap.table_name for name, snap in ctx.plan(execution_time="2024-01-03").snapshots.items()}
+        return {name: snap.table_name for name, snap in ctx.plans.plan(execution_time="2024-01-03").snapshots.items()}
     finally:
         ctx.close()

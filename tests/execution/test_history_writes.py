@@ -59,7 +59,7 @@ def _writes(engine: FakeEngine) -> list:
 
 def test_scd_type_2_is_created_with_its_validity_columns_and_rewritten_whole(ctx) -> None:
     engine = ctx.engine
-    snapshots = ctx.plan(execution_time="2024-01-02").snapshots
+    snapshots = ctx.plans.plan(execution_time="2024-01-02").snapshots
     ev = SnapshotEvaluator(ctx.project, engine, snapshots)
     scd = snapshots["s.scd"]
     ev.evaluate(scd, DAY1, DAY2, to_ms("2024-01-02 11:00:00"))
@@ -77,7 +77,7 @@ def test_scd_type_2_is_created_with_its_validity_columns_and_rewritten_whole(ctx
 
 
 def test_declared_columns_are_created_with_the_validity_columns(ctx) -> None:
-    snapshots = ctx.plan(execution_time="2024-01-02").snapshots
+    snapshots = ctx.plans.plan(execution_time="2024-01-02").snapshots
     ev = SnapshotEvaluator(ctx.project, ctx.engine, snapshots)
     ev.create(snapshots["s.scd_declared"])
     created = next(c for c in ctx.engine.calls if c.method == "create_table")
@@ -86,7 +86,7 @@ def test_declared_columns_are_created_with_the_validity_columns(ctx) -> None:
 
 def test_a_self_referencing_write_is_written_as_one_reading_its_own_table(ctx) -> None:
     engine = ctx.engine
-    snapshots = ctx.plan(execution_time="2024-01-02").snapshots
+    snapshots = ctx.plans.plan(execution_time="2024-01-02").snapshots
     totals = snapshots["s.totals"]
     SnapshotEvaluator(ctx.project, engine, snapshots).evaluate(totals, DAY1, DAY2, DAY2)
     calls = _writes(engine)
@@ -115,13 +115,13 @@ def test_a_failing_day_stops_the_days_after_it_even_with_concurrent_tasks(tmp_pa
     engine = FailingDay("2024-01-02")
     context = Context(write_project(tmp_path / "p", FILES, CONFIG), engine=engine)
     assert context.project.concurrent_tasks > 1
-    plan = context.plan(execution_time="2024-01-04")
+    plan = context.plans.plan(execution_time="2024-01-04")
     with pytest.raises(EngineError, match="boom"):
-        context.apply(plan)
+        context.reviews.apply(plan)
     totals = plan.snapshots["s.totals"]
     days = [c.args["low"] for c in engine.calls if c.method == "insert_overwrite_interval" and c.name == totals.table_name]
     assert len(days) == 2 and "2024-01-01" in days[0] and "2024-01-02" in days[1]  # day 3 never started
-    assert context.intervals([totals.interval_key])[totals.interval_key] == [(DAY1, DAY2)]
+    assert context.state.intervals.get_intervals([totals.interval_key])[totals.interval_key] == [(DAY1, DAY2)]
     context.close()
 
 
@@ -140,7 +140,7 @@ def test_materializing_an_interval_whose_predecessor_is_missing_is_refused(ctx) 
 
 def test_a_full_model_reading_itself_replaces_its_table_as_a_write_reading_it(ctx) -> None:
     engine = ctx.engine
-    snapshots = ctx.plan(execution_time="2024-01-02").snapshots
+    snapshots = ctx.plans.plan(execution_time="2024-01-02").snapshots
     runs = snapshots["s.runs"]
     SnapshotEvaluator(ctx.project, engine, snapshots).evaluate(runs, DAY1, DAY2, DAY2)
     calls = _writes(engine)

@@ -45,7 +45,7 @@ def dropped(tmp_path: Path) -> tuple[Context, FakeEngine, str]:
     root = write_project(tmp_path / "p", MODELS)
     engine = FakeEngine()
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-04"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-04"))
     table = ctx.state.environments.get_environment("prod").snapshot_by_name()["s.a"].table_name
     assert table is not None
     del engine.tables[table]
@@ -79,23 +79,23 @@ def test_a_materialization_of_it_fails_and_its_children_are_blocked(dropped) -> 
 
 def test_the_plan_lists_it_and_its_apply_rebuilds_the_history(dropped) -> None:
     ctx, engine, table = dropped
-    plan = ctx.plan("prod", execution_time="2020-01-04")
+    plan = ctx.plans.plan("prod", execution_time="2020-01-04")
     assert not plan.needs_apply  # the state store alone says all is up to date
     [missing] = ctx.missing_tables(plan)
     said = f"The physical table {table} of s.a is missing: 3 intervals (2020-01-01 - 2020-01-03) will be rebuilt"
     assert missing.rebuilt("s.a") == said
 
     log = LogLines()
-    ctx.apply(plan, log)
+    ctx.reviews.apply(plan, log)
     assert said in log.lines
     assert table in engine.tables and inserted(engine) == [(table, "CAST('2020-01-01' AS DATE)")]  # one batch
     assert history(ctx) == HISTORY
-    assert ctx.missing_tables(ctx.plan("prod", execution_time="2020-01-04")) == []
+    assert ctx.missing_tables(ctx.plans.plan("prod", execution_time="2020-01-04")) == []
 
 
 def test_the_restatement_the_refusal_names_rebuilds_it(dropped) -> None:
     ctx, engine, table = dropped
-    ctx.apply(ctx.restate("prod", ["s.a"], execution_time="2020-01-04"))
+    ctx.reviews.apply(ctx.plans.restate("prod", ["s.a"], execution_time="2020-01-04"))
     assert table in engine.tables and inserted(engine) == [(table, "CAST('2020-01-01' AS DATE)")]
     assert history(ctx) == HISTORY
     assert ctx.run("prod", execution_time="2020-01-06") > 0  # the next days are written again

@@ -54,12 +54,12 @@ def test_a_dev_plan_leaves_the_day_prod_has_not_run_to_a_later_run(tmp_path: Pat
     root = write_project(tmp_path / "p", MODELS)
     engine = FakeEngine()
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     write_project(root, ADDED)
     ctx = Context(root, engine=engine)
     log = LogLines()
     # 2020-01-03 is due for s.a, but prod's run has not written it yet
-    ctx.apply(ctx.plan("dev", execution_time="2020-01-04"), listener=log)
+    ctx.reviews.apply(ctx.plans.plan("dev", execution_time="2020-01-04"), listener=log)
 
     dev = recorded(ctx, "dev")
     assert dev["s.a"] == [("2020-01-01", "2020-01-03")]
@@ -77,7 +77,7 @@ def test_a_dev_plan_leaves_the_day_prod_has_not_run_to_a_later_run(tmp_path: Pat
 def test_a_run_of_a_selected_model_without_its_upstream_waits_for_what_the_parent_owes(tmp_path: Path) -> None:
     root = write_project(tmp_path / "p", MODELS)
     ctx = Context(root, engine=FakeEngine())
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     log = LogLines()
     ctx.run("prod", execution_time="2020-01-04", select=["s.b"], auto_upstream=False, listener=log)
     assert recorded(ctx, "prod") == {"s.a": [("2020-01-01", "2020-01-03")], "s.b": [("2020-01-01", "2020-01-03")]}

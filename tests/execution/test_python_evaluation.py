@@ -78,7 +78,7 @@ def planned(tmp_path_factory):
     root = write_project(tmp_path_factory.mktemp("python_eval") / "p", FILES, CONFIG)
     ctx = Context(Path(root))
     try:
-        yield ctx.project, ctx.plan(execution_time="2024-01-02").snapshots
+        yield ctx.project, ctx.plans.plan(execution_time="2024-01-02").snapshots
     finally:
         ctx.close()
 

@@ -85,7 +85,7 @@ def inserted(engine: FakeEngine) -> list[tuple[str, str]]:
 
 def test_run_skips_what_waits_records_what_is_ready_and_a_later_run_fills_the_rest(tmp_path: Path) -> None:
     root, ctx, engine = setup(tmp_path, "2020-01-03")
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     assert intervals(ctx) == {n: [("2020-01-01", "2020-01-03")] for n in ("s.a", "s.b", "s.c")}
 
     landed(root, "2020-01-04")
@@ -110,7 +110,7 @@ def test_run_skips_what_waits_records_what_is_ready_and_a_later_run_fills_the_re
 
 def test_a_raising_signal_stops_the_run_with_nothing_written(tmp_path: Path) -> None:
     root, ctx, engine = setup(tmp_path, "2020-01-03")
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     before = intervals(ctx)
     landed(root, "not a date")
     engine.calls.clear()
@@ -126,7 +126,7 @@ def test_a_raising_signal_stops_the_run_with_nothing_written(tmp_path: Path) -> 
 def test_a_plan_moves_the_environment_over_new_intervals_that_wait_and_a_run_fills_them(tmp_path: Path) -> None:
     root, ctx, engine = setup(tmp_path, "2020-01-02")
     log = LogLines()
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-04"), listener=log)
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-04"), listener=log)
     # like intervals whose cron has not fired: prod is created with what is ready
     assert intervals(ctx) == {"s.a": [("2020-01-01", "2020-01-02")], "s.b": [("2020-01-01", "2020-01-02")],
                               "s.c": [("2020-01-01", "2020-01-04")]}
@@ -139,17 +139,17 @@ def test_a_plan_moves_the_environment_over_new_intervals_that_wait_and_a_run_fil
 def test_a_plan_that_would_hide_data_the_environment_shows_records_the_ready_part_and_changes_nothing(
         tmp_path: Path) -> None:
     root, ctx, engine = setup(tmp_path, "2020-01-04")
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-04"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-04"))
     before = ctx.state.environments.get_environment("prod")
     # a breaking change of s.a (and so of s.b) while only the 1st has landed again
     landed(root, "2020-01-02")
     path = root / "models" / "a.sql"
     path.write_text(path.read_text().replace("SELECT 1 AS id", "SELECT 3 AS id"))
     ctx = Context(root, engine=engine)
-    plan = ctx.plan("prod", execution_time="2020-01-04")
+    plan = ctx.plans.plan("prod", execution_time="2020-01-04")
     engine.calls.clear()
     with pytest.raises(SignalsPendingError) as e:
-        ctx.apply(plan)
+        ctx.reviews.apply(plan)
     assert str(e.value).startswith(
         "Plan not applied: 2 model(s) wait (for signals, or for upstream data) on intervals 'prod' shows today (or "
         "have no data yet), so 'prod' was not changed (its views and record are as before).\n"
@@ -165,7 +165,7 @@ def test_a_plan_that_would_hide_data_the_environment_shows_records_the_ready_par
 
     landed(root, "2020-01-04")
     engine.calls.clear()
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-04"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-04"))
     assert intervals(ctx) == {n: [("2020-01-01", "2020-01-04")] for n in ("s.a", "s.b", "s.c")}
     assert sorted(inserted(engine)) == [(plan.snapshots["s.a"].table_name, "CAST('2020-01-02' AS DATE)"),
                                         (plan.snapshots["s.b"].table_name, "CAST('2020-01-02' AS DATE)")]
@@ -174,7 +174,7 @@ def test_a_plan_that_would_hide_data_the_environment_shows_records_the_ready_par
 def test_a_raising_signal_stops_a_plan_before_anything_is_written(tmp_path: Path) -> None:
     root, ctx, engine = setup(tmp_path, "soon")
     with pytest.raises(SignalError, match="Signal landed_through"):
-        ctx.apply(ctx.plan("prod", execution_time="2020-01-04"))
+        ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-04"))
     assert engine.calls == []
     assert ctx.state.snapshots.all_snapshot_ids() == set()
 

@@ -38,7 +38,7 @@ def planned(tmp_path_factory):
     root = write_project(tmp_path_factory.mktemp("strategies") / "p", FILES)
     ctx = Context(Path(root))
     try:
-        plan = ctx.plan(execution_time="2024-01-03")
+        plan = ctx.plans.plan(execution_time="2024-01-03")
         yield ctx.project, plan.snapshots
     finally:
         ctx.close()

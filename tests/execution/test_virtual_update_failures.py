@@ -43,9 +43,9 @@ def test_a_new_environment_whose_view_fails_is_not_created(tmp_path):
     root = write_project(tmp_path / "p", MODELS)
     engine = ViewsFail("s__dev.b")
     ctx = _context(root, engine)
-    plan = ctx.plan("dev", execution_time="2020-01-02")
+    plan = ctx.plans.plan("dev", execution_time="2020-01-02")
     with pytest.raises(PlanError) as failed:
-        ctx.apply(plan)
+        ctx.reviews.apply(plan)
     assert str(failed.value) == (
         f"Plan {plan.plan_id} was not applied to 'dev': the view s__dev.b of s.b failed: cannot create s__dev.b. "
         "'dev' was not created (the views made so far were dropped). Fix the cause and re-run `mesh plan dev`.")
@@ -58,17 +58,17 @@ def test_a_new_environment_whose_view_fails_is_not_created(tmp_path):
 def test_views_that_cannot_be_put_back_leave_the_served_plan_recorded_for_repair(tmp_path):
     root = write_project(tmp_path / "p", MODELS)
     ctx = _context(root, FakeEngine())
-    served = ctx.plan(execution_time="2020-01-02")
-    ctx.apply(served)
+    served = ctx.plans.plan(execution_time="2020-01-02")
+    ctx.reviews.apply(served)
     views = dict(ctx.engine.views)
     (root / "models" / "a.sql").write_text("MODEL (name s.a, kind FULL);\nSELECT 2 AS id\n")
 
     broken = ViewsFail("s.b", broken_after=1)  # b fails, and so does putting a back
     failing = _context(root, broken)
     broken.tables, broken.views, broken.schemas = ctx.engine.tables, ctx.engine.views, ctx.engine.schemas
-    plan = failing.plan(execution_time="2020-01-02")
+    plan = failing.plans.plan(execution_time="2020-01-02")
     with pytest.raises(PlanError) as failed:
-        failing.apply(plan)
+        failing.reviews.apply(plan)
     assert str(failed.value) == (
         f"Plan {plan.plan_id} was not applied to 'prod': the view s.b of s.b failed: cannot create s.b. 'prod' serves "
         f"plan {served.plan_id} again (`mesh run` runs it), but putting its views back failed (the view s.a of s.a "
@@ -79,8 +79,8 @@ def test_views_that_cannot_be_put_back_leave_the_served_plan_recorded_for_repair
     assert ctx.engine.views["s.a"] != views["s.a"] and ctx.engine.views["s.b"] == views["s.b"]  # half-moved
 
     repair = _context(root, ctx.engine)  # the metastore is back
-    again = repair.plan(execution_time="2020-01-02")
+    again = repair.plans.plan(execution_time="2020-01-02")
     assert again.base_environment.plan_id == served.plan_id and again.finishes_interrupted_apply
-    repair.apply(again)
+    repair.reviews.apply(again)
     assert repair.state.environments.get_environment("prod").finalized_ts is not None
     assert ctx.engine.views["s.b"] != views["s.b"]  # now over the new b

@@ -92,7 +92,7 @@ import json, sys
 from mesh_dagster.context import Context
 spec = json.loads(sys.argv[1])
 ctx = Context(spec["project"], state_url=spec["url"])
-table = ctx.plan("prod", allow_empty=True).snapshots[spec["model"]].table_name
+table = ctx.plans.plan("prod", allow_empty=True).snapshots[spec["model"]].table_name
 print(json.dumps([list(r) for r in ctx.engine.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {table}")]))
 ctx.close()
 """

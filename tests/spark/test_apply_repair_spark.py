@@ -54,7 +54,7 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
         "models/c.sql": _model(schema, "c", "SELECT 2 AS y"),
     })
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan())
+    ctx.reviews.apply(ctx.plans.plan())
     old_b = ctx.state.environments.get_environment("prod").snapshot_by_name()[f"{schema}.b"].table_name
 
     (root / "models/a.sql").write_text(_model(schema, "a", "SELECT 10 AS x"))
@@ -62,7 +62,7 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
     ctx.reload()
     failing = Context(root, engine=ViewsFailAfter(engine, 2), state_url=ctx.state.url)
     with pytest.raises(KeyboardInterrupt):
-        failing.apply(failing.plan())
+        failing.reviews.apply(failing.plans.plan())
     failing.close()
     assert ctx.state.environments.get_environment("prod").finalized_ts is None
     assert _rows(ctx, f"{schema}.a") == [(10,)] and _rows(ctx, f"{schema}.b") == [(1,)]  # half moved
@@ -71,9 +71,9 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
     ctx.janitor(ignore_ttl=True)
     assert engine.table_exists(old_b)  # the view of b still reads it
 
-    repair = ctx.plan()
+    repair = ctx.plans.plan()
     assert not repair.has_changes and repair.needs_apply
-    ctx.apply(repair)
+    ctx.reviews.apply(repair)
     assert ctx.state.environments.get_environment("prod").finalized_ts is not None
     assert _rows(ctx, f"{schema}.a") == [(10,)] and _rows(ctx, f"{schema}.b") == [(10,)]
     assert not engine.table_exists(f"{schema}.c")

@@ -75,7 +75,7 @@ def test_a_model_with_every_built_in_audit_passes_its_apply(tmp_path, engine, sc
                                    f"SELECT * FROM (VALUES {GOOD_ROWS}) AS t({COLUMNS})\n"}
     ctx = Context(write_project(tmp_path / "p", files, CONFIG), engine=engine)
     try:
-        ctx.apply(ctx.plan(execution_time="2024-01-02 00:00:00"))
+        ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02 00:00:00"))
         assert engine.fetchall(f"SELECT COUNT(*) FROM {schema}.checked")[0][0] == 4
     finally:
         ctx.close()

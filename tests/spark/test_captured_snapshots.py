@@ -63,17 +63,17 @@ def _values(ctx: Context, view: str) -> list[tuple[str, int]]:
 
 def _applied(root: Path, engine, when: str) -> Context:
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan("prod", execution_time=when))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time=when))
     return ctx
 
 
 def _applied_without_captures(root: Path, engine, when: str) -> tuple[Context, Plan]:
     """Prod applied with its snapshots stored as a mesh_dagster from before captures stored them."""
     ctx = Context(root, engine=engine)
-    plan = ctx.plan("prod", execution_time=when)
+    plan = ctx.plans.plan("prod", execution_time=when)
     for snap in plan.new_snapshots:
         object.__setattr__(snap, "capture", None)
-    ctx.apply(plan)
+    ctx.reviews.apply(plan)
     return ctx, plan
 
 
@@ -100,15 +100,15 @@ def test_an_approved_restatement_runs_the_macro_it_was_approved_with(tmp_path, e
     (root / "config.yaml").write_text((root / "config.yaml").read_text() + protected)
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = Context(root, engine=engine)
-    restatement = ctx.restate("prod", [f"{schema}.events"], start="2020-01-01", end="2020-01-02",
+    restatement = ctx.plans.restate("prod", [f"{schema}.events"], start="2020-01-01", end="2020-01-02",
                               execution_time="2020-01-03")
-    record = ctx.record(restatement)
+    record = ctx.reviews.record(restatement)
     monkeypatch.setenv("MESH_USER", "bob@example.com")
     ctx.decide(record.plan_id, "approve")
 
     (root / "macros" / "m.py").write_text(MACRO.format(factor=5000))  # the author edits after the approval
     ctx = Context(root, engine=engine)
-    assert ctx.apply_recorded(record.plan_id).status == PlanStatus.COMPLETED
+    assert ctx.reviews.apply_recorded(record.plan_id).status == PlanStatus.COMPLETED
     assert _values(ctx, f"{schema}.events") == [("2020-01-01", 2), ("2020-01-02", 2)]
 
 
@@ -121,7 +121,7 @@ def test_a_snapshot_stored_before_captures_is_evaluated_from_the_project_and_cap
     assert ctx.run("prod", execution_time="2020-01-03") == 1  # still runs, from the project's files
 
     again = Context(root, engine=engine)
-    again.apply(again.plan("prod", execution_time="2020-01-03"))
+    again.reviews.apply(again.plans.plan("prod", execution_time="2020-01-03"))
     stored = again.state.snapshots.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
     assert all(s.capture is not None and "scaled" in s.capture.macros for s in stored.values())
     assert _values(again, f"{schema}.events") == [("2020-01-01", 2), ("2020-01-02", 2)]
@@ -138,7 +138,7 @@ def test_restating_a_snapshot_stored_before_captures_needs_the_project_to_define
 
     (root / "macros" / "m.py").write_text(MACRO.format(factor=1))  # the project defines it as stored again
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.restate("prod", [f"{schema}.events"], start="2020-01-01", end="2020-01-01",
+    ctx.reviews.apply(ctx.plans.restate("prod", [f"{schema}.events"], start="2020-01-01", end="2020-01-01",
                           execution_time="2020-01-03"))
     stored = ctx.state.snapshots.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
     assert all(s.capture is not None for s in stored.values())  # captured by the restatement

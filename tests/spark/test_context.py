@@ -60,28 +60,28 @@ def _rows(ctx: Context, sql: str) -> list[tuple]:
 def test_apply_then_failing_audit_keeps_prod_views(tmp_path, engine, schema):
     root = _project(tmp_path, schema)
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time="2020-01-06"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-06"))
     assert _rows(ctx, f"SELECT item_id, num_orders FROM {schema}.full ORDER BY item_id") == [(1, 2), (2, 1), (3, 1)]
     before = ctx.state.environments.get_environment("prod")
 
     full = root / "models" / "full.sql"
     full.write_text(full.read_text().replace("SELECT item_id,", "SELECT -item_id AS item_id,"))
     ctx.reload()
-    plan = ctx.plan(execution_time="2020-01-06")
+    plan = ctx.plans.plan(execution_time="2020-01-06")
     with pytest.raises(AuditError) as e:
-        ctx.apply(plan)
+        ctx.reviews.apply(plan)
     assert "Audit 'positive' failed" in e.value.message and e.value.count == 3
     assert e.value.path == "models/full.sql"
     # Prod still reads the old table; the environment record did not move.
     assert _rows(ctx, f"SELECT item_id FROM {schema}.full ORDER BY item_id") == [(1,), (2,), (3,)]
     assert ctx.state.environments.get_environment("prod").plan_id == before.plan_id
     # The failed batch recorded no interval: the next plan still wants to backfill it.
-    assert plan.snapshots[f"{schema}.full"].name in ctx.plan(execution_time="2020-01-06").backfills
+    assert plan.snapshots[f"{schema}.full"].name in ctx.plans.plan(execution_time="2020-01-06").backfills
 
 
 def test_run_processes_newly_due_intervals(tmp_path, engine, schema):
     ctx = Context(_project(tmp_path, schema), engine=engine)
-    ctx.apply(ctx.plan(execution_time="2020-01-02"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))
     assert _rows(ctx, f"SELECT COUNT(*) FROM {schema}.inc") == [(2,)]  # only 2020-01-01 was due
     assert ctx.run(execution_time="2020-01-05") >= 2
     assert _rows(ctx, f"SELECT COUNT(*) FROM {schema}.inc") == [(4,)]
@@ -92,24 +92,24 @@ def test_run_processes_newly_due_intervals(tmp_path, engine, schema):
 def test_dev_table_diff_render_evaluate_and_janitor(tmp_path, engine, schema):
     root = _project(tmp_path, schema)
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time="2020-01-06"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-06"))
     inc = root / "models" / "inc.sql"
     inc.write_text(inc.read_text().replace("SELECT id, item_id,", "SELECT id, item_id, 'z' AS new_column,"))
     ctx.reload()
-    dev = ctx.plan("dev", execution_time="2020-01-06")
-    ctx.apply(dev)
+    dev = ctx.plans.plan("dev", execution_time="2020-01-06")
+    ctx.reviews.apply(dev)
     assert _rows(ctx, f"SELECT DISTINCT new_column FROM {schema}__dev.inc") == [("z",)]
     assert "new_column" not in engine.columns(f"{schema}.inc")
     # The unchanged seed has no dev view; the indirectly modified full_model does.
     assert not engine.table_exists(f"{schema}__dev.seed") and engine.table_exists(f"{schema}__dev.full")
 
-    d = ctx.table_diff("prod", "dev", f"{schema}.inc")
+    d = ctx.inspection.table_diff("prod", "dev", f"{schema}.inc")
     assert (d.source_count, d.target_count, d.source_only, d.target_only, d.joined) == (4, 4, 0, 0, 4)
     assert d.schema_added == ["new_column"] and d.column_mismatches == {"item_id": 0, "event_date": 0}
 
-    sql = ctx.render(f"{schema}.inc", start="2020-01-03", end="2020-01-03")
+    sql = ctx.inspection.render(f"{schema}.inc", start="2020-01-03", end="2020-01-03")
     assert f"mesh__{schema}.{schema}__seed__" in sql and "2020-01-03" in sql
-    assert len(ctx.evaluate(f"{schema}.inc", start="2020-01-01", end="2020-01-04")) == 4
+    assert len(ctx.inspection.evaluate(f"{schema}.inc", start="2020-01-01", end="2020-01-04")) == 4
 
     ctx.invalidate("dev", sync=True)
     assert ctx.state.environments.get_environment("dev") is None
@@ -138,8 +138,8 @@ def test_reprocessing_an_interval_empties_partitions_the_query_no_longer_produce
     })
     try:
         ctx = Context(root, engine=engine)
-        plan = ctx.plan(execution_time="2020-01-04")
-        ctx.apply(plan)
+        plan = ctx.plans.plan(execution_time="2020-01-04")
+        ctx.reviews.apply(plan)
         assert _rows(ctx, f"SELECT id FROM {schema}.daily ORDER BY id") == [(1,), (2,), (3,)]
         engine.execute(f"INSERT OVERWRITE TABLE {raw}.events SELECT * FROM VALUES (1, DATE'2020-01-01'), "
                        "(3, DATE'2020-01-03') AS t(id, ds)")

@@ -79,8 +79,8 @@ def _prod(tmp_path: Path, engine: SparkEngine, schema: str) -> tuple[Path, Conte
     """Prod built over days 1-3; the plan id it serves."""
     root = _project(tmp_path, engine, schema)
     ctx = Context(root, engine=engine)
-    plan = ctx.plan(execution_time="2020-01-04")
-    ctx.apply(plan)
+    plan = ctx.plans.plan(execution_time="2020-01-04")
+    ctx.reviews.apply(plan)
     return root, ctx, plan.plan_id
 
 
@@ -92,9 +92,9 @@ def test_a_full_model_gaining_a_column_in_a_forward_only_plan_is_applied(tmp_pat
     f = f"{schema}.f"
     _change(root, schema)
     ctx.reload()
-    plan = ctx.plan(execution_time="2020-01-04", forward_only=True)
+    plan = ctx.plans.plan(execution_time="2020-01-04", forward_only=True)
     assert plan.category(f) == ChangeCategory.FORWARD_ONLY and plan.category(f"{schema}.uk") == ChangeCategory.FORWARD_ONLY
-    ctx.apply(plan)  # failed with UNRESOLVED_COLUMN flag, naming no model
+    ctx.reviews.apply(plan)  # failed with UNRESOLVED_COLUMN flag, naming no model
 
     env = ctx.state.environments.get_environment("prod")
     assert env.plan_id == plan.plan_id and env.finalized_ts is not None
@@ -114,11 +114,11 @@ def test_a_view_that_fails_names_its_model_and_puts_the_environment_back(tmp_pat
     # Someone made a table where the new model's view goes: its view cannot be created.
     engine.execute(f"CREATE TABLE {schema}.zz_new USING parquet AS SELECT 'by hand' AS note")
     ctx.reload()
-    plan = ctx.plan(execution_time="2020-01-04", forward_only=True)
+    plan = ctx.plans.plan(execution_time="2020-01-04", forward_only=True)
     assert plan.promoted.index(f) < plan.promoted.index(f"{schema}.zz_new")  # f's view moves first
 
     with pytest.raises(PlanError) as failed:
-        ctx.apply(plan)
+        ctx.reviews.apply(plan)
     message = str(failed.value)
     assert "\n" not in message
     assert message.startswith(f"Plan {plan.plan_id} was not applied to 'prod': the view {schema}.zz_new of "
@@ -131,14 +131,14 @@ def test_a_view_that_fails_names_its_model_and_puts_the_environment_back(tmp_pat
     assert list(engine.columns(f)) == ["item_id", "n"]  # its kept table has the new column; its view does not
     assert _rows(engine, f"SELECT * FROM {f}") == BEFORE and _rows(engine, f"SELECT * FROM {uk}") == uk_before
     assert _rows(engine, f"SELECT * FROM {schema}.zz_new") == [("by hand",)]  # not ours: untouched
-    record = ctx.plan_record(plan.plan_id)
+    record = ctx.reviews.records.find(plan.plan_id)
     assert record.status == PlanStatus.FAILED and record.events[-1].note == message
 
     ctx.run(execution_time="2020-01-05")  # prod runs the plan it serves: keyed on id, key 1 is replaced
     assert _rows(engine, f"SELECT id, item_id FROM {uk} WHERE id = 1") == [(1, 20)]
 
     engine.execute(f"DROP TABLE {schema}.zz_new")  # the cause fixed, the plan made again applies
-    ctx.apply(ctx.plan(execution_time="2020-01-05", forward_only=True))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-05", forward_only=True))
     assert ctx.state.environments.get_environment("prod").finalized_ts is not None
     assert list(engine.columns(f)) == ["item_id", "flag", "n"]
     assert _rows(engine, f"SELECT * FROM {schema}.zz_new") == [(10,), (20,), (30,)]
@@ -164,9 +164,9 @@ def test_mesh_run_evaluates_the_served_plan_while_an_interrupted_one_is_recorded
     _change(root, schema)
     ctx.reload()
     interrupted = Context(root, engine=ViewsInterrupted(engine), state_url=ctx.state.url)
-    plan = interrupted.plan(execution_time="2020-01-04", forward_only=True)
+    plan = interrupted.plans.plan(execution_time="2020-01-04", forward_only=True)
     with pytest.raises(KeyboardInterrupt):
-        interrupted.apply(plan)
+        interrupted.reviews.apply(plan)
     interrupted.close()
     env = ctx.state.environments.get_environment("prod")
     assert (env.plan_id, env.finalized_ts) == (plan.plan_id, None)
@@ -178,9 +178,9 @@ def test_mesh_run_evaluates_the_served_plan_while_an_interrupted_one_is_recorded
     assert f"The apply of plan {plan.plan_id} to 'prod' did not finish: running the snapshots of plan {served}, " \
            "which it serves" in log.lines
 
-    finish = ctx.plan(execution_time="2020-01-05")  # completes the interrupted apply
+    finish = ctx.plans.plan(execution_time="2020-01-05")  # completes the interrupted apply
     assert finish.finishes_interrupted_apply and not finish.has_changes
-    ctx.apply(finish)
+    ctx.reviews.apply(finish)
     env = ctx.state.environments.get_environment("prod")
     assert env.plan_id == finish.plan_id and env.finalized_ts is not None and env.previous_plan_id == plan.plan_id
     assert list(engine.columns(f"{schema}.f")) == ["item_id", "flag", "n"]

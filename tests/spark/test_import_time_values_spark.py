@@ -74,7 +74,7 @@ def test_a_run_computes_with_the_values_prod_was_planned_with(tmp_path, engine, 
     monkeypatch.setenv(RATE_VARIABLE, "3")
     root = _project(tmp_path / "p", schema)
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
 
     monkeypatch.setenv(RATE_VARIABLE, "5")  # changed after the plan, never planned
     (root / "macros" / "regions.json").write_text(json.dumps({"eu": "Elsewhere"}))
@@ -96,7 +96,7 @@ def test_an_approved_plan_whose_variable_changed_since_is_superseded(tmp_path, e
     (root / "config.yaml").write_text(CONFIG + protected)
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = Context(root, engine=engine)
-    record = ctx.record(ctx.plan("prod", execution_time="2020-01-02"))
+    record = ctx.reviews.record(ctx.plans.plan("prod", execution_time="2020-01-02"))
     monkeypatch.setenv("MESH_USER", "bob@example.com")
     ctx.decide(record.plan_id, "approve")
 

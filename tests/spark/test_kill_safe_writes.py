@@ -217,7 +217,7 @@ def test_a_failed_write_is_finished_by_the_next_run_and_the_janitor_keeps_its_st
     root = write_project(tmp_path / "p", {"models/latest.sql": MODEL.format(s=unique_schema)})
     ctx = Context(root, engine=engine)
     try:
-        ctx.apply(ctx.plan(execution_time="2020-01-02"))  # day 1: ids 0-3
+        ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))  # day 1: ids 0-3
         def crash(self, table, *args, **kwargs):
             raise Crash("the process died before its overwrite")
 
@@ -248,8 +248,8 @@ def test_the_janitor_deletes_the_generations_rewrites_left(engine, unique_schema
     root = write_project(tmp_path / "p", {"models/latest.sql": model})
     ctx = Context(root, engine=engine)
     try:
-        ctx.apply(ctx.plan(execution_time="2020-01-05"))  # four days: four switches
-        table = ctx.plan("prod", allow_empty=True).snapshots[f"{unique_schema}.latest"].table_name
+        ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-05"))  # four days: four switches
+        table = ctx.plans.plan("prod", allow_empty=True).snapshots[f"{unique_schema}.latest"].table_name
         current = _path(engine.table_location(table))
         generations = sorted(p.name for p in current.parent.iterdir() if p.name.startswith(table.split(".")[1]))
         assert len(generations) == 2 and current.name in generations  # each switch deleted the older ones

@@ -83,8 +83,8 @@ def test_every_kind_is_applied_and_read_through_the_environment_views(tmp_path, 
             """,
     })
     ctx = Context(root, engine=engine)
-    plan = ctx.plan(execution_time="2020-01-03")
-    ctx.apply(plan)
+    plan = ctx.plans.plan(execution_time="2020-01-03")
+    ctx.reviews.apply(plan)
 
     assert _rows(engine, f"SELECT * FROM {schema}.items") == [(10, "ten"), (20, "twenty"), (30, "thirty")]
     assert _rows(engine, f"SELECT id, amount FROM {schema}.orders") == [(1, 10), (2, 20), (3, 30)]
@@ -133,11 +133,11 @@ def test_writes_and_audits_bound_every_time_column_type_alike(tmp_path, engine, 
             SELECT id, ds FROM VALUES {values} AS t(id, ds)
             """
     ctx = Context(write_project(tmp_path / "p", files), engine=engine)
-    plan = ctx.plan(execution_time="2020-01-04")
-    ctx.apply(plan)  # each daily batch's audit saw exactly its two rows, or the apply would have failed
+    plan = ctx.plans.plan(execution_time="2020-01-04")
+    ctx.reviews.apply(plan)  # each daily batch's audit saw exactly its two rows, or the apply would have failed
     for name in _TIME_MODELS:
         assert _rows(engine, f"SELECT id FROM {schema}.{name}") == [(i,) for i in range(1, 7)], name
-        audit = ctx.audit([f"{schema}.{name}"])
+        audit = ctx.inspection.audit([f"{schema}.{name}"])
         assert audit == [(f"{schema}.{name}", "two_rows", 1, True)]  # the whole table has 6 rows, not 2
 
 
@@ -167,9 +167,9 @@ def test_column_descriptions_are_spark_column_comments(tmp_path, engine, schema)
             """,
     })
     ctx = Context(root, engine=engine)
-    plan = ctx.plan(execution_time="2020-01-02")
-    ctx.apply(plan)
-    ctx.apply(ctx.plan("dev", execution_time="2020-01-02", include_unmodified=True))
+    plan = ctx.plans.plan(execution_time="2020-01-02")
+    ctx.reviews.apply(plan)
+    ctx.reviews.apply(ctx.plans.plan("dev", execution_time="2020-01-02", include_unmodified=True))
     for name, expected in (("s", {"id": "the key", "name": None}),
                            ("f", {"id": "order id", "name": 'a "quoted" name'}),
                            ("v", {"id": "order id", "name": "upper name"})):  # Spark carries f.id's over
@@ -234,7 +234,7 @@ def test_batches_of_one_model_run_concurrently_and_report_progress(tmp_path, spa
     engine = MeetingEngine(spark, parties=2)
     ctx = Context(_concurrent_project(tmp_path, schema), engine=engine)
     listener = Recorder()
-    ctx.apply(ctx.plan(execution_time="2020-01-05"), listener)
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-05"), listener)
     assert len(engine.threads) == 2 and threading.current_thread().name not in engine.threads
     assert listener.threads == {threading.current_thread().name}  # progress is reported from one thread
     assert listener.events[0] == ("start", 4) and listener.events[-1] == ("done", 4)
@@ -257,9 +257,9 @@ def test_concurrent_batches_of_a_materialization_create_the_table_once(tmp_path,
 
 def test_a_failing_concurrent_batch_records_nothing_of_its_own(tmp_path, engine, schema) -> None:
     ctx = Context(_concurrent_project(tmp_path, schema, bad_day="2020-01-02"), engine=engine)
-    plan = ctx.plan(execution_time="2020-01-05")
+    plan = ctx.plans.plan(execution_time="2020-01-05")
     with pytest.raises(AuditError, match="Audit 'forall' failed"):
-        ctx.apply(plan)
+        ctx.reviews.apply(plan)
     snap = plan.snapshots[f"{schema}.daily"]
     recorded = ctx.state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, [])
     day = 86_400_000
@@ -290,8 +290,8 @@ def _materialized_project(tmp_path, engine: SparkEngine, schema: str):
 def test_a_materialized_view_is_a_table_with_a_new_version_when_a_parent_has_one(tmp_path, engine, schema) -> None:
     root = _materialized_project(tmp_path, engine, schema)
     ctx = Context(root, engine=engine)
-    first = ctx.plan(execution_time="2020-01-02")
-    ctx.apply(first)
+    first = ctx.plans.plan(execution_time="2020-01-02")
+    ctx.reviews.apply(first)
     mv = f"{schema}.mv"
     assert _kind_of(engine, first.snapshots[mv].table_name) == "table"
     engine.execute(f"INSERT INTO {schema}_raw.src VALUES (2)")
@@ -300,9 +300,9 @@ def test_a_materialized_view_is_a_table_with_a_new_version_when_a_parent_has_one
     up = root / "models" / "up.sql"
     up.write_text(up.read_text().replace("SELECT 1 AS id", "SELECT 2 AS id"))
     ctx.reload()
-    second = ctx.plan(execution_time="2020-01-02")
+    second = ctx.plans.plan(execution_time="2020-01-02")
     assert second.snapshots[mv].version != first.snapshots[mv].version  # built on the parent's new table
-    ctx.apply(second)
+    ctx.reviews.apply(second)
     assert _rows(engine, f"SELECT id FROM {mv}") == [(2,)]
     assert _kind_of(engine, second.snapshots[mv].table_name) == "table"
 
@@ -310,7 +310,7 @@ def test_a_materialized_view_is_a_table_with_a_new_version_when_a_parent_has_one
 def test_a_materialized_view_is_rebuilt_by_each_run(tmp_path, engine, schema) -> None:
     """A materialized VIEW follows its cron in `mesh run`: rebuilt whole when due, like FULL."""
     ctx = Context(_materialized_project(tmp_path, engine, schema), engine=engine)
-    ctx.apply(ctx.plan(execution_time="2020-01-02"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))
     engine.execute(f"INSERT INTO {schema}_raw.src VALUES (2)")
     assert _rows(engine, f"SELECT id FROM {schema}.mv") == [(1,)]
     assert ctx.run(execution_time="2020-01-03") == 2  # up and mv: both crons are due again, both rebuilt

@@ -47,7 +47,7 @@ def test_a_failing_model_blocks_only_its_readers(tmp_path, schema, engine):
         assert results["reader"].error is None and not results["reader"].succeeded
         assert results["healthy"].succeeded and results["healthy"].recorded
 
-        plan = ctx.plan("prod", allow_empty=True)
+        plan = ctx.plans.plan("prod", allow_empty=True)
         for name in ("broken", "reader", "via_inlined"):
             snap = plan.snapshots[f"{schema}.{name}"]
             assert ctx.state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, []) == [], name

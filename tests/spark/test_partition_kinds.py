@@ -55,7 +55,7 @@ def _context(tmp_path, engine, schema: str, raw: str, kind: str, props: str = ""
 
 def _days(ctx: Context, *days: str) -> None:
     """Process what is due as each day begins: a plan first, then `mesh run`."""
-    ctx.apply(ctx.plan(execution_time=days[0]))
+    ctx.reviews.apply(ctx.plans.plan(execution_time=days[0]))
     for day in days[1:]:
         ctx.run(execution_time=day)
 
@@ -65,7 +65,7 @@ def _ids(engine: SparkEngine, schema: str) -> list[int]:
 
 
 def _partitions(ctx: Context, engine: SparkEngine, schema: str) -> list[str]:
-    table = ctx.plan("prod", allow_empty=True).snapshots[f"{schema}.sales"].table_name
+    table = ctx.plans.plan("prod", allow_empty=True).snapshots[f"{schema}.sales"].table_name
     return sorted(p["region"] or "" for p in engine.partitions(table))
 
 

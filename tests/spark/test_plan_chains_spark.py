@@ -29,24 +29,24 @@ def _orders(ctx: Context, view: str) -> list[tuple]:
 def test_breaking_seed_and_non_breaking_child_rebuild_full_model(tmp_path, engine, schema):
     root = quickstart(tmp_path / "qs", schema)
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time=WHEN))
+    ctx.reviews.apply(ctx.plans.plan(execution_time=WHEN))
     assert _orders(ctx, f"{schema}.full_model") == [(1, 5), (2, 1), (3, 1)]
 
     seed = root / "seeds" / "seed_data.csv"
     seed.write_text(seed.read_text().rstrip("\n") + "\n1,3,2020-01-01\n")
     edit(root / "models" / "incremental_model.sql", "  item_id,", "  item_id,\n  'z' AS new_column,")
     ctx.reload()
-    dev = ctx.plan("min", execution_time=WHEN)
+    dev = ctx.plans.plan("min", execution_time=WHEN)
     full = f"{schema}.full_model"
     assert dev.category(f"{schema}.seed_model") == C.BREAKING
     assert dev.category(f"{schema}.incremental_model") == C.NON_BREAKING
     assert dev.category(full) == C.INDIRECT_BREAKING and full in dev.backfills
-    ctx.apply(dev)
+    ctx.reviews.apply(dev)
     expected = [(1, 5), (2, 1), (3, 2)]
     assert _orders(ctx, f"{schema}__min.full_model") == expected
     assert _orders(ctx, f"{schema}.full_model") == [(1, 5), (2, 1), (3, 1)]  # prod untouched so far
 
-    prod = ctx.plan(execution_time=WHEN)
+    prod = ctx.plans.plan(execution_time=WHEN)
     assert prod.category(full) == C.INDIRECT_BREAKING and prod.backfills == {}  # dev built it
-    ctx.apply(prod)
+    ctx.reviews.apply(prod)
     assert _orders(ctx, f"{schema}.full_model") == expected

@@ -64,17 +64,17 @@ def test_secret_and_personal_values_are_masked_everywhere_a_diff_goes(tmp_path, 
         monkeypatch.setenv("MESH_USER", "alice@example.com")
         root = _project(tmp_path, schema, hook.port)
         base = Context(root, engine=engine)
-        base.apply(base.plan(execution_time=WHEN))
+        base.reviews.apply(base.plans.plan(execution_time=WHEN))
         base.close()
         (root / "config.yaml").write_text((root / "config.yaml").read_text()
                                           + "protected_environments:\n  prod:\n    approvers: [bob@example.com]\n")
         _change(root, schema)
         ctx = Context(root, engine=engine)
-        dev = ctx.plan("dev", execution_time=WHEN)
-        ctx.apply(dev)
-        record = ctx.plan_record(dev.plan_id)
-        prod = ctx.plan("prod", execution_time=WHEN)
-        prod_record = ctx.record(prod)  # reuses dev's diff; its reviewers are notified
+        dev = ctx.plans.plan("dev", execution_time=WHEN)
+        ctx.reviews.apply(dev)
+        record = ctx.reviews.records.find(dev.plan_id)
+        prod = ctx.plans.plan("prod", execution_time=WHEN)
+        prod_record = ctx.reviews.record(prod)  # reuses dev's diff; its reviewers are notified
         ctx.close()
     finally:
         hook.close()

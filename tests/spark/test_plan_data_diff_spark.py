@@ -26,22 +26,22 @@ def _project(tmp_path, schema: str, config: str = ""):
 
 def _dev_plan(root, engine, schema: str):
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-03"))
     (root / "models" / "m.sql").write_text(f"MODEL (name {schema}.m, kind FULL, grain (id));\n"
                                            + NEW_QUERY.format(s=schema) + "\n")
     (root / "models" / "n.sql").write_text(f"MODEL (name {schema}.n, kind FULL);\nSELECT id FROM {schema}.seed "
                                            "WHERE id > 1\n")
     ctx.reload()
-    plan = ctx.plan("dev", execution_time="2020-01-03")
+    plan = ctx.plans.plan("dev", execution_time="2020-01-03")
     assert plan.category(f"{schema}.m").name == "BREAKING"
-    ctx.apply(plan)
+    ctx.reviews.apply(plan)
     return ctx, plan
 
 
 def test_a_dev_plan_records_the_data_diff_of_its_breaking_change(tmp_path, engine, unique_schema):
     schema = unique_schema
     ctx, plan = _dev_plan(_project(tmp_path, schema), engine, schema)
-    record = ctx.plan_record(plan.plan_id)
+    record = ctx.reviews.records.find(plan.plan_id)
     d = record.summary.data_diffs[f"{schema}.m"]
     assert d.old_table == f"mesh__{schema}.{schema}__m__{plan.previous[f'{schema}.m'].version}"
     assert d.new_table == plan.snapshots[f"{schema}.m"].table_name and d.old_environment == "prod"
@@ -62,7 +62,7 @@ def test_above_max_rows_a_sample_of_keys_is_compared(tmp_path, engine, unique_sc
     schema = unique_schema
     config = "plan:\n  data_diff:\n    max_rows: 4\n    sample_rows: 1\n"
     ctx, plan = _dev_plan(_project(tmp_path, schema, config), engine, schema)
-    d = ctx.plan_record(plan.plan_id).summary.data_diffs[f"{schema}.m"]
+    d = ctx.reviews.records.find(plan.plan_id).summary.data_diffs[f"{schema}.m"]
     assert d.sampled == 0.4 and (d.old_rows, d.new_rows) == (10, 10) and len(d.sample) <= 1
     kept = {r[0] for r in engine.fetchall(f"SELECT id FROM {key_sample(d.new_table, ['id'], 0.4)}")}
     kept_old = {r[0] for r in engine.fetchall(f"SELECT id FROM {key_sample(d.old_table, ['id'], 0.4)}")}
@@ -84,14 +84,14 @@ def test_a_forward_only_preview_is_compared_over_its_preview_range(tmp_path, eng
                            "columns (id INT, v INT, ds DATE), grain (id));\n",
         "models/m.sql": incremental}, CONFIG + "plan:\n  forward_only: true\n")
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time="2020-01-04"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-04"))
     (root / "models" / "m.sql").write_text(incremental.replace("SELECT id, v,", "SELECT id, CASE WHEN id = 6 THEN v + 1 "
                                                                                 "ELSE v END AS v,"))
     ctx.reload()
-    plan = ctx.plan("dev", execution_time="2020-01-04")
+    plan = ctx.plans.plan("dev", execution_time="2020-01-04")
     assert plan.previews == [f"{schema}.m"]
-    ctx.apply(plan)
-    d = ctx.plan_record(plan.plan_id).summary.data_diffs[f"{schema}.m"]
+    ctx.reviews.apply(plan)
+    d = ctx.reviews.records.find(plan.plan_id).summary.data_diffs[f"{schema}.m"]
     assert (d.status, d.old_rows, d.new_rows) == ("compared", 2, 2)  # prod holds 6 rows, 2 of them on 2020-01-03
     assert (d.only_new, d.only_old, d.changed, d.unchanged, d.column_changes) == (0, 0, 1, 1, {"v": 1, "ds": 0})
     assert d.note == "preview of a forward-only change: rows of `ds` in 2020-01-03 - 2020-01-03 (its preview range) compared"

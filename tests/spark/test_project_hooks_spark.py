@@ -47,7 +47,7 @@ def test_before_all_builds_what_models_read_and_after_all_marks_apply_and_run(tm
     ])
     warnings: list[str] = []
     ctx = Context(root, engine=engine, on_warning=warnings.append)
-    ctx.apply(ctx.plan(execution_time="2024-01-02"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02"))
     assert len(warnings) == 1 and f"reads {raw}.src" in warnings[0]
     assert _rows(ctx, f"SELECT id, value FROM {schema}.daily") == [(1, 10), (2, 20)]
     views = [f"{schema}.daily", f"{schema}.total"]
@@ -61,7 +61,7 @@ def test_before_all_builds_what_models_read_and_after_all_marks_apply_and_run(tm
     model = root / "models" / "daily.sql"
     model.write_text(model.read_text().replace("id * 10", "id * 100"))
     ctx.reload()
-    ctx.apply(ctx.plan("dev", start="2024-01-01", end="2024-01-03", execution_time="2024-01-04"))
+    ctx.reviews.apply(ctx.plans.plan("dev", start="2024-01-01", end="2024-01-03", execution_time="2024-01-04"))
     dev = _rows(ctx, f"SELECT stage, env, views FROM {raw}.marker WHERE env = 'dev'")
     assert dev == [("after_all", "dev", [f"{schema}__dev.daily", f"{schema}__dev.total"])]
 
@@ -74,7 +74,7 @@ def test_failing_before_all_writes_nothing(tmp_path, engine, schema):
     ], after=[f"CREATE TABLE {raw}.never (id INT) USING parquet"])
     ctx = Context(root, engine=engine, on_warning=lambda _: None)
     with pytest.raises(EnvironmentStatementError) as e:
-        ctx.apply(ctx.plan(execution_time="2024-01-02"))
+        ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02"))
     message = str(e.value)
     assert message.startswith("config.yaml:7: before_all.1: failed: ") and "nothing was written" in message
     assert "TABLE_OR_VIEW_NOT_FOUND" in message and "\n" not in message

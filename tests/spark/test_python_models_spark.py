@@ -59,20 +59,20 @@ def execute(context: ExecutionContext, start, end, execution_time, factor):
 def test_pyspark_model_reads_its_sql_parent_in_each_environment(tmp_path, engine, schema):
     root = project(tmp_path, schema, {"models/orders.sql": ORDERS, "models/totals.py": TOTALS})
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time="2024-01-02"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02"))
     assert rows(ctx, f"SELECT * FROM {schema}.totals ORDER BY customer") == [("a", 40.0, 2), ("b", 40.0, 1)]
 
     # A breaking change of the parent in dev: the Python model reads dev's table of it, prod is untouched.
     orders = root / "models" / "orders.sql"
     orders.write_text(orders.read_text().replace("(2, 'b', 4.0)", "(2, 'b', 5.0)"))
     ctx.reload()
-    plan = ctx.plan("dev", execution_time="2024-01-02")
+    plan = ctx.plans.plan("dev", execution_time="2024-01-02")
     assert plan.category(f"{schema}.totals").label == "Indirect Breaking"
-    ctx.apply(plan)
+    ctx.reviews.apply(plan)
     assert rows(ctx, f"SELECT * FROM {schema}__dev.totals ORDER BY customer") == [("a", 40.0, 2), ("b", 50.0, 1)]
     assert rows(ctx, f"SELECT * FROM {schema}.totals ORDER BY customer") == [("a", 40.0, 2), ("b", 40.0, 1)]
-    assert ctx.render(f"{schema}.totals").startswith(f"-- {schema}.totals is a Python model (models/totals.py:6)")
-    assert ctx.evaluate(f"{schema}.totals").sort_values("customer").values.tolist() == [["a", 40.0, 2],
+    assert ctx.inspection.render(f"{schema}.totals").startswith(f"-- {schema}.totals is a Python model (models/totals.py:6)")
+    assert ctx.inspection.evaluate(f"{schema}.totals").sort_values("customer").values.tolist() == [["a", 40.0, 2],
                                                                                        ["b", 50.0, 1]]
     assert not [t for t in engine.spark.catalog.listTables() if t.isTemporary]  # every temporary view dropped
 
@@ -102,15 +102,15 @@ def execute(context, start, end, execution_time):
 def test_incremental_pandas_model_writes_each_interval(tmp_path, engine, schema):
     root = project(tmp_path, schema, {"models/daily.py": DAILY})
     ctx = Context(root, engine=engine)
-    plan = ctx.plan(execution_time="2024-01-03")
+    plan = ctx.plans.plan(execution_time="2024-01-03")
     assert plan.backfills[f"{schema}.daily"].intervals == [(to_ms("2024-01-01"), to_ms("2024-01-03"))]
-    ctx.apply(plan)
+    ctx.reviews.apply(plan)
     got = rows(ctx, f"SELECT CAST(ds AS STRING), n, note, CAST(`at` AS STRING) FROM {schema}.daily ORDER BY ds, n")
     assert got == [("2024-01-01", None, None, None), ("2024-01-01", 1, "x", "2024-01-01 00:00:00"),
                    ("2024-01-02", None, None, None), ("2024-01-02", 2, "x", "2024-01-02 00:00:00")]
     assert engine.columns(plan.snapshots[f"{schema}.daily"].table_name) == {
         "n": "int", "note": "string", "at": "timestamp", "ds": "date"}  # declared types; partitioned by ds
-    assert f"{schema}.daily" not in ctx.plan(execution_time="2024-01-03").backfills  # both days recorded
+    assert f"{schema}.daily" not in ctx.plans.plan(execution_time="2024-01-03").backfills  # both days recorded
 
 
 CHUNKS = """
@@ -134,7 +134,7 @@ def nothing(context, start, end, execution_time):
 def test_generator_chunks_are_unioned_and_an_empty_generator_is_no_rows(tmp_path, engine, schema):
     root = project(tmp_path, schema, {"models/chunks.py": CHUNKS})
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time="2024-01-02"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02"))
     assert rows(ctx, f"SELECT id, source FROM {schema}.chunks ORDER BY id") == [
         (0, "spark"), (1, "spark"), (2, "spark"), (10, "pandas")]
     assert rows(ctx, f"SELECT COUNT(*) FROM {schema}.nothing") == [(0,)]
@@ -185,14 +185,14 @@ def execute(context, start, end, execution_time):
 def test_a_failing_python_model_records_nothing(tmp_path, engine, schema, name, message):
     root = project(tmp_path, schema, {"models/orders.sql": ORDERS, f"models/{name}.py": FAILING[f"models/{name}.py"]})
     ctx = Context(root, engine=engine)
-    plan = ctx.plan(execution_time="2024-01-02")
+    plan = ctx.plans.plan(execution_time="2024-01-02")
     with pytest.raises(ModelError) as e:
-        ctx.apply(plan)
+        ctx.reviews.apply(plan)
     assert str(e.value).startswith(message.replace("{s}", schema)), str(e.value)
     assert "\n" not in str(e.value)
     assert ctx.state.environments.get_environment("prod") is None  # nothing was promoted
-    assert f"{schema}.{name}" in ctx.plan(execution_time="2024-01-02").backfills  # its interval was not recorded
-    assert f"{schema}.orders" not in ctx.plan(execution_time="2024-01-02").backfills  # the parent's was
+    assert f"{schema}.{name}" in ctx.plans.plan(execution_time="2024-01-02").backfills  # its interval was not recorded
+    assert f"{schema}.orders" not in ctx.plans.plan(execution_time="2024-01-02").backfills  # the parent's was
     assert not [t for t in engine.spark.catalog.listTables() if t.isTemporary]
 
 
@@ -211,13 +211,13 @@ def test_a_pyspark_output_never_reaches_the_driver(tmp_path, engine, schema, spa
     count = 300_000 + random.randrange(1000)  # a Range no other test builds
     root = project(tmp_path, schema, {"models/many.py": MANY.replace("ROWS", str(count))})
     ctx = Context(root, engine=engine)
-    plan = ctx.plan(execution_time="2024-01-02")
+    plan = ctx.plans.plan(execution_time="2024-01-02")
     with pytest.raises(AssertionError, match="would bring the model's rows to the driver"):
         no_collect_frames.NoCollect(spark.range(3)).collect()  # the guard works
     no_collect_frames.EVENTS.clear()
     seen = _executions(spark)
 
-    ctx.apply(plan)
+    ctx.reviews.apply(plan)
 
     assert no_collect_frames.EVENTS == ["registered"]  # registered as a view, nothing else asked of it
     assert rows(ctx, f"SELECT COUNT(*), COUNT(DISTINCT bucket) FROM {schema}.many") == [(count, 7)]
@@ -270,7 +270,7 @@ def test_sqlmesh_style_models_read_through_fetchdf_expressions_and_the_engine_ad
     expression given to `fetchdf(..., quote_identifiers=True)`, reads through `engine_adapter`."""
     ctx = Context(project(tmp_path, schema, {"models/orders.sql": ORDERS, "models/adapted.py": ADAPTER}),
                   engine=engine)
-    ctx.apply(ctx.plan(execution_time="2024-01-02"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02"))
     assert rows(ctx, f"SELECT * FROM {schema}.adapted") == [("spark", 3, 4.0, True)]
 
 
@@ -293,7 +293,7 @@ def daily(evaluator):
 
 def test_is_sql_models_are_planned_and_written_as_sql_models(tmp_path, engine, schema):
     ctx = Context(project(tmp_path, schema, {"models/orders.sql": ORDERS, "models/is_sql.py": IS_SQL}), engine=engine)
-    ctx.apply(ctx.plan(execution_time="2024-01-03"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-03"))
     assert rows(ctx, f"SELECT id, CAST(scaled AS DOUBLE) FROM {schema}.big ORDER BY id") == [(1, 25.0), (2, 40.0)]
     assert rows(ctx, f"SELECT CAST(ds AS STRING), COUNT(*) FROM {schema}.daily_ids GROUP BY ds ORDER BY ds") == [
         ("2024-01-01", 3)]  # one batch from the model's start: @start_ds is its first day
@@ -318,6 +318,6 @@ def test_decimal_values_of_a_pandas_frame_reach_double_and_decimal_columns(tmp_p
     """Python `Decimal`s (what database drivers and money code hand over) fit any declared numeric
     type, cast by Spark's rules; Spark alone would refuse them for a DOUBLE column."""
     ctx = Context(project(tmp_path, schema, {"models/prices.py": DECIMALS}), engine=engine)
-    ctx.apply(ctx.plan(execution_time="2024-01-02"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02"))
     got = rows(ctx, f"SELECT id, price, CAST(exact AS STRING) FROM {schema}.prices ORDER BY id")
     assert got == [(1, 1.5, "1.50"), (2, None, None), (3, 12345678.125, "12345678.13")]

@@ -59,28 +59,28 @@ def test_restating_one_day_upstream_recomputes_that_day_downstream(tmp_path, eng
     _raw(engine, s, [1, 2, 3])
     root = _project(tmp_path / "p", s)
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time=WHEN))
+    ctx.reviews.apply(ctx.plans.plan(execution_time=WHEN))
     # A dev environment with its own version of `down` (a breaking change: a new table).
     _project(root, s, factor=100)
     ctx.reload()
-    ctx.apply(ctx.plan("dev", execution_time=WHEN))
-    dev_down = ctx.plan("dev", execution_time=WHEN).snapshots[f"{s}.down"]
+    ctx.reviews.apply(ctx.plans.plan("dev", execution_time=WHEN))
+    dev_down = ctx.plans.plan("dev", execution_time=WHEN).snapshots[f"{s}.down"]
     assert _by_day(ctx, f"{s}__dev.down", "v2") == [("2020-01-01", 100), ("2020-01-02", 200), ("2020-01-03", 300)]
 
     _raw(engine, s, [7, 8, 9])  # late corrections for every day; only the 2nd is restated
     with pytest.raises(PlanError, match=r"--restate-model \(in 'prod'\) '.*\.nope' matches no model"):
-        ctx.restate("prod", [f"{s}.nope"], execution_time=WHEN)
-    plan = ctx.restate("prod", [f"{s}.up"], start="2020-01-02", end="2020-01-02", execution_time=WHEN)
+        ctx.plans.restate("prod", [f"{s}.nope"], execution_time=WHEN)
+    plan = ctx.plans.restate("prod", [f"{s}.up"], start="2020-01-02", end="2020-01-02", execution_time=WHEN)
     assert set(plan.restated) == {f"{s}.up", f"{s}.down", f"{s}.total"}
     assert any("Local changes" in w for w in plan.warnings)  # the factor edit is not part of it
-    ctx.apply(plan)
+    ctx.reviews.apply(plan)
 
     assert _by_day(ctx, f"{s}.up", "v") == [("2020-01-01", 1), ("2020-01-02", 8), ("2020-01-03", 3)]
     assert _by_day(ctx, f"{s}.down", "v2") == [("2020-01-01", 10), ("2020-01-02", 80), ("2020-01-03", 30)]
     assert [tuple(r) for r in engine.fetchall(f"SELECT total FROM {s}.total")] == [(120,)]
     # The dev version of `down` forgets that day (its table is not prod's): `mesh run dev` refills it.
     day = 24 * 3600 * 1000
-    kept = ctx.intervals([dev_down.interval_key])[dev_down.interval_key]
+    kept = ctx.state.intervals.get_intervals([dev_down.interval_key])[dev_down.interval_key]
     assert [(e - b) // day for b, e in kept] == [1, 1]
     assert _by_day(ctx, f"{s}__dev.down", "v2")[1] == ("2020-01-02", 200)  # not recomputed by prod
     ctx.run("dev", execution_time=WHEN)
@@ -92,14 +92,14 @@ def test_restatement_skips_protected_and_prod_owned_models(tmp_path, engine, sch
     _raw(engine, s, [1, 2, 3])
     root = _project(tmp_path / "p", s, props=", disable_restatement true")
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time=WHEN))
-    plan = ctx.restate("prod", [f"{s}.up"], start="2020-01-01", end="2020-01-01", execution_time=WHEN)
+    ctx.reviews.apply(ctx.plans.plan(execution_time=WHEN))
+    plan = ctx.plans.restate("prod", [f"{s}.up"], start="2020-01-01", end="2020-01-01", execution_time=WHEN)
     assert f"{s}.down" not in plan.backfills
     assert any(f"{s}.down is not restated: its kind sets disable_restatement" in w for w in plan.warnings)
 
     _project(root, s, factor=100, props=", disable_restatement true")  # dev gets its own `down`
     ctx.reload()
-    ctx.apply(ctx.plan("dev", execution_time=WHEN))
-    dev = ctx.restate("dev", [f"{s}.up"], execution_time=WHEN)
+    ctx.reviews.apply(ctx.plans.plan("dev", execution_time=WHEN))
+    dev = ctx.plans.restate("dev", [f"{s}.up"], execution_time=WHEN)
     assert f"{s}.up" not in dev.backfills  # dev reads prod's table: restating it there would change prod
     assert any("restate it in prod instead" in w for w in dev.warnings)

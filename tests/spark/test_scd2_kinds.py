@@ -68,7 +68,7 @@ def _history(engine: SparkEngine, table: str, columns: str = "id, name, price") 
 def _three_runs(ctx: Context, engine: SparkEngine, schema: str) -> None:
     """First load at 2020-01-01 11:00, then a run a day, the source changing in between."""
     _source(engine, schema, FIRST)
-    ctx.apply(ctx.plan(execution_time="2020-01-01 11:00:00"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-01 11:00:00"))
     _source(engine, schema, SECOND)
     assert ctx.run(execution_time="2020-01-02 11:00:00") == 1
     _source(engine, schema, THIRD)
@@ -108,7 +108,7 @@ def test_by_time_with_invalidated_hard_deletes(tmp_path, engine, schema) -> None
 def test_by_time_keeps_a_hard_deleted_row_current_by_default(tmp_path, engine, schema) -> None:
     ctx = _project(tmp_path, schema, {"menu": BY_TIME.format(schema=schema, invalidate="false")})
     _source(engine, schema, FIRST)
-    ctx.apply(ctx.plan(execution_time="2020-01-01 11:00:00"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-01 11:00:00"))
     _source(engine, schema, SECOND)
     ctx.run(execution_time="2020-01-02 11:00:00")
     assert (2, "Cheeseburger", 8.99, "1970-01-01 00:00:00", None) in _history(engine, f"{schema}.menu")
@@ -168,7 +168,7 @@ def test_a_child_reads_the_validity_columns(tmp_path, engine, schema) -> None:
             """,
     })
     _source(engine, schema, FIRST)
-    ctx.apply(ctx.plan(execution_time="2020-01-01 11:00:00"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-01 11:00:00"))
     rows = engine.fetchall(f"SELECT id, name, CAST(valid_from AS STRING) FROM {schema}.current_menu")
     assert sorted(tuple(r) for r in rows) == [(1, "Chicken Sandwich", "1970-01-01 00:00:00"),
                                               (2, "Cheeseburger", "1970-01-01 00:00:00"),
@@ -178,8 +178,8 @@ def test_a_child_reads_the_validity_columns(tmp_path, engine, schema) -> None:
 def test_a_source_repeating_a_key_fails_and_leaves_the_history_alone(tmp_path, engine, schema) -> None:
     ctx = _project(tmp_path, schema, {"menu": BY_TIME.format(schema=schema, invalidate="true")})
     _source(engine, schema, FIRST)
-    plan = ctx.plan(execution_time="2020-01-01 11:00:00")
-    ctx.apply(plan)
+    plan = ctx.plans.plan(execution_time="2020-01-01 11:00:00")
+    ctx.reviews.apply(plan)
     before = _history(engine, f"{schema}.menu")
     _source(engine, schema, FIRST + ", (3, 'Fries', 5.99, '2020-01-02')")
     with pytest.raises(EngineError) as e:
@@ -188,7 +188,7 @@ def test_a_source_repeating_a_key_fails_and_leaves_the_history_alone(tmp_path, e
     assert "models/menu.sql:1" in message and "more than one row for one unique_key (id)" in message, message
     assert _history(engine, f"{schema}.menu") == before
     key = plan.snapshots[f"{schema}.menu"].interval_key
-    assert ctx.intervals([key])[key] == [(1577750400000, 1577836800000)]  # the failed interval is not recorded
+    assert ctx.state.intervals.get_intervals([key])[key] == [(1577750400000, 1577836800000)]  # the failed interval is not recorded
 
 
 def test_a_breaking_change_above_keeps_the_history_in_prod_and_previews_it_in_dev(tmp_path, engine, schema) -> None:
@@ -205,21 +205,21 @@ def test_a_breaking_change_above_keeps_the_history_in_prod_and_previews_it_in_de
         SELECT id, name FROM {schema}.names
         """})
     _source(engine, schema, FIRST)
-    ctx.apply(ctx.plan(execution_time="2020-01-01 11:00:00"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-01 11:00:00"))
     prod_rows = _history(engine, f"{schema}.menu", "id, name")
     upper = names.replace("SELECT id, name", "SELECT id, UPPER(name) AS name")
     (ctx.project.path / "models/names.sql").write_text(upper)
     ctx.reload()
-    dev = ctx.plan("dev", execution_time="2020-01-01 11:00:00")
+    dev = ctx.plans.plan("dev", execution_time="2020-01-01 11:00:00")
     assert (dev.category(f"{schema}.names"), dev.category(f"{schema}.menu")) == (C.BREAKING, C.INDIRECT_BREAKING)
-    ctx.apply(dev)
+    ctx.reviews.apply(dev)
     assert {r[1] for r in _history(engine, f"{schema}__dev.menu", "id, name")} == \
         {"CHICKEN SANDWICH", "CHEESEBURGER", "FRENCH FRIES"}  # the preview reads the new parent
     assert _history(engine, f"{schema}.menu", "id, name") == prod_rows  # prod untouched
 
-    prod = ctx.plan(execution_time="2020-01-01 11:00:00")
+    prod = ctx.plans.plan(execution_time="2020-01-01 11:00:00")
     assert prod.category(f"{schema}.menu") == C.INDIRECT_BREAKING and f"{schema}.menu" not in prod.backfills
-    ctx.apply(prod)
+    ctx.reviews.apply(prod)
     assert _history(engine, f"{schema}.menu", "id, name") == prod_rows  # the history is kept, not rebuilt
     ctx.run(execution_time="2020-01-02 11:00:00")
     current = engine.fetchall(f"SELECT name FROM {schema}.menu WHERE valid_to IS NULL")

@@ -74,7 +74,7 @@ def test_partials_time_zones_and_units_on_spark(tmp_path, engine, schema) -> Non
     _events(engine, schema, "('2020-01-01 12:00:00', 1), ('2020-01-02 03:00:00', 2), ('2020-01-02 05:00:00', 3), "
                             "('2020-01-02 08:00:00', 4)")
     ctx = _project(tmp_path, schema)
-    ctx.apply(ctx.plan(execution_time="2020-01-02 10:00:00"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02 10:00:00"))
     # the day so far, up to the cron's 06:00: not the 08:00 row
     assert _rows(engine, f"SELECT CAST(ts AS STRING), n FROM {schema}.events") == [
         ("2020-01-01 12:00:00", 1), ("2020-01-02 03:00:00", 2), ("2020-01-02 05:00:00", 3)]
@@ -83,7 +83,7 @@ def test_partials_time_zones_and_units_on_spark(tmp_path, engine, schema) -> Non
     assert _rows(engine, f"SELECT * FROM {schema}.tokyo") == []
     # hours: the daily cron fired at midnight, so the hours of the 1st
     assert _rows(engine, f"SELECT CAST(hour AS STRING), total FROM {schema}.hourly") == [("2020-01-01 12:00:00", 1)]
-    hourly = ctx.state.intervals.get_intervals([ctx.local_snapshots()[f"{schema}.hourly"].interval_key])
+    hourly = ctx.state.intervals.get_intervals([ctx.plans.local_snapshots()[f"{schema}.hourly"].interval_key])
     assert list(hourly.values()) == [[(to_ms("2020-01-01"), to_ms("2020-01-02"))]]
 
     # 20:00 UTC: still before Tokyo's 06:00; the events model's partial day is recomputed up to today's 06:00

@@ -71,8 +71,8 @@ def test_a_running_total_is_computed_day_after_day_from_its_own_table(tmp_path, 
     model = ctx.project.models[f"{schema}.totals"]
     assert model.self_referencing and model.depends_on_past and model.batch_concurrency == 1
     assert ctx.project.parents(f"{schema}.totals") == [f"{schema}_raw.events"]  # itself is no parent
-    plan = ctx.plan(execution_time="2020-01-04")
-    ctx.apply(plan)
+    plan = ctx.plans.plan(execution_time="2020-01-04")
+    ctx.reviews.apply(plan)
     table = f"{schema}.totals"  # the view
     assert _totals(engine, table) == [("2020-01-01", 10), ("2020-01-02", 35), ("2020-01-03", 65)]
     # Another day arrives: the run reads the total the apply left.
@@ -81,22 +81,22 @@ def test_a_running_total_is_computed_day_after_day_from_its_own_table(tmp_path, 
     assert ctx.run(execution_time="2020-01-05") == 1
     assert _totals(engine, table)[-1] == ("2020-01-04", 66)
     key = plan.snapshots[f"{schema}.totals"].interval_key
-    assert ctx.intervals([key])[key] == [(DAY1, to_ms("2020-01-05"))]
+    assert ctx.state.intervals.get_intervals([key])[key] == [(DAY1, to_ms("2020-01-05"))]
 
 
 def test_a_failing_day_stops_the_days_after_it_and_a_later_run_resumes_there(tmp_path, engine, schema) -> None:
     _events(engine, schema, "('2020-01-01', '10'), ('2020-01-02', 'twenty'), ('2020-01-03', '30')")
     ctx = _project(tmp_path, schema)
-    plan = ctx.plan(execution_time="2020-01-04")
+    plan = ctx.plans.plan(execution_time="2020-01-04")
     key = plan.snapshots[f"{schema}.totals"].interval_key
     table = plan.snapshots[f"{schema}.totals"].table_name  # no view before an apply succeeds
     with pytest.raises(EngineError):
-        ctx.apply(plan)
-    assert ctx.intervals([key])[key] == [(DAY1, DAY2)]  # the failed day and the one after it: not recorded
+        ctx.reviews.apply(plan)
+    assert ctx.state.intervals.get_intervals([key])[key] == [(DAY1, DAY2)]  # the failed day and the one after it: not recorded
     assert _totals(engine, table) == [("2020-01-01", 10)]  # day 3 never ran on a table missing day 2
     _events(engine, schema, "('2020-01-01', '10'), ('2020-01-02', '20'), ('2020-01-03', '30')")
-    again = ctx.plan(execution_time="2020-01-04")
+    again = ctx.plans.plan(execution_time="2020-01-04")
     assert again.backfills[f"{schema}.totals"].intervals == [(DAY2, DAY4)]
-    ctx.apply(again)
+    ctx.reviews.apply(again)
     assert _totals(engine, table) == [("2020-01-01", 10), ("2020-01-02", 30), ("2020-01-03", 60)]
-    assert ctx.intervals([key])[key] == [(DAY1, DAY4)]
+    assert ctx.state.intervals.get_intervals([key])[key] == [(DAY1, DAY4)]

@@ -82,7 +82,7 @@ def test_a_spark_signal_holds_back_unlanded_days_until_a_later_run(tmp_path, eng
 
     # The plan that creates prod computes the landed days; the 3rd waits, like a day not due yet.
     log = LogLines()
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-04"), listener=log)
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-04"), listener=log)
     assert f"{schema}.events: waiting for signal rows_landed(table := '{raw}.events') (2020-01-03 - 2020-01-03)" \
         in log.lines
     assert _recorded(ctx) == {"events": [("2020-01-01", "2020-01-03")], "daily": [("2020-01-01", "2020-01-03")]}

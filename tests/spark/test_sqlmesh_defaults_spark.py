@@ -42,7 +42,7 @@ def test_untyped_seed_and_start_less_child_compute_what_sqlmesh_computes(tmp_pat
     }
     ctx = Context(write_project(tmp_path / "p", files, CONFIG), engine=engine)
     try:
-        ctx.apply(ctx.plan(execution_time="2023-01-08 00:00:00"))
+        ctx.reviews.apply(ctx.plans.plan(execution_time="2023-01-08 00:00:00"))
         (types,) = engine.fetchall(f"SELECT typeof(id), typeof(price), typeof(active), typeof(day) "
                                    f"FROM {schema}.items LIMIT 1")
         assert tuple(types) == ("bigint", "double", "boolean", "string")
@@ -70,7 +70,7 @@ def test_a_seeds_batch_size_sends_its_rows_in_batches_and_writes_them_once(tmp_p
 
     monkeypatch.setattr(engine.spark, "createDataFrame", counted)
     try:
-        ctx.apply(ctx.plan())
+        ctx.reviews.apply(ctx.plans.plan())
         assert [n for n in sent if n] == [2, 2, 2, 1]
         got = engine.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id), SUM(id), MAX(name) FROM {schema}.s")[0]
         assert tuple(got) == (7, 7, 21, "n6")

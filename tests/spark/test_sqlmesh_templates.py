@@ -60,7 +60,7 @@ def execute(context, start, end, execution_time, n):
             """,
     })
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time="2020-01-02"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))
     assert _rows(engine, f"SELECT * FROM {schema}_a.orders") == [(1, 1, "a"), (2, 2, "a")]
     assert _rows(engine, f"SELECT * FROM {schema}_b.orders") == [(1, 10, "b"), (2, 20, "b")]
     assert _rows(engine, f"SELECT * FROM {schema}.total") == [("a", 3), ("b", 30)]
@@ -87,7 +87,7 @@ def test_session_properties_hold_inside_the_model_only(tmp_path, engine, schema)
             """,
     })
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time="2020-01-02"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))
     assert _rows(engine, f"SELECT * FROM {schema}.tz") == [("America/New_York", None)]
     assert _rows(engine, f"SELECT * FROM {schema}.plain") == [(before,)]
     assert engine.fetchall("SELECT current_timezone()")[0][0] == before  # restored
@@ -103,7 +103,7 @@ def test_a_setting_spark_refuses_fails_the_model_before_it_writes(tmp_path, engi
     })
     ctx = Context(root, engine=engine)
     with pytest.raises(MeshError) as e:
-        ctx.apply(ctx.plan(execution_time="2020-01-02"))
+        ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))
     assert "models/bad.sql:1:" in str(e.value) and "spark.sql.streaming.ui.enabled" in str(e.value), str(e.value)
     assert not engine.table_exists(f"{schema}.bad")
 
@@ -142,6 +142,6 @@ def test_a_custom_materialization_writes_the_model(tmp_path, engine, schema) -> 
             """,
     })
     ctx = Context(root, engine=engine)
-    ctx.apply(ctx.plan(execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-03"))
     assert _rows(engine, f"SELECT id, label, CAST(ds AS STRING) FROM {schema}.log") == [
         (1, "run", "2020-01-01"), (1, "run", "2020-01-02"), (2, "run", "2020-01-01"), (2, "run", "2020-01-02")]

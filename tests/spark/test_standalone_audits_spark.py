@@ -47,16 +47,16 @@ def test_standalone_audits_run_after_their_models_and_only_warn(tmp_path, engine
     root = write_project(tmp_path / "p", files)
     ctx = Context(root, engine=engine)
     log = LogLines()
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"), listener=log)
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"), listener=log)
     assert not [line for line in log.lines if "failed" in line]
     assert engine.fetchall(f"SELECT id FROM {schema}.items") == [(1,)]
 
     (root / "audits/ids.sql").write_text(_audit("id_above_five", schema, "id <= 5"))
     ctx = Context(root, engine=engine)
-    plan = ctx.plan("prod", execution_time="2020-01-03")
+    plan = ctx.plans.plan("prod", execution_time="2020-01-03")
     assert plan.added == ["id_above_five"]
     log = LogLines()
-    ctx.apply(plan, listener=log)  # a failing standalone audit warns: the apply goes on
+    ctx.reviews.apply(plan, listener=log)  # a failing standalone audit warns: the apply goes on
     assert any("Standalone audit 'id_above_five' failed: 1 row(s)" in line for line in log.lines)
     assert ctx.state.environments.get_environment("prod").plan_id == plan.plan_id
 
@@ -64,14 +64,14 @@ def test_standalone_audits_run_after_their_models_and_only_warn(tmp_path, engine
     log = LogLines()
     assert ctx.run("prod", execution_time="2020-01-04", listener=log) > 0
     assert not [line for line in log.lines if "failed" in line]
-    node = ctx.plan("prod", execution_time="2020-01-04").snapshots["id_above_five"]
+    node = ctx.plans.plan("prod", execution_time="2020-01-04").snapshots["id_above_five"]
     assert ctx.state.intervals.get_intervals([node.interval_key])[node.interval_key] == [(to_ms("2020-01-01"), to_ms("2020-01-04"))]
 
     # A promotion (Dagster's, after materializing assets) runs the audits nothing materializes.
     (root / "audits/more.sql").write_text(_audit("price_below_one", schema, "price >= 1"))
     ctx = Context(root, engine=engine)
     log = LogLines()
-    ctx.promote("prod", listener=log)
+    ctx.reviews.promote("prod", listener=log)
     assert any("Standalone audit 'price_below_one' failed: 1 row(s)" in line for line in log.lines)
 
 
@@ -97,6 +97,6 @@ def test_a_failing_blocking_external_model_audit_fails_the_apply(tmp_path, engin
     })
     ctx = Context(root, engine=engine)
     with pytest.raises(AuditError, match=f"Audit 'not_null' failed for {raw}.demographics: 1 row"):
-        ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+        ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     assert ctx.state.environments.get_environment("prod") is None  # nothing promoted
     assert not engine.table_exists(f"{schema}.customers")

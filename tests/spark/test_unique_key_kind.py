@@ -72,7 +72,7 @@ def _rows(engine: SparkEngine, sql: str) -> list[tuple]:
 def _day(ctx: Context, day: str) -> None:
     """Process the intervals due when `day` begins (the first one through a plan, later ones by `run`)."""
     if ctx.state.environments.get_environment("prod") is None:
-        ctx.apply(ctx.plan(execution_time=day))
+        ctx.reviews.apply(ctx.plans.plan(execution_time=day))
     else:
         ctx.run(execution_time=day)
 
@@ -92,7 +92,7 @@ def test_each_day_upserts_changed_and_new_keys_and_a_late_row_updates_an_old_key
         (1, 11, _d("2020-01-03")), (2, 21, _d("2020-01-02")), (3, 30, _d("2020-01-01")), (4, 40, _d("2020-01-02"))]
     assert engine.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {view}") == [(4, 4)]
 
-    snap = ctx.plan("prod", allow_empty=True).snapshots[view]
+    snap = ctx.plans.plan("prod", allow_empty=True).snapshots[view]
     assert ctx.state.intervals.get_intervals([snap.interval_key])[snap.interval_key] == [
         (to_ms("2020-01-01"), to_ms("2020-01-04"))]
     leftovers = [t for t in engine.list_objects(f"mesh__{schema}") if t.startswith("__mesh_tmp_")]
@@ -103,8 +103,8 @@ def test_batches_of_a_backfill_run_in_order(tmp_path, engine, schema):
     """One apply over three days, one day per batch: each batch upserts over the previous one."""
     raw = _raw(engine, schema, CHANGES)
     ctx = Context(_project(tmp_path, schema, raw, kind_props=", batch_size 1"), engine=engine)
-    plan = ctx.plan(execution_time="2020-01-04")
-    ctx.apply(plan)
+    plan = ctx.plans.plan(execution_time="2020-01-04")
+    ctx.reviews.apply(plan)
     assert _rows(engine, f"SELECT id, v FROM {schema}.latest") == [(1, 11), (2, 21), (3, 30), (4, 40)]
 
 
@@ -155,7 +155,7 @@ def test_a_key_repeated_in_a_batch_is_refused_naming_it_and_nothing_is_written(t
         "id=2 (2 rows). Nothing was written: make the query return one row per key (e.g. keep the latest with "
         "QUALIFY ROW_NUMBER() OVER (PARTITION BY <key> ORDER BY <column> DESC) = 1)")
     assert _rows(engine, f"SELECT id, v FROM {schema}.latest") == [(1, 10), (2, 20)]
-    snap = ctx.plan("prod", allow_empty=True).snapshots[f"{schema}.latest"]
+    snap = ctx.plans.plan("prod", allow_empty=True).snapshots[f"{schema}.latest"]
     assert ctx.state.intervals.get_intervals([snap.interval_key])[snap.interval_key] == [
         (to_ms("2020-01-01"), to_ms("2020-01-02"))]  # the refused day is still to do
 
@@ -174,10 +174,10 @@ def test_a_compound_key_of_expressions_and_a_partitioned_table(tmp_path, engine,
     _day(ctx, "2020-01-03")
     assert _rows(engine, f"SELECT id, name, v, ds FROM {schema}.latest") == [
         (1, "ANN", 12, _d("2020-01-02")), (1, None, 13, _d("2020-01-02")), (2, "bob", 20, _d("2020-01-01"))]
-    table = ctx.plan("prod", allow_empty=True).snapshots[f"{schema}.latest"].table_name
+    table = ctx.plans.plan("prod", allow_empty=True).snapshots[f"{schema}.latest"].table_name
     assert sorted(p["ds"] for p in engine.partitions(table)) == ["2020-01-01", "2020-01-02"]
 
-    plan = ctx.plan("prod", allow_empty=True)
+    plan = ctx.plans.plan("prod", allow_empty=True)
     evaluator = SnapshotEvaluator(ctx.project, engine, plan.snapshots)  # day 2 once more, as a retry would
     evaluator.evaluate(plan.snapshots[f"{schema}.latest"], to_ms("2020-01-02"), to_ms("2020-01-03"), to_ms("2020-01-03"))
     assert engine.fetchall(f"SELECT COUNT(*) FROM {schema}.latest") == [(3,)]

@@ -40,12 +40,12 @@ def test_statements_run_on_the_environments_view(tmp_path, engine, schema) -> No
                            f"CREATE TABLE IF NOT EXISTS {schema}__dev.seen USING parquet AS SELECT a FROM {schema}.m")
     ctx = Context(write_project(tmp_path / "p", files, CONFIG), engine=engine)
     try:
-        ctx.apply(ctx.plan("dev", execution_time="2024-01-02 00:00:00"))
+        ctx.reviews.apply(ctx.plans.plan("dev", execution_time="2024-01-02 00:00:00"))
         assert _properties(engine, f"{schema}__dev.m").get("mesh.granted") == "promoting"
         physical = engine.fetchall(f"SHOW TABLES IN mesh__{schema}")[0][1]
         assert "mesh.granted" not in _properties(engine, f"mesh__{schema}.{physical}")
         assert [tuple(r) for r in engine.fetchall(f"SELECT a FROM {schema}__dev.seen")] == [(1,)]  # read through the dev view
-        ctx.apply(ctx.plan(execution_time="2024-01-02 00:00:00"))  # prod: a new view, the statements again
+        ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02 00:00:00"))  # prod: a new view, the statements again
         assert _properties(engine, f"{schema}.m").get("mesh.granted") == "promoting"
     finally:
         ctx.close()
@@ -56,6 +56,6 @@ def test_a_failing_statement_stops_the_apply_naming_the_model(tmp_path, engine, 
                                 CONFIG), engine=engine)
     try:
         with pytest.raises(MeshError, match=rf"ON_VIRTUAL_UPDATE statement of {schema}.m \(models/m.sql\) failed"):
-            ctx.apply(ctx.plan(execution_time="2024-01-02 00:00:00"))
+            ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02 00:00:00"))
     finally:
         ctx.close()

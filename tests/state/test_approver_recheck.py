@@ -20,8 +20,8 @@ def _approved_by(tmp_path: Path, state_url: str, monkeypatch: pytest.MonkeyPatch
     root = project(tmp_path, config)
     as_user(monkeypatch, "alice@example.com")
     ctx = context(root, state_url)
-    plan = ctx.plan("prod", execution_time=WHEN)
-    ctx.record(plan)
+    plan = ctx.plans.plan("prod", execution_time=WHEN)
+    ctx.reviews.record(plan)
     as_user(monkeypatch, approver)
     ctx.decide(plan.plan_id, "approve")
     ctx.close()
@@ -31,11 +31,11 @@ def _approved_by(tmp_path: Path, state_url: str, monkeypatch: pytest.MonkeyPatch
 def _refused_and_nothing_written(root: Path, state_url: str, plan_id: str, message: str) -> None:
     engine = FakeEngine()
     ctx = context(root, state_url, engine)
-    events = ctx.plan_record(plan_id).events
+    events = ctx.reviews.records.find(plan_id).events
     with pytest.raises(ProtectionError) as refused:
-        ctx.apply_recorded(plan_id)
+        ctx.reviews.apply_recorded(plan_id)
     assert str(refused.value) == message
-    record = ctx.plan_record(plan_id)
+    record = ctx.reviews.records.find(plan_id)
     assert record.status == PlanStatus.APPROVED and record.events == events
     assert ctx.state.environments.get_environment("prod") is None and engine.calls == []
     ctx.close()
@@ -77,5 +77,5 @@ def test_a_failed_plan_retried_after_its_approver_left_is_refused(tmp_path, stat
     (root / "config.yaml").write_text(PROTECTED.replace("bob@example.com", "carol@example.com"))
     ctx = context(root, state_url)
     with pytest.raises(ProtectionError, match="bob@example.com is no longer one of its approvers"):
-        ctx.apply_recorded(plan_id)
-    assert ctx.plan_record(plan_id).status == PlanStatus.FAILED and ctx.state.environments.get_environment("prod") is None
+        ctx.reviews.apply_recorded(plan_id)
+    assert ctx.reviews.records.find(plan_id).status == PlanStatus.FAILED and ctx.state.environments.get_environment("prod") is None

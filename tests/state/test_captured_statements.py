@@ -78,7 +78,7 @@ def test_mesh_run_runs_what_the_environment_was_planned_with_and_the_edit_is_a_p
     root = project(tmp_path)
     engine = FakeEngine()
     ctx = Context(root, state_url=state_url, engine=engine)
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     assert executed(engine) == PLANNED
     edit_everything_the_statements_read(root)
 
@@ -87,7 +87,7 @@ def test_mesh_run_runs_what_the_environment_was_planned_with_and_the_edit_is_a_p
     assert later.run("prod", execution_time="2020-01-05") > 0
     assert executed(engine) == PLANNED  # not the edited entry, variable or macro
 
-    plan = later.plan("prod", execution_time="2020-01-05")
+    plan = later.plans.plan("prod", execution_time="2020-01-05")
     assert plan.changed == [] and plan.has_changes and plan.needs_apply
     diff = summarize(plan).statements_diff
     for line in ("-after_all.0: INSERT INTO audit.log SELECT 'done', @views",
@@ -96,9 +96,9 @@ def test_mesh_run_runs_what_the_environment_was_planned_with_and_the_edit_is_a_p
                  """+        return f"INSERT INTO audit.log SELECT 'edited', '{evaluator.var('release')}', '{evaluator.this_env}'\""""):
         assert line in diff.splitlines(), f"{line!r} not in\n{diff}"
     assert " before_all.1: @stamp()" in diff.splitlines()  # what did not change is shown too
-    later.apply(plan)
+    later.reviews.apply(plan)
     assert later.state.environments.get_environment("prod").statements == plan.statements
-    assert not later.plan("prod", execution_time="2020-01-05").has_changes
+    assert not later.plans.plan("prod", execution_time="2020-01-05").has_changes
 
 
 def test_an_approved_plan_runs_the_reviewed_statements_not_config_yaml_as_it_is_now(tmp_path, state_url,
@@ -107,7 +107,7 @@ def test_an_approved_plan_runs_the_reviewed_statements_not_config_yaml_as_it_is_
     engine = FakeEngine()
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = Context(root, state_url=state_url, engine=engine)
-    record = ctx.record(ctx.plan("prod", execution_time="2020-01-03"))
+    record = ctx.reviews.record(ctx.plans.plan("prod", execution_time="2020-01-03"))
     assert "**Environment statements** (`before_all` / `after_all`: changed)" in record.summary.markdown("prod")
     monkeypatch.setenv("MESH_USER", "bob@example.com")
     ctx.decide(record.plan_id, "approve")
@@ -123,7 +123,7 @@ def test_an_approved_plan_runs_the_reviewed_statements_not_config_yaml_as_it_is_
 def test_a_change_of_the_statements_alone_is_a_plan_the_cli_shows(tmp_path):
     root = project(tmp_path)
     ctx = Context(root, engine=FakeEngine())
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     (root / "config.yaml").write_text(config(after=["INSERT INTO audit.log SELECT 'finished', @views"]))
 
     shown = CliRunner().invoke(cli, ["-p", str(root), "plan", "--no-prompts", "--skip-tests"])
@@ -158,7 +158,7 @@ def test_a_dev_statement_reaching_outside_dev_is_refused_at_plan_time_with_nothi
     engine = FakeEngine()
     ctx = Context(root, state_url=state_url, engine=engine)
     with pytest.raises(StatementScopeError) as e:
-        ctx.apply(ctx.plan("dev", execution_time="2020-01-03"))
+        ctx.reviews.apply(ctx.plans.plan("dev", execution_time="2020-01-03"))
     where = line_of(root, statement)
     assert str(e.value).startswith(f"config.yaml:{where}: before_all.1: {REFUSED[statement]}"), str(e.value)
     assert "The statements of 'dev' may only reach its own views (@views, in @schemas)" in str(e.value)
@@ -174,31 +174,31 @@ def test_what_belongs_to_the_environment_or_to_no_environment_stays_allowed(tmp_
     root = project(tmp_path, config(before=[], after=["INSERT INTO audit.log SELECT * FROM s.a"]))
     engine = FakeEngine()
     ctx = Context(root, state_url=state_url, engine=engine)
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))  # prod's own view, from prod
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))  # prod's own view, from prod
     assert "INSERT INTO audit.log SELECT * FROM s.a" in executed(engine)
     reads_raw = {"models/e.sql": "MODEL (name s.e, kind FULL);\nSELECT id FROM raw.events\n"}  # raw: external
     dev = Context(project(tmp_path / "dev", config(before=allowed), reads_raw), state_url=state_url, engine=engine,
                   on_warning=lambda _: None)
-    plan = dev.plan("dev", execution_time="2020-01-03", include_unmodified=True)
+    plan = dev.plans.plan("dev", execution_time="2020-01-03", include_unmodified=True)
     assert "+before_all.0: GRANT SELECT ON s__dev.a TO ROLE readers" in summarize(plan).statements_diff  # reviewed
-    dev.apply(plan)
+    dev.reviews.apply(plan)
     assert "INSERT INTO audit.seen VALUES ('s__dev.a')" in executed(engine)
 
 
 def test_a_physical_table_is_allowed_only_for_the_versions_the_environment_serves(tmp_path, state_url):
     root = project(tmp_path, config(before=[]))
     ctx = Context(root, state_url=state_url, engine=FakeEngine())
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     prods = ctx.state.environments.get_environment("prod").snapshot_by_name()["s.a"].table_name
     (root / "models" / "a.sql").write_text("MODEL (name s.a, kind FULL);\nSELECT 2 AS id\n")
     ctx = Context(root, state_url=state_url, engine=FakeEngine())
-    devs = ctx.plan("dev", execution_time="2020-01-03").snapshots["s.a"].table_name
+    devs = ctx.plans.plan("dev", execution_time="2020-01-03").snapshots["s.a"].table_name
     assert devs != prods
 
     (root / "config.yaml").write_text(config(before=[], after=[f"TRUNCATE TABLE {prods}"]))
     ctx = Context(root, state_url=state_url, engine=FakeEngine())
     with pytest.raises(StatementScopeError) as e:
-        ctx.plan("dev", execution_time="2020-01-03")
+        ctx.plans.plan("dev", execution_time="2020-01-03")
     assert str(e.value).startswith(f"config.yaml:{line_of(root, 'TRUNCATE')}: after_all.0: it names {prods}, a "
                                    "physical table of a version 'dev' does not serve"), str(e.value)
     (root / "config.yaml").write_text(config(before=[], after=[f"ANALYZE TABLE {devs} COMPUTE STATISTICS"]))
@@ -211,7 +211,7 @@ def test_a_statement_that_renders_outside_the_environment_later_is_refused_befor
     root = project(tmp_path, config(before=["CREATE SCHEMA IF NOT EXISTS audit", later]))
     engine = FakeEngine()
     ctx = Context(root, state_url=state_url, engine=engine)
-    ctx.apply(ctx.plan("dev", execution_time="2020-01-03", include_unmodified=True))  # in scope that day
+    ctx.reviews.apply(ctx.plans.plan("dev", execution_time="2020-01-03", include_unmodified=True))  # in scope that day
     engine.calls.clear()
     with pytest.raises(StatementScopeError) as e:
         ctx.run("dev", execution_time="2020-01-06")
@@ -224,7 +224,7 @@ def test_an_environment_recorded_before_statements_were_captured_runs_none_until
     root = project(tmp_path)
     engine = FakeEngine()
     ctx = Context(root, state_url=state_url, engine=engine)
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     with create_engine(state_url).begin() as conn:
         payload = json.loads(conn.execute(text("SELECT payload FROM mesh_environments")).scalar())
         payload.pop("statements")  # as an earlier mesh_dagster stored it
@@ -237,10 +237,10 @@ def test_an_environment_recorded_before_statements_were_captured_runs_none_until
     assert executed(engine) == []
     assert "'prod' was planned before plans captured before_all/after_all: none run until `mesh plan prod` " \
            "captures config.yaml's for review" in log.lines
-    plan = ctx.plan("prod", execution_time="2020-01-05")
+    plan = ctx.plans.plan("prod", execution_time="2020-01-05")
     assert plan.statements_changed and plan.changed == []
     assert all(line.startswith(("+", "---", "+++", "@@")) for line in summarize(plan).statements_diff.splitlines())
-    ctx.apply(plan)
+    ctx.reviews.apply(plan)
     assert ctx.state.environments.get_environment("prod").statements == plan.statements
 
 
@@ -285,7 +285,7 @@ def _steps(root: Path, state_url: str, fail: str | None = None) -> dict[str, tup
 def test_two_steps_of_one_run_in_two_processes_run_each_stage_once(tmp_path, state_url):
     root = project(tmp_path)
     ctx = Context(root, state_url=state_url, engine=FakeEngine())
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     found = _steps(root, state_url)
     assert all(error is None for _, error in found.values())
     ran = sorted(sql for statements, _ in found.values() for sql in statements)
@@ -295,7 +295,7 @@ def test_two_steps_of_one_run_in_two_processes_run_each_stage_once(tmp_path, sta
 def test_a_failed_before_all_fails_every_step_of_the_run_and_no_after_all_runs(tmp_path, state_url):
     root = project(tmp_path)
     ctx = Context(root, state_url=state_url, engine=FakeEngine())
-    ctx.apply(ctx.plan("prod", execution_time="2020-01-03"))
+    ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     found = _steps(root, state_url, fail="'v1'")
     errors = sorted(error for _, error in found.values())
     assert errors[0].startswith("Not run: this run's before_all failed in an earlier step, and nothing may be "

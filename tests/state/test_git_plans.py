@@ -82,12 +82,12 @@ def watcher(tmp_path: Path, state_url: str, engine: FakeEngine | None = None) ->
 def applied_here(ctx: Context, branch: str, sha: str) -> PlanRecord:
     """The git worker's half of `plan_git_commit`, in this process, so the in-memory engine applies
     the plan (tests/dagster/test_git_worker.py runs the worker itself, on Spark)."""
-    return ctx.desk.plan_pushed_commit(ctx.desk.git_request(branch, sha))
+    return ctx.reviews.plan_pushed_commit(ctx.reviews.git_request(branch, sha))
 
 
 def approved_here(ctx: Context, plan_id: str) -> PlanRecord:
     """The git worker's half of `apply_recorded` for a pushed commit's plan, in this process."""
-    return ctx.desk.work(ctx.desk.apply_request(ctx.plan_record(plan_id)))
+    return ctx.reviews.work(ctx.reviews.apply_request(ctx.reviews.records.find(plan_id)))
 
 
 def test_pushes_become_plans_per_branch_and_prod_waits_for_a_second_person(tmp_path, state_url, repo, monkeypatch):
@@ -96,9 +96,9 @@ def test_pushes_become_plans_per_branch_and_prod_waits_for_a_second_person(tmp_p
     feature = repo.commit({"models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT id, 2 AS x FROM s.a\n"}, "x")
     repo.push("feature/x")
     ctx = watcher(tmp_path, state_url)
-    assert ctx.git_heads() == {"main": main, "feature/x": feature}
+    assert ctx.reviews.git_heads() == {"main": main, "feature/x": feature}
 
-    pending = ctx.plan_git_commit("main", main)
+    pending = ctx.reviews.plan_git_commit("main", main)
     assert (pending.environment, pending.status, pending.author) == ("prod", PlanStatus.PENDING, "alice@example.com")
     assert (pending.git_commit, pending.git_branch) == (main, "main")
     assert ctx.state.environments.get_environment("prod") is None
@@ -118,14 +118,14 @@ def test_an_approved_plan_outdated_by_a_new_push_is_superseded(tmp_path, state_u
     first = repo.commit(MODELS, "models")
     repo.push("main")
     ctx = watcher(tmp_path, state_url)
-    record = ctx.plan_git_commit("main", first)
+    record = ctx.reviews.plan_git_commit("main", first)
     monkeypatch.setenv("MESH_USER", "bob@example.com")
     ctx.decide(record.plan_id, "approve")
     second = repo.commit({"models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT id, 3 AS y FROM s.a\n"}, "y")
     repo.push("main")
     with pytest.raises(PlanSupersededError, match=f"branch main moved on to {second[:8]}"):
-        ctx.apply_recorded(record.plan_id)
-    assert ctx.plan_record(record.plan_id).status == PlanStatus.SUPERSEDED
+        ctx.reviews.apply_recorded(record.plan_id)
+    assert ctx.reviews.records.find(record.plan_id).status == PlanStatus.SUPERSEDED
     assert ctx.state.environments.get_environment("prod") is None
 
 
@@ -135,10 +135,10 @@ def test_a_deleted_branch_invalidates_its_environment(tmp_path, state_url, repo)
     ctx = watcher(tmp_path, state_url)
     applied_here(ctx, "feature/gone", sha)
     git(repo.clone, "push", "-q", "origin", "--delete", "feature/gone")
-    assert "feature/gone" not in ctx.git_heads()
-    assert ctx.git_branch_deleted("feature/gone") == "feature_gone"
+    assert "feature/gone" not in ctx.reviews.git_heads()
+    assert ctx.reviews.git_branch_deleted("feature/gone") == "feature_gone"
     assert ctx.state.environments.get_environment("feature_gone").expiration_ts is not None  # the janitor removes it
-    assert ctx.git_branch_deleted("never/pushed") is None
+    assert ctx.reviews.git_branch_deleted("never/pushed") is None
 
 
 def test_bad_branches_broken_commits_and_missing_repositories(tmp_path, state_url, repo):
@@ -146,13 +146,13 @@ def test_bad_branches_broken_commits_and_missing_repositories(tmp_path, state_ur
     repo.push("Prod")
     ctx = watcher(tmp_path, state_url)
     with pytest.raises(BranchError, match="only 'prod' names the production environment"):
-        ctx.plan_git_commit("Prod", sha)
+        ctx.reviews.plan_git_commit("Prod", sha)
     with pytest.raises(BranchError, match="would plan the protected environment 'prod'"):
-        ctx.plan_git_commit("prod", sha)
+        ctx.reviews.plan_git_commit("prod", sha)
 
     broken = repo.commit({"models/b.sql": "MODEL (name s.b, kind FULL, nonsense 1);\nSELECT 1\n"}, "broken")
     repo.push("feature/broken")
-    failed = ctx.plan_git_commit("feature/broken", broken)
+    failed = ctx.reviews.plan_git_commit("feature/broken", broken)
     assert failed.status == PlanStatus.FAILED
     assert failed.events[-1].note.startswith(f"commit {broken[:8]}: models/b.sql:1: Unknown model property 'nonsense'")
     assert ctx.state.environments.get_environment("feature_broken") is None  # nothing applied
@@ -161,4 +161,4 @@ def test_bad_branches_broken_commits_and_missing_repositories(tmp_path, state_ur
     (repo.bare.parent / "moved.git").mkdir()
     repo.bare.rename(repo.bare.parent / "elsewhere.git")
     with pytest.raises(GitError, match="warehouse.git does not exist"):
-        ctx.git_heads()
+        ctx.reviews.git_heads()

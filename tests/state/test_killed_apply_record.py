@@ -43,8 +43,8 @@ Context({root!r}, state_url={url!r}, engine=StuckInViews()).apply_recorded({plan
 def _approved(ctx: Context, root: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A plan of the current project for prod, made by alice and approved by bob."""
     as_user(monkeypatch, "alice@example.com")
-    plan = ctx.plan("prod", execution_time=WHEN)
-    ctx.record(plan)
+    plan = ctx.plans.plan("prod", execution_time=WHEN)
+    ctx.reviews.record(plan)
     as_user(monkeypatch, "bob@example.com")
     ctx.decide(plan.plan_id, "approve")
     return plan.plan_id
@@ -74,25 +74,25 @@ def prod_with_killed_apply(tmp_path, state_url, monkeypatch):
     root = project(tmp_path)
     ctx = context(root, state_url)
     served = _approved(ctx, root, monkeypatch)
-    ctx.apply_recorded(served)
+    ctx.reviews.apply_recorded(served)
     (root / "models" / "b.sql").write_text("MODEL (name s.b, kind FULL);\nSELECT id, 2 AS x FROM s.a\n")
     ctx = context(root, state_url)
     killed = _approved(ctx, root, monkeypatch)
     proc = _start_stuck_apply(root, state_url, killed)
     try:
         # While it runs, neither resuming nor cancelling it is allowed: it is named.
-        for attempt, what in ((lambda: ctx.apply_recorded(killed), "applied"),
+        for attempt, what in ((lambda: ctx.reviews.apply_recorded(killed), "applied"),
                               (lambda: ctx.decide(killed, "cancel"), "cancelled")):
             with pytest.raises(ProtectionError) as refused:
                 attempt()
             assert f"Plan {killed} is running and cannot be {what}: mesh (pid {proc.pid} by " in str(refused.value)
             assert "is applying to 'prod' since" in str(refused.value)
-        assert ctx.plan_record(killed).status == PlanStatus.RUNNING
+        assert ctx.reviews.records.find(killed).status == PlanStatus.RUNNING
     finally:
         _kill(proc)
     env = ctx.state.environments.get_environment("prod")
     assert (env.plan_id, env.finalized_ts) == (killed, None)  # recorded, views half-moved, never finalized
-    assert ctx.plan_record(killed).status == PlanStatus.RUNNING  # and nobody left to say otherwise
+    assert ctx.reviews.records.find(killed).status == PlanStatus.RUNNING  # and nobody left to say otherwise
     yield root, ctx, served, killed, proc.pid
     ctx.close()
 
@@ -101,7 +101,7 @@ def test_a_killed_apply_is_resumed_by_applying_its_record_again(prod_with_killed
     _, ctx, served, killed, _ = prod_with_killed_apply
     assert ctx.state.environments.served_environment("prod").plan_id == served  # what `mesh run` evaluates meanwhile
 
-    done = ctx.apply_recorded(killed[:8])
+    done = ctx.reviews.apply_recorded(killed[:8])
     assert done.status == PlanStatus.COMPLETED
     assert [(e.action, e.status.value) for e in done.events][-3:] == [
         ("start", "running"), ("resume", "running"), ("complete", "completed")]
@@ -119,12 +119,12 @@ def test_a_killed_apply_is_cancelled_and_prod_returns_to_the_plan_it_served(prod
     assert ctx.state.environments.served_environment("prod").plan_id == served
     assert ctx.state.environments.replaced_environment("prod").promoted == ["s.a", "s.b"]
     with pytest.raises(ProtectionError, match="is cancelled: it cannot be applied"):
-        ctx.apply_recorded(killed)
+        ctx.reviews.apply_recorded(killed)
 
     # The next plan is based on the plan prod serves, and its apply settles the views.
     engine = FakeEngine()
     ctx = context(root, ctx.state.url, engine)
-    again = ctx.plan("prod", execution_time=WHEN)
+    again = ctx.plans.plan("prod", execution_time=WHEN)
     assert again.base_environment.plan_id == served and again.finishes_interrupted_apply
     assert "s.b" in again.directly_modified
 
@@ -135,8 +135,8 @@ def test_the_next_plan_of_the_environment_settles_the_killed_apply_record(prod_w
     _, ctx, _, killed, _ = prod_with_killed_apply
     later = _approved(ctx, ctx.path, monkeypatch)  # a new plan, based on the killed apply's record
 
-    assert ctx.apply_recorded(later).status == PlanStatus.COMPLETED
-    settled = ctx.plan_record(killed)
+    assert ctx.reviews.apply_recorded(later).status == PlanStatus.COMPLETED
+    settled = ctx.reviews.records.find(killed)
     assert settled.status == PlanStatus.FAILED
     assert (settled.events[-1].action, settled.events[-1].actor) == ("fail", "bob@example.com")
     assert settled.events[-1].note == (f"interrupted: its apply ended without an outcome (its process was killed); "

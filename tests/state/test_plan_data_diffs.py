@@ -59,7 +59,7 @@ def test_plans_show_draws_the_data_diff_as_tables(tmp_path, monkeypatch):
     files = {"models/m.sql": "MODEL (name s.m, kind FULL, grain (id));\nSELECT 1 AS id, 2 AS v\n"}
     root = write_project(tmp_path / "p", files, CONFIG)
     ctx = Context(root, engine=FakeEngine())
-    plan_id = ctx.record(ctx.plan("dev", execution_time="2020-01-03")).plan_id
+    plan_id = ctx.reviews.record(ctx.plans.plan("dev", execution_time="2020-01-03")).plan_id
     runner = CliRunner()
     pending = runner.invoke(cli, ["--paths", str(root), "plans", "show", plan_id[:8]], obj={}).output
     assert "Data diff" not in pending  # a new model: nothing to compare with

@@ -51,31 +51,31 @@ def context(root: Path, state_url: str, engine: FakeEngine | None = None) -> Con
 
 
 def statuses(ctx: Context, plan_id: str) -> list[tuple[str, str, str]]:
-    return [(e.action, e.actor, e.status.value) for e in ctx.plan_record(plan_id).events]
+    return [(e.action, e.actor, e.status.value) for e in ctx.reviews.records.find(plan_id).events]
 
 
 def test_a_protected_prod_is_changed_only_by_an_approved_plan(tmp_path, state_url, monkeypatch):
     root = project(tmp_path)
     as_user(monkeypatch, "alice@example.com")
     ctx = context(root, state_url)
-    plan = ctx.plan("prod", execution_time=WHEN)
+    plan = ctx.plans.plan("prod", execution_time=WHEN)
     with pytest.raises(ProtectionError, match="'prod' is a protected environment"):
-        ctx.apply(plan)
+        ctx.reviews.apply(plan)
     assert ctx.state.environments.get_environment("prod") is None and ctx.plan_records() == []  # nothing written
 
-    record = ctx.record(plan)
+    record = ctx.reviews.record(plan)
     assert (record.status, record.author) == (PlanStatus.PENDING, "alice@example.com")
     assert [c.name for c in record.summary.changes] == ["s.a", "s.b"]
     assert record.summary.backfill_text["s.a"] == "[2020-01-01 - 2020-01-02]"
     with pytest.raises(ProtectionError, match="needs an approval first"):
-        ctx.apply_recorded(plan.plan_id[:8])
+        ctx.reviews.apply_recorded(plan.plan_id[:8])
     with pytest.raises(ProtectionError, match="alice@example.com made plan .* and may not approve it"):
         ctx.decide(plan.plan_id, "approve")
     as_user(monkeypatch, "carol@example.com")
     with pytest.raises(ProtectionError, match="carol@example.com may not approve plans for 'prod': its approvers "
                                               "are alice@example.com, bob@example.com"):
         ctx.decide(plan.plan_id, "approve")
-    assert ctx.plan_record(plan.plan_id).status == PlanStatus.PENDING and ctx.state.environments.get_environment("prod") is None
+    assert ctx.reviews.records.find(plan.plan_id).status == PlanStatus.PENDING and ctx.state.environments.get_environment("prod") is None
 
     as_user(monkeypatch, "BOB@example.com")  # identities compare without case
     assert ctx.decide(plan.plan_id, "approve", "looks right").status == PlanStatus.APPROVED
@@ -83,13 +83,13 @@ def test_a_protected_prod_is_changed_only_by_an_approved_plan(tmp_path, state_ur
         ctx.decide(plan.plan_id, "approve")
 
     as_user(monkeypatch, "alice@example.com")
-    done = ctx.apply_recorded(plan.plan_id)
+    done = ctx.reviews.apply_recorded(plan.plan_id)
     assert done.status == PlanStatus.COMPLETED
     assert ctx.state.environments.get_environment("prod").plan_id == plan.plan_id  # prod says which reviewed plan it runs
     assert statuses(ctx, plan.plan_id) == [
         ("create", "alice@example.com", "pending"), ("approve", "BOB@example.com", "approved"),
         ("start", "alice@example.com", "running"), ("complete", "alice@example.com", "completed")]
-    assert ctx.plan_record(plan.plan_id).events[1].note == "looks right"
+    assert ctx.reviews.records.find(plan.plan_id).events[1].note == "looks right"
 
 
 def test_an_approved_plan_outdated_by_a_change_is_superseded_and_nothing_runs(tmp_path, state_url, monkeypatch):
@@ -97,34 +97,34 @@ def test_an_approved_plan_outdated_by_a_change_is_superseded_and_nothing_runs(tm
     as_user(monkeypatch, "alice@example.com")
     engine = FakeEngine()
     ctx = context(root, state_url, engine)
-    plan = ctx.plan("prod", execution_time=WHEN)
-    ctx.record(plan)
+    plan = ctx.plans.plan("prod", execution_time=WHEN)
+    ctx.reviews.record(plan)
     as_user(monkeypatch, "bob@example.com")
     ctx.decide(plan.plan_id, "approve")
     # a new commit changes a model after the review
     (root / "models" / "b.sql").write_text("MODEL (name s.b, kind FULL);\nSELECT id, 2 AS x FROM s.a\n")
     ctx = context(root, state_url, engine)
     with pytest.raises(PlanSupersededError, match=r"superseded: the project changed since the review: s\.b"):
-        ctx.apply_recorded(plan.plan_id)
-    assert ctx.plan_record(plan.plan_id).status == PlanStatus.SUPERSEDED
+        ctx.reviews.apply_recorded(plan.plan_id)
+    assert ctx.reviews.records.find(plan.plan_id).status == PlanStatus.SUPERSEDED
     assert ctx.state.environments.get_environment("prod") is None and engine.calls == []
     with pytest.raises(ProtectionError, match="is superseded: it cannot be applied"):
-        ctx.apply_recorded(plan.plan_id)
+        ctx.reviews.apply_recorded(plan.plan_id)
 
 
 def test_a_plan_whose_environment_moved_is_superseded(tmp_path, state_url, monkeypatch):
     root = project(tmp_path)
     ctx = context(root, state_url)
     as_user(monkeypatch, "alice@example.com")
-    first, second = ctx.plan("prod", execution_time=WHEN), ctx.plan("prod", execution_time=WHEN)
+    first, second = ctx.plans.plan("prod", execution_time=WHEN), ctx.plans.plan("prod", execution_time=WHEN)
     for p in (first, second):
-        ctx.record(p)
+        ctx.reviews.record(p)
     as_user(monkeypatch, "bob@example.com")
     for p in (first, second):
         ctx.decide(p.plan_id, "approve")
-    ctx.apply_recorded(first.plan_id)
+    ctx.reviews.apply_recorded(first.plan_id)
     with pytest.raises(PlanSupersededError, match="the environment changed since the review"):
-        ctx.apply_recorded(second.plan_id)
+        ctx.reviews.apply_recorded(second.plan_id)
 
 
 class FailingOnce(FakeEngine):
@@ -143,38 +143,38 @@ def test_a_failed_apply_is_recorded_and_a_retry_resumes(tmp_path, state_url, mon
     root = project(tmp_path)
     as_user(monkeypatch, "alice@example.com")
     ctx = context(root, state_url, FailingOnce())
-    plan = ctx.plan("prod", execution_time=WHEN)
-    ctx.record(plan)
+    plan = ctx.plans.plan("prod", execution_time=WHEN)
+    ctx.reviews.record(plan)
     as_user(monkeypatch, "bob@example.com")
     ctx.decide(plan.plan_id, "approve")
     with pytest.raises(EngineError, match="executor lost"):
-        ctx.apply_recorded(plan.plan_id)
-    failed = ctx.plan_record(plan.plan_id)
+        ctx.reviews.apply_recorded(plan.plan_id)
+    failed = ctx.reviews.records.find(plan.plan_id)
     assert failed.status == PlanStatus.FAILED and failed.events[-1].note == "executor lost"
     assert ctx.state.environments.get_environment("prod") is None
-    assert ctx.apply_recorded(plan.plan_id).status == PlanStatus.COMPLETED  # still approved: the retry runs
+    assert ctx.reviews.apply_recorded(plan.plan_id).status == PlanStatus.COMPLETED  # still approved: the retry runs
 
 
 def test_unprotected_plans_are_recorded_with_their_outcome_and_can_be_cancelled(tmp_path, state_url, monkeypatch):
     root = project(tmp_path, "model_defaults:\n  dialect: spark\n  start: 2020-01-01\n")
     as_user(monkeypatch, "dana@example.com")
     ctx = context(root, state_url)
-    applied = ctx.plan("dev", execution_time=WHEN)
-    ctx.apply(applied)
-    record = ctx.plan_record(applied.plan_id)
+    applied = ctx.plans.plan("dev", execution_time=WHEN)
+    ctx.reviews.apply(applied)
+    record = ctx.reviews.records.find(applied.plan_id)
     assert (record.environment, record.status, record.author) == ("dev", PlanStatus.COMPLETED, "dana@example.com")
     with pytest.raises(ProtectionError, match="is completed: it cannot be cancelled"):
         ctx.decide(applied.plan_id, "cancel")
-    waiting = ctx.record(ctx.plan("dev", execution_time=WHEN, allow_empty=True))
+    waiting = ctx.reviews.record(ctx.plans.plan("dev", execution_time=WHEN, allow_empty=True))
     with pytest.raises(ProtectionError, match="'dev' is not a protected environment: its plans need no approval"):
         ctx.decide(waiting.plan_id, "approve")
     ctx.decide(waiting.plan_id, "cancel")
 
-    left = ctx.plan("prod", execution_time=WHEN)
-    ctx.record(left)
+    left = ctx.plans.plan("prod", execution_time=WHEN)
+    ctx.reviews.record(left)
     assert ctx.decide(left.plan_id, "cancel").status == PlanStatus.CANCELLED
     with pytest.raises(ProtectionError, match="is cancelled: it cannot be applied"):
-        ctx.apply_recorded(left.plan_id)
+        ctx.reviews.apply_recorded(left.plan_id)
     assert ctx.state.environments.get_environment("prod") is None
     assert [r.status for r in ctx.plan_records()] == [PlanStatus.CANCELLED, PlanStatus.CANCELLED,
                                                       PlanStatus.COMPLETED]
@@ -187,8 +187,8 @@ def test_two_deciders_at_once_one_wins(store: StateStore, tmp_path, monkeypatch)
     root = project(tmp_path)
     ctx = Context(root, state_url=store.url, engine=FakeEngine())
     monkeypatch.setenv("MESH_USER", "alice@example.com")
-    plan = ctx.plan("prod", execution_time=WHEN)
-    ctx.record(plan)
+    plan = ctx.plans.plan("prod", execution_time=WHEN)
+    ctx.reviews.record(plan)
     approve = PlanEvent(action="approve", actor="bob@example.com", ts=now_ms(), status=PlanStatus.APPROVED)
     cancel = PlanEvent(action="cancel", actor="alice@example.com", ts=now_ms(), status=PlanStatus.CANCELLED)
     assert store.plans.transition_plan(plan.plan_id, ["pending"], approve) is not None
@@ -219,7 +219,7 @@ def test_a_plan_records_the_commit_it_was_made_from(tmp_path, state_url, monkeyp
     head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     monkeypatch.delenv("MESH_USER", raising=False)
     ctx = context(root, state_url)
-    record = ctx.record(ctx.plan("prod", execution_time=WHEN))
+    record = ctx.reviews.record(ctx.plans.plan("prod", execution_time=WHEN))
     assert (record.git_commit, record.git_branch, record.author) == (head, "feature/x", "g@example.com")
 
 
@@ -300,18 +300,18 @@ def test_plan_events_reach_webhooks_and_a_dead_one_is_only_logged(tmp_path, stat
         root = project(tmp_path, config)
         as_user(monkeypatch, "alice@example.com")
         ctx = context(root, state_url)
-        plan = ctx.plan("prod", execution_time=WHEN)
-        ctx.record(plan)
+        plan = ctx.plans.plan("prod", execution_time=WHEN)
+        ctx.reviews.record(plan)
         as_user(monkeypatch, "bob@example.com")
         ctx.decide(plan.plan_id, "approve")
         with caplog.at_level("WARNING", logger="mesh_dagster.notify"):
-            ctx.apply_recorded(plan.plan_id)  # the dead targets do not stop it
+            ctx.reviews.apply_recorded(plan.plan_id)  # the dead targets do not stop it
         assert [(b["event"], b["actor"], b["status"]) for b in hook.received] == [
             ("plan_pending", "alice@example.com", "pending"), ("plan_approved", "bob@example.com", "approved"),
             ("plan_applied", "bob@example.com", "completed")]
         assert hook.received[0]["plan_id"] == plan.plan_id and hook.received[0]["changes"] == ["s.a", "s.b"]
         assert [b["event"] for b in failing.received] == ["plan_applied"]  # only what it asked for
-        assert ctx.plan_record(plan.plan_id).status == PlanStatus.COMPLETED
+        assert ctx.reviews.records.find(plan.plan_id).status == PlanStatus.COMPLETED
         warnings = [r.getMessage() for r in caplog.records]
         assert any("plan_applied" in w and failing.url in w for w in warnings)
         assert any("nobody-listens" in w for w in warnings)
@@ -340,11 +340,11 @@ def test_a_protected_environment_is_not_promoted_without_an_approved_plan(tmp_pa
         list(ctx.materialize(["s.a", "s.b"], "2020-01-01", today))  # no gaps left
         if protected:
             with pytest.raises(ProtectionError, match="'prod' is a protected environment"):
-                ctx.promote("prod")
+                ctx.reviews.promote("prod")
             assert ctx.state.environments.get_environment("prod") is None and ctx.plan_records() == []
         else:
-            plan = ctx.promote("prod")
-            assert ctx.plan_record(plan.plan_id).status == PlanStatus.COMPLETED  # recorded like any plan
+            plan = ctx.reviews.promote("prod")
+            assert ctx.reviews.records.find(plan.plan_id).status == PlanStatus.COMPLETED  # recorded like any plan
 
 
 def test_an_unreachable_postgres_is_one_clear_error_and_nothing_is_half_done(tmp_path, monkeypatch):
@@ -354,6 +354,6 @@ def test_an_unreachable_postgres_is_one_clear_error_and_nothing_is_half_done(tmp
     monkeypatch.setenv("MESH_USER", "bob@example.com")
     ctx = Context(root, state_url="postgresql+psycopg://postgres@127.0.0.1:9/test", engine=FakeEngine())
     for action in (lambda: ctx.plan_records(), lambda: ctx.decide("feedface", "approve"),
-                   lambda: ctx.record(ctx.plan("prod", execution_time=WHEN))):
+                   lambda: ctx.reviews.record(ctx.plans.plan("prod", execution_time=WHEN))):
         with pytest.raises(StateError, match="127.0.0.1:9"):
             action()

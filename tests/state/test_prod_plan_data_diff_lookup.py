@@ -31,7 +31,7 @@ def _changed_project(tmp_path: Path, state_url: str, config: str = PROTECTED) ->
     """Prod serves the first version of both models (recorded without Spark); both are changed."""
     root = write_project(tmp_path / "p", MODELS, config)
     ctx = Context(root, state_url=state_url, engine=FakeEngine())
-    record_plan(ctx.plan(execution_time=WHEN), ctx.state)
+    record_plan(ctx.plans.plan(execution_time=WHEN), ctx.state)
     for name in ("m", "n"):
         path = root / "models" / f"{name}.sql"
         path.write_text(path.read_text().replace("SELECT 1 AS id", "SELECT 1 AS id, 7 AS extra"))
@@ -63,18 +63,18 @@ def _plans_own_diff(plan, changed: int, computed_ts: int) -> DataDiff:
 def test_a_prod_plan_reuses_the_most_recent_dev_diff_of_the_same_tables(tmp_path, state_url, monkeypatch):
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = _changed_project(tmp_path, state_url)
-    plan = ctx.plan("prod", execution_time=WHEN)
+    plan = ctx.plans.plan("prod", execution_time=WHEN)
     new, old = plan.snapshots["s.m"].table_name, plan.previous["s.m"].table_name
     _save(ctx, "a0a0a0a0aa", 10, {"s.m": _diff(new, old, 1, NOON)})
     _save(ctx, "b1b1b1b1bb", 20, {"s.m": _diff(new, old, 0, NOON + 3_600_000)}, environment="feature_x")
     _save(ctx, "c2c2c2c2cc", 30, {"s.m": _diff(new, "mesh__s.s__m__other", 1, NOON + 7_200_000)})  # another base
 
-    record = ctx.record(plan)
+    record = ctx.reviews.record(plan)
     (d,) = record.summary.data_diffs.values()
     assert (d.model, d.changed, d.source_plan_id, d.source_environment) == ("s.m", 0, "b1b1b1b1bb", "feature_x")
     assert "reused: computed by plan b1b1b1b1 in feature_x at 2026-11-27 13:00 UTC" in d.note_text()
     assert record.summary.data_diff_missing == ["s.n"] and record.summary.data_diff_pending == []
-    assert ctx.plan_record(plan.plan_id).summary == record.summary  # stored as shown
+    assert ctx.reviews.records.find(plan.plan_id).summary == record.summary  # stored as shown
 
     metadata = data_diff_metadata(record)
     (row,) = metadata["data_diff"].value.records
@@ -88,9 +88,9 @@ def test_plans_show_draws_the_reused_diff_and_the_line(tmp_path, monkeypatch):
     """The CLI reads the project's own state store (SQLite)."""
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = _changed_project(tmp_path, f"sqlite:///{tmp_path}/p/.mesh/state.db")
-    plan = ctx.plan("prod", execution_time=WHEN)
+    plan = ctx.plans.plan("prod", execution_time=WHEN)
     _save(ctx, "b1b1b1b1bb", 20, {"s.m": _plans_own_diff(plan, 1, NOON)})
-    ctx.record(plan)
+    ctx.reviews.record(plan)
     ctx.close()
     shown = CliRunner().invoke(cli, ["--paths", str(tmp_path / "p"), "plans", "show", plan.plan_id[:8]],
                                obj={}).output
@@ -103,15 +103,15 @@ def test_plans_show_draws_the_reused_diff_and_the_line(tmp_path, monkeypatch):
 def test_a_later_prod_apply_keeps_the_reused_diff(tmp_path, state_url, monkeypatch):
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = _changed_project(tmp_path, state_url)
-    plan = ctx.plan("prod", execution_time=WHEN)
+    plan = ctx.plans.plan("prod", execution_time=WHEN)
     _save(ctx, "a0a0a0a0aa", 10, {"s.m": _plans_own_diff(plan, 1, NOON)})
-    recorded = ctx.record(plan)
+    recorded = ctx.reviews.record(plan)
     engine = ctx.engine
     monkeypatch.setenv("MESH_USER", "bob@example.com")
     ctx.decide(plan.plan_id, "approve")
-    done = ctx.apply_recorded(plan.plan_id)
+    done = ctx.reviews.apply_recorded(plan.plan_id)
     assert done.status == PlanStatus.COMPLETED
-    stored = ctx.plan_record(plan.plan_id).summary
+    stored = ctx.reviews.records.find(plan.plan_id).summary
     assert stored.data_diffs == recorded.summary.data_diffs and stored.data_diff_missing == ["s.n"]
     assert not any(c.method == "fetchall" for c in engine.calls)  # nothing was diffed on the engine
 
@@ -119,14 +119,14 @@ def test_a_later_prod_apply_keeps_the_reused_diff(tmp_path, state_url, monkeypat
 def test_nothing_is_looked_up_for_a_dev_plan_or_with_data_diffs_off(tmp_path, state_url, monkeypatch):
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = _changed_project(tmp_path, state_url)
-    dev = ctx.plan("dev", execution_time=WHEN)
+    dev = ctx.plans.plan("dev", execution_time=WHEN)
     _save(ctx, "a0a0a0a0aa", 10, {"s.m": _plans_own_diff(dev, 1, NOON)})
-    record = ctx.record(dev)  # its own apply computes its diff
+    record = ctx.reviews.record(dev)  # its own apply computes its diff
     assert (record.summary.data_diffs, record.summary.data_diff_missing) == ({}, [])
     assert sorted(record.summary.data_diff_pending) == ["s.m", "s.n"]
     ctx.close()
     off = _changed_project(tmp_path / "off", state_url, PROTECTED + "plan:\n  data_diff:\n    enabled: false\n")
-    summary = off.record(off.plan("prod", execution_time=WHEN)).summary
+    summary = off.reviews.record(off.plans.plan("prod", execution_time=WHEN)).summary
     assert (summary.data_diffs, summary.data_diff_missing) == ({}, [])
     assert "Data diff" not in summary.markdown("prod")
 
@@ -154,9 +154,9 @@ def test_the_lookup_reads_only_the_latest_records_that_mention_a_table(store):
 def test_a_diff_that_compared_nothing_leaves_the_line(tmp_path, state_url, monkeypatch, status):
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = _changed_project(tmp_path, state_url)
-    plan = ctx.plan("prod", execution_time=WHEN)
+    plan = ctx.plans.plan("prod", execution_time=WHEN)
     diff = DataDiff(model="s.m", new_table=plan.snapshots["s.m"].table_name, old_table=plan.previous["s.m"].table_name,
                     old_environment="prod", status=status, note="boom")
     _save(ctx, "a0a0a0a0aa", 10, {"s.m": diff})
-    summary = ctx.record(plan).summary
+    summary = ctx.reviews.record(plan).summary
     assert summary.data_diffs == {} and summary.data_diff_missing == ["s.m", "s.n"]

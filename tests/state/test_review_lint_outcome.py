@@ -55,7 +55,7 @@ def test_plans_show_and_the_review_say_what_the_linter_did(tmp_path, monkeypatch
     plan_id = pending(root)
     shown = mesh(root, "plans", "show", plan_id[:8])
     assert line in shown.splitlines()
-    record = Context(root).plan_record(plan_id)
+    record = Context(root).reviews.records.find(plan_id)
     assert record.summary.markdown("prod").endswith(f"\n\n{line}")  # the review a prod approver reads
     assert record.summary.linter_line() == line
 
@@ -65,11 +65,11 @@ def test_a_skipped_linter_does_not_stop_the_approved_apply(tmp_path, state_url, 
     monkeypatch.setenv("MESH_USER", "alice@example.com")
     ctx = Context(root, state_url=state_url, engine=FakeEngine())
     ctx.skip_lint_gate("--skip-linter")
-    record = ctx.record(ctx.plan("prod", execution_time="2020-01-03"))
+    record = ctx.reviews.record(ctx.plans.plan("prod", execution_time="2020-01-03"))
     assert record.summary.linter_line() == SKIPPED
     monkeypatch.setenv("MESH_USER", "bob@example.com")
     ctx.decide(record.plan_id, "approve")
-    assert ctx.apply_recorded(record.plan_id).status == PlanStatus.COMPLETED  # the reviewer decided
+    assert ctx.reviews.apply_recorded(record.plan_id).status == PlanStatus.COMPLETED  # the reviewer decided
 
 
 def test_a_pushed_commit_turning_its_linter_off_says_it_is_allowed_by_design(tmp_path, state_url, monkeypatch):
@@ -79,7 +79,7 @@ def test_a_pushed_commit_turning_its_linter_off_says_it_is_allowed_by_design(tmp
     repo.push("main")
     location = Context(write_project(tmp_path / "location", {}, WATCHER_CONFIG), state_url=state_url,
                        engine=FakeEngine())
-    record = location.plan_git_commit("main", sha)
+    record = location.reviews.plan_git_commit("main", sha)
     assert (record.environment, record.status) == ("prod", PlanStatus.PENDING)
     assert record.summary.linter_line() == PUSHED_OFF
     assert record.summary.markdown("prod").endswith(f"\n\n{PUSHED_OFF}")
@@ -93,7 +93,7 @@ def test_a_pushed_before_all_naming_prods_view_is_a_failed_plan_and_nothing_runs
     repo.push("feature/x")
     engine = FakeEngine()
     location = Context(write_project(tmp_path / "location", {}, WATCHER_CONFIG), state_url=state_url, engine=engine)
-    record = location.plan_git_commit("feature/x", sha)
+    record = location.reviews.plan_git_commit("feature/x", sha)
     assert (record.environment, record.status) == ("feature_x", PlanStatus.FAILED)
     assert record.events[-1].note.startswith(f"commit {sha[:8]}: config.yaml:6: before_all.0: it names s.m, a view "
                                              "of environment 'prod'")

@@ -549,7 +549,7 @@ def test_mesh_info_shows_the_state_url_without_its_password(tmp_path: Path, stat
     project = write_project(tmp_path / "info", {"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 1 AS x\n"})
     ctx = Context(project, state_url=with_password)
     try:
-        shown = ctx.info()["state"]
+        shown = ctx.inspection.info()["state"]
     finally:
         ctx.close()
     assert "hunter2" not in shown

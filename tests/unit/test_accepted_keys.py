@@ -866,9 +866,9 @@ def protection_probe(key: str) -> Callable[[Path], None]:
         old = os.environ.get("MESH_USER")
         os.environ["MESH_USER"] = "ann"
         try:
-            plan = context.plan(execution_time="2020-01-04")
-            refused(lambda: context.apply(plan), "'prod' is a protected environment")
-            context.record(plan)
+            plan = context.plans.plan(execution_time="2020-01-04")
+            refused(lambda: context.reviews.apply(plan), "'prod' is a protected environment")
+            context.reviews.record(plan)
             if key == "protected_environments.*.approvers":
                 os.environ["MESH_USER"] = "zed"
                 refused(lambda: context.decide(plan.plan_id, "approve"), "zed may not approve", "its approvers are ann")
@@ -936,7 +936,7 @@ def statements_probe(key: str) -> Callable[[Path], None]:
                              CONFIG + f"{key}:\n  - \"INSERT INTO audit.log SELECT @this_env\"\n")
         engine = FakeEngine()
         context = Context(root, engine=engine)
-        context.apply(context.plan("dev", start="2020-01-01", end="2020-01-01", execution_time="2020-01-04"))
+        context.reviews.apply(context.plans.plan("dev", start="2020-01-01", end="2020-01-01", execution_time="2020-01-04"))
         call = engine.calls[0 if key == "before_all" else -1]
         assert (call.method, call.args.get("sql")) == ("execute", "INSERT INTO audit.log SELECT 'dev'"), engine.calls
 

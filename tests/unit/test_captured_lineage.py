@@ -47,7 +47,7 @@ def counted(monkeypatch) -> list[str]:
 
 def test_stored_snapshots_keep_their_lineage_worked_out_only_when_stored(example, tmp_path, counted):
     ctx = Context(example)
-    plan = ctx.plan("prod")
+    plan = ctx.plans.plan("prod")
     assert counted == []  # planning (building, categorising, rendering) works out no lineage
     store = StateStore(f"sqlite:///{tmp_path}/state.db")
     try:

@@ -58,10 +58,10 @@ def _refused(root: Path, *fragments: str) -> None:
 def test_the_materialization_creates_and_writes_each_batch_in_order(tmp_path: Path) -> None:
     engine = FakeEngine()
     context = Context(_root(tmp_path), engine=engine)
-    plan = context.plan(execution_time="2020-01-03")
+    plan = context.plans.plan(execution_time="2020-01-03")
     model = plan.snapshots["s.c"].model
     assert (model.kind.is_incremental, model.depends_on_past, model.batch_size) == (True, True, 1)
-    context.apply(plan)
+    context.reviews.apply(plan)
     appends = [c for c in engine.calls if c.method == "append"]
     assert [c.name for c in appends] == [plan.snapshots["s.c"].table_name] * 2  # two daily batches
     assert "'run!' AS label" in appends[0].args["query"] and "WHERE 2 > 0" in appends[0].args["query"]
@@ -73,7 +73,7 @@ def test_a_failing_materialization_names_its_line(tmp_path: Path) -> None:
     broken = MATERIALIZATION.replace('label = context.properties["label"] + SUFFIX', "label = context.properties['x']")
     engine = FakeEngine()
     context = Context(_root(tmp_path, materialization=broken), engine=engine)
-    plan = context.plan(execution_time="2020-01-02")
+    plan = context.plans.plan(execution_time="2020-01-02")
     with pytest.raises(MeshError) as e:
         SnapshotEvaluator(context.project, engine, plan.snapshots).evaluate(plan.snapshots["s.c"], 0, 86_400_000,
                                                                            86_400_000)

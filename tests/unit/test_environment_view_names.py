@@ -68,7 +68,7 @@ def test_names_that_no_view_takes_still_load(tmp_path: Path) -> None:
 def _applied(root: Path, environment: str) -> None:
     ctx = Context(root)
     try:
-        record_plan(ctx.plan(environment, execution_time="2024-01-02"), ctx.state)
+        record_plan(ctx.plans.plan(environment, execution_time="2024-01-02"), ctx.state)
     finally:
         ctx.close()
 
@@ -88,7 +88,7 @@ def test_planning_dev_where_prod_shows_a_model_of_that_name_is_refused(tmp_path:
     _applied(root, "prod")
     (root / "models" / "t.sql").write_text(FULL.format(name="s.t"))
     with pytest.raises(PlanError) as e:
-        Context(root).plan("dev", execution_time="2024-01-02")
+        Context(root).plans.plan("dev", execution_time="2024-01-02")
     assert str(e.value) == (
         "models/t.sql:1: Environment 'dev' would show s.t as the view s__dev.t, where environment 'prod' shows the "
         f"model s__dev.t: rename one of the two models {RULE}")
@@ -102,6 +102,6 @@ def test_planning_prod_onto_a_dev_view_is_refused(tmp_path: Path) -> None:
     (root / "models" / "t.sql").write_text(FULL.format(name="s__dev.t"))
     with pytest.raises(PlanError, match=r"^models/t.sql:1: Environment 'prod' would show s__dev.t as the view "
                                         r"s__dev.t, where environment 'dev' shows the model s.t: rename one"):
-        Context(root).plan("prod", execution_time="2024-01-02")
+        Context(root).plans.plan("prod", execution_time="2024-01-02")
     assert _environments(root) == {"dev": ["s.t"]}
-    Context(root).plan("other", execution_time="2024-01-02")  # views elsewhere meet nothing
+    Context(root).plans.plan("other", execution_time="2024-01-02")  # views elsewhere meet nothing

@@ -117,10 +117,10 @@ def test_planning_never_loads_spark(tmp_path):
 import sys
 from mesh_dagster.context import Context
 ctx = Context({str(root)!r})
-plan = ctx.plan()
+plan = ctx.plans.plan()
 assert sorted(plan.added) == ['s.a', 's.b'], plan.added
 from mesh_dagster.cli import console
-console.show_plan(plan); console.show_explain(plan, ctx.explain(plan))
+console.show_plan(plan); console.show_explain(plan, ctx.plans.explain(plan))
 loaded = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'dagster')]
 assert not loaded, loaded
 """

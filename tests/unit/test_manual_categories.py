@@ -22,7 +22,7 @@ CHILD = "MODEL (name s.c, kind FULL);\nSELECT a FROM s.m\n"
 def _project(tmp_path: Path, config: str = "") -> Path:
     root = write_project(tmp_path / "p", {"models/m.sql": MODEL, "models/c.sql": CHILD}, CONFIG + config)
     ctx = Context(root)
-    record_plan(ctx.plan(execution_time="2020-01-04"), ctx.state)
+    record_plan(ctx.plans.plan(execution_time="2020-01-04"), ctx.state)
     ctx.close()
     path = root / "models" / "m.sql"
     path.write_text(path.read_text().replace("1 AS a", "2 AS a"))  # breaking
@@ -70,10 +70,10 @@ def test_forward_only_model_cannot_be_categorized_breaking(tmp_path):
     root = write_project(tmp_path / "p", {"models/m.sql": MODEL.replace("time_column ds", "time_column ds, forward_only true")},
                          CONFIG)
     ctx = Context(root)
-    record_plan(ctx.plan(execution_time="2020-01-04"), ctx.state)
+    record_plan(ctx.plans.plan(execution_time="2020-01-04"), ctx.state)
     path = root / "models" / "m.sql"
     path.write_text(path.read_text().replace("1 AS a", "2 AS a"))
     ctx.reload()
-    assert ctx.plan("dev", execution_time="2020-01-04").category("s.m") == C.FORWARD_ONLY
+    assert ctx.plans.plan("dev", execution_time="2020-01-04").category("s.m") == C.FORWARD_ONLY
     result = _plan(root, "--no-prompts", "--categorize", "s.m=breaking")
     assert result.exit_code != 0 and "s.m is a forward-only model: it cannot be categorized Breaking" in result.output

@@ -243,8 +243,8 @@ def applied(tmp_path):
     root = write_project(tmp_path / "w", FILES)
     engine = LockWatchingEngine()
     ctx = engine.ctx = Context(root, engine=engine)
-    plan = ctx.plan(execution_time="2024-01-04")
-    ctx.apply(plan)
+    plan = ctx.plans.plan(execution_time="2024-01-04")
+    ctx.reviews.apply(plan)
     yield ctx, engine, plan.snapshots
     ctx.close()
 
@@ -277,9 +277,9 @@ def test_a_repeated_key_is_refused_naming_the_keys_and_nothing_is_recorded(tmp_p
     engine = FakeEngine({"id": "int", "region": "string", "ds": "date"})
     engine.duplicates = [(1, 2), (7, 3), (8, 2), (9, 2), (10, 2)]
     ctx = Context(root, engine=engine)
-    plan = ctx.plan(execution_time="2024-01-02")
+    plan = ctx.plans.plan(execution_time="2024-01-02")
     with pytest.raises(ModelError) as e:
-        ctx.apply(plan)
+        ctx.reviews.apply(plan)
     assert str(e.value) == (
         "models/uk.sql:1: unique_key id of s.uk is not unique in the query's output for [2024-01-01 - 2024-01-01]: "
         "id=1 (2 rows); id=7 (3 rows); id=8 (2 rows); id=9 (2 rows); id=10 (2 rows) and maybe more. Nothing was "

@@ -198,7 +198,7 @@ def probe_no_samples(tmp_path: Path) -> None:
     assert not any("LIMIT" in q for q in engine.sql)
     root = write_project(tmp_path / "typo", FILES, CONFIG + "plan:\n  data_diff:\n    no_samples: [s.mm]\n")
     with pytest.raises(ConfigError) as e:
-        Context(root).plan("dev", execution_time="2020-01-04")  # refused when a plan is made
+        Context(root).plans.plan("dev", execution_time="2020-01-04")  # refused when a plan is made
     line = CONFIG.count("\n") + 3
     assert str(e.value) == f"config.yaml:{line}: plan.data_diff.no_samples 's.mm' matches no model. Did you mean: s.m?"
 

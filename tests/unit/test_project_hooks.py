@@ -183,7 +183,7 @@ HOOKS = hooks_config(["CREATE SCHEMA IF NOT EXISTS audit", "INSERT INTO audit.lo
 def test_apply_runs_before_all_first_and_after_all_last(tmp_path):
     engine = FakeEngine()
     context = Context(project(tmp_path, HOOKS), engine=engine)
-    context.apply(context.plan("dev", start="2024-01-01", end="2024-01-01", execution_time="2024-01-02"))
+    context.reviews.apply(context.plans.plan("dev", start="2024-01-01", end="2024-01-01", execution_time="2024-01-02"))
     assert [c.method for c in engine.calls[:2]] == ["execute", "execute"]
     assert executed(engine)[:2] == ["CREATE SCHEMA IF NOT EXISTS audit", "INSERT INTO audit.log SELECT 'start', 'dev'"]
     assert engine.calls[-1].args["sql"] == "INSERT INTO audit.log SELECT 'end', ARRAY('s__dev.a', 's__dev.b', 't__dev.v')"
@@ -194,7 +194,7 @@ def test_failing_before_all_stops_the_apply_before_anything_is_written(tmp_path)
     engine = FailingEngine("audit.log")
     context = Context(project(tmp_path, HOOKS), engine=engine)
     with pytest.raises(EnvironmentStatementError) as e:
-        context.apply(context.plan("prod", execution_time="2024-01-02"))
+        context.reviews.apply(context.plans.plan("prod", execution_time="2024-01-02"))
     assert str(e.value) == (
         "config.yaml:7: before_all.1: failed: Spark SQL failed: [TABLE_OR_VIEW_NOT_FOUND] audit.log cannot be found "
         "(nothing was written; fix the statement and try again)")
@@ -207,7 +207,7 @@ def test_failing_after_all_says_the_rest_completed(tmp_path):
     engine = FailingEngine("'end'")
     context = Context(project(tmp_path, HOOKS), engine=engine)
     with pytest.raises(EnvironmentStatementError) as e:
-        context.apply(context.plan("prod", execution_time="2024-01-02"))
+        context.reviews.apply(context.plans.plan("prod", execution_time="2024-01-02"))
     assert str(e.value).startswith("config.yaml:9: after_all.0: failed: Spark SQL failed:")
     assert "everything before it completed" in str(e.value)
     env = context.state.environments.get_environment("prod")
@@ -217,7 +217,7 @@ def test_failing_after_all_says_the_rest_completed(tmp_path):
 def test_run_runs_them_around_its_batches_and_not_when_nothing_is_due(tmp_path):
     engine = FakeEngine()
     context = Context(project(tmp_path, HOOKS), engine=engine)
-    context.apply(context.plan("prod", execution_time="2024-01-02"))
+    context.reviews.apply(context.plans.plan("prod", execution_time="2024-01-02"))
     engine.calls.clear()
     assert context.run("prod", execution_time="2024-01-02") == 0
     assert executed(engine) == []
@@ -229,7 +229,7 @@ def test_run_runs_them_around_its_batches_and_not_when_nothing_is_due(tmp_path):
 def test_a_run_of_one_step_per_model_runs_them_once_around_all_its_steps(tmp_path):
     engine = FakeEngine()
     context = Context(project(tmp_path, HOOKS), engine=engine)
-    context.apply(context.plan("prod", execution_time="2024-01-02"))
+    context.reviews.apply(context.plans.plan("prod", execution_time="2024-01-02"))
     engine.calls.clear()
     run = context.run_statements("run-1", "prod", ["s.a", "s.b"], ApplyListener())
     for name in ("s.a", "s.b"):  # one step per model, as a Dagster run has them
@@ -300,13 +300,13 @@ def test_the_warning_comes_with_every_load_and_reaches_the_context_once(tmp_path
 def test_a_plan_over_an_undeclared_table_works_and_declaring_it_changes_no_version(tmp_path):
     root = write_project(tmp_path / "p", READS_UNDECLARED)
     context = Context(root, on_warning=lambda _: None)
-    plan = context.plan("prod", execution_time="2024-01-02")
+    plan = context.plans.plan("prod", execution_time="2024-01-02")
     assert plan.snapshots["raw.events"].model.kind.is_external
     assert set(plan.backfills) == {"s.orders", "s.customers"}
     (root / "external_models.yaml").write_text("- name: raw.events\n- name: s.custmers\n- name: raw.crm\n")
     declared = Context(root)
     assert declared.project.warnings == []
-    assert {n: s.version for n, s in declared.plan("prod", execution_time="2024-01-02").snapshots.items()} == \
+    assert {n: s.version for n, s in declared.plans.plan("prod", execution_time="2024-01-02").snapshots.items()} == \
         {n: s.version for n, s in plan.snapshots.items()}
 
 

@@ -219,10 +219,10 @@ def test_run_waits_for_the_cron_in_its_time_zone_unless_told_to_ignore_it(tmp_pa
     root = write_project(tmp_path / "p", {**FILES, "models/inc.sql": INC.format(
         props=",\n  cron '0 6 * * *',\n  cron_tz 'Europe/Paris'")})
     ctx = Context(root, engine=FakeEngine())
-    ctx.apply(ctx.plan(execution_time="2020-01-02 06:00:00"))  # 07:00 in Paris: the 1st is done
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02 06:00:00"))  # 07:00 in Paris: the 1st is done
 
     def inc_intervals() -> list[tuple[int, int]]:
-        key = ctx.local_snapshots()["s.inc"].interval_key
+        key = ctx.plans.local_snapshots()["s.inc"].interval_key
         return ctx.state.intervals.get_intervals([key])[key]
 
     assert inc_intervals() == days(("2020-01-01", "2020-01-02"))

@@ -78,7 +78,7 @@ def test_the_model_is_evaluated_under_its_settings_then_they_are_restored(tmp_pa
 
     engine = FakeEngine()
     context = Context(_root(tmp_path), engine=engine)
-    snapshots = context.plan(execution_time="2020-01-02").snapshots
+    snapshots = context.plans.plan(execution_time="2020-01-02").snapshots
     snapshot = snapshots["s.m"]
     SnapshotEvaluator(context.project, engine, snapshots).evaluate(snapshot, 0, 86_400_000, 86_400_000)
     context.close()

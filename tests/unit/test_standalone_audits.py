@@ -79,7 +79,7 @@ def test_plans_show_a_standalone_audit_added_edited_and_removed(tmp_path) -> Non
     root = _project(tmp_path)
     ctx = Context(root)
     try:
-        first = ctx.plan(execution_time="2024-01-03")
+        first = ctx.plans.plan(execution_time="2024-01-03")
         assert "assert_price_positive" in first.added
         assert first.backfills["assert_price_positive"].intervals  # it runs for its intervals
         assert "assert_price_positive" not in first.promoted  # no view
@@ -90,7 +90,7 @@ def test_plans_show_a_standalone_audit_added_edited_and_removed(tmp_path) -> Non
     (root / "audits/standalone.sql").write_text(AUDIT.replace("price <= 0", "price < 0"))
     ctx = Context(root)
     try:
-        edited = ctx.plan(execution_time="2024-01-03")
+        edited = ctx.plans.plan(execution_time="2024-01-03")
         assert edited.metadata_updated == ["assert_price_positive"]
         assert edited.category("assert_price_positive") == ChangeCategory.METADATA
         assert "price < 0" in edited.diffs["assert_price_positive"]
@@ -101,7 +101,7 @@ def test_plans_show_a_standalone_audit_added_edited_and_removed(tmp_path) -> Non
     (root / "audits/standalone.sql").unlink()
     ctx = Context(root)
     try:
-        removed = ctx.plan(execution_time="2024-01-03")
+        removed = ctx.plans.plan(execution_time="2024-01-03")
         assert [r.name for r in removed.removed] == ["assert_price_positive"]
         assert removed.view("assert_price_positive") == "assert_price_positive"  # it never had a view
     finally:
@@ -112,13 +112,13 @@ def test_a_breaking_change_of_a_parent_runs_the_standalone_audit_again(tmp_path)
     root = _project(tmp_path)
     ctx = Context(root)
     try:
-        record_plan(ctx.plan(execution_time="2024-01-03"), ctx.state)
+        record_plan(ctx.plans.plan(execution_time="2024-01-03"), ctx.state)
     finally:
         ctx.close()
     (root / "models/items.sql").write_text(MODEL.replace("2.0 AS price", "3.0 AS price"))
     ctx = Context(root)
     try:
-        plan = ctx.plan(execution_time="2024-01-03")
+        plan = ctx.plans.plan(execution_time="2024-01-03")
         assert plan.category("assert_price_positive") == ChangeCategory.INDIRECT_BREAKING
         assert "assert_price_positive" in plan.backfills
     finally:
@@ -211,7 +211,7 @@ def test_a_plan_record_observes_no_asset_for_a_standalone_audit(tmp_path) -> Non
 
     ctx = Context(_project(tmp_path))
     try:
-        plan = ctx.plan(execution_time="2024-01-03")
+        plan = ctx.plans.plan(execution_time="2024-01-03")
     finally:
         ctx.close()
     summary = summarize(plan)
