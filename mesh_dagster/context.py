@@ -2,13 +2,13 @@
 
 A thin facade: Context builds one project's parts lazily (the project, `config.yaml`, the state
 store, Spark) and hands them to the services of execution/ that do the work (planning.py,
-review_desk.py, inspection.py, and the plain functions of the others). Building a plan loads the
+plans/reviews.py, inspection.py, and the plain functions of the others). Building a plan loads the
 project and reads the state store but never starts Spark; only commands that touch data create a
 session. Commands that only need the state store or Spark's connection read `config.yaml` alone,
 so a broken model file does not stop `mesh environments`, `invalidate`, `migrate` or `fetchdf`.
 
-Its services are attributes, and callers use them: `ctx.plans` (execution/planning.py: plans,
-restatements, categories, gaps), `ctx.reviews` (execution/review_desk.py: recording, review,
+Its services are attributes, and callers use them: `ctx.plans` (execution/plans/planning.py: plans,
+restatements, categories, gaps), `ctx.reviews` (execution/plans/reviews.py: recording, review,
 apply, promotion, git pushes; `ctx.reviews.records` the records' life) and `ctx.inspection`
 (execution/inspection.py: rendering, evaluating, auditing, diffing data). Context's own methods are
 those that add something: a lazily built part, a lock, a notification, a choice of front door.
@@ -41,33 +41,33 @@ from mesh_dagster.core.project.linter import LinterErrors, LintReport, lint, ref
 from mesh_dagster.core.project.project import Project, load_project
 from mesh_dagster.core.time.dates import now_ms, time_range
 from mesh_dagster.core.time.intervals import Interval
-from mesh_dagster.execution.deployed import deployed_files
+from mesh_dagster.execution.apply.janitor import run_janitor
+from mesh_dagster.execution.apply.promote import PromotionRefused  # noqa: F401
+from mesh_dagster.execution.evaluate.verdicts import audit_digest, holding, snapshot_audits
 
 # The types of Context's own API, for the front doors (cli/, dagster/) that go through Context only.
 from mesh_dagster.execution.events import ApplyListener, LogLines  # noqa: F401
-from mesh_dagster.execution.git_worker import (  # noqa: F401 - cli/git_worker.py, dagster/pushed_python.py
-    STAND_IN_URL,
-    GitPlanRequest,
-    WorkerVariables,
-    open_channel,
-    worker_variables,
-)
 from mesh_dagster.execution.inspection import Inspection
-from mesh_dagster.execution.janitor import run_janitor
-from mesh_dagster.execution.materialize import (  # noqa: F401
+from mesh_dagster.execution.intervals.materialize import (  # noqa: F401
     ModelMaterialization,
     Outcome,
     materialize,
     pending_intervals,
     unpartitioned_windows,
 )
-from mesh_dagster.execution.physical_check import MissingTable, missing_tables
-from mesh_dagster.execution.planning import PlanExplanation, Planning, model_name, select  # noqa: F401 - for the CLI
-from mesh_dagster.execution.promote import PromotionRefused  # noqa: F401
-from mesh_dagster.execution.review_desk import ReviewDesk
-from mesh_dagster.execution.run import environment_snapshots, run_environment, run_scope
-from mesh_dagster.execution.statement_runs import StatementRun
-from mesh_dagster.execution.verdicts import audit_digest, holding, snapshot_audits
+from mesh_dagster.execution.intervals.physical_check import MissingTable, missing_tables
+from mesh_dagster.execution.intervals.run import environment_snapshots, run_environment, run_scope
+from mesh_dagster.execution.intervals.statement_runs import StatementRun
+from mesh_dagster.execution.plans.deployed import deployed_files
+from mesh_dagster.execution.plans.git_worker import (  # noqa: F401 - cli/git_worker.py, dagster/pushed_python.py
+    STAND_IN_URL,
+    GitPlanRequest,
+    WorkerVariables,
+    open_channel,
+    worker_variables,
+)
+from mesh_dagster.execution.plans.planning import PlanExplanation, Planning, model_name, select  # noqa: F401 - for the CLI
+from mesh_dagster.execution.plans.reviews import Reviews
 from mesh_dagster.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class Context:
         self.gateway = gateway
         self._state_url = state_url
         self._project: Project | None = None
-        # Settings given instead of `config.yaml`'s: the rules a git worker is handed (execution/git_worker.py).
+        # Settings given instead of `config.yaml`'s: the rules a git worker is handed (execution/plans/git_worker.py).
         self._config: ProjectConfig | None = config
         self._state: StateStore | None = None
         self._engine = engine
@@ -115,10 +115,10 @@ class Context:
         self._spark_config = dict(spark_config or {})
         self._spark_config_source = spark_config_source
         # What the last lint gate did (`lint_gate`, `skip_lint_gate`): the plans made next carry it
-        # into their review (execution/planning.py); None: no gate ran.
+        # into their review (execution/plans/planning.py); None: no gate ran.
         self.linted: LintOutcome | None = None
         self.plans = Planning(self)
-        self.reviews = ReviewDesk(self, self.plans, self._files)
+        self.reviews = Reviews(self, self.plans, self._files)
         self.inspection = Inspection(self, self.plans)
 
     @property
@@ -245,7 +245,7 @@ class Context:
 
     def missing_tables(self, plan: Plan) -> list[MissingTable]:
         """The physical tables of `plan`'s snapshots that are gone while the state store records
-        their history: applying the plan rebuilds them (execution/physical_check.py). Spark's
+        their history: applying the plan rebuilds them (execution/intervals/physical_check.py). Spark's
         catalog is asked only when it is at hand (`spark_at_hand`: a plan never starts Spark for
         it; the apply checks anyway) and some snapshot has recorded intervals."""
         if not self.spark_at_hand:
@@ -254,7 +254,7 @@ class Context:
 
     def lint_gate(self, skip: str | None = None) -> LintReport:
         """The linter run a front door makes before it plans (`mesh plan`; Dagster's plan, promote
-        and restate jobs; a git push's plan runs it on the commit's files, in the review desk): the
+        and restate jobs; a git push's plan runs it on the commit's files, in plans/reviews.py): the
         report, whose warnings the caller shows; an error of `linter.rules` raises LinterErrors
         (`report` attached), so nothing is planned. `skip`: how the caller skips it, if it can. The
         plans made next say what it did in their review (`linted`)."""
@@ -295,7 +295,7 @@ class Context:
         try:
             return run_environment(self.project, self.state, self.engine, environment, listener=listener, **options)
         except Exception as e:
-            notifier = self.reviews.records.notifier  # always set by the review desk
+            notifier = self.reviews.records.notifier  # always set by plans/reviews.py
             assert notifier is not None
             notifier.send("run_failed", {"environment": normalize_environment(environment),
                                                       "error": str(e) or type(e).__name__, "actor": self.user})
@@ -317,13 +317,13 @@ class Context:
     def run_statements(self, run_id: str, environment: str, models: Sequence[str],
                        listener: ApplyListener) -> StatementRun:
         """The `before_all` / `after_all` of a run with one step per model (`models`: a Dagster run's),
-        run once per run whichever steps call it (execution/statement_runs.py)."""
+        run once per run whichever steps call it (execution/intervals/statement_runs.py)."""
         return StatementRun(self.project, self.state, lambda: self.engine, run_id, normalize_environment(environment),
                             [self.model_name(m) for m in models], listener)
 
     def verdicts(self, keys: list[tuple[str, str]]) -> dict:
         """The audit verdicts that hold on these `(model, version)`s: {(model, version, audit digest):
-        [Holding(interval, verdict)]} (execution/verdicts.py)."""
+        [Holding(interval, verdict)]} (execution/evaluate/verdicts.py)."""
         return holding(self.state.verdicts.history(keys))
 
     def audit_digests(self, plan: Plan) -> dict[str, list[str]]:
@@ -340,7 +340,7 @@ class Context:
         return deployed_files(self.state, normalize_environment(environment), self.config.git, self.path, self.home)
 
     def materialization_windows(self, environment: str, model: str) -> list[Interval]:
-        """What one materialization of a model without partitions processes (execution/materialize.py)."""
+        """What one materialization of a model without partitions processes (execution/intervals/materialize.py)."""
         return unpartitioned_windows(self.project, self.state, normalize_environment(environment),
                                      self.model_name(model), engine_factory=lambda: self.engine)
 

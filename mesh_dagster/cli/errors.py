@@ -37,7 +37,7 @@ from mesh_dagster.core.errors import MeshError
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
-TASK_THREADS = "mesh-task"  # execution/tasks.py's worker threads
+TASK_THREADS = "mesh-task"  # execution/intervals/tasks.py's worker threads
 LOG_LIMIT = 20  # log files kept per folder; older ones are deleted
 ARGV_KEY = "mesh.argv"
 
@@ -75,7 +75,7 @@ class MeshGroup(click.Group):
 
 
 def _interrupted(ctx: click.Context, interrupt: BaseException | None) -> None:
-    """Ctrl-C: one line (which model was running, when execution/tasks.py says so), exit code 130.
+    """Ctrl-C: one line (which model was running, when execution/intervals/tasks.py says so), exit code 130.
 
     A Python model that never returns keeps its worker thread, and Python waits for every worker
     before a process ends: so with one still running the process ends at once. Its batch was never

@@ -1,5 +1,5 @@
 """`mesh git-worker`: the process a pushed commit is planned in, or its approved plan applied (hidden:
-`git_plan` and `mesh plans apply` start it, see execution/git_worker.py for why and how).
+`git_plan` and `mesh plans apply` start it, see execution/plans/git_worker.py for why and how).
 
 A command of the `mesh` group, so it ends like every other: a failure is one line on stderr (the
 worker's log file) naming a log file with the detail.

@@ -1,4 +1,4 @@
-"""`mesh plans ...`: the recorded plans, their review and their apply (execution/reviews.py)."""
+"""`mesh plans ...`: the recorded plans, their review and their apply (execution/plans/records.py)."""
 
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ _STEP_SIGNATURE = inspect.signature(_step_signature)
 
 def run_statements(context: AssetExecutionContext, graph: ProjectGraph, mesh_context: Context) -> StatementRun:
     """The run's `before_all` / `after_all` in the graph's environment: once per run, not per step
-    (execution/statement_runs.py), `after_all` once every model step the run has succeeded."""
+    (execution/intervals/statement_runs.py), `after_all` once every model step the run has succeeded."""
     steps = run_step_keys(context.instance, context.run)
     selected = context.run.asset_selection
     models = [a.name for a in graph.materializable

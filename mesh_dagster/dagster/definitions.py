@@ -178,7 +178,7 @@ def _spark_config(project_dir: str, gateway: str | None, state_url: str | None,
 
 def _deployed_sources(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,
                       follow: bool) -> tuple[dict[str, str], int | None]:
-    """Environment -> the files of the commit a git push deployed to it (execution/deployed.py),
+    """Environment -> the files of the commit a git push deployed to it (execution/plans/deployed.py),
     and the seconds between the git sensor's looks (`git.poll_interval_s` of this project's
     config.yaml, not a deployed commit's); None without a `git:` section."""
     context = Context(project_dir, gateway, state_url=state_url)

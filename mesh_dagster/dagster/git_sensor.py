@@ -5,7 +5,7 @@ The cursor is the last seen commit of each watched branch. A tick only lists the
 disappeared; the run does the work. A push to a protected branch records a pending plan for prod;
 any other branch's push is planned, backfilled and promoted into the environment named after the
 branch (`feature/x` → `feature_x`), from the commit's own files — in a git worker, a process of its
-own (execution/git_worker.py): pushed code never runs in this one. A deleted branch invalidates its
+own (execution/plans/git_worker.py): pushed code never runs in this one. A deleted branch invalidates its
 environment.
 """
 

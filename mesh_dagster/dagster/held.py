@@ -3,7 +3,7 @@ did not audit itself (a re-stamp, a seed already built), so a check keeps the ve
 it judged — whoever ran the audit (a plan apply, `mesh run`, an earlier Dagster run) — instead of
 turning SKIPPED or "not executed".
 
-The verdicts come from the state store (Context.verdicts, execution/verdicts.py): one per audit
+The verdicts come from the state store (Context.verdicts, execution/evaluate/verdicts.py): one per audit
 definition (the check's `digest`), model version and interval. A partition gets the verdict over
 the interval holding its window; an asset without partitions passes when every verdict that holds
 on its version passed.

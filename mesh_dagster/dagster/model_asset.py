@@ -29,7 +29,7 @@ class AuditCheck:
     blocking: bool
     args: tuple[tuple[str, str], ...] = ()
     description: str | None = None  # the AUDIT block's own `description`
-    digest: str = ""  # its definition's (execution/verdicts.py): a verdict holds for this definition only
+    digest: str = ""  # its definition's (execution/evaluate/verdicts.py): a verdict holds for this definition only
 
 
 @dataclass

@@ -89,7 +89,7 @@ def swap_in(engine: SparkCatalog, table: str, layout: Layout, rows: Rows, journa
 def finish(engine: SparkCatalog, payload: dict[str, Any]) -> bool:
     """Complete a journaled swap (idempotent); whether it completed the write it was part of. False
     too when the table and its staged rows are both gone (dropped by hand): nothing is left to finish,
-    and the table is missing (execution/physical_check.py says so before anything writes it)."""
+    and the table is missing (execution/intervals/physical_check.py says so before anything writes it)."""
     table, staging = payload["table"], payload["staging"][0]
     if engine.table_exists(staging):  # not renamed yet: the table, if it is still there, is the one replaced
         _replace_by(engine, table, staging)

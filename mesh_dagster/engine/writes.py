@@ -1,4 +1,4 @@
-"""The write strategies' engine side: every way execution/strategies.py changes a table's rows.
+"""The write strategies' engine side: every way execution/evaluate/strategies.py changes a table's rows.
 
 Every write keeps the table's previous rows readable until the new ones are committed, and tells
 its caller how to finish it exactly (`journal`, called before its destructive step) should the

@@ -51,7 +51,7 @@ class Session(Protocol):
 
     def drop_temp_view(self, name: str) -> None: ...
 
-    # -- a model's session settings (execution/session_settings.py)
+    # -- a model's session settings (execution/evaluate/session_settings.py)
     def set_session_settings(self, settings: Mapping[str, str]) -> dict[str, str | None]:
         """Set Spark SQL settings on the session; the values they had (None: not set). A setting
         the session refuses (fixed at its start) is an EngineError naming it, with nothing left set."""

@@ -26,11 +26,11 @@ from mesh_dagster.core.snapshots.table_diff import table_diff_queries
 from mesh_dagster.core.sql.renderer import render_query
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import now_ms, time_range, to_end_ms, to_ms
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
-from mesh_dagster.execution.external_tables import catalog_columns
+from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluate.external_tables import catalog_columns
+from mesh_dagster.execution.intervals.run import environment_snapshots
 from mesh_dagster.execution.parts import Parts
-from mesh_dagster.execution.planning import Planning, model_name
-from mesh_dagster.execution.run import environment_snapshots
+from mesh_dagster.execution.plans.planning import Planning, model_name
 
 
 @dataclass

@@ -10,7 +10,7 @@
 - Every write of a physical table holds `table:<table>` (`table_lock`), taken inside one of the
   locks above, from before it writes until its interval is recorded: two processes writing the same
   table (two runs, a run beside a Dagster run) take turns, and the second sees what the first
-  recorded (execution/scheduler.py). Batches of one model that write disjoint parts of its table
+  recorded (execution/intervals/scheduler.py). Batches of one model that write disjoint parts of its table
   (time-range intervals, `batch_concurrency`) hold `table:<table>@<part>` instead, side by side.
 
 Each lock has a short lease, renewed while its holder lives, so a crashed process frees it within
@@ -18,7 +18,7 @@ a minute anywhere; on the same machine a dead holder is noticed at once (its pid
 `mesh plan` re-run right after a kill does not wait at all. The check that the holder is dead and
 the takeover happen in one state-store transaction, by the holder's token. The holder receives a
 `Lease` and checks it before every step that must not run once another process may hold the
-lock (see `execution/apply.py`).
+lock (see `execution/apply/apply.py`).
 """
 
 from __future__ import annotations

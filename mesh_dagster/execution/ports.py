@@ -71,7 +71,7 @@ class EnvironmentState(Protocol):
 
 
 class PlanState(Protocol):
-    """Plan records (execution/reviews.py)."""
+    """Plan records (execution/plans/records.py)."""
 
     def save_plan_record(self, record: PlanRecord) -> None: ...
 

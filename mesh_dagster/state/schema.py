@@ -129,7 +129,7 @@ blobs = Table(
     Column("created_ts", BigInteger, nullable=False),
 )
 
-# v4. The journal of writes (state/journal.py, execution/scheduler.py). A *pending* row: a write whose
+# v4. The journal of writes (state/journal.py, execution/intervals/scheduler.py). A *pending* row: a write whose
 # destructive step may be under way, with what finishing or undoing it exactly needs (its staged
 # content, the generation it switches to, the row count before an append): written before that step,
 # deleted in the transaction that records the write's interval. At most one per physical table
@@ -177,7 +177,7 @@ audit_verdicts = Table(
 )
 
 # v6. What each Dagster run (of one environment) did of the environment's `before_all` / `after_all`,
-# which run once per run, whichever of its steps gets there first (execution/statement_runs.py): a
+# which run once per run, whichever of its steps gets there first (execution/intervals/statement_runs.py): a
 # row per stage run (`failed`: why it failed; NULL: it ran) and per model step that succeeded.
 statement_runs = Table(
     "mesh_statement_runs",

@@ -1,6 +1,6 @@
 """What each Dagster run did of its environment's `before_all` / `after_all` (`mesh_statement_runs`,
 schema v6): they run once per run, whichever of its steps — in any process — gets there first
-(execution/statement_runs.py decides; its lock makes the read and the write one decision).
+(execution/intervals/statement_runs.py decides; its lock makes the read and the write one decision).
 
 A run's marks are kept a week (`RETENTION_MS`), long enough for any run's retries; each new run
 forgets older ones.

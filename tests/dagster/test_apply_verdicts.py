@@ -1,7 +1,7 @@
 """Every apply honours the audit verdicts that hold, on real Spark and through Dagster's own APIs:
 a failed blocking audit recorded by a Dagster materialization stops `apply_plan_<env>`, a CLI
 apply (`mesh plan --auto-apply`, `mesh plans apply`) and the git sensor's deploy alike — they
-share the check in execution/apply.py — before any view moves, with one line naming the model, the
+share the check in execution/apply/apply.py — before any view moves, with one line naming the model, the
 audit and what to do, the plan record left failed (retryable). A newer passing verdict on the
 same data (a re-audit), or a fixed audit whose new run passed, lets the apply through.
 
@@ -18,8 +18,8 @@ from test_dagster_materialize import Project, _drop, _new_project
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.plan.backfills import ALL_TIME
-from mesh_dagster.execution.evaluator import AuditResult
-from mesh_dagster.execution.verdicts import ApplyAuditsFailed, record
+from mesh_dagster.execution.evaluate.evaluator import AuditResult
+from mesh_dagster.execution.evaluate.verdicts import ApplyAuditsFailed, record
 
 pytestmark = pytest.mark.spark
 

@@ -1,5 +1,5 @@
 """Audits are checks that hold, through Dagster's own execution APIs on the test process's Spark:
-an audit's verdict stays with the data it judged (state store, execution/verdicts.py) — re-stamps
+an audit's verdict stays with the data it judged (state store, execution/evaluate/verdicts.py) — re-stamps
 carry it forward instead of resetting it, audits run by the CLI show as check results — and a
 failed blocking audit on what an environment would serve blocks its promotion, by promote_<env>
 and by the git sensor's deploy.

@@ -271,7 +271,7 @@ with DagsterInstance.local_temp(sys.argv[1]) as instance:
 
 
 def test_materialize_windows_follow_the_model_lifetime_and_lookback(tmp_path):
-    from mesh_dagster.execution.materialize import model_window
+    from mesh_dagster.execution.intervals.materialize import model_window
 
     root = write_project(tmp_path / "p", {
         "models/inc.sql": """

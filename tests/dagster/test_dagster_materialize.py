@@ -18,7 +18,7 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.dagster import definitions
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 
 pytestmark = pytest.mark.spark
 

@@ -1,5 +1,5 @@
 """The git_plan job, as the git sensor launches it, runs a pushed commit's code in a git worker: a
-process of its own (execution/git_worker.py). Real git repositories, real processes (the worker, a
+process of its own (execution/plans/git_worker.py). Real git repositories, real processes (the worker, a
 kill -9 of it), real Spark in the worker for the applies, a real webhook server.
 
 - a pushed `macros/*.py` runs in the worker, never in this process (the code location's here), and

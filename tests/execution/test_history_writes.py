@@ -13,8 +13,8 @@ import pytest
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.core.time.dates import to_ms
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
-from mesh_dagster.execution.materialize import Outcome
+from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.intervals.materialize import Outcome
 from tests.execution.fake_engine import FakeEngine
 from tests.project_builder import write_project
 

@@ -14,7 +14,7 @@ from project_builder import write_project
 from mesh_dagster.context import Context, Outcome
 from mesh_dagster.core.time.dates import to_ds
 from mesh_dagster.execution.events import LogLines
-from mesh_dagster.execution.physical_check import MissingTableError
+from mesh_dagster.execution.intervals.physical_check import MissingTableError
 from tests.execution.fake_engine import FakeEngine
 from tests.execution.test_signal_runs import inserted
 

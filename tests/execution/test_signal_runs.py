@@ -13,7 +13,7 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.project.signals import SignalError
 from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.execution.events import LogLines
-from mesh_dagster.execution.readiness import NotReadyError, SignalsPendingError
+from mesh_dagster.execution.intervals.readiness import NotReadyError, SignalsPendingError
 from tests.execution.fake_engine import FakeEngine
 
 # `landed_through` reads the last landed day from a file of the project, as a real signal would

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from mesh_dagster.execution.tasks import run_tasks
+from mesh_dagster.execution.intervals.tasks import run_tasks
 
 Item = tuple[str, int]  # (key, index)
 

@@ -19,8 +19,8 @@ from typing import Any
 from mesh_dagster.core.plan.plan import build_plan
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.execution import locking
-from mesh_dagster.execution.apply import apply_plan
-from mesh_dagster.execution.janitor import run_janitor
+from mesh_dagster.execution.apply.apply import apply_plan
+from mesh_dagster.execution.apply.janitor import run_janitor
 from mesh_dagster.state.store import StateStore
 from tests.races.fake_engine import RecordingEngine, wait_for
 
@@ -82,7 +82,7 @@ def steal(spec: dict[str, Any]) -> dict[str, Any]:
 def materialize(spec: dict[str, Any]) -> dict[str, Any]:
     """What a Dagster partition materialization does: the environment's current snapshots of
     `models`, evaluated for a range and recorded, views untouched."""
-    from mesh_dagster.execution.materialize import materialize as run
+    from mesh_dagster.execution.intervals.materialize import materialize as run
 
     store = _store(spec)
     project = load_project(Path(spec["project"]))
@@ -93,7 +93,7 @@ def materialize(spec: dict[str, Any]) -> dict[str, Any]:
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     """`mesh run` of an environment: its due intervals, evaluated and recorded."""
-    from mesh_dagster.execution.run import run_environment
+    from mesh_dagster.execution.intervals.run import run_environment
 
     store = _store(spec)
     project = load_project(Path(spec["project"]))

@@ -16,8 +16,8 @@ from sqlalchemy import create_engine, text
 
 from mesh_dagster.core.plan.plan import build_plan
 from mesh_dagster.core.project.project import load_project
-from mesh_dagster.execution.apply import apply_plan
-from mesh_dagster.execution.janitor import run_janitor
+from mesh_dagster.execution.apply.apply import apply_plan
+from mesh_dagster.execution.apply.janitor import run_janitor
 from mesh_dagster.state import StateStore
 from tests.project_builder import write_project
 from tests.races.conftest import MODELS_V1, Race

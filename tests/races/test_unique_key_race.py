@@ -9,7 +9,7 @@ Both processes are clients of the project's shared Spark Connect server (embedde
 process). The first stops inside its upsert until the second has planned the same interval and
 reached the table: without the lock both would write; with it, the second waits at the lock, then
 finds the interval recorded by the first and skips it (an upsert applied twice could replay old
-rows over newer ones; execution/scheduler.py).
+rows over newer ones; execution/intervals/scheduler.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from project_builder import write_project
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import AuditError, PlanError
 from mesh_dagster.core.time.dates import to_ms
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 
 
 def _project(tmp_path, schema: str, extra: dict[str, str] | None = None):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mesh_dagster.context import Context
-from mesh_dagster.execution.reviews import PlanSupersededError
+from mesh_dagster.execution.plans.records import PlanSupersededError
 
 RATE_VARIABLE = "MESH_TEST_SPARK_IMPORT_RATE"
 CONFIG = "model_defaults:\n  dialect: spark\n  start: 2020-01-01\n  cron: '@daily'\n"

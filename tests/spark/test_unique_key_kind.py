@@ -17,7 +17,7 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.engine.adapter import SparkEngine
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 
 pytestmark = pytest.mark.spark
 

@@ -19,8 +19,8 @@ from project_builder import write_project
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.plan.review import BranchError, PlanRecord, PlanStatus
-from mesh_dagster.execution.git_repo import GitError
-from mesh_dagster.execution.reviews import PlanSupersededError
+from mesh_dagster.execution.plans.git_repo import GitError
+from mesh_dagster.execution.plans.records import PlanSupersededError
 from tests.execution.fake_engine import FakeEngine
 
 MODELS = {

@@ -17,7 +17,7 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.errors import ConfigError, EngineError
 from mesh_dagster.core.plan.identity import current_user
 from mesh_dagster.core.plan.review import PlanEvent, PlanStatus, ProtectionError
-from mesh_dagster.execution.reviews import PlanSupersededError
+from mesh_dagster.execution.plans.records import PlanSupersededError
 from mesh_dagster.state import StateStore
 from tests.execution.fake_engine import FakeEngine
 

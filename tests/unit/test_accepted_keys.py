@@ -658,7 +658,7 @@ def probe_variables(tmp_path: Path) -> None:
 
 def probe_snapshot_ttl(tmp_path: Path) -> None:
     """The janitor forgets unreferenced snapshots older than the TTL (symbolic models: no engine)."""
-    from mesh_dagster.execution.janitor import run_janitor
+    from mesh_dagster.execution.apply.janitor import run_janitor
 
     files = {"external_models.yaml": "- name: raw.events\n",
              "models/m.sql": "MODEL (name s.m, kind EMBEDDED);\nSELECT 1 AS a FROM raw.events\n"}
@@ -678,7 +678,7 @@ def _no_engine() -> None:
 
 
 def _expiration(tmp_path: Path, extra: str, environment: str) -> int | None:
-    from mesh_dagster.execution.apply import _expiration
+    from mesh_dagster.execution.apply.apply import _expiration
 
     root = write_project(tmp_path / f"e{len(list(tmp_path.iterdir()))}", {"models/p.sql": PARENT}, CONFIG + extra)
     project = load_project(root, use_cache=False)

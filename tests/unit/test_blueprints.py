@@ -146,7 +146,7 @@ def test_blueprints_given_by_a_macro(tmp_path: Path) -> None:
 def test_python_blueprints_give_the_function_their_values(tmp_path: Path) -> None:
     from datetime import datetime
 
-    from mesh_dagster.execution.python_evaluation import python_query
+    from mesh_dagster.execution.evaluate.python_evaluation import python_query
     from tests.execution.fake_engine import FakeEngine
 
     project = load_project(_project(tmp_path, {"models/totals.py": PYTHON}), use_cache=False)

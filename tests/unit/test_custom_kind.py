@@ -17,7 +17,7 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.plan import build_plan
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 from mesh_dagster.state.store import StateStore
 from tests.execution.fake_engine import FakeEngine
 

@@ -1,4 +1,4 @@
-"""What of the code location's environment a git worker gets (execution/git_worker.py): its fixed
+"""What of the code location's environment a git worker gets (execution/plans/git_worker.py): its fixed
 few, the locale and what `git.worker_env` names; a variable holding a whole notification URL reads
 as a stand-in; nothing else. `git.worker_env` takes names only, and never echoes a value given
 instead (tests/dagster/test_git_worker.py runs the worker itself)."""
@@ -12,7 +12,7 @@ from project_builder import write_project
 
 from mesh_dagster.core.errors import ConfigError
 from mesh_dagster.core.project.config_file import load_config
-from mesh_dagster.execution.git_worker import STAND_IN_URL, WORKER_ENV, worker_environment
+from mesh_dagster.execution.plans.git_worker import STAND_IN_URL, WORKER_ENV, worker_environment
 
 HOOK = "https://hooks.example.com/services/T000/B000/s3cretpart"
 

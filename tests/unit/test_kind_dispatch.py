@@ -34,8 +34,8 @@ from mesh_dagster.core.models.kinds import (
     ViewKind,
 )
 from mesh_dagster.core.models.model import Model
-from mesh_dagster.execution.custom_materialization import CustomStrategy
-from mesh_dagster.execution.strategies import (
+from mesh_dagster.execution.evaluate.custom_materialization import CustomStrategy
+from mesh_dagster.execution.evaluate.strategies import (
     STRATEGIES,
     AppendStrategy,
     FullStrategy,

@@ -18,7 +18,7 @@ from mesh_dagster.core.plan.data_diff import DataDiff, diff_candidates, markdown
 from mesh_dagster.core.plan.plan import Plan, build_plan
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.project import load_project
-from mesh_dagster.execution.data_diffs import plan_data_diffs
+from mesh_dagster.execution.plans.data_diffs import plan_data_diffs
 from mesh_dagster.state.store import StateStore
 
 FILES = {

@@ -16,7 +16,7 @@ from mesh_dagster.core.plan.data_diff import DataDiff
 from mesh_dagster.core.plan.diff_samples import NO_ROWS, SampleRows
 from mesh_dagster.core.plan.selectors import ModelIndex
 from mesh_dagster.core.time.dates import to_ms
-from mesh_dagster.execution.data_diffs import plan_data_diffs, reused_data_diffs
+from mesh_dagster.execution.plans.data_diffs import plan_data_diffs, reused_data_diffs
 from tests.unit.test_plan_data_diff import ScriptedEngine, dev_plan
 from tests.unit.test_plan_data_diff_reuse import Records, _record
 
@@ -59,7 +59,7 @@ class CastFailure(ScriptedEngine):
 
 
 def test_a_failed_diff_keeps_no_value_its_error_quotes(tmp_path, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="mesh_dagster.execution.data_diffs"):
+    with caplog.at_level(logging.WARNING, logger="mesh_dagster.execution.plans.data_diffs"):
         diffs = plan_data_diffs(dev_plan(tmp_path), CastFailure(), DataDiffSettings())
     assert (diffs["s.m"].status, diffs["s.m"].note) == (
         "failed", "[CAST_INVALID_INPUT] The value '***' of the type \"STRING\" cannot be cast to \"INT\" because it "

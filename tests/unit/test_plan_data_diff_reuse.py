@@ -15,7 +15,7 @@ from mesh_dagster.core.plan.data_diff import (
 )
 from mesh_dagster.core.plan.review import PlanRecord, PlanSummary
 from mesh_dagster.core.time.dates import to_ms
-from mesh_dagster.execution.data_diffs import reused_data_diffs
+from mesh_dagster.execution.plans.data_diffs import reused_data_diffs
 from tests.unit.test_plan_data_diff import dev_plan
 
 NEW, OLD = "mesh__s.s__m__2", "mesh__s.s__m__1"

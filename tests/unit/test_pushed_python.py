@@ -20,7 +20,7 @@ from project_builder import write_project
 from mesh_dagster.core.config.config import DagsterStorageConfig
 from mesh_dagster.dagster.pushed_python import LOCATION_ENV
 from mesh_dagster.dagster.ui import write_workspace
-from mesh_dagster.execution.git_worker import STAND_IN_URL, worker_environment
+from mesh_dagster.execution.plans.git_worker import STAND_IN_URL, worker_environment
 
 HOOK = "https://hook:s3cret-hook-password@hooks.example.com/services/T000"
 WATCHED = """protected_environments:

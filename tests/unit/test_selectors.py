@@ -277,7 +277,7 @@ def test_an_index_of_snapshots_selects_what_an_environment_has(tmp_path):
     from project_builder import record_plan
 
     from mesh_dagster.core.plan.plan import build_plan
-    from mesh_dagster.execution.run import environment_snapshots, run_scope
+    from mesh_dagster.execution.intervals.run import environment_snapshots, run_scope
     from mesh_dagster.state.store import StateStore
 
     root = write_project(tmp_path / "p", {

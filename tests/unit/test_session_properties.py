@@ -14,8 +14,8 @@ from mesh_dagster.core.errors import MeshError, ModelError
 from mesh_dagster.core.plan.plan import build_plan
 from mesh_dagster.core.project.project import load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
-from mesh_dagster.execution.session_settings import SettingsGate, model_settings
+from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluate.session_settings import SettingsGate, model_settings
 from mesh_dagster.state.store import StateStore
 from tests.execution.fake_engine import FakeEngine
 

@@ -19,7 +19,7 @@ from mesh_dagster.core.project.signals import USER_SIGNALS_PACKAGE, SignalError
 from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.execution.events import LogLines
-from mesh_dagster.execution.readiness import Readiness, check_readiness
+from mesh_dagster.execution.intervals.readiness import Readiness, check_readiness
 from tests.unit import signal_calls
 
 SIGNALS = '''

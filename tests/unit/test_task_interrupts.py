@@ -1,4 +1,4 @@
-"""execution/tasks.py after Ctrl-C: running tasks get a grace period, then `Interrupted` names those
+"""execution/intervals/tasks.py after Ctrl-C: running tasks get a grace period, then `Interrupted` names those
 still running, and their results are never handed over (recorded). Pure Python: the interrupt is a
 real KeyboardInterrupt delivered to the main thread."""
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from mesh_dagster.execution.tasks import INTERRUPT_GRACE_S, Interrupted, run_tasks
+from mesh_dagster.execution.intervals.tasks import INTERRUPT_GRACE_S, Interrupted, run_tasks
 
 
 def _ctrl_c_after(seconds: float) -> threading.Timer:

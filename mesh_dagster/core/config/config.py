@@ -222,7 +222,7 @@ class GitWatchConfig(Strict):
     tick_timeout_s: float = Field(30.0, gt=0)  # a sensor tick never takes longer than this
     poll_interval_s: int = Field(30, ge=1)  # seconds between the sensor's looks at the repository
     # Seconds a push's git worker may take (loading, planning and, outside protected branches,
-    # applying): it is stopped then and its plan settled (execution/git_worker.py). None: no limit.
+    # applying): it is stopped then and its plan settled (execution/plans/git_worker.py). None: no limit.
     plan_timeout_s: float | None = Field(None, gt=0)
     # Environment variables the git worker gets besides its fixed few (those the project's
     # config.yaml reads for its Spark connection, say): nothing else of this process reaches it.

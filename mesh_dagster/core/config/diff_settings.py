@@ -19,7 +19,7 @@ def _selector(text: str) -> str:
 
 class DataDiffSettings(Strict):
     """The data diff attached to a development plan's record once its apply has built the new
-    tables (execution/data_diffs.py): each directly modified model's new table against the table
+    tables (execution/plans/data_diffs.py): each directly modified model's new table against the table
     the environment served before, on the model's grain. Bounded: above `max_rows` rows on either
     side only a deterministic sample of the grain's keys is compared, and no query starts once
     `timeout_s` is spent. Its sample rows are user data kept in the plan's record: values of columns

@@ -6,7 +6,7 @@ kinds_whole.py (SEED, FULL, VIEW, EMBEDDED, EXTERNAL), kinds_incremental.py (the
 history: by time range, unique key, partition, unmanaged), kinds_scd_type_2.py and kinds_custom.py
 (CUSTOM: the user's materialization class). Everything is
 importable from here. Adding a kind is a `KindName`, its class (with the name of its write
-strategy), a line in `AnyKind`, and a strategy registered in execution/strategies.py if no
+strategy), a line in `AnyKind`, and a strategy registered in execution/evaluate/strategies.py if no
 existing one writes it: no `if` chain anywhere asks which kind a model is.
 """
 

@@ -4,7 +4,7 @@ A kind class holds only the properties written inside its `kind NAME (...)` (a F
 `time_column` at all), reads them from the definition file, says which of them the fingerprint
 hashes, and answers what the rest of mesh_dagster asks about a kind: its flags (is it
 incremental, does it own a table, a view, nothing...), how its backfills are batched, which
-policies its kept table follows, and which write strategy builds it (execution/strategies.py
+policies its kept table follows, and which write strategy builds it (execution/evaluate/strategies.py
 looks the name up). Nothing outside the kind modules asks a kind for its class: a kind with
 properties of its own offers them through an accessor that is None on the others (`seed`,
 `time_range`, `scd_type_2`, `upsert`, `custom`).
@@ -104,7 +104,7 @@ class BaseKind(BaseModel):
     # Its physical object reads its parents' physical tables (a view over them): it needs one of its
     # own whenever a parent moves to another table, whatever the change's category says.
     follows_parent_tables: ClassVar[bool] = False
-    # The name of the write strategy (execution/strategies.py) building its models; a kind whose
+    # The name of the write strategy (execution/evaluate/strategies.py) building its models; a kind whose
     # models are written in more than one way picks per model in `write_strategy`.
     STRATEGY: ClassVar[str] = ""
     # The properties written inside `kind NAME (...)`, and those that must be written.

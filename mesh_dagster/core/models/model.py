@@ -109,7 +109,7 @@ class Model(BaseModel):
     pre_statements: list[str] = Field(default_factory=list)
     post_statements: list[str] = Field(default_factory=list)
     # `ON_VIRTUAL_UPDATE_BEGIN; ...; ON_VIRTUAL_UPDATE_END;`: run after the model's view is created or
-    # updated in an environment, `@this_model` being the view (execution/virtual_statements.py).
+    # updated in an environment, `@this_model` being the view (execution/apply/virtual_statements.py).
     on_virtual_update: list[str] = Field(default_factory=list)
     macro_definitions: list[str] = Field(default_factory=list)  # `@DEF(...)` statements, as written
     inline_audits: list[Audit] = Field(default_factory=list)

@@ -4,7 +4,7 @@ SQLMesh applies a model's session properties to the engine session while that mo
 on Spark they are SQL configuration settings (`spark.sql.shuffle.partitions = 4`,
 `'spark.sql.session.timeZone' = 'America/New_York'`). Here they are set before the model's pre-
 statements and restored after its audits, and a model with settings is evaluated alone
-(execution/evaluator.py, engine `session_settings`): Spark's settings belong to the whole
+(execution/evaluate/evaluator.py, engine `session_settings`): Spark's settings belong to the whole
 session, which concurrent models share, so another model never runs under them.
 `model_defaults.session_properties` gives every model settings; the model's own win, key by key.
 As in SQLMesh they are metadata: a change is a metadata change, the table is kept.

@@ -111,7 +111,7 @@ def owed_upstream(log: IntervalReader, snapshots: dict[str, Snapshot], backfills
                   order: list[str], execution_ms: int) -> dict[str, list[Interval]]:
     """What the models upstream of `backfills` that compute nothing in them still owe: their due
     intervals not recorded yet, from their first recorded one on (a history never started is not
-    owed: nothing a plan could wait for). A child never computes over these (execution/readiness.py).
+    owed: nothing a plan could wait for). A child never computes over these (execution/intervals/readiness.py).
 
     A development plan backfills only its changed models; the others are prod's tables, which
     prod's own `mesh run` fills. An interval of a parent due but not recorded yet is one that run

@@ -2,7 +2,7 @@
 
 A plan is recorded before its apply builds anything, so the data of a new model version does not
 exist when the plan is made: the diff is computed once the apply has built the new tables
-(execution/data_diffs.py) and attached to the plan's record. Until then the record says it is
+(execution/plans/data_diffs.py) and attached to the plan's record. Until then the record says it is
 pending. Each directly modified model's new table is compared with the table the environment
 served before the plan (its target's, or for a new environment the one it is created from, prod by
 default) on the model's grain; a model without a grain gets row counts only (no key pairs its

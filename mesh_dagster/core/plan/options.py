@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory
 
-# The record key of a plan made from a pushed commit (its sha); execution/deployed.py reads it too.
+# The record key of a plan made from a pushed commit (its sha); execution/plans/deployed.py reads it too.
 FROM_COMMIT = "from_commit"
 
 

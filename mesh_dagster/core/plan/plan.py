@@ -140,7 +140,7 @@ class Plan:
     @property
     def needs_apply(self) -> bool:
         """Whether applying does anything: changes, backfill, a new environment, or completing
-        the views of an interrupted apply (see execution/apply.py)."""
+        the views of an interrupted apply (see execution/apply/apply.py)."""
         return self.has_changes or self.requires_backfill or self.is_new_environment or self.finishes_interrupted_apply
 
     @property

@@ -45,7 +45,7 @@ S = PlanStatus
 # action -> (statuses it may start from, status it leads to). A failed plan may be applied again
 # (it resumes from the missing intervals); finished, rejected, cancelled and superseded ones are final.
 # A running plan whose apply is gone (killed: nobody live holds its environment's lock) may be
-# resumed, cancelled or superseded like a failed one; execution/reviews.py checks that it is gone.
+# resumed, cancelled or superseded like a failed one; execution/plans/records.py checks that it is gone.
 TRANSITIONS: dict[str, tuple[frozenset[PlanStatus], PlanStatus]] = {
     "approve": (frozenset({S.PENDING}), S.APPROVED),
     "reject": (frozenset({S.PENDING, S.APPROVED}), S.REJECTED),

@@ -4,7 +4,7 @@ Forward-only changes keep their model's table, so what their new query outputs m
 plan compares what the project knows of the old and new outputs (names always, types when they
 are declared or inferable) and applies each model's policies: a refused change stops the plan
 before anything is written, naming the model and the columns. The apply checks again against
-the real table (execution/migration.py), whose types are exact.
+the real table (execution/evaluate/migration.py), whose types are exact.
 """
 
 from __future__ import annotations

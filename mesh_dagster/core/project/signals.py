@@ -14,7 +14,7 @@ defined signal, and its arguments must fit the function's parameters and convert
 annotations (as a Python macro's do, core/macros/coercion.py) — so a typo or a bad value is an error at
 the model's file and line when the project loads, never a surprise in the middle of a run.
 Calling them, and what their answers mean for a backfill, is execution's business
-(execution/readiness.py): a signal may ask for the SparkSession, which only exists there.
+(execution/intervals/readiness.py): a signal may ask for the SparkSession, which only exists there.
 
 The names `execution_time` and `spark` are given by the scheduler, not written by the model.
 """

@@ -4,7 +4,7 @@ Loading a project runs its Python (`macros/*.py`, Python models, signals, a `con
 it evaluates that code: a push is code nobody has reviewed. The process that watches the repository
 (Dagster's code location and its runs) holds what such code must not get through the tool:
 notification credentials, the settings of gateways and environments it does not plan, every other
-variable of its environment. So `plan_git_commit` (execution/review_desk.py) hands the commit to a
+variable of its environment. So `plan_git_commit` (execution/plans/reviews.py) hands the commit to a
 worker, `mesh git-worker` (cli/git_worker.py), and reads what it came to from the state store.
 
 The worker is told what to do on stdin (`GitPlanRequest`, the state store URL included: a command

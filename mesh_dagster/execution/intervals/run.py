@@ -21,14 +21,14 @@ from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms, to_ms
 from mesh_dagster.execution.engine import Engine
-from mesh_dagster.execution.environment_statements import run_environment_statements
+from mesh_dagster.execution.evaluate.environment_statements import run_environment_statements
+from mesh_dagster.execution.evaluate.verdicts import RecordingEvaluator
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.intervals.physical_check import refuse_missing
+from mesh_dagster.execution.intervals.readiness import check_readiness
+from mesh_dagster.execution.intervals.scheduler import plan_batches, run_batches
 from mesh_dagster.execution.locking import snapshots_in_use
-from mesh_dagster.execution.physical_check import refuse_missing
 from mesh_dagster.execution.ports import State
-from mesh_dagster.execution.readiness import check_readiness
-from mesh_dagster.execution.scheduler import plan_batches, run_batches
-from mesh_dagster.execution.verdicts import RecordingEvaluator
 
 
 def environment_snapshots(state: State, environment: str, listener: ApplyListener | None = None):
@@ -59,7 +59,7 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
 
     `select` (selectors) limits the run to the models it selects and, with `auto_upstream`,
     everything upstream of them. A table of theirs that is gone while its history is recorded
-    stops the run before anything is written (execution/physical_check.py): rebuilding a history
+    stops the run before anything is written (execution/intervals/physical_check.py): rebuilding a history
     is a plan's decision.
     """
     with snapshots_in_use(state):  # the janitor keeps away from what this run writes

@@ -8,7 +8,7 @@ interval would record new data beside a history that is gone, while the state st
 claiming it. So every front door checks before it writes (`missing_tables`):
 
 - an apply forgets the recorded intervals of a missing table and backfills them (`rebuild_missing`,
-  execution/apply.py), saying so: applying a plan rebuilds what its environment serves;
+  execution/apply/apply.py), saying so: applying a plan rebuilds what its environment serves;
 - `mesh run` and Dagster materializations refuse (`MissingTableError`), naming the model, the table
   and the command that rebuilds it (a restatement: a plan, which any environment, protected or not,
   applies). Rebuilding a history is a decision for a person, in a plan they read: it may be years

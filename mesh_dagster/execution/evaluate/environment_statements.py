@@ -1,7 +1,7 @@
 """Running an environment's `before_all` / `after_all` statements on the engine.
 
 Every path that writes data goes through here: a plan apply (and so a promotion, which applies a
-plan), `mesh run`, and a Dagster run (execution/statement_runs.py: once per run, not per step).
+plan), `mesh run`, and a Dagster run (execution/intervals/statement_runs.py: once per run, not per step).
 What runs is what the environment's record holds — the statements its plan captured
 (core/snapshots/statements.py), never config.yaml as it is now — rendered for the environment and
 checked to reach only its own objects (core/snapshots/statement_scope.py) before any of them runs.

@@ -27,12 +27,12 @@ from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.sql.renderer import RenderContext, render_query, render_statements
 from mesh_dagster.core.time.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.time.time_column import find_type
-from mesh_dagster.execution import custom_materialization as _custom  # noqa: F401 - registers the CUSTOM strategy
 from mesh_dagster.execution.engine import Engine, Journal
-from mesh_dagster.execution.migration import migrate_table
-from mesh_dagster.execution.python_evaluation import empty_query, inclusive_interval, python_query
-from mesh_dagster.execution.session_settings import model_settings
-from mesh_dagster.execution.strategies import strategy_for
+from mesh_dagster.execution.evaluate import custom_materialization as _custom  # noqa: F401 - registers the CUSTOM strategy
+from mesh_dagster.execution.evaluate.migration import migrate_table
+from mesh_dagster.execution.evaluate.python_evaluation import empty_query, inclusive_interval, python_query
+from mesh_dagster.execution.evaluate.session_settings import model_settings
+from mesh_dagster.execution.evaluate.strategies import strategy_for
 
 if TYPE_CHECKING:
     import pandas as pd  # imported when a seed is read: planning never needs it
@@ -148,7 +148,7 @@ class SnapshotEvaluator:
 
     def query(self, snapshot: Snapshot, start: int, end: int, execution_time: int) -> AbstractContextManager[str]:
         """The query producing `[start, end)` of a model, usable inside the `with` block: a SQL model's
-        rendering, or the output of a Python model run for the interval (execution/python_evaluation.py)."""
+        rendering, or the output of a Python model run for the interval (execution/evaluate/python_evaluation.py)."""
         model = snapshot.model
         if model.python is None:
             return nullcontext(self.render(snapshot, start, end, execution_time))
@@ -236,7 +236,7 @@ class SnapshotEvaluator:
     def evaluate(self, snapshot: Snapshot, start: int, end: int, execution_time: int,
                  journal: Journal | None = None) -> None:
         """Write `[start, end)` of a snapshot into its physical table (idempotent); `journal` hears,
-        before its destructive step, how to finish the write after a crash (execution/scheduler.py).
+        before its destructive step, how to finish the write after a crash (execution/intervals/scheduler.py).
 
         Seeds and views have no interval: they are (re)built whole, whatever the range says.
         """

@@ -9,11 +9,11 @@ before it could change what another holder is changing:
    must still exist (the janitor may have deleted them after the plan was built).
 2. New snapshots are recorded, physical tables created, missing intervals backfilled. A table the
    environment serves that is gone while its history is recorded is rebuilt: its intervals are
-   forgotten and backfilled (execution/physical_check.py).
+   forgotten and backfilled (execution/intervals/physical_check.py).
 3. The environment is recorded — the optimistic check and the lock check in one transaction —
    *before* any view moves: a plan that lost a race fails here with nothing visible changed.
    Before it, the versions the views would show are checked against the audit verdicts that hold
-   on them (execution/verdicts.py): a failed blocking one stops the apply (before the backfill for
+   on them (execution/evaluate/verdicts.py): a failed blocking one stops the apply (before the backfill for
    the models it does not recompute, after it for the others, whose audits it just ran again).
 4. The views move. 5. The environment is finalized.
 
@@ -28,7 +28,7 @@ environment, even one without changes (`Plan.needs_apply`), re-creates every vie
 drops the views of the replaced records' models it no longer shows; meanwhile the janitor keeps the
 replaced snapshots' tables, which those views may still read.
 
-Signals (execution/readiness.py) are asked before anything is written. The intervals they hold
+Signals (execution/intervals/readiness.py) are asked before anything is written. The intervals they hold
 back, and those of their children, are left out of the backfill, like intervals whose cron has not
 fired yet: the ready rest is computed and recorded, the environment moves, and `mesh run` computes
 the waiting intervals once their signals pass (what waits is logged). Except when moving would hide
@@ -56,20 +56,20 @@ from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms, parse_ttl
 from mesh_dagster.core.time.intervals import intersect_intervals
+from mesh_dagster.execution.apply.virtual import ViewUpdateError, first_line, restore_views, update_views, view_sql
+from mesh_dagster.execution.apply.virtual_statements import run_virtual_update_statements
 from mesh_dagster.execution.engine import Engine
-from mesh_dagster.execution.environment_statements import run_environment_statements
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluate.environment_statements import run_environment_statements
+from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluate.migration import MigrationJournal, migrate_table
+from mesh_dagster.execution.evaluate.verdicts import RecordingEvaluator, refuse_serving_failed_audits
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.intervals.physical_check import rebuild_missing
+from mesh_dagster.execution.intervals.readiness import Readiness, SignalsPendingError, Wait, check_readiness
+from mesh_dagster.execution.intervals.scheduler import clear_history, plan_batches, run_batches, upstream_of
+from mesh_dagster.execution.intervals.tasks import run_tasks
 from mesh_dagster.execution.locking import environment_lock, table_lock
-from mesh_dagster.execution.migration import MigrationJournal, migrate_table
-from mesh_dagster.execution.physical_check import rebuild_missing
 from mesh_dagster.execution.ports import State
-from mesh_dagster.execution.readiness import Readiness, SignalsPendingError, Wait, check_readiness
-from mesh_dagster.execution.scheduler import clear_history, plan_batches, run_batches, upstream_of
-from mesh_dagster.execution.tasks import run_tasks
-from mesh_dagster.execution.verdicts import RecordingEvaluator, refuse_serving_failed_audits
-from mesh_dagster.execution.virtual import ViewUpdateError, first_line, restore_views, update_views, view_sql
-from mesh_dagster.execution.virtual_statements import run_virtual_update_statements
 from mesh_dagster.state.store import Lease, LockLostError
 
 
@@ -146,7 +146,7 @@ _HELD: ContextVar[dict[str, Lease] | None] = ContextVar("mesh_environment_locks"
 def environment_held(state: State, environment: str, owner: str | None = None,
                      timeout_s: float = 600) -> Iterator[Lease]:
     """Hold `environment`'s lock, or reuse the lease this caller already holds on it: a recorded
-    plan's status moves under the same lock as its apply (execution/reviews.py), so a `running`
+    plan's status moves under the same lock as its apply (execution/plans/records.py), so a `running`
     record whose environment nobody live holds is one whose apply is gone."""
     held = _HELD.get() or {}
     if environment in held and not held[environment].lost:
@@ -205,7 +205,7 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
 def backfill_readiness(plan: Plan, project: Project, state: State, engine: Engine,
                        listener: ApplyListener) -> Readiness:
     """The plan's backfill cut down to what its models' signals and parents say is ready
-    (execution/readiness.py): a parent the plan does not compute (a development plan's unchanged
+    (execution/intervals/readiness.py): a parent the plan does not compute (a development plan's unchanged
     model) may still owe an interval prod's run has not written. What waits is reported to the
     listener. An empty backfill (`--empty-backfill`) computes nothing, so it asks no signal."""
     if not plan.requires_backfill or plan.empty_backfill:

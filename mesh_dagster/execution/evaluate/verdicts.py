@@ -10,7 +10,7 @@ Every run of an audit records its verdicts (`record`): a Dagster materialization
 `mesh run`. No view moves onto a version whose blocking audit's holding verdict is a failure:
 promotion refuses before it plans an apply (`refuse_failed_audits`), and every apply — the CLI's,
 `apply_plan_<env>`, a promotion's, a git deploy's — checks the versions it is about to serve
-right before it records the environment (`refuse_serving_failed_audits`, execution/apply.py), after
+right before it records the environment (`refuse_serving_failed_audits`, execution/apply/apply.py), after
 its backfill, whose audits have just recorded newer verdicts on what it recomputed. Dagster shows
 the holding verdicts as check results on each partition, whatever re-stamps the partition meanwhile.
 """
@@ -31,7 +31,7 @@ from mesh_dagster.core.project.audits import is_blocking
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.core.time.intervals import Interval, format_interval_range, subtract_intervals
-from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
+from mesh_dagster.execution.evaluate.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.ports import State
 from mesh_dagster.state.verdicts import Verdict
 

@@ -3,7 +3,7 @@
 Promotion builds the plan `mesh plan <env>` would build and applies it with the same code, but
 only when the plan has nothing left to compute — every model's current version already holds
 every interval (filled by Dagster partition materializations, `mesh run` or an earlier apply) —
-and no blocking audit's verdict on that data is a failure (execution/verdicts.py: an audit edited
+and no blocking audit's verdict on that data is a failure (execution/evaluate/verdicts.py: an audit edited
 since the data was built must have run again, and passed). Otherwise it refuses, listing the gaps
 or the failed audits, and nothing moves.
 """
@@ -13,19 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.plan.plan import Plan, build_plan
+from mesh_dagster.core.plan.review import ProtectionError
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.intervals import Interval, format_interval_range
-from mesh_dagster.execution.apply import apply_locked, environment_held
+from mesh_dagster.execution.apply.apply import apply_locked, environment_held
 from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.evaluate.verdicts import refuse_failed_audits
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.ports import State
-from mesh_dagster.execution.reviews import refuse_unreviewed
-from mesh_dagster.execution.verdicts import refuse_failed_audits
 
 
 @dataclass
@@ -101,3 +102,13 @@ def promote_environment(project: Project, state: State, engine_factory: Callable
 
 def _untracked(plan: Plan, apply: Callable[[Plan], None]) -> None:
     apply(plan)
+
+
+def refuse_unreviewed(config: ProjectConfig, plan: Plan) -> None:
+    """A plan for a protected environment is applied only as an approved record."""
+    protection = config.protection(plan.environment)
+    if protection is not None:
+        raise ProtectionError(f"'{plan.environment}' is a protected environment: its plans are applied once approved "
+                              f"(`mesh plans approve {plan.plan_id[:8]}` by one of "
+                              f"{', '.join(protection.approvers) or 'its approvers'}, then "
+                              f"`mesh plans apply {plan.plan_id[:8]}`)")

@@ -26,12 +26,12 @@ from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.intervals import Interval, batch, expand_range, format_interval_range, intervals_cover
 from mesh_dagster.engine.kill_points import kill_point  # a test hook; imports nothing of Spark
-from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
+from mesh_dagster.execution.evaluate.evaluator import AuditResult, SnapshotEvaluator
+from mesh_dagster.execution.evaluate.strategies import strategy_for
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.intervals.tasks import run_tasks
 from mesh_dagster.execution.locking import table_lock
 from mesh_dagster.execution.ports import State
-from mesh_dagster.execution.strategies import strategy_for
-from mesh_dagster.execution.tasks import run_tasks
 from mesh_dagster.state.journal import PendingWrite
 from mesh_dagster.state.store import Lease
 

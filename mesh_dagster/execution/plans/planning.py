@@ -25,9 +25,9 @@ from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot
 from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
-from mesh_dagster.execution.apply import changed_views, physical_snapshots
+from mesh_dagster.execution.apply.apply import changed_views, physical_snapshots
+from mesh_dagster.execution.apply.promote import environment_gaps
 from mesh_dagster.execution.parts import Parts
-from mesh_dagster.execution.promote import environment_gaps
 
 
 @dataclass(frozen=True)

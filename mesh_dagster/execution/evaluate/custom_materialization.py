@@ -3,7 +3,7 @@ called with the model's table, its rendered query and a context giving it the en
 
 The context reaches Spark through the `Engine` Protocol like every write here: the kill-safe
 writes (`replace`, `append`, `overwrite_partitions`) and plain statements. What the class runs is
-the code the snapshot stored, defined afresh (execution/evaluator.py `materialization`). Whatever
+the code the snapshot stored, defined afresh (execution/evaluate/evaluator.py `materialization`). Whatever
 it raises fails the batch as one `ModelError` naming the model and the line in the class.
 """
 
@@ -18,8 +18,8 @@ from mesh_dagster.core.project.blueprints import python_value
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import ms_to_datetime
 from mesh_dagster.execution.engine import Engine
-from mesh_dagster.execution.python_evaluation import inclusive_interval
-from mesh_dagster.execution.strategies import Evaluation, QueryStrategy, writes
+from mesh_dagster.execution.evaluate.python_evaluation import inclusive_interval
+from mesh_dagster.execution.evaluate.strategies import Evaluation, QueryStrategy, writes
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -2,7 +2,7 @@
 
 One strategy per way of writing (full, time range, upsert by key, partition overwrite, append,
 SCD type 2, seed, view; EMBEDDED and EXTERNAL write nothing; CUSTOM models are written by the
-user's class, execution/custom_materialization.py). Strategies decide *what* is written;
+user's class, execution/evaluate/custom_materialization.py). Strategies decide *what* is written;
 rendering and the per-apply memos stay with the evaluator, which strategies reach through the
 `Evaluation` Protocol, and Spark stays behind the `Engine` Protocol, which makes every write
 kill-safe (engine/writes.py).

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mesh_dagster.core.config.config import GitWatchConfig
 from mesh_dagster.core.config.connections import MESH_DIR
-from mesh_dagster.execution.git_repo import export_commit
+from mesh_dagster.execution.plans.git_repo import export_commit
 from mesh_dagster.execution.ports import State
 
 FROM_COMMIT = "from_commit"  # a plan record's option: the pushed commit whose files it was planned from

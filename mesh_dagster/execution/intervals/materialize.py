@@ -13,7 +13,7 @@ one while the next runs. A model that fails (its query, its Python code, a block
 it reads lacking data) is reported as FAILED and its remaining intervals are not recorded; the
 models reading it (directly or through EMBEDDED ones) are reported as BLOCKED without being
 evaluated, and every other model is still evaluated; so is a model whose table is gone while its
-history is recorded, before anything is written (execution/physical_check.py). Errors of the whole
+history is recorded, before anything is written (execution/intervals/physical_check.py). Errors of the whole
 run (the state store, a signal refusing the range) still end the iteration.
 """
 
@@ -33,14 +33,14 @@ from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.time.intervals import Interval, format_interval_range, intervals_cover, subtract_intervals
 from mesh_dagster.execution.engine import Engine
-from mesh_dagster.execution.evaluator import AuditResult, SnapshotEvaluator
+from mesh_dagster.execution.evaluate.evaluator import AuditResult, SnapshotEvaluator
+from mesh_dagster.execution.evaluate.verdicts import RecordingEvaluator
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.intervals.physical_check import MissingTable, check_tables
+from mesh_dagster.execution.intervals.readiness import check_readiness, require_ready
+from mesh_dagster.execution.intervals.scheduler import execute_batches, plan_batches
 from mesh_dagster.execution.locking import snapshots_in_use
-from mesh_dagster.execution.physical_check import MissingTable, check_tables
 from mesh_dagster.execution.ports import State
-from mesh_dagster.execution.readiness import check_readiness, require_ready
-from mesh_dagster.execution.scheduler import execute_batches, plan_batches
-from mesh_dagster.execution.verdicts import RecordingEvaluator
 
 
 class Outcome(str, Enum):
@@ -132,7 +132,7 @@ def materialize(
     Lazy: nothing happens until iterated. Spark is only started when something is evaluated.
     The janitor keeps away meanwhile: the snapshots pushed here belong to no environment yet.
     `before_write` is called once, before the first evaluation: the caller's run runs the
-    environment's `before_all` there (execution/statement_runs.py), and its `after_all` once the run's
+    environment's `before_all` there (execution/intervals/statement_runs.py), and its `after_all` once the run's
     last model succeeded.
     """
     with snapshots_in_use(state):

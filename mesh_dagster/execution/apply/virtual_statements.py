@@ -17,10 +17,10 @@ from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.sql.renderer import render_statements
+from mesh_dagster.execution.apply.virtual import first_line
 from mesh_dagster.execution.engine import Engine
-from mesh_dagster.execution.evaluator import SnapshotEvaluator
+from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.virtual import first_line
 
 
 class VirtualUpdateStatementError(EngineError):

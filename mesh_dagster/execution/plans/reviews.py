@@ -3,8 +3,8 @@ recorded one, a pushed commit's), promotion, and the plans git pushes make.
 
 The one place that decides "a protected environment records the plan for review instead of
 applying it" is `ProjectConfig.protection` (core/config/config.py): the CLI's `plan`, Dagster's
-plan job and the git sensor all ask it. The records' life itself is execution/reviews.py. A pushed
-commit is planned in a git worker, a process of its own (execution/git_worker.py): `plan_git_commit`
+plan job and the git sensor all ask it. The records' life itself is execution/plans/records.py. A pushed
+commit is planned in a git worker, a process of its own (execution/plans/git_worker.py): `plan_git_commit`
 starts it and settles what it came to, `plan_pushed_commit` is what it runs.
 """
 
@@ -28,20 +28,20 @@ from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.plan.review import TRANSITIONS, PlanEvent, PlanRecord, PlanStatus, environment_for_branch
 from mesh_dagster.core.project.linter import LintReport
 from mesh_dagster.core.time.dates import now_ms
-from mesh_dagster.execution.apply import apply_plan, environment_held
-from mesh_dagster.execution.data_diffs import plan_data_diffs
+from mesh_dagster.execution.apply.apply import apply_plan, environment_held
+from mesh_dagster.execution.apply.promote import promote_environment, refuse_unreviewed
+from mesh_dagster.execution.evaluate.verdicts import AuditsFailed, failed_audits
 from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.git_repo import branch_heads, commit_author, export_commit
-from mesh_dagster.execution.git_worker import GitPlanRequest, RecordedApply, run_worker, worker_environment
-from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.parts import Parts
-from mesh_dagster.execution.planning import Planning
-from mesh_dagster.execution.promote import promote_environment
-from mesh_dagster.execution.reviews import PlanReviews, PlanSupersededError
-from mesh_dagster.execution.verdicts import AuditsFailed, failed_audits
+from mesh_dagster.execution.plans.data_diffs import plan_data_diffs
+from mesh_dagster.execution.plans.git_repo import branch_heads, commit_author, export_commit
+from mesh_dagster.execution.plans.git_worker import GitPlanRequest, RecordedApply, run_worker, worker_environment
+from mesh_dagster.execution.plans.notify import Notifier
+from mesh_dagster.execution.plans.planning import Planning
+from mesh_dagster.execution.plans.records import PlanReviews, PlanSupersededError
 from mesh_dagster.state.store import Lease
 
-# What a git plan's outcome notifies (execution/reviews.py's events), once its worker has ended.
+# What a git plan's outcome notifies (execution/plans/records.py's events), once its worker has ended.
 _OUTCOMES = {PlanStatus.PENDING: "plan_pending", PlanStatus.COMPLETED: "plan_applied", PlanStatus.FAILED: "plan_failed",
              PlanStatus.CANCELLED: "plan_cancelled", PlanStatus.SUPERSEDED: "plan_superseded"}
 
@@ -58,7 +58,7 @@ class CommitParts(Parts, Protocol):
 OpenCommit = Callable[[Path], AbstractContextManager[CommitParts]]
 
 
-class ReviewDesk:
+class Reviews:
     """Records, reviews and applies one project's plans under its rules (config.yaml)."""
 
     def __init__(self, parts: Parts, planning: Planning, open_files: OpenCommit):
@@ -112,7 +112,7 @@ class ReviewDesk:
     def apply(self, plan: Plan, listener: ApplyListener | None = None) -> None:
         """Apply a plan made just now, recording it (and its outcome) if it is not yet. A protected
         environment's plans are applied only as approved records (`apply_recorded`)."""
-        self.records.refuse_unreviewed(plan)
+        refuse_unreviewed(self.parts.config, plan)
         record = self.parts.state.plans.get_plan_record(plan.plan_id) or self.record(plan)
         self._run(record, plan, self.parts.user, self.parts, listener)
 
@@ -146,7 +146,7 @@ class ReviewDesk:
 
     def plan_git_commit(self, branch: str, sha: str, listener: ApplyListener | None = None) -> PlanRecord:
         """Plan commit `sha` of `branch` from its own files in a git worker, a process of its own
-        (execution/git_worker.py; `plan_pushed_commit` is its half): the commit's code never runs
+        (execution/plans/git_worker.py; `plan_pushed_commit` is its half): the commit's code never runs
         in this one. What the worker came to is read from the state store: a record it left open
         (it was killed, timed out or crashed) is settled here, a worker that recorded nothing leaves
         a failed record saying why, and the notification goes out from here (the worker holds none
@@ -217,7 +217,7 @@ class ReviewDesk:
     def apply_pushed(self, request: GitPlanRequest, task: RecordedApply,
                      listener: ApplyListener | None = None) -> PlanRecord:
         """The git worker's half of `apply_recorded` for a pushed commit's plan: rebuilt from the
-        commit's files and applied as reviewed, or superseded (execution/reviews.py)."""
+        commit's files and applied as reviewed, or superseded (execution/plans/records.py)."""
         applied: list[Plan] = []
         with self._commit(request.sha) as commit:
             done = self.records.apply(task.plan_id, task.actor, commit.plans.rebuild,

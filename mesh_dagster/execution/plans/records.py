@@ -43,10 +43,10 @@ from mesh_dagster.core.plan.review import (
     summarize,
 )
 from mesh_dagster.core.time.dates import now_ms
-from mesh_dagster.execution.apply import environment_held
-from mesh_dagster.execution.data_diffs import reused_data_diffs
+from mesh_dagster.execution.apply.apply import environment_held
 from mesh_dagster.execution.locking import environment_lock_name, holder_is_dead
-from mesh_dagster.execution.notify import Notifier
+from mesh_dagster.execution.plans.data_diffs import reused_data_diffs
+from mesh_dagster.execution.plans.notify import Notifier
 from mesh_dagster.execution.ports import State
 from mesh_dagster.state.store import Lease
 
@@ -75,7 +75,7 @@ class PlanReviews:
         """Store `plan` (pending) with the options it was built with (`plan.options`): applying the
         record rebuilds it from them. `data_diffs`: its data diffs will be attached once applied, and
         those its apply will not compute (a prod plan's) are taken from the development plans that
-        computed them, if any (execution/data_diffs.py `reused_data_diffs`: state only)."""
+        computed them, if any (execution/plans/data_diffs.py `reused_data_diffs`: state only)."""
         ts = now_ms()
         summary = summarize(plan)
         if data_diffs:
@@ -237,9 +237,6 @@ class PlanReviews:
                 self.state.environments.revert_environment(record.environment, record.plan_id, lease=lease)
             return self._move(record, "cancel", actor, note, lease=lease)
 
-    def refuse_unreviewed(self, plan: Plan) -> None:
-        refuse_unreviewed(self.config, plan)
-
     def _move(self, record: PlanRecord, action: str, actor: str, note: str | None = None,
               lease: Lease | None = None) -> PlanRecord:
         allowed, target = TRANSITIONS[action]
@@ -268,13 +265,3 @@ class PlanReviews:
 # Transitions that notify (starting a run does not: its outcome will).
 _EVENTS = {"approve": "plan_approved", "reject": "plan_rejected", "cancel": "plan_cancelled",
            "complete": "plan_applied", "fail": "plan_failed", "supersede": "plan_superseded"}
-
-
-def refuse_unreviewed(config: ProjectConfig, plan: Plan) -> None:
-    """A plan for a protected environment is applied only as an approved record."""
-    protection = config.protection(plan.environment)
-    if protection is not None:
-        raise ProtectionError(f"'{plan.environment}' is a protected environment: its plans are applied once approved "
-                              f"(`mesh plans approve {plan.plan_id[:8]}` by one of "
-                              f"{', '.join(protection.approvers) or 'its approvers'}, then "
-                              f"`mesh plans apply {plan.plan_id[:8]}`)")
