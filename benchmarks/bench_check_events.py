@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dagster as dg  # noqa: E402
 
-from mesh_dagster.dagster.outcomes import _latest_materializations  # noqa: E402
+from mesh_dagster.dagster.mapping.outcomes import _latest_materializations  # noqa: E402
 
 
 def build(partitions: int, checks: int, mode: str) -> dg.Definitions:

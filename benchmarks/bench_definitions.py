@@ -41,7 +41,7 @@ from dagster._core.remote_representation.external_data import RepositorySnap
 from dagster_shared.serdes import serialize_value
 options = {}
 if sys.argv[2] == "custom":
-    from mesh_dagster.dagster.translator import MeshTranslator
+    from mesh_dagster.dagster.mapping.translator import MeshTranslator
 
     class TeamTranslator(MeshTranslator):
         def get_group_name(self, asset):

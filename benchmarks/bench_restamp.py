@@ -45,7 +45,7 @@ def main() -> None:
     import dagster as dg
 
     from mesh_dagster.dagster import definitions
-    from mesh_dagster.dagster.ui import PLANNED_EVENTS_PER_RUN
+    from mesh_dagster.dagster.ui.workspace import PLANNED_EVENTS_PER_RUN
 
     os.environ.update(PLANNED_EVENTS_PER_RUN)
 

@@ -63,7 +63,7 @@ from warm_server import load, mesh_env, served
 
 FIRST_EXECUTION = dt.date(2024, 1, 31)
 DEV = "dev"
-SCHEDULE = "run_prod_daily_schedule"  # dagster/schedules.py: run_<environment>_<cron slug>_schedule
+SCHEDULE = "run_prod_daily_schedule"  # dagster/jobs/schedules.py: run_<environment>_<cron slug>_schedule
 SENSOR_INTERVAL_S = 35  # Dagster's default sensor interval is 30 s: quiet that long, no sensor has runs to launch
 A, B, C, C_QUEUED, C_STEPS, D_EMBEDDED, D_CONNECT = (
     "(a) mesh run, one new interval: embedded (cold JVM)",

@@ -84,7 +84,7 @@ class DagsterUI:
 
     @property
     def location(self) -> str:
-        return f"{self.project.name}_{self.environment}".replace("-", "_")  # dagster/ui.py's location_name
+        return f"{self.project.name}_{self.environment}".replace("-", "_")  # dagster/ui/workspace.py's location_name
 
     def query(self, text: str, **variables: object) -> dict:
         body = json.dumps({"query": text, "variables": variables}).encode()

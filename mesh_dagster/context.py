@@ -59,7 +59,7 @@ from mesh_dagster.execution.intervals.physical_check import MissingTable, missin
 from mesh_dagster.execution.intervals.run import environment_snapshots, run_environment, run_scope
 from mesh_dagster.execution.intervals.statement_runs import StatementRun
 from mesh_dagster.execution.plans.deployed import deployed_files
-from mesh_dagster.execution.plans.git_worker import (  # noqa: F401 - cli/git_worker.py, dagster/pushed_python.py
+from mesh_dagster.execution.plans.git_worker import (  # noqa: F401 - cli/git_worker.py, dagster/ui/pushed_python.py
     STAND_IN_URL,
     GitPlanRequest,
     WorkerVariables,

@@ -494,7 +494,7 @@ def migrate(ctx) -> None:
 @click.pass_context
 def ui(ctx, environments, host, port) -> None:
     """Start the Dagster UI (webserver + daemon) for this project: models as assets, backfills, promote jobs."""
-    from mesh_dagster.dagster.ui import (
+    from mesh_dagster.dagster.ui.workspace import (
         check_instance_database,
         check_ui_free,
         dagster_dev_command,

@@ -43,16 +43,16 @@ from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.intervals import format_interval_range
 from mesh_dagster.dagster.compat import mark_partitions_failed, run_step_keys
-from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
-from mesh_dagster.dagster.held import held_evaluations
-from mesh_dagster.dagster.listener import DagsterLogListener
-from mesh_dagster.dagster.outcomes import RangedChecks, check_results, step_failure
-from mesh_dagster.dagster.partitions import partition_tags, to_ms
-from mesh_dagster.dagster.restamps import is_restamp, restamp_results
-from mesh_dagster.dagster.shown_text import shown_value
-from mesh_dagster.dagster.translator import MeshTranslator
-from mesh_dagster.dagster.unpartitioned import unpartitioned_runs
-from mesh_dagster.dagster.versions import BUILT_ON
+from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
+from mesh_dagster.dagster.mapping.listener import DagsterLogListener
+from mesh_dagster.dagster.mapping.outcomes import RangedChecks, check_results, step_failure
+from mesh_dagster.dagster.mapping.partitions import partition_tags, to_ms
+from mesh_dagster.dagster.mapping.shown_text import shown_value
+from mesh_dagster.dagster.mapping.translator import MeshTranslator
+from mesh_dagster.dagster.mapping.unpartitioned import unpartitioned_runs
+from mesh_dagster.dagster.restamp.restamps import is_restamp, restamp_results
+from mesh_dagster.dagster.restamp.verdicts import held_evaluations
+from mesh_dagster.dagster.restamp.versions import BUILT_ON
 
 RESOURCE_KEY = "mesh"
 SCHEDULED_TAG = "mesh/scheduled"  # runs launched by a cron schedule: they fill what is due
@@ -76,7 +76,7 @@ NO_RESULT = ("No result (\"Execution failed\") means this audit gave no verdict:
 def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinition | None = None
                 ) -> list[AssetCheckSpec]:
     """One check per audit, partitioned like the model. Partitioned checks are a preview in Dagster
-    1.13 (see outcomes.py for what a ranged run records): known and wanted, so that one warning,
+    1.13 (see dagster/mapping/outcomes.py for what a ranged run records): known and wanted, so that one warning,
     and only it, stays out of the code location's log."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec",
@@ -106,7 +106,7 @@ def model_asset(graph: ProjectGraph, asset: ModelAsset, partitions: dict,
 
     def _model(context: AssetExecutionContext) -> Iterator:
         mesh_context = getattr(context.resources, RESOURCE_KEY).get_context(graph.environment)
-        if is_restamp(context.run.tags):  # a re-stamp run (stamps.py): computes nothing
+        if is_restamp(context.run.tags):  # a re-stamp run (dagster/restamp/stamps.py): computes nothing
             yield from restamp_results(context, graph, partitions, mesh_context, asset)
             return
         statements = run_statements(context, graph, mesh_context)

@@ -27,13 +27,13 @@ fallback when it is gone.
   (the asset's record updated with the last one). `mesh ui` configures it (dagster.yaml
   `event_log_storage`); when the class is not there any more, that name is the stock storage
   (from the package `dagster._core.storage.event_log`).
-- `mesh ui`'s supervisor (ui_supervisor.py) opens the project's instance from its folder
+- `mesh ui`'s supervisor (dagster/ui/supervisor.py) opens the project's instance from its folder
   (`DagsterInstance.from_config`), lists the runs in progress (`get_runs`) and marks them canceling,
   then canceled (`report_run_canceling`, `report_run_canceled`): Dagster's own way to end a run
   whose process is gone. On a shared instance it keeps the runs launched in its own code servers:
   the hidden run tag `.dagster/grpc_info` names a run's code server (its socket, or host and port),
   and `dagster dev` starts each code server with `--socket PATH` on its command line.
-- `mesh ui`'s location of pushed environments (pushed_python.py) starts with a git worker's
+- `mesh ui`'s location of pushed environments (dagster/ui/pushed_python.py) starts with a git worker's
   environment through its workspace entry's documented `executable_path`, relying on how `dagster
   dev` uses it, which Dagster does not document: the entry's code server is started as
   `<executable_path> -m dagster code-server start ...`, which starts the server loading the code
@@ -47,7 +47,7 @@ fallback when it is gone.
   and `scope`.
 - `check_outputs`: the output each asset check of a multi-asset yields (the undocumented
   `AssetsDefinition.check_specs_by_output_name`).
-- `RELOAD_LOCATION`: the webserver's GraphQL mutation behind the UI's "Reload" (ui_watch.py), as
+- `RELOAD_LOCATION`: the webserver's GraphQL mutation behind the UI's "Reload" (dagster/ui/watch.py), as
   Dagster's own GraphQL client sends it.
 - `one_line_failures`: the run's failure (RUN_FAILURE) shows the error of its first failed step
   with that error's outer stack trace (Dagster's own frames: the UI hides them on the step's row,

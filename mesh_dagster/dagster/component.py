@@ -52,9 +52,9 @@ from mesh_dagster.dagster.compat import (
     translation_resolver,
 )
 from mesh_dagster.dagster.definitions import definitions
-from mesh_dagster.dagster.graph import ModelAsset
-from mesh_dagster.dagster.shown_text import shown_spec
-from mesh_dagster.dagster.translator import MeshTranslator
+from mesh_dagster.dagster.mapping.graph import ModelAsset
+from mesh_dagster.dagster.mapping.shown_text import shown_spec
+from mesh_dagster.dagster.mapping.translator import MeshTranslator
 from mesh_dagster.scaffold.init import init_project
 
 # What a `translation:` may not change, and why: the graph, runs and staleness depend on them.

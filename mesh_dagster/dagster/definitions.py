@@ -29,18 +29,18 @@ from mesh_dagster.core.config.spark_settings import setting_text
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.dagster.assets import model_asset
-from mesh_dagster.dagster.git_sensor import git_plan_job, git_sensor
-from mesh_dagster.dagster.graph import ProjectGraph, ServedVersion, build_graph
-from mesh_dagster.dagster.outcomes import RUN_EXECUTOR
-from mesh_dagster.dagster.partitions import partition_format
-from mesh_dagster.dagster.promotion import promote_job
+from mesh_dagster.dagster.jobs.git_sensor import git_plan_job, git_sensor
+from mesh_dagster.dagster.jobs.promotion import promote_job
+from mesh_dagster.dagster.jobs.restatement import restate_job
+from mesh_dagster.dagster.jobs.reviews import apply_plan_job, plan_job, plan_status_sensor
+from mesh_dagster.dagster.jobs.schedules import cron_schedules
+from mesh_dagster.dagster.mapping.graph import ProjectGraph, ServedVersion, build_graph
+from mesh_dagster.dagster.mapping.outcomes import RUN_EXECUTOR
+from mesh_dagster.dagster.mapping.partitions import partition_format
+from mesh_dagster.dagster.mapping.shown_text import ShownError
+from mesh_dagster.dagster.mapping.translator import MeshTranslator
 from mesh_dagster.dagster.resource import PYSPARK_SOURCE, MeshResource
-from mesh_dagster.dagster.restamps import stamp_sensor
-from mesh_dagster.dagster.restatement import restate_job
-from mesh_dagster.dagster.reviews import apply_plan_job, plan_job, plan_status_sensor
-from mesh_dagster.dagster.schedules import cron_schedules
-from mesh_dagster.dagster.shown_text import ShownError
-from mesh_dagster.dagster.translator import MeshTranslator
+from mesh_dagster.dagster.restamp.restamps import stamp_sensor
 
 if TYPE_CHECKING:
     from dagster_pyspark import PySparkResource  # imported by the user who passes one: it loads pyspark

@@ -8,7 +8,7 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.dagster import definitions
-from mesh_dagster.dagster.translator import tag_key
+from mesh_dagster.dagster.mapping.translator import tag_key
 
 FILES = {
     "models/a.sql": """

@@ -9,7 +9,7 @@ from dagster import AssetKey
 from mesh_dagster.core.models.kinds import KindName, ModelKind
 from mesh_dagster.core.models.model import Audit, AuditRef, Model
 from mesh_dagster.dagster.assets import check_specs
-from mesh_dagster.dagster.graph import audit_checks
+from mesh_dagster.dagster.mapping.graph import audit_checks
 
 
 def test_audit_description_reaches_the_asset_check() -> None:

@@ -13,7 +13,7 @@ from project_copies import EXAMPLE
 
 from mesh_dagster.context import Context
 from mesh_dagster.dagster import definitions
-from mesh_dagster.dagster.translator import MeshTranslator
+from mesh_dagster.dagster.mapping.translator import MeshTranslator
 
 SCHEMA = "sqlmesh_example"
 EXTRA = {

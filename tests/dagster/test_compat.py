@@ -59,7 +59,7 @@ def test_marking_is_a_no_op_where_dagster_plans_each_partition(tmp_path):
 
 
 def test_the_batching_sqlite_event_log_writes_a_ranged_run_as_dagster_reads_it(tmp_path, monkeypatch):
-    """mesh ui's embedded event log (dagster.yaml, dagster/ui.py): a ranged run's materializations
+    """mesh ui's embedded event log (dagster.yaml, dagster/ui/workspace.py): a ranged run's materializations
     written in batches, read back as Dagster's own storage would have them."""
     assert compat.batching_storage() is not None  # the installed Dagster has what it needs
     monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "2")

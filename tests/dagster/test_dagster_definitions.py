@@ -21,8 +21,8 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.dagster import ProjectLoadError, definitions
-from mesh_dagster.dagster.graph import ModelAsset
-from mesh_dagster.dagster.schedules import run_requests
+from mesh_dagster.dagster.jobs.schedules import run_requests
+from mesh_dagster.dagster.mapping.graph import ModelAsset
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL = dg.AssetKey(["sqlmesh_example", "full_model"])
@@ -93,7 +93,7 @@ def test_example_project_as_assets(example):
 
     # jobs, schedule (off), re-stamp sensor (on)
     assert defs.resolve_job_def("promote_prod") is not None
-    # re-stamping is a ranged run of the assets themselves (stamps.py), launched by the sensor: no job of its own
+    # re-stamping is a ranged run of the assets themselves (dagster/restamp/stamps.py), launched by the sensor: no job of its own
     assert "restamp_prod" not in {j.name for j in defs.jobs}
     (schedule,) = defs.schedules
     assert schedule.name == "run_prod_daily_schedule"

@@ -20,7 +20,7 @@ from dagster._core.instance.config import PoolGranularity
 from project_copies import edit
 from test_dagster_materialize import RANGE, Project, _drop, _new_project
 
-from mesh_dagster.dagster.ui import INSTANCE_CONFIG
+from mesh_dagster.dagster.ui.workspace import INSTANCE_CONFIG
 from mesh_dagster.execution.locking import environment_lock, lock_owner
 
 pytestmark = pytest.mark.spark

@@ -18,7 +18,7 @@ from project_builder import CONFIG, write_project
 
 from mesh_dagster.context import Context
 from mesh_dagster.dagster import ProjectLoadError, definitions
-from mesh_dagster.dagster.shown_text import shown_value
+from mesh_dagster.dagster.mapping.shown_text import shown_value
 from tests.state.test_git_plans import MODELS, WATCHER_CONFIG, Repo
 
 HIDDEN = "held \u202ebackwards\x1b[2K"  # reads "sdrawkcab" in a browser; ESC [2K erases a terminal's line

@@ -14,7 +14,7 @@ from project_builder import write_project
 
 from mesh_dagster.dagster import definitions
 from mesh_dagster.dagster.component import TranslatedMeshTranslator
-from mesh_dagster.dagster.translator import MeshTranslator
+from mesh_dagster.dagster.mapping.translator import MeshTranslator
 
 RLO = "\u202e"
 MODEL = f"""MODEL (

@@ -1,5 +1,5 @@
 """`mesh ui`'s location of pushed environments loads pushed code, and runs it, with a git worker's
-environment (dagster/pushed_python.py), never `mesh ui`'s own.
+environment (dagster/ui/pushed_python.py), never `mesh ui`'s own.
 
 Through a real `mesh ui` (webserver, daemon, code servers, a run on the project's shared Spark
 Connect server), a bare git repository and real git workers: a feature branch and a branch named

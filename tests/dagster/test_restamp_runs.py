@@ -1,7 +1,7 @@
 """How the re-stamp sensor cuts outstanding stamps into runs (no Spark, no Dagster run): one run per
 interval unit, set of models and contiguous range of partitions, and one for the models without
 partitions; the run's tags make it a re-stamp run of the model assets of one environment. No
-`dagster/backfill` tag: no backfill exists for it to link to (restamps.py)."""
+`dagster/backfill` tag: no backfill exists for it to link to (dagster/restamp/restamps.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from project_copies import recent_example
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.time.cron import IntervalUnit
-from mesh_dagster.dagster.graph import build_graph
-from mesh_dagster.dagster.restamps import RESTAMP_TAG, is_restamp, restamp_runs
-from mesh_dagster.dagster.stamps import Stamper
-from mesh_dagster.dagster.translator import MeshTranslator
+from mesh_dagster.dagster.mapping.graph import build_graph
+from mesh_dagster.dagster.mapping.translator import MeshTranslator
+from mesh_dagster.dagster.restamp.restamps import RESTAMP_TAG, is_restamp, restamp_runs
+from mesh_dagster.dagster.restamp.stamps import Stamper
 
 
 def _stamper(tmp_path: Path) -> Stamper:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from mesh_dagster.dagster.outcomes import RUN_EXECUTOR, ModelFailed
+from mesh_dagster.dagster.mapping.outcomes import RUN_EXECUTOR, ModelFailed
 
 LINE = "sqlmesh_example.incremental_model failed: boom"
 

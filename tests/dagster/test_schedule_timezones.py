@@ -74,8 +74,8 @@ def test_a_tick_leaves_the_incomplete_interval_of_allow_partials_to_mesh_run():
     from mesh_dagster.core.models.model import Model
     from mesh_dagster.core.time.cron import IntervalUnit
     from mesh_dagster.core.time.dates import to_ms
-    from mesh_dagster.dagster.graph import ModelAsset
-    from mesh_dagster.dagster.schedules import run_requests
+    from mesh_dagster.dagster.jobs.schedules import run_requests
+    from mesh_dagster.dagster.mapping.graph import ModelAsset
 
     model = Model(name="s.p", kind=ModelKind(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds"),
                   cron="0 6 * * *", allow_partials=True)

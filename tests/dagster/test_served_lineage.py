@@ -16,7 +16,7 @@ from project_copies import EXAMPLE
 
 from mesh_dagster.context import Context
 from mesh_dagster.dagster import definitions
-from mesh_dagster.dagster.graph import ServedVersion, build_graph
+from mesh_dagster.dagster.mapping.graph import ServedVersion, build_graph
 
 FULL, INC = "sqlmesh_example.full_model", "sqlmesh_example.incremental_model"
 # Version B: a column read from another parent (the seed), through a join.

@@ -1,4 +1,4 @@
-"""MeshTranslator (dagster/translator.py): every model-to-Dagster decision is one method, and a
+"""MeshTranslator (dagster/mapping/translator.py): every model-to-Dagster decision is one method, and a
 Python subclass or a component's `translation:` in YAML changes the specs, the dependencies, the
 schedules' selections and the partitions consistently. No Spark: loading plans against the state
 store only."""
@@ -16,7 +16,7 @@ from project_builder import write_project
 from mesh_dagster.context import Context
 from mesh_dagster.dagster import ProjectLoadError, definitions
 from mesh_dagster.dagster.component import MeshProjectComponent
-from mesh_dagster.dagster.translator import MeshTranslator
+from mesh_dagster.dagster.mapping.translator import MeshTranslator
 
 FILES = {
     "external_models.yaml": "- name: raw.events\n  columns:\n    id: int\n    ds: date\n",

@@ -20,7 +20,7 @@ from project_copies import recent_example
 from test_dagster_webserver import RUN, Dagster, _free_port
 
 from mesh_dagster.core.project.config_file import load_config
-from mesh_dagster.dagster.ui_supervisor import CANCEL_MESSAGE
+from mesh_dagster.dagster.ui.supervisor import CANCEL_MESSAGE
 from mesh_dagster.engine.connect_server import server_status, start_server, stop_server
 from tests.listening_sockets import session_members
 

@@ -1,4 +1,4 @@
-"""`mesh ui` keeps its code locations in step with the state store (dagster/ui_watch.py), without
+"""`mesh ui` keeps its code locations in step with the state store (dagster/ui/watch.py), without
 Spark: the workspace it writes, and the reloads it asks a webserver for — here a stand-in HTTP
 server that records the GraphQL mutations it receives — when what an environment serves changes."""
 
@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from project_builder import record_plan, write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.dagster.ui import workspace_environments, write_workspace
-from mesh_dagster.dagster.ui_watch import WorkspaceWatch
+from mesh_dagster.dagster.ui.watch import WorkspaceWatch
+from mesh_dagster.dagster.ui.workspace import workspace_environments, write_workspace
 
 MODELS = {"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 1 AS id\n"}
 GIT = "protected_environments:\n  prod: {}\ngit:\n  repo: ../warehouse.git\n"

@@ -15,7 +15,7 @@ from bad_input.harness import mesh
 from project_builder import CONFIG, write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.dagster.reviews import data_diff_metadata
+from mesh_dagster.dagster.jobs.reviews import data_diff_metadata
 from tests.bad_input.test_secrets import Hook
 
 WHEN = "2020-01-03"

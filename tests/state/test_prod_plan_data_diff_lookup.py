@@ -17,7 +17,7 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.plan.data_diff import DataDiff
 from mesh_dagster.core.plan.review import PlanEvent, PlanRecord, PlanStatus, PlanSummary
 from mesh_dagster.core.time.dates import to_ms
-from mesh_dagster.dagster.reviews import data_diff_metadata
+from mesh_dagster.dagster.jobs.reviews import data_diff_metadata
 from tests.execution.fake_engine import FakeEngine
 from tests.state.test_plan_reviews import PROTECTED
 

@@ -950,7 +950,7 @@ def dagster_probe(key: str) -> Callable[[Path], None]:
     def probe(tmp_path: Path) -> None:
         import yaml
 
-        from mesh_dagster.dagster.ui import dagster_env, instance_config
+        from mesh_dagster.dagster.ui.workspace import dagster_env, instance_config
 
         text = ("dagster:\n  storage:\n    type: postgres\n    host: db\n    port: 6543\n    database: dg\n"
                 "    user: u\n    password_env: PW\n    event_batch_size: 50\n")

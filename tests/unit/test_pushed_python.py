@@ -1,4 +1,4 @@
-"""The Python `mesh ui` starts its location of pushed environments with (dagster/pushed_python.py):
+"""The Python `mesh ui` starts its location of pushed environments with (dagster/ui/pushed_python.py):
 the workspace names it as that location's `executable_path` only, it holds names and never a value,
 and, run, it starts this Python with a git worker's environment — the same one
 `worker_environment` gives a git worker — plus what a code location needs (its Dagster instance,
@@ -18,8 +18,8 @@ import yaml
 from project_builder import write_project
 
 from mesh_dagster.core.config.config import DagsterStorageConfig
-from mesh_dagster.dagster.pushed_python import LOCATION_ENV
-from mesh_dagster.dagster.ui import write_workspace
+from mesh_dagster.dagster.ui.pushed_python import LOCATION_ENV
+from mesh_dagster.dagster.ui.workspace import write_workspace
 from mesh_dagster.execution.plans.git_worker import STAND_IN_URL, worker_environment
 
 HOOK = "https://hook:s3cret-hook-password@hooks.example.com/services/T000"

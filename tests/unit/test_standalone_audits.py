@@ -207,7 +207,7 @@ def test_an_interval_unit_longer_than_the_cron_is_refused_at_its_line(tmp_path) 
 def test_a_plan_record_observes_no_asset_for_a_standalone_audit(tmp_path) -> None:
     """Dagster's plan status sensor observes the assets a plan touches: a standalone audit has none."""
     from mesh_dagster.core.plan.review import PlanRecord, summarize
-    from mesh_dagster.dagster.reviews import observations
+    from mesh_dagster.dagster.jobs.reviews import observations
 
     ctx = Context(_project(tmp_path))
     try:

@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mesh_dagster.dagster.ui import UiAlreadyRunning, check_ui_free, dagster_dev_command, only_ui
-from mesh_dagster.dagster.ui_supervisor import GRACE_S, KILL_WAIT_S, _children, _send, _session_members
+from mesh_dagster.dagster.ui.supervisor import GRACE_S, KILL_WAIT_S, _children, _send, _session_members
+from mesh_dagster.dagster.ui.workspace import UiAlreadyRunning, check_ui_free, dagster_dev_command, only_ui
 from tests.listening_sockets import session_members
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find processes")
@@ -41,7 +41,7 @@ STAND_IN = textwrap.dedent("""
 SUPERVISE = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from mesh_dagster.dagster.ui_supervisor import Supervisor
+    from mesh_dagster.dagster.ui.supervisor import Supervisor
     sys.exit(Supervisor([sys.executable, "-c", sys.argv[1]], None, Path(sys.argv[2])).run())
 """)
 
@@ -108,7 +108,7 @@ def test_a_second_mesh_ui_for_the_project_is_refused(tmp_path):
 HOLD_UI = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from mesh_dagster.dagster.ui import only_ui
+    from mesh_dagster.dagster.ui.workspace import only_ui
     with only_ui(Path(sys.argv[1])):
         print("HOLDING", flush=True)
         time.sleep(600)

@@ -213,7 +213,7 @@ EnvName = Annotated[str, AfterValidator(_check_env_name)]  # the name of an envi
 
 
 class GitWatchConfig(Strict):
-    """A git repository whose pushes become plans (the Dagster git sensor, dagster/git_sensor.py)."""
+    """A git repository whose pushes become plans (the Dagster git sensor, dagster/jobs/git_sensor.py)."""
 
     repo: str  # a local repository or a bare one people push to, relative to the project
     branches: list[str] = Field(default_factory=lambda: ["*"])  # fnmatch patterns of branches to watch
@@ -233,7 +233,7 @@ class GitWatchConfig(Strict):
         return path if path.is_absolute() else (project_dir / path).resolve()
 
 
-# -- the Dagster instance `mesh ui` runs on (dagster/ui.py writes its dagster.yaml) -------------
+# -- the Dagster instance `mesh ui` runs on (dagster/ui/workspace.py writes its dagster.yaml) -------------
 
 
 class DagsterStorageConfig(Strict):

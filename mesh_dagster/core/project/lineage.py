@@ -10,7 +10,7 @@ Seeds and external tables have no upstream.
 A column missing from the result is one whose upstream is not known; an empty tuple, a column
 known to read nothing (a literal, a seed's column). None: nothing is known about the model.
 Computed on demand and kept for the project's life (building Dagster's definitions caches it on
-disk by snapshot, dagster/graph.py); a snapshot keeps its model's when it is stored
+disk by snapshot, dagster/mapping/graph.py); a snapshot keeps its model's when it is stored
 (core/snapshots/capture.py), which an environment serving that version shows.
 """
 

@@ -82,7 +82,7 @@ class WorkerVariables(NamedTuple):
     """The names a git worker's environment is made of: those it gets with this process's values
     (`passed`, those this process has), and those that read as `STAND_IN_URL` (`withheld`). Names
     only: `mesh ui` writes them into the script that starts its location of pushed environments
-    (dagster/pushed_python.py), which must hold no value."""
+    (dagster/ui/pushed_python.py), which must hold no value."""
 
     passed: frozenset[str]
     withheld: frozenset[str]

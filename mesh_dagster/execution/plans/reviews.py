@@ -137,7 +137,7 @@ class Reviews:
         return promote_environment(parts.project, parts.state, lambda: parts.engine, environment, listener,
                                    track=track)
 
-    # -- git-driven plans (dagster/git_sensor.py) -------------------------------------------
+    # -- git-driven plans (dagster/jobs/git_sensor.py) -------------------------------------------
     def git_heads(self) -> dict[str, str]:
         """{branch: sha} of the watched repository's branches that `git.branches` selects."""
         watch = self._git_watch()

@@ -20,8 +20,8 @@ from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.time.dates import ms_to_datetime
 from mesh_dagster.core.time.intervals import format_interval_range
 from mesh_dagster.dagster.compat import latest_materialization_targets
-from mesh_dagster.dagster.graph import AuditCheck, ModelAsset
-from mesh_dagster.dagster.partitions import partition_window
+from mesh_dagster.dagster.mapping.graph import AuditCheck, ModelAsset
+from mesh_dagster.dagster.mapping.partitions import partition_window
 
 
 def held_evaluations(mesh_context: Context, instance: DagsterInstance, asset: ModelAsset,

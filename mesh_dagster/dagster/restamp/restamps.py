@@ -4,7 +4,7 @@ A re-stamp run is a run of the model assets tagged `mesh/restamp=true`: its step
 nothing; each yields the model's unchanged data version over the run's range (or, for a model
 without partitions, once), so Dagster writes the materializations with the current code version
 and input provenance itself, and then the verdicts that hold on that data as its checks' results
-(held.py), so a re-stamp never erases an audit's verdict.
+(verdicts.py), so a re-stamp never erases an audit's verdict.
 
 They are bookkeeping, not work: they select no checks (nothing is planned that could show as
 skipped), and are tagged so (`mesh/restamp=true`, `mesh/environment=<env>`); the Runs page shows
@@ -50,12 +50,12 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
-from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
-from mesh_dagster.dagster.held import held_evaluations
-from mesh_dagster.dagster.outcomes import JobFailed
-from mesh_dagster.dagster.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from mesh_dagster.dagster.stamps import Stamper
-from mesh_dagster.dagster.versions import BUILT_ON
+from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
+from mesh_dagster.dagster.mapping.outcomes import JobFailed
+from mesh_dagster.dagster.mapping.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from mesh_dagster.dagster.restamp.stamps import Stamper
+from mesh_dagster.dagster.restamp.verdicts import held_evaluations
+from mesh_dagster.dagster.restamp.versions import BUILT_ON
 
 RESTAMP_TAG = "mesh/restamp"  # run tag: the run re-stamps the selected models over its range, computing nothing
 ENVIRONMENT_TAG = "mesh/environment"  # the environment whose assets a run writes (as the promote and plan jobs say)

@@ -1,7 +1,7 @@
 """The Python of `mesh ui`'s location of pushed environments: it starts with a git worker's environment.
 
 The location `<project>_pushed` shows each environment a git push created from the files of the
-commit it serves (ui_watch.py), so loading it runs pushed code (`macros/*.py`, Python models), and
+commit it serves (watch.py), so loading it runs pushed code (`macros/*.py`, Python models), and
 so do the runs launched from it. Like a git worker (execution/plans/git_worker.py), they must not hold
 what `mesh ui` was started with: notification credentials, other gateways' settings, every other
 variable of whoever started it.

@@ -33,10 +33,10 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.config.display import printable, printable_line
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.review import markdown_block
-from mesh_dagster.dagster.listener import DagsterLogListener
-from mesh_dagster.dagster.outcomes import JobFailed
-from mesh_dagster.dagster.reviews import data_diff_metadata
-from mesh_dagster.dagster.shown_text import shown_metadata
+from mesh_dagster.dagster.jobs.reviews import data_diff_metadata
+from mesh_dagster.dagster.mapping.listener import DagsterLogListener
+from mesh_dagster.dagster.mapping.outcomes import JobFailed
+from mesh_dagster.dagster.mapping.shown_text import shown_metadata
 
 GIT_PLAN_JOB = "git_plan"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mesh_dagster.context import ApplyListener, Context, ModelMaterialization
-from mesh_dagster.dagster.graph import ModelAsset
+from mesh_dagster.dagster.mapping.graph import ModelAsset
 
 
 def unpartitioned_runs(mesh_context: Context, asset: ModelAsset, environment: str, listener: ApplyListener,

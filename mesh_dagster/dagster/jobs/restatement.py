@@ -10,9 +10,9 @@ from dagster import AssetMaterialization, Field, JobDefinition, OpExecutionConte
 
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.dagster.listener import DagsterLogListener
-from mesh_dagster.dagster.outcomes import JobFailed
-from mesh_dagster.dagster.reviews import lint_gate
+from mesh_dagster.dagster.jobs.reviews import lint_gate
+from mesh_dagster.dagster.mapping.listener import DagsterLogListener
+from mesh_dagster.dagster.mapping.outcomes import JobFailed
 
 
 def restate_job(environment: str) -> JobDefinition:

@@ -29,8 +29,8 @@ from mesh_dagster.core.time.cron import ALIASES, IntervalUnit, interval_unit, va
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.core.time.intervals import Interval, merge_intervals
 from mesh_dagster.dagster.assets import SCHEDULED_TAG
-from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
-from mesh_dagster.dagster.partitions import range_tags, to_ms
+from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
+from mesh_dagster.dagster.mapping.partitions import range_tags, to_ms
 
 
 def cron_slug(cron: str) -> str:

@@ -4,7 +4,7 @@
 code servers and the run workers they spawned (each with `tail` and orphan-watcher helpers) live
 on: a run busy in Spark kept all of them alive for minutes, and a SIGTERM sent to `dagster dev`
 afterwards reached nobody. So `mesh ui` runs this module (`python -m
-mesh_dagster.dagster.ui_supervisor WORKSPACE HOST PORT`), which:
+mesh_dagster.dagster.ui.supervisor WORKSPACE HOST PORT`), which:
 
 1. starts `dagster dev` in a session of its own. Every process Dagster starts, at any depth, keeps
    that session id (none starts a new session), even once its parent died and it was re-parented,
@@ -47,13 +47,13 @@ from mesh_dagster.dagster.compat import (
     run_code_server,
     runs_with_status,
 )
-from mesh_dagster.dagster.ui import (
+from mesh_dagster.dagster.ui.watch import WorkspaceWatch, wait_stopped
+from mesh_dagster.dagster.ui.workspace import (
     UiAlreadyRunning,
     dagster_dev_args,
     dagster_env,
     only_ui,
 )
-from mesh_dagster.dagster.ui_watch import WorkspaceWatch, wait_stopped
 
 GRACE_S = 5.0  # for `dagster dev` to stop its services and for runs to end as canceled
 KILL_WAIT_S = 3.0  # for the kernel to take down what was SIGKILLed

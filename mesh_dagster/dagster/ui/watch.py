@@ -28,7 +28,7 @@ from mesh_dagster.context import FROM_COMMIT, Context
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.dagster.compat import RELOAD_LOCATION
 from mesh_dagster.dagster.definitions import definitions
-from mesh_dagster.dagster.ui import location_name, workspace_environments
+from mesh_dagster.dagster.ui.workspace import location_name, workspace_environments
 
 INTERVAL_S = 5.0
 

@@ -25,7 +25,7 @@ from mesh_dagster.core.config.config import DagsterStorageConfig
 from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.dagster.compat import EVENT_BATCH_SIZE_ENV, PLANNED_EVENTS_PER_RUN
-from mesh_dagster.dagster.pushed_python import location_variables, write_python
+from mesh_dagster.dagster.ui.pushed_python import location_variables, write_python
 
 LOCATIONS_FILE = "locations.py"
 LOCK_FILE = "ui.lock"
@@ -152,7 +152,7 @@ def write_workspace(project_dir: str | Path, environments: list[str],
     (home / LOCATIONS_FILE).write_text(
         '"""Written by `mesh ui`: one Dagster code location per environment."""\n\n'
         "from mesh_dagster.dagster import definitions\n"
-        + ("from mesh_dagster.dagster.ui_watch import pushed_definitions\n" if config is not None else "")
+        + ("from mesh_dagster.dagster.ui.watch import pushed_definitions\n" if config is not None else "")
         + f"\nPROJECT = {str(project)!r}\n\n\n{functions}"
     )
     entries = "".join(_entry(f"env_{env}", location_name(project, env), project) for env in envs)
@@ -210,7 +210,7 @@ def workspace_environments(workspace: Path) -> list[str]:
 def dagster_dev_command(workspace: Path, host: str, port: int) -> list[str]:
     """What `mesh ui` runs: `dagster dev` under our supervisor, which makes Ctrl-C and SIGTERM stop
     every process Dagster starts, runs included (see `ui_supervisor`)."""
-    return [sys.executable, "-m", "mesh_dagster.dagster.ui_supervisor", str(workspace), host, str(port)]
+    return [sys.executable, "-m", "mesh_dagster.dagster.ui.supervisor", str(workspace), host, str(port)]
 
 
 def dagster_dev_args(workspace: Path, host: str, port: int) -> list[str]:

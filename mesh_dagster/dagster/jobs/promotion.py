@@ -12,9 +12,9 @@ from dagster import JobDefinition, OpExecutionContext, job, op
 
 from mesh_dagster.context import PromotionRefused
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.dagster.listener import DagsterLogListener
-from mesh_dagster.dagster.outcomes import JobFailed
-from mesh_dagster.dagster.reviews import lint_gate
+from mesh_dagster.dagster.jobs.reviews import lint_gate
+from mesh_dagster.dagster.mapping.listener import DagsterLogListener
+from mesh_dagster.dagster.mapping.outcomes import JobFailed
 
 
 def promote_job(environment: str) -> JobDefinition:

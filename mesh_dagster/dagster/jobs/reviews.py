@@ -39,10 +39,10 @@ from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.review import PlanRecord
-from mesh_dagster.dagster.listener import DagsterLogListener
-from mesh_dagster.dagster.outcomes import JobFailed
-from mesh_dagster.dagster.plan_pages import mark_plan_run, post_data_diffs
-from mesh_dagster.dagster.shown_text import shown_metadata
+from mesh_dagster.dagster.jobs.plan_pages import mark_plan_run, post_data_diffs
+from mesh_dagster.dagster.mapping.listener import DagsterLogListener
+from mesh_dagster.dagster.mapping.outcomes import JobFailed
+from mesh_dagster.dagster.mapping.shown_text import shown_metadata
 
 # Both jobs work from this project's files (a plan records what is to be reviewed; a recorded plan
 # made from a pushed commit is rebuilt from that commit's files), never a deployed commit's copy.

@@ -45,9 +45,9 @@ from dagster import (
 from mesh_dagster.context import ModelMaterialization
 from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.dagster.compat import check_outputs, latest_materialization_targets, one_line_failures
-from mesh_dagster.dagster.graph import ModelAsset
-from mesh_dagster.dagster.partitions import to_ms
-from mesh_dagster.dagster.shown_text import ShownError
+from mesh_dagster.dagster.mapping.graph import ModelAsset
+from mesh_dagster.dagster.mapping.partitions import to_ms
+from mesh_dagster.dagster.mapping.shown_text import ShownError
 
 
 class StepFailed(ShownError):

@@ -42,10 +42,10 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.intervals import Interval, intervals_cover
-from mesh_dagster.dagster.graph import ModelAsset, ProjectGraph
-from mesh_dagster.dagster.held import held_evaluations
-from mesh_dagster.dagster.partitions import keys_in, partition_window, to_ms
-from mesh_dagster.dagster.versions import (
+from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
+from mesh_dagster.dagster.mapping.partitions import keys_in, partition_window, to_ms
+from mesh_dagster.dagster.restamp.verdicts import held_evaluations
+from mesh_dagster.dagster.restamp.versions import (
     BUILT_ON,
     CODE_VERSION_TAG,
     DATA_VERSION_IS_USER_PROVIDED_TAG,
@@ -191,7 +191,7 @@ class Stamper:
         in Dagster, that version's identifier and data version; where the served version holds no
         data, only its code version, claiming no data. Either way the partition reads stale, the
         model's current code version being another, until the environment serves it. After them,
-        the audit verdicts that hold on the served data, as its checks' results (held.py)."""
+        the audit verdicts that hold on the served data, as its checks' results (verdicts.py)."""
         out: list[AssetMaterialization | AssetCheckEvaluation] = []
         checks: list[AssetCheckEvaluation] = []
         for name, keys in found.items():

@@ -32,9 +32,9 @@ from mesh_dagster.core.config.display import has_hidden, markdown_fence
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import ms_to_datetime
-from mesh_dagster.dagster.model_asset import ADDED, UNCHANGED, ModelAsset
-from mesh_dagster.dagster.partitions import partition_format
-from mesh_dagster.dagster.shown_text import shown_spec
+from mesh_dagster.dagster.mapping.model_asset import ADDED, UNCHANGED, ModelAsset
+from mesh_dagster.dagster.mapping.partitions import partition_format
+from mesh_dagster.dagster.mapping.shown_text import shown_spec
 
 TAG_KEY_LIMIT = 63
 _NOT_IN_TAG_KEYS = re.compile(r"[^A-Za-z0-9_.-]")

@@ -26,8 +26,8 @@ from mesh_dagster.core.project.audits import is_blocking
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import now_ms, to_end_ms
-from mesh_dagster.dagster.model_asset import ADDED, UNCHANGED, AuditCheck, ModelAsset
-from mesh_dagster.dagster.translator import MeshTranslator
+from mesh_dagster.dagster.mapping.model_asset import ADDED, UNCHANGED, AuditCheck, ModelAsset
+from mesh_dagster.dagster.mapping.translator import MeshTranslator
 
 __all__ = ["ADDED", "UNCHANGED", "AuditCheck", "ModelAsset", "ProjectGraph", "ServedVersion", "audit_checks",
            "build_graph"]
@@ -47,7 +47,7 @@ class ServedVersion:
 class ProjectGraph:
     environment: str
     assets: dict[str, ModelAsset]  # by model name, parents first
-    watches_git: bool = False  # config.yaml has a `git:` section (dagster/git_sensor.py)
+    watches_git: bool = False  # config.yaml has a `git:` section (dagster/jobs/git_sensor.py)
 
     @property
     def materializable(self) -> list[ModelAsset]:

@@ -14,7 +14,7 @@ thousands of assets copies nothing.
 What runs show is escaped where it is said: an error a step or a code location ends with quotes the
 project (a failing query's message, a signal's arguments, a linter rule's finding) and is a
 `ShownError`; the metadata of events (`shown_metadata`) and the lines of the run's log and of a
-tick's skip reason go through `printable` as they are written (listener.py, reviews.py, ...).
+tick's skip reason go through `printable` as they are written (listener.py, dagster/jobs/reviews.py, ...).
 """
 
 from __future__ import annotations
