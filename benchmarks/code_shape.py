@@ -2,14 +2,15 @@
 
     python benchmarks/code_shape.py [--root mesh_dagster] [--list]
 
-Prints: modules per folder, files over 600 lines, functions over 60 lines, classes over 30
-methods, function-level imports (an import statement inside a function body), `isinstance(...,
-...Kind)` sites outside the kind modules, comparisons with a kind's name outside the kind modules
-(`kind == "SEED"`, `name in (KindName.FULL, ...)`: kind behaviour belongs on the kind), forwarders
-(a method whose body is one call of another object's method with the method's own arguments, e.g.
-`def intervals(self, key): return self._intervals.intervals(key)`), and import cycles between
-modules (module-level imports only: the function-level ones are counted above instead). `--list`
-names each offender.
+Prints: modules per folder, files over 600 lines, functions over 60 lines, classes split into a
+chain of base classes (a package class whose only use is as the base of one other class: methods
+grouped by inheritance instead of parts composed), function-level imports (an import statement
+inside a function body), `isinstance(..., ...Kind)` sites outside the kind modules, comparisons
+with a kind's name outside the kind modules (`kind == "SEED"`, `name in (KindName.FULL, ...)`: kind
+behaviour belongs on the kind), forwarders (a method whose body is one call of another object's
+method with the method's own arguments, e.g. `def intervals(self, key): return
+self._intervals.intervals(key)`), and import cycles between modules (module-level imports only: the
+function-level ones are counted above instead). `--list` names each offender.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-FILE_LIMIT, FUNCTION_LIMIT, METHOD_LIMIT = 600, 60, 30
+FILE_LIMIT, FUNCTION_LIMIT = 600, 60
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -149,6 +150,26 @@ def _forwarders(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDe
     return found
 
 
+def _grouping_bases(trees: dict[Path, ast.Module]) -> list[str]:
+    """Package classes used only as the base of exactly one other class (`class _Parts` under
+    `class _Plans(_Parts)` under `class Context(_Plans)`)."""
+    classes = {cls.name: (path, cls) for path, tree in trees.items() for cls in ast.walk(tree)
+               if isinstance(cls, ast.ClassDef)}
+    subclasses: Counter[str] = Counter()
+    as_base: set[int] = set()
+    for _, cls in classes.values():
+        for base in cls.bases:
+            name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else None
+            if name in classes:
+                subclasses[name] += 1
+                as_base.add(id(base))
+    used: Counter[str] = Counter(
+        node.id if isinstance(node, ast.Name) else node.attr for tree in trees.values() for node in ast.walk(tree)
+        if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in as_base)
+    return [f"{path}:{cls.lineno} {name}" for name, (path, cls) in sorted(classes.items())
+            if subclasses[name] == 1 and not used[name]]
+
+
 def measure(root: Path) -> dict[str, list[str]]:
     files = sorted(root.rglob("*.py"))
     modules = {module_name(f, root): f for f in files}
@@ -170,9 +191,6 @@ def measure(root: Path) -> dict[str, list[str]]:
                 if isinstance(node, (ast.Import, ast.ImportFrom)) and node is not fn:
                     report["function-level imports"].append(f"{path}:{node.lineno}")
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-            methods = [n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            if len(methods) > METHOD_LIMIT:
-                report["classes over 30 methods"].append(f"{path}:{cls.lineno} {cls.name} ({len(methods)})")
             report["forwarders"] += [f"{path}:{fn.lineno} {cls.name}.{fn.name}" for fn in _forwarders(cls)]
         if "kinds" not in path.stem:
             for node in ast.walk(tree):
@@ -184,6 +202,7 @@ def measure(root: Path) -> dict[str, list[str]]:
         for graph, anywhere in ((module_level, False), (with_functions, True)):
             imported = _module_imports(tree, name, path.name == "__init__.py", set(modules), anywhere)
             graph[name] = {m for m in imported if m in modules and m != name}
+    report["classes split into base classes"] = _grouping_bases({path: ast.parse(path.read_text()) for path in files})
     report["import cycles"] = [" <-> ".join(c) for c in _cycles(module_level)]
     report["import cycles hidden by function-level imports"] = [" <-> ".join(c) for c in _cycles(with_functions)]
     folders = Counter(str(f.parent.relative_to(root.parent)) for f in files if f.name != "__init__.py")
@@ -197,7 +216,8 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="name every offender")
     args = parser.parse_args()
     report = measure(Path(args.root))
-    for title in ("modules per folder", "files over 600 lines", "functions over 60 lines", "classes over 30 methods",
+    for title in ("modules per folder", "files over 600 lines", "functions over 60 lines",
+                  "classes split into base classes",
                   "function-level imports", "isinstance-on-kind sites outside kinds",
                   "kind-name comparisons outside kinds", "forwarders", "import cycles",
                   "import cycles hidden by function-level imports"):
@@ -208,7 +228,7 @@ def main() -> None:
                 print(f"  {item}")
             continue
         print(f"{title}: {len(items)}")
-        if args.list or title.startswith(("files", "classes", "import cycles")):
+        if args.list or title.startswith(("files", "functions", "classes", "import cycles")):
             for item in items:
                 print(f"  {item}")
 
