@@ -446,7 +446,7 @@ class Context(_Plans):
 
     # -- looking at data (execution/inspection.py) ------------------------------------------
     def fetchdf(self, sql: str):
-        return self.engine.fetchdf(sql)
+        return self.engine.session.fetchdf(sql)
 
     def model_name(self, name: str) -> str:
         """Accept `schema.model`, or a view name of any environment (`schema__dev.model`)."""
