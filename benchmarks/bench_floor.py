@@ -52,7 +52,7 @@ Choices, each a judgement:
 default. The server is started first (`mesh spark start`; every `mesh` process of the project is
 then its client), warmed with the floor's throwaway statements through a client, and stopped at the
 end, also on failure (benchmarks/warm_server.py). The first apply and the daily run are traced as
-above: the trace is written by the engine's client side (`SparkStatements._errors`, for classic and
+above: the trace is written by the engine's client side (`SparkStatements.errors`, for classic and
 Connect sessions alike), so a Connect call's time includes its gRPC round trip; outside Spark is
 then Python and the client's start, no JVM. The floor is replayed twice: as above (one warm
 embedded session), and through one client of a warm Connect server of its own (`mesh spark start`

@@ -31,7 +31,7 @@ def tests(context: Context) -> dict[str, Any]:
 
 
 def select_all(context: Context, table: str) -> dict[str, Any]:
-    frame = context.engine.spark.sql(f"SELECT * FROM {table}")
+    frame = context.engine.session.spark.sql(f"SELECT * FROM {table}")
     return table_dump(frame.columns, [tuple(row) for row in frame.collect()])
 
 

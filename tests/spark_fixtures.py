@@ -49,7 +49,7 @@ def unique_schema(engine: SparkEngine) -> Iterator[str]:
     """A schema name no other test uses; dropped (with its tables) afterwards."""
     name = f"t_{uuid.uuid4().hex[:10]}"
     yield name
-    engine.drop_schema(name, cascade=True)
+    engine.catalog.drop_schema(name, cascade=True)
 
 
 @pytest.fixture
@@ -59,5 +59,5 @@ def project_schema(engine: SparkEngine) -> Iterator[str]:
     `<name>_raw`...) is dropped with its tables."""
     name = f"p_{uuid.uuid4().hex[:10]}"
     yield name
-    for (schema,) in engine.fetchall(f"SHOW SCHEMAS LIKE '*{name}*'"):
-        engine.drop_schema(schema, cascade=True)
+    for (schema,) in engine.session.fetchall(f"SHOW SCHEMAS LIKE '*{name}*'"):
+        engine.catalog.drop_schema(schema, cascade=True)

@@ -286,7 +286,7 @@ def fetchdf(ctx, sql) -> None:
     """Run SQL on Spark and print the result."""
     import pandas as pd
 
-    df = project_context(ctx).engine.fetchdf(sql)
+    df = project_context(ctx).engine.session.fetchdf(sql)
     with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
         click.echo(df.to_string() if not df.empty else f"Empty result. Columns: {', '.join(df.columns)}")
 

@@ -223,7 +223,7 @@ def _table_schema(context: AssetExecutionContext, asset: ModelAsset, run: ModelM
     if run.outcome != Outcome.EVALUATED or not asset.columns or all(asset.columns.values()) or not asset.table:
         return {}
     try:
-        types = getattr(context.resources, RESOURCE_KEY).get_context(asset.environment).engine.columns(
+        types = getattr(context.resources, RESOURCE_KEY).get_context(asset.environment).engine.catalog.columns(
             run.snapshot.table_name)
     except MeshError as e:  # the asset keeps the types its query declared; the log says why
         context.log.warning(printable(

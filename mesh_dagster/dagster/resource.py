@@ -56,7 +56,7 @@ class MeshResource(ConfigurableResource):
     def spark(self):
         """The SparkSession of this run's Context (started on first use): the one Python models get as
         `context.spark`, with the PySparkResource's settings."""
-        return self.get_context().engine.spark
+        return self.get_context().engine.session.spark
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         for mesh_context in self._contexts.values():

@@ -1,5 +1,8 @@
 """The catalog part of the Spark engine: schemas, tables and views, and what they hold (DDL, describe).
 
+It is given the engine's session (statements.py) and speaks to Spark only through it, so every
+call is mapped to `EngineError` and traced the same way.
+
 Names are `schema.table` strings made of `[A-Za-z0-9_]`, validated and backtick-quoted before they
 reach SQL. Everything goes through `spark.sql`, the DataFrame API and the `spark.catalog` calls
 both session kinds implement, so it works on classic and Spark Connect sessions alike.
@@ -13,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import unquote
 
-from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from mesh_dagster.core.config.names import IDENTIFIER
@@ -61,11 +63,12 @@ def _struct_field_name(name: str) -> str:
 _NOT_PARTITIONED = "INVALID_PARTITION_OPERATION.PARTITION_SCHEMA_IS_EMPTY"  # SHOW PARTITIONS' answer
 
 
-class SparkCatalog(SparkStatements):
-    """Schemas, tables and views of one session's catalog: creating, describing and dropping them."""
+class SparkCatalog:
+    """The engine's catalog part: schemas, tables and views of its session's catalog, created,
+    described and dropped through that session (which it is given)."""
 
-    def __init__(self, spark: SparkSession):
-        super().__init__(spark)
+    def __init__(self, session: SparkStatements):
+        self.session = session
         # Schemas known to exist: a metastore round trip each otherwise, several per model. Another
         # process may drop one (the janitor drops empty environment schemas): `_in_schema` then
         # recreates it and retries, so a stale entry costs one failed statement, never a failure.
@@ -79,12 +82,12 @@ class SparkCatalog(SparkStatements):
         if name.lower() in self._schemas:
             return
         if not self.schema_exists(name):
-            self.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_schema(name)}")
+            self.session.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_schema(name)}")
         self._schemas.add(name.lower())
 
     def drop_schema(self, name: str, cascade: bool = True) -> None:
         self._schemas.discard(name.lower())
-        self.execute(f"DROP SCHEMA IF EXISTS {quote_schema(name)}{' CASCADE' if cascade else ''}")
+        self.session.execute(f"DROP SCHEMA IF EXISTS {quote_schema(name)}{' CASCADE' if cascade else ''}")
 
     def _in_schema(self, name: str, ddl: str, context: str) -> None:
         """Run DDL creating `name` after making sure its schema exists; when the schema was only
@@ -93,28 +96,28 @@ class SparkCatalog(SparkStatements):
         if schema:
             self.create_schema(schema)
         try:
-            with self._errors(context, ddl):
-                self.spark.sql(ddl)
+            with self.session.errors(context, ddl):
+                self.session.spark.sql(ddl)
         except SparkSQLError as e:
             if not schema or e.condition != "SCHEMA_NOT_FOUND":
                 raise
             self._schemas.discard(schema.lower())
             self.create_schema(schema)
-            with self._errors(context, ddl):
-                self.spark.sql(ddl)
+            with self.session.errors(context, ddl):
+                self.session.spark.sql(ddl)
 
     def schema_exists(self, name: str) -> bool:
         quote_schema(name)
-        with self._errors(f"Cannot look up schema {name}"):
-            return bool(self.spark.catalog.databaseExists(name))
+        with self.session.errors(f"Cannot look up schema {name}"):
+            return bool(self.session.spark.catalog.databaseExists(name))
 
     # -- describing -----------------------------------------------------------------------------
 
     def table_exists(self, name: str) -> bool:
         """True for tables and views."""
         quote_name(name)
-        with self._errors(f"Cannot look up {name}"):
-            return bool(self.spark.catalog.tableExists(name))
+        with self.session.errors(f"Cannot look up {name}"):
+            return bool(self.session.spark.catalog.tableExists(name))
 
     def list_objects(self, schema: str) -> dict[str, str]:
         """Tables and views of a schema: name -> "table" | "view"; {} for a schema that does not exist.
@@ -122,9 +125,10 @@ class SparkCatalog(SparkStatements):
         quoted = quote_schema(schema)
         if not self.schema_exists(schema):
             return {}
-        with self._errors(f"Cannot list the objects of schema {schema}"):
-            tables = [r for r in self.spark.sql(f"SHOW TABLES IN {quoted}").collect() if not r["isTemporary"]]
-            views = {r["viewName"] for r in self.spark.sql(f"SHOW VIEWS IN {quoted}").collect() if not r["isTemporary"]}
+        spark = self.session.spark
+        with self.session.errors(f"Cannot list the objects of schema {schema}"):
+            tables = [r for r in spark.sql(f"SHOW TABLES IN {quoted}").collect() if not r["isTemporary"]]
+            views = {r["viewName"] for r in spark.sql(f"SHOW VIEWS IN {quoted}").collect() if not r["isTemporary"]}
         return {r["tableName"]: "view" if r["tableName"] in views else "table" for r in tables}
 
     def table_names(self, schema: str) -> set[str]:
@@ -132,7 +136,7 @@ class SparkCatalog(SparkStatements):
         a schema that does not exist. One SHOW TABLES, where `list_objects` takes three round trips to
         tell views apart too (measured on a warm Spark Connect server, 30 tables: 0.10 s, 0.23 s)."""
         try:
-            rows = self.fetchall(f"SHOW TABLES IN {quote_schema(schema)}")
+            rows = self.session.fetchall(f"SHOW TABLES IN {quote_schema(schema)}")
         except SparkSQLError as e:
             if e.condition == "SCHEMA_NOT_FOUND":
                 return set()
@@ -142,8 +146,8 @@ class SparkCatalog(SparkStatements):
     def columns(self, name: str) -> dict[str, str]:
         """Column -> Spark type (`int`, `string`, `date`, ...), in table order (partition columns last)."""
         quoted = quote_name(name)
-        with self._errors(f"Cannot read the columns of {name}"):
-            schema = self.spark.table(quoted).schema
+        with self.session.errors(f"Cannot read the columns of {name}"):
+            schema = self.session.spark.table(quoted).schema
         return {field.name: type_sql(field.dataType) for field in schema.fields}
 
     def existing_columns(self, name: str) -> dict[str, str] | None:
@@ -152,8 +156,8 @@ class SparkCatalog(SparkStatements):
 
     def query_columns(self, query_sql: str) -> dict[str, str]:
         """The output columns of a query, from analysis only (nothing is executed)."""
-        with self._errors("Cannot analyze query", query_sql):
-            schema = self.spark.sql(query_sql).schema
+        with self.session.errors("Cannot analyze query", query_sql):
+            schema = self.session.spark.sql(query_sql).schema
         return {field.name: type_sql(field.dataType) for field in schema.fields}
 
     def canonical_types(self, columns: Mapping[str, str]) -> dict[str, str]:
@@ -162,22 +166,22 @@ class SparkCatalog(SparkStatements):
         if not columns:
             return {}
         casts = ", ".join(f"CAST(NULL AS {ddl_type(kind)}) AS c{i}" for i, kind in enumerate(columns.values()))
-        with self._errors(f"Invalid column type in {dict(columns)}"):
-            schema = self.spark.sql(f"SELECT {casts}").schema
+        with self.session.errors(f"Invalid column type in {dict(columns)}"):
+            schema = self.session.spark.sql(f"SELECT {casts}").schema
         return {name: type_sql(field.dataType) for name, field in zip(columns, schema.fields)}
 
     def partition_columns(self, table: str) -> list[str]:
         """Partition columns in partition order (from DESCRIBE: `catalog.listColumns` is ~8x slower)."""
-        with self._errors(f"Cannot describe {table}"):
-            described = self.spark.sql(f"DESCRIBE TABLE {quote_name(table)}").collect()
+        with self.session.errors(f"Cannot describe {table}"):
+            described = self.session.spark.sql(f"DESCRIBE TABLE {quote_name(table)}").collect()
         return partition_section(row[0] for row in described)
 
     def partition_specs(self, table: str, limit: int | None = None) -> list[str]:
         """Up to `limit` of the table's partitions as SHOW PARTITIONS spells them
         (`ds=2024-01-01/region=north`), from the metastore alone."""
         sql = f"SHOW PARTITIONS {quote_name(table)}"
-        with self._errors(f"Cannot list the partitions of {table}", sql):
-            listed = self.spark.sql(sql)
+        with self.session.errors(f"Cannot list the partitions of {table}", sql):
+            listed = self.session.spark.sql(sql)
             return [str(row[0]) for row in (listed.collect() if limit is None else listed.take(limit))]
 
     def partitioning(self, table: str, limit: int) -> tuple[list[str], list[str]]:
@@ -228,7 +232,7 @@ class SparkCatalog(SparkStatements):
                 raise
             # Files of a dropped table whose removal a crash interrupted (generations.drop): no
             # table owns them, and Spark refuses to create a managed table over them.
-            generations.clear_default_location(self, table)
+            generations.clear_default_location(self.session, table)
             self._in_schema(table, ddl, f"Cannot create table {table}")
 
     def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
@@ -237,9 +241,9 @@ class SparkCatalog(SparkStatements):
             return
         added = ", ".join(f"{quote_identifier(name)} {ddl_type(kind)}" for name, kind in columns.items())
         sql = f"ALTER TABLE {quote_name(table)} ADD COLUMNS ({added})"
-        with self._errors(f"Cannot add columns to {table}", sql):
-            self.spark.sql(sql)
-        self.refresh(table)
+        with self.session.errors(f"Cannot add columns to {table}", sql):
+            self.session.spark.sql(sql)
+        self.session.refresh(table)
 
     def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:
         """CREATE OR REPLACE, every time, so the view picks up columns added to its tables.
@@ -254,20 +258,20 @@ class SparkCatalog(SparkStatements):
         self._in_schema(view, ddl, "Spark SQL failed")
 
     def drop_view(self, name: str) -> None:
-        self.execute(f"DROP VIEW IF EXISTS {quote_name(name)}")
+        self.session.execute(f"DROP VIEW IF EXISTS {quote_name(name)}")
 
     def drop_table(self, name: str) -> None:
         """DROP TABLE, with every file of its current generation and of the one it started at."""
-        generations.drop(self, name)
+        generations.drop(self.session, name)
 
     # -- where tables' files are (generations.py) ------------------------------------------------
 
     def table_location(self, table: str) -> str | None:
-        described = generations.describe(self, table)
+        described = generations.describe(self.session, table)
         return described[0] if described is not None else None
 
     def drop_locations(self, locations: Iterable[str]) -> None:
-        generations.delete(self, list(locations))
+        generations.delete(self.session, list(locations))
 
 
 def _comment(comments: Mapping[str, str] | None, column: str) -> str:

@@ -3,7 +3,8 @@
 What a Python model returns (PySpark or pandas DataFrames) becomes one temporary view without
 collecting anything to the driver; a seed's pandas frame is sent as booleans, 64-bit integers,
 doubles or text and cast to its declared types by Spark, so `2020-01-01` becomes a DATE under
-Spark's rules, not pandas'. The engine (adapter.py) registers and drops these views.
+Spark's rules, not pandas'. The engine's session (statements.py) registers and drops these views;
+its writes (writes.py) load seeds.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from mesh_dagster.engine.statements import SparkStatements
 
 
-def register_frames(engine: SparkStatements, frames: Iterable[Any], columns: Mapping[str, str]) -> str:
+def register_frames(session: SparkStatements, frames: Iterable[Any], columns: Mapping[str, str]) -> str:
     """One temporary view over what a Python model returned; its name.
 
     A PySpark DataFrame is registered as it is (its rows stay on the executors: nothing here
@@ -33,12 +34,12 @@ def register_frames(engine: SparkStatements, frames: Iterable[Any], columns: Map
     values (cast to the declared ones by the query reading the view); chunks are cast to the
     declared columns and unioned; no frame at all is an empty view of the declared columns.
     """
-    declared = _declared_schema(engine, columns)
-    spark_frames = [_spark_frame(engine, frame, declared) for frame in frames]
+    declared = _declared_schema(session, columns)
+    spark_frames = [_spark_frame(session, frame, declared) for frame in frames]
     view = temp_name()
-    with engine._errors("Cannot register the output of a Python model"):
+    with session.errors("Cannot register the output of a Python model"):
         if not spark_frames:
-            combined = engine.spark.createDataFrame([], schema=declared)
+            combined = session.spark.createDataFrame([], schema=declared)
         elif len(spark_frames) == 1:
             combined = spark_frames[0]
         else:  # chunks may differ in column order and in types: each is cast to the declared ones
@@ -49,27 +50,27 @@ def register_frames(engine: SparkStatements, frames: Iterable[Any], columns: Map
     return view
 
 
-def _declared_schema(engine: SparkStatements, columns: Mapping[str, str]) -> T.StructType:
+def _declared_schema(session: SparkStatements, columns: Mapping[str, str]) -> T.StructType:
     """Declared columns as Spark types (from analysis: no job runs)."""
     casts = ", ".join(f"CAST(NULL AS {ddl_type(kind)}) AS {quote_identifier(name)}"
                       for name, kind in columns.items())
-    with engine._errors(f"Invalid column type in {dict(columns)}"):
-        return engine.spark.sql(f"SELECT {casts}").schema
+    with session.errors(f"Invalid column type in {dict(columns)}"):
+        return session.spark.sql(f"SELECT {casts}").schema
 
 
-def _spark_frame(engine: SparkStatements, frame: Any, declared: T.StructType) -> DataFrame:
+def _spark_frame(session: SparkStatements, frame: Any, declared: T.StructType) -> DataFrame:
     if isinstance(frame, pd.DataFrame):
         _check_output_columns([str(c) for c in frame.columns], declared.names)
-        return _from_pandas(engine, frame, declared)
+        return _from_pandas(session, frame, declared)
     if isinstance(frame, DataFrame):
-        with engine._errors("Cannot read the columns of the DataFrame a Python model returned"):
+        with session.errors("Cannot read the columns of the DataFrame a Python model returned"):
             names = frame.columns
         _check_output_columns(names, declared.names)
         return frame
     raise EngineError(f"it returned a {type(frame).__name__}: return (or yield) PySpark or pandas DataFrames")
 
 
-def _from_pandas(engine: SparkStatements, frame: pd.DataFrame, declared: T.StructType) -> DataFrame:
+def _from_pandas(session: SparkStatements, frame: pd.DataFrame, declared: T.StructType) -> DataFrame:
     """A pandas frame as a Spark DataFrame of the declared columns (values typed as pandas holds
     them; missing values, NaN included, as NULL whatever the Arrow setting). `Decimal` values travel
     as their exact text, which the query casts to the declared type (Spark takes them only into a
@@ -82,8 +83,8 @@ def _from_pandas(engine: SparkStatements, frame: pd.DataFrame, declared: T.Struc
             series = series.map(lambda value: None if _is_missing(value) else str(value))
         fields.append(T.StructField(field.name, _transfer_type(series, field.dataType), True))
         data[field.name] = series.astype(object).where(series.notna(), None) if series.isna().any() else series
-    with engine._errors("Cannot turn the pandas DataFrame a Python model returned into a Spark DataFrame"):
-        return engine.spark.createDataFrame(pd.DataFrame(data, index=frame.index), schema=T.StructType(fields))
+    with session.errors("Cannot turn the pandas DataFrame a Python model returned into a Spark DataFrame"):
+        return session.spark.createDataFrame(pd.DataFrame(data, index=frame.index), schema=T.StructType(fields))
 
 
 def check_seed_columns(table: str, df: pd.DataFrame, columns: Mapping[str, str]) -> None:
@@ -100,7 +101,7 @@ def check_seed_columns(table: str, df: pd.DataFrame, columns: Mapping[str, str])
         raise EngineError(f"Cannot load seed into {table}: the data has {' and '.join(problems)}")
 
 
-def seed_view(engine: SparkStatements, table: str, df: pd.DataFrame, names: Sequence[str],
+def seed_view(session: SparkStatements, table: str, df: pd.DataFrame, names: Sequence[str],
               batch_size: int | None = None) -> str:
     """A temporary view of the seed's rows, its columns `c0, c1, ...` holding `names` in order (as
     booleans, 64-bit integers, doubles or text: the query reading it casts them); its name. With
@@ -111,11 +112,11 @@ def seed_view(engine: SparkStatements, table: str, df: pd.DataFrame, names: Sequ
     schema = T.StructType([T.StructField(f"c{i}", kind, True) for i, kind in enumerate(kinds)])
     rows = list(zip(*(_seed_values(s, kind) for s, kind in zip(series, kinds)))) if len(df) else []
     view = temp_name()
-    with engine._errors(f"Cannot load seed into {table}"):
+    with session.errors(f"Cannot load seed into {table}"):
         size = batch_size or max(len(rows), 1)
-        batches = [engine.spark.createDataFrame(rows[i:i + size], schema=schema) for i in range(0, len(rows), size)]
+        batches = [session.spark.createDataFrame(rows[i:i + size], schema=schema) for i in range(0, len(rows), size)]
         combined = functools.reduce(lambda a, b: a.union(b), batches) if batches else \
-            engine.spark.createDataFrame([], schema=schema)
+            session.spark.createDataFrame([], schema=schema)
         combined.createOrReplaceTempView(view)
     return view
 

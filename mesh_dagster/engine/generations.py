@@ -55,16 +55,16 @@ def next_generation(location: str) -> str:
     return f"{base_location(location)}__mesh_g{uuid.uuid4().hex[:12]}"
 
 
-def describe(engine: SparkStatements, table: str) -> tuple[str, str] | None:
+def describe(session: SparkStatements, table: str) -> tuple[str, str] | None:
     """(location, provider) of a table; None when it does not exist."""
-    rows = describe_rows(engine, table)
+    rows = describe_rows(session, table)
     return located(rows) if rows is not None else None
 
 
-def describe_rows(engine: SparkStatements, table: str) -> list[tuple] | None:
+def describe_rows(session: SparkStatements, table: str) -> list[tuple] | None:
     """The rows of DESCRIBE TABLE EXTENDED (columns, partitioning, location, provider: one round
     trip answers all of them); None when the table does not exist."""
-    return unless_missing(lambda: engine.fetchall(f"DESCRIBE TABLE EXTENDED {quote_name(table)}"))
+    return unless_missing(lambda: session.fetchall(f"DESCRIBE TABLE EXTENDED {quote_name(table)}"))
 
 
 def located(rows: list[tuple]) -> tuple[str, str]:
@@ -73,19 +73,19 @@ def located(rows: list[tuple]) -> tuple[str, str]:
     return info.get("location", ""), (info.get("provider") or "parquet").lower()
 
 
-def write(engine: SparkStatements, location: str, provider: str, select_sql: str) -> None:
+def write(session: SparkStatements, location: str, provider: str, select_sql: str) -> None:
     """Write the query's rows as a new generation (a directory no table points at yet)."""
-    engine.execute(f"INSERT OVERWRITE DIRECTORY {sql_string(location)} USING {quote_identifier(provider)}\n"
+    session.execute(f"INSERT OVERWRITE DIRECTORY {sql_string(location)} USING {quote_identifier(provider)}\n"
                    f"{select_sql}")
 
 
-def switch(engine: SparkStatements, table: str, location: str) -> None:
+def switch(session: SparkStatements, table: str, location: str) -> None:
     """Point the table at `location` (one metastore update) and forget what this session cached of it."""
-    engine.execute(f"ALTER TABLE {quote_name(table)} SET LOCATION {sql_string(location)}")
-    engine.refresh(table)
+    session.execute(f"ALTER TABLE {quote_name(table)} SET LOCATION {sql_string(location)}")
+    session.refresh(table)
 
 
-def delete(engine: SparkStatements, locations: list[str]) -> None:
+def delete(session: SparkStatements, locations: list[str]) -> None:
     """Delete directories of generations nobody points at any more.
 
     A classic session deletes through Hadoop's file system API (any file system Spark reaches). A
@@ -94,9 +94,9 @@ def delete(engine: SparkStatements, locations: list[str]) -> None:
     (Spark SQL only; two statements, where a borrowed managed table took five)."""
     if not locations:
         return
-    if engine.is_classic:
-        with engine._errors(f"Cannot delete {', '.join(locations)}"):
-            jvm, context = engine.spark._jvm, engine.spark._jsc
+    if session.is_classic:
+        with session.errors(f"Cannot delete {', '.join(locations)}"):
+            jvm, context = session.spark._jvm, session.spark._jsc
             assert jvm is not None and context is not None, "a classic session has a JVM"
             conf = context.hadoopConfiguration()
             for location in locations:
@@ -105,24 +105,24 @@ def delete(engine: SparkStatements, locations: list[str]) -> None:
         return
     for location in locations:
         database = quote_identifier(f"{TEMP_PREFIX}delete_{uuid.uuid4().hex[:12]}")
-        engine.execute(f"CREATE DATABASE {database} LOCATION {sql_string(location)}")
-        engine.execute(f"DROP DATABASE IF EXISTS {database} CASCADE")
+        session.execute(f"CREATE DATABASE {database} LOCATION {sql_string(location)}")
+        session.execute(f"DROP DATABASE IF EXISTS {database} CASCADE")
 
 
-def drop(engine: SparkStatements, table: str) -> None:
+def drop(session: SparkStatements, table: str) -> None:
     """DROP TABLE, and delete its default location when the table had moved away from it."""
-    described = None if split_name(table)[1].startswith(TEMP_PREFIX) else describe(engine, table)
-    engine.execute(f"DROP TABLE IF EXISTS {quote_name(table)}")
+    described = None if split_name(table)[1].startswith(TEMP_PREFIX) else describe(session, table)
+    session.execute(f"DROP TABLE IF EXISTS {quote_name(table)}")
     if described is not None and base_location(described[0]) != described[0].rstrip("/"):
-        delete(engine, [base_location(described[0])])
+        delete(session, [base_location(described[0])])
 
 
-def clear_default_location(engine: SparkStatements, table: str) -> None:
+def clear_default_location(session: SparkStatements, table: str) -> None:
     """Delete what a crash left at the default location of a table that does not exist (Spark
     refuses to create a managed table over a non-empty directory)."""
     schema, name = split_name(table)
-    rows = engine.fetchall(f"DESCRIBE SCHEMA EXTENDED {quote_identifier(schema or 'default')}")
+    rows = session.fetchall(f"DESCRIBE SCHEMA EXTENDED {quote_identifier(schema or 'default')}")
     info = {str(r[0]).strip().lower(): str(r[1] or "").strip() for r in rows}
     root = info.get("location", "").rstrip("/")
     if root:
-        delete(engine, [f"{root}/{name.lower()}"])
+        delete(session, [f"{root}/{name.lower()}"])

@@ -1,21 +1,23 @@
 """The session part of the Spark engine: one SparkSession, its statements, and its failures.
 
-Every call to Spark anywhere in engine/ passes through `SparkStatements._errors`: Spark's
+Every call to Spark anywhere in engine/ passes through `SparkStatements.errors`: Spark's
 exceptions leave as `EngineError` (a `SparkSQLError` carrying Spark's error class), since the
 layers above cannot import pyspark and so could not catch its exception types; and with
 `MESH_SQL_TRACE` set each call is traced (the benchmark counts statements from it).
 
-The engine is built in layers, each a class a reader can take alone: this session part, the
-catalog (catalog.py: schemas, tables, views, what they hold) on top of it, and the engine itself
-(adapter.py), which adds the writes (writes.py) and Python models' frames (frames.py).
+The engine (adapter.py) is three parts, each an object a reader can take alone: this session, the
+catalog (catalog.py: schemas, tables, views, what they hold), which is given the session, and the
+writes (writes.py), given the catalog. The session also registers what Python models return
+(frames.py), since a temporary view lives in the session.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import pandas as pd
 from py4j.protocol import Py4JError
@@ -23,6 +25,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from mesh_dagster.core.errors import EngineError
+from mesh_dagster.engine import frames as python_frames
 from mesh_dagster.engine.session import quiet_pyspark_error_logs, to_engine_error
 from mesh_dagster.engine.sql_text import quote_name
 
@@ -30,7 +33,8 @@ SQL_TRACE_ENV = "MESH_SQL_TRACE"  # a file path: every call to Spark is appended
 
 
 class SparkStatements:
-    """Statements on one session, for classic and Spark Connect sessions alike (never `sparkContext`)."""
+    """The engine's session part: statements on one SparkSession, for classic and Spark Connect
+    sessions alike (never `sparkContext`)."""
 
     def __init__(self, spark: SparkSession):
         self.spark = spark
@@ -38,37 +42,42 @@ class SparkStatements:
         quiet_pyspark_error_logs()
         # The write strategies rely on it: in Spark's default STATIC mode, INSERT OVERWRITE into a
         # partitioned table first deletes every partition, not just the ones written.
-        with self._errors("Cannot configure the Spark session"):
+        with self.errors("Cannot configure the Spark session"):
             spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
 
     def execute(self, sql: str) -> None:
         """Run a statement. DDL/DML run eagerly; a bare SELECT is only analyzed."""
-        with self._errors("Spark SQL failed", sql):
+        with self.errors("Spark SQL failed", sql):
             self.spark.sql(sql)
 
     def fetchall(self, sql: str) -> list[tuple]:
-        with self._errors("Spark query failed", sql):
+        with self.errors("Spark query failed", sql):
             return [tuple(row) for row in self.spark.sql(sql).collect()]
 
     def fetchdf(self, sql: str) -> pd.DataFrame:
-        with self._errors("Spark query failed", sql):
+        with self.errors("Spark query failed", sql):
             return self.spark.sql(sql).toPandas()
 
     def refresh(self, table: str) -> None:
         """Forget what this session cached of the table (its files, its location): another process
         may have rewritten it since."""
-        with self._errors(f"Cannot refresh {table}"):
+        with self.errors(f"Cannot refresh {table}"):
             self.spark.catalog.refreshTable(quote_name(table))
 
+    def register_frames(self, frames: Iterable[Any], columns: Mapping[str, str]) -> str:
+        """One temporary view over what a Python model returned (PySpark or pandas DataFrames;
+        nothing is collected to the driver); its name. The caller drops it (`drop_temp_view`)."""
+        return python_frames.register_frames(self, frames, columns)
+
     def drop_temp_view(self, name: str) -> None:
-        with self._errors(f"Cannot drop temporary view {name}"):
+        with self.errors(f"Cannot drop temporary view {name}"):
             self.spark.catalog.dropTempView(name)
 
     def set_session_settings(self, settings: Mapping[str, str]) -> dict[str, str | None]:
         previous: dict[str, str | None] = {}
         try:
             for key, value in settings.items():
-                with self._errors(f"Spark refuses to set {key} while the session runs"):
+                with self.errors(f"Spark refuses to set {key} while the session runs"):
                     previous[key] = self.spark.conf.get(key, None)
                     self.spark.conf.set(key, value)
         except EngineError:
@@ -77,7 +86,7 @@ class SparkStatements:
         return previous
 
     def restore_session_settings(self, previous: Mapping[str, str | None]) -> None:
-        with self._errors("Cannot restore the Spark session's settings"):
+        with self.errors("Cannot restore the Spark session's settings"):
             for key, value in previous.items():
                 if value is None:
                     self.spark.conf.unset(key)
@@ -90,7 +99,7 @@ class SparkStatements:
         return not type(self.spark).__module__.startswith("pyspark.sql.connect")
 
     @contextmanager
-    def _errors(self, context: str, sql: str | None = None) -> Iterator[None]:
+    def errors(self, context: str, sql: str | None = None) -> Iterator[None]:
         """Every call to Spark passes here: Spark's exceptions become `EngineError`, and with
         `MESH_SQL_TRACE` set the call is traced (the benchmark counts statements from it)."""
         began = time.perf_counter() if self._trace else 0.0

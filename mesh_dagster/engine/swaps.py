@@ -58,7 +58,7 @@ def staging_name(table: str) -> str:
     return f"{schema + '.' if schema else ''}{TEMP_PREFIX}{name[:40]}_{temp_name()[-12:]}"
 
 
-def swap_in(engine: SparkCatalog, table: str, layout: Layout, rows: Rows, journal: Journal | None, *,
+def swap_in(catalog: SparkCatalog, table: str, layout: Layout, rows: Rows, journal: Journal | None, *,
             completes_write: bool) -> None:
     """Replace `table` by a table of `layout` holding `rows`, kill-safely (see the module's docstring).
 
@@ -66,60 +66,60 @@ def swap_in(engine: SparkCatalog, table: str, layout: Layout, rows: Rows, journa
     resumed swap completes it; otherwise (a schema migration before a write) the write is still to
     be made once the swap is finished."""
     staging = staging_name(table)
-    engine.create_table(staging, None, layout.partitioned_by, layout.storage_format, layout.columns,
+    catalog.create_table(staging, None, layout.partitioned_by, layout.storage_format, layout.columns,
                         layout.comments)
     payload: dict[str, Any] = {"operation": "swap", "table": table, "staging": [staging],
                                "completes_write": completes_write, "committed": False}
     try:
-        engine.execute(f"INSERT INTO {quote_name(staging)} {rows(engine.columns(staging))}")
-        payload["rows"] = _count(engine, staging)
+        catalog.session.execute(f"INSERT INTO {quote_name(staging)} {rows(catalog.columns(staging))}")
+        payload["rows"] = _count(catalog, staging)
         kill_point("staged", table)
         if journal is not None:
             journal(payload)
     except BaseException:
-        engine.drop_table(staging)  # nobody knows of it: the table is untouched
+        catalog.drop_table(staging)  # nobody knows of it: the table is untouched
         raise
     kill_point("journaled", table)
-    _replace_by(engine, table, staging)
+    _replace_by(catalog, table, staging)
     kill_point("committed", table)
     if journal is not None:  # a resumed process must not count rows written after the swap
         journal({**payload, "committed": True})
 
 
-def finish(engine: SparkCatalog, payload: dict[str, Any]) -> bool:
+def finish(catalog: SparkCatalog, payload: dict[str, Any]) -> bool:
     """Complete a journaled swap (idempotent); whether it completed the write it was part of. False
     too when the table and its staged rows are both gone (dropped by hand): nothing is left to finish,
     and the table is missing (execution/intervals/physical_check.py says so before anything writes it)."""
     table, staging = payload["table"], payload["staging"][0]
-    if engine.table_exists(staging):  # not renamed yet: the table, if it is still there, is the one replaced
-        _replace_by(engine, table, staging)
-    elif not engine.table_exists(table):
+    if catalog.table_exists(staging):  # not renamed yet: the table, if it is still there, is the one replaced
+        _replace_by(catalog, table, staging)
+    elif not catalog.table_exists(table):
         return False
     elif not payload.get("committed"):
-        _check_renamed(engine, table, staging, payload["rows"])
+        _check_renamed(catalog, table, staging, payload["rows"])
     return bool(payload["completes_write"])
 
 
-def _replace_by(engine: SparkCatalog, table: str, staging: str) -> None:
-    engine.drop_table(table)
+def _replace_by(catalog: SparkCatalog, table: str, staging: str) -> None:
+    catalog.drop_table(table)
     kill_point("dropped", table)
     rename = f"ALTER TABLE {quote_name(staging)} RENAME TO {quote_name(table)}"
     try:
-        engine.execute(rename)
+        catalog.session.execute(rename)
     except SparkSQLError as e:
         if e.condition != "LOCATION_ALREADY_EXISTS":
             raise
         # Files of the dropped table whose deletion a crash interrupted (generations.drop): no table
         # owns them, and Spark refuses to give the name to a managed table over them.
-        generations.clear_default_location(engine, table)
-        engine.execute(rename)
-    engine.refresh(table)
+        generations.clear_default_location(catalog.session, table)
+        catalog.session.execute(rename)
+    catalog.session.refresh(table)
 
 
-def _check_renamed(engine: SparkCatalog, table: str, staging: str, rows: int) -> None:
+def _check_renamed(catalog: SparkCatalog, table: str, staging: str, rows: int) -> None:
     """The staging table was renamed, unless a crash interrupted the rename inside the metastore:
     the table then lacks the staged rows."""
-    found = _count(engine, table)
+    found = _count(catalog, table)
     if found != rows:
         raise EngineError(
             f"Cannot finish the interrupted rewrite of {table}: it was being renamed from {staging} when the process "
@@ -127,5 +127,5 @@ def _check_renamed(engine: SparkCatalog, table: str, staging: str, rows: int) ->
             f"directory). Nothing more was written: restore them, or restate the model to rebuild it.")
 
 
-def _count(engine: SparkCatalog, table: str) -> int:
-    return int(engine.fetchall(f"SELECT COUNT(*) FROM {quote_name(table)}")[0][0])
+def _count(catalog: SparkCatalog, table: str) -> int:
+    return int(catalog.session.fetchall(f"SELECT COUNT(*) FROM {quote_name(table)}")[0][0])

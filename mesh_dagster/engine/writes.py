@@ -1,4 +1,5 @@
-"""The write strategies' engine side: every way execution/evaluate/strategies.py changes a table's rows.
+"""The engine's writes: every way a table's rows change (the write strategies of
+execution/evaluate/strategies.py, seeds, schema migrations), and the finishing of what a killed one left.
 
 Every write keeps the table's previous rows readable until the new ones are committed, and tells
 its caller how to finish it exactly (`journal`, called before its destructive step) should the
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.core.models.merge import Upsert
+from mesh_dagster.engine import frames as python_frames
 from mesh_dagster.engine import generations, swaps
 from mesh_dagster.engine.catalog import parse_partition, partition_section
 from mesh_dagster.engine.kill_points import kill_point
@@ -46,6 +48,8 @@ from mesh_dagster.engine.sql_text import (
 from mesh_dagster.engine.swaps import Journal, Layout, Rows
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from mesh_dagster.engine.catalog import SparkCatalog
 
 _T = TypeVar("_T")
@@ -69,10 +73,12 @@ class Scope(NamedTuple):
 
 
 class TableWrites:
-    """The writes of one `SparkEngine` (which delegates its write methods here), on its catalog."""
+    """The engine's writes part: every way a table's rows change, on the catalog it is given (and
+    that catalog's session)."""
 
-    def __init__(self, engine: SparkCatalog) -> None:
-        self.engine = engine
+    def __init__(self, catalog: SparkCatalog) -> None:
+        self.catalog = catalog
+        self.session = catalog.session
 
     # -- the strategies' writes --------------------------------------------------------------
 
@@ -83,7 +89,7 @@ class TableWrites:
         """Full refresh: the table (swapped for one of the new layout when its columns or
         partitioning no longer match) holds exactly the query's output; partitions the query no
         longer produces are dropped."""
-        produced = self.engine.query_columns(query_sql)
+        produced = self.catalog.query_columns(query_sql)
         wanted = dict(columns) if columns is not None else produced
         self.replace_whole(table, Layout(wanted, partitioned_by, storage_format, comments),
                            lambda table_columns: self.select_for(table, query_sql, table_columns, produced),
@@ -97,13 +103,13 @@ class TableWrites:
         partitions the query no longer produces are dropped rather than left stale; another table is
         rewritten whole (its rows outside the range, and the new ones). Idempotent. `columns`: the
         table's, as the caller read them in this apply (else read here)."""
-        self.engine.refresh(table)
-        table_columns = dict(columns) if columns is not None else self.engine.columns(table)
+        self.session.refresh(table)
+        table_columns = dict(columns) if columns is not None else self.catalog.columns(table)
         time_name = find_column(table_columns, time_column)
         if time_name is None:
             raise EngineError(f"Cannot write an interval of {table}: it has no time column {time_column!r}")
         in_range = f"{quote_identifier(time_name)} BETWEEN {low_sql} AND {high_sql}"
-        partition_columns, partitions = self.engine.partitioning(table, _PARTITIONS_LISTED)
+        partition_columns, partitions = self.catalog.partitioning(table, _PARTITIONS_LISTED)
         scope = Scope(in_range, table_columns, partitions)
         by_time = any(p.lower() == time_name.lower() for p in partition_columns)
         kept_rows = f"SELECT * FROM {quote_name(table)} WHERE {quote_identifier(time_name)} IS NULL OR NOT ({in_range})"
@@ -120,9 +126,9 @@ class TableWrites:
     def rewrite_table(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
         """The table holds exactly the query's output, where the query reads the table itself
         (Parquet has no MERGE: SCD type 2 writes compute the new content from the old)."""
-        self.engine.refresh(table)
-        partition_columns = self.engine.partition_columns(table)
-        self.by_name(table, query_sql, self.engine.columns(table),
+        self.session.refresh(table)
+        partition_columns = self.catalog.partition_columns(table)
+        self.by_name(table, query_sql, self.catalog.columns(table),
                      lambda select: self._replace(table, select, partition_columns, None, journal, True))
 
     def upsert(self, table: str, query_sql: str, upsert: Upsert, duplicates_shown: int = 5, *,
@@ -130,8 +136,8 @@ class TableWrites:
         """Merge the query's rows into the table by key (core/models/merge.py writes the SQL): the rows are
         cached once and checked for repeated keys (then nothing is written and those keys are
         returned); otherwise the table is rewritten from itself and them."""
-        self.engine.refresh(table)
-        table_columns = self.engine.columns(table)
+        self.session.refresh(table)
+        table_columns = self.catalog.columns(table)
         return self.by_name(table, query_sql, table_columns,
                             lambda select: self._upsert(table, select, upsert, list(table_columns), duplicates_shown,
                                                         journal))
@@ -139,13 +145,13 @@ class TableWrites:
     def _upsert(self, table: str, select: str, upsert: Upsert, table_columns: list[str], duplicates_shown: int,
                 journal: Journal | None) -> list[tuple]:
         staged = temp_name()
-        self.engine.execute(f"CACHE TABLE {quote_identifier(staged)} AS {select}")
+        self.session.execute(f"CACHE TABLE {quote_identifier(staged)} AS {select}")
         try:
-            duplicates = self.engine.fetchall(upsert.duplicates_sql(quote_identifier(staged), duplicates_shown))
+            duplicates = self.session.fetchall(upsert.duplicates_sql(quote_identifier(staged), duplicates_shown))
             if duplicates:
                 return duplicates
             merged = upsert.merged_sql(quote_name(table), quote_identifier(staged), table_columns)
-            self._replace(table, merged, self.engine.partition_columns(table), None, journal, True)
+            self._replace(table, merged, self.catalog.partition_columns(table), None, journal, True)
             return []
         finally:
             self._uncache(staged)
@@ -154,17 +160,17 @@ class TableWrites:
                              reads_self: bool = False) -> None:
         """The partitions the output holds are replaced whole, the others untouched; an
         unpartitioned table is replaced whole."""
-        self.engine.refresh(table)
-        partition_columns = self.engine.partition_columns(table)
-        self.by_name(table, query_sql, self.engine.columns(table),
+        self.session.refresh(table)
+        partition_columns = self.catalog.partition_columns(table)
+        self.by_name(table, query_sql, self.catalog.columns(table),
                      lambda select: self._replace(table, select, partition_columns, None, journal, reads_self,
                                                   drop_stale=False))
 
     def append(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
         """INSERT INTO, from rows staged first: the journal holds them and the row count before, so
         a resumed append neither loses nor repeats them (`finish`)."""
-        self.engine.refresh(table)
-        staging = self.by_name(table, query_sql, self.engine.columns(table), lambda select: self.stage(table, select))
+        self.session.refresh(table)
+        staging = self.by_name(table, query_sql, self.catalog.columns(table), lambda select: self.stage(table, select))
         payload: dict[str, Any] = {"operation": "append", "table": table, "staging": [staging],
                                    "select": f"SELECT * FROM {quote_name(staging)}"}
         try:
@@ -173,11 +179,34 @@ class TableWrites:
             if journal is not None:
                 journal(payload)
             kill_point("journaled", table)
-            self.engine.execute(f"INSERT INTO {quote_name(table)} {payload['select']}")
+            self.session.execute(f"INSERT INTO {quote_name(table)} {payload['select']}")
             kill_point("committed", table)
         finally:
             if journal is None or "before" not in payload:
                 self.discard(payload)
+
+    def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
+                  comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
+                  batch_size: int | None = None) -> None:
+        """(Re)create `table` with exactly `columns` and fill it from the frame, casting in Spark.
+
+        Values travel as booleans, 64-bit integers, doubles or text and are cast to the declared
+        types by Spark, so `2020-01-01` becomes a DATE under Spark's rules, not pandas'.
+        """
+        python_frames.check_seed_columns(table, df, columns)
+        names = list(columns)
+        view = python_frames.seed_view(self.session, table, df, names, batch_size)
+        source = {name: f"c{i}" for i, name in enumerate(names)}
+
+        def rows(table_columns: dict[str, str]) -> str:
+            select = ", ".join(f"CAST({quote_identifier(source[known_column(columns, name)])} AS {ddl_type(kind)})"
+                               f" AS {quote_identifier(name)}" for name, kind in table_columns.items())
+            return f"SELECT {select} FROM {quote_identifier(view)}"
+
+        try:
+            self.replace_whole(table, Layout(dict(columns), (), "parquet", comments), rows, journal=journal)
+        finally:
+            self.session.drop_temp_view(view)
 
     def replace_whole(self, table: str, layout: Layout, rows: Rows, *, journal: Journal | None = None,
                       reads_self: bool = False, spelled: bool = False) -> None:
@@ -187,7 +216,7 @@ class TableWrites:
         `spelled`: the layout's types are Spark's own spelling (a query's analysed columns)."""
         fitted = self.fitted_table(table, layout, spelled)
         if fitted is None:
-            swaps.swap_in(self.engine, table, layout, rows, journal, completes_write=True)
+            swaps.swap_in(self.catalog, table, layout, rows, journal, completes_write=True)
             return
         table_columns, partition_columns, located = fitted
         self._replace(table, rows(table_columns), partition_columns, None, journal, reads_self, located=located)
@@ -197,8 +226,8 @@ class TableWrites:
         columns are cast, dropped ones go, new ones read NULL. Parquet tables cannot drop or retype a
         column in place: the table is swapped for a new one with the same partitioning and format
         (swaps.py); the journal hears of it before the table is dropped."""
-        self.engine.refresh(table)
-        current = self.engine.columns(table)
+        self.session.refresh(table)
+        current = self.catalog.columns(table)
         partitioned_by, (_, provider) = self._layout(table)
         kept = [p for p in partitioned_by if find_column(columns, p) is not None]
 
@@ -208,7 +237,7 @@ class TableWrites:
                  else f"CAST(NULL AS {ddl_type(kind)})") + f" AS {quote_identifier(name)}"
                 for name, kind in table_columns.items()) + f" FROM {quote_name(table)}"
 
-        swaps.swap_in(self.engine, table, Layout(columns, kept, provider), rows, journal, completes_write=False)
+        swaps.swap_in(self.catalog, table, Layout(columns, kept, provider), rows, journal, completes_write=False)
 
     # -- finishing what a killed process left -------------------------------------------------
 
@@ -219,16 +248,16 @@ class TableWrites:
         if operation == "switch":
             return self._finish_switch(table, payload)
         if operation == "swap":
-            return swaps.finish(self.engine, payload)
+            return swaps.finish(self.catalog, payload)
         if operation == "clear":  # a history about to be rebuilt: its intervals are forgotten already
-            self.engine.execute(f"TRUNCATE TABLE {quote_name(table)}")
+            self.session.execute(f"TRUNCATE TABLE {quote_name(table)}")
             return True
         self._require_staging(table, payload)
-        self.engine.refresh(table)
+        self.session.refresh(table)
         if operation == "overwrite":
             condition = payload.get("scope")
-            scope = Scope(condition, self.engine.columns(table)) if condition else None
-            self._overwrite(table, payload["select"], self.engine.partition_columns(table), scope,
+            scope = Scope(condition, self.catalog.columns(table)) if condition else None
+            self._overwrite(table, payload["select"], self.catalog.partition_columns(table), scope,
                             payload.get("drop_stale", True), staged=payload["staging"][0])
             return True
         if operation == "append":
@@ -238,26 +267,26 @@ class TableWrites:
     def discard(self, payload: dict[str, Any]) -> None:
         """Drop what a finished (or abandoned) write staged."""
         for staging in payload.get("staging", []):
-            self.engine.drop_table(staging)
+            self.catalog.drop_table(staging)
 
     def _finish_switch(self, table: str, payload: dict[str, Any]) -> bool:
-        located = generations.describe(self.engine, table)
+        located = generations.describe(self.session, table)
         if not payload.get("ready") or located is None:
-            generations.delete(self.engine, [payload["location"]])
+            generations.delete(self.session, [payload["location"]])
             return False
         if located[0].rstrip("/") != payload["location"].rstrip("/"):
-            generations.switch(self.engine, table, payload["location"])
+            generations.switch(self.session, table, payload["location"])
         return True
 
     def _finish_append(self, table: str, payload: dict[str, Any]) -> bool:
         """Redo an append that did not commit; refuse one that committed only partly (Spark moves
         an INSERT's files into the table one by one at the end of its job)."""
-        located = generations.describe(self.engine, table)
+        located = generations.describe(self.session, table)
         if located is not None:  # what a killed job left: the next INSERT would commit it as its own
-            generations.delete(self.engine, [f"{located[0].rstrip('/')}/_temporary"])
+            generations.delete(self.session, [f"{located[0].rstrip('/')}/_temporary"])
         before, rows, now = payload["before"], payload["rows"], self._count(table)
         if now == before:
-            self.engine.execute(f"INSERT INTO {quote_name(table)} {payload['select']}")
+            self.session.execute(f"INSERT INTO {quote_name(table)} {payload['select']}")
             return True
         if now == before + rows:
             return True
@@ -268,7 +297,7 @@ class TableWrites:
             f"to {before + rows} (it is then recorded), and run again.")
 
     def _require_staging(self, table: str, payload: dict[str, Any]) -> None:
-        missing = [s for s in payload.get("staging", []) if not self.engine.table_exists(s)]
+        missing = [s for s in payload.get("staging", []) if not self.catalog.table_exists(s)]
         if missing:
             raise EngineError(
                 f"Cannot finish the interrupted write of {table}: its staged rows ({', '.join(missing)}) are gone. "
@@ -283,7 +312,7 @@ class TableWrites:
         rows of `select_sql` (columns in table order), kill-safely (see the module's docstring).
         `located`: the table's (location, provider), when the caller has just described it."""
         if not partition_columns:
-            located = located or generations.describe(self.engine, table)
+            located = located or generations.describe(self.session, table)
             if located is not None and located[1] in generations.FILE_FORMATS:
                 self._switch(table, select_sql, located, journal)
                 return
@@ -317,20 +346,20 @@ class TableWrites:
         if journal is not None:
             journal(payload)
         try:
-            generations.write(self.engine, payload["location"], provider, select_sql)
+            generations.write(self.session, payload["location"], provider, select_sql)
         except Exception:
             if journal is None:  # nobody else knows of the half-written generation
-                generations.delete(self.engine, [payload["location"]])
+                generations.delete(self.session, [payload["location"]])
             raise
         kill_point("staged", table)
         payload = {**payload, "ready": True}
         if journal is not None:
             journal(payload)
         kill_point("journaled", table)
-        generations.switch(self.engine, table, payload["location"])
+        generations.switch(self.session, table, payload["location"])
         kill_point("committed", table)
         if journal is None:  # nobody keeps track of the previous generation: it goes now
-            generations.delete(self.engine, [location])
+            generations.delete(self.session, [location])
 
     def _overwrite(self, table: str, select_sql: str, partition_columns: list[str], scope: Scope | None,
                    drop_stale: bool = True, staged: str | None = None) -> None:
@@ -344,20 +373,20 @@ class TableWrites:
         """
         quoted = quote_name(table)
         if not drop_stale or not partition_columns or not self._holds_rows(table, scope):
-            self.engine.execute(f"INSERT OVERWRITE TABLE {quoted} {select_sql}")
+            self.session.execute(f"INSERT OVERWRITE TABLE {quoted} {select_sql}")
             kill_point("overwritten", table)
             return
         cached = None if staged is not None else temp_name()
         if cached is not None:
-            self.engine.execute(f"CACHE TABLE {quote_identifier(cached)} AS {select_sql}")
+            self.session.execute(f"CACHE TABLE {quote_identifier(cached)} AS {select_sql}")
         source = quote_name(staged) if staged is not None else quote_identifier(cached or "")
         try:
-            self.engine.execute(f"INSERT OVERWRITE TABLE {quoted} SELECT * FROM {source}")
+            self.session.execute(f"INSERT OVERWRITE TABLE {quoted} SELECT * FROM {source}")
             kill_point("overwritten", table)
             as_text = ", ".join(f"CAST({quote_identifier(p)} AS STRING) AS {quote_identifier(p)}"
                                 for p in partition_columns)
             where = f" WHERE {scope.condition}" if scope is not None else ""
-            stale = self.engine.fetchall(f"SELECT DISTINCT {as_text} FROM {quoted}{where} "
+            stale = self.session.fetchall(f"SELECT DISTINCT {as_text} FROM {quoted}{where} "
                                          f"EXCEPT SELECT DISTINCT {as_text} FROM {source}")
             self._drop_partitions(table, partition_columns, stale)
         finally:
@@ -375,13 +404,13 @@ class TableWrites:
         spares the round trip that canonicalises declared ones. Its refresh tells whether it
         exists, and one DESCRIBE TABLE EXTENDED its partitioning and location.
         """
-        engine = self.engine
+        catalog = self.catalog
         if not self._refreshed(table):
-            engine.create_table(table, None, layout.partitioned_by, layout.storage_format, layout.columns,
-                                layout.comments)
-            return engine.columns(table), *self._layout(table)
-        current, (current_partitions, located) = engine.columns(table), self._layout(table)
-        wanted = layout.columns if spelled else engine.canonical_types(layout.columns)
+            catalog.create_table(table, None, layout.partitioned_by, layout.storage_format, layout.columns,
+                                 layout.comments)
+            return catalog.columns(table), *self._layout(table)
+        current, (current_partitions, located) = catalog.columns(table), self._layout(table)
+        wanted = layout.columns if spelled else catalog.canonical_types(layout.columns)
         same_columns = normalized_columns(current) == normalized_columns(wanted)
         same_partitions = [p.lower() for p in current_partitions] == [p.lower() for p in layout.partitioned_by]
         return (current, current_partitions, located) if same_columns and same_partitions else None
@@ -389,14 +418,14 @@ class TableWrites:
     def _refreshed(self, table: str) -> bool:
         """Refresh the table (another process may have rewritten it); False when it does not exist."""
         def refresh() -> bool:
-            self.engine.refresh(table)
+            self.session.refresh(table)
             return True
 
         return generations.unless_missing(refresh) is not None
 
     def _layout(self, table: str) -> tuple[list[str], tuple[str, str]]:
         """The table's partition columns and (location, provider), from one DESCRIBE TABLE EXTENDED."""
-        described = generations.describe_rows(self.engine, table) or []
+        described = generations.describe_rows(self.session, table) or []
         return partition_section(row[0] for row in described), generations.located(described)
 
     def select_for(self, table: str, query_sql: str, table_columns: Mapping[str, str],
@@ -426,18 +455,18 @@ class TableWrites:
         except SparkSQLError as e:
             if not (e.condition or "").startswith(_NAME_RESOLUTION):
                 raise
-        return write(self.select_for(table, query_sql, table_columns, self.engine.query_columns(query_sql)))
+        return write(self.select_for(table, query_sql, table_columns, self.catalog.query_columns(query_sql)))
 
     def stage(self, table: str, query_sql: str) -> str:
         """Materialise the query's rows into a new Parquet table beside `table` and return its name
         (a write whose query reads `table` itself reads the staged rows instead). A crash can leave
         it behind (named `__mesh_tmp_...`): the janitor drops it unless the journal still needs it."""
         staging = swaps.staging_name(table)
-        self.engine.execute(f"CREATE TABLE {quote_name(staging)} USING parquet AS {strip_sql(query_sql)}")
+        self.session.execute(f"CREATE TABLE {quote_name(staging)} USING parquet AS {strip_sql(query_sql)}")
         return staging
 
     def _count(self, table: str) -> int:
-        return int(self.engine.fetchall(f"SELECT COUNT(*) FROM {quote_name(table)}")[0][0])
+        return int(self.session.fetchall(f"SELECT COUNT(*) FROM {quote_name(table)}")[0][0])
 
     def _holds_rows(self, table: str, scope: Scope | None) -> bool:
         """Whether a partitioned table holds a row in `scope` (the whole table: any partition).
@@ -450,16 +479,16 @@ class TableWrites:
         `_PARTITIONS_TESTED_IN_MEMORY` partitions, or whose values do not cast to their types."""
         specs = scope.partitions if scope is not None else None
         if specs is None:
-            specs = self.engine.partition_specs(table, 1 if scope is None else _PARTITIONS_LISTED)
+            specs = self.catalog.partition_specs(table, 1 if scope is None else _PARTITIONS_LISTED)
         if scope is None or not specs:
             return bool(specs)
         in_scope = _partitions_in_scope_sql(specs, scope) if len(specs) <= _PARTITIONS_TESTED_IN_MEMORY else None
         if in_scope is not None:
             try:
-                return bool(self.engine.fetchall(in_scope))
+                return bool(self.session.fetchall(in_scope))
             except SparkSQLError:
                 pass  # a value that does not cast to its column's type: the table itself tells
-        return bool(self.engine.fetchall(f"SELECT 1 FROM {quote_name(table)} WHERE {scope.condition} LIMIT 1"))
+        return bool(self.session.fetchall(f"SELECT 1 FROM {quote_name(table)} WHERE {scope.condition} LIMIT 1"))
 
     def _drop_partitions(self, table: str, partition_columns: list[str], values: list[tuple]) -> None:
         for start in range(0, len(values), _DROP_PARTITIONS_PER_STATEMENT):
@@ -470,13 +499,13 @@ class TableWrites:
                 + ")"
                 for row in values[start : start + _DROP_PARTITIONS_PER_STATEMENT]
             )
-            self.engine.execute(f"ALTER TABLE {quote_name(table)} DROP IF EXISTS {specs}")
+            self.session.execute(f"ALTER TABLE {quote_name(table)} DROP IF EXISTS {specs}")
 
     def _uncache(self, name: str) -> None:
         try:
-            self.engine.execute(f"UNCACHE TABLE IF EXISTS {quote_identifier(name)}")
+            self.session.execute(f"UNCACHE TABLE IF EXISTS {quote_identifier(name)}")
         finally:
-            self.engine.drop_temp_view(name)
+            self.session.drop_temp_view(name)
 
 
 def _partitions_in_scope_sql(specs: Sequence[str], scope: Scope) -> str | None:

@@ -2,12 +2,14 @@
 
 `engine/adapter.SparkEngine` implements it on a SparkSession; tests implement it in memory
 (tests/execution/fake_engine.py), so the write path is tested without a JVM. `execution/` must
-never import `engine/` types: it only knows this Protocol.
+never import `engine/` types: it only knows these Protocols.
 
-`Engine` is the union of three Protocols, one per concern, as the Spark engine is built from parts
-(engine/adapter.py): `Session` (statements, the session Python models compute with), `Catalog`
-(schemas, tables, views: DDL and what they hold) and `Writes` (every way a table's rows change,
-journaled for kill -9). Callers keep calling the flat names (`engine.upsert`, `engine.columns`).
+An `Engine` is three parts, one Protocol per concern, as the Spark engine is built
+(engine/adapter.py): its `session` (statements, the session Python models compute with), its
+`catalog` (schemas, tables, views: DDL and what they hold) and its `writes` (every way a table's
+rows change, journaled for kill -9). Callers reach the part: `engine.writes.upsert(...)`,
+`engine.catalog.columns(...)`; a piece of `execution/` that needs one concern only may ask for
+that part's Protocol instead. Each operation is declared here once.
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ class Writes(Protocol):
     """Every way a table's rows change."""
 
     # Writes take a `journal`: called (maybe more than once, each time with the write's newer state)
-    # before the write's destructive step, with what `finish_write` needs to complete it exactly
+    # before the write's destructive step, with what `finish` needs to complete it exactly
     # after a crash. Without one, a write cleans up after itself and nobody can finish it.
     def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
                       storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
@@ -152,12 +154,12 @@ class Writes(Protocol):
     def append(self, table: str, query_sql: str, *, journal: Journal | None = None) -> None:
         """INSERT INTO: the query's rows are added to the table."""
 
-    def finish_write(self, payload: dict[str, Any]) -> bool:
+    def finish(self, payload: dict[str, Any]) -> bool:
         """Complete a journaled write a killed process left (idempotent): True once it is committed,
         False when it had not reached its destructive step and was undone instead, or when it was a
         step before the write (a schema migration: completed, the write itself still to make)."""
 
-    def discard_write(self, payload: dict[str, Any]) -> None:
+    def discard(self, payload: dict[str, Any]) -> None:
         """Drop what a journaled write staged, once it is recorded (or given up)."""
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
@@ -171,6 +173,14 @@ class Writes(Protocol):
         kept table); `journal` hears how to finish it before the table is replaced."""
 
 
-class Engine(Session, Catalog, Writes, Protocol):
-    """The whole engine: its session, its catalog and its writes (one object implements them all;
-    a part of `execution/` that needs one concern only may ask for that Protocol instead)."""
+class Engine(Protocol):
+    """The whole engine: its session, its catalog and its writes."""
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    @property
+    def writes(self) -> Writes: ...

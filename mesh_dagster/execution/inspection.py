@@ -103,13 +103,13 @@ class Inspection:
         definition = project.models[name]
         if definition.python is None:
             sql = self.render(model, start, end, execution_time, pretty=False)
-            return self.parts.engine.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
+            return self.parts.engine.session.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
         s, e = _range(definition.interval_unit, start, end)
         snapshots = self.planning.local_snapshots()
         engine = self.parts.engine
         evaluator = SnapshotEvaluator(project, engine, snapshots)
         with evaluator.query(snapshots[name], s, e, to_ms(execution_time) if execution_time else now_ms()) as sql:
-            return engine.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
+            return engine.session.fetchdf(f"SELECT * FROM ({sql}) AS _q LIMIT {int(limit)}")
 
     def audit(self, models: list[str] | None = None, environment: str = PROD) -> list[tuple[str, str, int, bool]]:
         """Run the audits of an environment's models on their current data."""
@@ -135,14 +135,14 @@ class Inspection:
             raise MeshError(f"Model {name} has no grain: pass the join columns with --on")
         engine = self.parts.engine
         src, tgt = view_name(name, source), view_name(name, target)
-        src_cols = engine.columns(src)
-        tgt_cols = engine.columns(tgt)
+        src_cols = engine.catalog.columns(src)
+        tgt_cols = engine.catalog.columns(tgt)
         common = [c for c in src_cols if c in tgt_cols]
         q = table_diff_queries(src, tgt, keys, [c for c in common if c not in keys])
-        counts = engine.fetchall(q.summary)[0]
+        counts = engine.session.fetchall(q.summary)[0]
         mismatches = {}
         if q.columns:
-            row = engine.fetchall(q.columns)[0]
+            row = engine.session.fetchall(q.columns)[0]
             mismatches = {c: int(n or 0) for c, n in zip([c for c in common if c not in keys], row)}
         return TableDiff(
             source=src, target=tgt, on=keys, source_count=int(counts[0]), target_count=int(counts[1]),
@@ -150,7 +150,7 @@ class Inspection:
             column_mismatches=mismatches,
             schema_added=[c for c in tgt_cols if c not in src_cols],
             schema_removed=[c for c in src_cols if c not in tgt_cols],
-            sample=engine.fetchdf(q.sample(limit)) if limit else None,
+            sample=engine.session.fetchdf(q.sample(limit)) if limit else None,
         )
 
     def table_diffs(self, source: str, target: str, selectors: Sequence[str], on: list[str] | None = None,

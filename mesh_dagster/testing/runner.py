@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import sqlglot
 from sqlglot import exp
@@ -27,6 +27,7 @@ from mesh_dagster.core.errors import MeshError, UnitTestError
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.sql.renderer import RenderContext, render_query
 from mesh_dagster.core.time.dates import EPOCH, ms_to_datetime, now, to_datetime, to_end_ms
+from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluate.python_evaluation import inclusive_interval, python_query
 from mesh_dagster.testing.comparison import Table, compare
 from mesh_dagster.testing.definition import ExpectedOutput, TestInput, UnitTest, load_tests, normalize_name
@@ -35,12 +36,6 @@ from mesh_dagster.testing.fixtures import fixture_columns, fixture_select, quote
 SPARK = "spark"
 RUNTIME_STAGE = "testing"
 FIXTURE_PREFIX = "mesh_test_"
-
-
-class Engine(Protocol):
-    def execute(self, sql: str) -> None: ...
-
-    def fetchdf(self, sql: str) -> Any: ...
 
 
 @dataclass
@@ -177,7 +172,7 @@ class _TestRun:
     def cleanup(self) -> None:
         for view in reversed(self.views):
             try:
-                self.engine.execute(f"DROP VIEW IF EXISTS {quote(view)}")
+                self.engine.session.execute(f"DROP VIEW IF EXISTS {quote(view)}")
             except Exception:  # noqa: BLE001 - temporary views die with the session anyway
                 pass
         self.views.clear()
@@ -251,7 +246,7 @@ class _TestRun:
         if given.query is not None:
             sql = _rewrite_tables(given.query, self.model.dialect, self.mapping)
             view = self._new_view(name)
-            self.engine.execute(f"CREATE OR REPLACE TEMPORARY VIEW {quote(view)} AS {sql}")
+            self.engine.session.execute(f"CREATE OR REPLACE TEMPORARY VIEW {quote(view)} AS {sql}")
             return
         rows = given.rows or []
         columns = fixture_columns(rows, given.columns, self._known_columns(name))
@@ -260,7 +255,8 @@ class _TestRun:
                                 "declare them with `columns:`", self.test.path, given.line)
         view = self._new_view(name)
         self.schemas[name] = dict(columns)
-        self.engine.execute(f"CREATE OR REPLACE TEMPORARY VIEW {quote(view)} AS {fixture_select(rows, columns)}")
+        select = fixture_select(rows, columns)
+        self.engine.session.execute(f"CREATE OR REPLACE TEMPORARY VIEW {quote(view)} AS {select}")
 
     def _create_empty_fixture(self, name: str) -> None:
         known = self._known_columns(name)
@@ -271,15 +267,15 @@ class _TestRun:
         view = self._new_view(name)
         self.schemas[name] = dict(columns)
         self.empty_inputs.add(name)
-        self.engine.execute(f"CREATE OR REPLACE TEMPORARY VIEW {quote(view)} AS {fixture_select([], columns)}")
+        self.engine.session.execute(f"CREATE OR REPLACE TEMPORARY VIEW {quote(view)} AS {fixture_select([], columns)}")
 
     # -- checking ------------------------------------------------------------------------------
 
     def _check(self, what: str, query: exp.Query, expected: ExpectedOutput) -> list[str]:
-        actual = Table.from_frame(self.engine.fetchdf(query.sql(dialect=SPARK)))
+        actual = Table.from_frame(self.engine.session.fetchdf(query.sql(dialect=SPARK)))
         if expected.query is not None:
             sql = _rewrite_tables(expected.query, self.model.dialect, self.mapping)
-            wanted = Table.from_frame(self.engine.fetchdf(sql))
+            wanted = Table.from_frame(self.engine.session.fetchdf(sql))
         else:
             wanted = Table.from_records(expected.rows or [])
         result = compare(wanted, actual, partial=expected.partial, ordered=_is_ordered(query))

@@ -24,7 +24,7 @@ for sql in (
     "CREATE TABLE raw.customers (id INT, name STRING, tags ARRAY<STRING>) USING parquet",
     "CREATE TABLE raw.events (id INT, amount DECIMAL(10, 2), ds DATE) USING parquet PARTITIONED BY (ds)",
 ):
-    context.engine.execute(sql)
+    context.engine.session.execute(sql)
 """
 
 

@@ -111,12 +111,12 @@ ctx = Context(spec["project"])
 out = {}
 for model in spec["models"]:
     a, b = f"{spec['schema']}.{model}", f"ref.{model}"
-    out[model] = [int(v) for v in ctx.engine.fetchall(
+    out[model] = [int(v) for v in ctx.engine.session.fetchall(
         f"SELECT (SELECT COUNT(*) FROM {a}), (SELECT COUNT(*) FROM {b}), "
         f"(SELECT COUNT(*) FROM ((SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b}) "
         f"UNION ALL (SELECT * FROM {b} EXCEPT ALL SELECT * FROM {a})) AS d)")[0]]
-leftovers = [r[1] for r in ctx.engine.fetchall(f"SHOW TABLES IN mesh__{spec['schema']}") if r[1].startswith("__mesh_tmp")]
-leftovers += [r[0] for r in ctx.engine.fetchall("SHOW DATABASES") if r[0].startswith("__mesh_tmp")]
+leftovers = [r[1] for r in ctx.engine.session.fetchall(f"SHOW TABLES IN mesh__{spec['schema']}") if r[1].startswith("__mesh_tmp")]
+leftovers += [r[0] for r in ctx.engine.session.fetchall("SHOW DATABASES") if r[0].startswith("__mesh_tmp")]
 print(json.dumps({"tables": out, "leftovers": leftovers}))
 ctx.close()
 """

@@ -73,14 +73,14 @@ tables = {s.name: s.table_name for s in ctx.state.environments.get_environment("
 out = {}
 for model in ("m_range", "m_full"):
     a, b = f"{spec['schema']}.{model}", f"ref.{model}"
-    counts = [int(v) for v in ctx.engine.fetchall(
+    counts = [int(v) for v in ctx.engine.session.fetchall(
         f"SELECT (SELECT COUNT(*) FROM {a}), (SELECT COUNT(*) FROM {b}), "
         f"(SELECT COUNT(*) FROM ((SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b}) "
         f"UNION ALL (SELECT * FROM {b} EXCEPT ALL SELECT * FROM {a})) AS d)")[0]]
-    layouts = [[ctx.engine.columns(t), ctx.engine.partition_columns(t)]
+    layouts = [[ctx.engine.catalog.columns(t), ctx.engine.catalog.partition_columns(t)]
                for t in (tables[f"{spec['schema']}.{model}"], tables[f"ref.{model}"])]
     out[model] = {"counts": counts, "layouts": layouts}
-leftovers = [r[1] for r in ctx.engine.fetchall(f"SHOW TABLES IN mesh__{spec['schema']}") if r[1].startswith("__mesh_tmp")]
+leftovers = [r[1] for r in ctx.engine.session.fetchall(f"SHOW TABLES IN mesh__{spec['schema']}") if r[1].startswith("__mesh_tmp")]
 print(json.dumps({"tables": out, "leftovers": leftovers}))
 ctx.close()
 """

@@ -74,7 +74,7 @@ def test_a_failed_blocking_verdict_stops_every_apply_until_fixed(project):
         message = failure_text(refused)
         assert _refusal(project, plan_id) in message and "`mesh plans apply " in message
         assert ctx.state.environments.get_environment("dev") is None  # nothing recorded, no view made
-        assert not ctx.engine.table_exists(f"{project.schema}__dev.full_model")
+        assert not ctx.engine.catalog.table_exists(f"{project.schema}__dev.full_model")
         assert ctx.reviews.records.find(plan_id).status.value == "failed"  # retryable
         assert _refusal(project, plan_id) in (ctx.reviews.records.find(plan_id).events[-1].note or "")
 

@@ -65,7 +65,7 @@ class Project:
     def rows(self, sql: str) -> list[tuple]:
         ctx = self.context()
         try:
-            return [tuple(r) for r in ctx.engine.fetchall(sql)]
+            return [tuple(r) for r in ctx.engine.session.fetchall(sql)]
         finally:
             ctx.close()
 
@@ -88,7 +88,7 @@ def _new_project(tmp_path: Path) -> Project:
 
 def _drop(engine, schema: str) -> None:
     for s in (schema, f"{schema}__dev", f"mesh__{schema}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,7 @@ def test_scheduled_run_fills_the_current_versions_and_records_intervals(project,
         (to_ms(str(LATER)), to_ms(str(date.today())))]
     assert state.intervals.get_intervals([seed.interval_key])[seed.interval_key] == [ALL_TIME]
     assert project.rows(f"SELECT COUNT(*) FROM {inc.table_name}") == [(7,)]
-    assert not engine.table_exists(f"{project.schema}.full_model")  # views never move here
+    assert not engine.catalog.table_exists(f"{project.schema}.full_model")  # views never move here
 
     with dg.build_schedule_context(instance=project.instance, scheduled_execution_time=_tick()) as context:
         assert isinstance(schedule.evaluate_tick(context).skip_message, str)  # nothing due any more

@@ -111,7 +111,7 @@ def test_promotion_waits_while_another_holder_has_the_environment_lock(project, 
             # the run is parked on the lock: nothing moved, the lock is still ours
             assert ctx.state.environments.get_environment("prod") is None
             assert ctx.state.locks.lock_holder(LOCK).owner == holder
-            assert not engine.table_exists(f"{project.schema}.full_model")
+            assert not engine.catalog.table_exists(f"{project.schema}.full_model")
             released_ms = _now_ms()
 
         result = launch.outcome()

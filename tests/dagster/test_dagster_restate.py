@@ -25,7 +25,7 @@ def project(tmp_path, engine):
     ctx.reviews.apply(ctx.plans.plan())
     yield root, schema, ctx
     for s in (schema, f"mesh__{schema}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def test_restate_job_recomputes_and_reports(tmp_path, project):

@@ -35,7 +35,7 @@ class History(ProdProject):
     def rows(self, sql: str) -> list[tuple]:
         ctx = Context(self.root)
         try:
-            return sorted(tuple(r) for r in ctx.engine.fetchall(sql))
+            return sorted(tuple(r) for r in ctx.engine.session.fetchall(sql))
         finally:
             ctx.close()
 
@@ -54,12 +54,12 @@ def history(tmp_path_factory, spark):
     engine = SparkEngine(spark)
     schema = f"h_{uuid.uuid4().hex[:8]}"
     raw = f"{schema}_raw.changes"
-    engine.create_schema(f"{schema}_raw")
+    engine.catalog.create_schema(f"{schema}_raw")
     day = [FIRST + timedelta(days=i) for i in range(DAYS)]
     # key 2 changes on the second day, key 1 on the third (late); key 3 arrives on the second
     changes = [(1, 10, day[0]), (2, 20, day[0]), (2, 21, day[1]), (3, 30, day[1]), (1, 11, day[2])]
     values = ", ".join(f"({i}, {v}, DATE'{d}')" for i, v, d in changes)
-    engine.execute(f"CREATE TABLE {raw} USING parquet AS SELECT * FROM VALUES {values} AS t(id, v, ds)")
+    engine.session.execute(f"CREATE TABLE {raw} USING parquet AS SELECT * FROM VALUES {values} AS t(id, v, ds)")
     tmp = tmp_path_factory.mktemp("history")
     root = write_project(tmp / "p", {
         "external_models.yaml": f"- name: {raw}\n  columns:\n    id: int\n    v: int\n    ds: date\n",
@@ -87,7 +87,7 @@ def history(tmp_path_factory, spark):
     (tmp / "dagster_home").mkdir()
     yield History(root, schema, dg.DagsterInstance.local_temp(str(tmp / "dagster_home")))
     for s in (schema, f"mesh__{schema}", f"{schema}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:

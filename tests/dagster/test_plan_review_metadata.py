@@ -51,4 +51,4 @@ def test_the_plan_and_apply_jobs_show_the_statements_and_the_linter(tmp_path, en
     done = _metadata(applied)
     assert (done["status"], done["linter"]) == ("completed", OFF)
     assert f"+before_all.0: CREATE SCHEMA IF NOT EXISTS {audit}" in done["environment_statements"]
-    assert engine.fetchall(f"SHOW SCHEMAS LIKE '{audit}'")  # the reviewed before_all ran
+    assert engine.session.fetchall(f"SHOW SCHEMAS LIKE '{audit}'")  # the reviewed before_all ran

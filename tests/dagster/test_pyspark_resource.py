@@ -108,7 +108,7 @@ def test_a_runs_session_has_the_resources_setting(tmp_path, spark, unique_schema
         assert result.success
         context = Context(root)
         table = context.plans.plan("prod", allow_empty=True).snapshots[f"{unique_schema}.marker"].table_name
-        assert [tuple(r) for r in context.engine.fetchall(f"SELECT value FROM {table}")] == [("from-resource",)]
+        assert [tuple(r) for r in context.engine.session.fetchall(f"SELECT value FROM {table}")] == [("from-resource",)]
         context.close()
     finally:
         spark.conf.unset(MARKER)

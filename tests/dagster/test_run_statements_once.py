@@ -34,15 +34,15 @@ def _project(tmp_path, schema: str):
 
 
 def _counts(engine, raw: str) -> dict[tuple, int]:
-    rows = engine.fetchall(f"SELECT stage, env, tag, COUNT(*) FROM {raw}.counter GROUP BY stage, env, tag")
+    rows = engine.session.fetchall(f"SELECT stage, env, tag, COUNT(*) FROM {raw}.counter GROUP BY stage, env, tag")
     return {(stage, env, tag): n for stage, env, tag, n in rows}
 
 
 def test_a_six_asset_run_runs_the_planned_statements_once_and_a_failed_run_no_after_all(tmp_path, engine, project_schema):
     schema = project_schema
     root, raw = _project(tmp_path, schema)
-    engine.execute(f"CREATE SCHEMA IF NOT EXISTS {raw}")
-    engine.execute(f"CREATE TABLE {raw}.src USING parquet AS SELECT 1 AS id")
+    engine.session.execute(f"CREATE SCHEMA IF NOT EXISTS {raw}")
+    engine.session.execute(f"CREATE TABLE {raw}.src USING parquet AS SELECT 1 AS id")
     ctx = Context(root, engine=engine, on_warning=lambda _: None)
     ctx.reviews.apply(ctx.plans.plan("prod"))
     assert _counts(engine, raw) == {("before_all", "prod", "planned"): 1, ("after_all", "prod", "planned"): 1}
@@ -57,7 +57,7 @@ def test_a_six_asset_run_runs_the_planned_statements_once_and_a_failed_run_no_af
     assert len(result.get_asset_materialization_events()) == 6  # six steps, each evaluated its model
     assert _counts(engine, raw) == {("before_all", "prod", "planned"): 2, ("after_all", "prod", "planned"): 2}
 
-    engine.execute(f"DROP TABLE {raw}.src")  # f fails in the next run
+    engine.session.execute(f"DROP TABLE {raw}.src")  # f fails in the next run
     failed = job.execute_in_process(instance=instance, raise_on_error=False)
     assert not failed.success and f"{schema}.f" in failure_text(failed)
     assert len(failed.get_asset_materialization_events()) == 5

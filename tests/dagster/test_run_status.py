@@ -137,7 +137,7 @@ def project(tmp_path_factory, spark):
     os.environ.pop(ROOT_VARIABLE, None)
     engine = SparkEngine(spark)
     for s in (schema, f"mesh__{schema}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 @pytest.fixture(autouse=True)

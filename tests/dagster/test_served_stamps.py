@@ -53,7 +53,7 @@ def _tick(project: Project) -> tuple[list, list[dg.ExecuteInProcessResult]]:
 def _columns(project: Project, view: str) -> list[str]:
     ctx = project.context()
     try:
-        return list(ctx.engine.columns(view))
+        return list(ctx.engine.catalog.columns(view))
     finally:
         ctx.close()
 

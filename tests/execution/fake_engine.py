@@ -1,6 +1,8 @@
 """An in-memory engine for fast tests of `execution/`: it records every call, in order, with its
 arguments, and keeps just enough of a catalog (schemas, tables with their columns, views) to
-answer what the evaluator asks. It implements `mesh_dagster.execution.engine.Engine`.
+answer what the evaluator asks. It implements `mesh_dagster.execution.engine.Engine`: one object is
+its session, its catalog and its writes (each part is the engine itself), so every call lands in
+one ordered record, and a test's subclass overrides just the operation it intercepts.
 
 (tests/races/fake_engine.py is a different tool: a log shared between processes, for ordering
 races; this one lives in one process and keeps full arguments.)
@@ -32,6 +34,18 @@ class FakeEngine:
         self.views: dict[str, str] = {}
         self.frames: dict[str, list[pd.DataFrame]] = {}  # temporary views over Python models' output
         self.duplicates: list[tuple] = []  # what `upsert` reports as repeated keys (then it writes nothing)
+
+    @property
+    def session(self) -> FakeEngine:
+        return self
+
+    @property
+    def catalog(self) -> FakeEngine:
+        return self
+
+    @property
+    def writes(self) -> FakeEngine:
+        return self
 
     def methods(self) -> list[str]:
         return [c.method for c in self.calls]
@@ -193,14 +207,14 @@ class FakeEngine:
         self.tables.pop(name, None)
 
     # -- the journal of writes (the fake journals nothing, so there is never anything to finish)
-    def finish_write(self, payload: dict[str, Any]) -> bool:
+    def finish(self, payload: dict[str, Any]) -> bool:
         if payload.get("operation") == "clear":  # the one journaled write the scheduler itself makes
             self.execute(f"TRUNCATE TABLE {payload['table']}")
             return True
         raise AssertionError(f"the fake engine journals no write, yet was asked to finish {payload}")
 
-    def discard_write(self, payload: dict[str, Any]) -> None:
-        self._record("discard_write", payload.get("table", ""))
+    def discard(self, payload: dict[str, Any]) -> None:
+        self._record("discard", payload.get("table", ""))
 
     def table_location(self, table: str) -> str | None:
         return f"/warehouse/{table}" if table in self.tables else None

@@ -1,7 +1,8 @@
 """A stand-in for Spark that records every call, for tests about *ordering* between processes.
 
 Engine calls are duck-typed, so applies, promotions and the janitor run their real code against
-it. Each call is appended as one JSON line to a log shared by every process of a test (one
+it: the engine is its own session and catalog, and its writes are every write of the `Writes`
+Protocol that names a table, recorded by that name (what a write does to rows is no concern here). Each call is appended as one JSON line to a log shared by every process of a test (one
 `write` per line with O_APPEND: lines of concurrent processes never interleave), and the
 "warehouse" — which tables and views exist, and what each view selects — is replayed from that
 log. Hooks let a test pause a process inside a call, or kill it there.
@@ -9,13 +10,35 @@ log. Hooks let a test pause a process inside a call, or kill it there.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mesh_dagster.execution.engine import Writes
+
 WAIT_S = 120  # a paused actor gives up (and fails its test) after this long
+
+
+# The writes of the Protocol whose first argument is a table (not finishing journaled writes, which
+# this engine never makes).
+TABLE_WRITES = frozenset(name for name, op in vars(Writes).items()
+                         if inspect.isfunction(op) and list(inspect.signature(op).parameters)[1:2] == ["table"])
+
+
+class RecordedWrites:
+    """An engine's writes part that records each write under its table's name."""
+
+    def __init__(self, record: Callable[[str, str], None]):
+        self._record = record
+
+    def __getattr__(self, op: str) -> Callable[..., None]:
+        if op not in TABLE_WRITES:
+            raise AttributeError(op)
+        return lambda table, *args, **kwargs: self._record(op, table)
 
 
 class RecordingEngine:
@@ -24,6 +47,8 @@ class RecordingEngine:
         self.actor = actor
         self.hooks = hooks or {}
         self._counts: dict[str, int] = {}
+        self.session = self.catalog = self
+        self.writes = RecordedWrites(self._record)
 
     # -- what the evaluator, the virtual layer and the janitor call ------------------------------
     def create_schema(self, name: str) -> None:
@@ -34,15 +59,6 @@ class RecordingEngine:
 
     def create_table(self, name: str, *args: Any, **kwargs: Any) -> None:
         self._record("create_table", name)
-
-    def replace_table(self, name: str, *args: Any, **kwargs: Any) -> None:
-        self._record("replace_table", name)
-
-    def insert_overwrite_interval(self, name: str, *args: Any, **kwargs: Any) -> None:
-        self._record("insert_overwrite_interval", name)
-
-    def load_seed(self, name: str, *args: Any, **kwargs: Any) -> None:
-        self._record("load_seed", name)
 
     def create_view(self, name: str, select_sql: str, *args: Any, **kwargs: Any) -> None:
         self._record("create_view", name, select_sql)

@@ -66,10 +66,10 @@ from mesh_dagster.context import Context
 spec = json.loads(sys.argv[1])
 ctx = Context(spec["project"])
 s = spec["schema"]
-log = ctx.engine.fetchall(
+log = ctx.engine.session.fetchall(
     f"SELECT COUNT(*), COUNT(DISTINCT id, d), COUNT(DISTINCT d) FROM "
     f"(SELECT id, EXPLODE(SEQUENCE(first_day, last_day)) AS d FROM {s}.a_log) AS days")[0]
-history = ctx.engine.fetchall(
+history = ctx.engine.session.fetchall(
     f"SELECT COUNT(*), COUNT(DISTINCT id, valid_from), SUM(CASE WHEN valid_to IS NULL THEN 1 ELSE 0 END) "
     f"FROM {s}.z_history")[0] if spec["history"] else []
 print(json.dumps({"log": list(log), "history": list(history)}))
@@ -83,10 +83,10 @@ import json, sys, time
 from pathlib import Path
 import dagster as dg
 from mesh_dagster.dagster import definitions
-from mesh_dagster.engine.adapter import SparkEngine
+from mesh_dagster.engine.writes import TableWrites
 
 spec = json.loads(sys.argv[1])
-real = SparkEngine.append
+real = TableWrites.append
 
 def append(self, *args, **kwargs):
     Path(spec["arrived"]).write_text("here")
@@ -95,7 +95,7 @@ def append(self, *args, **kwargs):
         time.sleep(0.05)
     return real(self, *args, **kwargs)
 
-SparkEngine.append = append
+TableWrites.append = append
 defs = definitions(spec["project"], "prod")
 job = defs.resolve_implicit_global_asset_job_def()
 result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), raise_on_error=False,

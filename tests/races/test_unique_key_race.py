@@ -53,7 +53,7 @@ WRITER = """
 import json, sys, time
 from pathlib import Path
 from mesh_dagster.context import Context
-from mesh_dagster.engine.adapter import SparkEngine
+from mesh_dagster.engine.writes import TableWrites
 
 spec = json.loads(sys.argv[1])
 
@@ -61,7 +61,7 @@ def note(what):
     with open(spec["events"], "a") as f:
         f.write(f"{time.time():.3f} {spec['name']} {what}\\n")
 
-real = SparkEngine.upsert
+real = TableWrites.upsert
 
 def upsert(self, *args, **kwargs):
     note("start")
@@ -75,7 +75,7 @@ def upsert(self, *args, **kwargs):
     finally:
         note("end")
 
-SparkEngine.upsert = upsert
+TableWrites.upsert = upsert
 ctx = Context(spec["project"], state_url=spec["url"])
 try:
     done = list(ctx.materialize([spec["model"]], spec["start"], spec["end"]))
@@ -93,7 +93,7 @@ from mesh_dagster.context import Context
 spec = json.loads(sys.argv[1])
 ctx = Context(spec["project"], state_url=spec["url"])
 table = ctx.plans.plan("prod", allow_empty=True).snapshots[spec["model"]].table_name
-print(json.dumps([list(r) for r in ctx.engine.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {table}")]))
+print(json.dumps([list(r) for r in ctx.engine.session.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {table}")]))
 ctx.close()
 """
 

@@ -5,6 +5,7 @@ changes, and the janitor keeps the tables those half-moved views still read unti
 
 from __future__ import annotations
 
+import copy
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,23 +21,24 @@ def schema(engine):
     name = f"rep_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 class ViewsFailAfter:
-    """The real engine, except that the apply is interrupted (Ctrl-C) while it creates the `n`-th view."""
+    """The real engine's catalog, except that the apply is interrupted (Ctrl-C) while it creates the
+    `n`-th view."""
 
-    def __init__(self, engine: Any, n: int):
-        self._engine, self._left = engine, n
+    def __init__(self, catalog: Any, n: int):
+        self._catalog, self._left = catalog, n
 
     def create_view(self, *args: Any, **kwargs: Any) -> None:
         self._left -= 1
         if self._left == 0:
             raise KeyboardInterrupt
-        self._engine.create_view(*args, **kwargs)
+        self._catalog.create_view(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
+        return getattr(self._catalog, name)
 
 
 def _model(schema: str, name: str, query: str) -> str:
@@ -44,7 +46,7 @@ def _model(schema: str, name: str, query: str) -> str:
 
 
 def _rows(ctx: Context, view: str) -> list[tuple]:
-    return [tuple(r) for r in ctx.engine.fetchall(f"SELECT * FROM {view}")]
+    return [tuple(r) for r in ctx.engine.session.fetchall(f"SELECT * FROM {view}")]
 
 
 def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine, schema: str) -> None:
@@ -60,7 +62,9 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
     (root / "models/a.sql").write_text(_model(schema, "a", "SELECT 10 AS x"))
     (root / "models/c.sql").unlink()
     ctx.reload()
-    failing = Context(root, engine=ViewsFailAfter(engine, 2), state_url=ctx.state.url)
+    failing_engine = copy.copy(engine)  # the real engine, its catalog wrapped
+    failing_engine.catalog = ViewsFailAfter(engine.catalog, 2)
+    failing = Context(root, engine=failing_engine, state_url=ctx.state.url)
     with pytest.raises(KeyboardInterrupt):
         failing.reviews.apply(failing.plans.plan())
     failing.close()
@@ -69,15 +73,15 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
     assert _rows(ctx, f"{schema}.c") == [(2,)]
 
     ctx.janitor(ignore_ttl=True)
-    assert engine.table_exists(old_b)  # the view of b still reads it
+    assert engine.catalog.table_exists(old_b)  # the view of b still reads it
 
     repair = ctx.plans.plan()
     assert not repair.has_changes and repair.needs_apply
     ctx.reviews.apply(repair)
     assert ctx.state.environments.get_environment("prod").finalized_ts is not None
     assert _rows(ctx, f"{schema}.a") == [(10,)] and _rows(ctx, f"{schema}.b") == [(10,)]
-    assert not engine.table_exists(f"{schema}.c")
+    assert not engine.catalog.table_exists(f"{schema}.c")
 
     ctx.janitor(ignore_ttl=True)
-    assert not engine.table_exists(old_b)
+    assert not engine.catalog.table_exists(old_b)
     ctx.close()

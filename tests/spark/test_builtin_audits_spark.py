@@ -67,7 +67,7 @@ def schema(engine):
     name = f"ba_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def test_a_model_with_every_built_in_audit_passes_its_apply(tmp_path, engine, schema) -> None:
@@ -76,7 +76,7 @@ def test_a_model_with_every_built_in_audit_passes_its_apply(tmp_path, engine, sc
     ctx = Context(write_project(tmp_path / "p", files, CONFIG), engine=engine)
     try:
         ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02 00:00:00"))
-        assert engine.fetchall(f"SELECT COUNT(*) FROM {schema}.checked")[0][0] == 4
+        assert engine.session.fetchall(f"SELECT COUNT(*) FROM {schema}.checked")[0][0] == 4
     finally:
         ctx.close()
 
@@ -123,7 +123,7 @@ FAILING = [
 
 def test_each_built_in_audit_fails_on_bad_rows(engine) -> None:
     view = f"bad_{uuid.uuid4().hex[:8]}"
-    engine.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} AS SELECT * FROM VALUES {BAD_ROWS} "
+    engine.session.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} AS SELECT * FROM VALUES {BAD_ROWS} "
                      "AS t(id, lo, hi, k, method, name, zip, uid, email, url, note, a, b)")
     model = Model(name="db.bad", kind=ModelKind(name=KindName.FULL), dialect="duckdb", query="SELECT 1",
                   path="models/bad.sql", line=1)
@@ -132,8 +132,8 @@ def test_each_built_in_audit_fails_on_bad_rows(engine) -> None:
         for name, args in FAILING:
             ref = AuditRef(name=name, args=args)
             sql = audit_query(ref, model, {}, RenderContext(this_model=view), MacroRegistry())[0]
-            if engine.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0] == 0:
+            if engine.session.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0] == 0:
                 passed.append(name)
     finally:
-        engine.spark.catalog.dropTempView(view)  # the session is shared: other tests count its temp views
+        engine.session.spark.catalog.dropTempView(view)  # the session is shared: other tests count its temp views
     assert passed == []

@@ -42,7 +42,7 @@ def schema(engine):
     name = f"cap_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"{name}__dev", f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _project(root: Path, s: str, factor: int = 1, mult: int = 1, extra_config: str = "") -> Path:
@@ -58,7 +58,7 @@ def _project(root: Path, s: str, factor: int = 1, mult: int = 1, extra_config: s
 
 
 def _values(ctx: Context, view: str) -> list[tuple[str, int]]:
-    return [(str(r[0]), int(r[1])) for r in ctx.engine.fetchall(f"SELECT CAST(ds AS STRING), v FROM {view} ORDER BY ds")]
+    return [(str(r[0]), int(r[1])) for r in ctx.engine.session.fetchall(f"SELECT CAST(ds AS STRING), v FROM {view} ORDER BY ds")]
 
 
 def _applied(root: Path, engine, when: str) -> Context:

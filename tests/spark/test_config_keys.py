@@ -32,4 +32,4 @@ def test_plan_auto_apply_applies_without_asking(spark, engine, unique_schema: st
     result = CliRunner().invoke(cli, ["-p", str(root), "plan", "--skip-tests"], input="")
     assert result.exit_code == 0, result.output
     assert "Apply - " not in result.output
-    assert engine.fetchall(f"SELECT a FROM {unique_schema}.v") == [(1,)]
+    assert engine.session.fetchall(f"SELECT a FROM {unique_schema}.v") == [(1,)]

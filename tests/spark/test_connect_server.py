@@ -69,21 +69,21 @@ from mesh_dagster.engine.connect_server import project_session
 project, me, other = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 spark = project_session(load_config(project).gateway().connection, project / ".mesh")
 engine = SparkEngine(spark)
-engine.create_schema(me)
+engine.catalog.create_schema(me)
 for i in range(3):
-    engine.execute(f"CREATE TABLE {me}.t{i} USING parquet AS SELECT id FROM range({i + 2})")
-engine.create_view(f"{me}.v", f"SELECT count(*) AS n FROM {me}.t2")
+    engine.session.execute(f"CREATE TABLE {me}.t{i} USING parquet AS SELECT id FROM range({i + 2})")
+engine.catalog.create_view(f"{me}.v", f"SELECT count(*) AS n FROM {me}.t2")
 (project / f"{me}.done").touch()
 deadline = time.monotonic() + 600
 while not (project / f"{other}.done").exists():
     if time.monotonic() > deadline:
         sys.exit("the other client never finished")
     time.sleep(0.2)
-location = [r for r in engine.fetchall(f"DESCRIBE DATABASE {me}") if r[0] == "Location"][0][1]
+location = [r for r in engine.session.fetchall(f"DESCRIBE DATABASE {me}") if r[0] == "Location"][0][1]
 print(json.dumps({
     "session": type(spark).__module__,
-    "other_view": engine.fetchall(f"SELECT n FROM {other}.v")[0][0],
-    "other_tables": sorted(engine.list_objects(other)),
+    "other_view": engine.session.fetchall(f"SELECT n FROM {other}.v")[0][0],
+    "other_tables": sorted(engine.catalog.list_objects(other)),
     "location": location,
     "overwrite_mode": spark.conf.get("spark.sql.sources.partitionOverwriteMode"),
 }))

@@ -50,11 +50,11 @@ def schema(engine):
     name = f"s_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"{name}__dev", f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _rows(ctx: Context, sql: str) -> list[tuple]:
-    return [tuple(r) for r in ctx.engine.fetchall(sql)]
+    return [tuple(r) for r in ctx.engine.session.fetchall(sql)]
 
 
 def test_apply_then_failing_audit_keeps_prod_views(tmp_path, engine, schema):
@@ -99,9 +99,9 @@ def test_dev_table_diff_render_evaluate_and_janitor(tmp_path, engine, schema):
     dev = ctx.plans.plan("dev", execution_time="2020-01-06")
     ctx.reviews.apply(dev)
     assert _rows(ctx, f"SELECT DISTINCT new_column FROM {schema}__dev.inc") == [("z",)]
-    assert "new_column" not in engine.columns(f"{schema}.inc")
+    assert "new_column" not in engine.catalog.columns(f"{schema}.inc")
     # The unchanged seed has no dev view; the indirectly modified full_model does.
-    assert not engine.table_exists(f"{schema}__dev.seed") and engine.table_exists(f"{schema}__dev.full")
+    assert not engine.catalog.table_exists(f"{schema}__dev.seed") and engine.catalog.table_exists(f"{schema}__dev.full")
 
     d = ctx.inspection.table_diff("prod", "dev", f"{schema}.inc")
     assert (d.source_count, d.target_count, d.source_only, d.target_only, d.joined) == (4, 4, 0, 0, 4)
@@ -113,21 +113,21 @@ def test_dev_table_diff_render_evaluate_and_janitor(tmp_path, engine, schema):
 
     ctx.invalidate("dev", sync=True)
     assert ctx.state.environments.get_environment("dev") is None
-    assert not engine.table_exists(f"{schema}__dev.inc")
+    assert not engine.catalog.table_exists(f"{schema}__dev.inc")
     new_table = dev.snapshots[f"{schema}.inc"].table_name
-    assert engine.table_exists(new_table)
+    assert engine.catalog.table_exists(new_table)
     result = ctx.janitor(ignore_ttl=True)
-    assert new_table in result["tables"] and not engine.table_exists(new_table)
-    assert engine.table_exists(f"{schema}.inc")  # prod untouched
+    assert new_table in result["tables"] and not engine.catalog.table_exists(new_table)
+    assert engine.catalog.table_exists(f"{schema}.inc")  # prod untouched
     with pytest.raises(PlanError, match="cannot be invalidated"):
         ctx.invalidate("prod")
 
 
 def test_reprocessing_an_interval_empties_partitions_the_query_no_longer_produces(tmp_path, engine, schema):
     raw = f"{schema}_raw"
-    engine.create_schema(raw)
-    engine.execute(f"CREATE TABLE {raw}.events USING parquet AS SELECT * FROM VALUES "
-                   "(1, DATE'2020-01-01'), (2, DATE'2020-01-02'), (3, DATE'2020-01-03') AS t(id, ds)")
+    engine.catalog.create_schema(raw)
+    engine.session.execute(f"CREATE TABLE {raw}.events USING parquet AS SELECT * FROM VALUES "
+                           "(1, DATE'2020-01-01'), (2, DATE'2020-01-02'), (3, DATE'2020-01-03') AS t(id, ds)")
     root = write_project(tmp_path / "p", {
         "external_models.yaml": f"- name: {raw}.events\n  columns:\n    id: int\n    ds: date\n",
         "models/daily.sql": f"""
@@ -141,11 +141,11 @@ def test_reprocessing_an_interval_empties_partitions_the_query_no_longer_produce
         plan = ctx.plans.plan(execution_time="2020-01-04")
         ctx.reviews.apply(plan)
         assert _rows(ctx, f"SELECT id FROM {schema}.daily ORDER BY id") == [(1,), (2,), (3,)]
-        engine.execute(f"INSERT OVERWRITE TABLE {raw}.events SELECT * FROM VALUES (1, DATE'2020-01-01'), "
-                       "(3, DATE'2020-01-03') AS t(id, ds)")
+        engine.session.execute(f"INSERT OVERWRITE TABLE {raw}.events SELECT * FROM VALUES (1, DATE'2020-01-01'), "
+                               "(3, DATE'2020-01-03') AS t(id, ds)")
         snap = plan.snapshots[f"{schema}.daily"]
         SnapshotEvaluator(ctx.project, engine, plan.snapshots).evaluate(
             snap, to_ms("2020-01-01"), to_ms("2020-01-04"), to_ms("2020-01-04"))
         assert _rows(ctx, f"SELECT id FROM {schema}.daily ORDER BY id") == [(1,), (3,)]
     finally:
-        engine.drop_schema(raw, cascade=True)
+        engine.catalog.drop_schema(raw, cascade=True)

@@ -70,6 +70,6 @@ def test_duckdb_functions_compute_duckdbs_values_on_spark(engine) -> None:
     query = "SELECT " + ", ".join(f"CAST({e} AS VARCHAR) AS v{i}" for i, e in enumerate(exprs))
     model = Model(name="db.m", kind=ModelKind(name=KindName.FULL), dialect="duckdb", query=query,
                   path="models/m.sql", line=1)
-    row = engine.fetchall(render_sql(model, RenderContext(), MacroRegistry()))[0]
+    row = engine.session.fetchall(render_sql(model, RenderContext(), MacroRegistry()))[0]
     wrong = {e: (DUCKDB[e], row[i]) for i, e in enumerate(exprs) if not _same(DUCKDB[e], row[i])}
     assert wrong == {}

@@ -52,15 +52,15 @@ def test_writes_to_the_embedded_warehouse_leave_no_success_markers(spark, engine
     engine (partitioned insert, a new generation directory, a seed) leaves data files only."""
     hadoop_key = MARKERS.removeprefix("spark.hadoop.")
     assert spark.sparkContext._jsc.hadoopConfiguration().get(hadoop_key) == "false"
-    engine.create_schema(unique_schema)
+    engine.catalog.create_schema(unique_schema)
     days = "SELECT 1 AS v, DATE'2020-01-01' AS ds UNION ALL SELECT 2, DATE'2020-01-02'"
-    engine.create_table(f"{unique_schema}.inc", days, ["ds"])
-    engine.insert_overwrite_interval(f"{unique_schema}.inc", days, "ds", "DATE'2020-01-01'", "DATE'2020-01-03'")
-    engine.replace_table(f"{unique_schema}.full", "SELECT 1 AS a, 2 AS b", [])
-    engine.execute(f"CREATE TABLE {unique_schema}.hive (a INT) STORED AS PARQUET")
-    engine.execute(f"INSERT OVERWRITE TABLE {unique_schema}.hive SELECT 5")
-    assert engine.fetchall(f"SELECT v FROM {unique_schema}.inc ORDER BY v") == [(1,), (2,)]
-    assert engine.fetchall(f"SELECT a, b FROM {unique_schema}.full") == [(1, 2)]
+    engine.catalog.create_table(f"{unique_schema}.inc", days, ["ds"])
+    engine.writes.insert_overwrite_interval(f"{unique_schema}.inc", days, "ds", "DATE'2020-01-01'", "DATE'2020-01-03'")
+    engine.writes.replace_table(f"{unique_schema}.full", "SELECT 1 AS a, 2 AS b", [])
+    engine.session.execute(f"CREATE TABLE {unique_schema}.hive (a INT) STORED AS PARQUET")
+    engine.session.execute(f"INSERT OVERWRITE TABLE {unique_schema}.hive SELECT 5")
+    assert engine.session.fetchall(f"SELECT v FROM {unique_schema}.inc ORDER BY v") == [(1,), (2,)]
+    assert engine.session.fetchall(f"SELECT a, b FROM {unique_schema}.full") == [(1, 2)]
     schema_dir = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")) / f"{unique_schema}.db"
     names = [name for _, _, files in os.walk(schema_dir) for name in files]
     assert any(name.endswith(".parquet") for name in names), names

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def rows(engine: SparkEngine, sql: str) -> list[tuple]:
-    return sorted(engine.fetchall(sql), key=repr)
+    return sorted(engine.session.fetchall(sql), key=repr)
 
 
 # -- session ---------------------------------------------------------------------------------
@@ -45,11 +45,11 @@ def test_a_partition_filter_the_metastore_refuses_is_done_by_spark(engine, uniqu
     """The metastore's ORM path filters string partition keys only; it is taken for a DATE key when
     its direct SQL fails (seen under load: a killed client's statement still holding a lock). A key
     whose name direct SQL cannot filter by reproduces it: the read still answers."""
-    engine.create_schema(unique_schema)
-    engine.execute(f"CREATE TABLE {unique_schema}.f (id INT, `a b` DATE) USING parquet PARTITIONED BY (`a b`)")
-    engine.execute(f"INSERT OVERWRITE TABLE {unique_schema}.f VALUES (1, DATE'2020-01-01'), (2, DATE'2020-01-03')")
+    engine.catalog.create_schema(unique_schema)
+    engine.session.execute(f"CREATE TABLE {unique_schema}.f (id INT, `a b` DATE) USING parquet PARTITIONED BY (`a b`)")
+    engine.session.execute(f"INSERT OVERWRITE TABLE {unique_schema}.f VALUES (1, DATE'2020-01-01'), (2, DATE'2020-01-03')")
     sql = f"SELECT COUNT(*) FROM {unique_schema}.f WHERE `a b` BETWEEN DATE'2020-01-01' AND DATE'2020-01-02'"
-    assert engine.fetchall(sql) == [(1,)]
+    assert engine.session.fetchall(sql) == [(1,)]
 
 
 def test_local_and_cluster_session_config(tmp_path: Path) -> None:
@@ -85,8 +85,8 @@ def test_engine_insists_on_dynamic_partition_overwrite(spark) -> None:
 
 def test_nothing_is_written_to_the_directory_spark_started_in(engine, unique_schema, spark_launch_dir) -> None:
     table = f"{unique_schema}.t"
-    engine.replace_table(table, "SELECT 1 AS id, DATE'2020-01-01' AS ds", ["ds"])
-    assert engine.fetchall(f"SELECT id FROM {table}") == [(1,)]
+    engine.writes.replace_table(table, "SELECT 1 AS id, DATE'2020-01-01' AS ds", ["ds"])
+    assert engine.session.fetchall(f"SELECT id FROM {table}") == [(1,)]
     assert list(spark_launch_dir.iterdir()) == []
 
 
@@ -100,12 +100,12 @@ from mesh_dagster.engine import SparkEngine, build_session
 
 spark = build_session(SparkConnectionConfig(master="local[1]"), Path({mesh_dir!r}))
 engine = SparkEngine(spark)
-engine.create_schema("quiet")
-engine.execute("CREATE SCHEMA IF NOT EXISTS quiet")  # the metastore logs this one unless silenced
-engine.replace_table("quiet.t", "SELECT 1 AS id, DATE'2020-01-01' AS ds", ["ds"])
-assert engine.fetchall("SELECT id FROM quiet.t") == [(1,)]
+engine.catalog.create_schema("quiet")
+engine.session.execute("CREATE SCHEMA IF NOT EXISTS quiet")  # the metastore logs this one unless silenced
+engine.writes.replace_table("quiet.t", "SELECT 1 AS id, DATE'2020-01-01' AS ds", ["ds"])
+assert engine.session.fetchall("SELECT id FROM quiet.t") == [(1,)]
 try:
-    engine.fetchall("SELECT * FROM quiet.missing")
+    engine.session.fetchall("SELECT * FROM quiet.missing")
 except EngineError as e:
     print(e)
 """
@@ -128,22 +128,22 @@ spark = builder.getOrCreate()
 e = SparkEngine(spark)
 out = {{"session": type(spark).__module__}}
 days = "SELECT 1 AS v, DATE'2020-01-01' AS ds UNION ALL SELECT 2, DATE'2020-01-02' UNION ALL SELECT 3, DATE'2020-01-03'"
-e.create_table("c.inc", days, ["ds"])
-e.insert_overwrite_interval("c.inc", days, "ds", "DATE'2020-01-01'", "DATE'2020-01-03'")
-e.insert_overwrite_interval("c.inc", "SELECT DATE'2020-01-02' AS ds, 20 AS v", "ds", "DATE'2020-01-02'", "DATE'2020-01-03'")
-out["inc"] = sorted(e.fetchall("SELECT v, CAST(ds AS STRING) FROM c.inc"))
-out["partitions"] = e.partitions("c.inc")
-e.replace_table("c.full", "SELECT 1 AS a, 2 AS b", [])
-e.replace_table("c.full", "SELECT 20 AS b, 10 AS a", [])
-out["full"] = e.fetchall("SELECT a, b FROM c.full")
-e.load_seed("c.seed", pd.DataFrame({{"id": [1, 2], "d": ["2020-01-01", None]}}), {{"id": "int", "d": "date"}})
-out["seed_columns"] = e.columns("c.seed")
-out["seed"] = sorted(e.fetchall("SELECT id, CAST(d AS STRING) FROM c.seed"))
-e.create_view("c.v", "SELECT * FROM c.full")
-out["objects"] = e.list_objects("c")
-out["view"] = e.fetchdf("SELECT * FROM c.v").to_dict("records")
+e.catalog.create_table("c.inc", days, ["ds"])
+e.writes.insert_overwrite_interval("c.inc", days, "ds", "DATE'2020-01-01'", "DATE'2020-01-03'")
+e.writes.insert_overwrite_interval("c.inc", "SELECT DATE'2020-01-02' AS ds, 20 AS v", "ds", "DATE'2020-01-02'", "DATE'2020-01-03'")
+out["inc"] = sorted(e.session.fetchall("SELECT v, CAST(ds AS STRING) FROM c.inc"))
+out["partitions"] = e.catalog.partitions("c.inc")
+e.writes.replace_table("c.full", "SELECT 1 AS a, 2 AS b", [])
+e.writes.replace_table("c.full", "SELECT 20 AS b, 10 AS a", [])
+out["full"] = e.session.fetchall("SELECT a, b FROM c.full")
+e.writes.load_seed("c.seed", pd.DataFrame({{"id": [1, 2], "d": ["2020-01-01", None]}}), {{"id": "int", "d": "date"}})
+out["seed_columns"] = e.catalog.columns("c.seed")
+out["seed"] = sorted(e.session.fetchall("SELECT id, CAST(d AS STRING) FROM c.seed"))
+e.catalog.create_view("c.v", "SELECT * FROM c.full")
+out["objects"] = e.catalog.list_objects("c")
+out["view"] = e.session.fetchdf("SELECT * FROM c.v").to_dict("records")
 try:
-    e.fetchall("SELECT * FROM c.missing")
+    e.session.fetchall("SELECT * FROM c.missing")
 except EngineError as err:
     out["error"] = err.condition
 print(json.dumps(out))
@@ -219,7 +219,7 @@ def test_adapter_over_spark_connect(background) -> None:
 
 def test_spark_errors_surface_as_one_line_engine_errors(engine) -> None:
     with pytest.raises(SparkSQLError) as info:
-        engine.fetchall("SELECT * FROM no_such_schema.no_such_table")
+        engine.session.fetchall("SELECT * FROM no_such_schema.no_such_table")
     error = info.value
     assert isinstance(error, EngineError)
     assert error.condition == "TABLE_OR_VIEW_NOT_FOUND"
@@ -227,11 +227,11 @@ def test_spark_errors_surface_as_one_line_engine_errors(engine) -> None:
     assert "\n" not in str(error) and "JVM" not in str(error) and "at org.apache" not in str(error)
 
     with pytest.raises(SparkSQLError) as info:
-        engine.execute("SELEC 1")
+        engine.session.execute("SELEC 1")
     assert str(info.value) == "Spark SQL failed: [PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'. SQLSTATE: 42601"
 
     with pytest.raises(SparkSQLError, match=r"^Spark query failed: \[CAST_INVALID_INPUT\] The value 'x'") as info:
-        engine.fetchall("SELECT CAST('x' AS INT)")
+        engine.session.fetchall("SELECT CAST('x' AS INT)")
     assert info.value.sql == "SELECT CAST('x' AS INT)"
 
 
@@ -250,46 +250,46 @@ def test_error_message_of_a_raw_py4j_failure() -> None:
 def test_names_are_validated_before_reaching_sql(engine) -> None:
     assert quote_name("a.b_1") == "`a`.`b_1`"
     with pytest.raises(EngineError, match=r"Invalid identifier 'b; DROP TABLE x'"):
-        engine.drop_table("a.b; DROP TABLE x")
+        engine.catalog.drop_table("a.b; DROP TABLE x")
     with pytest.raises(EngineError, match=r"Invalid identifier 'x`y'"):
-        engine.create_schema("x`y")
+        engine.catalog.create_schema("x`y")
 
 
 # -- catalog ---------------------------------------------------------------------------------
 
 
 def test_schemas_tables_views_and_columns(engine, unique_schema) -> None:
-    assert not engine.schema_exists(unique_schema)
-    assert engine.list_objects(unique_schema) == {}
-    engine.create_schema(unique_schema)
-    assert engine.schema_exists(unique_schema)
+    assert not engine.catalog.schema_exists(unique_schema)
+    assert engine.catalog.list_objects(unique_schema) == {}
+    engine.catalog.create_schema(unique_schema)
+    assert engine.catalog.schema_exists(unique_schema)
 
     table, view = f"{unique_schema}.t", f"{unique_schema}.v"
     query = "SELECT 1 AS id, 'a' AS name, DATE'2020-01-01' AS ds, CAST(1.5 AS DECIMAL(10,2)) AS amount"
-    assert engine.query_columns(query) == {"id": "int", "name": "string", "ds": "date", "amount": "decimal(10,2)"}
-    engine.create_table(table, query, ["ds"])
+    assert engine.catalog.query_columns(query) == {"id": "int", "name": "string", "ds": "date", "amount": "decimal(10,2)"}
+    engine.catalog.create_table(table, query, ["ds"])
     # partition columns come last in a Spark table
-    assert engine.columns(table) == {"id": "int", "name": "string", "amount": "decimal(10,2)", "ds": "date"}
-    assert engine.fetchall(f"SELECT COUNT(*) FROM {table}") == [(0,)]  # created from the query, not filled
-    engine.create_view(view, f"SELECT id, name FROM {table}")
-    assert engine.table_exists(table) and engine.table_exists(view)
-    assert engine.list_objects(unique_schema) == {"t": "table", "v": "view"}
+    assert engine.catalog.columns(table) == {"id": "int", "name": "string", "amount": "decimal(10,2)", "ds": "date"}
+    assert engine.session.fetchall(f"SELECT COUNT(*) FROM {table}") == [(0,)]  # created from the query, not filled
+    engine.catalog.create_view(view, f"SELECT id, name FROM {table}")
+    assert engine.catalog.table_exists(table) and engine.catalog.table_exists(view)
+    assert engine.catalog.list_objects(unique_schema) == {"t": "table", "v": "view"}
 
-    engine.drop_view(view)
-    engine.drop_table(table)
-    assert not engine.table_exists(view) and not engine.table_exists(table)
-    assert engine.list_objects(unique_schema) == {}
-    engine.drop_schema(unique_schema)
-    assert not engine.schema_exists(unique_schema)
+    engine.catalog.drop_view(view)
+    engine.catalog.drop_table(table)
+    assert not engine.catalog.table_exists(view) and not engine.catalog.table_exists(table)
+    assert engine.catalog.list_objects(unique_schema) == {}
+    engine.catalog.drop_schema(unique_schema)
+    assert not engine.catalog.schema_exists(unique_schema)
 
 
 def test_query_columns_does_not_run_the_query(engine) -> None:
-    assert engine.query_columns("SELECT CAST('not a number' AS INT) AS n, NULL AS x") == {"n": "int", "x": "string"}
+    assert engine.catalog.query_columns("SELECT CAST('not a number' AS INT) AS n, NULL AS x") == {"n": "int", "x": "string"}
 
 
 def test_create_table_checks_partition_columns(engine, unique_schema) -> None:
     with pytest.raises(EngineError, match=r"partition column\(s\) day are not among its columns \(id, ds\)"):
-        engine.create_table(f"{unique_schema}.t", None, ["day"], columns={"id": "int", "ds": "date"})
+        engine.catalog.create_table(f"{unique_schema}.t", None, ["day"], columns={"id": "int", "ds": "date"})
 
 
 # -- full refresh ----------------------------------------------------------------------------
@@ -297,34 +297,34 @@ def test_create_table_checks_partition_columns(engine, unique_schema) -> None:
 
 def test_replace_table_maps_columns_by_name_and_refreshes(engine, unique_schema) -> None:
     table = f"{unique_schema}.full"
-    engine.replace_table(table, "SELECT 1 AS a, 2 AS b UNION ALL SELECT 10, 20", [])
+    engine.writes.replace_table(table, "SELECT 1 AS a, 2 AS b UNION ALL SELECT 10, 20", [])
     assert rows(engine, f"SELECT a, b FROM {table}") == [(1, 2), (10, 20)]
 
     # same columns, different order in the SELECT: values must follow their names
-    engine.replace_table(table, "SELECT 200 AS b, 100 AS a", [])
+    engine.writes.replace_table(table, "SELECT 200 AS b, 100 AS a", [])
     assert rows(engine, f"SELECT a, b FROM {table}") == [(100, 200)]
 
     # the query's types are cast to the table's; a new column recreates the table
-    engine.replace_table(table, "SELECT 'x' AS c, 5 AS b, 3 AS a", [])
-    assert engine.columns(table) == {"c": "string", "b": "int", "a": "int"}
+    engine.writes.replace_table(table, "SELECT 'x' AS c, 5 AS b, 3 AS a", [])
+    assert engine.catalog.columns(table) == {"c": "string", "b": "int", "a": "int"}
     assert rows(engine, f"SELECT a, b, c FROM {table}") == [(3, 5, "x")]
 
     with pytest.raises(EngineError, match=r"Cannot write .*full: the query does not produce column\(s\) c"):
-        engine.replace_table(table, "SELECT 1 AS a, 2 AS b", [], columns={"c": "string", "b": "int", "a": "int"})
+        engine.writes.replace_table(table, "SELECT 1 AS a, 2 AS b", [], columns={"c": "string", "b": "int", "a": "int"})
 
 
 def test_replace_partitioned_table_drops_partitions_no_longer_produced(engine, unique_schema) -> None:
     table = f"{unique_schema}.parts"
-    engine.replace_table(
+    engine.writes.replace_table(
         table, "SELECT 1 AS v, DATE'2020-01-01' AS ds UNION ALL SELECT 2, DATE'2020-01-02'", ["ds"]
     )
-    engine.replace_table(table, "SELECT DATE'2020-01-02' AS ds, 20 AS v", ["ds"])
+    engine.writes.replace_table(table, "SELECT DATE'2020-01-02' AS ds, 20 AS v", ["ds"])
     assert rows(engine, f"SELECT ds, v FROM {table}") == [(dt.date(2020, 1, 2), 20)]
-    assert engine.partitions(table) == [{"ds": "2020-01-02"}]
+    assert engine.catalog.partitions(table) == [{"ds": "2020-01-02"}]
 
-    engine.replace_table(table, "SELECT 1 AS v, DATE'2020-01-01' AS ds WHERE false", ["ds"])
-    assert engine.fetchall(f"SELECT COUNT(*) FROM {table}") == [(0,)]
-    assert engine.partitions(table) == []
+    engine.writes.replace_table(table, "SELECT 1 AS v, DATE'2020-01-01' AS ds WHERE false", ["ds"])
+    assert engine.session.fetchall(f"SELECT COUNT(*) FROM {table}") == [(0,)]
+    assert engine.catalog.partitions(table) == []
 
 
 # -- incremental by time range ---------------------------------------------------------------
@@ -343,16 +343,16 @@ def _days(values: dict[str, tuple[int, ...]]) -> str:
 def test_interval_overwrite_replaces_exactly_the_interval(engine, unique_schema) -> None:
     table = f"{unique_schema}.inc"
     everything = _days({"2020-01-01": (1, 1), "2020-01-02": (2, 2), "2020-01-03": (3, 3), "2020-01-04": (4, 4)})
-    engine.create_table(table, everything, ["ds", "region"])
+    engine.catalog.create_table(table, everything, ["ds", "region"])
     low, high = "CAST('2020-01-01' AS DATE)", "CAST('2020-01-04' AS DATE)"
-    engine.insert_overwrite_interval(table, everything, "ds", low, high)
-    assert engine.fetchall(f"SELECT COUNT(*) FROM {table}") == [(8,)]
+    engine.writes.insert_overwrite_interval(table, everything, "ds", low, high)
+    assert engine.session.fetchall(f"SELECT COUNT(*) FROM {table}") == [(8,)]
 
     # Reprocess [01-02, 01-03]: the query now yields new values for 01-02 (eu only) and nothing for
     # 01-03. It also yields rows outside the interval, which must be ignored.
     changed = _days({"2020-01-01": (100,), "2020-01-02": (20,), "2020-01-04": (400,)})
     interval = ("DATE'2020-01-02'", "DATE'2020-01-03'")
-    engine.insert_overwrite_interval(table, changed, "ds", *interval)
+    engine.writes.insert_overwrite_interval(table, changed, "ds", *interval)
     expected = [
         (1, "eu", dt.date(2020, 1, 1)),
         (1, "us", dt.date(2020, 1, 1)),
@@ -362,7 +362,7 @@ def test_interval_overwrite_replaces_exactly_the_interval(engine, unique_schema)
     ]
     assert rows(engine, f"SELECT v, region, ds FROM {table}") == expected
     # the stale partitions (01-02/us, 01-03/eu, 01-03/us) are gone, not just empty of new rows
-    assert sorted(engine.partitions(table), key=repr) == sorted(
+    assert sorted(engine.catalog.partitions(table), key=repr) == sorted(
         [
             {"ds": "2020-01-01", "region": "eu"},
             {"ds": "2020-01-01", "region": "us"},
@@ -374,7 +374,7 @@ def test_interval_overwrite_replaces_exactly_the_interval(engine, unique_schema)
     )
 
     # idempotent
-    engine.insert_overwrite_interval(table, changed, "ds", *interval)
+    engine.writes.insert_overwrite_interval(table, changed, "ds", *interval)
     assert rows(engine, f"SELECT v, region, ds FROM {table}") == expected
 
 
@@ -386,18 +386,18 @@ def test_interval_overwrite_on_timestamp_partitions(engine, unique_schema) -> No
         "SELECT 3, TIMESTAMP'2020-01-01 01:30:00.5' UNION ALL "
         "SELECT 4, TIMESTAMP'2020-01-01 02:00:00'"
     )
-    engine.create_table(table, first, ["ts"])
-    engine.insert_overwrite_interval(
+    engine.catalog.create_table(table, first, ["ts"])
+    engine.writes.insert_overwrite_interval(
         table, first, "ts", "TIMESTAMP'2020-01-01 00:00:00'", "TIMESTAMP'2020-01-01 02:59:59.999999'"
     )
-    assert {p["ts"] for p in engine.partitions(table)} == {
+    assert {p["ts"] for p in engine.catalog.partitions(table)} == {
         "2020-01-01 00:00:00", "2020-01-01 01:00:00", "2020-01-01 01:30:00.5", "2020-01-01 02:00:00"
     }
     # Hour 01 now produces only 01:00 with a new value; 01:30:00.5 must disappear.
     second = "SELECT 20 AS v, TIMESTAMP'2020-01-01 01:00:00' AS ts"
     interval = ("TIMESTAMP'2020-01-01 01:00:00'", "TIMESTAMP'2020-01-01 01:59:59.999999'")
     for _ in range(2):
-        engine.insert_overwrite_interval(table, second, "ts", *interval)
+        engine.writes.insert_overwrite_interval(table, second, "ts", *interval)
         assert rows(engine, f"SELECT v, CAST(ts AS STRING) FROM {table}") == [
             (1, "2020-01-01 00:00:00"), (20, "2020-01-01 01:00:00"), (4, "2020-01-01 02:00:00")
         ]
@@ -406,46 +406,46 @@ def test_interval_overwrite_on_timestamp_partitions(engine, unique_schema) -> No
 def test_interval_overwrite_on_string_time_column(engine, unique_schema) -> None:
     table = f"{unique_schema}.by_text"
     first = "SELECT 1 AS v, '2020-01-01' AS day UNION ALL SELECT 2, '2020-01-02' UNION ALL SELECT 3, '2020-01-10'"
-    engine.create_table(table, first, ["day"])
-    engine.insert_overwrite_interval(table, first, "day", "'2020-01-01'", "'2020-01-31'")
+    engine.catalog.create_table(table, first, ["day"])
+    engine.writes.insert_overwrite_interval(table, first, "day", "'2020-01-01'", "'2020-01-31'")
     # '2020-01-10' sorts between the bounds as text too, so it is in range and dropped
-    engine.insert_overwrite_interval(table, "SELECT 5 AS v, '2020-01-02' AS day", "day", "'2020-01-02'", "'2020-01-31'")
+    engine.writes.insert_overwrite_interval(table, "SELECT 5 AS v, '2020-01-02' AS day", "day", "'2020-01-02'", "'2020-01-31'")
     assert rows(engine, f"SELECT v, day FROM {table}") == [(1, "2020-01-01"), (5, "2020-01-02")]
 
 
 def test_interval_overwrite_on_unpartitioned_table(engine, unique_schema) -> None:
     table = f"{unique_schema}.flat"
     first = _days({"2020-01-01": (1, 1), "2020-01-02": (2, 2), "2020-01-03": (3, 3)})
-    engine.create_table(table, first, [])
-    engine.insert_overwrite_interval(table, first, "ds", "DATE'2020-01-01'", "DATE'2020-01-03'")
-    engine.execute(f"INSERT INTO {table} SELECT 9, 'eu', CAST(NULL AS DATE)")  # NULL times are kept
+    engine.catalog.create_table(table, first, [])
+    engine.writes.insert_overwrite_interval(table, first, "ds", "DATE'2020-01-01'", "DATE'2020-01-03'")
+    engine.session.execute(f"INSERT INTO {table} SELECT 9, 'eu', CAST(NULL AS DATE)")  # NULL times are kept
 
     changed = _days({"2020-01-01": (100,), "2020-01-02": (20,)})
     for _ in range(2):
-        engine.insert_overwrite_interval(table, changed, "ds", "DATE'2020-01-02'", "DATE'2020-01-03'")
+        engine.writes.insert_overwrite_interval(table, changed, "ds", "DATE'2020-01-02'", "DATE'2020-01-03'")
         assert rows(engine, f"SELECT v, region, ds FROM {table}") == sorted(
             [(1, "eu", dt.date(2020, 1, 1)), (1, "us", dt.date(2020, 1, 1)), (20, "eu", dt.date(2020, 1, 2)), (9, "eu", None)],
             key=repr,
         )
-    assert not [name for name in engine.list_objects(unique_schema) if name.startswith("__mesh")]
+    assert not [name for name in engine.catalog.list_objects(unique_schema) if name.startswith("__mesh")]
 
 
 def test_rewrite_table_from_a_query_reading_the_table(engine, unique_schema) -> None:
     """A unique-key style upsert: the new content is computed from the old."""
     table = f"{unique_schema}.by_key"
-    engine.replace_table(table, "SELECT 1 AS id, 'a' AS v, 'x' AS grp UNION ALL SELECT 2, 'b', 'y'", ["grp"])
+    engine.writes.replace_table(table, "SELECT 1 AS id, 'a' AS v, 'x' AS grp UNION ALL SELECT 2, 'b', 'y'", ["grp"])
     upsert = f"SELECT id, v, grp FROM {table} WHERE id NOT IN (2, 3) UNION ALL SELECT 2, 'B', 'x' UNION ALL SELECT 3, 'c', 'x'"
-    engine.rewrite_table(table, f"SELECT grp, v, id FROM ({upsert}) AS u")  # mapped to the table by name
+    engine.writes.rewrite_table(table, f"SELECT grp, v, id FROM ({upsert}) AS u")  # mapped to the table by name
     assert rows(engine, f"SELECT id, v, grp FROM {table}") == [(1, "a", "x"), (2, "B", "x"), (3, "c", "x")]
-    assert engine.partitions(table) == [{"grp": "x"}]  # 'y' no longer has rows
-    assert not [name for name in engine.list_objects(unique_schema) if name.startswith("__mesh")]
+    assert engine.catalog.partitions(table) == [{"grp": "x"}]  # 'y' no longer has rows
+    assert not [name for name in engine.catalog.list_objects(unique_schema) if name.startswith("__mesh")]
 
 
 def test_interval_overwrite_needs_the_time_column(engine, unique_schema) -> None:
     table = f"{unique_schema}.no_time"
-    engine.create_table(table, None, [], columns={"v": "int"})
+    engine.catalog.create_table(table, None, [], columns={"v": "int"})
     with pytest.raises(EngineError, match=r"no_time: it has no time column 'ds'"):
-        engine.insert_overwrite_interval(table, "SELECT 1 AS v", "ds", "DATE'2020-01-01'", "DATE'2020-01-01'")
+        engine.writes.insert_overwrite_interval(table, "SELECT 1 AS v", "ds", "DATE'2020-01-01'", "DATE'2020-01-01'")
 
 
 # -- seeds and views -------------------------------------------------------------------------
@@ -464,40 +464,40 @@ def test_load_seed_casts_to_declared_types(engine, unique_schema) -> None:
             "code": ["007", "010", "x"],
         }
     )
-    engine.load_seed(table, frame, columns)
-    assert engine.columns(table) == columns
+    engine.writes.load_seed(table, frame, columns)
+    assert engine.catalog.columns(table) == columns
     assert rows(engine, f"SELECT * FROM {table}") == [
         (1, "a", dt.date(2020, 1, 1), Decimal("1.50"), True, "007"),
         (2, None, dt.date(2020, 1, 2), None, False, "010"),
         (3, "c", None, Decimal("3.00"), True, "x"),
     ]
     # Loading again replaces the content; an empty frame leaves an empty table.
-    engine.load_seed(table, frame.head(1), columns)
-    assert engine.fetchall(f"SELECT id FROM {table}") == [(1,)]
-    engine.load_seed(table, frame.head(0), columns)
-    assert engine.fetchall(f"SELECT COUNT(*) FROM {table}") == [(0,)]
+    engine.writes.load_seed(table, frame.head(1), columns)
+    assert engine.session.fetchall(f"SELECT id FROM {table}") == [(1,)]
+    engine.writes.load_seed(table, frame.head(0), columns)
+    assert engine.session.fetchall(f"SELECT COUNT(*) FROM {table}") == [(0,)]
     # A floating-point column declared INT (pandas reads `1` as 1.0 when a value is missing).
-    engine.load_seed(table, pd.DataFrame({"id": [1.0, None]}), {"id": "int"})
-    assert engine.columns(table) == {"id": "int"}
+    engine.writes.load_seed(table, pd.DataFrame({"id": [1.0, None]}), {"id": "int"})
+    assert engine.catalog.columns(table) == {"id": "int"}
     assert rows(engine, f"SELECT id FROM {table}") == [(1,), (None,)]
 
 
 def test_load_seed_rejects_columns_that_do_not_match(engine, unique_schema) -> None:
     with pytest.raises(EngineError, match=r"seed: the data has missing column\(s\) b and undeclared column\(s\) c"):
-        engine.load_seed(f"{unique_schema}.seed", pd.DataFrame({"a": [1], "c": [2]}), {"a": "int", "b": "int"})
+        engine.writes.load_seed(f"{unique_schema}.seed", pd.DataFrame({"a": [1], "c": [2]}), {"a": "int", "b": "int"})
 
 
 def test_recreated_view_shows_new_physical_columns(engine, unique_schema) -> None:
     table, view = f"{unique_schema}.physical", f"{unique_schema}__dev.model"
-    engine.replace_table(table, "SELECT 1 AS a", [])
-    engine.create_view(view, f"SELECT * FROM {table}")
-    assert engine.columns(view) == {"a": "int"}
+    engine.writes.replace_table(table, "SELECT 1 AS a", [])
+    engine.catalog.create_view(view, f"SELECT * FROM {table}")
+    assert engine.catalog.columns(view) == {"a": "int"}
 
-    engine.replace_table(table, "SELECT 1 AS a, 'b' AS b", [])
-    engine.create_view(view, f"SELECT * FROM {table}")
-    assert engine.columns(view) == {"a": "int", "b": "string"}
-    assert engine.fetchdf(f"SELECT * FROM {view}").to_dict("records") == [{"a": 1, "b": "b"}]
-    engine.drop_schema(f"{unique_schema}__dev")
+    engine.writes.replace_table(table, "SELECT 1 AS a, 'b' AS b", [])
+    engine.catalog.create_view(view, f"SELECT * FROM {table}")
+    assert engine.catalog.columns(view) == {"a": "int", "b": "string"}
+    assert engine.session.fetchdf(f"SELECT * FROM {view}").to_dict("records") == [{"a": 1, "b": "b"}]
+    engine.catalog.drop_schema(f"{unique_schema}__dev")
 
 
 def test_column_comments_on_tables_and_views(engine, unique_schema) -> None:
@@ -505,11 +505,11 @@ def test_column_comments_on_tables_and_views(engine, unique_schema) -> None:
     column list (needed for comments) follows the query's output columns."""
     table, view = f"{unique_schema}.t", f"{unique_schema}.v"
     comments = {"ID": "it's the \\key\\", "name": 'a "name"'}
-    engine.replace_table(table, "SELECT 1 AS id, 'a' AS name, 2 AS other", [], comments=comments)
-    engine.create_view(view, f"SELECT name, other, id * 10 AS id FROM {table}", {"id": "tenfold"})
+    engine.writes.replace_table(table, "SELECT 1 AS id, 'a' AS name, 2 AS other", [], comments=comments)
+    engine.catalog.create_view(view, f"SELECT name, other, id * 10 AS id FROM {table}", {"id": "tenfold"})
 
     def described(name: str) -> dict:
-        return {r[0]: r[2] for r in engine.fetchall(f"DESCRIBE TABLE {name}")}
+        return {r[0]: r[2] for r in engine.session.fetchall(f"DESCRIBE TABLE {name}")}
 
     assert described(table) == {"id": "it's the \\key\\", "name": 'a "name"', "other": None}
     assert described(view) == {"name": 'a "name"', "other": None, "id": "tenfold"}  # name's comes from the table

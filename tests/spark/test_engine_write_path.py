@@ -9,18 +9,18 @@ import pytest
 
 from mesh_dagster.engine import writes
 from mesh_dagster.engine.adapter import SQL_TRACE_ENV, SparkEngine
-from mesh_dagster.engine.writes import Scope, TableWrites
+from mesh_dagster.engine.writes import Scope
 
 
 def test_a_remembered_schema_dropped_elsewhere_is_recreated(spark, unique_schema) -> None:
     engine, other = SparkEngine(spark), SparkEngine(spark)  # `other` stands for another process
-    engine.create_table(f"{unique_schema}.a", None, columns={"x": "int"})
-    other.drop_schema(unique_schema, cascade=True)
-    assert not engine.schema_exists(unique_schema)
+    engine.catalog.create_table(f"{unique_schema}.a", None, columns={"x": "int"})
+    other.catalog.drop_schema(unique_schema, cascade=True)
+    assert not engine.catalog.schema_exists(unique_schema)
 
-    engine.create_table(f"{unique_schema}.b", None, columns={"x": "int"})
-    engine.create_view(f"{unique_schema}.v", f"SELECT x FROM {unique_schema}.b")
-    assert engine.list_objects(unique_schema) == {"b": "table", "v": "view"}
+    engine.catalog.create_table(f"{unique_schema}.b", None, columns={"x": "int"})
+    engine.catalog.create_view(f"{unique_schema}.v", f"SELECT x FROM {unique_schema}.b")
+    assert engine.catalog.list_objects(unique_schema) == {"b": "table", "v": "view"}
 
 
 def test_a_new_interval_is_one_insert_and_a_rewritten_one_clears_empty_partitions(
@@ -29,29 +29,29 @@ def test_a_new_interval_is_one_insert_and_a_rewritten_one_clears_empty_partition
     monkeypatch.setenv(SQL_TRACE_ENV, str(trace))
     engine = SparkEngine(spark)
     table = f"{unique_schema}.inc"
-    engine.create_table(table, None, ["ds"], columns={"id": "int", "ds": "date"})
+    engine.catalog.create_table(table, None, ["ds"], columns={"id": "int", "ds": "date"})
     days = "SELECT 1 AS id, DATE'2024-01-01' AS ds UNION ALL SELECT 2, DATE'2024-01-02' UNION ALL SELECT 3, DATE'2024-01-05'"
     trace.write_text("")
-    engine.insert_overwrite_interval(table, days, "ds", "DATE'2024-01-01'", "DATE'2024-01-03'")
+    engine.writes.insert_overwrite_interval(table, days, "ds", "DATE'2024-01-01'", "DATE'2024-01-03'")
     first = trace.read_text()
     assert "INSERT OVERWRITE" in first and "CACHE TABLE" not in first and "SELECT DISTINCT" not in first
-    assert sorted(engine.fetchall(f"SELECT id, CAST(ds AS STRING) FROM {table}")) == [
+    assert sorted(engine.session.fetchall(f"SELECT id, CAST(ds AS STRING) FROM {table}")) == [
         (1, "2024-01-01"), (2, "2024-01-02")]
 
     # The same interval again, now producing no row for 2024-01-02: that partition must go.
-    engine.insert_overwrite_interval(table, "SELECT 9 AS id, DATE'2024-01-01' AS ds", "ds",
-                                     "DATE'2024-01-01'", "DATE'2024-01-03'")
-    assert engine.fetchall(f"SELECT id, CAST(ds AS STRING) FROM {table}") == [(9, "2024-01-01")]
-    assert engine.partitions(table) == [{"ds": "2024-01-01"}]
+    engine.writes.insert_overwrite_interval(table, "SELECT 9 AS id, DATE'2024-01-01' AS ds", "ds",
+                                            "DATE'2024-01-01'", "DATE'2024-01-03'")
+    assert engine.session.fetchall(f"SELECT id, CAST(ds AS STRING) FROM {table}") == [(9, "2024-01-01")]
+    assert engine.catalog.partitions(table) == [{"ds": "2024-01-01"}]
 
     # The next interval, on a table holding other days: nothing in it could be left stale.
     trace.write_text("")
-    engine.insert_overwrite_interval(table, "SELECT 7 AS id, DATE'2024-01-04' AS ds", "ds",
-                                     "DATE'2024-01-04'", "DATE'2024-01-04'")
+    engine.writes.insert_overwrite_interval(table, "SELECT 7 AS id, DATE'2024-01-04' AS ds", "ds",
+                                            "DATE'2024-01-04'", "DATE'2024-01-04'")
     later = trace.read_text()
     assert "INSERT OVERWRITE" in later and "CACHE TABLE" not in later and "EXCEPT" not in later
     assert f"FROM `{unique_schema}`.`inc` WHERE" not in later  # decided on partition values, not rows
-    assert sorted(engine.fetchall(f"SELECT id, CAST(ds AS STRING) FROM {table}")) == [
+    assert sorted(engine.session.fetchall(f"SELECT id, CAST(ds AS STRING) FROM {table}")) == [
         (7, "2024-01-04"), (9, "2024-01-01")]
 
 
@@ -60,10 +60,10 @@ def test_whether_a_scope_holds_rows_is_told_by_partition_values_of_every_type(sp
     engine = SparkEngine(spark)
     table = f"{unique_schema}.hourly"
     types = {"id": "int", "ts": "timestamp", "region": "string"}
-    engine.create_table(table, None, ["ts", "region"], columns=types)
-    engine.execute(f"INSERT INTO {table} VALUES (1, TIMESTAMP'2024-01-01 10:00:00', 'north'), "
-                   f"(2, TIMESTAMP'2024-01-01 11:00:00', NULL)")
-    holds = TableWrites(engine)._holds_rows
+    engine.catalog.create_table(table, None, ["ts", "region"], columns=types)
+    engine.session.execute(f"INSERT INTO {table} VALUES (1, TIMESTAMP'2024-01-01 10:00:00', 'north'), "
+                           f"(2, TIMESTAMP'2024-01-01 11:00:00', NULL)")
+    holds = engine.writes._holds_rows
 
     def scope(condition: str) -> Scope:
         return Scope(condition, types)
@@ -83,9 +83,9 @@ def test_a_partition_value_that_does_not_cast_or_too_many_partitions_ask_the_tab
     monkeypatch.setattr(writes, "_PARTITIONS_TESTED_IN_MEMORY", limit)
     engine = SparkEngine(spark)
     table = f"{unique_schema}.texts"
-    engine.create_table(table, None, ["ds"], columns={"id": "int", "ds": "string"})
-    engine.execute(f"INSERT INTO {table} VALUES (1, 'not a date'), (2, 'other')")
-    holds = TableWrites(engine)._holds_rows
+    engine.catalog.create_table(table, None, ["ds"], columns={"id": "int", "ds": "string"})
+    engine.session.execute(f"INSERT INTO {table} VALUES (1, 'not a date'), (2, 'other')")
+    holds = engine.writes._holds_rows
     types = {"id": "int", "ds": "date"} if limit > 1 else {"id": "int", "ds": "string"}
     assert holds(table, Scope("`ds` = 'not a date'", types))
     assert not holds(table, Scope("`ds` = 'missing'", types))
@@ -96,16 +96,16 @@ def test_partitioning_names_the_columns_from_one_listing(spark, unique_schema, t
     DESCRIBE names its columns; an unpartitioned table: none, and no partitions."""
     engine = SparkEngine(spark)
     parted, flat = f"{unique_schema}.parted", f"{unique_schema}.flat"
-    engine.create_table(parted, None, ["ds", "region"], columns={"id": "int", "ds": "date", "region": "string"})
-    engine.create_table(flat, None, columns={"id": "int"})
-    assert engine.partitioning(parted, 10) == (["ds", "region"], [])
-    assert engine.partitioning(flat, 10) == ([], [])
+    engine.catalog.create_table(parted, None, ["ds", "region"], columns={"id": "int", "ds": "date", "region": "string"})
+    engine.catalog.create_table(flat, None, columns={"id": "int"})
+    assert engine.catalog.partitioning(parted, 10) == (["ds", "region"], [])
+    assert engine.catalog.partitioning(flat, 10) == ([], [])
 
-    engine.execute(f"INSERT INTO {parted} VALUES (1, DATE'2024-01-01', 'a/b'), (2, DATE'2024-01-02', NULL)")
+    engine.session.execute(f"INSERT INTO {parted} VALUES (1, DATE'2024-01-01', 'a/b'), (2, DATE'2024-01-02', NULL)")
     trace = tmp_path / "trace.tsv"
     monkeypatch.setenv(SQL_TRACE_ENV, str(trace))
-    columns, specs = SparkEngine(spark).partitioning(parted, 10)
+    columns, specs = SparkEngine(spark).catalog.partitioning(parted, 10)
     assert columns == ["ds", "region"] and len(specs) == 2
     calls = [line.split("\t")[1] for line in trace.read_text().splitlines()]
     assert calls == ["[Cannot configure the Spark session]", f"SHOW PARTITIONS `{unique_schema}`.`parted`"]
-    assert engine.partitions(parted) == [{"ds": "2024-01-01", "region": "a/b"}, {"ds": "2024-01-02", "region": None}]
+    assert engine.catalog.partitions(parted) == [{"ds": "2024-01-01", "region": "a/b"}, {"ds": "2024-01-02", "region": None}]

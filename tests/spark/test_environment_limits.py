@@ -10,11 +10,11 @@ from mesh_dagster.core.config.names import MAX_DATABASE_NAME as MAX_SCHEMA_NAME
 def test_the_metastore_holds_schema_names_up_to_the_limit_planning_enforces(engine):
     prefix = f"t_{uuid.uuid4().hex[:10]}_"
     longest = prefix + "x" * (MAX_SCHEMA_NAME - len(prefix))
-    engine.execute(f"CREATE SCHEMA {longest}")
+    engine.session.execute(f"CREATE SCHEMA {longest}")
     try:
-        engine.execute(f"CREATE VIEW {longest}.v AS SELECT 1 AS x")
-        assert engine.fetchall(f"SELECT x FROM {longest}.v") == [(1,)]
+        engine.session.execute(f"CREATE VIEW {longest}.v AS SELECT 1 AS x")
+        assert engine.session.fetchall(f"SELECT x FROM {longest}.v") == [(1,)]
     finally:
-        engine.drop_schema(longest, cascade=True)
+        engine.catalog.drop_schema(longest, cascade=True)
     with pytest.raises(Exception, match="maximum length of 128"):
-        engine.execute(f"CREATE SCHEMA {longest}y")
+        engine.session.execute(f"CREATE SCHEMA {longest}y")

@@ -14,6 +14,7 @@ FULL model, counts its rows per item. On 2020-01-04 key 1 comes back with anothe
 
 from __future__ import annotations
 
+import copy
 import uuid
 from pathlib import Path
 from typing import Any
@@ -47,14 +48,14 @@ def schema(engine: SparkEngine):
     name = f"fp_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _project(tmp_path: Path, engine: SparkEngine, schema: str) -> Path:
-    engine.create_schema(f"{schema}_raw")
+    engine.catalog.create_schema(f"{schema}_raw")
     values = ", ".join(f"({i}, {item}, DATE'{d}')" for i, item, d in CHANGES)
-    engine.execute(f"CREATE TABLE {schema}_raw.changes USING parquet AS "
-                   f"SELECT * FROM VALUES {values} AS t(id, item_id, ds)")
+    engine.session.execute(f"CREATE TABLE {schema}_raw.changes USING parquet AS "
+                           f"SELECT * FROM VALUES {values} AS t(id, item_id, ds)")
     return write_project(tmp_path / "p", {
         "external_models.yaml": f"- name: {schema}_raw.changes\n  columns:\n    id: int\n    item_id: int\n"
                                 "    ds: date\n",
@@ -72,7 +73,7 @@ def _change(root: Path, schema: str, *, new_model: bool = False) -> None:
 
 
 def _rows(engine: SparkEngine, sql: str) -> list[tuple]:
-    return sorted(tuple(r) for r in engine.fetchall(sql))
+    return sorted(tuple(r) for r in engine.session.fetchall(sql))
 
 
 def _prod(tmp_path: Path, engine: SparkEngine, schema: str) -> tuple[Path, Context, str]:
@@ -98,7 +99,7 @@ def test_a_full_model_gaining_a_column_in_a_forward_only_plan_is_applied(tmp_pat
 
     env = ctx.state.environments.get_environment("prod")
     assert env.plan_id == plan.plan_id and env.finalized_ts is not None
-    assert list(engine.columns(f)) == ["item_id", "flag", "n"]
+    assert list(engine.catalog.columns(f)) == ["item_id", "flag", "n"]
     assert _rows(engine, f"SELECT item_id, flag, n FROM {f}") == [(10, None, 2), (20, None, 1), (30, None, 1)]
 
     ctx.run(execution_time="2020-01-05")  # the next run rebuilds f with the new query, uk upserts by the new key
@@ -112,7 +113,7 @@ def test_a_view_that_fails_names_its_model_and_puts_the_environment_back(tmp_pat
     uk_before = _rows(engine, f"SELECT * FROM {uk}")
     _change(root, schema, new_model=True)
     # Someone made a table where the new model's view goes: its view cannot be created.
-    engine.execute(f"CREATE TABLE {schema}.zz_new USING parquet AS SELECT 'by hand' AS note")
+    engine.session.execute(f"CREATE TABLE {schema}.zz_new USING parquet AS SELECT 'by hand' AS note")
     ctx.reload()
     plan = ctx.plans.plan(execution_time="2020-01-04", forward_only=True)
     assert plan.promoted.index(f) < plan.promoted.index(f"{schema}.zz_new")  # f's view moves first
@@ -128,7 +129,7 @@ def test_a_view_that_fails_names_its_model_and_puts_the_environment_back(tmp_pat
     env = ctx.state.environments.get_environment("prod")
     assert (env.plan_id, env.finalized_ts is not None) == (served, True)
     assert ctx.state.environments.replaced_environment("prod") is None
-    assert list(engine.columns(f)) == ["item_id", "n"]  # its kept table has the new column; its view does not
+    assert list(engine.catalog.columns(f)) == ["item_id", "n"]  # its kept table has the new column; its view does not
     assert _rows(engine, f"SELECT * FROM {f}") == BEFORE and _rows(engine, f"SELECT * FROM {uk}") == uk_before
     assert _rows(engine, f"SELECT * FROM {schema}.zz_new") == [("by hand",)]  # not ours: untouched
     record = ctx.reviews.records.find(plan.plan_id)
@@ -137,25 +138,25 @@ def test_a_view_that_fails_names_its_model_and_puts_the_environment_back(tmp_pat
     ctx.run(execution_time="2020-01-05")  # prod runs the plan it serves: keyed on id, key 1 is replaced
     assert _rows(engine, f"SELECT id, item_id FROM {uk} WHERE id = 1") == [(1, 20)]
 
-    engine.execute(f"DROP TABLE {schema}.zz_new")  # the cause fixed, the plan made again applies
+    engine.session.execute(f"DROP TABLE {schema}.zz_new")  # the cause fixed, the plan made again applies
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-05", forward_only=True))
     assert ctx.state.environments.get_environment("prod").finalized_ts is not None
-    assert list(engine.columns(f)) == ["item_id", "flag", "n"]
+    assert list(engine.catalog.columns(f)) == ["item_id", "flag", "n"]
     assert _rows(engine, f"SELECT * FROM {schema}.zz_new") == [(10,), (20,), (30,)]
 
 
 class ViewsInterrupted:
-    """The real engine, except that Ctrl-C arrives while the first view is created: nothing is
-    taken back, as after a kill, and the environment stays recorded but unfinalized."""
+    """The real engine's catalog, except that Ctrl-C arrives while the first view is created:
+    nothing is taken back, as after a kill, and the environment stays recorded but unfinalized."""
 
-    def __init__(self, engine: SparkEngine):
-        self._engine = engine
+    def __init__(self, catalog: Any):
+        self._catalog = catalog
 
     def create_view(self, *args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
+        return getattr(self._catalog, name)
 
 
 def test_mesh_run_evaluates_the_served_plan_while_an_interrupted_one_is_recorded(tmp_path, engine, schema):
@@ -163,7 +164,9 @@ def test_mesh_run_evaluates_the_served_plan_while_an_interrupted_one_is_recorded
     uk = f"{schema}.uk"
     _change(root, schema)
     ctx.reload()
-    interrupted = Context(root, engine=ViewsInterrupted(engine), state_url=ctx.state.url)
+    interrupted_engine = copy.copy(engine)  # the real engine, its catalog wrapped
+    interrupted_engine.catalog = ViewsInterrupted(engine.catalog)
+    interrupted = Context(root, engine=interrupted_engine, state_url=ctx.state.url)
     plan = interrupted.plans.plan(execution_time="2020-01-04", forward_only=True)
     with pytest.raises(KeyboardInterrupt):
         interrupted.reviews.apply(plan)
@@ -183,4 +186,4 @@ def test_mesh_run_evaluates_the_served_plan_while_an_interrupted_one_is_recorded
     ctx.reviews.apply(finish)
     env = ctx.state.environments.get_environment("prod")
     assert env.plan_id == finish.plan_id and env.finalized_ts is not None and env.previous_plan_id == plan.plan_id
-    assert list(engine.columns(f"{schema}.f")) == ["item_id", "flag", "n"]
+    assert list(engine.catalog.columns(f"{schema}.f")) == ["item_id", "flag", "n"]

@@ -22,11 +22,11 @@ def schema(engine):
     name = f"fo_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"{name}__fo", f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _rows(ctx: Context, sql: str) -> list[tuple]:
-    return [tuple(r) for r in ctx.engine.fetchall(sql)]
+    return [tuple(r) for r in ctx.engine.session.fetchall(sql)]
 
 
 def test_forward_only_previews_in_dev_then_migrates_prod_in_place(tmp_path, engine, schema):
@@ -54,7 +54,7 @@ def test_forward_only_previews_in_dev_then_migrates_prod_in_place(tmp_path, engi
         == [("z", "2020-01-07")]
     assert _rows(ctx, f"SELECT COUNT(*) FROM {schema}__fo.full_model")[0][0] > 0
     # Prod is untouched: same table, same columns, same rows.
-    assert "new_column" not in engine.columns(prod_table)
+    assert "new_column" not in engine.catalog.columns(prod_table)
     assert _rows(ctx, f"SELECT item_id, num_orders FROM {full} ORDER BY item_id") == prod_orders
 
     again = ctx.plans.plan("fo", execution_time=WHEN)  # the environment keeps reading its previews
@@ -65,7 +65,7 @@ def test_forward_only_previews_in_dev_then_migrates_prod_in_place(tmp_path, engi
     assert prod.snapshots[inc].table_name == prod_table and prod.backfills == {}
     assert "adds column new_column" in prod.schema_changes[inc].diff.describe_additive()
     ctx.reviews.apply(prod)
-    assert "new_column" in engine.columns(prod_table)  # migrated in place: ALTER TABLE ADD COLUMNS
+    assert "new_column" in engine.catalog.columns(prod_table)  # migrated in place: ALTER TABLE ADD COLUMNS
     assert _rows(ctx, f"SELECT COUNT(*), COUNT(new_column) FROM {inc}") == [(7, 0)]  # history kept, not recomputed
     assert _rows(ctx, f"SELECT item_id, num_orders FROM {full} ORDER BY item_id") == prod_orders
 
@@ -74,9 +74,9 @@ def test_forward_only_previews_in_dev_then_migrates_prod_in_place(tmp_path, engi
     ctx.invalidate("fo")
     dropped = ctx.janitor(ignore_ttl=True)["tables"]
     assert {p.table_name for p in previews} <= set(dropped)
-    assert not any(engine.table_exists(p.table_name) for p in previews)
+    assert not any(engine.catalog.table_exists(p.table_name) for p in previews)
     assert not any(ctx.state.intervals.get_intervals([p.interval_key]).get(p.interval_key) for p in previews)
-    assert engine.table_exists(prod_table)
+    assert engine.catalog.table_exists(prod_table)
 
 
 def test_effective_from_recomputes_from_that_date_after_deploy(tmp_path, engine, schema):
@@ -128,11 +128,11 @@ def test_destructive_forward_only_change_is_refused_then_allowed(tmp_path, engin
         ctx.plans.plan(execution_time="2020-01-03", forward_only=True)
     assert name in str(refused.value) and "drops column a" in str(refused.value)
     assert "--allow-destructive-model" in str(refused.value)
-    assert ctx.state.snapshots.all_snapshot_ids() == stored and "a" in engine.columns(table)  # nothing written
+    assert ctx.state.snapshots.all_snapshot_ids() == stored and "a" in engine.catalog.columns(table)  # nothing written
 
     plan = ctx.plans.plan(execution_time="2020-01-03", forward_only=True, allow_destructive=[name])
     ctx.reviews.apply(plan)
-    assert list(engine.columns(table)) == ["id", "ds"]  # the kept table lost the column, not its rows
+    assert list(engine.catalog.columns(table)) == ["id", "ds"]  # the kept table lost the column, not its rows
     assert _rows(ctx, f"SELECT id FROM {name} ORDER BY id") == [(1,), (2,)]
 
 
@@ -141,14 +141,14 @@ def test_policies_are_checked_against_the_real_table_at_run_time(tmp_path, engin
     ctx = Context(root, engine=engine)
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-03"))
     snap = ctx.plans.plan(execution_time="2020-01-03").snapshots[f"{schema}.inc"]
-    engine.execute(f"ALTER TABLE {snap.table_name} ADD COLUMNS (by_hand STRING)")  # changed outside mesh
+    engine.session.execute(f"ALTER TABLE {snap.table_name} ADD COLUMNS (by_hand STRING)")  # changed outside mesh
 
     with pytest.raises(PlanError, match="drops column by_hand"):
         ctx.run(execution_time="2020-01-04")
     day = 24 * 3600 * 1000
     [(start, end)] = ctx.state.intervals.get_intervals([snap.interval_key])[snap.interval_key]
     assert (end - start) // day == 2  # 01-01 and 01-02: nothing recorded for 01-03
-    assert "by_hand" in engine.columns(snap.table_name)
+    assert "by_hand" in engine.catalog.columns(snap.table_name)
 
 
 def test_ignore_policy_keeps_the_column_and_writes_null(tmp_path, engine, schema):
@@ -159,5 +159,5 @@ def test_ignore_policy_keeps_the_column_and_writes_null(tmp_path, engine, schema
     _inc_project(root, schema, extra="", props=", on_destructive_change ignore")
     ctx.reload()
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-03", forward_only=True, effective_from="2020-01-02"))
-    assert "a" in engine.columns(table)
+    assert "a" in engine.catalog.columns(table)
     assert _rows(ctx, f"SELECT id, a FROM {table} ORDER BY id") == [(1, "a"), (2, None)]

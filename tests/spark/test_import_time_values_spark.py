@@ -54,7 +54,7 @@ def schema(engine):
     name = f"imp_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"{name}__dev", f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _project(root: Path, s: str) -> Path:
@@ -67,7 +67,7 @@ def _project(root: Path, s: str) -> Path:
 
 
 def _rows(ctx: Context, sql: str) -> list[tuple[str, str]]:
-    return [(str(r[0]), str(r[1])) for r in ctx.engine.fetchall(sql)]
+    return [(str(r[0]), str(r[1])) for r in ctx.engine.session.fetchall(sql)]
 
 
 def test_a_run_computes_with_the_values_prod_was_planned_with(tmp_path, engine, schema, monkeypatch):
@@ -103,4 +103,4 @@ def test_an_approved_plan_whose_variable_changed_since_is_superseded(tmp_path, e
     monkeypatch.setenv(RATE_VARIABLE, "5")  # the deploy's environment differs from the reviewed one
     with pytest.raises(PlanSupersededError, match=f"Plan {record.plan_id} was not applied and is now superseded"):
         Context(root, engine=engine).apply_recorded(record.plan_id)
-    assert not engine.table_exists(f"{schema}.rates")  # nothing was computed
+    assert not engine.catalog.table_exists(f"{schema}.rates")  # nothing was computed

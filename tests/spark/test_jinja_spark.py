@@ -27,7 +27,7 @@ def schema(engine):
     name = f"j_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def test_a_jinja_incremental_model_with_a_macro_from_macros_sql(tmp_path, engine, schema) -> None:
@@ -55,9 +55,9 @@ def test_a_jinja_incremental_model_with_a_macro_from_macros_sql(tmp_path, engine
     ctx = Context(write_project(tmp_path / "p", files, CONFIG), engine=engine)
     try:
         ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-04 00:00:00"))
-        rows = engine.fetchall(f"SELECT CAST(ds AS STRING), amount, end_ds FROM {schema}.days ORDER BY ds")
+        rows = engine.session.fetchall(f"SELECT CAST(ds AS STRING), amount, end_ds FROM {schema}.days ORDER BY ds")
         assert [tuple(r) for r in rows] == [("2024-01-01", 110, "2024-01-01"), ("2024-01-02", 120, "2024-01-02"),
                                             ("2024-01-03", 130, "2024-01-03")]
-        assert (engine.spark.conf.get("mesh.jinja.day", None) or "").strip("'") in {"2024-01-01", "2024-01-02", "2024-01-03"}
+        assert (engine.session.spark.conf.get("mesh.jinja.day", None) or "").strip("'") in {"2024-01-01", "2024-01-02", "2024-01-03"}
     finally:
         ctx.close()

@@ -15,6 +15,8 @@ from project_builder import write_project
 from mesh_dagster.context import Context
 from mesh_dagster.core.errors import AuditError
 from mesh_dagster.engine.adapter import SparkEngine
+from mesh_dagster.engine.catalog import SparkCatalog
+from mesh_dagster.engine.writes import TableWrites
 from mesh_dagster.execution.events import ApplyListener
 
 pytestmark = pytest.mark.spark
@@ -25,16 +27,16 @@ def schema(engine):
     name = f"k_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"{name}__dev", f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _rows(engine: SparkEngine, sql: str) -> list[tuple]:
-    return sorted((tuple(r) for r in engine.fetchall(sql)), key=repr)
+    return sorted((tuple(r) for r in engine.session.fetchall(sql)), key=repr)
 
 
 def _kind_of(engine: SparkEngine, physical: str) -> str:
     schema, _, table = physical.partition(".")
-    return engine.list_objects(schema)[table]
+    return engine.catalog.list_objects(schema)[table]
 
 
 # -- every kind ---------------------------------------------------------------------------------
@@ -42,9 +44,9 @@ def _kind_of(engine: SparkEngine, physical: str) -> str:
 
 def test_every_kind_is_applied_and_read_through_the_environment_views(tmp_path, engine, schema) -> None:
     raw = f"{schema}_raw"
-    engine.create_schema(raw)
-    engine.execute(f"CREATE TABLE {raw}.orders USING parquet AS SELECT * FROM VALUES "
-                   "(1, 10, DATE'2020-01-01'), (2, 20, DATE'2020-01-02'), (3, 30, DATE'2020-01-02') AS t(id, amount, ds)")
+    engine.catalog.create_schema(raw)
+    engine.session.execute(f"CREATE TABLE {raw}.orders USING parquet AS SELECT * FROM VALUES "
+                           "(1, 10, DATE'2020-01-01'), (2, 20, DATE'2020-01-02'), (3, 30, DATE'2020-01-02') AS t(id, amount, ds)")
     root = write_project(tmp_path / "p", {
         "external_models.yaml": f"- name: {raw}.orders\n  columns:\n    id: int\n    amount: int\n    ds: date\n",
         "seeds/items.csv": "item_id,label\n10,ten\n20,twenty\n30,thirty\n",
@@ -97,7 +99,7 @@ def test_every_kind_is_applied_and_read_through_the_environment_views(tmp_path, 
     tables = {name: plan.snapshots[f"{schema}.{name}"].table_name for name in ("big", "default_kind", "per_day")}
     assert _kind_of(engine, tables["big"]) == "view" and _kind_of(engine, tables["default_kind"]) == "view"
     assert _kind_of(engine, tables["per_day"]) == "table"
-    assert not engine.table_exists(f"{schema}.labelled") and not engine.table_exists(f"{schema}.orders_raw")
+    assert not engine.catalog.table_exists(f"{schema}.labelled") and not engine.catalog.table_exists(f"{schema}.orders_raw")
 
 
 # -- time columns -------------------------------------------------------------------------------
@@ -145,7 +147,7 @@ def test_writes_and_audits_bound_every_time_column_type_alike(tmp_path, engine, 
 
 
 def _comments(engine: SparkEngine, name: str) -> dict[str, str | None]:
-    return {r[0]: r[2] for r in engine.fetchall(f"DESCRIBE TABLE {name}") if r[0] and not r[0].startswith("#")}
+    return {r[0]: r[2] for r in engine.session.fetchall(f"DESCRIBE TABLE {name}") if r[0] and not r[0].startswith("#")}
 
 
 def test_column_descriptions_are_spark_column_comments(tmp_path, engine, schema) -> None:
@@ -182,12 +184,12 @@ def test_column_descriptions_are_spark_column_comments(tmp_path, engine, schema)
 # -- batch concurrency ---------------------------------------------------------------------------
 
 
-class MeetingEngine(SparkEngine):
-    """The real engine, except that interval writes wait for each other in pairs: batches that were
+class MeetingWrites(TableWrites):
+    """The real writes, except that interval writes wait for each other in pairs: batches that were
     not evaluated at the same time could never meet, so the apply would fail (no clock involved)."""
 
-    def __init__(self, spark, parties: int):
-        super().__init__(spark)
+    def __init__(self, catalog: SparkCatalog, parties: int):
+        super().__init__(catalog)
         self.meeting = threading.Barrier(parties, timeout=60)
         self.threads: set[str] = set()
 
@@ -195,6 +197,13 @@ class MeetingEngine(SparkEngine):
         self.threads.add(threading.current_thread().name)
         self.meeting.wait()
         super().insert_overwrite_interval(*args, **kwargs)
+
+
+def _meeting(spark, parties: int) -> tuple[SparkEngine, MeetingWrites]:
+    """The real engine, with `MeetingWrites` for its writes."""
+    engine = SparkEngine(spark)
+    engine.writes = writes = MeetingWrites(engine.catalog, parties)
+    return engine, writes
 
 
 class Recorder(ApplyListener):
@@ -231,11 +240,11 @@ def _concurrent_project(tmp_path, schema: str, bad_day: str = "1999-01-01"):
 
 
 def test_batches_of_one_model_run_concurrently_and_report_progress(tmp_path, spark, schema) -> None:
-    engine = MeetingEngine(spark, parties=2)
+    engine, writes = _meeting(spark, parties=2)
     ctx = Context(_concurrent_project(tmp_path, schema), engine=engine)
     listener = Recorder()
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-05"), listener)
-    assert len(engine.threads) == 2 and threading.current_thread().name not in engine.threads
+    assert len(writes.threads) == 2 and threading.current_thread().name not in writes.threads
     assert listener.threads == {threading.current_thread().name}  # progress is reported from one thread
     assert listener.events[0] == ("start", 4) and listener.events[-1] == ("done", 4)
     batches = sorted(e[1:] for e in listener.events[1:-1])
@@ -245,11 +254,11 @@ def test_batches_of_one_model_run_concurrently_and_report_progress(tmp_path, spa
 
 def test_concurrent_batches_of_a_materialization_create_the_table_once(tmp_path, spark, schema) -> None:
     """Dagster's path: no apply created the table first, the concurrent batches must not race to."""
-    engine = MeetingEngine(spark, parties=2)
+    engine, writes = _meeting(spark, parties=2)
     ctx = Context(_concurrent_project(tmp_path, schema), engine=engine)
     [result] = list(ctx.materialize([f"{schema}.daily"], "2020-01-01", "2020-01-05", environment="dev",
                                     execution_time="2020-01-05"))
-    assert result.succeeded and len(engine.threads) == 2
+    assert result.succeeded and len(writes.threads) == 2
     assert sorted(result.recorded) == [(1577836800000 + i * 86_400_000, 1577836800000 + (i + 1) * 86_400_000)
                                        for i in range(4)]
     assert _rows(engine, f"SELECT id FROM {result.snapshot.table_name}") == [(1,), (2,), (3,), (4,)]
@@ -266,7 +275,7 @@ def test_a_failing_concurrent_batch_records_nothing_of_its_own(tmp_path, engine,
     jan2 = 1577836800000 + day
     assert all(end <= jan2 or start >= jan2 + day for start, end in recorded), recorded  # never Jan 2
     assert ctx.state.environments.get_environment("prod") is None  # nothing promoted
-    assert not engine.table_exists(f"{schema}.daily")
+    assert not engine.catalog.table_exists(f"{schema}.daily")
 
 
 # -- materialized views --------------------------------------------------------------------------
@@ -274,8 +283,8 @@ def test_a_failing_concurrent_batch_records_nothing_of_its_own(tmp_path, engine,
 
 def _materialized_project(tmp_path, engine: SparkEngine, schema: str):
     raw = f"{schema}_raw"
-    engine.create_schema(raw)
-    engine.execute(f"CREATE TABLE {raw}.src USING parquet AS SELECT 1 AS id")
+    engine.catalog.create_schema(raw)
+    engine.session.execute(f"CREATE TABLE {raw}.src USING parquet AS SELECT 1 AS id")
     return write_project(tmp_path / "p", {
         "external_models.yaml": f"- name: {raw}.src\n  columns:\n    id: int\n",
         "models/up.sql": f"MODEL (name {schema}.up, kind FULL);\n\nSELECT 1 AS id\n",
@@ -294,7 +303,7 @@ def test_a_materialized_view_is_a_table_with_a_new_version_when_a_parent_has_one
     ctx.reviews.apply(first)
     mv = f"{schema}.mv"
     assert _kind_of(engine, first.snapshots[mv].table_name) == "table"
-    engine.execute(f"INSERT INTO {schema}_raw.src VALUES (2)")
+    engine.session.execute(f"INSERT INTO {schema}_raw.src VALUES (2)")
     assert _rows(engine, f"SELECT id FROM {mv}") == [(1,)]  # a table holds the result, not a view
 
     up = root / "models" / "up.sql"
@@ -311,7 +320,7 @@ def test_a_materialized_view_is_rebuilt_by_each_run(tmp_path, engine, schema) ->
     """A materialized VIEW follows its cron in `mesh run`: rebuilt whole when due, like FULL."""
     ctx = Context(_materialized_project(tmp_path, engine, schema), engine=engine)
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))
-    engine.execute(f"INSERT INTO {schema}_raw.src VALUES (2)")
+    engine.session.execute(f"INSERT INTO {schema}_raw.src VALUES (2)")
     assert _rows(engine, f"SELECT id FROM {schema}.mv") == [(1,)]
     assert ctx.run(execution_time="2020-01-03") == 2  # up and mv: both crons are due again, both rebuilt
     assert _rows(engine, f"SELECT id FROM {schema}.mv") == [(1,), (2,)]

@@ -22,7 +22,7 @@ def schema(engine):
     name = f"mf_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def test_a_failing_model_blocks_only_its_readers(tmp_path, schema, engine):
@@ -52,8 +52,8 @@ def test_a_failing_model_blocks_only_its_readers(tmp_path, schema, engine):
             snap = plan.snapshots[f"{schema}.{name}"]
             assert ctx.state.intervals.get_intervals([snap.interval_key]).get(snap.interval_key, []) == [], name
         for name in ("reader", "via_inlined"):
-            assert not engine.table_exists(plan.snapshots[f"{schema}.{name}"].table_name), name
-        assert [tuple(r) for r in engine.fetchall(f"SELECT y FROM {plan.snapshots[f'{schema}.healthy'].table_name}")] \
+            assert not engine.catalog.table_exists(plan.snapshots[f"{schema}.{name}"].table_name), name
+        assert [tuple(r) for r in engine.session.fetchall(f"SELECT y FROM {plan.snapshots[f'{schema}.healthy'].table_name}")] \
             == [(1,)]
     finally:
         ctx.close()

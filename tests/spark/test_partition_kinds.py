@@ -29,15 +29,15 @@ def schema(engine):
     name = f"pk_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 @pytest.fixture
 def raw(engine, schema) -> str:
     table = f"{schema}_raw.sales"
-    engine.create_schema(f"{schema}_raw")
+    engine.catalog.create_schema(f"{schema}_raw")
     values = ", ".join(f"({i}, '{r}', {v}, DATE'{d}')" for i, r, v, d in ROWS)
-    engine.execute(f"CREATE TABLE {table} USING parquet AS SELECT * FROM VALUES {values} AS t(id, region, v, ds)")
+    engine.session.execute(f"CREATE TABLE {table} USING parquet AS SELECT * FROM VALUES {values} AS t(id, region, v, ds)")
     return table
 
 
@@ -61,12 +61,12 @@ def _days(ctx: Context, *days: str) -> None:
 
 
 def _ids(engine: SparkEngine, schema: str) -> list[int]:
-    return sorted(r[0] for r in engine.fetchall(f"SELECT id FROM {schema}.sales"))
+    return sorted(r[0] for r in engine.session.fetchall(f"SELECT id FROM {schema}.sales"))
 
 
 def _partitions(ctx: Context, engine: SparkEngine, schema: str) -> list[str]:
     table = ctx.plans.plan("prod", allow_empty=True).snapshots[f"{schema}.sales"].table_name
-    return sorted(p["region"] or "" for p in engine.partitions(table))
+    return sorted(p["region"] or "" for p in engine.catalog.partitions(table))
 
 
 def test_by_partition_replaces_only_the_partitions_a_batch_produced(tmp_path, engine, schema, raw):
@@ -78,7 +78,7 @@ def test_by_partition_replaces_only_the_partitions_a_batch_produced(tmp_path, en
     ctx.run(execution_time="2020-01-04")  # day 3 adds apac, touching nothing else
     assert _ids(engine, schema) == [3, 4, 5]
     assert _partitions(ctx, engine, schema) == ["apac", "eu", "us"]
-    rows = engine.fetchall(f"SELECT id, region, v, ds FROM {schema}.sales WHERE id = 4")
+    rows = engine.session.fetchall(f"SELECT id, region, v, ds FROM {schema}.sales WHERE id = 4")
     assert [tuple(r) for r in rows] == [(4, "eu", 40, date(2020, 1, 2))]
 
 

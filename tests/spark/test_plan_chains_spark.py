@@ -19,11 +19,11 @@ def schema(engine):
     name = f"qs_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"{name}__min", f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _orders(ctx: Context, view: str) -> list[tuple]:
-    return [tuple(r) for r in ctx.engine.fetchall(f"SELECT item_id, num_orders FROM {view} ORDER BY item_id")]
+    return [tuple(r) for r in ctx.engine.session.fetchall(f"SELECT item_id, num_orders FROM {view} ORDER BY item_id")]
 
 
 def test_breaking_seed_and_non_breaking_child_rebuild_full_model(tmp_path, engine, schema):

@@ -64,8 +64,8 @@ def test_above_max_rows_a_sample_of_keys_is_compared(tmp_path, engine, unique_sc
     ctx, plan = _dev_plan(_project(tmp_path, schema, config), engine, schema)
     d = ctx.reviews.records.find(plan.plan_id).summary.data_diffs[f"{schema}.m"]
     assert d.sampled == 0.4 and (d.old_rows, d.new_rows) == (10, 10) and len(d.sample) <= 1
-    kept = {r[0] for r in engine.fetchall(f"SELECT id FROM {key_sample(d.new_table, ['id'], 0.4)}")}
-    kept_old = {r[0] for r in engine.fetchall(f"SELECT id FROM {key_sample(d.old_table, ['id'], 0.4)}")}
+    kept = {r[0] for r in engine.session.fetchall(f"SELECT id FROM {key_sample(d.new_table, ['id'], 0.4)}")}
+    kept_old = {r[0] for r in engine.session.fetchall(f"SELECT id FROM {key_sample(d.old_table, ['id'], 0.4)}")}
     assert (d.only_new, d.only_old) == (len(kept - kept_old), len(kept_old - kept))
     assert d.changed == len({1, 2, 3} & kept) and d.unchanged == len(kept & kept_old) - d.changed
     assert len(kept | kept_old) < 11  # fewer keys than the tables hold were compared
@@ -95,4 +95,4 @@ def test_a_forward_only_preview_is_compared_over_its_preview_range(tmp_path, eng
     assert (d.status, d.old_rows, d.new_rows) == ("compared", 2, 2)  # prod holds 6 rows, 2 of them on 2020-01-03
     assert (d.only_new, d.only_old, d.changed, d.unchanged, d.column_changes) == (0, 0, 1, 1, {"v": 1, "ds": 0})
     assert d.note == "preview of a forward-only change: rows of `ds` in 2020-01-03 - 2020-01-03 (its preview range) compared"
-    assert engine.fetchall(f"SELECT COUNT(*) FROM {d.old_table}") == [(6,)]
+    assert engine.session.fetchall(f"SELECT COUNT(*) FROM {d.old_table}") == [(6,)]

@@ -18,7 +18,7 @@ def schema(engine):
     name = f"h_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"{name}__dev", f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _project(tmp_path, schema: str, before: list[str], after: list[str]):
@@ -32,7 +32,7 @@ def _project(tmp_path, schema: str, before: list[str], after: list[str]):
 
 
 def _rows(ctx: Context, sql: str) -> list[tuple]:
-    return sorted(tuple(r) for r in ctx.engine.fetchall(sql))
+    return sorted(tuple(r) for r in ctx.engine.session.fetchall(sql))
 
 
 def test_before_all_builds_what_models_read_and_after_all_marks_apply_and_run(tmp_path, engine, schema):
@@ -80,5 +80,5 @@ def test_failing_before_all_writes_nothing(tmp_path, engine, schema):
     assert "TABLE_OR_VIEW_NOT_FOUND" in message and "\n" not in message
     assert ctx.state.environments.get_environment("prod") is None and ctx.state.snapshots.all_snapshot_ids() == set()
     for written in (schema, f"mesh__{schema}"):
-        assert engine.list_objects(written) == {}
-    assert engine.list_objects(raw) == {}  # the first statement ran; nothing after the failing one did
+        assert engine.catalog.list_objects(written) == {}
+    assert engine.catalog.list_objects(raw) == {}  # the first statement ran; nothing after the failing one did

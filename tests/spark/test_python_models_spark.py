@@ -29,7 +29,7 @@ def schema(engine):
     name = f"py_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"{name}__dev", f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def project(tmp_path: Path, schema: str, files: dict[str, str]) -> Path:
@@ -37,7 +37,7 @@ def project(tmp_path: Path, schema: str, files: dict[str, str]) -> Path:
 
 
 def rows(ctx: Context, sql: str) -> list[tuple]:
-    return [tuple(r) for r in ctx.engine.fetchall(sql)]
+    return [tuple(r) for r in ctx.engine.session.fetchall(sql)]
 
 
 ORDERS = """MODEL (name {s}.orders, kind FULL);
@@ -74,7 +74,7 @@ def test_pyspark_model_reads_its_sql_parent_in_each_environment(tmp_path, engine
     assert ctx.inspection.render(f"{schema}.totals").startswith(f"-- {schema}.totals is a Python model (models/totals.py:6)")
     assert ctx.inspection.evaluate(f"{schema}.totals").sort_values("customer").values.tolist() == [["a", 40.0, 2],
                                                                                        ["b", 50.0, 1]]
-    assert not [t for t in engine.spark.catalog.listTables() if t.isTemporary]  # every temporary view dropped
+    assert not [t for t in engine.session.spark.catalog.listTables() if t.isTemporary]  # every temporary view dropped
 
 
 DAILY = """
@@ -108,7 +108,7 @@ def test_incremental_pandas_model_writes_each_interval(tmp_path, engine, schema)
     got = rows(ctx, f"SELECT CAST(ds AS STRING), n, note, CAST(`at` AS STRING) FROM {schema}.daily ORDER BY ds, n")
     assert got == [("2024-01-01", None, None, None), ("2024-01-01", 1, "x", "2024-01-01 00:00:00"),
                    ("2024-01-02", None, None, None), ("2024-01-02", 2, "x", "2024-01-02 00:00:00")]
-    assert engine.columns(plan.snapshots[f"{schema}.daily"].table_name) == {
+    assert engine.catalog.columns(plan.snapshots[f"{schema}.daily"].table_name) == {
         "n": "int", "note": "string", "at": "timestamp", "ds": "date"}  # declared types; partitioned by ds
     assert f"{schema}.daily" not in ctx.plans.plan(execution_time="2024-01-03").backfills  # both days recorded
 
@@ -193,7 +193,7 @@ def test_a_failing_python_model_records_nothing(tmp_path, engine, schema, name, 
     assert ctx.state.environments.get_environment("prod") is None  # nothing was promoted
     assert f"{schema}.{name}" in ctx.plans.plan(execution_time="2024-01-02").backfills  # its interval was not recorded
     assert f"{schema}.orders" not in ctx.plans.plan(execution_time="2024-01-02").backfills  # the parent's was
-    assert not [t for t in engine.spark.catalog.listTables() if t.isTemporary]
+    assert not [t for t in engine.session.spark.catalog.listTables() if t.isTemporary]
 
 
 MANY = """

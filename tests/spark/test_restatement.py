@@ -29,7 +29,7 @@ def schema(engine):
     name = f"rs_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"{name}__dev", f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _project(root: Path, s: str, factor: int = 10, props: str = "") -> Path:
@@ -44,14 +44,14 @@ def _project(root: Path, s: str, factor: int = 10, props: str = "") -> Path:
 
 
 def _raw(engine, s: str, values: list[int]) -> None:
-    engine.execute(f"CREATE SCHEMA IF NOT EXISTS {s}_raw")
-    engine.execute(f"CREATE TABLE IF NOT EXISTS {s}_raw.events (id INT, v INT, ds DATE) USING parquet")
+    engine.session.execute(f"CREATE SCHEMA IF NOT EXISTS {s}_raw")
+    engine.session.execute(f"CREATE TABLE IF NOT EXISTS {s}_raw.events (id INT, v INT, ds DATE) USING parquet")
     rows = ", ".join(f"({i + 1}, {v}, DATE'2020-01-0{i + 1}')" for i, v in enumerate(values))
-    engine.execute(f"INSERT OVERWRITE TABLE {s}_raw.events VALUES {rows}")
+    engine.session.execute(f"INSERT OVERWRITE TABLE {s}_raw.events VALUES {rows}")
 
 
 def _by_day(ctx: Context, view: str, column: str) -> list[tuple]:
-    return [tuple(r) for r in ctx.engine.fetchall(f"SELECT CAST(ds AS STRING), {column} FROM {view} ORDER BY ds")]
+    return [tuple(r) for r in ctx.engine.session.fetchall(f"SELECT CAST(ds AS STRING), {column} FROM {view} ORDER BY ds")]
 
 
 def test_restating_one_day_upstream_recomputes_that_day_downstream(tmp_path, engine, schema):
@@ -77,7 +77,7 @@ def test_restating_one_day_upstream_recomputes_that_day_downstream(tmp_path, eng
 
     assert _by_day(ctx, f"{s}.up", "v") == [("2020-01-01", 1), ("2020-01-02", 8), ("2020-01-03", 3)]
     assert _by_day(ctx, f"{s}.down", "v2") == [("2020-01-01", 10), ("2020-01-02", 80), ("2020-01-03", 30)]
-    assert [tuple(r) for r in engine.fetchall(f"SELECT total FROM {s}.total")] == [(120,)]
+    assert [tuple(r) for r in engine.session.fetchall(f"SELECT total FROM {s}.total")] == [(120,)]
     # The dev version of `down` forgets that day (its table is not prod's): `mesh run dev` refills it.
     day = 24 * 3600 * 1000
     kept = ctx.state.intervals.get_intervals([dev_down.interval_key])[dev_down.interval_key]

@@ -41,16 +41,16 @@ def schema(engine):
     name = f"scd_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _source(engine: SparkEngine, schema: str, rows: str) -> None:
     """The source table holding exactly `rows` (id, name, price, updated_at)."""
-    engine.create_schema(f"{schema}_raw")
-    engine.execute(f"CREATE TABLE IF NOT EXISTS {schema}_raw.menu (id INT, name STRING, price DOUBLE, "
-                   "updated_at TIMESTAMP) USING parquet")
-    engine.execute(f"INSERT OVERWRITE TABLE {schema}_raw.menu SELECT id, name, price, CAST(ts AS TIMESTAMP) "
-                   f"FROM VALUES {rows} AS t(id, name, price, ts)")
+    engine.catalog.create_schema(f"{schema}_raw")
+    engine.session.execute(f"CREATE TABLE IF NOT EXISTS {schema}_raw.menu (id INT, name STRING, price DOUBLE, "
+                           "updated_at TIMESTAMP) USING parquet")
+    engine.session.execute(f"INSERT OVERWRITE TABLE {schema}_raw.menu SELECT id, name, price, CAST(ts AS TIMESTAMP) "
+                           f"FROM VALUES {rows} AS t(id, name, price, ts)")
 
 
 def _project(tmp_path: Path, schema: str, models: dict[str, str]) -> Context:
@@ -61,7 +61,7 @@ def _project(tmp_path: Path, schema: str, models: dict[str, str]) -> Context:
 
 
 def _history(engine: SparkEngine, table: str, columns: str = "id, name, price") -> list[tuple]:
-    rows = engine.fetchall(f"SELECT {columns}, CAST(valid_from AS STRING), CAST(valid_to AS STRING) FROM {table}")
+    rows = engine.session.fetchall(f"SELECT {columns}, CAST(valid_from AS STRING), CAST(valid_to AS STRING) FROM {table}")
     return sorted((tuple(r) for r in rows), key=repr)
 
 
@@ -100,7 +100,7 @@ def test_by_time_with_invalidated_hard_deletes(tmp_path, engine, schema) -> None
         (4, "Chocolate Milkshake", 3.99, "2020-01-03 00:00:00", None),
     ], key=repr)
     # The history is what the view shows, with the validity columns typed as the kind says.
-    assert engine.columns(f"{schema}.menu") == {"id": "int", "name": "string", "price": "double",
+    assert engine.catalog.columns(f"{schema}.menu") == {"id": "int", "name": "string", "price": "double",
                                                 "updated_at": "timestamp", "valid_from": "timestamp",
                                                 "valid_to": "timestamp"}
 
@@ -144,7 +144,7 @@ def test_by_column_opens_a_version_only_when_a_checked_column_changes(tmp_path, 
         SELECT id, name, price FROM {schema}_raw.menu
         """})
     _three_runs(ctx, engine, schema)
-    rows = engine.fetchall(f"SELECT id, name, price, CAST(starts AS STRING), CAST(ends AS STRING) FROM {schema}.menu")
+    rows = engine.session.fetchall(f"SELECT id, name, price, CAST(starts AS STRING), CAST(ends AS STRING) FROM {schema}.menu")
     assert sorted((tuple(r) for r in rows), key=repr) == sorted([
         # Only the price changed: still one version, as first loaded (prices are not checked).
         (1, "Chicken Sandwich", 10.99, "1970-01-01 00:00:00", None),
@@ -154,7 +154,7 @@ def test_by_column_opens_a_version_only_when_a_checked_column_changes(tmp_path, 
         (4, "Milkshake", 3.99, "2020-01-02 11:00:00", "2020-01-03 11:00:00"),  # renamed: a new version
         (4, "Chocolate Milkshake", 3.99, "2020-01-03 11:00:00", None),
     ], key=repr)
-    assert engine.columns(f"{schema}.menu") == {"id": "int", "name": "string", "price": "double",
+    assert engine.catalog.columns(f"{schema}.menu") == {"id": "int", "name": "string", "price": "double",
                                                 "starts": "timestamp_ntz", "ends": "timestamp_ntz"}
 
 
@@ -169,7 +169,7 @@ def test_a_child_reads_the_validity_columns(tmp_path, engine, schema) -> None:
     })
     _source(engine, schema, FIRST)
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-01 11:00:00"))
-    rows = engine.fetchall(f"SELECT id, name, CAST(valid_from AS STRING) FROM {schema}.current_menu")
+    rows = engine.session.fetchall(f"SELECT id, name, CAST(valid_from AS STRING) FROM {schema}.current_menu")
     assert sorted(tuple(r) for r in rows) == [(1, "Chicken Sandwich", "1970-01-01 00:00:00"),
                                               (2, "Cheeseburger", "1970-01-01 00:00:00"),
                                               (3, "French Fries", "1970-01-01 00:00:00")]
@@ -222,6 +222,6 @@ def test_a_breaking_change_above_keeps_the_history_in_prod_and_previews_it_in_de
     ctx.reviews.apply(prod)
     assert _history(engine, f"{schema}.menu", "id, name") == prod_rows  # the history is kept, not rebuilt
     ctx.run(execution_time="2020-01-02 11:00:00")
-    current = engine.fetchall(f"SELECT name FROM {schema}.menu WHERE valid_to IS NULL")
+    current = engine.session.fetchall(f"SELECT name FROM {schema}.menu WHERE valid_to IS NULL")
     assert sorted(r[0] for r in current) == ["CHEESEBURGER", "CHICKEN SANDWICH", "FRENCH FRIES"]
     assert len(_history(engine, f"{schema}.menu", "id, name")) == 6  # each old name closed, a new version opened

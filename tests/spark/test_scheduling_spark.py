@@ -28,7 +28,7 @@ def schema(engine):
     name = f"sched_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _project(tmp_path: Path, schema: str) -> Context:
@@ -60,14 +60,14 @@ def _project(tmp_path: Path, schema: str) -> Context:
 
 
 def _events(engine: SparkEngine, schema: str, rows: str) -> None:
-    engine.create_schema(f"{schema}_raw")
-    engine.execute(f"CREATE TABLE IF NOT EXISTS {schema}_raw.events (ts TIMESTAMP, n INT) USING parquet")
-    engine.execute(f"INSERT OVERWRITE TABLE {schema}_raw.events SELECT CAST(ts AS TIMESTAMP), n "
-                   f"FROM VALUES {rows} AS t(ts, n)")
+    engine.catalog.create_schema(f"{schema}_raw")
+    engine.session.execute(f"CREATE TABLE IF NOT EXISTS {schema}_raw.events (ts TIMESTAMP, n INT) USING parquet")
+    engine.session.execute(f"INSERT OVERWRITE TABLE {schema}_raw.events SELECT CAST(ts AS TIMESTAMP), n "
+                           f"FROM VALUES {rows} AS t(ts, n)")
 
 
 def _rows(engine: SparkEngine, sql: str) -> list[tuple]:
-    return sorted(tuple(r) for r in engine.fetchall(sql))
+    return sorted(tuple(r) for r in engine.session.fetchall(sql))
 
 
 def test_partials_time_zones_and_units_on_spark(tmp_path, engine, schema) -> None:

@@ -27,14 +27,14 @@ def schema(engine):
     name = f"self_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _events(engine: SparkEngine, schema: str, rows: str) -> None:
-    engine.create_schema(f"{schema}_raw")
-    engine.execute(f"CREATE TABLE IF NOT EXISTS {schema}_raw.events (ds DATE, amount STRING) USING parquet")
-    engine.execute(f"INSERT OVERWRITE TABLE {schema}_raw.events SELECT CAST(ds AS DATE), amount "
-                   f"FROM VALUES {rows} AS t(ds, amount)")
+    engine.catalog.create_schema(f"{schema}_raw")
+    engine.session.execute(f"CREATE TABLE IF NOT EXISTS {schema}_raw.events (ds DATE, amount STRING) USING parquet")
+    engine.session.execute(f"INSERT OVERWRITE TABLE {schema}_raw.events SELECT CAST(ds AS DATE), amount "
+                           f"FROM VALUES {rows} AS t(ds, amount)")
 
 
 def _project(tmp_path: Path, schema: str) -> Context:
@@ -62,7 +62,7 @@ def _project(tmp_path: Path, schema: str) -> Context:
 
 
 def _totals(engine: SparkEngine, table: str) -> list[tuple]:
-    return sorted(tuple(r) for r in engine.fetchall(f"SELECT CAST(ds AS STRING), total FROM {table}"))
+    return sorted(tuple(r) for r in engine.session.fetchall(f"SELECT CAST(ds AS STRING), total FROM {table}"))
 
 
 def test_a_running_total_is_computed_day_after_day_from_its_own_table(tmp_path, engine, schema) -> None:

@@ -33,17 +33,17 @@ def schema(engine):
     name = f"sig_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 
 def _rows(engine: SparkEngine, sql: str) -> list[tuple]:
-    return sorted(tuple(r) for r in engine.fetchall(sql))
+    return sorted(tuple(r) for r in engine.session.fetchall(sql))
 
 
 def _land(engine: SparkEngine, raw: str, *rows: tuple[int, str]) -> None:
     values = ", ".join(f"({i}, DATE'{day}')" for i, day in rows)
-    engine.execute(f"INSERT INTO {raw}.events VALUES {values}")
+    engine.session.execute(f"INSERT INTO {raw}.events VALUES {values}")
 
 
 def _recorded(ctx: Context) -> dict[str, list[tuple[str, str]]]:
@@ -56,8 +56,8 @@ def _recorded(ctx: Context) -> dict[str, list[tuple[str, str]]]:
 
 def test_a_spark_signal_holds_back_unlanded_days_until_a_later_run(tmp_path, engine, schema) -> None:
     raw = f"{schema}_raw"
-    engine.create_schema(raw)
-    engine.execute(f"CREATE TABLE {raw}.events (id INT, ds DATE) USING parquet")
+    engine.catalog.create_schema(raw)
+    engine.session.execute(f"CREATE TABLE {raw}.events (id INT, ds DATE) USING parquet")
     _land(engine, raw, (1, "2020-01-01"), (2, "2020-01-02"))
     root = write_project(tmp_path / "p", {
         "signals/__init__.py": SIGNALS,

@@ -27,7 +27,7 @@ def schema(engine):
     name = f"sp_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _files(schema: str) -> dict[str, str]:
@@ -66,7 +66,7 @@ def test_spaced_names_are_written_by_every_kind_and_read_back(tmp_path, engine, 
             "history": f"SELECT id, `ship-to`, valid_to IS NULL FROM {schema}.history",
             "totals": f"SELECT `country code`, `sum total` FROM {schema}.totals",
         }
-        got = {name: sorted(tuple(r) for r in engine.fetchall(sql)) for name, sql in rows.items()}
+        got = {name: sorted(tuple(r) for r in engine.session.fetchall(sql)) for name, sql in rows.items()}
         assert got == {
             "by_country": [("DE", 2, 0), ("FR", 1, 0)],
             "daily": [(9, 180, 3)],  # 3 days of 3 places
@@ -93,4 +93,4 @@ def test_a_name_we_cannot_quote_or_partition_by_is_refused_at_its_line(tmp_path,
     files = {"models/m.sql": query.format(s=schema)}
     with pytest.raises(ModelError, match=message):
         Context(write_project(tmp_path / "p", files, CONFIG), engine=engine).plan()
-    assert not engine.schema_exists(f"mesh__{schema}")
+    assert not engine.catalog.schema_exists(f"mesh__{schema}")

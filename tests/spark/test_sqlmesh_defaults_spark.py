@@ -24,7 +24,7 @@ def schema(engine):
     name = f"d_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def test_untyped_seed_and_start_less_child_compute_what_sqlmesh_computes(tmp_path, engine, schema) -> None:
@@ -43,10 +43,10 @@ def test_untyped_seed_and_start_less_child_compute_what_sqlmesh_computes(tmp_pat
     ctx = Context(write_project(tmp_path / "p", files, CONFIG), engine=engine)
     try:
         ctx.reviews.apply(ctx.plans.plan(execution_time="2023-01-08 00:00:00"))
-        (types,) = engine.fetchall(f"SELECT typeof(id), typeof(price), typeof(active), typeof(day) "
-                                   f"FROM {schema}.items LIMIT 1")
+        (types,) = engine.session.fetchall(f"SELECT typeof(id), typeof(price), typeof(active), typeof(day) "
+                                           f"FROM {schema}.items LIMIT 1")
         assert tuple(types) == ("bigint", "double", "boolean", "string")
-        days = engine.fetchall(f"SELECT COUNT(*), MIN(ds), SUM(doubled) FROM {schema}.daily")[0]
+        days = engine.session.fetchall(f"SELECT COUNT(*), MIN(ds), SUM(doubled) FROM {schema}.daily")[0]
         assert (days[0], str(days[1]), days[2]) == (7, "2023-01-01", 21.0)  # 7 days of history, not 1
     finally:
         ctx.close()
@@ -61,18 +61,18 @@ def test_a_seeds_batch_size_sends_its_rows_in_batches_and_writes_them_once(tmp_p
              "models/s.sql": f"MODEL (name {schema}.s, kind SEED (path '../seeds/s.csv', batch_size 2));"}
     ctx = Context(write_project(tmp_path / "p", files, CONFIG), engine=engine)
     sent: list[int] = []
-    create = engine.spark.createDataFrame
+    create = engine.session.spark.createDataFrame
 
     def counted(data, *args, **kwargs):
         if isinstance(data, list):
             sent.append(len(data))
         return create(data, *args, **kwargs)
 
-    monkeypatch.setattr(engine.spark, "createDataFrame", counted)
+    monkeypatch.setattr(engine.session.spark, "createDataFrame", counted)
     try:
         ctx.reviews.apply(ctx.plans.plan())
         assert [n for n in sent if n] == [2, 2, 2, 1]
-        got = engine.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id), SUM(id), MAX(name) FROM {schema}.s")[0]
+        got = engine.session.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id), SUM(id), MAX(name) FROM {schema}.s")[0]
         assert tuple(got) == (7, 7, 21, "n6")
     finally:
         ctx.close()

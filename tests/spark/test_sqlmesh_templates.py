@@ -22,11 +22,11 @@ def schema(engine):
     name = f"b_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (f"{name}_a", f"{name}_b", name, f"mesh__{name}_a", f"mesh__{name}_b", f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _rows(engine: SparkEngine, sql: str) -> list[tuple]:
-    return sorted((tuple(r) for r in engine.fetchall(sql)), key=repr)
+    return sorted((tuple(r) for r in engine.session.fetchall(sql)), key=repr)
 
 
 def test_blueprints_build_one_model_per_blueprint(tmp_path, engine, schema) -> None:
@@ -69,7 +69,7 @@ def execute(context, start, end, execution_time, n):
 
 
 def test_session_properties_hold_inside_the_model_only(tmp_path, engine, schema) -> None:
-    before = engine.fetchall("SELECT current_timezone()")[0][0]
+    before = engine.session.fetchall("SELECT current_timezone()")[0][0]
     root = write_project(tmp_path / "p", {
         "models/tz.sql": f"""
             MODEL (
@@ -90,7 +90,7 @@ def test_session_properties_hold_inside_the_model_only(tmp_path, engine, schema)
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))
     assert _rows(engine, f"SELECT * FROM {schema}.tz") == [("America/New_York", None)]
     assert _rows(engine, f"SELECT * FROM {schema}.plain") == [(before,)]
-    assert engine.fetchall("SELECT current_timezone()")[0][0] == before  # restored
+    assert engine.session.fetchall("SELECT current_timezone()")[0][0] == before  # restored
 
 
 def test_a_setting_spark_refuses_fails_the_model_before_it_writes(tmp_path, engine, schema) -> None:
@@ -105,7 +105,7 @@ def test_a_setting_spark_refuses_fails_the_model_before_it_writes(tmp_path, engi
     with pytest.raises(MeshError) as e:
         ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))
     assert "models/bad.sql:1:" in str(e.value) and "spark.sql.streaming.ui.enabled" in str(e.value), str(e.value)
-    assert not engine.table_exists(f"{schema}.bad")
+    assert not engine.catalog.table_exists(f"{schema}.bad")
 
 
 MATERIALIZATION = '''

@@ -26,7 +26,7 @@ def schema(engine):
     name = f"sa_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _audit(name: str, schema: str, condition: str) -> str:
@@ -49,7 +49,7 @@ def test_standalone_audits_run_after_their_models_and_only_warn(tmp_path, engine
     log = LogLines()
     ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"), listener=log)
     assert not [line for line in log.lines if "failed" in line]
-    assert engine.fetchall(f"SELECT id FROM {schema}.items") == [(1,)]
+    assert engine.session.fetchall(f"SELECT id FROM {schema}.items") == [(1,)]
 
     (root / "audits/ids.sql").write_text(_audit("id_above_five", schema, "id <= 5"))
     ctx = Context(root, engine=engine)
@@ -77,9 +77,9 @@ def test_standalone_audits_run_after_their_models_and_only_warn(tmp_path, engine
 
 def test_a_failing_blocking_external_model_audit_fails_the_apply(tmp_path, engine, schema) -> None:
     raw = f"{schema}_raw"
-    engine.create_schema(raw)
-    engine.execute(f"CREATE TABLE {raw}.demographics (customer_id INT) USING parquet")
-    engine.execute(f"INSERT INTO {raw}.demographics VALUES (1), (NULL)")
+    engine.catalog.create_schema(raw)
+    engine.session.execute(f"CREATE TABLE {raw}.demographics (customer_id INT) USING parquet")
+    engine.session.execute(f"INSERT INTO {raw}.demographics VALUES (1), (NULL)")
     root = write_project(tmp_path / "p", {
         "external_models.yaml": f"""
             - name: {raw}.demographics
@@ -99,4 +99,4 @@ def test_a_failing_blocking_external_model_audit_fails_the_apply(tmp_path, engin
     with pytest.raises(AuditError, match=f"Audit 'not_null' failed for {raw}.demographics: 1 row"):
         ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     assert ctx.state.environments.get_environment("prod") is None  # nothing promoted
-    assert not engine.table_exists(f"{schema}.customers")
+    assert not engine.catalog.table_exists(f"{schema}.customers")

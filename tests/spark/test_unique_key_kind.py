@@ -34,14 +34,14 @@ def schema(engine):
     name = f"uk_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"mesh__{name}", f"{name}_raw"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _raw(engine: SparkEngine, schema: str, rows: list[tuple]) -> str:
     table = f"{schema}_raw.changes"
-    engine.create_schema(f"{schema}_raw")
+    engine.catalog.create_schema(f"{schema}_raw")
     values = ", ".join(f"({i}, {_sql(n)}, {_sql(v)}, DATE'{d}')" for i, n, v, d in rows)
-    engine.execute(f"CREATE TABLE {table} USING parquet AS SELECT * FROM VALUES {values} AS t(id, name, v, ds)")
+    engine.session.execute(f"CREATE TABLE {table} USING parquet AS SELECT * FROM VALUES {values} AS t(id, name, v, ds)")
     return table
 
 
@@ -66,7 +66,7 @@ def _project(tmp_path, schema: str, raw: str, kind_props: str = "", props: str =
 
 def _rows(engine: SparkEngine, sql: str) -> list[tuple]:
     """Sorted by value, NULLs last."""
-    return sorted((tuple(r) for r in engine.fetchall(sql)), key=lambda row: [(v is None, v or 0) for v in row])
+    return sorted((tuple(r) for r in engine.session.fetchall(sql)), key=lambda row: [(v is None, v or 0) for v in row])
 
 
 def _day(ctx: Context, day: str) -> None:
@@ -90,12 +90,12 @@ def test_each_day_upserts_changed_and_new_keys_and_a_late_row_updates_an_old_key
     _day(ctx, "2020-01-04")  # the late row of key 1 replaces it whole
     assert _rows(engine, f"SELECT id, v, ds FROM {view}") == [
         (1, 11, _d("2020-01-03")), (2, 21, _d("2020-01-02")), (3, 30, _d("2020-01-01")), (4, 40, _d("2020-01-02"))]
-    assert engine.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {view}") == [(4, 4)]
+    assert engine.session.fetchall(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {view}") == [(4, 4)]
 
     snap = ctx.plans.plan("prod", allow_empty=True).snapshots[view]
     assert ctx.state.intervals.get_intervals([snap.interval_key])[snap.interval_key] == [
         (to_ms("2020-01-01"), to_ms("2020-01-04"))]
-    leftovers = [t for t in engine.list_objects(f"mesh__{schema}") if t.startswith("__mesh_tmp_")]
+    leftovers = [t for t in engine.catalog.list_objects(f"mesh__{schema}") if t.startswith("__mesh_tmp_")]
     assert leftovers == []  # the staging tables of each rewrite are gone
 
 
@@ -175,9 +175,9 @@ def test_a_compound_key_of_expressions_and_a_partitioned_table(tmp_path, engine,
     assert _rows(engine, f"SELECT id, name, v, ds FROM {schema}.latest") == [
         (1, "ANN", 12, _d("2020-01-02")), (1, None, 13, _d("2020-01-02")), (2, "bob", 20, _d("2020-01-01"))]
     table = ctx.plans.plan("prod", allow_empty=True).snapshots[f"{schema}.latest"].table_name
-    assert sorted(p["ds"] for p in engine.partitions(table)) == ["2020-01-01", "2020-01-02"]
+    assert sorted(p["ds"] for p in engine.catalog.partitions(table)) == ["2020-01-01", "2020-01-02"]
 
     plan = ctx.plans.plan("prod", allow_empty=True)
     evaluator = SnapshotEvaluator(ctx.project, engine, plan.snapshots)  # day 2 once more, as a retry would
     evaluator.evaluate(plan.snapshots[f"{schema}.latest"], to_ms("2020-01-02"), to_ms("2020-01-03"), to_ms("2020-01-03"))
-    assert engine.fetchall(f"SELECT COUNT(*) FROM {schema}.latest") == [(3,)]
+    assert engine.session.fetchall(f"SELECT COUNT(*) FROM {schema}.latest") == [(3,)]

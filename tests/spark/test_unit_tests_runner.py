@@ -346,12 +346,12 @@ def test_sql_error_is_a_failed_test_not_a_crash(project, engine) -> None:
 
 
 def test_nothing_is_written_to_the_warehouse(project, engine) -> None:
-    databases = set(engine.fetchall("SHOW DATABASES"))
-    tables = set(engine.fetchall("SHOW TABLES"))
+    databases = set(engine.session.fetchall("SHOW DATABASES"))
+    tables = set(engine.session.fetchall("SHOW TABLES"))
     report = run_tests(project, lambda: engine, names=["test_example_full_model", "test_ctes", "test_sql_error"])
     assert (report.total, report.passed) == (3, 2)
-    assert set(engine.fetchall("SHOW DATABASES")) == databases
-    assert set(engine.fetchall("SHOW TABLES")) == tables  # temporary views included
+    assert set(engine.session.fetchall("SHOW DATABASES")) == databases
+    assert set(engine.session.fetchall("SHOW TABLES")) == tables  # temporary views included
     assert not [t for t in tables if str(t[1]).startswith(FIXTURE_PREFIX)]
     assert ("sqlmesh_example",) not in databases
 

@@ -23,7 +23,7 @@ def schema(engine):
     name = f"ovu_{uuid.uuid4().hex[:8]}"
     yield name
     for s in (name, f"{name}__dev", f"mesh__{name}"):
-        engine.drop_schema(s, cascade=True)
+        engine.catalog.drop_schema(s, cascade=True)
 
 
 def _model(schema: str, statements: str) -> dict[str, str]:
@@ -32,7 +32,7 @@ def _model(schema: str, statements: str) -> dict[str, str]:
 
 
 def _properties(engine, table: str) -> dict[str, str]:
-    return {r[0]: r[1] for r in engine.fetchall(f"SHOW TBLPROPERTIES {table}")}
+    return {r[0]: r[1] for r in engine.session.fetchall(f"SHOW TBLPROPERTIES {table}")}
 
 
 def test_statements_run_on_the_environments_view(tmp_path, engine, schema) -> None:
@@ -42,9 +42,9 @@ def test_statements_run_on_the_environments_view(tmp_path, engine, schema) -> No
     try:
         ctx.reviews.apply(ctx.plans.plan("dev", execution_time="2024-01-02 00:00:00"))
         assert _properties(engine, f"{schema}__dev.m").get("mesh.granted") == "promoting"
-        physical = engine.fetchall(f"SHOW TABLES IN mesh__{schema}")[0][1]
+        physical = engine.session.fetchall(f"SHOW TABLES IN mesh__{schema}")[0][1]
         assert "mesh.granted" not in _properties(engine, f"mesh__{schema}.{physical}")
-        assert [tuple(r) for r in engine.fetchall(f"SELECT a FROM {schema}__dev.seen")] == [(1,)]  # read through the dev view
+        assert [tuple(r) for r in engine.session.fetchall(f"SELECT a FROM {schema}__dev.seen")] == [(1,)]  # read through the dev view
         ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02 00:00:00"))  # prod: a new view, the statements again
         assert _properties(engine, f"{schema}.m").get("mesh.granted") == "promoting"
     finally:

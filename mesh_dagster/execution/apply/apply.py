@@ -213,7 +213,7 @@ def backfill_readiness(plan: Plan, project: Project, state: State, engine: Engin
     order = snapshot_order(plan.snapshots)
     owed = owed_upstream(state.intervals, plan.snapshots, plan.backfills, order=order, execution_ms=plan.execution_time)
     readiness = check_readiness(project.signals, plan.snapshots, plan.backfills, order,
-                                plan.execution_time, spark=lambda: engine.spark, owed=owed)
+                                plan.execution_time, spark=lambda: engine.session.spark, owed=owed)
     readiness.report(listener, plan.view)
     return readiness
 
@@ -361,7 +361,7 @@ def _served_columns(plan: Plan, engine: Engine, served: Environment | None, prom
     out: dict[str, list[str]] = {}
     for name in [*leaving, *(n for n in demote if n in shown)]:
         try:
-            out[name] = list(engine.columns(plan.view(name)))
+            out[name] = list(engine.catalog.columns(plan.view(name)))
         except Exception:  # noqa: BLE001 - unreadable (or gone): put back selecting every column
             continue
     return out

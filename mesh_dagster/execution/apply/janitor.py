@@ -65,10 +65,10 @@ def _remove_expired_environments(state: State, engine_factory: Callable[[], Engi
 def _drop_environment_views(engine: Engine, env: Environment, replaced: Environment | None) -> None:
     shown = sorted({*env.promoted, *(replaced.promoted if replaced else [])})
     for name in shown:
-        engine.drop_view(view_name(name, env.name))
+        engine.catalog.drop_view(view_name(name, env.name))
     for schema in sorted({view_schema(n.rpartition(".")[0] or "default", env.name) for n in shown}):
-        if not engine.list_objects(schema):
-            engine.drop_schema(schema, cascade=False)
+        if not engine.catalog.list_objects(schema):
+            engine.catalog.drop_schema(schema, cascade=False)
 
 
 def _in_use(state: State) -> list[EnvironmentSnapshot]:
@@ -115,12 +115,12 @@ def _remove_snapshots(state: State, engine_factory: Callable[[], Engine], doomed
         lease.check()
         engine = engine_factory()
         if snap.model.kind.is_view:
-            engine.drop_view(table)
+            engine.catalog.drop_view(table)
             continue
-        engine.drop_table(table)
+        engine.catalog.drop_table(table)
         if table in pending:  # nothing is left to finish
             state.journal.finish_write(table, None)
-            engine.discard_write(pending[table].payload)
+            engine.writes.discard(pending[table].payload)
     return list(tables)
 
 
@@ -138,18 +138,18 @@ def _drop_leftovers(state: State, engine_factory: Callable[[], Engine], live_tab
     needed = {staging for write in state.journal.pending_writes() for staging in write.payload.get("staging", [])}
     engine = engine_factory()
     for schema in schemas:
-        for name, kind in engine.list_objects(schema).items():
+        for name, kind in engine.catalog.list_objects(schema).items():
             table = f"{schema}.{name}"
             if kind != "table" or table in live_tables or table in needed:
                 continue
             if name.startswith(TEMP_PREFIX):
                 lease.check()
-                engine.drop_table(table)
+                engine.catalog.drop_table(table)
                 dropped.append(table)
             elif name.endswith(PREVIEW_SUFFIX) and (key := _preview_key(table, prefixes)) is not None:
                 lease.check()
                 state.snapshots.forget_snapshots([], [key])
-                engine.drop_table(table)
+                engine.catalog.drop_table(table)
                 dropped.append(table)
     return dropped
 
@@ -172,11 +172,11 @@ def _delete_retired_generations(state: State, engine_factory: Callable[[], Engin
         return
     engine = engine_factory()
     needed = {write.payload.get("location") for write in state.journal.pending_writes()}
-    current = {table: engine.table_location(table) for table in {t for t, _ in retired}}
+    current = {table: engine.catalog.table_location(table) for table in {t for t, _ in retired}}
     doomed = [location for table, location in retired
               if location not in needed and not _same_location(current[table], location)]
     lease.check()
-    engine.drop_locations(doomed)
+    engine.catalog.drop_locations(doomed)
     state.journal.forget_retired([(t, loc) for t, loc in retired if loc not in needed])
 
 

@@ -58,17 +58,17 @@ def update_views(
     for schema in sorted({view_schema(s.model.schema_name, environment) for s in promote}):
         first = next(s.name for s in promote if view_schema(s.model.schema_name, environment) == schema)
         with _step(first, schema):
-            engine.create_schema(schema)
+            engine.catalog.create_schema(schema)
     for snap in promote:
         view = view_name(snap.name, environment)
         with _step(snap.name, view):
-            engine.create_view(view, view_sql(snap, project), snap.model.column_descriptions)
+            engine.catalog.create_view(view, view_sql(snap, project), snap.model.column_descriptions)
         moved.append(snap.name)
         listener.virtual_progress(snap.name)
     for name in demote:
         view = view_name(name, environment)
         with _step(name, view):
-            engine.drop_view(view)
+            engine.catalog.drop_view(view)
         moved.append(name)
         listener.virtual_progress(name)
     listener.virtual_done(len(promote) + len(demote))
@@ -83,10 +83,10 @@ def restore_views(engine: Engine, environment: str, names: Sequence[str], served
         snap = served.get(name)
         with _step(name, view):
             if snap is None:
-                engine.drop_view(view)
+                engine.catalog.drop_view(view)
             else:
-                engine.create_schema(view_schema(snap.model.schema_name, environment))
-                engine.create_view(view, select(snap), snap.model.column_descriptions)
+                engine.catalog.create_schema(view_schema(snap.model.schema_name, environment))
+                engine.catalog.create_view(view, select(snap), snap.model.column_descriptions)
 
 
 @contextmanager

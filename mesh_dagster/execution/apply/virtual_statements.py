@@ -41,7 +41,7 @@ def run_virtual_update_statements(plan: Plan, project: Project, engine: Engine, 
         ctx.table_mapping = dict(views)
         try:
             for sql in render_statements(snap.model.on_virtual_update, snap.model, ctx, evaluator.macros(snap)):
-                engine.execute(sql)
+                engine.session.execute(sql)
         except Exception as e:  # noqa: BLE001 - Spark's or the renderer's: the model and its file are named
             where = f" ({snap.model.path})" if snap.model.path else ""
             raise VirtualUpdateStatementError(

@@ -22,8 +22,6 @@ from mesh_dagster.execution.evaluate.python_evaluation import inclusive_interval
 from mesh_dagster.execution.evaluate.strategies import Evaluation, QueryStrategy, writes
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from mesh_dagster.execution.engine import Journal
 
 
@@ -39,41 +37,33 @@ class SparkMaterializationContext:
         kind = model.kind.custom
         written = kind.materialization_properties if kind is not None else {}
         self.properties: dict[str, Any] = {k: python_value(v, model.dialect) for k, v in written.items()}
+        # The statements and reads the user's class calls are the engine's own, as they are: bound here
+        # rather than restated as methods that would only pass their arguments on.
+        self.execute = engine.session.execute
+        self.fetchall = engine.session.fetchall
+        self.fetchdf = engine.session.fetchdf
+        self.table_exists = engine.catalog.table_exists
+        self.columns = engine.catalog.columns
 
     @property
     def spark(self) -> Any:
-        return self._engine.spark
-
-    def execute(self, sql: str) -> None:
-        self._engine.execute(sql)
-
-    def fetchall(self, sql: str) -> list[tuple]:
-        return self._engine.fetchall(sql)
-
-    def fetchdf(self, sql: str) -> pd.DataFrame:
-        return self._engine.fetchdf(sql)
-
-    def table_exists(self, name: str) -> bool:
-        return self._engine.table_exists(name)
-
-    def columns(self, name: str) -> dict[str, str]:
-        return self._engine.columns(name)
+        return self._engine.session.spark
 
     def create_table(self, table: str, query: str) -> None:
         model = self._snapshot.model
-        self._engine.create_table(table, query, model.effective_partitioned_by, model.storage_format or "parquet",
-                                  model.columns, model.column_descriptions)
+        self._engine.catalog.create_table(table, query, model.effective_partitioned_by,
+                                          model.storage_format or "parquet", model.columns, model.column_descriptions)
 
     def replace(self, table: str, query: str) -> None:
         model = self._snapshot.model
-        self._engine.replace_table(table, query, model.effective_partitioned_by, model.storage_format or "parquet",
-                                   model.columns, model.column_descriptions)
+        self._engine.writes.replace_table(table, query, model.effective_partitioned_by,
+                                          model.storage_format or "parquet", model.columns, model.column_descriptions)
 
     def append(self, table: str, query: str) -> None:
-        self._engine.append(table, query)
+        self._engine.writes.append(table, query)
 
     def overwrite_partitions(self, table: str, query: str) -> None:
-        self._engine.overwrite_partitions(table, query)
+        self._engine.writes.overwrite_partitions(table, query)
 
 
 @writes("custom")

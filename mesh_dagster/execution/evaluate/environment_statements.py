@@ -47,7 +47,7 @@ def run_environment_statements(stage: Stage, project: Project, engine: Engine, e
     source = planned.source()
     for index, sql in rendered:
         try:
-            engine.execute(sql)
+            engine.session.execute(sql)
         except EngineError as e:
             raise source.error(stage, index, f"failed: {e.message} ({_AFTERMATH[stage]})") from e
     listener.log(f"{stage.value}: {len(rendered)} statement(s) run")

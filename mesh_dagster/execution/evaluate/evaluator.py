@@ -203,11 +203,11 @@ class SnapshotEvaluator:
             if snapshot.model.kind.is_view or snapshot.table_name not in self._created:
                 table = snapshot.table_name
                 # One round trip tells whether the table is kept and what it holds (the migration's input).
-                current = self.engine.existing_columns(table) if snapshot.model.kind.is_incremental else None
+                current = self.engine.catalog.existing_columns(table) if snapshot.model.kind.is_incremental else None
                 if current is not None:
                     self._migrate(snapshot, current, journal)  # kept: CREATE ... IF NOT EXISTS would change nothing
                 else:
-                    self.engine.create_schema(snapshot.physical_schema)
+                    self.engine.catalog.create_schema(snapshot.physical_schema)
                     strategy_for(snapshot).create(self, snapshot)
                 self._created.add(snapshot.table_name)
 
@@ -255,7 +255,7 @@ class SnapshotEvaluator:
         with self._lock:
             known = self._column_types.get(table)
         if known is None:
-            known = self.engine.columns(table)
+            known = self.engine.catalog.columns(table)
             with self._lock:
                 self._column_types[table] = known
         return dict(known)
@@ -273,7 +273,7 @@ class SnapshotEvaluator:
         with model_settings(self.engine, model):  # the model's queries: its audits too
             for ref in model.audits:
                 sql, blocking = audit_query(ref, model, self.audits(snapshot), ctx, self.macros(snapshot))
-                count = int(self.engine.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0])
+                count = int(self.engine.session.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0])
                 results.append(AuditResult(ref.name, count, blocking))
         return results
 

@@ -10,4 +10,4 @@ from mesh_dagster.execution.engine import Engine
 def catalog_columns(engine: Engine, tables: Iterable[str]) -> dict[str, dict[str, str] | None]:
     """Table -> its columns (name -> Spark type, in table order), or None when the catalog has no
     such table or view."""
-    return {name: engine.columns(name) if engine.table_exists(name) else None for name in tables}
+    return {name: engine.catalog.columns(name) if engine.catalog.table_exists(name) else None for name in tables}

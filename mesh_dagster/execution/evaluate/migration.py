@@ -50,9 +50,9 @@ def migrate_table(engine: Engine, snapshot: Snapshot, query_sql: str, *, allow_d
     Raises SchemaChangeError (naming the model and columns) when refused. A copy with casts is
     journaled (`journal`) before the table is replaced: a killed process leaves it to be finished."""
     table, model = snapshot.table_name, snapshot.model
-    current = engine.columns(table) if current is None else current
-    wanted = engine.canonical_types(model.columns) if model.columns else engine.query_columns(query_sql)
-    wanted.update(engine.canonical_types(model.kind.added_columns()))  # e.g. SCD type 2 validity columns
+    current = engine.catalog.columns(table) if current is None else current
+    wanted = engine.catalog.canonical_types(model.columns) if model.columns else engine.catalog.query_columns(query_sql)
+    wanted.update(engine.catalog.canonical_types(model.kind.added_columns()))  # e.g. SCD type 2 validity columns
     diff = diff_schemas(current, wanted)
     if diff.is_empty:
         return None
@@ -66,9 +66,9 @@ def migrate_table(engine: Engine, snapshot: Snapshot, query_sql: str, *, allow_d
     target = _target_columns(current, wanted, diff, verdict.apply_additive, verdict.apply_destructive)
     if target != current:
         if _only_additions(current, target):
-            engine.add_columns(table, {c: t for c, t in target.items() if c not in current})
+            engine.catalog.add_columns(table, {c: t for c, t in target.items() if c not in current})
         else:
-            engine.retype_table(table, target, journal=journal)
+            engine.writes.retype_table(table, target, journal=journal)
     padding = {c: t for c, t in target.items() if c.lower() not in {w.lower() for w in wanted}}
     return Migration(diff, verdict.warnings, padding)
 

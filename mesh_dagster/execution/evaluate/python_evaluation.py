@@ -48,7 +48,7 @@ class PythonContext:
 
     @property
     def spark(self) -> Any:
-        return self._engine.spark
+        return self._engine.session.spark
 
     def resolve_table(self, name: str) -> str:
         """The table (or view) holding a dependency's data for this evaluation, as SQL models read it."""
@@ -69,7 +69,7 @@ class PythonContext:
         return self._blueprint.get(name.lower(), default)
 
     def fetchdf(self, query: str | exp.Expr, quote_identifiers: bool = False) -> pd.DataFrame:
-        return self._engine.fetchdf(spark_sql(query, quote_identifiers))
+        return self._engine.session.fetchdf(spark_sql(query, quote_identifiers))
 
     @property
     def engine_adapter(self) -> EngineAdapter:
@@ -85,29 +85,26 @@ class EngineAdapter:
 
     def __init__(self, engine: Engine):
         self._engine = engine
+        # Reads taking a table's name, as the engine's catalog answers them (bound, not restated).
+        self.table_exists = engine.catalog.table_exists
+        self.columns = engine.catalog.columns
 
     @property
     def spark(self) -> Any:
-        return self._engine.spark
+        return self._engine.session.spark
 
     def fetchdf(self, query: str | exp.Expr, quote_identifiers: bool = False) -> pd.DataFrame:
-        return self._engine.fetchdf(spark_sql(query, quote_identifiers))
+        return self._engine.session.fetchdf(spark_sql(query, quote_identifiers))
 
     def fetch_pyspark_df(self, query: str | exp.Expr, quote_identifiers: bool = False) -> Any:
-        return self._engine.spark.sql(spark_sql(query, quote_identifiers))
+        return self._engine.session.spark.sql(spark_sql(query, quote_identifiers))
 
     def fetchall(self, query: str | exp.Expr, quote_identifiers: bool = False) -> list[tuple]:
-        return self._engine.fetchall(spark_sql(query, quote_identifiers))
+        return self._engine.session.fetchall(spark_sql(query, quote_identifiers))
 
     def fetchone(self, query: str | exp.Expr, quote_identifiers: bool = False) -> tuple | None:
         rows = self.fetchall(query, quote_identifiers)
         return rows[0] if rows else None
-
-    def table_exists(self, name: str) -> bool:
-        return self._engine.table_exists(name)
-
-    def columns(self, name: str) -> dict[str, str]:
-        return self._engine.columns(name)
 
 
 def blueprint_values(model: Model) -> dict[str, Any]:
@@ -148,7 +145,7 @@ def python_query(engine: Engine, model: Model, tables: Mapping[str, str], variab
     except Exception as e:  # noqa: BLE001 - the user's code may raise anything
         raise _failed(model, e, files) from e
     try:
-        view = engine.register_frames(_frames(model, result, files), columns)
+        view = engine.session.register_frames(_frames(model, result, files), columns)
     except EngineError as e:
         raise ModelError(f"Python model {model.name}: {e.message}", model.path, model.line) from e
     try:
@@ -157,7 +154,7 @@ def python_query(engine: Engine, model: Model, tables: Mapping[str, str], variab
         raise ModelError(f"Python model {model.name} failed while its output was written: {e.message}",
                          model.path, model.line) from e
     finally:
-        engine.drop_temp_view(view)
+        engine.session.drop_temp_view(view)
 
 
 def _frames(model: Model, result: Any, files: set[str]) -> Iterator[Any]:

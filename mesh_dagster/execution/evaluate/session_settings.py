@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 from mesh_dagster.core.errors import EngineError, ModelError
 from mesh_dagster.core.models.model import Model
-from mesh_dagster.execution.engine import Session
+from mesh_dagster.execution.engine import Engine
 
 
 class SettingsGate:
@@ -65,16 +65,16 @@ _GATES: dict[int, SettingsGate] = {}
 _GATES_LOCK = threading.Lock()
 
 
-def gate_for(engine: Session) -> SettingsGate:
+def gate_for(engine: Engine) -> SettingsGate:
     """One gate per Spark session in this process (engines built on one session share it)."""
-    session = getattr(engine, "spark", None)  # test engines may have none
+    session = getattr(engine.session, "spark", None)  # test engines may have none
     key = id(session if session is not None else engine)
     with _GATES_LOCK:
         return _GATES.setdefault(key, SettingsGate())
 
 
 @contextmanager
-def model_settings(engine: Session, model: Model) -> Iterator[None]:
+def model_settings(engine: Engine, model: Model) -> Iterator[None]:
     """The block runs with the model's session settings set (and alone), or beside other models
     without settings; a setting Spark refuses fails the model, at its line, before anything runs."""
     gate = gate_for(engine)
@@ -84,12 +84,12 @@ def model_settings(engine: Session, model: Model) -> Iterator[None]:
         return
     with gate.exclusive():
         try:
-            previous = engine.set_session_settings(model.session_properties)
+            previous = engine.session.set_session_settings(model.session_properties)
         except EngineError as e:
             raise ModelError(f"session_properties of {model.name}: {e.message}", model.path,
                              model.line_of("session_properties")) from e
         try:
             yield
         finally:
-            engine.restore_session_settings(previous)
+            engine.session.restore_session_settings(previous)
 

@@ -113,13 +113,13 @@ class ViewStrategy(WriteStrategy):
     """A view has no data and no interval: it is (re)defined whole, every time."""
 
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
-        ev.engine.create_view(snapshot.table_name, ev.render(snapshot, stage="creating"),
-                              snapshot.model.column_descriptions)
+        ev.engine.catalog.create_view(snapshot.table_name, ev.render(snapshot, stage="creating"),
+                                      snapshot.model.column_descriptions)
 
     def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
               journal: Journal | None = None) -> None:
-        ev.engine.create_view(snapshot.table_name, ev.render(snapshot, execution_time=execution_time),
-                              snapshot.model.column_descriptions)
+        ev.engine.catalog.create_view(snapshot.table_name, ev.render(snapshot, execution_time=execution_time),
+                                      snapshot.model.column_descriptions)
 
 
 @writes("seed")
@@ -130,15 +130,15 @@ class SeedStrategy(WriteStrategy):
         model = snapshot.model
         _, types = ev.seed(snapshot)
         empty = "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in types.items())
-        ev.engine.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types,
-                               model.column_descriptions)
+        ev.engine.catalog.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types,
+                                       model.column_descriptions)
 
     def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
               journal: Journal | None = None) -> None:
         frame, types = ev.seed(snapshot)
         seed = snapshot.model.kind.seed
-        ev.engine.load_seed(snapshot.table_name, frame, types, snapshot.model.column_descriptions, journal=journal,
-                            batch_size=seed.batch_size if seed is not None else None)
+        ev.engine.writes.load_seed(snapshot.table_name, frame, types, snapshot.model.column_descriptions,
+                                   journal=journal, batch_size=seed.batch_size if seed is not None else None)
 
 
 class QueryStrategy(WriteStrategy):
@@ -148,18 +148,18 @@ class QueryStrategy(WriteStrategy):
 
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
         model = snapshot.model
-        ev.engine.create_table(snapshot.table_name, ev.render(snapshot, stage="creating"),
-                               model.effective_partitioned_by, model.storage_format or "parquet", model.columns,
-                               model.column_descriptions)
+        ev.engine.catalog.create_table(snapshot.table_name, ev.render(snapshot, stage="creating"),
+                                       model.effective_partitioned_by, model.storage_format or "parquet", model.columns,
+                                       model.column_descriptions)
 
     def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
               journal: Journal | None = None) -> None:
         for statement in ev.statements(snapshot, "pre", start, end, execution_time):
-            ev.engine.execute(statement)
+            ev.engine.session.execute(statement)
         with ev.query(snapshot, start, end, execution_time) as query:
             self.write_rendered(ev, snapshot, query, start, end, execution_time, journal)
         for statement in ev.statements(snapshot, "post", start, end, execution_time):
-            ev.engine.execute(statement)
+            ev.engine.session.execute(statement)
 
     def write_rendered(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                        execution_time: int, journal: Journal | None) -> None:
@@ -181,9 +181,9 @@ class FullStrategy(QueryStrategy):
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                     journal: Journal | None) -> None:
         model = snapshot.model
-        ev.engine.replace_table(snapshot.table_name, query, model.effective_partitioned_by,
-                                model.storage_format or "parquet", model.columns, model.column_descriptions,
-                                journal=journal, reads_self=model.self_referencing)
+        ev.engine.writes.replace_table(snapshot.table_name, query, model.effective_partitioned_by,
+                                       model.storage_format or "parquet", model.columns, model.column_descriptions,
+                                       journal=journal, reads_self=model.self_referencing)
 
 
 @writes("time_range")
@@ -194,9 +194,10 @@ class TimeRangeStrategy(QueryStrategy):
                     journal: Journal | None) -> None:
         ev.create(snapshot, journal)
         low, high = time_bounds(ev, snapshot, start, end)
-        ev.engine.insert_overwrite_interval(snapshot.table_name, query, _time_kind(snapshot).time_column, low, high,
-                                            journal=journal, reads_self=snapshot.model.self_referencing,
-                                            columns=ev.table_columns(snapshot))
+        ev.engine.writes.insert_overwrite_interval(snapshot.table_name, query, _time_kind(snapshot).time_column,
+                                                   low, high, journal=journal,
+                                                   reads_self=snapshot.model.self_referencing,
+                                                   columns=ev.table_columns(snapshot))
 
     def lock_scope(self, snapshot: Snapshot, start: int, end: int) -> str | None:
         """Batches of one model may run side by side (`batch_concurrency`): each replaces only the
@@ -217,19 +218,20 @@ class ScdType2Strategy(QueryStrategy):
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
         model, kind = snapshot.model, _scd_kind(snapshot)
         columns = {**model.columns, **kind.added_columns()} if model.columns is not None else None
-        ev.engine.create_table(snapshot.table_name, with_validity_columns(ev.render(snapshot, stage="creating"), kind),
-                               model.effective_partitioned_by, model.storage_format or "parquet", columns,
-                               model.column_descriptions)
+        ev.engine.catalog.create_table(snapshot.table_name,
+                                       with_validity_columns(ev.render(snapshot, stage="creating"), kind),
+                                       model.effective_partitioned_by, model.storage_format or "parquet", columns,
+                                       model.column_descriptions)
 
     def write_rendered(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                        execution_time: int, journal: Journal | None) -> None:
         ev.create(snapshot, journal)
         kind, table = _scd_kind(snapshot), snapshot.table_name
         added = {name.lower() for name in kind.added_columns()}
-        columns = [name for name in ev.engine.columns(table) if name.lower() not in added]
+        columns = [name for name in ev.engine.catalog.columns(table) if name.lower() not in added]
         history = history_query(kind, table, query, columns, ms_to_datetime(execution_time),
                                 f"{snapshot.model.where()} ({snapshot.name})")
-        ev.engine.rewrite_table(table, history, journal=journal)
+        ev.engine.writes.rewrite_table(table, history, journal=journal)
 
 
 def _scd_kind(snapshot: Snapshot) -> ScdType2Kind:
@@ -251,7 +253,7 @@ class UniqueKeyStrategy(QueryStrategy):
         ev.create(snapshot, journal)
         upsert = snapshot.model.kind.upsert
         assert upsert is not None  # the kinds naming this strategy upsert by key
-        duplicates = ev.engine.upsert(snapshot.table_name, query, upsert, self.DUPLICATES_SHOWN, journal=journal)
+        duplicates = ev.engine.writes.upsert(snapshot.table_name, query, upsert, self.DUPLICATES_SHOWN, journal=journal)
         if duplicates:
             raise _duplicate_keys(snapshot, upsert, duplicates, (start, end), self.DUPLICATES_SHOWN)
 
@@ -276,8 +278,8 @@ class PartitionsStrategy(QueryStrategy):
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                     journal: Journal | None) -> None:
         ev.create(snapshot, journal)
-        ev.engine.overwrite_partitions(snapshot.table_name, query, journal=journal,
-                                       reads_self=snapshot.model.self_referencing)
+        ev.engine.writes.overwrite_partitions(snapshot.table_name, query, journal=journal,
+                                              reads_self=snapshot.model.self_referencing)
 
 
 @writes("append")
@@ -287,7 +289,7 @@ class AppendStrategy(QueryStrategy):
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                     journal: Journal | None) -> None:
         ev.create(snapshot, journal)
-        ev.engine.append(snapshot.table_name, query, journal=journal)
+        ev.engine.writes.append(snapshot.table_name, query, journal=journal)
 
 
 def time_bounds(ev: Evaluation, snapshot: Snapshot, start: int, end: int) -> tuple[str, str]:

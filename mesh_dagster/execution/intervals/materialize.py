@@ -195,7 +195,7 @@ def _prepare(project: Project, state: State, engine_factory: Callable[[], Engine
     for name, (window, reused) in windows.items():
         if window is not None and not reused:
             require_ready(project.signals, snapshots[name], window, execution_ms,
-                          spark=lambda: engine_factory().spark, view=view_name(name, environment))
+                          spark=lambda: engine_factory().session.spark, view=view_name(name, environment))
     state.snapshots.push_snapshots(plan.new_snapshots, plan.recaptured)
     return plan, windows
 
@@ -291,7 +291,7 @@ def _check_parents(evaluator: SnapshotEvaluator, snap: Snapshot, need: Interval,
     parents = [p for p in _data_parents(evaluator, snap) if not p.model.kind.is_external]
     child = view_name(snap.name, environment)
     for parent in parents:
-        if not evaluator.engine.table_exists(parent.table_name):
+        if not evaluator.engine.catalog.table_exists(parent.table_name):
             raise MeshError(
                 f"Cannot materialize {child}: it reads {parent.name}, whose current version ({parent.table_name}) "
                 f"has not been built yet. Materialize {view_name(parent.name, environment)} first (or both in one run)."
@@ -362,7 +362,7 @@ def pending_intervals(project: Project, state: State, environment: str, names: l
     backfills = compute_backfills(state.intervals, plan.snapshots, scope, {}, order=order,
                                   start=None, end=None,
                                   execution_ms=execution_ms, end_bounded=False)
-    spark = (lambda: engine_factory().spark) if engine_factory is not None else None
+    spark = (lambda: engine_factory().session.spark) if engine_factory is not None else None
     readiness = check_readiness(project.signals, plan.snapshots, backfills, order, execution_ms, spark=spark)
     readiness.report(listener or ApplyListener(), lambda n: view_name(n, environment))
     return {name: bf.intervals for name, bf in readiness.backfills.items()}

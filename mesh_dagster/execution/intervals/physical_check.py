@@ -94,9 +94,9 @@ def finish_swaps(state: State, engine: Engine, snapshots: Iterable[Snapshot], li
             pending = state.journal.pending_write(write.table)  # as it is now that nobody else writes it
             if pending is None or pending.operation != SWAP:
                 continue
-            engine.finish_write(pending.payload)
+            engine.writes.finish(pending.payload)
             state.journal.finish_write(write.table, None, lease=lease)
-            engine.discard_write(pending.payload)
+            engine.writes.discard(pending.payload)
         listener.log(f"Finished the rewrite of {write.table} that an interrupted run left")
 
 
@@ -111,7 +111,7 @@ def missing_tables(state: State, catalog: Callable[[], Engine], snapshots: Itera
         return []
     existing = {f"{schema}.{name}".lower()
                 for schema in sorted({owning[t].physical_schema for t in held})
-                for name in catalog().table_names(schema)}
+                for name in catalog().catalog.table_names(schema)}
     # Read after the catalog: a swap under way journals itself before it drops the table.
     swapping = {w.table for w in state.journal.pending_writes() if w.operation == SWAP}
     return [MissingTable(owning[table], merge_intervals(intervals)) for table, intervals in held.items()

@@ -78,7 +78,7 @@ def run_environment(project: Project, state: State, engine: Engine, environment:
         refuse_missing(state, engine, [snapshots[n] for n in scope], environment, listener, shown)
         owed = owed_upstream(state.intervals, snapshots, backfills, order=order, execution_ms=execution_ms)
         readiness = check_readiness(project.signals, snapshots, backfills, order, execution_ms,
-                                    spark=lambda: engine.spark, owed=owed)
+                                    spark=lambda: engine.session.spark, owed=owed)
         readiness.report(listener, shown)
         batches = plan_batches(snapshots, readiness.backfills, order)
         if not batches:

@@ -188,7 +188,7 @@ class _JournaledWrite:
         if pending is None:
             return False
         engine = self.evaluator.engine
-        if not engine.finish_write(pending.payload):  # it never reached its destructive step: undone
+        if not engine.writes.finish(pending.payload):  # it never reached its destructive step: undone
             self.state.journal.finish_write(self.table, None, lease=self.lease)
             return False
         if pending.operation != "clear" and (pending.name, pending.version, pending.start, pending.end) == (
@@ -236,13 +236,13 @@ class _JournaledWrite:
         """Drop what the write staged; a switch keeps only the generation it replaced (for readers
         still in flight) and deletes older ones."""
         engine = self.evaluator.engine
-        engine.discard_write(payload)
+        engine.writes.discard(payload)
         if payload["operation"] != "switch":
             return
         kept = {payload["previous"], payload["location"]}
         old = [location for _, location in self.state.journal.retired_locations(self.table) if location not in kept]
         if old:
-            engine.drop_locations(old)
+            engine.catalog.drop_locations(old)
             self.state.journal.forget_retired([(self.table, location) for location in old])
 
 
@@ -261,7 +261,7 @@ def clear_history(state: State, evaluator: SnapshotEvaluator, snapshot: Snapshot
                                          owner=lease.owner),
                             lease=lease, forget=[(*snapshot.interval_key, s, e) for s, e in intervals])
         kill_point("journaled", table)
-        evaluator.engine.finish_write(payload)
+        evaluator.engine.writes.finish(payload)
         kill_point("overwritten", table)
         state.journal.finish_write(table, None, lease=lease)
 

@@ -57,19 +57,10 @@ from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.core.time.time_column import find_type, interval_condition
+from mesh_dagster.execution.engine import Engine
 
 logger = logging.getLogger(__name__)
 _QUOTED = re.compile(r"'[^']*'")  # a value Spark quotes in an error message (a failed cast's)
-
-
-class DiffEngine(Protocol):
-    """What a data diff needs of Spark (execution/engine.py's Engine has it)."""
-
-    def fetchall(self, sql: str) -> list[tuple]: ...
-
-    def table_exists(self, name: str) -> bool: ...
-
-    def columns(self, name: str) -> dict[str, str]: ...
 
 
 class TimeBudgetSpent(Exception):
@@ -88,7 +79,7 @@ class _Budget:
                                   "was spent")
 
 
-def plan_data_diffs(plan: Plan, engine: DiffEngine, settings: DataDiffSettings,
+def plan_data_diffs(plan: Plan, engine: Engine, settings: DataDiffSettings,
                     clock: Callable[[], float] = time.monotonic) -> dict[str, DataDiff]:
     """The data diff of each model `plan` changed directly in a development environment (empty
     for prod, or when `plan.data_diff.enabled` is false)."""
@@ -187,17 +178,17 @@ def preview_window(plan: Plan, name: str) -> PreviewWindow | None:
     return PreviewWindow(model.kind.time_range, model.interval_unit, list(backfill.intervals))
 
 
-def _compare(diff: DataDiff, engine: DiffEngine, max_rows: int, budget: _Budget, window: PreviewWindow | None,
+def _compare(diff: DataDiff, engine: Engine, max_rows: int, budget: _Budget, window: PreviewWindow | None,
              rows: SampleRows) -> None:
     if diff.new_table == diff.old_table:
         diff.status, diff.note = SKIPPED, "one table for both (the change keeps the model's table)"
         return
     budget.check()
     for table in (diff.new_table, diff.old_table):
-        if not engine.table_exists(table):
+        if not engine.catalog.table_exists(table):
             diff.status, diff.note = SKIPPED, f"{table} does not exist (nothing built yet)"
             return
-    new_cols, old_cols = engine.columns(diff.new_table), engine.columns(diff.old_table)
+    new_cols, old_cols = engine.catalog.columns(diff.new_table), engine.catalog.columns(diff.old_table)
     diff.columns_added = [c for c in new_cols if c not in old_cols]
     diff.columns_removed = [c for c in old_cols if c not in new_cols]
     new_src, old_src = diff.new_table, diff.old_table
@@ -206,8 +197,8 @@ def _compare(diff: DataDiff, engine: DiffEngine, max_rows: int, budget: _Budget,
         old_src = f"(SELECT * FROM {old_src} WHERE {window.condition(old_cols)})"
         diff.note = window.note()
     budget.check()
-    (new_rows, old_rows), = engine.fetchall(f"SELECT (SELECT COUNT(*) FROM {new_src}), "
-                                            f"(SELECT COUNT(*) FROM {old_src})")
+    (new_rows, old_rows), = engine.session.fetchall(f"SELECT (SELECT COUNT(*) FROM {new_src}), "
+                                                    f"(SELECT COUNT(*) FROM {old_src})")
     diff.new_rows, diff.old_rows = int(new_rows), int(old_rows)
     keys = [k for k in diff.grain if k in new_cols and k in old_cols]
     if not diff.grain or keys != diff.grain:
@@ -223,7 +214,7 @@ def _compare(diff: DataDiff, engine: DiffEngine, max_rows: int, budget: _Budget,
         diff.add_note(rows.off)
 
 
-def _compare_rows(diff: DataDiff, engine: DiffEngine, max_rows: int, budget: _Budget,
+def _compare_rows(diff: DataDiff, engine: Engine, max_rows: int, budget: _Budget,
                   columns: list[str], sources: tuple[str, str]) -> tuple[str, str]:
     """Pair the rows on the grain (within a sample of keys above `max_rows`); the sources compared."""
     keys = diff.grain
@@ -233,7 +224,7 @@ def _compare_rows(diff: DataDiff, engine: DiffEngine, max_rows: int, budget: _Bu
         diff.sampled = max_rows / largest
         new_src, old_src = key_sample(new_src, keys, diff.sampled), key_sample(old_src, keys, diff.sampled)
     budget.check()
-    only_new, only_old, paired, changed, *per_column = engine.fetchall(
+    only_new, only_old, paired, changed, *per_column = engine.session.fetchall(
         diff_counts_query(new_src, old_src, keys, columns))[0]
     diff.only_new, diff.only_old, diff.changed = int(only_new or 0), int(only_old or 0), int(changed or 0)
     diff.unchanged = int(paired or 0) - diff.changed
@@ -241,11 +232,11 @@ def _compare_rows(diff: DataDiff, engine: DiffEngine, max_rows: int, budget: _Bu
     return new_src, old_src
 
 
-def _sample(diff: DataDiff, engine: DiffEngine, columns: list[str], sources: tuple[str, str], rows: SampleRows) -> None:
+def _sample(diff: DataDiff, engine: Engine, columns: list[str], sources: tuple[str, str], rows: SampleRows) -> None:
     """A few differing rows, masked as they are read: nothing stores a masked value."""
     keys = diff.grain
     diff.sample_columns = keys + [f"{side} {c}" for c in columns for side in ("new", "old")]
     diff.masked_columns = rows.mask.hidden(keys + columns)
     sample = table_diff_queries(*sources, keys, columns).sample(rows.limit)
     # fetchall, not a DataFrame: pandas would show a nullable int as a float
-    diff.sample = [rows.shown(keys, columns, row) for row in engine.fetchall(sample)]
+    diff.sample = [rows.shown(keys, columns, row) for row in engine.session.fetchall(sample)]
