@@ -13,7 +13,7 @@ they need (`engine.writes.upsert(...)`, `engine.catalog.columns(...)`, `engine.s
   swapping tables (swaps.py), and finishing what a killed process left.
 
 The parts are composed, not stacked as base classes, and nothing here forwards to them: the
-execution side's `Engine` Protocol (execution/engine.py) names the same three parts, which the
+execution side's `Engine` Protocol (execution/ports.py) names the same three parts, which the
 in-memory engines of the tests implement too.
 
 Writes map query output to table columns by name (with a cast to the table's type), never by

@@ -6,7 +6,7 @@ the rooms below it (import-linter's `execution-rooms` contract, pyproject.toml):
     apply/         a plan applied: physical tables, backfill, virtual update; promotion; the janitor
     intervals/     which intervals are due and ready, computing them in batches: runs, materializations
     evaluate/      one snapshot evaluated: its query or Python model, write strategy, audits, verdicts
-    ports.py, engine.py, parts.py, events.py, locking.py
+    ports.py, parts.py, events.py, locking.py
                    the seams: the state store and Spark as execution/ sees them (Protocols: it never
                    imports state/'s SQL or engine/), Context's parts, what listeners hear, locks
 """

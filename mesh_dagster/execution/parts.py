@@ -37,7 +37,7 @@ class Parts(Protocol):
     def state_url(self) -> str: ...  # the state store's URL, password included: what a git worker is handed
 
     @property
-    def engine(self) -> Any: ...  # execution/engine.py's Engine; Any: Context's is built lazily
+    def engine(self) -> Any: ...  # execution/ports.py's Engine; Any: Context's is built lazily
 
     @property
     def user(self) -> str: ...

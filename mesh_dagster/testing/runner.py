@@ -27,8 +27,8 @@ from mesh_dagster.core.errors import MeshError, UnitTestError
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.sql.renderer import RenderContext, render_query
 from mesh_dagster.core.time.dates import EPOCH, ms_to_datetime, now, to_datetime, to_end_ms
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluate.python_evaluation import inclusive_interval, python_query
+from mesh_dagster.execution.ports import Engine
 from mesh_dagster.testing.comparison import Table, compare
 from mesh_dagster.testing.definition import ExpectedOutput, TestInput, UnitTest, load_tests, normalize_name
 from mesh_dagster.testing.fixtures import fixture_columns, fixture_select, quote

@@ -1,6 +1,6 @@
 """An in-memory engine for fast tests of `execution/`: it records every call, in order, with its
 arguments, and keeps just enough of a catalog (schemas, tables with their columns, views) to
-answer what the evaluator asks. It implements `mesh_dagster.execution.engine.Engine`: one object is
+answer what the evaluator asks. It implements `mesh_dagster.execution.ports.Engine`: one object is
 its session, its catalog and its writes (each part is the engine itself), so every call lands in
 one ordered record, and a test's subclass overrides just the operation it intercepts.
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mesh_dagster.execution.engine import Writes
+from mesh_dagster.execution.ports import Writes
 
 WAIT_S = 120  # a paused actor gives up (and fails its test) after this long
 

@@ -58,7 +58,6 @@ from mesh_dagster.core.time.dates import now_ms, parse_ttl
 from mesh_dagster.core.time.intervals import intersect_intervals
 from mesh_dagster.execution.apply.virtual import ViewUpdateError, first_line, restore_views, update_views, view_sql
 from mesh_dagster.execution.apply.virtual_statements import run_virtual_update_statements
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluate.environment_statements import run_environment_statements
 from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.evaluate.migration import MigrationJournal, migrate_table
@@ -69,7 +68,7 @@ from mesh_dagster.execution.intervals.readiness import Readiness, SignalsPending
 from mesh_dagster.execution.intervals.scheduler import clear_history, plan_batches, run_batches, upstream_of
 from mesh_dagster.execution.intervals.tasks import run_tasks
 from mesh_dagster.execution.locking import environment_lock, table_lock
-from mesh_dagster.execution.ports import State
+from mesh_dagster.execution.ports import Engine, State
 from mesh_dagster.state.store import Lease, LockLostError
 
 

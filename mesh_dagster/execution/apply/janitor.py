@@ -29,9 +29,8 @@ from mesh_dagster.core.config.names import TEMP_PREFIX, physical_table, view_nam
 from mesh_dagster.core.snapshots.environment import Environment, EnvironmentSnapshot
 from mesh_dagster.core.snapshots.snapshot import PREVIEW_SUFFIX, Snapshot
 from mesh_dagster.core.time.dates import now_ms, parse_ttl
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.locking import janitor_lock
-from mesh_dagster.execution.ports import State
+from mesh_dagster.execution.ports import Engine, State
 from mesh_dagster.state.store import Lease
 
 

@@ -23,10 +23,9 @@ from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.execution.apply.apply import apply_locked, environment_held
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluate.verdicts import refuse_failed_audits
 from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.ports import State
+from mesh_dagster.execution.ports import Engine, State
 
 
 @dataclass

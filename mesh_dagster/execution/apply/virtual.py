@@ -15,8 +15,8 @@ from mesh_dagster.core.errors import EngineError
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.core.snapshots.snapshot import Snapshot
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.ports import Engine
 
 
 class ViewUpdateError(EngineError):

@@ -18,9 +18,9 @@ from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.sql.renderer import render_statements
 from mesh_dagster.execution.apply.virtual import first_line
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.ports import Engine
 
 
 class VirtualUpdateStatementError(EngineError):

@@ -1,4 +1,4 @@
 """One snapshot evaluated into its table: its query (SQL, Python model, custom materialization),
 the write strategy of its kind, a kept table's schema migration, its session settings, its audits
 and the verdicts they leave, and environment statements. May import the seams only (ports.py,
-engine.py, events.py, locking.py)."""
+parts.py, events.py, locking.py)."""

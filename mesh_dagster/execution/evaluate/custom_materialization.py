@@ -17,12 +17,12 @@ from mesh_dagster.core.errors import MeshError, ModelError
 from mesh_dagster.core.project.blueprints import python_value
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import ms_to_datetime
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluate.python_evaluation import inclusive_interval
 from mesh_dagster.execution.evaluate.strategies import Evaluation, QueryStrategy, writes
+from mesh_dagster.execution.ports import Engine
 
 if TYPE_CHECKING:
-    from mesh_dagster.execution.engine import Journal
+    from mesh_dagster.execution.ports import Journal
 
 
 class SparkMaterializationContext:

@@ -20,8 +20,8 @@ from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.core.snapshots.statement_scope import render_in_scope
 from mesh_dagster.core.time.dates import ms_to_datetime
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.ports import Engine
 
 _AFTERMATH = {
     Stage.BEFORE_ALL: "nothing was written; fix the statement and try again",

@@ -27,12 +27,12 @@ from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.sql.renderer import RenderContext, render_query, render_statements
 from mesh_dagster.core.time.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.time.time_column import find_type
-from mesh_dagster.execution.engine import Engine, Journal
 from mesh_dagster.execution.evaluate import custom_materialization as _custom  # noqa: F401 - registers the CUSTOM strategy
 from mesh_dagster.execution.evaluate.migration import migrate_table
 from mesh_dagster.execution.evaluate.python_evaluation import empty_query, inclusive_interval, python_query
 from mesh_dagster.execution.evaluate.session_settings import model_settings
 from mesh_dagster.execution.evaluate.strategies import strategy_for
+from mesh_dagster.execution.ports import Engine, Journal
 
 if TYPE_CHECKING:
     import pandas as pd  # imported when a seed is read: planning never needs it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.ports import Engine
 
 
 def catalog_columns(engine: Engine, tables: Iterable[str]) -> dict[str, dict[str, str] | None]:

@@ -20,8 +20,7 @@ from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.models.schema_evolution import SchemaDiff, diff_schemas, judge
 from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.snapshots.snapshot import Snapshot
-from mesh_dagster.execution.engine import Engine, Journal
-from mesh_dagster.execution.ports import State
+from mesh_dagster.execution.ports import Engine, Journal, State
 from mesh_dagster.state.journal import PendingWrite
 from mesh_dagster.state.store import Lease
 

@@ -31,7 +31,7 @@ from mesh_dagster.core.project.blueprints import python_value
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mesh_dagster.execution.engine import Engine
+    from mesh_dagster.execution.ports import Engine
 
 
 class PythonContext:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 from mesh_dagster.core.errors import EngineError, ModelError
 from mesh_dagster.core.models.model import Model
-from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.ports import Engine
 
 
 class SettingsGate:

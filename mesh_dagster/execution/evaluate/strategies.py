@@ -27,7 +27,7 @@ from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import ms_to_datetime
 from mesh_dagster.core.time.intervals import format_interval_range
 from mesh_dagster.core.time.time_column import TimeColumnError, interval_bounds
-from mesh_dagster.execution.engine import Engine, Journal
+from mesh_dagster.execution.ports import Engine, Journal
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -32,7 +32,6 @@ from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.time.intervals import Interval, format_interval_range, intervals_cover, subtract_intervals
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluate.evaluator import AuditResult, SnapshotEvaluator
 from mesh_dagster.execution.evaluate.verdicts import RecordingEvaluator
 from mesh_dagster.execution.events import ApplyListener
@@ -40,7 +39,7 @@ from mesh_dagster.execution.intervals.physical_check import MissingTable, check_
 from mesh_dagster.execution.intervals.readiness import check_readiness, require_ready
 from mesh_dagster.execution.intervals.scheduler import execute_batches, plan_batches
 from mesh_dagster.execution.locking import snapshots_in_use
-from mesh_dagster.execution.ports import State
+from mesh_dagster.execution.ports import Engine, State
 
 
 class Outcome(str, Enum):

@@ -36,10 +36,9 @@ from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
 from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.intervals import Interval, expand_range, format_interval_range, merge_intervals
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import table_lock
-from mesh_dagster.execution.ports import State
+from mesh_dagster.execution.ports import Engine, State
 
 SWAP = "swap"  # the journal's operation for a table swapped for a new one (engine/swaps.py)
 

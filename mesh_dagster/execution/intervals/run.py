@@ -20,7 +20,6 @@ from mesh_dagster.core.project.environment_statements import Stage
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms, to_ms
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluate.environment_statements import run_environment_statements
 from mesh_dagster.execution.evaluate.verdicts import RecordingEvaluator
 from mesh_dagster.execution.events import ApplyListener
@@ -28,7 +27,7 @@ from mesh_dagster.execution.intervals.physical_check import refuse_missing
 from mesh_dagster.execution.intervals.readiness import check_readiness
 from mesh_dagster.execution.intervals.scheduler import plan_batches, run_batches
 from mesh_dagster.execution.locking import snapshots_in_use
-from mesh_dagster.execution.ports import State
+from mesh_dagster.execution.ports import Engine, State
 
 
 def environment_snapshots(state: State, environment: str, listener: ApplyListener | None = None):

@@ -27,11 +27,10 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.project.environment_statements import EnvironmentStatementError, Stage
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.time.dates import now_ms
-from mesh_dagster.execution.engine import Engine
 from mesh_dagster.execution.evaluate.environment_statements import run_environment_statements
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.locking import LEASE_S, TABLE_WAIT_S, holder_is_dead, lock_owner
-from mesh_dagster.execution.ports import State
+from mesh_dagster.execution.ports import Engine, State
 
 _STEP = "step:"
 

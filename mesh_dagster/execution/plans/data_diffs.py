@@ -57,7 +57,7 @@ from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.core.time.time_column import find_type, interval_condition
-from mesh_dagster.execution.engine import Engine
+from mesh_dagster.execution.ports import Engine
 
 logger = logging.getLogger(__name__)
 _QUOTED = re.compile(r"'[^']*'")  # a value Spark quotes in an error message (a failed cast's)
