@@ -43,7 +43,14 @@ from mesh_dagster.core.time.dates import now_ms, time_range
 from mesh_dagster.core.time.intervals import Interval
 from mesh_dagster.execution.apply.janitor import run_janitor
 from mesh_dagster.execution.apply.promote import PromotionRefused  # noqa: F401
-from mesh_dagster.execution.evaluate.verdicts import audit_digest, holding, snapshot_audits
+from mesh_dagster.execution.evaluate.verdicts import (  # noqa: F401 - Holding: for dagster/restamp/verdicts.py
+    HeldVerdicts,
+    Holding,
+    VerdictKey,
+    audit_digest,
+    holding,
+    snapshot_audits,
+)
 
 # The types of Context's own API, for the front doors (cli/, dagster/) that go through Context only.
 from mesh_dagster.execution.events import ApplyListener, LogLines  # noqa: F401
@@ -321,9 +328,9 @@ class Context:
         return StatementRun(self.project, self.state, lambda: self.engine, run_id, normalize_environment(environment),
                             [self.model_name(m) for m in models], listener)
 
-    def verdicts(self, keys: list[tuple[str, str]]) -> dict:
+    def verdicts(self, keys: list[tuple[str, str]]) -> dict[VerdictKey, HeldVerdicts]:
         """The audit verdicts that hold on these `(model, version)`s: {(model, version, audit digest):
-        [Holding(interval, verdict)]} (execution/evaluate/verdicts.py)."""
+        HeldVerdicts} (execution/evaluate/verdicts.py)."""
         return holding(self.state.verdicts.history(keys))
 
     def audit_digests(self, plan: Plan) -> dict[str, list[str]]:

@@ -49,7 +49,7 @@ def _edit(project: Project, model: str, old: str, new: str) -> None:
 
 def test_audits_run_by_the_cli_show_as_check_results(project):
     held = Context(project.root).verdicts([(project.name("full_model"), _version(project))])
-    assert [h.verdict.source for v in held.values() for h in v] == ["apply"]
+    assert [h.verdict.source for v in held.values() for h in v.holdings] == ["apply"]
     results = project.restamp()  # prod's data is shown in Dagster: the audit's verdict with it
     assert results and all(r.success for r in results)
     (check,) = _checks(results)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from dagster import AssetCheckEvaluation, AssetCheckSeverity, DagsterInstance, TimeWindowPartitionsDefinition
 
-from mesh_dagster.context import Context
+from mesh_dagster.context import Context, Holding
 from mesh_dagster.core.plan.backfills import ALL_TIME
 from mesh_dagster.core.time.dates import ms_to_datetime
 from mesh_dagster.core.time.intervals import format_interval_range
@@ -43,18 +43,16 @@ def held_evaluations(mesh_context: Context, instance: DagsterInstance, asset: Mo
         latest_materialization_targets(instance, asset.asset_key, list(keys) if partitions_def else [None])
     out: list[AssetCheckEvaluation] = []
     for check in asset.checks:
-        holdings = held.get((asset.name, judged, check.digest), [])
-        if not holdings:
+        verdicts = held.get((asset.name, judged, check.digest))
+        if verdicts is None:
             continue
         if partitions_def is None:
-            failing = [h for h in holdings if not h.verdict.passed]
+            failing = verdicts.failing()
             out.append(_evaluation(asset, check, None, targets.get(None), not failing,
-                                   max((h.verdict.failing_rows for h in failing), default=0), holdings[-1]))
+                                   max((h.verdict.failing_rows for h in failing), default=0), verdicts.latest))
             continue
         for key in keys:
-            window = partition_window(partitions_def, key)
-            found = next((h for h in reversed(holdings)
-                          if h.interval[0] <= window[0] and window[1] <= h.interval[1]), None)
+            found = verdicts.covering(partition_window(partitions_def, key))
             if found is not None:
                 out.append(_evaluation(asset, check, key, targets.get(key), found.verdict.passed,
                                        found.verdict.failing_rows, found))
@@ -62,7 +60,7 @@ def held_evaluations(mesh_context: Context, instance: DagsterInstance, asset: Mo
 
 
 def _evaluation(asset: ModelAsset, check: AuditCheck, partition: str | None, target, passed: bool, rows: int,
-                holding) -> AssetCheckEvaluation:
+                holding: Holding) -> AssetCheckEvaluation:
     verdict = holding.verdict
     when = ms_to_datetime(verdict.created_ts).strftime("%Y-%m-%d %H:%M UTC")
     judged = "all time" if holding.interval == ALL_TIME else format_interval_range([holding.interval], asset.unit)

@@ -88,17 +88,40 @@ class Holding:
     verdict: Verdict
 
 
-def holding(verdicts: Iterable[Verdict]) -> dict[tuple[str, str, str], list[Holding]]:
-    """(name, version, digest) -> the verdicts that hold, by interval (a later verdict replaces an
-    earlier one where their intervals overlap), oldest interval first. `verdicts` oldest first."""
-    out: dict[tuple[str, str, str], list[Holding]] = {}
+VerdictKey = tuple[str, str, str]  # (model, version, audit digest)
+
+
+@dataclass(frozen=True)
+class HeldVerdicts:
+    """The verdicts that hold for one audit definition on one model version, by interval, oldest
+    interval first: what promotion, an apply and Dagster's checks all read."""
+
+    holdings: tuple[Holding, ...]
+
+    @property
+    def latest(self) -> Holding:
+        return self.holdings[-1]
+
+    def failing(self) -> list[Holding]:
+        return [h for h in self.holdings if not h.verdict.passed]
+
+    def covering(self, window: Interval) -> Holding | None:
+        """The verdict over an interval holding all of `window` (a partition's), if one does."""
+        return next((h for h in reversed(self.holdings) if h.interval[0] <= window[0] and window[1] <= h.interval[1]),
+                    None)
+
+
+def holding(verdicts: Iterable[Verdict]) -> dict[VerdictKey, HeldVerdicts]:
+    """The verdicts that hold, by audit definition of a model version (a later verdict replaces an
+    earlier one where their intervals overlap). `verdicts` oldest first."""
+    out: dict[VerdictKey, list[Holding]] = {}
     for verdict in verdicts:
         key = (verdict.name, verdict.version, verdict.digest)
         new = (verdict.start, verdict.end)
         kept = [Holding(piece, h.verdict)
                 for h in out.get(key, []) for piece in subtract_intervals([h.interval], [new])]
         out[key] = sorted([*kept, Holding(new, verdict)], key=lambda h: h.interval)
-    return out
+    return {key: HeldVerdicts(tuple(holdings)) for key, holdings in out.items()}
 
 
 @dataclass(frozen=True)
@@ -159,8 +182,8 @@ def failed_audits(state: State, snapshots: Mapping[str, Snapshot],
         for ref in snap.model.audits:
             if not is_blocking(ref, audits):
                 continue
-            failing = [h for h in held.get((name, snap.version or "", audit_digest(ref, audits)), [])
-                       if not h.verdict.passed]
+            found = held.get((name, snap.version or "", audit_digest(ref, audits)))
+            failing = found.failing() if found is not None else []
             if failing:
                 out.append(FailedAudit(name, ref.name, [h.interval for h in failing],
                                        max(h.verdict.failing_rows for h in failing), snap))
