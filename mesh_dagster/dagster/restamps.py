@@ -159,7 +159,7 @@ def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partiti
             asset_key=asset.asset_key,
             data_version=DataVersion(asset.version or ""),
             metadata={"mesh/outcome": "restamped", "mesh/version": asset.version or "",
-                      "mesh/change": asset.change, "mesh/physical_table": asset.table or "",
+                      "mesh/change": asset.change.label, "mesh/physical_table": asset.table or "",
                       BUILT_ON: MetadataValue.json(built_on)},
         )
         yield from held_evaluations(mesh_context, context.instance, asset,
