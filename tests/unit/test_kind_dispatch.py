@@ -181,3 +181,12 @@ def test_no_code_outside_the_kind_modules_asks_a_kind_for_its_class() -> None:
     sites = [f"{path.relative_to(PACKAGE.parent)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
              if "kinds" not in path.stem for line in _kind_isinstance_sites(path)]
     assert sites == [], "ask the kind (an attribute or method of BaseKind) instead of isinstance: " + ", ".join(sites)
+
+
+def test_the_kind_says_what_building_its_model_does() -> None:
+    """`mesh plan --explain`'s step for each model (cli/console.py asks the kind, never its name)."""
+    steps = {label: (kind.build_step(False), kind.build_step(True)) for label, kind, _ in EXPECTED}
+    assert steps["SEED"] == ("Insert seed file", "Insert seed file")
+    assert steps["VIEW"] == ("Recreate view", "Recreate view")
+    assert steps["VIEW (materialized true)"] == steps["FULL"] == (None, "Fully refresh table")
+    assert steps["INCREMENTAL_BY_TIME_RANGE"] == (None, "Fully refresh table")
