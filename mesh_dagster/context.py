@@ -39,6 +39,7 @@ from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.lineage import ColumnRef, Lineage, column_upstream, model_lineage
 from mesh_dagster.core.project.linter import LinterErrors, LintReport, lint, refuse_errors  # noqa: F401 - for the front doors
 from mesh_dagster.core.project.project import Project, load_project
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory  # noqa: F401 - for dagster/mapping/model_asset.py
 from mesh_dagster.core.time.dates import now_ms, time_range
 from mesh_dagster.core.time.intervals import Interval
 from mesh_dagster.execution.apply.janitor import run_janitor

@@ -239,13 +239,9 @@ def show_explain(plan: Plan, explanation: PlanExplanation) -> None:
                     node.add(f"Run {what} '{audit.name}' for {bf.describe(snap.model.interval_unit)[1:-1]}")
                 continue
             node = branch.add(f"{name} -> {snap.table_name}")
-            kind = snap.model.kind.name.value
-            if kind == "SEED":
-                node.add("Insert seed file")
-            elif snap.model.kind.is_view:
-                node.add("Recreate view")
-            elif bf.full_refresh:
-                node.add("Fully refresh table")
+            step = snap.model.kind.build_step(bf.full_refresh)
+            if step is not None:
+                node.add(step)
             else:
                 unit = snap.model.interval_unit
                 node.add(f"Insert {bf.describe(unit)[1:-1]}"

@@ -22,15 +22,13 @@ import inspect
 import re
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetsDefinition,
     BackfillPolicy,
-    DataVersion,
-    MaterializeResult,
-    MetadataValue,
     PreviewWarning,
     TableColumn,
     TableSchema,
@@ -41,18 +39,22 @@ from dagster import (
 from mesh_dagster.context import Context, ModelMaterialization, Outcome, StatementRun
 from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.core.time.intervals import format_interval_range
 from mesh_dagster.dagster.compat import mark_partitions_failed, run_step_keys
 from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.mapping.listener import DagsterLogListener
-from mesh_dagster.dagster.mapping.outcomes import RangedChecks, check_results, step_failure
+from mesh_dagster.dagster.mapping.outcomes import (
+    NothingComputed,
+    RangedChecks,
+    check_results,
+    materialization,
+    step_failure,
+)
 from mesh_dagster.dagster.mapping.partitions import partition_tags, to_ms
 from mesh_dagster.dagster.mapping.shown_text import shown_value
 from mesh_dagster.dagster.mapping.translator import MeshTranslator
 from mesh_dagster.dagster.mapping.unpartitioned import unpartitioned_runs
 from mesh_dagster.dagster.restamp.restamps import is_restamp, restamp_results
 from mesh_dagster.dagster.restamp.verdicts import held_evaluations
-from mesh_dagster.dagster.restamp.versions import BUILT_ON
 
 RESOURCE_KEY = "mesh"
 SCHEDULED_TAG = "mesh/scheduled"  # runs launched by a cron schedule: they fill what is due
@@ -184,8 +186,7 @@ def _unpartitioned_step(context: AssetExecutionContext, graph: ProjectGraph, ass
     except MeshError as e:
         raise step_failure(asset, str(e)) from None
     if run is None:  # nothing due: reported with the version it keeps (never as a failure)
-        yield MaterializeResult(asset_key=asset.asset_key, data_version=DataVersion(asset.version or ""),
-                                metadata={"mesh/outcome": "up to date", "mesh/version": asset.version or ""})
+        yield materialization(asset, NothingComputed.UP_TO_DATE)
         yield from held_evaluations(mesh_context, context.instance, asset, None, [])
         return
     yield from _reported(context, graph, asset, run, None)
@@ -196,12 +197,8 @@ def _reported(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelA
     """The model's result, then its audits (they point at it); a failed model's audits alone,
     then the step's failure: its partitions show failed, and Dagster skips the models reading it."""
     if run.error is None:
-        yield MaterializeResult(
-            asset_key=asset.asset_key,
-            data_version=DataVersion(run.snapshot.version or ""),
-            metadata={**result_metadata(run), **_table_schema(context, asset, run), BUILT_ON: MetadataValue.json(
-                {p.name: p.version for p in graph.parent_assets(asset)})},
-        )
+        yield materialization(asset, run, column_schema=_table_schema(context, asset, run),
+                              built_on={p.name: p.version for p in graph.parent_assets(asset)})
     yield from check_results(asset, run, context.selected_asset_check_keys, ranged)
     if run.error is None and not run.audited:  # nothing audited here (already built): the verdicts that hold
         mesh_context = getattr(context.resources, RESOURCE_KEY).get_context(graph.environment)
@@ -217,21 +214,21 @@ def _reported(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelA
         announce_children_to_restamp(context, graph, asset)
 
 
-def _table_schema(context: AssetExecutionContext, asset: ModelAsset, run: ModelMaterialization) -> dict:
+def _table_schema(context: AssetExecutionContext, asset: ModelAsset, run: ModelMaterialization) -> Any:
     """The table's columns as Spark typed them, when the model's query left a type unknown (an
     aggregate, a UDF): read from the table just written, so the asset's Columns show real types."""
     if run.outcome != Outcome.EVALUATED or not asset.columns or all(asset.columns.values()) or not asset.table:
-        return {}
+        return None
     try:
         types = getattr(context.resources, RESOURCE_KEY).get_context(asset.environment).engine.catalog.columns(
             run.snapshot.table_name)
     except MeshError as e:  # the asset keeps the types its query declared; the log says why
         context.log.warning(printable(
             f"{asset.name}: its column types were not read from {run.snapshot.table_name}: {e}"))
-        return {}
+        return None
     descriptions = asset.model.column_descriptions
-    return {"dagster/column_schema": shown_value(TableSchema(columns=[
-        TableColumn(name=c, type=t, description=descriptions.get(c)) for c, t in types.items()]))}
+    return shown_value(TableSchema(columns=[
+        TableColumn(name=c, type=t, description=descriptions.get(c)) for c, t in types.items()]))
 
 
 def _partitions_refused(asset: ModelAsset) -> str:
@@ -249,16 +246,3 @@ def announce_children_to_restamp(context: AssetExecutionContext, graph: ProjectG
         context.log.info(f"Not in this run, left to restamp_{graph.environment}_sensor (re-stamped if their data "
                          f"stays valid): {', '.join(children)}")
 
-
-def result_metadata(run: ModelMaterialization) -> dict:
-    meta: dict = {
-        "mesh/outcome": run.outcome.value,
-        "mesh/interval": run.describe_window(),
-        "mesh/version": run.snapshot.version,
-        "mesh/seconds": round(run.seconds, 3),
-    }
-    if not run.snapshot.model.kind.is_symbolic:
-        meta["mesh/physical_table"] = run.snapshot.table_name
-    if run.recorded and run.window is not None and run.recorded != [run.window]:
-        meta["mesh/recorded"] = format_interval_range(run.recorded, run.snapshot.model.interval_unit)
-    return meta

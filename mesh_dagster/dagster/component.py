@@ -81,7 +81,7 @@ def model_template_vars(asset: ModelAsset) -> dict[str, Any]:
             "owner": model.owner,
             "description": model.description,
             "environment": asset.environment,
-            "change": asset.change,
+            "change": asset.change.label,
             "fingerprint": asset.fingerprint,
             "version": asset.version,
             "physical_table": asset.table,

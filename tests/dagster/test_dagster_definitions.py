@@ -22,7 +22,7 @@ from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.dagster import ProjectLoadError, definitions
 from mesh_dagster.dagster.jobs.schedules import run_requests
-from mesh_dagster.dagster.mapping.graph import ModelAsset
+from mesh_dagster.dagster.mapping.graph import UNCHANGED, ModelAsset
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL = dg.AssetKey(["sqlmesh_example", "full_model"])
@@ -185,12 +185,12 @@ def test_broken_project_error_names_file_and_line(tmp_path):
 def test_schedule_requests_few_ranged_runs_and_recomputes_nothing_present():
     day = IntervalUnit.DAY
     d = to_ms
-    seed = ModelAsset("s.seed", ("s", "seed"), _model("s.seed", "SEED"), "1", "v1", "t1", "Unchanged")
+    seed = ModelAsset("s.seed", ("s", "seed"), _model("s.seed", "SEED"), "1", "v1", "t1", UNCHANGED)
     inc = ModelAsset("s.inc", ("s", "inc"), _model("s.inc", "INCREMENTAL_BY_TIME_RANGE"), "2", "v2", "t2",
-                     "Unchanged", start_ms=d("2024-01-01"))
+                     UNCHANGED, start_ms=d("2024-01-01"))
     late = ModelAsset("s.late", ("s", "late"), _model("s.late", "INCREMENTAL_BY_TIME_RANGE"), "3", "v3", "t3",
-                      "Unchanged", start_ms=d("2024-01-06"))
-    full = ModelAsset("s.full", ("s", "full"), _model("s.full", "FULL"), "4", "v4", "t4", "Unchanged")
+                      UNCHANGED, start_ms=d("2024-01-06"))
+    full = ModelAsset("s.full", ("s", "full"), _model("s.full", "FULL"), "4", "v4", "t4", UNCHANGED)
     models = [seed, inc, late, full]
     pending = {
         "s.seed": [(0, 253402300800000)],

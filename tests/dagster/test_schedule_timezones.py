@@ -75,11 +75,11 @@ def test_a_tick_leaves_the_incomplete_interval_of_allow_partials_to_mesh_run():
     from mesh_dagster.core.time.cron import IntervalUnit
     from mesh_dagster.core.time.dates import to_ms
     from mesh_dagster.dagster.jobs.schedules import run_requests
-    from mesh_dagster.dagster.mapping.graph import ModelAsset
+    from mesh_dagster.dagster.mapping.graph import UNCHANGED, ModelAsset
 
     model = Model(name="s.p", kind=ModelKind(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds"),
                   cron="0 6 * * *", allow_partials=True)
-    asset = ModelAsset("s.p", ("s", "p"), model, "1", "v1", "t1", "Unchanged", start_ms=to_ms("2024-01-01"))
+    asset = ModelAsset("s.p", ("s", "p"), model, "1", "v1", "t1", UNCHANGED, start_ms=to_ms("2024-01-01"))
     day = IntervalUnit.DAY
     pending = {"s.p": [(to_ms("2024-01-01"), to_ms("2024-01-03 06:00:00"))]}
     (request,) = run_requests(day, [asset], pending, "prod:x")

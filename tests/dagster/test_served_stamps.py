@@ -17,7 +17,7 @@ from project_copies import edit
 from test_dagster_materialize import DAYS, RANGE, Project, _drop, _new_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.dagster.restamp.versions import CODE_VERSION_TAG, DATA_VERSION_TAG
+from mesh_dagster.dagster.mapping.versions import CODE_VERSION_TAG, DATA_VERSION_TAG
 
 pytestmark = pytest.mark.spark
 

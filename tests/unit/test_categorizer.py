@@ -169,3 +169,17 @@ def test_downstream_category_keeps_a_breaking_change_going():
     assert downstream_category(C.METADATA, [C.INDIRECT_BREAKING, C.METADATA]) == C.INDIRECT_BREAKING
     assert downstream_category(C.NON_BREAKING, [C.NON_BREAKING]) == C.NON_BREAKING
     assert downstream_category(C.BREAKING, []) == C.BREAKING
+
+
+def test_a_category_is_one_value_spelled_three_ways():
+    """The spellings that tags, labels and stored reviews use all come from the value; a stored
+    review's record reads back to the same value (core/plan/review.py's `Change`)."""
+    from mesh_dagster.core.plan.review import Change
+
+    c = C.INDIRECT_NON_BREAKING
+    assert (c.label, c.slug, c.words) == ("Indirect Non-breaking", "indirect-non-breaking", "indirect non breaking")
+    assert [x.slug for x in C] == ["breaking", "non-breaking", "forward-only", "indirect-breaking",
+                                   "indirect-non-breaking", "metadata"]
+    stored = Change(name="s.m", change="indirectly modified", category=c).model_dump_json()
+    assert '"category":"indirect non breaking"' in stored
+    assert Change.model_validate_json(stored).category is c

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -75,10 +74,9 @@ EXPECTED: list[tuple[str, BaseKind, type[WriteStrategy]]] = [
 ]
 
 
-def test_every_kind_class_names_a_registered_strategy() -> None:
+def test_every_kind_class_has_a_registered_strategy() -> None:
     for name, cls in KIND_CLASSES.items():
-        assert cls.STRATEGY, f"{cls.__name__} names no write strategy"
-        assert cls.STRATEGY in STRATEGIES, f"{name.value} names strategy '{cls.STRATEGY}', which none registers"
+        assert cls in STRATEGIES, f"{name.value} ({cls.__name__}): no strategy registers for it (@writes)"
 
 
 def test_the_examples_cover_every_kind() -> None:
@@ -89,37 +87,37 @@ def test_the_examples_cover_every_kind() -> None:
 def test_each_kind_gets_the_strategy_it_always_had(label: str, kind: BaseKind, expected: type[WriteStrategy]) -> None:
     strategy = strategy_of(kind)
     assert type(strategy) is expected
-    assert strategy is STRATEGIES[kind.write_strategy]  # one instance per strategy, looked up by name
+    assert strategy is STRATEGIES[kind.written_as]  # one instance per strategy, looked up by kind class
 
 
-def test_a_kind_naming_no_registered_strategy_fails_with_the_names_there_are() -> None:
+def test_a_kind_with_no_registered_strategy_fails_with_the_kinds_there_are() -> None:
     class UnwrittenKind(FullKind):
-        STRATEGY: ClassVar[str] = "no_such_strategy"
+        pass
 
-    with pytest.raises(LookupError, match="'no_such_strategy'.*no strategy class registers.*known are .*full"):
+    with pytest.raises(LookupError, match="written as UnwrittenKind.*no strategy class registers.*known are .*FullKind"):
         strategy_of(UnwrittenKind())
 
 
-def test_a_new_strategy_is_found_by_the_name_its_kind_gives_once_registered() -> None:
+def test_a_new_kind_is_written_by_the_strategy_registered_for_its_class() -> None:
     class OtherKind(FullKind):
-        STRATEGY: ClassVar[str] = "test_other"
+        pass
 
     with pytest.raises(LookupError):
         strategy_of(OtherKind())
     try:
-        @writes("test_other")
+        @writes(OtherKind)
         class OtherStrategy(FullStrategy):
             pass
 
         assert type(strategy_of(OtherKind())) is OtherStrategy
     finally:
-        STRATEGIES.pop("test_other", None)
+        STRATEGIES.pop(OtherKind, None)
 
 
-def test_two_strategies_cannot_share_a_name() -> None:
-    with pytest.raises(ValueError, match="Two write strategies are named 'full'"):
-        writes("full")(type("AnotherFull", (FullStrategy,), {}))
-    assert type(STRATEGIES["full"]) is FullStrategy
+def test_two_strategies_cannot_write_one_kind() -> None:
+    with pytest.raises(ValueError, match="Two write strategies write FullKind"):
+        writes(FullKind)(type("AnotherFull", (FullStrategy,), {}))
+    assert type(STRATEGIES[FullKind]) is FullStrategy
 
 
 # What model.py computed by isinstance before the kinds carried it: (time_column, batch_size,
@@ -183,3 +181,12 @@ def test_no_code_outside_the_kind_modules_asks_a_kind_for_its_class() -> None:
     sites = [f"{path.relative_to(PACKAGE.parent)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
              if "kinds" not in path.stem for line in _kind_isinstance_sites(path)]
     assert sites == [], "ask the kind (an attribute or method of BaseKind) instead of isinstance: " + ", ".join(sites)
+
+
+def test_the_kind_says_what_building_its_model_does() -> None:
+    """`mesh plan --explain`'s step for each model (cli/console.py asks the kind, never its name)."""
+    steps = {label: (kind.build_step(False), kind.build_step(True)) for label, kind, _ in EXPECTED}
+    assert steps["SEED"] == ("Insert seed file", "Insert seed file")
+    assert steps["VIEW"] == ("Recreate view", "Recreate view")
+    assert steps["VIEW (materialized true)"] == steps["FULL"] == (None, "Fully refresh table")
+    assert steps["INCREMENTAL_BY_TIME_RANGE"] == (None, "Fully refresh table")

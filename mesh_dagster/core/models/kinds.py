@@ -5,9 +5,9 @@ The classes live by family: kinds_base.py (what every kind has and answers, `Bas
 kinds_whole.py (SEED, FULL, VIEW, EMBEDDED, EXTERNAL), kinds_incremental.py (the kinds keeping
 history: by time range, unique key, partition, unmanaged), kinds_scd_type_2.py and kinds_custom.py
 (CUSTOM: the user's materialization class). Everything is
-importable from here. Adding a kind is a `KindName`, its class (with the name of its write
-strategy), a line in `AnyKind`, and a strategy registered in execution/evaluate/strategies.py if no
-existing one writes it: no `if` chain anywhere asks which kind a model is.
+importable from here. Adding a kind is a `KindName`, its class, a line in `AnyKind`, and a
+strategy registered for the class in execution/evaluate/strategies.py (or the class names, in
+`written_as`, a kind whose strategy writes it): no `if` chain anywhere asks which kind a model is.
 """
 
 from __future__ import annotations

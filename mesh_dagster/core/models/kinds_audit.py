@@ -23,7 +23,6 @@ class StandaloneAuditKind(BaseKind):
     is_symbolic: ClassVar[bool] = True
     is_standalone_audit: ClassVar[bool] = True
     has_query: ClassVar[bool] = False
-    STRATEGY: ClassVar[str] = "nothing"
 
     def is_scheduled(self, has_audits: bool) -> bool:
         return True

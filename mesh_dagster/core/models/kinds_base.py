@@ -104,9 +104,6 @@ class BaseKind(BaseModel):
     # Its physical object reads its parents' physical tables (a view over them): it needs one of its
     # own whenever a parent moves to another table, whatever the change's category says.
     follows_parent_tables: ClassVar[bool] = False
-    # The name of the write strategy (execution/evaluate/strategies.py) building its models; a kind whose
-    # models are written in more than one way picks per model in `write_strategy`.
-    STRATEGY: ClassVar[str] = ""
     # The properties written inside `kind NAME (...)`, and those that must be written.
     PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {}
     REQUIRED_PROPERTIES: ClassVar[dict[str, str]] = {}  # property -> the message when it is missing
@@ -133,9 +130,16 @@ class BaseKind(BaseModel):
         return not self.is_symbolic
 
     @property
-    def write_strategy(self) -> str:
-        """The name of the write strategy that builds this model's physical object."""
-        return self.STRATEGY
+    def written_as(self) -> type[BaseKind]:
+        """The kind whose write strategy builds this model's physical object: its own. Strategies
+        register against kind classes (execution/evaluate/strategies.py, `@writes`); a kind whose models are
+        written in more than one way names per model the kind each is written as."""
+        return type(self)
+
+    def build_step(self, full_refresh: bool) -> str | None:
+        """What a backfill does to build a model of this kind, as `mesh plan --explain` says it;
+        None: it inserts its intervals (the explanation lists them)."""
+        return "Fully refresh table" if full_refresh else None
 
     @property
     def batching(self) -> Batching:

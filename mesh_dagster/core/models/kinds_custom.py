@@ -49,7 +49,6 @@ class CustomKind(IncrementalKind):
     lookback: int = 0
 
     restates_full_history: ClassVar[bool] = True
-    STRATEGY: ClassVar[str] = "custom"
     REQUIRED_PROPERTIES: ClassVar[dict[str, str]] = {
         "materialization": "A CUSTOM kind names its materialization: kind CUSTOM (materialization 'name')"}
     PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {

@@ -132,7 +132,6 @@ class IncrementalByTimeRangeKind(IncrementalKind):
     batch_concurrency: int = 1  # batches of one model evaluated at once (intervals are independent)
     lookback: int = 0
 
-    STRATEGY: ClassVar[str] = "time_range"
     PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
         "time_column": _time_column,
         "batch_size": lambda value, path: {"batch_size": read_int(value, path, "batch_size", minimum=1)},
@@ -243,7 +242,6 @@ class IncrementalByUniqueKeyKind(IncrementalKind):
     lookback: int = 0
 
     restates_full_history: ClassVar[bool] = True
-    STRATEGY: ClassVar[str] = "unique_key"
     PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
         "unique_key": _unique_key,
         "when_matched": _sql_text("when_matched"),
@@ -307,7 +305,6 @@ class IncrementalByPartitionKind(IncrementalKind):
     forward_only: bool = True
 
     restates_full_history: ClassVar[bool] = True
-    STRATEGY: ClassVar[str] = "partitions"
     PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
         **IncrementalKind.COMMON_READERS,
         "forward_only": _forward_only_always("INCREMENTAL_BY_PARTITION"),
@@ -331,7 +328,6 @@ class IncrementalUnmanagedKind(IncrementalKind):
     disable_restatement: bool = True
 
     restates_full_history: ClassVar[bool] = True
-    STRATEGY: ClassVar[str] = "append"
     PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
         "insert_overwrite": lambda value, path: {"insert_overwrite": read_bool(value, path)},
         "batch_size": refused("batch_size is not supported by INCREMENTAL_UNMANAGED models: a run writes all its "
@@ -342,8 +338,8 @@ class IncrementalUnmanagedKind(IncrementalKind):
     }
 
     @property
-    def write_strategy(self) -> str:
-        return "partitions" if self.insert_overwrite else self.STRATEGY
+    def written_as(self) -> type[BaseKind]:
+        return IncrementalByPartitionKind if self.insert_overwrite else IncrementalUnmanagedKind
 
     def row_settings(self) -> tuple:
         return (self.insert_overwrite,)

@@ -77,7 +77,6 @@ class ScdType2Kind(IncrementalKind):
     disable_restatement: bool = True
 
     restates_full_history: ClassVar[bool] = True
-    STRATEGY: ClassVar[str] = "scd_type_2"
     COMMON_SCD_READERS: ClassVar[dict[str, PropertyReader]] = {
         "unique_key": _column_list("unique_key"),
         "valid_from_name": _one_column("valid_from_name"),

@@ -68,7 +68,6 @@ class SeedKind(BaseKind):
     batch_size: int | None = None  # rows sent to Spark at a time; the seed is still written in one write
 
     has_query: ClassVar[bool] = False
-    STRATEGY: ClassVar[str] = "seed"
     PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
         "path": lambda value, path: {"path": value.text},
         "csv_settings": _csv_settings,
@@ -76,6 +75,9 @@ class SeedKind(BaseKind):
     }
     REQUIRED_PROPERTIES: ClassVar[dict[str, str]] = {
         "path": "SEED models need a path, e.g. `kind SEED (path '../seeds/data.csv')`"}
+
+    def build_step(self, full_refresh: bool) -> str | None:
+        return "Insert seed file"
 
     @property
     def is_materialized(self) -> bool:
@@ -110,7 +112,6 @@ class FullKind(BaseKind):
     name: Literal[KindName.FULL] = KindName.FULL
 
     allows_python: ClassVar[bool] = True
-    STRATEGY: ClassVar[str] = "full"
 
     @property
     def is_materialized(self) -> bool:
@@ -125,7 +126,6 @@ class ViewKind(BaseKind):
     materialized: bool = False
 
     follows_parent_tables: ClassVar[bool] = True  # materialized or not, as always
-    STRATEGY: ClassVar[str] = "view"
     PROPERTY_READERS: ClassVar[dict[str, PropertyReader]] = {
         "materialized": lambda value, path: {"materialized": read_bool(value, path)},
     }
@@ -139,8 +139,11 @@ class ViewKind(BaseKind):
         return not self.materialized
 
     @property
-    def write_strategy(self) -> str:
-        return "full" if self.materialized else self.STRATEGY
+    def written_as(self) -> type[BaseKind]:
+        return FullKind if self.materialized else ViewKind
+
+    def build_step(self, full_refresh: bool) -> str | None:
+        return super().build_step(full_refresh) if self.materialized else "Recreate view"
 
     @property
     def is_timeless(self) -> bool:
@@ -161,7 +164,6 @@ class EmbeddedKind(BaseKind):
 
     is_symbolic: ClassVar[bool] = True
     is_inlined: ClassVar[bool] = True
-    STRATEGY: ClassVar[str] = "nothing"
 
 
 class ExternalKind(BaseKind):
@@ -172,7 +174,6 @@ class ExternalKind(BaseKind):
     is_symbolic: ClassVar[bool] = True
     is_external: ClassVar[bool] = True
     has_query: ClassVar[bool] = False
-    STRATEGY: ClassVar[str] = "nothing"
 
     def is_scheduled(self, has_audits: bool) -> bool:
         # Its audits run for its intervals (its cron, from its start) before the models reading it.

@@ -13,12 +13,8 @@ from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.plan.plan import Plan
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory
 
-# What users type for each category they may choose.
-CHOICES = {
-    "breaking": ChangeCategory.BREAKING,
-    "non-breaking": ChangeCategory.NON_BREAKING,
-    "forward-only": ChangeCategory.FORWARD_ONLY,
-}
+# What users type for each category they may choose: its slug.
+CHOICES = {c.slug: c for c in (ChangeCategory.BREAKING, ChangeCategory.NON_BREAKING, ChangeCategory.FORWARD_ONLY)}
 
 
 def source_type(model: Model) -> str:

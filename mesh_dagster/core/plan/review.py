@@ -14,7 +14,7 @@ from enum import Enum
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer, field_validator
 
 from mesh_dagster.core.config.display import markdown_code, markdown_fence, printable, printable_line
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
@@ -23,6 +23,7 @@ from mesh_dagster.core.plan.data_diff import DataDiff, diff_title
 from mesh_dagster.core.plan.data_diff import markdown as data_diff_markdown
 from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.options import FROM_COMMIT, PlanOptions
+from mesh_dagster.core.snapshots.snapshot import ChangeCategory
 from mesh_dagster.core.snapshots.statements import EnvironmentStatements
 from mesh_dagster.core.time.intervals import subtract_intervals
 
@@ -71,7 +72,22 @@ class PlanEvent(BaseModel):
 class Change(BaseModel):
     name: str
     change: str  # added, removed, directly modified, indirectly modified, metadata
-    category: str | None = None
+    category: ChangeCategory | None = None  # stored (and shown) as its `words`
+
+    @field_validator("category", mode="before")
+    @classmethod
+    def _read_category(cls, value: object) -> object:
+        """A stored record names the category by its words (`indirect non breaking`)."""
+        return ChangeCategory.from_words(value) if isinstance(value, str) else value
+
+    @field_serializer("category")
+    def _write_category(self, category: ChangeCategory | None) -> str | None:
+        return category.words if category is not None else None
+
+    @property
+    def category_words(self) -> str:
+        """The category as a review shows it (empty: a removed model has none)."""
+        return self.category.words if self.category is not None else ""
 
 
 class PlanSummary(BaseModel):
@@ -118,7 +134,7 @@ class PlanSummary(BaseModel):
         lines = [f"### Plan for {markdown_code(environment)}", ""]
         if self.changes:
             lines += ["| Model | Change | Category |", "|---|---|---|"]
-            lines += [f"| {_cell(c.name)} | {c.change} | {c.category or ''} |" for c in self.changes]
+            lines += [f"| {_cell(c.name)} | {c.change} | {c.category_words} |" for c in self.changes]
         else:
             lines.append("No model changes.")
         if self.backfills:
@@ -193,13 +209,13 @@ class ProtectionError(PlanError):
 
 def summarize(plan: Plan) -> PlanSummary:
     """The reviewable summary of `plan`, with the options it was built with (`recorded()` form)."""
-    changes = [Change(name=n, change="added", category=_category(plan, n)) for n in plan.added]
+    changes = [Change(name=n, change="added", category=plan.category(n)) for n in plan.added]
     changes += [Change(name=es.name, change="removed") for es in plan.removed]
     for name in plan.directly_modified:
-        changes.append(Change(name=name, change="directly modified", category=_category(plan, name)))
-        changes += [Change(name=c, change="indirectly modified", category=_category(plan, c))
+        changes.append(Change(name=name, change="directly modified", category=plan.category(name)))
+        changes += [Change(name=c, change="indirectly modified", category=plan.category(c))
                     for c in plan.indirectly_modified.get(name, [])]
-    changes += [Change(name=n, change="metadata", category=_category(plan, n)) for n in plan.metadata_updated]
+    changes += [Change(name=n, change="metadata", category=plan.category(n)) for n in plan.metadata_updated]
     backfills = {} if plan.skip_backfill else plan.backfills
     return PlanSummary(
         base_environment=plan.base_environment.name if plan.base_environment else plan.create_from,
@@ -219,11 +235,6 @@ def summarize(plan: Plan) -> PlanSummary:
         statements_diff=plan.statements.diff(plan.base_statements) if plan.statements_changed else "",
         linter=plan.linter,
     )
-
-
-def _category(plan: Plan, name: str) -> str | None:
-    category = plan.category(name)
-    return category.name.replace("_", " ").lower() if category is not None else None
 
 
 def _unique(changes: list[Change]) -> list[Change]:

@@ -30,6 +30,9 @@ def hash_values(values: Iterable[str | None]) -> str:
 
 
 class ChangeCategory(IntEnum):
+    """How a change affects the data of a model and of those below it. Its spellings are derived
+    here, in one place: callers hold the value and ask it for the text they show, never parse one."""
+
     BREAKING = 1
     NON_BREAKING = 2
     FORWARD_ONLY = 3
@@ -39,6 +42,7 @@ class ChangeCategory(IntEnum):
 
     @property
     def label(self) -> str:
+        """As `mesh plan` shows it (and Dagster's `mesh/change`): `Indirect Non-breaking`."""
         return {
             ChangeCategory.BREAKING: "Breaking",
             ChangeCategory.NON_BREAKING: "Non-breaking",
@@ -47,6 +51,22 @@ class ChangeCategory(IntEnum):
             ChangeCategory.INDIRECT_NON_BREAKING: "Indirect Non-breaking",
             ChangeCategory.METADATA: "Metadata",
         }[self]
+
+    @property
+    def slug(self) -> str:
+        """As a tag or a word typed on the command line (`--categorize m=non-breaking`):
+        `indirect-non-breaking`."""
+        return self.label.lower().replace(" ", "-")
+
+    @property
+    def words(self) -> str:
+        """As plan reviews record and show it: `indirect non breaking`."""
+        return self.name.lower().replace("_", " ")
+
+    @classmethod
+    def from_words(cls, words: str) -> ChangeCategory:
+        """The category a stored review names (`words`): reading a record, not a label shown."""
+        return next(c for c in cls if c.words == words)
 
     @property
     def reuses_previous_version(self) -> bool:

@@ -192,7 +192,7 @@ def observations(record: PlanRecord, environment: str, description: str,
         out.append(AssetObservation(asset_key=[schema, table], description=description,
                                     metadata=shown_metadata({"mesh/plan_id": record.plan_id,
                                                              "mesh/pending_change": change.change,
-                                                             "mesh/pending_category": change.category or "",
+                                                             "mesh/pending_category": change.category_words,
                                                              **metadata})))
     return out
 

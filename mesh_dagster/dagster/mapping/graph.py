@@ -26,7 +26,7 @@ from mesh_dagster.core.project.audits import is_blocking
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import now_ms, to_end_ms
-from mesh_dagster.dagster.mapping.model_asset import ADDED, UNCHANGED, AuditCheck, ModelAsset
+from mesh_dagster.dagster.mapping.model_asset import ADDED, UNCHANGED, AssetChange, AuditCheck, ModelAsset
 from mesh_dagster.dagster.mapping.translator import MeshTranslator
 
 __all__ = ["ADDED", "UNCHANGED", "AuditCheck", "ModelAsset", "ProjectGraph", "ServedVersion", "audit_checks",
@@ -145,16 +145,16 @@ def _column_deps(found: Mapping[str, Sequence[Sequence[str]]] | None, assets: di
             for column, refs in found.items()}
 
 
-def _change(plan: Plan, name: str, added: set[str], changed: set[str]) -> str:
+def _change(plan: Plan, name: str, added: set[str], changed: set[str]) -> AssetChange:
     """The model's change as the plan judged it against this environment (as `mesh plan` shows it)."""
     if name in added:
         return ADDED
     if name in changed and (category := plan.category(name)) is not None:
-        return category.label
+        return category
     return UNCHANGED
 
 
-def _model_asset(project: Project, plan: Plan, name: str, change: str, parents: list[str],
+def _model_asset(project: Project, plan: Plan, name: str, change: AssetChange, parents: list[str],
                  column_cache: ColumnCache, digests: list[str], present: dict[tuple[str, str], list[tuple[int, int]]],
                  served: ServedVersion | None) -> ModelAsset:
     """One model as an asset of the plan's environment, its key and dependencies not set yet."""

@@ -8,16 +8,38 @@ an asset spec, and which the graph asks for keys) read it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cached_property
 
 from dagster import AssetKey
 
+from mesh_dagster.context import ChangeCategory
 from mesh_dagster.core.models.kinds import KindName
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.time.cron import IntervalUnit
 
-UNCHANGED = "Unchanged"
-ADDED = "Added"
+
+class OtherChange(Enum):
+    """A model's change against its environment when the plan gives it no category: it is new
+    there, or the environment has it as planned. With `ChangeCategory`, the type of an asset's
+    `change`, and spelled the same ways (`label`, `slug`)."""
+
+    ADDED = "Added"
+    UNCHANGED = "Unchanged"
+
+    @property
+    def label(self) -> str:
+        return self.value
+
+    @property
+    def slug(self) -> str:
+        return self.value.lower().replace(" ", "-")  # as `ChangeCategory.slug`
+
+
+UNCHANGED = OtherChange.UNCHANGED
+ADDED = OtherChange.ADDED
+# What the plan does to a model, as its asset shows it.
+AssetChange = ChangeCategory | OtherChange
 
 
 @dataclass(frozen=True)
@@ -40,7 +62,7 @@ class ModelAsset:
     fingerprint: str
     version: str | None
     table: str | None
-    change: str  # category against the environment, "Unchanged" or "Added"
+    change: AssetChange  # against the environment
     deps: list[tuple[str, ...]] = field(default_factory=list)
     parents: list[str] = field(default_factory=list)  # model names behind `deps`
     checks: list[AuditCheck] = field(default_factory=list)

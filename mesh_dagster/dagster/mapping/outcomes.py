@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
+from typing import Any
 
 from dagster import (
     AssetCheckEvaluation,
@@ -37,6 +39,9 @@ from dagster import (
     AssetCheckSeverity,
     AssetExecutionContext,
     DagsterInstance,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
     Output,
     TimeWindowPartitionsDefinition,
     in_process_executor,
@@ -48,6 +53,7 @@ from mesh_dagster.dagster.compat import check_outputs, latest_materialization_ta
 from mesh_dagster.dagster.mapping.graph import ModelAsset
 from mesh_dagster.dagster.mapping.partitions import to_ms
 from mesh_dagster.dagster.mapping.shown_text import ShownError
+from mesh_dagster.dagster.mapping.versions import BUILT_ON
 
 
 class StepFailed(ShownError):
@@ -95,6 +101,47 @@ def step_failure(asset: ModelAsset, error: str) -> ModelFailed:
     """The one line a failed model's step ends with."""
     return ModelFailed(error if error.startswith(asset.name) or f" {asset.name} " in error
                        else f"{asset.name} failed: {error}")
+
+
+class NothingComputed(Enum):
+    """The outcome of a model's step that computed nothing, reported with the asset's version."""
+
+    UP_TO_DATE = "up to date"  # nothing due
+    RESTAMPED = "restamped"  # the data of its current version, stamped again (restamps.py)
+
+
+def materialization(asset: ModelAsset, run: ModelMaterialization | NothingComputed, *,
+                    built_on: Mapping[str, str | None] | None = None, column_schema: Any = None) -> MaterializeResult:
+    """A model step's materialization, its metadata built here alone: every step writes the keys the
+    run and asset pages show, and the re-stamp sensor reads back (`BUILT_ON`, stamps.py), the same
+    way. `run` is what the step computed, or the outcome of a step that computed nothing."""
+    if isinstance(run, NothingComputed):
+        version = asset.version or ""
+        metadata: dict[str, Any] = {"mesh/outcome": run.value, "mesh/version": version}
+        if run is NothingComputed.RESTAMPED:  # what the stamp vouches for: this change, in this table
+            metadata |= {"mesh/change": asset.change.label, "mesh/physical_table": asset.table or ""}
+    else:
+        version = run.snapshot.version or ""
+        metadata = _computed(run)
+    if column_schema is not None:
+        metadata["dagster/column_schema"] = column_schema
+    if built_on is not None:
+        metadata[BUILT_ON] = MetadataValue.json(dict(built_on))
+    return MaterializeResult(asset_key=asset.asset_key, data_version=DataVersion(version), metadata=metadata)
+
+
+def _computed(run: ModelMaterialization) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "mesh/outcome": run.outcome.value,
+        "mesh/interval": run.describe_window(),
+        "mesh/version": run.snapshot.version,
+        "mesh/seconds": round(run.seconds, 3),
+    }
+    if not run.snapshot.model.kind.is_symbolic:
+        metadata["mesh/physical_table"] = run.snapshot.table_name
+    if run.recorded and run.window is not None and run.recorded != [run.window]:
+        metadata["mesh/recorded"] = format_interval_range(run.recorded, run.snapshot.model.interval_unit)
+    return metadata
 
 
 @dataclass

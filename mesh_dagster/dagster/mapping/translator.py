@@ -47,9 +47,8 @@ def plan_kinds(asset: ModelAsset) -> list[str]:
     of its current version to compute and already computed (`recompute-7`, `reuse-0`)."""
     if asset.change == UNCHANGED:
         return []
-    category = re.sub(r"[^a-z0-9]+", "-", asset.change.lower()).strip("-")
     counts = [f"recompute-{asset.recompute}"] if asset.recompute else []
-    return [category, *counts, *([f"reuse-{asset.reuse}"] if asset.reuse else [])]
+    return [asset.change.slug, *counts, *([f"reuse-{asset.reuse}"] if asset.reuse else [])]
 
 
 def model_summary(asset: ModelAsset) -> str:
@@ -79,7 +78,7 @@ def plan_line(asset: ModelAsset) -> str | None:
         work = "to build" if asset.is_timeless else "to rebuild"
     else:
         work = "reused, nothing to recompute"
-    state = "New" if asset.change == ADDED else f"Pending change ({asset.change})"
+    state = "New" if asset.change == ADDED else f"Pending change ({asset.change.label})"
     return f"{state} in {env}: {work}. `mesh plan {env}` applies it; in Dagster, materialize then promote_{env}."
 
 
@@ -213,7 +212,7 @@ class MeshTranslator:
             **lineage_metadata(asset),  # first: the UI lists entries in this order, and this one is read most
             "mesh/kind": model.kind.name.value,
             "mesh/cron": model.cron,
-            "mesh/change": asset.change,
+            "mesh/change": asset.change.label,
             "mesh/fingerprint": asset.fingerprint,
             "dagster/table_name": ".".join(asset.key),
         }

@@ -34,10 +34,7 @@ from dagster import (
     AssetSelection,
     DagsterInstance,
     DagsterRunStatus,
-    DataVersion,
     DefaultSensorStatus,
-    MaterializeResult,
-    MetadataValue,
     RunRequest,
     RunsFilter,
     SensorEvaluationContext,
@@ -51,11 +48,10 @@ from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
-from mesh_dagster.dagster.mapping.outcomes import JobFailed
+from mesh_dagster.dagster.mapping.outcomes import JobFailed, NothingComputed, materialization
 from mesh_dagster.dagster.mapping.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from mesh_dagster.dagster.restamp.stamps import Stamper
 from mesh_dagster.dagster.restamp.verdicts import held_evaluations
-from mesh_dagster.dagster.restamp.versions import BUILT_ON
 
 RESTAMP_TAG = "mesh/restamp"  # run tag: the run re-stamps the selected models over its range, computing nothing
 ENVIRONMENT_TAG = "mesh/environment"  # the environment whose assets a run writes (as the promote and plan jobs say)
@@ -155,13 +151,7 @@ def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partiti
                 f"{len(missing)} partition(s) hold no data of its current version. Materialize them instead "
                 "(a run without the mesh/restamp tag).")
         built_on = stamper.range_built_on(asset, keys) if asset.is_partitioned else stamper.whole_built_on(asset)
-        yield MaterializeResult(
-            asset_key=asset.asset_key,
-            data_version=DataVersion(asset.version or ""),
-            metadata={"mesh/outcome": "restamped", "mesh/version": asset.version or "",
-                      "mesh/change": asset.change, "mesh/physical_table": asset.table or "",
-                      BUILT_ON: MetadataValue.json(built_on)},
-        )
+        yield materialization(asset, NothingComputed.RESTAMPED, built_on=built_on)
         yield from held_evaluations(mesh_context, context.instance, asset,
                                     partitions.get(asset.unit) if asset.is_partitioned else None, keys)
     except MeshError as e:

@@ -44,8 +44,7 @@ from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.intervals import Interval, intervals_cover
 from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.mapping.partitions import keys_in, partition_window, to_ms
-from mesh_dagster.dagster.restamp.verdicts import held_evaluations
-from mesh_dagster.dagster.restamp.versions import (
+from mesh_dagster.dagster.mapping.versions import (
     BUILT_ON,
     CODE_VERSION_TAG,
     DATA_VERSION_IS_USER_PROVIDED_TAG,
@@ -54,6 +53,7 @@ from mesh_dagster.dagster.restamp.versions import (
     is_provenance_tag,
     version_of,
 )
+from mesh_dagster.dagster.restamp.verdicts import held_evaluations
 
 
 class ServedSnapshot(Protocol):

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.errors import MeshError, ModelError
+from mesh_dagster.core.models.kinds import CustomKind
 from mesh_dagster.core.project.blueprints import python_value
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import ms_to_datetime
@@ -66,7 +67,7 @@ class SparkMaterializationContext:
         self._engine.writes.overwrite_partitions(table, query)
 
 
-@writes("custom")
+@writes(CustomKind)
 class CustomStrategy(QueryStrategy):
     """The model's materialization creates its table, then writes each batch (`insert`)."""
 

@@ -7,9 +7,10 @@ rendering and the per-apply memos stay with the evaluator, which strategies reac
 `Evaluation` Protocol, and Spark stays behind the `Engine` Protocol, which makes every write
 kill-safe (engine/writes.py).
 
-Each kind names the strategy writing its models (`BaseKind.write_strategy`); each strategy class
-registers under its name (`@writes("...")`), and `strategy_for` looks the name up. A new kind
-written a new way is its kind class and one new registered class here: no `if` chain.
+Each strategy class registers against the kind classes it writes (`@writes(FullKind)`), and
+`strategy_for` looks up the kind a model is written as (`BaseKind.written_as`: its own, or per
+model another's, as a materialized VIEW is written as FULL). A new kind written a new way is its
+kind class and one new registered class here: no `if` chain, and no name to spell twice.
 """
 
 from __future__ import annotations
@@ -19,7 +20,22 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.models.kinds import BaseKind, IncrementalByTimeRangeKind, ScdType2Kind
+from mesh_dagster.core.models.kinds import (
+    BaseKind,
+    EmbeddedKind,
+    ExternalKind,
+    FullKind,
+    IncrementalByPartitionKind,
+    IncrementalByTimeRangeKind,
+    IncrementalByUniqueKeyKind,
+    IncrementalUnmanagedKind,
+    ScdType2ByColumnKind,
+    ScdType2ByTimeKind,
+    ScdType2Kind,
+    SeedKind,
+    StandaloneAuditKind,
+    ViewKind,
+)
 from mesh_dagster.core.models.materialization import Materialization
 from mesh_dagster.core.models.merge import Upsert
 from mesh_dagster.core.models.scd2 import history_query, with_validity_columns
@@ -84,31 +100,34 @@ class WriteStrategy:
         return None
 
 
-# The strategies by the name kinds give them (`BaseKind.write_strategy`), filled by `writes`.
-STRATEGIES: dict[str, WriteStrategy] = {}
+# The strategy writing each kind class (`BaseKind.written_as`), filled by `writes`.
+STRATEGIES: dict[type[BaseKind], WriteStrategy] = {}
 _Strategy = TypeVar("_Strategy", bound=type[WriteStrategy])
 
 
-def writes(name: str) -> Callable[[_Strategy], _Strategy]:
-    """Register the decorated strategy class as the one writing the kinds that name it `name`."""
+def writes(*kinds: type[BaseKind]) -> Callable[[_Strategy], _Strategy]:
+    """Register the decorated strategy class as the one writing the models of `kinds` (one
+    instance for all of them)."""
 
     def register(cls: _Strategy) -> _Strategy:
-        if name in STRATEGIES:
-            raise ValueError(f"Two write strategies are named '{name}': {type(STRATEGIES[name]).__name__} and "
-                             f"{cls.__name__}")
-        STRATEGIES[name] = cls()
+        taken = [k.__name__ for k in kinds if k in STRATEGIES]
+        if taken:
+            raise ValueError(f"Two write strategies write {', '.join(taken)}: "
+                             f"{type(STRATEGIES[kinds[0]]).__name__} and {cls.__name__}")
+        strategy = cls()
+        STRATEGIES.update(dict.fromkeys(kinds, strategy))
         return cls
 
     return register
 
 
-@writes("nothing")
+@writes(EmbeddedKind, ExternalKind, StandaloneAuditKind)
 class NothingStrategy(WriteStrategy):
     """The kinds without a physical object of ours: EMBEDDED is inlined into its children, EXTERNAL
     is someone else's table."""
 
 
-@writes("view")
+@writes(ViewKind)
 class ViewStrategy(WriteStrategy):
     """A view has no data and no interval: it is (re)defined whole, every time."""
 
@@ -122,7 +141,7 @@ class ViewStrategy(WriteStrategy):
                                       snapshot.model.column_descriptions)
 
 
-@writes("seed")
+@writes(SeedKind)
 class SeedStrategy(WriteStrategy):
     """Created empty (so children can be validated against it), then loaded whole from its file."""
 
@@ -174,7 +193,7 @@ class QueryStrategy(WriteStrategy):
         raise NotImplementedError
 
 
-@writes("full")
+@writes(FullKind)
 class FullStrategy(QueryStrategy):
     """Every write replaces the whole table (the interval only feeds `@start_ds`/`@end_ds`)."""
 
@@ -186,7 +205,7 @@ class FullStrategy(QueryStrategy):
                                        journal=journal, reads_self=model.self_referencing)
 
 
-@writes("time_range")
+@writes(IncrementalByTimeRangeKind)
 class TimeRangeStrategy(QueryStrategy):
     """Each write replaces exactly the rows of its interval, bounded on the time column."""
 
@@ -209,7 +228,7 @@ class TimeRangeStrategy(QueryStrategy):
         return None
 
 
-@writes("scd_type_2")
+@writes(ScdType2ByTimeKind, ScdType2ByColumnKind)
 class ScdType2Strategy(QueryStrategy):
     """Each write folds the query's rows, a snapshot of the source, into the table's history
     (core/models/scd2.py): the whole table is rewritten from a query reading it (engine/writes.py keeps the
@@ -241,7 +260,7 @@ def _scd_kind(snapshot: Snapshot) -> ScdType2Kind:
     return kind
 
 
-@writes("unique_key")
+@writes(IncrementalByUniqueKeyKind)
 class UniqueKeyStrategy(QueryStrategy):
     """Each write upserts its rows by the model's unique key (see core/models/merge.py); a batch whose
     output repeats a key is refused, naming the keys, before anything is written."""
@@ -271,7 +290,7 @@ def _duplicate_keys(snapshot: Snapshot, upsert: Upsert, duplicates: list[tuple],
         "QUALIFY ROW_NUMBER() OVER (PARTITION BY <key> ORDER BY <column> DESC) = 1)", model.path, model.line_of("kind"))
 
 
-@writes("partitions")
+@writes(IncrementalByPartitionKind)
 class PartitionsStrategy(QueryStrategy):
     """Each write replaces the partitions its output holds and leaves the others alone."""
 
@@ -282,7 +301,7 @@ class PartitionsStrategy(QueryStrategy):
                                               reads_self=snapshot.model.self_referencing)
 
 
-@writes("append")
+@writes(IncrementalUnmanagedKind)
 class AppendStrategy(QueryStrategy):
     """Each write adds its rows (INSERT INTO); nothing is ever replaced."""
 
@@ -317,11 +336,12 @@ def strategy_for(snapshot: Snapshot) -> WriteStrategy:
 
 
 def strategy_of(kind: BaseKind) -> WriteStrategy:
-    """The strategy registered under the name `kind` gives (a materialized VIEW names FULL's);
-    a kind naming none registered is a programming error, said with the names there are."""
-    name = kind.write_strategy
-    strategy = STRATEGIES.get(name)
+    """The strategy registered for the kind `kind` is written as (a materialized VIEW: FULL's); a
+    kind with none registered is a programming error, said with the kinds there are."""
+    written_as = kind.written_as
+    strategy = STRATEGIES.get(written_as)
     if strategy is None:
-        raise LookupError(f"Kind {kind.name.value} ({type(kind).__name__}) is written by strategy '{name}', which "
-                          f"no strategy class registers (@writes): known are {', '.join(sorted(STRATEGIES))}")
+        raise LookupError(f"Kind {kind.name.value} ({type(kind).__name__}) is written as {written_as.__name__}, "
+                          f"for which no strategy class registers (@writes): known are "
+                          f"{', '.join(sorted(k.__name__ for k in STRATEGIES))}")
     return strategy
