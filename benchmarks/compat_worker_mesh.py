@@ -70,7 +70,7 @@ def categories(project: Path, gateway: str | None) -> dict[str, Any]:
             continue
         before = apply_edit(project, edit)
         try:
-            plan = Context(project, gateway).plan("dev", execution_time=EXECUTION_TIME)
+            plan = Context(project, gateway).plans.plan("dev", execution_time=EXECUTION_TIME)
             found = {}
             for name in plan.changed:
                 category = plan.category(name)

@@ -89,7 +89,7 @@ def test_a_run_evaluates_the_macro_and_variables_that_were_planned(tmp_path, eng
     assert ctx.run("prod", execution_time="2020-01-05") == 2
     assert _values(ctx, f"{schema}.events") == [(f"2020-01-0{d}", 2) for d in range(1, 5)]  # x1, mult 1, passed
 
-    plan = Context(root, engine=engine).plan("prod", execution_time="2020-01-05")
+    plan = Context(root, engine=engine).plans.plan("prod", execution_time="2020-01-05")
     assert plan.directly_modified == [f"{schema}.events"]  # the plan shows what the run did not do
 
 
@@ -133,7 +133,7 @@ def test_restating_a_snapshot_stored_before_captures_needs_the_project_to_define
     ctx, plan = _applied_without_captures(root, engine, "2020-01-03")
     (root / "macros" / "m.py").write_text(MACRO.format(factor=1000))
     with pytest.raises(PlanError, match=f"Cannot restate {schema}.events: 'prod' holds it as planned by an earlier"):
-        Context(root, engine=engine).restate("prod", [f"{schema}.events"], start="2020-01-01", end="2020-01-01",
+        Context(root, engine=engine).plans.restate("prod", [f"{schema}.events"], start="2020-01-01", end="2020-01-01",
                                              execution_time="2020-01-03")
 
     (root / "macros" / "m.py").write_text(MACRO.format(factor=1))  # the project defines it as stored again

@@ -85,7 +85,7 @@ def test_a_run_computes_with_the_values_prod_was_planned_with(tmp_path, engine, 
     assert _rows(ctx, f"SELECT CAST(ds AS STRING), region FROM {schema}.sales ORDER BY ds") == \
         [(d, "Europe") for d in days]
 
-    plan = Context(root, engine=engine).plan("prod", execution_time="2020-01-05")
+    plan = Context(root, engine=engine).plans.plan("prod", execution_time="2020-01-05")
     assert sorted(plan.directly_modified) == [f"{schema}.rates", f"{schema}.sales"]  # the plan shows what the run did not do
 
 
@@ -102,5 +102,5 @@ def test_an_approved_plan_whose_variable_changed_since_is_superseded(tmp_path, e
 
     monkeypatch.setenv(RATE_VARIABLE, "5")  # the deploy's environment differs from the reviewed one
     with pytest.raises(PlanSupersededError, match=f"Plan {record.plan_id} was not applied and is now superseded"):
-        Context(root, engine=engine).apply_recorded(record.plan_id)
+        Context(root, engine=engine).reviews.apply_recorded(record.plan_id)
     assert not engine.catalog.table_exists(f"{schema}.rates")  # nothing was computed

@@ -92,5 +92,5 @@ def test_a_name_we_cannot_quote_or_partition_by_is_refused_at_its_line(tmp_path,
                                                                        message) -> None:
     files = {"models/m.sql": query.format(s=schema)}
     with pytest.raises(ModelError, match=message):
-        Context(write_project(tmp_path / "p", files, CONFIG), engine=engine).plan()
+        Context(write_project(tmp_path / "p", files, CONFIG), engine=engine).plans.plan()
     assert not engine.catalog.schema_exists(f"mesh__{schema}")

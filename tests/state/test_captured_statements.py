@@ -114,7 +114,7 @@ def test_an_approved_plan_runs_the_reviewed_statements_not_config_yaml_as_it_is_
     (root / "config.yaml").write_text(config(after=["DROP VIEW IF EXISTS s.b"], extra=PROTECTION))
 
     monkeypatch.setenv("MESH_USER", "alice@example.com")
-    done = Context(root, state_url=state_url, engine=engine).apply_recorded(record.plan_id)
+    done = Context(root, state_url=state_url, engine=engine).reviews.apply_recorded(record.plan_id)
     assert done.status == PlanStatus.COMPLETED
     assert executed(engine) == PLANNED and "DROP VIEW" not in " ".join(executed(engine))
     assert ctx.state.environments.get_environment("prod").statements == record.summary.statements
@@ -202,7 +202,7 @@ def test_a_physical_table_is_allowed_only_for_the_versions_the_environment_serve
     assert str(e.value).startswith(f"config.yaml:{line_of(root, 'TRUNCATE')}: after_all.0: it names {prods}, a "
                                    "physical table of a version 'dev' does not serve"), str(e.value)
     (root / "config.yaml").write_text(config(before=[], after=[f"ANALYZE TABLE {devs} COMPUTE STATISTICS"]))
-    assert Context(root, state_url=state_url, engine=FakeEngine()).plan("dev", execution_time="2020-01-03")
+    assert Context(root, state_url=state_url, engine=FakeEngine()).plans.plan("dev", execution_time="2020-01-03")
 
 
 def test_a_statement_that_renders_outside_the_environment_later_is_refused_before_anything_runs(tmp_path,

@@ -36,7 +36,7 @@ class StuckInViews(FakeEngine):
         print("moving views", flush=True)
         time.sleep(600)
 
-Context({root!r}, state_url={url!r}, engine=StuckInViews()).apply_recorded({plan_id!r})
+Context({root!r}, state_url={url!r}, engine=StuckInViews()).reviews.apply_recorded({plan_id!r})
 """
 
 

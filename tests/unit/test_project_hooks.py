@@ -418,10 +418,10 @@ def test_context_reads_the_catalog_and_strict_refuses_missing_tables(tmp_path):
     root = write_project(tmp_path / "p", READS_UNDECLARED)
     engine = CatalogEngine({"raw.events": {"id": "int"}, "s.custmers": {"id": "int", "name": "string"}})
     with pytest.raises(MeshError) as e:
-        Context(root, engine=engine).create_external_models(strict=True)
+        Context(root, engine=engine).inspection.create_external_models(strict=True)
     assert str(e.value) == "Tables not found in the catalog: raw.crm. Nothing was written to external_models.yaml."
     assert not (root / "external_models.yaml").exists()
-    report = Context(root, engine=engine).create_external_models()
+    report = Context(root, engine=engine).inspection.create_external_models()
     assert report.missing == ["raw.crm"] and report.with_columns == ["raw.events", "s.custmers"]
     assert yaml.safe_load((root / "external_models.yaml").read_text()) == [
         {"name": "raw.crm"},
