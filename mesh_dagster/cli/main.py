@@ -24,13 +24,14 @@ from mesh_dagster.cli.console import (
 )
 from mesh_dagster.cli.errors import EXIT_ERROR, MeshGroup
 from mesh_dagster.cli.lint import lint_gate
-from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name, selector_option
+from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name, plan_flags, selector_option
 from mesh_dagster.cli.project import project_context
 from mesh_dagster.context import CATEGORY_CHOICES, PlanOptions
 from mesh_dagster.core.config.display import printable_line
 from mesh_dagster.core.config.memory import for_this_process
 from mesh_dagster.core.config.redaction import shorten
 from mesh_dagster.core.errors import EngineError, MeshError
+from mesh_dagster.core.plan.flags import JOB_FLAGS, plan_options
 from mesh_dagster.core.time.dates import ms_to_datetime
 
 
@@ -83,92 +84,39 @@ def _choose(question: str, options) -> str:
 
 @cli.command()
 @click.argument("environment", required=False, type=ENVIRONMENT)
-@click.option("-s", "--start", type=TIME, help="Start of the backfill range (development environments only).")
-@click.option("-e", "--end", type=TIME,
-              help="End of the backfill range, inclusive for dates (development environments only).")
-@click.option("--execution-time", type=TIME, help="The 'now' used for intervals and @execution_* macros.")
-@click.option("--create-from", default="prod", show_default=True, type=ENVIRONMENT,
-              help="Environment a new environment starts from.")
-@click.option("--skip-tests", is_flag=True, help="Do not run unit tests before planning.")
-@click.option("--skip-linter", is_flag=True, help="Do not run the linter (`linter:` in the config) before planning.")
-@click.option("--skip-backfill", "--dry-run", "skip_backfill", is_flag=True, help="Only update views; compute nothing.")
-@click.option("--empty-backfill", is_flag=True, help="Record missing intervals as done without computing them.")
-@click.option(
-    "--include-unmodified", is_flag=True, help="Give the environment views for all models, not just changed ones."
-)
-@click.option("--explain", is_flag=True, help="Show what applying would do, without applying.")
-@click.option("--auto-apply", is_flag=True, help="Apply without asking.")
-@click.option("--no-prompts", is_flag=True, help="Never ask: without --auto-apply the plan is only shown.")
-@click.option("--no-diff", is_flag=True, help="Do not show text diffs of changed models.")
-@click.option("--forward-only", is_flag=True,
-              help="Keep every changed model's table: migrate its schema, compute only new intervals with the new "
-                   "logic (development environments preview the change in tables of their own).")
-@click.option("--effective-from", type=TIME,
-              help="With forward-only changes: recompute their intervals from this date once deployed.")
-@selector_option("--allow-destructive-model",
-                 help="Allow destructive schema changes (dropped or narrowed columns) of these models' kept tables.")
-@selector_option("--allow-additive-model",
-                 help="Allow additive schema changes (added or widened columns) of these models' kept tables.")
-@click.option("--no-auto-categorization", is_flag=True,
-              help="Ask the category (breaking, non-breaking, forward-only) of every directly modified model.")
-@click.option("--categorize", multiple=True, metavar="MODEL=CATEGORY",
-              help="Set a directly modified model's category (breaking, non-breaking or forward-only), for scripts.")
-@selector_option("--restate-model", "-r",
-                 help="Recompute these models and everything downstream over --start/--end (default: all their "
-                      "history), as the environment has them; local changes are not part of it.")
-@selector_option("--select-model", help="Only the selected models' local changes enter the plan; every other model "
-                 "stays as the environment has it (their children are still indirectly modified). In development "
-                 "environments, also what is backfilled unless --backfill-model says otherwise.")
-@selector_option("--backfill-model", help="Development environments only: backfill only the selected models and "
-                 "their upstream; other changed models are neither computed nor shown in the environment.")
-@click.option("--min-intervals", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Check at least this many of each model's latest intervals, however late --start is.")
-@click.option("--no-gaps", is_flag=True,
-              help="Refuse the plan if a changed model's new table would lack intervals its current version has.")
+@plan_flags
 @click.pass_context
-def plan(ctx, environment, start, end, execution_time, create_from, skip_tests, skip_linter, skip_backfill,
-         empty_backfill, include_unmodified, explain, auto_apply, no_prompts, no_diff, forward_only, effective_from,
-         allow_destructive_model, allow_additive_model, no_auto_categorization, categorize, restate_model,
-         select_model, backfill_model, min_intervals, no_gaps) -> None:
+def plan(ctx, environment, **flags) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
     context = project_context(ctx)
     config = context.project.config
     if environment is None:  # an empty name is refused by its type, never taken for the default
         environment = config.default_target_environment
-    no_prompts = no_prompts or config.plan.no_prompts
-    if skip_linter:
+    no_prompts = flags["no_prompts"] or config.plan.no_prompts
+    if flags["skip_linter"]:
         context.skip_lint_gate("--skip-linter")  # the plan's review says so
     else:
         lint_gate(context)
-    if not skip_tests and not explain and context.project.test_files:
+    if not flags["skip_tests"] and not flags["explain"] and context.project.test_files:
         report = context.test()
         show_test_report(report)
         if not report.ok:
             raise MeshError("Unit tests failed: fix them or use --skip-tests. Nothing was applied.")
-    if restate_model:
-        _check_restatement_options(forward_only=forward_only, effective_from=effective_from,
-                                   allow=allow_destructive_model + allow_additive_model,
-                                   skip_backfill=skip_backfill or empty_backfill, include_unmodified=include_unmodified,
-                                   select=select_model + backfill_model, min_intervals=min_intervals,
-                                   no_gaps=no_gaps)
-        p = context.plans.restate(environment, restate_model, start=start, end=end, execution_time=execution_time)
+    if flags["restate_model"]:
+        _check_restatement_options(flags)
+        p = context.plans.restate(environment, flags["restate_model"], start=flags["start"], end=flags["end"],
+                                  execution_time=flags["execution_time"])
     else:
-        options = PlanOptions(
-            start=start, end=end, execution_time=execution_time, create_from=create_from,
-            include_unmodified=include_unmodified or None, skip_backfill=skip_backfill, empty_backfill=empty_backfill,
-            forward_only=forward_only, effective_from=effective_from,
-            allow_destructive=frozenset(context.select(allow_destructive_model, "--allow-destructive-model")),
-            allow_additive=frozenset(context.select(allow_additive_model, "--allow-additive-model")),
-            select_models=select_model, backfill_models=backfill_model, min_intervals=min_intervals, no_gaps=no_gaps)
-        p = _categorized_plan(context, environment, options, categorize, ask_all=no_auto_categorization,
-                              no_prompts=no_prompts)
-    show_plan(p, no_diff=no_diff)
+        options = plan_options({f.name: flags[f.name] for f in JOB_FLAGS}, context.select)
+        p = _categorized_plan(context, environment, options, flags["categorize"],
+                              ask_all=flags["no_auto_categorization"], no_prompts=no_prompts)
+    show_plan(p, no_diff=flags["no_diff"])
     missing = _missing_tables(context, p)
     show_missing_tables(p, missing)
-    if explain:
+    if flags["explain"]:
         show_explain(p, context.plans.explain(p))
     elif p.needs_apply or missing:
-        _apply_or_record(context, p, auto_apply=auto_apply or config.plan.auto_apply, no_prompts=no_prompts,
+        _apply_or_record(context, p, auto_apply=flags["auto_apply"] or config.plan.auto_apply, no_prompts=no_prompts,
                          backfills=p.requires_backfill or bool(missing))
 
 
@@ -186,8 +134,8 @@ def _categorized_plan(context, environment: str, options: PlanOptions, categoriz
                       ask_all: bool, no_prompts: bool):
     """The plan, made again with the categories the user chose if automatic categorization left
     some to them (`--categorize` values first)."""
-    choices = context.plans.parse_categories(categorize)
-    p = context.plans.plan(environment, options, choices=choices)
+    p = context.plans.categorized(environment, options, categorize)
+    choices = dict(p.options.choices or {})
     asked = _ask_categories(p, context, choices, ask_all=ask_all, no_prompts=no_prompts)
     return context.plans.plan(environment, options, choices={**choices, **asked}) if asked else p
 
@@ -223,10 +171,6 @@ def _apply_or_record(context, p, *, auto_apply: bool, no_prompts: bool, backfill
 def _ask_categories(plan, context, given: dict, *, ask_all: bool, no_prompts: bool) -> dict:
     """The categories the user chooses for the directly modified models automatic categorization
     leaves to them (`--no-auto-categorization`, `plan.auto_categorize_changes`), diff first."""
-    unknown = sorted(set(given) - set(plan.directly_modified))
-    if unknown:
-        raise MeshError(f"--categorize names {', '.join(unknown)}, which this plan does not directly modify "
-                        f"(directly modified: {', '.join(plan.directly_modified) or 'none'})")
     ask = [n for n in context.plans.categories_to_choose(plan, ask_all) if n not in given]
     if ask and no_prompts:
         raise MeshError(f"These changes need a category and prompts are off: {', '.join(ask)}. Use "
@@ -243,14 +187,17 @@ def _ask_categories(plan, context, given: dict, *, ask_all: bool, no_prompts: bo
     return chosen
 
 
-def _check_restatement_options(**given: object) -> None:
+def _check_restatement_options(flags: dict) -> None:
     """A restatement recomputes what the environment has: options about changes make no sense."""
-    flags = {"forward_only": "--forward-only", "effective_from": "--effective-from",
-             "allow": "--allow-destructive-model/--allow-additive-model",
-             "skip_backfill": "--skip-backfill/--empty-backfill", "include_unmodified": "--include-unmodified",
-             "select": "--select-model/--backfill-model", "min_intervals": "--min-intervals",
-             "no_gaps": "--no-gaps"}
-    used = [flags[k] for k, v in given.items() if v]
+    about_changes = {"forward_only": "--forward-only", "effective_from": "--effective-from",
+                     "allow_destructive_model": "--allow-destructive-model/--allow-additive-model",
+                     "allow_additive_model": "--allow-destructive-model/--allow-additive-model",
+                     "skip_backfill": "--skip-backfill/--empty-backfill",
+                     "empty_backfill": "--skip-backfill/--empty-backfill", "include_unmodified": "--include-unmodified",
+                     "select_model": "--select-model/--backfill-model",
+                     "backfill_model": "--select-model/--backfill-model", "min_intervals": "--min-intervals",
+                     "no_gaps": "--no-gaps"}
+    used = list(dict.fromkeys(spelling for name, spelling in about_changes.items() if flags[name]))
     if used:
         raise MeshError(f"--restate-model cannot be combined with {', '.join(used)}: a restatement changes no model")
 

@@ -6,9 +6,12 @@ one line naming the option, the value and what is accepted, before any file is r
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
 from mesh_dagster.core.config.names import EnvironmentNameError, environment_spelling_notice, normalize_environment
+from mesh_dagster.core.plan.flags import PLAN_FLAGS, FlagValue, PlanFlag
 from mesh_dagster.core.time.dates import DateError, to_ms
 
 
@@ -64,3 +67,27 @@ def selector_option(*param_decls: str, help: str):
     selector syntax, so every flag that takes selectors explains them the same way. The command
     evaluates them (`core.selectors.select_models`), naming the flag in its errors."""
     return click.option(*param_decls, multiple=True, metavar="SELECTOR", help=f"{help} {SELECTOR_SYNTAX}")
+
+
+def flag_option(flag: PlanFlag) -> Callable:
+    """The click option of one plan flag (core/plan/flags.py: the Dagster plan job's config is built
+    from the same description)."""
+    decls = (*flag.spellings, flag.name)
+    if flag.value is FlagValue.SELECTORS:
+        return selector_option(*decls, help=flag.help)
+    if flag.value is FlagValue.SWITCH:
+        return click.option(*decls, is_flag=True, help=flag.help)
+    if flag.value is FlagValue.CATEGORIES:
+        return click.option(*decls, multiple=True, metavar="MODEL=CATEGORY", help=flag.help)
+    if flag.value is FlagValue.COUNT:
+        return click.option(*decls, type=click.IntRange(min=0), default=flag.default, show_default=True, help=flag.help)
+    kind = TIME if flag.value is FlagValue.TIME else ENVIRONMENT
+    shown = {"default": flag.default, "show_default": True} if flag.default is not None else {}
+    return click.option(*decls, type=kind, help=flag.help, **shown)
+
+
+def plan_flags(command: Callable) -> Callable:
+    """Every plan flag as an option of `command`, in the description's order."""
+    for flag in reversed(PLAN_FLAGS):
+        command = flag_option(flag)(command)
+    return command

@@ -6,6 +6,7 @@ summary on the run and its pending categories on the assets; the apply job is ga
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 from failures import failure_text
 from project_builder import write_project
 
@@ -84,3 +85,33 @@ def test_plan_status_changes_show_on_the_assets(tmp_path, monkeypatch):
     later = tick(first.cursor)
     assert {e.metadata["mesh/plan_status"].value for e in later.asset_events} == {"approved"}
     assert {e.metadata["mesh/decided_by"].value for e in later.asset_events} == {"bob@example.com"}
+
+
+def test_plan_job_honours_the_plan_flags_in_its_config_and_refuses_the_clis_own(tmp_path):
+    """The plan job's config is `mesh plan`'s flags that a recorded plan can hold (core/plan/flags.py):
+    each given field reaches the recorded plan; a flag only the CLI has is refused by Dagster, by name,
+    and a bad value fails the run naming it, with nothing recorded."""
+    root = write_project(tmp_path / "p", FILES, CONFIG.split("protected_environments")[0])
+    (tmp_path / "home").mkdir()
+    instance = dg.DagsterInstance.local_temp(str(tmp_path / "home"))
+    job = definitions(root, "dev", shared_spark=False).resolve_job_def("plan_dev")
+
+    def run(config: dict, **kwargs):
+        return job.execute_in_process(run_config={"ops": {"plan_dev_changes": {"config": config}}},
+                                      instance=instance, **kwargs)
+
+    result = run({"execution_time": "2020-01-03", "select_model": ["s.a"], "skip_backfill": True, "min_intervals": 1})
+    assert result.success
+    (record,) = Context(root).plan_records()
+    options = record.plan_options
+    assert options.select_models == ("s.a",) and options.skip_backfill and options.min_intervals == 1
+    assert record.summary.options["execution_time"] == "2020-01-03"
+    categorized = run({"categorize": ["s.a=non-breaking"]}, raise_on_error=False)  # s.a is added, not modified
+    assert not categorized.success and "--categorize names s.a, which this plan does not directly modify" in \
+        _failure(categorized)
+
+    with pytest.raises(dg.DagsterInvalidConfigError, match="auto_apply"):
+        run({"auto_apply": True})
+    bad = run({"start": "someday"}, raise_on_error=False)
+    assert not bad.success and "start (--start): 'someday' is not a date or time" in _failure(bad)
+    assert len(Context(root).plan_records()) == 1

@@ -25,6 +25,7 @@ FRONT_DOOR_NAMES = {
     "mesh_dagster.core.plan.plan": {"Plan", "model_start_ms"},
     "mesh_dagster.core.plan.backfills": {"ALL_TIME"},
     "mesh_dagster.core.plan.review": {"PlanRecord", "markdown_block"},
+    "mesh_dagster.core.plan.flags": {"PLAN_FLAGS", "JOB_FLAGS", "FlagValue", "PlanFlag", "flag_spelling", "plan_options"},
     "mesh_dagster.core.project.project": {"Project"},
     "mesh_dagster.core.project.audits": {"is_blocking"},
     "mesh_dagster.core.models.model": {"Audit", "Model"},
@@ -32,7 +33,7 @@ FRONT_DOOR_NAMES = {
     "mesh_dagster.core.config.config": {"CONFIG_FILES", "DagsterStorageConfig"},
     "mesh_dagster.engine.session": {"spark_error_message"},
 }
-# The packages the contract lets front doors import wholesale hold logic too: only the modules above.
+# The packages whose modules the contract names one by one hold logic too: only the modules above.
 DEFINITION_PACKAGES = ("mesh_dagster.core.plan.", "mesh_dagster.core.project.", "mesh_dagster.core.models.")
 
 

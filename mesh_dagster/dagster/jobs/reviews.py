@@ -34,10 +34,11 @@ from dagster import (
     sensor,
 )
 
-from mesh_dagster.context import Context, LinterErrors
+from mesh_dagster.context import Context, LinterErrors, PlanOptions
 from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.config.names import view_name
 from mesh_dagster.core.errors import MeshError
+from mesh_dagster.core.plan.flags import JOB_FLAGS, FlagValue, PlanFlag, flag_spelling, plan_options
 from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.dagster.jobs.plan_pages import mark_plan_run, post_data_diffs
 from mesh_dagster.dagster.mapping.listener import DagsterLogListener
@@ -50,15 +51,15 @@ from mesh_dagster.dagster.mapping.shown_text import shown_metadata
 
 def plan_job(environment: str) -> JobDefinition:
     @op(name=f"plan_{environment}_changes", required_resource_keys={"mesh"}, out=Out(Nothing),  # no IO manager
-        config_schema={"execution_time": Field(str, is_required=False,
-                                               description="The 'now' of the plan (default: the run's start).")},
+        config_schema={flag.name: config_field(flag) for flag in JOB_FLAGS},
         description=f"Compare the project with '{environment}' and record the plan for review.")
     def _plan(context: OpExecutionContext):
         mesh = context.resources.mesh.get_context()
         try:
             linted = lint_gate(context, mesh)
-            plan = mesh.plans.plan(environment, execution_time=context.op_config.get("execution_time"),
-                                   allow_empty=True)
+            config = dict(context.op_config)
+            options = PlanOptions.of(plan_options(config, mesh.select), allow_empty=True)
+            plan = mesh.plans.categorized(environment, options, config.get("categorize", []))
             record = mesh.reviews.record(plan)
         except MeshError as e:
             raise JobFailed(str(e)) from None
@@ -81,6 +82,21 @@ def plan_job(environment: str) -> JobDefinition:
         _plan()
 
     return _job
+
+
+# What each kind of plan flag is in the job's config (core/plan/flags.py describes the flags once).
+_CONFIG_TYPES = {FlagValue.TIME: str, FlagValue.ENVIRONMENT: str, FlagValue.SWITCH: bool, FlagValue.SELECTORS: [str],
+                 FlagValue.CATEGORIES: [str], FlagValue.COUNT: int}
+_CONFIG_DEFAULTS = {FlagValue.SWITCH: False, FlagValue.SELECTORS: [], FlagValue.CATEGORIES: [], FlagValue.COUNT: 0}
+
+
+def config_field(flag: PlanFlag) -> Field:
+    """The plan job's config field of one plan flag: `mesh plan`'s flag of the same name."""
+    default = flag.default if flag.default is not None else _CONFIG_DEFAULTS.get(flag.value)
+    shown = f"{flag.help} (`mesh plan {flag_spelling(flag)}`)"
+    if default is None:
+        return Field(_CONFIG_TYPES[flag.value], is_required=False, description=shown)
+    return Field(_CONFIG_TYPES[flag.value], default_value=default, description=shown)
 
 
 def apply_plan_job(environment: str) -> JobDefinition:

@@ -82,6 +82,17 @@ class Planning:
         plan.linter = self.parts.linted  # what the front door's lint gate did, for the review
         return plan
 
+    def categorized(self, environment: str, options: PlanOptions, texts: Sequence[str]) -> Plan:
+        """A plan with the categories `texts` give (`--categorize MODEL=CATEGORY`, the plan job's
+        `categorize`) to its directly modified models; naming any other model is refused."""
+        choices = self.parse_categories(texts)
+        plan = self.plan(environment, options, choices=choices)
+        unknown = sorted(set(choices) - set(plan.directly_modified))
+        if unknown:
+            raise PlanError(f"--categorize names {', '.join(unknown)}, which this plan does not directly modify "
+                            f"(directly modified: {', '.join(plan.directly_modified) or 'none'})")
+        return plan
+
     def restate(self, environment: str, models: Sequence[str], *, start: str | None = None,
                 end: str | None = None, execution_time: str | int | None = None) -> Plan:
         """A plan recomputing `models` (and everything below them) over `[start, end]` in the
