@@ -1,8 +1,8 @@
 """The Context API: what both front doors (the `mesh` CLI and Dagster) call.
 
 A thin facade: Context builds one project's parts lazily (the project, `config.yaml`, the state
-store, Spark) and hands them to the services of execution/ that do the work (planning.py,
-plans/reviews.py, inspection.py, and the plain functions of the others). Building a plan loads the
+store, Spark) and hands them to the services of execution/ that do the work (below) and to the
+plain functions of the others. Building a plan loads the
 project and reads the state store but never starts Spark; only commands that touch data create a
 session. Commands that only need the state store or Spark's connection read `config.yaml` alone,
 so a broken model file does not stop `mesh environments`, `invalidate`, `migrate` or `fetchdf`.
@@ -12,6 +12,9 @@ restatements, categories, gaps), `ctx.reviews` (execution/plans/reviews.py: reco
 apply, promotion, git pushes; `ctx.reviews.records` the records' life) and `ctx.inspection`
 (execution/inspection.py: rendering, evaluating, auditing, diffing data). Context's own methods are
 those that add something: a lazily built part, a lock, a notification, a choice of front door.
+
+The front doors (cli/, dagster/) go through Context only, so it also hands out the types of its
+API: the imports marked `noqa: F401` below.
 """
 
 from __future__ import annotations
@@ -52,8 +55,6 @@ from mesh_dagster.execution.evaluate.verdicts import (  # noqa: F401 - Holding: 
     holding,
     snapshot_audits,
 )
-
-# The types of Context's own API, for the front doors (cli/, dagster/) that go through Context only.
 from mesh_dagster.execution.events import ApplyListener, LogLines  # noqa: F401
 from mesh_dagster.execution.inspection import Inspection
 from mesh_dagster.execution.intervals.materialize import (  # noqa: F401
