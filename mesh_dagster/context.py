@@ -2,10 +2,10 @@
 
 A thin facade: Context builds one project's parts lazily (the project, `config.yaml`, the state
 store, Spark) and hands them to the services of execution/ that do the work (below) and to the
-plain functions of the others. Building a plan loads the
-project and reads the state store but never starts Spark; only commands that touch data create a
-session. Commands that only need the state store or Spark's connection read `config.yaml` alone,
-so a broken model file does not stop `mesh environments`, `invalidate`, `migrate` or `fetchdf`.
+plain functions of the others. Building a plan loads the project and reads the state store but
+never starts Spark; only commands that touch data create a session. Commands that only need the
+state store or Spark's connection read `config.yaml` alone, so a broken model file does not stop
+`mesh environments`, `invalidate`, `migrate` or `fetchdf`.
 
 Its services are attributes, and callers use them: `ctx.plans` (execution/plans/planning.py: plans,
 restatements, categories, gaps), `ctx.reviews` (execution/plans/reviews.py: recording, review,
