@@ -54,7 +54,7 @@ from mesh_dagster.dagster.mapping.shown_text import shown_value
 from mesh_dagster.dagster.mapping.translator import MeshTranslator
 from mesh_dagster.dagster.mapping.unpartitioned import unpartitioned_runs
 from mesh_dagster.dagster.restamp.restamps import is_restamp, restamp_results
-from mesh_dagster.dagster.restamp.verdicts import held_evaluations
+from mesh_dagster.dagster.restamp.verdicts import verdict_evaluations
 
 RESOURCE_KEY = "mesh"
 SCHEDULED_TAG = "mesh/scheduled"  # runs launched by a cron schedule: they fill what is due
@@ -187,7 +187,7 @@ def _unpartitioned_step(context: AssetExecutionContext, graph: ProjectGraph, ass
         raise step_failure(asset, str(e)) from None
     if run is None:  # nothing due: reported with the version it keeps (never as a failure)
         yield materialization(asset, NothingComputed.UP_TO_DATE)
-        yield from held_evaluations(mesh_context, context.instance, asset, None, [])
+        yield from verdict_evaluations(mesh_context, context.instance, asset, None, [])
         return
     yield from _reported(context, graph, asset, run, None)
 
@@ -203,7 +203,7 @@ def _reported(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelA
     if run.error is None and not run.audited:  # nothing audited here (already built): the verdicts that hold
         mesh_context = getattr(context.resources, RESOURCE_KEY).get_context(graph.environment)
         partitions_def = ranged.partitions_def if ranged is not None else None
-        yield from held_evaluations(mesh_context, context.instance, asset, partitions_def,
+        yield from verdict_evaluations(mesh_context, context.instance, asset, partitions_def,
                                     list(ranged.keys) if ranged is not None else [])
     if run.error is not None:
         if ranged is not None or context.has_partition_key:  # its partitions show failed (compat.py)

@@ -51,7 +51,7 @@ from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.mapping.outcomes import JobFailed, NothingComputed, materialization
 from mesh_dagster.dagster.mapping.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from mesh_dagster.dagster.restamp.stamps import Stamper
-from mesh_dagster.dagster.restamp.verdicts import held_evaluations
+from mesh_dagster.dagster.restamp.verdicts import verdict_evaluations
 
 RESTAMP_TAG = "mesh/restamp"  # run tag: the run re-stamps the selected models over its range, computing nothing
 ENVIRONMENT_TAG = "mesh/environment"  # the environment whose assets a run writes (as the promote and plan jobs say)
@@ -152,7 +152,7 @@ def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partiti
                 "(a run without the mesh/restamp tag).")
         built_on = stamper.range_built_on(asset, keys) if asset.is_partitioned else stamper.whole_built_on(asset)
         yield materialization(asset, NothingComputed.RESTAMPED, built_on=built_on)
-        yield from held_evaluations(mesh_context, context.instance, asset,
+        yield from verdict_evaluations(mesh_context, context.instance, asset,
                                     partitions.get(asset.unit) if asset.is_partitioned else None, keys)
     except MeshError as e:
         raise JobFailed(str(e)) from None

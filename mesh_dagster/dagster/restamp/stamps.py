@@ -53,7 +53,7 @@ from mesh_dagster.dagster.mapping.versions import (
     is_provenance_tag,
     version_of,
 )
-from mesh_dagster.dagster.restamp.verdicts import held_evaluations
+from mesh_dagster.dagster.restamp.verdicts import verdict_evaluations
 
 
 class ServedSnapshot(Protocol):
@@ -212,7 +212,7 @@ class Stamper:
                 out.append(self._served_event(asset, key, served, tags, key in holds))
             if served is not None and holds:
                 pdef = self.partitions[asset.unit] if asset.is_partitioned else None
-                checks += held_evaluations(self.context, self.instance, asset, pdef,
+                checks += verdict_evaluations(self.context, self.instance, asset, pdef,
                                            [k for k in keys if k is not None and k in holds], version=served.version)
         return [*out, *checks]
 

@@ -24,7 +24,7 @@ from mesh_dagster.dagster.mapping.graph import AuditCheck, ModelAsset
 from mesh_dagster.dagster.mapping.partitions import partition_window
 
 
-def held_evaluations(mesh_context: Context, instance: DagsterInstance, asset: ModelAsset,
+def verdict_evaluations(mesh_context: Context, instance: DagsterInstance, asset: ModelAsset,
                      partitions_def: TimeWindowPartitionsDefinition | None,
                      keys: Sequence[str], version: str | None = None) -> list[AssetCheckEvaluation]:
     """The holding verdict of each of `asset`'s audits on each partition of `keys` (partitioned),
