@@ -53,7 +53,7 @@ def test_an_approval_by_someone_no_longer_an_approver_does_not_count(tmp_path, s
 
     # Listed again, the approval counts again: nothing was spent by the refusal.
     (root / "config.yaml").write_text(PROTECTED)
-    assert context(root, state_url).apply_recorded(plan_id).status == PlanStatus.COMPLETED
+    assert context(root, state_url).reviews.apply_recorded(plan_id).status == PlanStatus.COMPLETED
 
 
 def test_a_self_approval_does_not_count_once_self_approval_is_turned_off(tmp_path, state_url, monkeypatch):
@@ -73,7 +73,7 @@ def test_a_failed_plan_retried_after_its_approver_left_is_refused(tmp_path, stat
 
     root, plan_id = _approved_by(tmp_path, state_url, monkeypatch, "bob@example.com")
     with pytest.raises(Exception, match="executor lost"):
-        context(root, state_url, FailingOnce()).apply_recorded(plan_id)
+        context(root, state_url, FailingOnce()).reviews.apply_recorded(plan_id)
     (root / "config.yaml").write_text(PROTECTED.replace("bob@example.com", "carol@example.com"))
     ctx = context(root, state_url)
     with pytest.raises(ProtectionError, match="bob@example.com is no longer one of its approvers"):
