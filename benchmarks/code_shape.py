@@ -177,9 +177,10 @@ def measure(root: Path) -> dict[str, list[str]]:
     kind_names = _kind_names(root)
     module_level: dict[str, set[str]] = {}
     with_functions: dict[str, set[str]] = {}
+    trees: dict[Path, ast.Module] = {}
     for name, path in modules.items():
         text = path.read_text()
-        tree = ast.parse(text)
+        tree = trees[path] = ast.parse(text)
         lines = len(text.splitlines())
         if lines > FILE_LIMIT:
             report["files over 600 lines"].append(f"{path} ({lines})")
@@ -202,7 +203,7 @@ def measure(root: Path) -> dict[str, list[str]]:
         for graph, anywhere in ((module_level, False), (with_functions, True)):
             imported = _module_imports(tree, name, path.name == "__init__.py", set(modules), anywhere)
             graph[name] = {m for m in imported if m in modules and m != name}
-    report["classes split into base classes"] = _grouping_bases({path: ast.parse(path.read_text()) for path in files})
+    report["classes split into base classes"] = _grouping_bases(trees)
     report["import cycles"] = [" <-> ".join(c) for c in _cycles(module_level)]
     report["import cycles hidden by function-level imports"] = [" <-> ".join(c) for c in _cycles(with_functions)]
     folders = Counter(str(f.parent.relative_to(root.parent)) for f in files if f.name != "__init__.py")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from mesh_dagster.core.config.names import EnvironmentNameError, normalize_environment
+from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.time.dates import DateError, to_ms
@@ -55,7 +55,7 @@ PLAN_FLAGS: tuple[PlanFlag, ...] = (
     PlanFlag("execution_time", ("--execution-time",), FlagValue.TIME,
              "The 'now' used for intervals and @execution_* macros."),
     PlanFlag("create_from", ("--create-from",), FlagValue.ENVIRONMENT,
-             "Environment a new environment starts from.", default="prod"),
+             "Environment a new environment starts from.", default=PROD),
     PlanFlag("skip_tests", ("--skip-tests",), FlagValue.SWITCH, "Do not run unit tests before planning.",
              cli_only="a Dagster plan job runs no unit tests"),
     PlanFlag("skip_linter", ("--skip-linter",), FlagValue.SWITCH,
@@ -143,7 +143,7 @@ def plan_options(values: Mapping[str, Any], select: Select) -> PlanOptions:
 
     return PlanOptions(
         start=given.get("start"), end=given.get("end"), execution_time=given.get("execution_time"),
-        create_from=given.get("create_from") or "prod", include_unmodified=given.get("include_unmodified") or None,
+        create_from=given.get("create_from") or PROD, include_unmodified=given.get("include_unmodified") or None,
         skip_backfill=bool(given.get("skip_backfill")), empty_backfill=bool(given.get("empty_backfill")),
         forward_only=bool(given.get("forward_only")), effective_from=given.get("effective_from"),
         allow_destructive=chosen("allow_destructive_model"), allow_additive=chosen("allow_additive_model"),
