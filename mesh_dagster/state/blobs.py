@@ -1,29 +1,17 @@
 """Content snapshots captured that is too large for their JSON payload (a seed's CSV bytes).
 
 Stored once per digest, zlib-compressed, in the same transaction as the snapshots that refer to
-it, and never changed: a snapshot read back fetches its content by digest, whatever the file on
-disk holds by then.
+it, and never changed: an evaluation of a snapshot read back fetches its content by digest,
+whatever the file on disk holds by then.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
 
 from sqlalchemy import Connection, select
 
-from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.state import schema
-
-
-def captured_content(snapshots: Iterable[Snapshot]) -> dict[str, bytes]:
-    """digest -> bytes of the content these snapshots hold in memory (those planned in this process)."""
-    found: dict[str, bytes] = {}
-    for snap in snapshots:
-        seed = snap.capture.seed if snap.capture is not None else None
-        if seed is not None and seed.in_memory is not None:
-            found[seed.digest] = seed.in_memory
-    return found
 
 
 def blob_rows(content: dict[str, bytes], ts: int) -> list[dict]:

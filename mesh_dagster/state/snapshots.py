@@ -6,8 +6,7 @@ fields categorisation decides are rewritten (`update_snapshots`).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, select, tuple_, update
@@ -15,7 +14,7 @@ from sqlalchemy import Connection, bindparam, delete, select, tuple_, update
 from mesh_dagster.core.errors import StateError
 from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotId
 from mesh_dagster.state import schema
-from mesh_dagster.state.blobs import blob_rows, captured_content, read_blob
+from mesh_dagster.state.blobs import blob_rows, read_blob
 from mesh_dagster.state.connection import BATCH_SIZE, Database, chunks, now_ms
 
 IntervalKey = tuple[str, str]
@@ -27,21 +26,23 @@ class Snapshots:
     def __init__(self, db: Database):
         self._db = db
 
-    def push_snapshots(self, snapshots: Iterable[Snapshot], recaptured: Iterable[Snapshot] = ()) -> None:
+    def push_snapshots(self, snapshots: Iterable[Snapshot], recaptured: Iterable[Snapshot] = (),
+                       content: Mapping[str, bytes] | None = None) -> None:
         """Record new snapshots; ones already stored are left untouched (they are immutable
         by identity — use `update_snapshots` for the few fields that may change). `recaptured`
         are stored snapshots made before captures existed, given the capture a plan just made
-        for the same fingerprint (core/snapshots/capture.py): only that is added to them."""
+        for the same fingerprint (core/snapshots/capture.py): only that is added to them.
+        `content`: digest -> the bytes they captured (`captured_content`), stored beside them."""
         ts = now_ms()
         snapshots, recaptured = list(snapshots), list(recaptured)
         rows = {s.snapshot_id: _snapshot_row(s, ts) for s in snapshots}
         if not rows and not recaptured:
             return
         table = schema.snapshots
-        content = blob_rows(captured_content([*snapshots, *recaptured]), ts)  # in the same transaction
+        blobs = blob_rows(dict(content or {}), ts)  # in the same transaction
         with self._db.write() as conn:
-            if content:
-                conn.execute(self._db.insert(schema.blobs).on_conflict_do_nothing(), content)
+            if blobs:
+                conn.execute(self._db.insert(schema.blobs).on_conflict_do_nothing(), blobs)
             for chunk in chunks(list(rows.values()), BATCH_SIZE):
                 conn.execute(self._db.insert(table).on_conflict_do_nothing(), chunk)
             for snap in recaptured:
@@ -86,7 +87,7 @@ class Snapshots:
             for chunk in chunks(wanted, BATCH_SIZE):
                 query = select(table.c.name, table.c.identifier, table.c.payload).where(key.in_(chunk))
                 for name, identifier, payload in conn.execute(query):
-                    found[SnapshotId(name, identifier)] = self._attached(Snapshot.model_validate_json(payload))
+                    found[SnapshotId(name, identifier)] = Snapshot.model_validate_json(payload)
         return found
 
     def get_blob(self, digest: str) -> bytes | None:
@@ -115,13 +116,6 @@ class Snapshots:
                 conn.execute(delete(intervals).where(interval_key.in_(chunk)))
             for chunk in chunks(_unique_ids(ids), BATCH_SIZE):
                 conn.execute(delete(snapshots).where(snapshot_key.in_(chunk)))
-
-    def _attached(self, snapshot: Snapshot) -> Snapshot:
-        """A stored snapshot that fetches the content it captured from this store, when asked."""
-        seed = snapshot.capture.seed if snapshot.capture is not None else None
-        if seed is not None:
-            seed.attach(functools.partial(self.get_blob, seed.digest))
-        return snapshot
 
 
 def _existing_snapshot_ids(conn: Connection, ids: Sequence[SnapshotId]) -> set[SnapshotId]:

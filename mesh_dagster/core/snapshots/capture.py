@@ -10,8 +10,9 @@ evaluation (backfill, `mesh run`, restatement, reviewed apply, Dagster) works fr
 
 Functions are stored the way a Python model's code is (core/models/python_env.py): only what they
 reach, as text compiled at its original file and line. A seed's content is too large for the
-snapshot's JSON: the capture holds its digest, the bytes travel in memory until the apply stores
-them once in the state store, by digest; a snapshot read back from the store fetches them there.
+snapshot's JSON: the capture holds its digest; the bytes are those the loader read (one read of
+the file), which the apply stores once in the state store by digest, and which an evaluation reads
+back by digest (execution/evaluate/evaluator.py).
 
 Snapshots stored before captures existed have none (`Snapshot.capture is None`): they are
 evaluated from the project as before, and the next plan captures them.
@@ -47,6 +48,7 @@ from mesh_dagster.core.project.signals import SignalRegistry, describe_signal, s
 
 if TYPE_CHECKING:
     from mesh_dagster.core.project.project import Project
+    from mesh_dagster.core.snapshots.snapshot import Snapshot
 
 _MACRO_USE = re.compile(r"@\{?([A-Za-z_]\w*)")
 
@@ -86,36 +88,15 @@ class CapturedFunction(BaseModel):
 
 
 class SeedContent(BaseModel):
-    """A seed CSV as planned: the digest of its bytes, and its header (the columns it loads)."""
+    """A seed CSV as planned: the digest of its bytes, and its header (the columns it loads). The
+    bytes themselves are read once, by the loader (`Project.seeds`); an apply stores them by this
+    digest (`captured_content`), and an evaluation reads them back by it, whatever the file holds by then."""
+
+    model_config = ConfigDict(frozen=True)
 
     digest: str
     header: list[str]
     size: int
-    _data: bytes | None = PrivateAttr(default=None)
-    _loader: Callable[[], bytes | None] | None = PrivateAttr(default=None)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SeedContent) and self.model_dump() == other.model_dump()
-
-    @classmethod
-    def of(cls, data: bytes, digest: str, header: list[str]) -> SeedContent:
-        content = cls(digest=digest, header=list(header), size=len(data))
-        content._data = data
-        return content
-
-    @property
-    def in_memory(self) -> bytes | None:
-        """The bytes, when this process read them (a plan made here): what an apply stores."""
-        return self._data
-
-    def attach(self, loader: Callable[[], bytes | None]) -> None:
-        """Where to fetch the bytes from when they are not in memory (the state store)."""
-        self._loader = loader
-
-    def data(self) -> bytes | None:
-        if self._data is None and self._loader is not None:
-            self._data = self._loader()
-        return self._data
 
 
 class Capture(BaseModel):
@@ -313,7 +294,20 @@ class Capturer:
         if model.kind.seed is None:
             return None
         seed = self.project.seeds[model.name]
-        return SeedContent.of(seed.data, seed.content_hash, seed.header)
+        return SeedContent(digest=seed.content_hash, header=list(seed.header), size=len(seed.data))
+
+
+def captured_content(project: Project, snapshots: Iterable[Snapshot]) -> dict[str, bytes]:
+    """digest -> bytes of the seed content these snapshots captured from `project` (the file as its
+    load read it): what an apply stores beside them. A snapshot captured from other content (the
+    file changed since) is not this project's to vouch for, and is left out."""
+    found: dict[str, bytes] = {}
+    for snap in snapshots:
+        seed = snap.capture.seed if snap.capture is not None else None
+        loaded = project.seeds.get(snap.name) if seed is not None else None
+        if seed is not None and loaded is not None and loaded.content_hash == seed.digest:
+            found[seed.digest] = loaded.data
+    return found
 
 
 def _lineage_source(project: Project, name: str) -> Callable[[], StoredLineage | None]:

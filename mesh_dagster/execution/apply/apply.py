@@ -52,6 +52,7 @@ from mesh_dagster.core.plan.forward_only import keeps_table
 from mesh_dagster.core.plan.plan import Plan, snapshot_order
 from mesh_dagster.core.project.environment_statements import Stage
 from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.snapshots.capture import captured_content
 from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms, parse_ttl
@@ -181,7 +182,8 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         refuse_serving_failed_audits(state, plan, project.audits, leave_out=readiness.backfills)
         run_environment_statements(Stage.BEFORE_ALL, project, engine, plan.target_environment(), guarded,
                                    plan.execution_time)
-        state.snapshots.push_snapshots(plan.new_snapshots, plan.recaptured)
+        state.snapshots.push_snapshots(plan.new_snapshots, plan.recaptured,
+                                   captured_content(project, [*plan.new_snapshots, *plan.recaptured]))
         _build(plan, project, state, engine, guarded, readiness.backfills)
         hiding = hiding_waits(plan, state, readiness)
         if hiding:  # the ready part is recorded; the environment stays as it was

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mesh_dagster.core.config.cache import content_key
-from mesh_dagster.core.config.files import UTF8_BOM
 from mesh_dagster.core.errors import AuditError, EngineError, ModelError
 from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.materialization import Materialization
@@ -58,10 +57,12 @@ class SnapshotEvaluator:
     """
 
     def __init__(self, project: Project, engine: Engine | None, snapshots: dict[str, Snapshot], *,
-                 allow_destructive: frozenset[str] = frozenset(), allow_additive: frozenset[str] = frozenset()):
+                 allow_destructive: frozenset[str] = frozenset(), allow_additive: frozenset[str] = frozenset(),
+                 stored_content: Callable[[str], bytes | None] | None = None):
         self.project = project
         self._engine = engine  # None: rendering only
         self.snapshots = snapshots  # the snapshots in play, by model name
+        self._stored_content = stored_content  # digest -> captured seed bytes (the state store's blobs)
         # Models whose schema-change policies a plan overrides (`--allow-*-model`).
         self.allow_destructive, self.allow_additive = allow_destructive, allow_additive
         self.warnings: list[str] = []  # schema changes allowed with a warning, for the caller to show
@@ -169,13 +170,33 @@ class SnapshotEvaluator:
         return render_statements(model.pre_statements if which == "pre" else model.post_statements, model, ctx,
                                  self.macros(snapshot))
 
-    def seed(self, snapshot: Snapshot) -> tuple[pd.DataFrame, dict[str, str]]:
+    def seed(self, snapshot: Snapshot) -> pd.DataFrame:
         """The seed's rows as planned: the captured content, never the file as it is now."""
+        return read_seed(snapshot.model, self.seed_content(snapshot))
+
+    def seed_types(self, snapshot: Snapshot) -> dict[str, str]:
+        """The types of a seed's columns: what its table is created with and its rows are cast to."""
+        model = snapshot.model
+        columns = snapshot.capture.columns if snapshot.capture is not None else self.project.columns(model.name)
+        return seed_types(model, columns)
+
+    def seed_content(self, snapshot: Snapshot) -> bytes:
+        """The bytes a seed snapshot captured, by digest: the project's when its load read those (no
+        I/O), else the state store's. A snapshot stored before captures existed reads the project's."""
         model, capture = snapshot.model, snapshot.capture
-        if capture is None:  # stored before captures existed: the project's file
-            columns = self.project.columns(model.name)
-            return read_seed(model, columns), seed_types(model, columns)
-        return read_seed(model, capture.columns, seed_content(snapshot)), seed_types(model, capture.columns)
+        loaded = self.project.seeds.get(model.name)
+        if capture is None:
+            return loaded.data if loaded is not None else _file_content(model)
+        assert capture.seed is not None, f"{snapshot.name} captured no seed"
+        digest = capture.seed.digest
+        if loaded is not None and loaded.content_hash == digest:
+            return loaded.data
+        stored = self._stored_content(digest) if self._stored_content is not None else None
+        if stored is None:
+            raise ModelError(f"The content of seed {snapshot.name} planned as {digest[:12]} is not in the state "
+                             "store, and its file now holds other rows: re-run `mesh plan` to capture the file as "
+                             "it is", model.path, model.line)
+        return stored
 
     def materialization(self, snapshot: Snapshot) -> Materialization:
         """A CUSTOM model's materialization: the class its snapshot captured (the project's only for
@@ -296,8 +317,8 @@ def _interval_datetimes(start: int | None, end: int | None) -> tuple[datetime | 
     return (ms_to_datetime(start) if start is not None else None), (ms_to_datetime(end) if end is not None else None)
 
 
-def read_seed(model: Model, columns: dict[str, str | None] | None, content: bytes | None = None) -> pd.DataFrame:
-    """The seed CSV (`content`, else the file) as a pandas DataFrame of strings (typed later by Spark)."""
+def read_seed(model: Model, content: bytes) -> pd.DataFrame:
+    """A seed's CSV content as a pandas DataFrame of strings (typed later by Spark)."""
     import pandas as pd
 
     seed = model.kind.seed
@@ -305,12 +326,11 @@ def read_seed(model: Model, columns: dict[str, str | None] | None, content: byte
         raise ModelError(f"{model.name} is not a seed", model.path, model.line)
     settings = {k: v for k, v in seed.csv_settings.items()
                 if k in ("delimiter", "quotechar", "escapechar", "encoding", "na_values", "keep_default_na")}
-    path = Path(seed.path or "")
     try:
-        source = io.BytesIO(content) if content is not None else path
-        df = pd.read_csv(source, dtype=str, keep_default_na=settings.pop("keep_default_na", True), **settings)
+        df = pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=settings.pop("keep_default_na", True),
+                         **settings)
     except (OSError, ValueError) as e:
-        raise ModelError(f"Cannot read seed: {e}", str(path), 1) from None
+        raise ModelError(f"Cannot read seed: {e}", seed.path or model.path, 1) from None
     df.columns = [c.strip().lower() for c in df.columns]
     return df
 
@@ -322,22 +342,11 @@ def seed_types(model: Model, columns: dict[str, str | None] | None) -> dict[str,
 
 
 
-def seed_content(snapshot: Snapshot) -> bytes:
-    """The bytes a seed snapshot captured: kept in memory by the plan that made it, else stored in the
-    state store. A file is read only when it still holds exactly that content (same digest)."""
-    capture = snapshot.capture
-    assert capture is not None and capture.seed is not None, f"{snapshot.name} captured no seed"
-    data = capture.seed.data()
-    if data is not None:
-        return data
-    model = snapshot.model
-    path = Path(getattr(model.kind, "path", None) or "")
+def _file_content(model: Model) -> bytes:
+    """A seed's file as it is now: only for a snapshot stored before captures existed, evaluated by
+    a project that no longer loads that seed."""
+    path = Path(getattr(model.kind.seed, "path", None) or "")
     try:
-        data = path.read_bytes()
-    except OSError:
-        data = b""
-    if content_key(data.removeprefix(UTF8_BOM)) != capture.seed.digest:
-        raise ModelError(f"The content of seed {snapshot.name} planned as {capture.seed.digest[:12]} is not in the "
-                         f"state store, and {path.name or 'its file'} now holds other rows: re-run `mesh plan` to "
-                         "capture the file as it is", model.path, model.line)
-    return data
+        return path.read_bytes()
+    except OSError as e:
+        raise ModelError(f"Cannot read seed: {e}", str(path), 1) from None

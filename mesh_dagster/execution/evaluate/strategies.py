@@ -64,8 +64,11 @@ class Evaluation(Protocol):
     def statements(self, snapshot: Snapshot, which: str, start: int, end: int, execution_time: int) -> list[str]:
         """The model's rendered `pre` or `post` statements for an interval."""
 
-    def seed(self, snapshot: Snapshot) -> tuple[pd.DataFrame, dict[str, str]]:
-        """The seed's rows (as text) and its column types."""
+    def seed(self, snapshot: Snapshot) -> pd.DataFrame:
+        """The seed's rows (as text), from the content its snapshot captured."""
+
+    def seed_types(self, snapshot: Snapshot) -> dict[str, str]:
+        """The seed's column types (no rows read)."""
 
     def create(self, snapshot: Snapshot, journal: Journal | None = None) -> None:
         """Create the physical object once per apply (memoised), or migrate the schema of a kept
@@ -147,17 +150,17 @@ class SeedStrategy(WriteStrategy):
 
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
         model = snapshot.model
-        _, types = ev.seed(snapshot)
+        types = ev.seed_types(snapshot)
         empty = "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in types.items())
         ev.engine.catalog.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types,
                                        model.column_descriptions)
 
     def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
               journal: Journal | None = None) -> None:
-        frame, types = ev.seed(snapshot)
-        seed = snapshot.model.kind.seed
-        ev.engine.writes.load_seed(snapshot.table_name, frame, types, snapshot.model.column_descriptions,
-                                   journal=journal, batch_size=seed.batch_size if seed is not None else None)
+        model = snapshot.model
+        batch_size = model.kind.seed.batch_size if model.kind.seed is not None else None
+        ev.engine.writes.load_seed(snapshot.table_name, ev.seed(snapshot), ev.seed_types(snapshot),
+                                   model.column_descriptions, journal=journal, batch_size=batch_size)
 
 
 class QueryStrategy(WriteStrategy):

@@ -29,6 +29,7 @@ from mesh_dagster.core.errors import MeshError, StateError
 from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill, compute_backfills
 from mesh_dagster.core.plan.plan import Plan, build_plan, model_start_ms
 from mesh_dagster.core.project.project import Project
+from mesh_dagster.core.snapshots.capture import captured_content
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
 from mesh_dagster.core.time.intervals import Interval, format_interval_range, intervals_cover, subtract_intervals
@@ -195,7 +196,8 @@ def _prepare(project: Project, state: State, engine_factory: Callable[[], Engine
         if window is not None and not reused:
             require_ready(project.signals, snapshots[name], window, execution_ms,
                           spark=lambda: engine_factory().session.spark, view=view_name(name, environment))
-    state.snapshots.push_snapshots(plan.new_snapshots, plan.recaptured)
+    state.snapshots.push_snapshots(plan.new_snapshots, plan.recaptured,
+                                   captured_content(project, [*plan.new_snapshots, *plan.recaptured]))
     return plan, windows
 
 
