@@ -62,7 +62,7 @@ from mesh_dagster.execution.apply.virtual_statements import run_virtual_update_s
 from mesh_dagster.execution.evaluate.environment_statements import run_environment_statements
 from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.evaluate.migration import MigrationJournal, migrate_table
-from mesh_dagster.execution.evaluate.verdicts import RecordingEvaluator, refuse_serving_failed_audits
+from mesh_dagster.execution.evaluate.verdicts import RecordingEvaluator, refuse_failed_audits
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.intervals.physical_check import rebuild_missing
 from mesh_dagster.execution.intervals.readiness import Readiness, SignalsPendingError, Wait, check_readiness
@@ -179,7 +179,8 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         plan = rebuild_missing(plan, state, engine, guarded)  # tables gone while their history is recorded
         readiness = backfill_readiness(plan, project, state, engine, guarded)  # before anything is written
         # data a blocking audit failed on is never served; what the backfill recomputes is audited again
-        refuse_serving_failed_audits(state, plan, project.audits, leave_out=readiness.backfills)
+        refuse_failed_audits(state, plan, project.audits, set(plan.promoted) - set(readiness.backfills),
+                             applying=True)
         run_environment_statements(Stage.BEFORE_ALL, project, engine, plan.target_environment(), guarded,
                                    plan.execution_time)
         state.snapshots.push_snapshots(plan.new_snapshots, plan.recaptured,
@@ -188,7 +189,7 @@ def apply_locked(plan: Plan, project: Project, state: State, engine: Engine, lis
         hiding = hiding_waits(plan, state, readiness)
         if hiding:  # the ready part is recorded; the environment stays as it was
             raise SignalsPendingError(plan.environment, hiding, plan.view)
-        refuse_serving_failed_audits(state, plan, project.audits)  # with the verdicts the backfill recorded
+        refuse_failed_audits(state, plan, project.audits, plan.promoted, applying=True)  # with the backfill's verdicts
         if plan.clearings:  # after the backfill: nobody sees a hole while it runs
             state.intervals.remove_intervals([(c.name, c.version, *c.interval) for c in plan.clearings])
         replaced = state.environments.replaced_environment(plan.environment)

@@ -90,7 +90,7 @@ def promote_environment(project: Project, state: State, engine_factory: Callable
         gaps = [g for g in environment_gaps(plan) if not plan.snapshots[g.name].model.kind.is_symbolic]
         if gaps:
             raise PromotionRefused(plan.environment, gaps)
-        refuse_failed_audits(state, plan.environment, plan.snapshots, project.audits)
+        refuse_failed_audits(state, plan, project.audits, plan.snapshots, applying=False)
         if not plan.needs_apply:
             listener.log(f"Environment '{plan.environment}' is up to date: nothing to promote")
             return plan

@@ -190,21 +190,14 @@ def failed_audits(state: State, snapshots: Mapping[str, Snapshot],
     return out
 
 
-def refuse_failed_audits(state: State, environment: str, snapshots: Mapping[str, Snapshot],
-                         project_audits: Mapping[str, Audit]) -> None:
-    failed = failed_audits(state, snapshots, project_audits)
-    if failed:
-        raise AuditsFailed(environment, failed)
-
-
-def refuse_serving_failed_audits(state: State, plan: Plan, project_audits: Mapping[str, Audit],
-                                 leave_out: Iterable[str] = ()) -> None:
-    """Refuse an apply whose environment would serve, through its views (`plan.promoted`), a
-    version whose holding blocking verdict failed — whoever recorded it (a Dagster materialization,
-    `mesh run`, an earlier apply). `leave_out`: models whose verdicts the apply may still renew
-    (it recomputes them), checked once it has."""
-    skipped = set(leave_out)
-    served = {n: plan.snapshots[n] for n in plan.promoted if n in plan.snapshots and n not in skipped}
-    failed = failed_audits(state, served, project_audits)
-    if failed:
+def refuse_failed_audits(state: State, plan: Plan, project_audits: Mapping[str, Audit], judged: Iterable[str], *,
+                         applying: bool) -> None:
+    """Refuse to let `plan`'s environment serve the versions of the `judged` models whose holding
+    blocking verdict failed, whoever recorded it (a Dagster materialization, `mesh run`, an earlier
+    apply): the one verdict check of a promotion (`applying=False`: nothing was asked of a plan
+    record yet) and of an apply (its record stays retryable)."""
+    failed = failed_audits(state, {n: plan.snapshots[n] for n in judged if n in plan.snapshots}, project_audits)
+    if failed and applying:
         raise ApplyAuditsFailed(plan.plan_id, plan.environment, failed)
+    if failed:
+        raise AuditsFailed(plan.environment, failed)

@@ -30,7 +30,7 @@ from mesh_dagster.core.project.linter import LintReport
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.execution.apply.apply import apply_plan, environment_held
 from mesh_dagster.execution.apply.promote import promote_environment, refuse_unreviewed
-from mesh_dagster.execution.evaluate.verdicts import AuditsFailed, failed_audits
+from mesh_dagster.execution.evaluate.verdicts import AuditsFailed, refuse_failed_audits
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.parts import Parts
 from mesh_dagster.execution.plans.data_diffs import plan_data_diffs
@@ -353,6 +353,9 @@ def _warn(report: LintReport, listener: ApplyListener | None) -> None:
 def _failed_audits(parts: Parts, plan: Plan) -> str | None:
     """Why promoting `plan` as it is would serve data a blocking audit failed on (the models it
     recomputes run their audits again), or None."""
-    kept = {n: s for n, s in plan.snapshots.items() if n not in plan.backfills}
-    failed = failed_audits(parts.state, kept, parts.project.audits)
-    return str(AuditsFailed(plan.environment, failed)) if failed else None
+    try:
+        refuse_failed_audits(parts.state, plan, parts.project.audits, set(plan.snapshots) - set(plan.backfills),
+                             applying=False)
+    except AuditsFailed as e:
+        return str(e)
+    return None
