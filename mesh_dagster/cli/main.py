@@ -31,7 +31,7 @@ from mesh_dagster.core.config.display import printable_line
 from mesh_dagster.core.config.memory import for_this_process
 from mesh_dagster.core.config.redaction import shorten
 from mesh_dagster.core.errors import EngineError, MeshError
-from mesh_dagster.core.plan.flags import JOB_FLAGS, plan_options
+from mesh_dagster.core.plan.flags import JOB_FLAGS, plan_options, refuse_in_restatement
 from mesh_dagster.core.time.dates import ms_to_datetime
 
 
@@ -103,7 +103,7 @@ def plan(ctx, environment, **flags) -> None:
         if not report.ok:
             raise MeshError("Unit tests failed: fix them or use --skip-tests. Nothing was applied.")
     if flags["restate_model"]:
-        _check_restatement_options(flags)
+        refuse_in_restatement(flags)
         p = context.plans.restate(environment, flags["restate_model"], start=flags["start"], end=flags["end"],
                                   execution_time=flags["execution_time"])
     else:
@@ -185,21 +185,6 @@ def _ask_categories(plan, context, given: dict, *, ask_all: bool, no_prompts: bo
         chosen[name] = CATEGORY_CHOICES[answer]
         console.print()
     return chosen
-
-
-def _check_restatement_options(flags: dict) -> None:
-    """A restatement recomputes what the environment has: options about changes make no sense."""
-    about_changes = {"forward_only": "--forward-only", "effective_from": "--effective-from",
-                     "allow_destructive_model": "--allow-destructive-model/--allow-additive-model",
-                     "allow_additive_model": "--allow-destructive-model/--allow-additive-model",
-                     "skip_backfill": "--skip-backfill/--empty-backfill",
-                     "empty_backfill": "--skip-backfill/--empty-backfill", "include_unmodified": "--include-unmodified",
-                     "select_model": "--select-model/--backfill-model",
-                     "backfill_model": "--select-model/--backfill-model", "min_intervals": "--min-intervals",
-                     "no_gaps": "--no-gaps"}
-    used = list(dict.fromkeys(spelling for name, spelling in about_changes.items() if flags[name]))
-    if used:
-        raise MeshError(f"--restate-model cannot be combined with {', '.join(used)}: a restatement changes no model")
 
 
 @cli.command()

@@ -9,7 +9,7 @@ import pytest
 
 from mesh_dagster.cli.main import cli
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.plan.flags import JOB_FLAGS, PLAN_FLAGS, plan_options
+from mesh_dagster.core.plan.flags import JOB_FLAGS, PLAN_FLAGS, plan_options, refuse_in_restatement
 from mesh_dagster.dagster.jobs.reviews import plan_job
 
 
@@ -59,3 +59,13 @@ def test_a_bad_value_from_config_is_refused_naming_the_flag(name, value, said):
     with pytest.raises(PlanError) as e:
         plan_options({name: value}, lambda selectors, flag: set())
     assert str(e.value).startswith(said)
+
+
+def test_a_restatement_refuses_every_flag_about_changes_naming_each_as_spelt():
+    refuse_in_restatement({"start": "2020-01-01", "end": "2020-01-02", "restate_model": ("s.a",), "skip_tests": True})
+    given = {"skip_backfill": True, "forward_only": True, "allow_additive_model": ("s.a",), "min_intervals": 3,
+             "no_gaps": False, "start": "2020-01-01"}
+    with pytest.raises(PlanError) as refused:
+        refuse_in_restatement(given)
+    assert str(refused.value) == ("--restate-model cannot be combined with --skip-backfill, --forward-only, "
+                                  "--allow-additive-model, --min-intervals: a restatement changes no model")

@@ -34,7 +34,9 @@ class FlagValue(Enum):
 @dataclass(frozen=True)
 class PlanFlag:
     """One plan option: its name (the CLI parameter's and the config field's), its CLI spellings,
-    what it takes and its help text; `cli_only` says why a Dagster plan job cannot honour it."""
+    what it takes and its help text; `cli_only` says why a Dagster plan job cannot honour it;
+    `about_changes`: it shapes the changes a plan makes, so a restatement (which changes no
+    model) refuses it."""
 
     name: str
     spellings: tuple[str, ...]
@@ -42,6 +44,7 @@ class PlanFlag:
     help: str
     default: Any = None
     cli_only: str | None = None
+    about_changes: bool = False
 
 
 _LOOK = "the CLI shows it; a Dagster plan job records the plan, its run page shows it"
@@ -62,11 +65,11 @@ PLAN_FLAGS: tuple[PlanFlag, ...] = (
              "Do not run the linter (`linter:` in the config) before planning.",
              cli_only="a Dagster plan job always runs the linter, as its run is the review's record"),
     PlanFlag("skip_backfill", ("--skip-backfill", "--dry-run"), FlagValue.SWITCH,
-             "Only update views; compute nothing."),
+             "Only update views; compute nothing.", about_changes=True),
     PlanFlag("empty_backfill", ("--empty-backfill",), FlagValue.SWITCH,
-             "Record missing intervals as done without computing them."),
+             "Record missing intervals as done without computing them.", about_changes=True),
     PlanFlag("include_unmodified", ("--include-unmodified",), FlagValue.SWITCH,
-             "Give the environment views for all models, not just changed ones."),
+             "Give the environment views for all models, not just changed ones.", about_changes=True),
     PlanFlag("explain", ("--explain",), FlagValue.SWITCH, "Show what applying would do, without applying.",
              cli_only=_LOOK),
     PlanFlag("auto_apply", ("--auto-apply",), FlagValue.SWITCH, "Apply without asking.", cli_only=_APPLY),
@@ -76,13 +79,17 @@ PLAN_FLAGS: tuple[PlanFlag, ...] = (
              cli_only=_LOOK),
     PlanFlag("forward_only", ("--forward-only",), FlagValue.SWITCH,
              "Keep every changed model's table: migrate its schema, compute only new intervals with the new "
-             "logic (development environments preview the change in tables of their own)."),
+             "logic (development environments preview the change in tables of their own).",
+             about_changes=True),
     PlanFlag("effective_from", ("--effective-from",), FlagValue.TIME,
-             "With forward-only changes: recompute their intervals from this date once deployed."),
+             "With forward-only changes: recompute their intervals from this date once deployed.",
+             about_changes=True),
     PlanFlag("allow_destructive_model", ("--allow-destructive-model",), FlagValue.SELECTORS,
-             "Allow destructive schema changes (dropped or narrowed columns) of these models' kept tables."),
+             "Allow destructive schema changes (dropped or narrowed columns) of these models' kept tables.",
+             about_changes=True),
     PlanFlag("allow_additive_model", ("--allow-additive-model",), FlagValue.SELECTORS,
-             "Allow additive schema changes (added or widened columns) of these models' kept tables."),
+             "Allow additive schema changes (added or widened columns) of these models' kept tables.",
+             about_changes=True),
     PlanFlag("no_auto_categorization", ("--no-auto-categorization",), FlagValue.SWITCH,
              "Ask the category (breaking, non-breaking, forward-only) of every directly modified model.",
              cli_only="a Dagster plan job never asks: give categories with `categorize`"),
@@ -95,14 +102,16 @@ PLAN_FLAGS: tuple[PlanFlag, ...] = (
     PlanFlag("select_model", ("--select-model",), FlagValue.SELECTORS,
              "Only the selected models' local changes enter the plan; every other model stays as the environment "
              "has it (their children are still indirectly modified). In development environments, also what is "
-             "backfilled unless --backfill-model says otherwise."),
+             "backfilled unless --backfill-model says otherwise.", about_changes=True),
     PlanFlag("backfill_model", ("--backfill-model",), FlagValue.SELECTORS,
              "Development environments only: backfill only the selected models and their upstream; other changed "
-             "models are neither computed nor shown in the environment."),
+             "models are neither computed nor shown in the environment.", about_changes=True),
     PlanFlag("min_intervals", ("--min-intervals",), FlagValue.COUNT,
-             "Check at least this many of each model's latest intervals, however late --start is.", default=0),
+             "Check at least this many of each model's latest intervals, however late --start is.", default=0,
+             about_changes=True),
     PlanFlag("no_gaps", ("--no-gaps",), FlagValue.SWITCH,
-             "Refuse the plan if a changed model's new table would lack intervals its current version has."),
+             "Refuse the plan if a changed model's new table would lack intervals its current version has.",
+             about_changes=True),
 )
 
 # The flags a Dagster plan job takes as config (the others are the CLI's only).
@@ -115,6 +124,13 @@ Select = Callable[[Sequence[str], str], set[str]]
 def flag_spelling(flag: PlanFlag) -> str:
     """How an error names the flag: its long CLI spelling."""
     return next(s for s in flag.spellings if s.startswith("--"))
+
+
+def refuse_in_restatement(values: Mapping[str, Any]) -> None:
+    """A restatement recomputes what the environment has: options about changes make no sense with it."""
+    used = [flag_spelling(f) for f in PLAN_FLAGS if f.about_changes and values.get(f.name)]
+    if used:
+        raise PlanError(f"--restate-model cannot be combined with {', '.join(used)}: a restatement changes no model")
 
 
 def checked_value(flag: PlanFlag, value: Any) -> Any:
