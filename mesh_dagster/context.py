@@ -9,9 +9,11 @@ state store or Spark's connection read `config.yaml` alone, so a broken model fi
 
 Its services are attributes, and callers use them: `ctx.plans` (execution/plans/planning.py: plans,
 restatements, categories, gaps), `ctx.reviews` (execution/plans/reviews.py: recording, review,
-apply, promotion, git pushes; `ctx.reviews.records` the records' life) and `ctx.inspection`
-(execution/inspection.py: rendering, evaluating, auditing, diffing data). Context's own methods are
-those that add something: a lazily built part, a lock, a notification, a choice of front door.
+apply, promotion, git pushes; `ctx.reviews.records` the records' life), `ctx.runs`
+(execution/intervals/runs.py: `mesh run`, Dagster's materializations), `ctx.inspection`
+(execution/inspection.py: rendering, evaluating, auditing, diffing data) and `ctx.upkeep`
+(execution/apply/upkeep.py: migrate, invalidate, the janitor). Context's own methods are those that
+add something: a lazily built part, the shared Spark server, the lint gate, a choice of front door.
 
 The front doors (cli/, dagster/) go through Context only, so it also hands out the types of its
 API: the imports marked `noqa: F401` below.
@@ -29,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.config.connections import MESH_DIR, SparkConnectionConfig
-from mesh_dagster.core.config.names import PROD, normalize_environment
+from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.config.spark_settings import spark_settings_refusal, with_spark_settings
-from mesh_dagster.core.errors import ConfigError, PlanError
+from mesh_dagster.core.errors import ConfigError
 from mesh_dagster.core.plan.identity import current_user
 from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.manual_categories import CHOICES as CATEGORY_CHOICES  # noqa: F401 - for the CLI
@@ -43,10 +45,8 @@ from mesh_dagster.core.project.lineage import ColumnRef, Lineage, column_upstrea
 from mesh_dagster.core.project.linter import LinterErrors, LintReport, lint, refuse_errors  # noqa: F401 - for the front doors
 from mesh_dagster.core.project.project import Project, load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory  # noqa: F401 - for dagster/mapping/model_asset.py
-from mesh_dagster.core.time.dates import now_ms, time_range
-from mesh_dagster.core.time.intervals import Interval
-from mesh_dagster.execution.apply.janitor import run_janitor
 from mesh_dagster.execution.apply.promote import PromotionRefused  # noqa: F401
+from mesh_dagster.execution.apply.upkeep import Upkeep
 from mesh_dagster.execution.evaluate.verdicts import (  # noqa: F401 - Holding: for dagster/restamp/verdicts.py
     HeldVerdicts,
     Holding,
@@ -57,16 +57,10 @@ from mesh_dagster.execution.evaluate.verdicts import (  # noqa: F401 - Holding: 
 )
 from mesh_dagster.execution.events import ApplyListener, LogLines  # noqa: F401
 from mesh_dagster.execution.inspection import Inspection
-from mesh_dagster.execution.intervals.materialize import (  # noqa: F401
-    ModelMaterialization,
-    Outcome,
-    materialize,
-    pending_intervals,
-    unpartitioned_windows,
-)
+from mesh_dagster.execution.intervals.materialize import ModelMaterialization, Outcome  # noqa: F401
 from mesh_dagster.execution.intervals.physical_check import MissingTable, missing_tables
-from mesh_dagster.execution.intervals.run import environment_snapshots, run_environment, run_scope
-from mesh_dagster.execution.intervals.statement_runs import StatementRun
+from mesh_dagster.execution.intervals.runs import Runs
+from mesh_dagster.execution.intervals.statement_runs import StatementRun  # noqa: F401 - for dagster/assets.py
 from mesh_dagster.execution.plans.deployed import deployed_files
 from mesh_dagster.execution.plans.git_worker import (  # noqa: F401 - cli/git_worker.py, dagster/ui/pushed_python.py
     STAND_IN_URL,
@@ -75,7 +69,7 @@ from mesh_dagster.execution.plans.git_worker import (  # noqa: F401 - cli/git_wo
     open_channel,
     worker_variables,
 )
-from mesh_dagster.execution.plans.planning import PlanExplanation, Planning, model_name, select  # noqa: F401 - for the CLI
+from mesh_dagster.execution.plans.planning import PlanExplanation, Planning, select  # noqa: F401 - for the CLI
 from mesh_dagster.execution.plans.reviews import Reviews
 from mesh_dagster.state.store import StateStore
 
@@ -129,6 +123,8 @@ class Context:
         self.plans = Planning(self)
         self.reviews = Reviews(self, self.plans, self._files)
         self.inspection = Inspection(self, self.plans)
+        self.runs = Runs(self)
+        self.upkeep = Upkeep(self)
 
     @property
     def project(self) -> Project:
@@ -294,42 +290,6 @@ class Context:
         finally:
             other.close()
 
-    def run(self, environment: str = PROD, listener: ApplyListener | None = None, **options) -> int:
-        """`mesh run`; `select` (selectors) and `auto_upstream` limit the models it processes."""
-        if options.get("start") and options.get("end"):
-            time_range(options["start"], options["end"])
-        if options.get("select"):  # a selector that selects nothing fails before Spark starts
-            _, snapshots = environment_snapshots(self.state, normalize_environment(environment))
-            run_scope(snapshots, options["select"], auto_upstream=options.get("auto_upstream", True))
-        try:
-            return run_environment(self.project, self.state, self.engine, environment, listener=listener, **options)
-        except Exception as e:
-            notifier = self.reviews.records.notifier  # always set by plans/reviews.py
-            assert notifier is not None
-            notifier.send("run_failed", {"environment": normalize_environment(environment),
-                                                      "error": str(e) or type(e).__name__, "actor": self.user})
-            raise
-
-    # -- materializing (what Dagster calls) -------------------------------------------------
-    def materialize(self, models: list[str], start: int | str, end: int | str, environment: str = PROD,
-                    listener: ApplyListener | None = None, execution_time: int | str | None = None,
-                    before_write: Callable[[], None] | None = None):
-        """Evaluate `models` (names) of `environment` for `[start, end)` into their current
-        versions' tables and record the intervals; views do not move. A lazy iterator of
-        `ModelMaterialization`s, parents first; a model that fails is reported FAILED, the models
-        reading it BLOCKED, and the others are still evaluated. `before_write` runs before the first
-        evaluation (a run's `before_all`: `run_statements`)."""
-        return materialize(self.project, self.state, lambda: self.engine, normalize_environment(environment),
-                           [self.model_name(m) for m in models], start, end, execution_time=execution_time,
-                           listener=listener, before_write=before_write)
-
-    def run_statements(self, run_id: str, environment: str, models: Sequence[str],
-                       listener: ApplyListener) -> StatementRun:
-        """The `before_all` / `after_all` of a run with one step per model (`models`: a Dagster run's),
-        run once per run whichever steps call it (execution/intervals/statement_runs.py)."""
-        return StatementRun(self.project, self.state, lambda: self.engine, run_id, normalize_environment(environment),
-                            [self.model_name(m) for m in models], listener)
-
     def verdicts(self, keys: list[tuple[str, str]]) -> dict[VerdictKey, HeldVerdicts]:
         """The audit verdicts that hold on these `(model, version)`s: {(model, version, audit digest):
         HeldVerdicts} (execution/evaluate/verdicts.py)."""
@@ -348,61 +308,18 @@ class Context:
             return None
         return deployed_files(self.state, normalize_environment(environment), self.config.git, self.path, self.home)
 
-    def materialization_windows(self, environment: str, model: str) -> list[Interval]:
-        """What one materialization of a model without partitions processes (execution/intervals/materialize.py)."""
-        return unpartitioned_windows(self.project, self.state, normalize_environment(environment),
-                                     self.model_name(model), engine_factory=lambda: self.engine)
-
-    def pending_intervals(self, environment: str = PROD, models: list[str] | None = None,
-                          execution_time: int | str | None = None, listener: ApplyListener | None = None):
-        """Due, missing intervals of the current snapshots by model (what a scheduled run fills),
-        less those waiting for a signal (each reported to `listener`)."""
-        names = [self.model_name(m) for m in models] if models is not None else None
-        return pending_intervals(self.project, self.state, normalize_environment(environment), names,
-                                 execution_time=execution_time, engine_factory=lambda: self.engine, listener=listener)
-
-    def model_name(self, name: str) -> str:
-        """Accept `schema.model`, or a view name of any environment (`schema__dev.model`)."""
-        return model_name(self.project, name)
-
     def column_lineage(self, model: str) -> Lineage | None:
         """Each output column of `model` -> the upstream columns (model, column) it is computed from;
         a column left out has an unknown upstream, None: nothing known (core/project/lineage.py)."""
-        return model_lineage(self.project, self.model_name(model))
+        return model_lineage(self.project, self.project.model_name(model))
 
     def column_upstream(self, model: str, column: str) -> tuple[ColumnRef, ...] | None:
         """One column's upstream columns (None: unknown); an error names a column `model` lacks."""
-        return column_upstream(self.project, self.model_name(model), column)
+        return column_upstream(self.project, self.project.model_name(model), column)
 
     def select(self, selectors: Sequence[str], flag: str) -> set[str]:
         """The project's models `selectors` choose (core/plan/selectors.py); errors name `flag`."""
         return select(self.project, selectors, flag) if selectors else set()
-
-    # -- environments and upkeep -------------------------------------------------------------
-    def environment_exists(self, environment: str) -> bool:
-        return self.state.environments.get_environment(normalize_environment(environment)) is not None
-
-    def migrate(self) -> int:
-        """Bring the state store's schema up to this version; returns the schema version."""
-        store = StateStore(self.state_url, check_version=False)
-        try:
-            store.migrate()
-        finally:
-            store.close()
-        return store.schema_version
-
-    def invalidate(self, environment: str, sync: bool = False) -> None:
-        environment = normalize_environment(environment)
-        if environment == PROD:
-            raise PlanError("The prod environment cannot be invalidated")
-        if not self.environment_exists(environment):
-            raise PlanError(f"Environment '{environment}' does not exist")
-        self.state.environments.invalidate_environment(environment, now_ms())
-        if sync:
-            self.janitor(ignore_ttl=False)
-
-    def janitor(self, ignore_ttl: bool = False) -> dict[str, list[str]]:
-        return run_janitor(self.config, self.state, lambda: self.engine, ignore_ttl=ignore_ttl)
 
     def lint(self, models: Sequence[str] | None = None) -> LintReport:
         """Run the project's linter (`linter:` in the config) over its models, or those `models`

@@ -30,7 +30,7 @@ def lineage(ctx: click.Context, model: str, column: str | None, depth: int | Non
       mesh lineage sqlmesh_example.full_model num_orders
     """
     context = project_context(ctx)
-    name = context.model_name(model)
+    name = context.project.model_name(model)
     if column is not None:
         context.column_upstream(name, column)  # an unknown column is an error naming it
     found = context.column_lineage(name)

@@ -205,7 +205,7 @@ def run(ctx, environment, start, end, execution_time, ignore_cron, select_model,
     context = project_context(ctx)
     listener = ConsoleListener()
     try:
-        context.run(environment, listener=listener, start=start, end=end, execution_time=execution_time,
+        context.runs.run(environment, listener=listener, start=start, end=end, execution_time=execution_time,
                     ignore_cron=ignore_cron, select=select_model or None, auto_upstream=not no_auto_upstream)
     finally:
         listener.close()
@@ -308,7 +308,7 @@ def _show_table_diff(d, source: str, target: str) -> None:
 @click.pass_context
 def invalidate(ctx, environment, sync) -> None:
     """Mark ENVIRONMENT expired so the janitor removes it."""
-    project_context(ctx).invalidate(environment, sync)
+    project_context(ctx).upkeep.invalidate(environment, sync)
     click.echo(f"Environment '{environment}' invalidated." + (" Deleted." if sync else ""))
 
 
@@ -317,7 +317,7 @@ def invalidate(ctx, environment, sync) -> None:
 @click.pass_context
 def janitor(ctx, ignore_ttl) -> None:
     """Delete expired environments and the physical tables no environment references."""
-    result = project_context(ctx).janitor(ignore_ttl)
+    result = project_context(ctx).upkeep.janitor(ignore_ttl)
     click.echo(f"Removed {len(result['environments'])} environment(s) and {len(result['tables'])} table(s).")
     for t in result["tables"]:
         click.echo(f"  dropped {t}")
@@ -409,7 +409,7 @@ def create_external_models(ctx, strict) -> None:
 @click.pass_context
 def migrate(ctx) -> None:
     """Migrate the state store's schema to this version of mesh_dagster."""
-    click.echo(f"State store is up to date (schema v{project_context(ctx).migrate()}).")
+    click.echo(f"State store is up to date (schema v{project_context(ctx).upkeep.migrate()}).")
 
 
 @cli.command()

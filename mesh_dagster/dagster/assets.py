@@ -153,7 +153,8 @@ def run_statements(context: AssetExecutionContext, graph: ProjectGraph, mesh_con
     selected = context.run.asset_selection
     models = [a.name for a in graph.materializable
               if (step_name(a) in steps if steps is not None else selected is None or a.asset_key in selected)]
-    return mesh_context.run_statements(context.run.run_id, graph.environment, models, DagsterLogListener(context.log))
+    return mesh_context.runs.run_statements(context.run.run_id, graph.environment, models,
+                                            DagsterLogListener(context.log))
 
 
 def _partitioned_step(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset,
@@ -165,7 +166,7 @@ def _partitioned_step(context: AssetExecutionContext, graph: ProjectGraph, asset
     listener = DagsterLogListener(context.log)
     ranged = None if context.has_partition_key else RangedChecks.of(context, partitions_def)
     try:
-        (run,) = list(mesh_context.materialize([asset.name], to_ms(window.start), to_ms(window.end),
+        (run,) = list(mesh_context.runs.materialize([asset.name], to_ms(window.start), to_ms(window.end),
                                                graph.environment, listener=listener, before_write=before_write))
     except MeshError as e:
         raise step_failure(asset, str(e)) from None

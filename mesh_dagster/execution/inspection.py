@@ -30,7 +30,7 @@ from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 from mesh_dagster.execution.evaluate.external_tables import catalog_columns
 from mesh_dagster.execution.intervals.run import environment_snapshots
 from mesh_dagster.execution.parts import Parts
-from mesh_dagster.execution.plans.planning import Planning, model_name
+from mesh_dagster.execution.plans.planning import Planning
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Inspection:
                execution_time: str | None = None, pretty: bool = True) -> str:
         """The query as it would run: macros expanded, references pointing at physical tables."""
         project = self.parts.project
-        name = model_name(project, model)
+        name = project.model_name(model)
         definition = project.models[name]
         if definition.python is not None:
             return (f"-- {name} is a Python model ({definition.where()}): it has no SQL to render.\n"
@@ -99,7 +99,7 @@ class Inspection:
                  execution_time: str | None = None, limit: int = 1000):
         """Run a model's query (a Python model's function) and return rows, without writing anything."""
         project = self.parts.project
-        name = model_name(project, model)
+        name = project.model_name(model)
         definition = project.models[name]
         if definition.python is None:
             sql = self.render(model, start, end, execution_time, pretty=False)
@@ -115,7 +115,7 @@ class Inspection:
         """Run the audits of an environment's models on their current data."""
         _, snapshots = environment_snapshots(self.parts.state, normalize_environment(environment))
         project = self.parts.project
-        names = [model_name(project, m) for m in models] if models else sorted(snapshots)
+        names = [project.model_name(m) for m in models] if models else sorted(snapshots)
         evaluator = SnapshotEvaluator(project, self.parts.engine, snapshots)
         out = []
         for name in names:
@@ -129,7 +129,7 @@ class Inspection:
     def table_diff(self, source: str, target: str, model: str, on: list[str] | None = None,
                    limit: int = 20) -> TableDiff:
         """Row and column differences of one model between two environments, joined on its grain."""
-        name = model_name(self.parts.project, model)
+        name = self.parts.project.model_name(model)
         keys = on or self.parts.project.models[name].grain
         if not keys:
             raise MeshError(f"Model {name} has no grain: pass the join columns with --on")
@@ -176,7 +176,7 @@ class Inspection:
         return result
 
     def physical_table(self, model: str) -> str:
-        snap = self.planning.local_snapshots()[model_name(self.parts.project, model)]
+        snap = self.planning.local_snapshots()[self.parts.project.model_name(model)]
         if snap.model.kind.is_symbolic:
             raise MeshError(f"{snap.name} is {snap.model.kind.name.value}: it has no physical table")
         return snap.table_name

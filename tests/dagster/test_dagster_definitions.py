@@ -303,6 +303,6 @@ def test_materialize_refuses_what_has_no_table(tmp_path):
     })
     ctx = Context(root)
     with pytest.raises(MeshError, match=r"Cannot materialize raw.events \(EXTERNAL\): these kinds have no physical"):
-        list(ctx.materialize(["raw.events"], "2024-01-01", "2024-01-02"))
+        list(ctx.runs.materialize(["raw.events"], "2024-01-01", "2024-01-02"))
     with pytest.raises(MeshError, match="Unknown model 'nope'"):
-        ctx.materialize(["nope"], "2024-01-01", "2024-01-02")
+        ctx.runs.materialize(["nope"], "2024-01-01", "2024-01-02")

@@ -280,7 +280,7 @@ def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_compu
         assert _restamped(project.restamp()) == {"full_model": 1}
         ctx = project.context()
         try:
-            done = list(ctx.materialize([project.name("incremental_model")], str(FIRST), str(date.today()), "prod"))
+            done = list(ctx.runs.materialize([project.name("incremental_model")], str(FIRST), str(date.today()), "prod"))
         finally:
             ctx.close()
         assert [m.outcome.value for m in done] == ["evaluated"]

@@ -126,7 +126,7 @@ def test_a_failing_day_stops_the_days_after_it_even_with_concurrent_tasks(tmp_pa
 
 
 def test_materializing_an_interval_whose_predecessor_is_missing_is_refused(ctx) -> None:
-    [refused] = list(ctx.materialize(["s.totals"], "2024-01-02", "2024-01-03", execution_time="2024-01-04"))
+    [refused] = list(ctx.runs.materialize(["s.totals"], "2024-01-02", "2024-01-03", execution_time="2024-01-04"))
     assert refused.outcome == Outcome.FAILED and not refused.recorded
     assert str(refused.error) == ("Cannot materialize s.totals for 2024-01-02 - 2024-01-02: it builds on its previous "
                             "intervals, and 2024-01-01 - 2024-01-01 is not done yet. Materialize s.totals from its first "
@@ -134,7 +134,7 @@ def test_materializing_an_interval_whose_predecessor_is_missing_is_refused(ctx) 
     assert not [c for c in ctx.engine.calls if c.method in ("stage", "insert_overwrite_interval")]
     # In order, it goes: the first day, then the next.
     for start, end in (("2024-01-01", "2024-01-02"), ("2024-01-02", "2024-01-03")):
-        [done] = list(ctx.materialize(["s.totals"], start, end, execution_time="2024-01-04"))
+        [done] = list(ctx.runs.materialize(["s.totals"], start, end, execution_time="2024-01-04"))
         assert done.recorded == [(to_ms(start), to_ms(end))]
 
 

@@ -62,7 +62,7 @@ def refusal(view: str, table: str) -> str:
 def test_run_refuses_to_write_a_table_gone_with_its_history(dropped) -> None:
     ctx, engine, table = dropped
     with pytest.raises(MissingTableError) as refused:
-        ctx.run("prod", execution_time="2020-01-06")
+        ctx.runs.run("prod", execution_time="2020-01-06")
     assert str(refused.value) == refusal("s.a", table)
     assert engine.calls == [] and table not in engine.tables  # nothing created, nothing written
     assert history(ctx) == HISTORY
@@ -70,7 +70,7 @@ def test_run_refuses_to_write_a_table_gone_with_its_history(dropped) -> None:
 
 def test_a_materialization_of_it_fails_and_its_children_are_blocked(dropped) -> None:
     ctx, engine, table = dropped
-    a, b = ctx.materialize(["s.a", "s.b"], "2020-01-04", "2020-01-05", execution_time="2020-01-06")
+    a, b = ctx.runs.materialize(["s.a", "s.b"], "2020-01-04", "2020-01-05", execution_time="2020-01-06")
     assert (a.outcome, str(a.error)) == (Outcome.FAILED, refusal("s.a", table))
     assert (b.outcome, b.blocked_by) == (Outcome.BLOCKED, "s.a")
     assert not [c for c in engine.calls if c.name == table] and table not in engine.tables
@@ -98,5 +98,5 @@ def test_the_restatement_the_refusal_names_rebuilds_it(dropped) -> None:
     ctx.reviews.apply(ctx.plans.restate("prod", ["s.a"], execution_time="2020-01-04"))
     assert table in engine.tables and inserted(engine) == [(table, "CAST('2020-01-01' AS DATE)")]
     assert history(ctx) == HISTORY
-    assert ctx.run("prod", execution_time="2020-01-06") > 0  # the next days are written again
+    assert ctx.runs.run("prod", execution_time="2020-01-06") > 0  # the next days are written again
     assert history(ctx) == [("2020-01-01", "2020-01-06")]

@@ -67,9 +67,9 @@ def test_a_dev_plan_leaves_the_day_prod_has_not_run_to_a_later_run(tmp_path: Pat
     assert dev["s.f"] == [("2020-01-01", "2020-01-03")]  # rebuilt as of what s.n holds
     assert "s__dev.n: waiting for upstream s.a (2020-01-03 - 2020-01-03)" in log.lines
 
-    ctx.run("prod", execution_time="2020-01-04")  # prod writes its due day
+    ctx.runs.run("prod", execution_time="2020-01-04")  # prod writes its due day
     assert recorded(ctx, "prod")["s.a"] == [("2020-01-01", "2020-01-04")]
-    ctx.run("dev", execution_time="2020-01-04")  # and dev's next run what waited for it
+    ctx.runs.run("dev", execution_time="2020-01-04")  # and dev's next run what waited for it
     dev = recorded(ctx, "dev")
     assert dev["s.n"] == dev["s.f"] == [("2020-01-01", "2020-01-04")]
 
@@ -79,8 +79,8 @@ def test_a_run_of_a_selected_model_without_its_upstream_waits_for_what_the_paren
     ctx = Context(root, engine=FakeEngine())
     ctx.reviews.apply(ctx.plans.plan("prod", execution_time="2020-01-03"))
     log = LogLines()
-    ctx.run("prod", execution_time="2020-01-04", select=["s.b"], auto_upstream=False, listener=log)
+    ctx.runs.run("prod", execution_time="2020-01-04", select=["s.b"], auto_upstream=False, listener=log)
     assert recorded(ctx, "prod") == {"s.a": [("2020-01-01", "2020-01-03")], "s.b": [("2020-01-01", "2020-01-03")]}
     assert "s.b: waiting for upstream s.a (2020-01-03 - 2020-01-03)" in log.lines
-    ctx.run("prod", execution_time="2020-01-04")
+    ctx.runs.run("prod", execution_time="2020-01-04")
     assert recorded(ctx, "prod") == {"s.a": [("2020-01-01", "2020-01-04")], "s.b": [("2020-01-01", "2020-01-04")]}

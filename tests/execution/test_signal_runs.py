@@ -90,22 +90,22 @@ def test_run_skips_what_waits_records_what_is_ready_and_a_later_run_fills_the_re
 
     landed(root, "2020-01-04")
     log = LogLines()
-    assert ctx.run("prod", execution_time="2020-01-06", listener=log) > 0
+    assert ctx.runs.run("prod", execution_time="2020-01-06", listener=log) > 0
     assert intervals(ctx) == {"s.a": [("2020-01-01", "2020-01-04")], "s.b": [("2020-01-01", "2020-01-04")],
                               "s.c": [("2020-01-01", "2020-01-06")]}
     assert "s.a: waiting for signal landed_through(marker := 'landed.txt') (2020-01-04 - 2020-01-05)" in log.lines
     assert "s.b: waiting for upstream s.a (2020-01-04 - 2020-01-05)" in log.lines
 
     log = LogLines()
-    assert ctx.run("prod", execution_time="2020-01-06", listener=log) == 0  # still not landed
+    assert ctx.runs.run("prod", execution_time="2020-01-06", listener=log) == 0  # still not landed
     assert log.lines[-1] == "Nothing to run: every due interval waits (for a signal, or for upstream data)"
 
     landed(root, "2020-01-06")
     engine.calls.clear()
-    assert ctx.run("prod", execution_time="2020-01-06") > 0
+    assert ctx.runs.run("prod", execution_time="2020-01-06") > 0
     assert intervals(ctx) == {n: [("2020-01-01", "2020-01-06")] for n in ("s.a", "s.b", "s.c")}
     assert {low for _, low in inserted(engine)} == {"CAST('2020-01-04' AS DATE)"}  # one batch per model: the two days
-    assert ctx.run("prod", execution_time="2020-01-06") == 0
+    assert ctx.runs.run("prod", execution_time="2020-01-06") == 0
 
 
 def test_a_raising_signal_stops_the_run_with_nothing_written(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_raising_signal_stops_the_run_with_nothing_written(tmp_path: Path) -> 
     landed(root, "not a date")
     engine.calls.clear()
     with pytest.raises(SignalError) as e:
-        ctx.run("prod", execution_time="2020-01-06")
+        ctx.runs.run("prod", execution_time="2020-01-06")
     line = SIGNALS.lstrip().splitlines().index("    landed = datetime.fromisoformat(text).replace(tzinfo=UTC)") + 1
     assert str(e.value) == (f"signals/__init__.py:{line}: Signal landed_through(marker := 'landed.txt') of model s.a "
                             "failed: ValueError: Invalid isoformat string: 'not a date'")
@@ -132,7 +132,7 @@ def test_a_plan_moves_the_environment_over_new_intervals_that_wait_and_a_run_fil
                               "s.c": [("2020-01-01", "2020-01-04")]}
     assert "s.a: waiting for signal landed_through(marker := 'landed.txt') (2020-01-02 - 2020-01-03)" in log.lines
     landed(root, "2020-01-04")
-    assert ctx.run("prod", execution_time="2020-01-04") > 0
+    assert ctx.runs.run("prod", execution_time="2020-01-04") > 0
     assert intervals(ctx) == {n: [("2020-01-01", "2020-01-04")] for n in ("s.a", "s.b", "s.c")}
 
 
@@ -183,18 +183,18 @@ def test_dagster_ticks_request_only_ready_intervals_and_materializing_a_waiting_
         tmp_path: Path) -> None:
     root, ctx, engine = setup(tmp_path, "2020-01-02")
     log = LogLines()
-    pending = ctx.pending_intervals("prod", execution_time="2020-01-04", listener=log)
+    pending = ctx.runs.pending_intervals("prod", execution_time="2020-01-04", listener=log)
     assert "s.a: waiting for signal landed_through(marker := 'landed.txt') (2020-01-02 - 2020-01-03)" in log.lines
     day = 86_400_000
     assert pending == {"s.a": [(to_ms("2020-01-01"), to_ms("2020-01-01") + day)],
                        "s.b": [(to_ms("2020-01-01"), to_ms("2020-01-01") + day)],
                        "s.c": [(to_ms("2020-01-01"), to_ms("2020-01-04"))]}
     with pytest.raises(NotReadyError) as e:
-        list(ctx.materialize(["s.c", "s.a"], "2020-01-01", "2020-01-03", "prod", execution_time="2020-01-04"))
+        list(ctx.runs.materialize(["s.c", "s.a"], "2020-01-01", "2020-01-03", "prod", execution_time="2020-01-04"))
     assert str(e.value) == ("Cannot materialize s.a for 2020-01-01 - 2020-01-02: signal landed_through(marker := "
                             "'landed.txt') says 2020-01-02 - 2020-01-02 is not ready. Nothing was written; materialize "
                             "it once the signal passes.")
     assert engine.calls == []
     assert ctx.state.snapshots.all_snapshot_ids() == set()
-    done = list(ctx.materialize(["s.a"], "2020-01-01", "2020-01-02", "prod", execution_time="2020-01-04"))
+    done = list(ctx.runs.materialize(["s.a"], "2020-01-01", "2020-01-02", "prod", execution_time="2020-01-04"))
     assert [m.recorded for m in done] == [[(to_ms("2020-01-01"), to_ms("2020-01-02"))]]

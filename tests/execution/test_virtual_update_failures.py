@@ -52,7 +52,7 @@ def test_a_new_environment_whose_view_fails_is_not_created(tmp_path):
     assert ctx.state.environments.get_environment("dev") is None
     assert engine.views == {}  # s__dev.a was made, then dropped
     with pytest.raises(PlanError, match="Environment 'dev' does not exist"):
-        ctx.run("dev", execution_time="2020-01-03")
+        ctx.runs.run("dev", execution_time="2020-01-03")
 
 
 def test_views_that_cannot_be_put_back_leave_the_served_plan_recorded_for_repair(tmp_path):

@@ -78,7 +78,7 @@ def upsert(self, *args, **kwargs):
 TableWrites.upsert = upsert
 ctx = Context(spec["project"], state_url=spec["url"])
 try:
-    done = list(ctx.materialize([spec["model"]], spec["start"], spec["end"]))
+    done = list(ctx.runs.materialize([spec["model"]], spec["start"], spec["end"]))
     print(json.dumps({"ok": True, "recorded": [list(i) for d in done for i in d.recorded]}))
 except Exception as e:
     print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}))

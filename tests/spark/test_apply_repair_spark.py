@@ -72,7 +72,7 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
     assert _rows(ctx, f"{schema}.a") == [(10,)] and _rows(ctx, f"{schema}.b") == [(1,)]  # half moved
     assert _rows(ctx, f"{schema}.c") == [(2,)]
 
-    ctx.janitor(ignore_ttl=True)
+    ctx.upkeep.janitor(ignore_ttl=True)
     assert engine.catalog.table_exists(old_b)  # the view of b still reads it
 
     repair = ctx.plans.plan()
@@ -82,6 +82,6 @@ def test_views_half_moved_by_a_failed_apply_are_repaired(tmp_path: Path, engine,
     assert _rows(ctx, f"{schema}.a") == [(10,)] and _rows(ctx, f"{schema}.b") == [(10,)]
     assert not engine.catalog.table_exists(f"{schema}.c")
 
-    ctx.janitor(ignore_ttl=True)
+    ctx.upkeep.janitor(ignore_ttl=True)
     assert not engine.catalog.table_exists(old_b)
     ctx.close()

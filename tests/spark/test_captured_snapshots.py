@@ -86,7 +86,7 @@ def test_a_run_evaluates_the_macro_and_variables_that_were_planned(tmp_path, eng
     (root / "audits" / "at_most.sql").write_text(AUDIT.replace("v > @limit", "v > @limit OR v > 0"))
 
     ctx = Context(root, engine=engine)
-    assert ctx.run("prod", execution_time="2020-01-05") == 2
+    assert ctx.runs.run("prod", execution_time="2020-01-05") == 2
     assert _values(ctx, f"{schema}.events") == [(f"2020-01-0{d}", 2) for d in range(1, 5)]  # x1, mult 1, passed
 
     plan = Context(root, engine=engine).plans.plan("prod", execution_time="2020-01-05")
@@ -118,7 +118,7 @@ def test_a_snapshot_stored_before_captures_is_evaluated_from_the_project_and_cap
     ctx, plan = _applied_without_captures(root, engine, "2020-01-02")
     stored = ctx.state.snapshots.get_snapshots([plan.snapshots[f"{schema}.events"].snapshot_id])
     assert all(s.capture is None for s in stored.values())
-    assert ctx.run("prod", execution_time="2020-01-03") == 1  # still runs, from the project's files
+    assert ctx.runs.run("prod", execution_time="2020-01-03") == 1  # still runs, from the project's files
 
     again = Context(root, engine=engine)
     again.reviews.apply(again.plans.plan("prod", execution_time="2020-01-03"))

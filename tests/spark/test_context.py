@@ -83,10 +83,10 @@ def test_run_processes_newly_due_intervals(tmp_path, engine, schema):
     ctx = Context(_project(tmp_path, schema), engine=engine)
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))
     assert _rows(ctx, f"SELECT COUNT(*) FROM {schema}.inc") == [(2,)]  # only 2020-01-01 was due
-    assert ctx.run(execution_time="2020-01-05") >= 2
+    assert ctx.runs.run(execution_time="2020-01-05") >= 2
     assert _rows(ctx, f"SELECT COUNT(*) FROM {schema}.inc") == [(4,)]
     assert _rows(ctx, f"SELECT SUM(num_orders) FROM {schema}.full") == [(4,)]
-    assert ctx.run(execution_time="2020-01-05") == 0  # nothing left
+    assert ctx.runs.run(execution_time="2020-01-05") == 0  # nothing left
 
 
 def test_dev_table_diff_render_evaluate_and_janitor(tmp_path, engine, schema):
@@ -111,16 +111,16 @@ def test_dev_table_diff_render_evaluate_and_janitor(tmp_path, engine, schema):
     assert f"mesh__{schema}.{schema}__seed__" in sql and "2020-01-03" in sql
     assert len(ctx.inspection.evaluate(f"{schema}.inc", start="2020-01-01", end="2020-01-04")) == 4
 
-    ctx.invalidate("dev", sync=True)
+    ctx.upkeep.invalidate("dev", sync=True)
     assert ctx.state.environments.get_environment("dev") is None
     assert not engine.catalog.table_exists(f"{schema}__dev.inc")
     new_table = dev.snapshots[f"{schema}.inc"].table_name
     assert engine.catalog.table_exists(new_table)
-    result = ctx.janitor(ignore_ttl=True)
+    result = ctx.upkeep.janitor(ignore_ttl=True)
     assert new_table in result["tables"] and not engine.catalog.table_exists(new_table)
     assert engine.catalog.table_exists(f"{schema}.inc")  # prod untouched
     with pytest.raises(PlanError, match="cannot be invalidated"):
-        ctx.invalidate("prod")
+        ctx.upkeep.invalidate("prod")
 
 
 def test_reprocessing_an_interval_empties_partitions_the_query_no_longer_produces(tmp_path, engine, schema):

@@ -102,7 +102,7 @@ def test_a_full_model_gaining_a_column_in_a_forward_only_plan_is_applied(tmp_pat
     assert list(engine.catalog.columns(f)) == ["item_id", "flag", "n"]
     assert _rows(engine, f"SELECT item_id, flag, n FROM {f}") == [(10, None, 2), (20, None, 1), (30, None, 1)]
 
-    ctx.run(execution_time="2020-01-05")  # the next run rebuilds f with the new query, uk upserts by the new key
+    ctx.runs.run(execution_time="2020-01-05")  # the next run rebuilds f with the new query, uk upserts by the new key
     assert _rows(engine, f"SELECT id, item_id FROM {schema}.uk WHERE id = 1") == [(1, 10), (1, 20)]
     assert _rows(engine, f"SELECT item_id, flag, n FROM {f}") == [(10, 1, 2), (20, 1, 2), (30, 1, 1)]
 
@@ -135,7 +135,7 @@ def test_a_view_that_fails_names_its_model_and_puts_the_environment_back(tmp_pat
     record = ctx.reviews.records.find(plan.plan_id)
     assert record.status == PlanStatus.FAILED and record.events[-1].note == message
 
-    ctx.run(execution_time="2020-01-05")  # prod runs the plan it serves: keyed on id, key 1 is replaced
+    ctx.runs.run(execution_time="2020-01-05")  # prod runs the plan it serves: keyed on id, key 1 is replaced
     assert _rows(engine, f"SELECT id, item_id FROM {uk} WHERE id = 1") == [(1, 20)]
 
     engine.session.execute(f"DROP TABLE {schema}.zz_new")  # the cause fixed, the plan made again applies
@@ -176,7 +176,7 @@ def test_mesh_run_evaluates_the_served_plan_while_an_interrupted_one_is_recorded
     assert ctx.state.environments.served_environment("prod").plan_id == served
 
     log = LogLines()
-    ctx.run(execution_time="2020-01-05", listener=log)  # keyed on id (the served plan's key): replaced
+    ctx.runs.run(execution_time="2020-01-05", listener=log)  # keyed on id (the served plan's key): replaced
     assert _rows(engine, f"SELECT id, item_id FROM {uk} WHERE id = 1") == [(1, 20)]
     assert f"The apply of plan {plan.plan_id} to 'prod' did not finish: running the snapshots of plan {served}, " \
            "which it serves" in log.lines

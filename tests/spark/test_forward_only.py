@@ -71,8 +71,8 @@ def test_forward_only_previews_in_dev_then_migrates_prod_in_place(tmp_path, engi
 
     # Once no environment reads them, the janitor drops the previews and forgets their intervals.
     previews = [dev.snapshots[n] for n in (inc, full)]
-    ctx.invalidate("fo")
-    dropped = ctx.janitor(ignore_ttl=True)["tables"]
+    ctx.upkeep.invalidate("fo")
+    dropped = ctx.upkeep.janitor(ignore_ttl=True)["tables"]
     assert {p.table_name for p in previews} <= set(dropped)
     assert not any(engine.catalog.table_exists(p.table_name) for p in previews)
     assert not any(ctx.state.intervals.get_intervals([p.interval_key]).get(p.interval_key) for p in previews)
@@ -144,7 +144,7 @@ def test_policies_are_checked_against_the_real_table_at_run_time(tmp_path, engin
     engine.session.execute(f"ALTER TABLE {snap.table_name} ADD COLUMNS (by_hand STRING)")  # changed outside mesh
 
     with pytest.raises(PlanError, match="drops column by_hand"):
-        ctx.run(execution_time="2020-01-04")
+        ctx.runs.run(execution_time="2020-01-04")
     day = 24 * 3600 * 1000
     [(start, end)] = ctx.state.intervals.get_intervals([snap.interval_key])[snap.interval_key]
     assert (end - start) // day == 2  # 01-01 and 01-02: nothing recorded for 01-03

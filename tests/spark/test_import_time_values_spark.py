@@ -79,7 +79,7 @@ def test_a_run_computes_with_the_values_prod_was_planned_with(tmp_path, engine, 
     monkeypatch.setenv(RATE_VARIABLE, "5")  # changed after the plan, never planned
     (root / "macros" / "regions.json").write_text(json.dumps({"eu": "Elsewhere"}))
     ctx = Context(root, engine=engine)
-    assert ctx.run("prod", execution_time="2020-01-05") == 4  # two new days of each model
+    assert ctx.runs.run("prod", execution_time="2020-01-05") == 4  # two new days of each model
     days = [f"2020-01-0{d}" for d in range(1, 5)]
     assert _rows(ctx, f"SELECT CAST(ds AS STRING), rate FROM {schema}.rates ORDER BY ds") == [(d, "3") for d in days]
     assert _rows(ctx, f"SELECT CAST(ds AS STRING), region FROM {schema}.sales ORDER BY ds") == \

@@ -225,15 +225,15 @@ def test_a_failed_write_is_finished_by_the_next_run_and_the_janitor_keeps_its_st
         with monkeypatch.context() as patched:
             patched.setattr(TableWrites, "_overwrite", crash)
             with pytest.raises(Crash):
-                ctx.run(execution_time="2020-01-03")  # day 2: ids 1-4, journaled, not written
+                ctx.runs.run(execution_time="2020-01-03")  # day 2: ids 1-4, journaled, not written
         [pending] = ctx.state.journal.pending_writes()
         staging = pending.payload["staging"][0]
 
-        ctx.janitor(ignore_ttl=True)
+        ctx.upkeep.janitor(ignore_ttl=True)
         assert engine.catalog.table_exists(staging)  # the journal still needs it
 
         lines = LogLines()
-        assert ctx.run(execution_time="2020-01-03", listener=lines) == 1
+        assert ctx.runs.run(execution_time="2020-01-03", listener=lines) == 1
         assert f"{unique_schema}.latest: finished the write of insert 2020-01-02 - 2020-01-02 that an interrupted " \
                "run left" in lines.lines
         assert sorted(engine.session.fetchall(f"SELECT id, seen FROM {unique_schema}.latest")) == [
@@ -257,7 +257,7 @@ def test_the_janitor_deletes_the_generations_rewrites_left(engine, unique_schema
         assert [loc for _, loc in ctx.state.journal.retired_locations(table)] == [
             f"file:{current.parent / (set(generations) - {current.name}).pop()}"]
 
-        ctx.janitor()
+        ctx.upkeep.janitor()
         assert [p.name for p in current.parent.iterdir() if p.name.startswith(table.split(".")[1])] == [current.name]
         assert ctx.state.journal.retired_locations() == []
         assert len(engine.session.fetchall(f"SELECT * FROM {unique_schema}.latest")) == 7  # ids 0-6

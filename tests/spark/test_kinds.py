@@ -256,7 +256,7 @@ def test_concurrent_batches_of_a_materialization_create_the_table_once(tmp_path,
     """Dagster's path: no apply created the table first, the concurrent batches must not race to."""
     engine, writes = _meeting(spark, parties=2)
     ctx = Context(_concurrent_project(tmp_path, schema), engine=engine)
-    [result] = list(ctx.materialize([f"{schema}.daily"], "2020-01-01", "2020-01-05", environment="dev",
+    [result] = list(ctx.runs.materialize([f"{schema}.daily"], "2020-01-01", "2020-01-05", environment="dev",
                                     execution_time="2020-01-05"))
     assert result.succeeded and len(writes.threads) == 2
     assert sorted(result.recorded) == [(1577836800000 + i * 86_400_000, 1577836800000 + (i + 1) * 86_400_000)
@@ -322,6 +322,6 @@ def test_a_materialized_view_is_rebuilt_by_each_run(tmp_path, engine, schema) ->
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-02"))
     engine.session.execute(f"INSERT INTO {schema}_raw.src VALUES (2)")
     assert _rows(engine, f"SELECT id FROM {schema}.mv") == [(1,)]
-    assert ctx.run(execution_time="2020-01-03") == 2  # up and mv: both crons are due again, both rebuilt
+    assert ctx.runs.run(execution_time="2020-01-03") == 2  # up and mv: both crons are due again, both rebuilt
     assert _rows(engine, f"SELECT id FROM {schema}.mv") == [(1,), (2,)]
-    assert ctx.run(execution_time="2020-01-03") == 0
+    assert ctx.runs.run(execution_time="2020-01-03") == 0

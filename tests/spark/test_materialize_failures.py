@@ -38,7 +38,7 @@ def test_a_failing_model_blocks_only_its_readers(tmp_path, schema, engine):
     ctx = Context(root)
     try:
         names = [f"{schema}.{n}" for n in ("broken", "reader", "via_inlined", "healthy")]
-        results = {r.name.split(".")[1]: r for r in ctx.materialize(names, "2024-01-01", "2024-01-02")}
+        results = {r.name.split(".")[1]: r for r in ctx.runs.materialize(names, "2024-01-01", "2024-01-02")}
         assert {n: r.outcome.value for n, r in results.items()} == {
             "broken": "failed", "reader": "blocked", "via_inlined": "blocked", "healthy": "evaluated"}
         assert isinstance(results["broken"].error, EngineError)

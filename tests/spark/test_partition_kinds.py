@@ -57,7 +57,7 @@ def _days(ctx: Context, *days: str) -> None:
     """Process what is due as each day begins: a plan first, then `mesh run`."""
     ctx.reviews.apply(ctx.plans.plan(execution_time=days[0]))
     for day in days[1:]:
-        ctx.run(execution_time=day)
+        ctx.runs.run(execution_time=day)
 
 
 def _ids(engine: SparkEngine, schema: str) -> list[int]:
@@ -73,9 +73,9 @@ def test_by_partition_replaces_only_the_partitions_a_batch_produced(tmp_path, en
     ctx = _context(tmp_path, engine, schema, raw, "INCREMENTAL_BY_PARTITION", ",\n  partitioned_by region")
     _days(ctx, "2020-01-02")
     assert _ids(engine, schema) == [1, 2, 3]
-    ctx.run(execution_time="2020-01-03")  # day 2 holds eu only: eu is replaced whole, us stays
+    ctx.runs.run(execution_time="2020-01-03")  # day 2 holds eu only: eu is replaced whole, us stays
     assert _ids(engine, schema) == [3, 4]
-    ctx.run(execution_time="2020-01-04")  # day 3 adds apac, touching nothing else
+    ctx.runs.run(execution_time="2020-01-04")  # day 3 adds apac, touching nothing else
     assert _ids(engine, schema) == [3, 4, 5]
     assert _partitions(ctx, engine, schema) == ["apac", "eu", "us"]
     rows = engine.session.fetchall(f"SELECT id, region, v, ds FROM {schema}.sales WHERE id = 4")
@@ -86,7 +86,7 @@ def test_unmanaged_appends_each_run_and_a_run_with_nothing_due_adds_nothing(tmp_
     ctx = _context(tmp_path, engine, schema, raw, "INCREMENTAL_UNMANAGED")
     _days(ctx, "2020-01-02", "2020-01-03", "2020-01-04")
     assert _ids(engine, schema) == [1, 2, 3, 4, 5]
-    assert ctx.run(execution_time="2020-01-04") == 0  # nothing due: nothing appended twice
+    assert ctx.runs.run(execution_time="2020-01-04") == 0  # nothing due: nothing appended twice
     assert _ids(engine, schema) == [1, 2, 3, 4, 5]
 
 

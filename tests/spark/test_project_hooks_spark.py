@@ -53,7 +53,7 @@ def test_before_all_builds_what_models_read_and_after_all_marks_apply_and_run(tm
     views = [f"{schema}.daily", f"{schema}.total"]
     assert _rows(ctx, f"SELECT stage, env, views FROM {raw}.marker") == [("after_all", "prod", views)]
 
-    assert ctx.run("prod", execution_time="2024-01-04") > 0
+    assert ctx.runs.run("prod", execution_time="2024-01-04") > 0
     assert _rows(ctx, f"SELECT total FROM {schema}.total") == [(30,)]
     assert _rows(ctx, f"SELECT stage, env, views FROM {raw}.marker") == [("after_all", "prod", views)] * 2
 

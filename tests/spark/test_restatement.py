@@ -83,7 +83,7 @@ def test_restating_one_day_upstream_recomputes_that_day_downstream(tmp_path, eng
     kept = ctx.state.intervals.get_intervals([dev_down.interval_key])[dev_down.interval_key]
     assert [(e - b) // day for b, e in kept] == [1, 1]
     assert _by_day(ctx, f"{s}__dev.down", "v2")[1] == ("2020-01-02", 200)  # not recomputed by prod
-    ctx.run("dev", execution_time=WHEN)
+    ctx.runs.run("dev", execution_time=WHEN)
     assert _by_day(ctx, f"{s}__dev.down", "v2")[1] == ("2020-01-02", 800)
 
 

@@ -70,9 +70,9 @@ def _three_runs(ctx: Context, engine: SparkEngine, schema: str) -> None:
     _source(engine, schema, FIRST)
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-01 11:00:00"))
     _source(engine, schema, SECOND)
-    assert ctx.run(execution_time="2020-01-02 11:00:00") == 1
+    assert ctx.runs.run(execution_time="2020-01-02 11:00:00") == 1
     _source(engine, schema, THIRD)
-    assert ctx.run(execution_time="2020-01-03 11:00:00") == 1
+    assert ctx.runs.run(execution_time="2020-01-03 11:00:00") == 1
 
 
 BY_TIME = """
@@ -110,10 +110,10 @@ def test_by_time_keeps_a_hard_deleted_row_current_by_default(tmp_path, engine, s
     _source(engine, schema, FIRST)
     ctx.reviews.apply(ctx.plans.plan(execution_time="2020-01-01 11:00:00"))
     _source(engine, schema, SECOND)
-    ctx.run(execution_time="2020-01-02 11:00:00")
+    ctx.runs.run(execution_time="2020-01-02 11:00:00")
     assert (2, "Cheeseburger", 8.99, "1970-01-01 00:00:00", None) in _history(engine, f"{schema}.menu")
     _source(engine, schema, THIRD)
-    ctx.run(execution_time="2020-01-03 11:00:00")
+    ctx.runs.run(execution_time="2020-01-03 11:00:00")
     cheeseburger = [row for row in _history(engine, f"{schema}.menu") if row[0] == 2]
     # Back with a newer updated_at: the version kept open is closed where the new one starts.
     assert cheeseburger == [(2, "Cheeseburger", 8.99, "1970-01-01 00:00:00", "2020-01-03 00:00:00"),
@@ -126,7 +126,7 @@ def test_rerunning_a_run_changes_nothing(tmp_path, engine, schema) -> None:
     _three_runs(ctx, engine, schema)
     before = _history(engine, f"{schema}.menu")
     # The last run again, same source, same execution time (as a Dagster re-materialization does).
-    results = list(ctx.materialize([f"{schema}.menu"], "2020-01-02", "2020-01-03", execution_time="2020-01-03 11:00:00"))
+    results = list(ctx.runs.materialize([f"{schema}.menu"], "2020-01-02", "2020-01-03", execution_time="2020-01-03 11:00:00"))
     assert [r.recorded for r in results] == [[(1577923200000, 1578009600000)]]
     assert _history(engine, f"{schema}.menu") == before
 
@@ -183,7 +183,7 @@ def test_a_source_repeating_a_key_fails_and_leaves_the_history_alone(tmp_path, e
     before = _history(engine, f"{schema}.menu")
     _source(engine, schema, FIRST + ", (3, 'Fries', 5.99, '2020-01-02')")
     with pytest.raises(EngineError) as e:
-        ctx.run(execution_time="2020-01-02 11:00:00")
+        ctx.runs.run(execution_time="2020-01-02 11:00:00")
     message = str(e.value)
     assert "models/menu.sql:1" in message and "more than one row for one unique_key (id)" in message, message
     assert _history(engine, f"{schema}.menu") == before
@@ -221,7 +221,7 @@ def test_a_breaking_change_above_keeps_the_history_in_prod_and_previews_it_in_de
     assert prod.category(f"{schema}.menu") == C.INDIRECT_BREAKING and f"{schema}.menu" not in prod.backfills
     ctx.reviews.apply(prod)
     assert _history(engine, f"{schema}.menu", "id, name") == prod_rows  # the history is kept, not rebuilt
-    ctx.run(execution_time="2020-01-02 11:00:00")
+    ctx.runs.run(execution_time="2020-01-02 11:00:00")
     current = engine.session.fetchall(f"SELECT name FROM {schema}.menu WHERE valid_to IS NULL")
     assert sorted(r[0] for r in current) == ["CHEESEBURGER", "CHICKEN SANDWICH", "FRENCH FRIES"]
     assert len(_history(engine, f"{schema}.menu", "id, name")) == 6  # each old name closed, a new version opened

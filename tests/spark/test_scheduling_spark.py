@@ -87,14 +87,14 @@ def test_partials_time_zones_and_units_on_spark(tmp_path, engine, schema) -> Non
     assert list(hourly.values()) == [[(to_ms("2020-01-01"), to_ms("2020-01-02"))]]
 
     # 20:00 UTC: still before Tokyo's 06:00; the events model's partial day is recomputed up to today's 06:00
-    ctx.run(execution_time="2020-01-02 20:00:00")
+    ctx.runs.run(execution_time="2020-01-02 20:00:00")
     assert _rows(engine, f"SELECT * FROM {schema}.tokyo") == []
     # 21:00 UTC is 06:00 in Tokyo on the 3rd: the 1st (a UTC day) is due
-    ctx.run(execution_time="2020-01-02 21:00:00")
+    ctx.runs.run(execution_time="2020-01-02 21:00:00")
     assert _rows(engine, f"SELECT CAST(ds AS STRING), total FROM {schema}.tokyo") == [("2020-01-01", 1)]
 
     # next morning: the 2nd is complete, recomputed whole (no duplicate of the 03:00 and 05:00 rows)
-    ctx.run(execution_time="2020-01-03 07:00:00")
+    ctx.runs.run(execution_time="2020-01-03 07:00:00")
     assert _rows(engine, f"SELECT CAST(ts AS STRING), n FROM {schema}.events") == [
         ("2020-01-01 12:00:00", 1), ("2020-01-02 03:00:00", 2), ("2020-01-02 05:00:00", 3),
         ("2020-01-02 08:00:00", 4)]

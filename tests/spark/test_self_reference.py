@@ -78,7 +78,7 @@ def test_a_running_total_is_computed_day_after_day_from_its_own_table(tmp_path, 
     # Another day arrives: the run reads the total the apply left.
     _events(engine, schema, "('2020-01-01', '10'), ('2020-01-02', '20'), ('2020-01-02', '5'), ('2020-01-03', '30'), "
                             "('2020-01-04', '1')")
-    assert ctx.run(execution_time="2020-01-05") == 1
+    assert ctx.runs.run(execution_time="2020-01-05") == 1
     assert _totals(engine, table)[-1] == ("2020-01-04", 66)
     key = plan.snapshots[f"{schema}.totals"].interval_key
     assert ctx.state.intervals.get_intervals([key])[key] == [(DAY1, to_ms("2020-01-05"))]

@@ -91,14 +91,14 @@ def test_a_spark_signal_holds_back_unlanded_days_until_a_later_run(tmp_path, eng
 
     _land(engine, raw, (3, "2020-01-03"), (4, "2020-01-03"))
     log = LogLines()
-    assert ctx.run("prod", execution_time="2020-01-05", listener=log) > 0
+    assert ctx.runs.run("prod", execution_time="2020-01-05", listener=log) > 0
     assert f"{schema}.daily: waiting for upstream {schema}.events (2020-01-04 - 2020-01-04)" in log.lines
     assert _recorded(ctx) == {"events": [("2020-01-01", "2020-01-04")], "daily": [("2020-01-01", "2020-01-04")]}
     assert _rows(engine, f"SELECT CAST(ds AS STRING), events FROM {schema}.daily") == [
         ("2020-01-01", 1), ("2020-01-02", 1), ("2020-01-03", 2)]
 
     _land(engine, raw, (5, "2020-01-04"))
-    assert ctx.run("prod", execution_time="2020-01-05") > 0
+    assert ctx.runs.run("prod", execution_time="2020-01-05") > 0
     assert _recorded(ctx) == {"events": [("2020-01-01", "2020-01-05")], "daily": [("2020-01-01", "2020-01-05")]}
     assert _rows(engine, f"SELECT CAST(ds AS STRING), events FROM {schema}.daily") == [
         ("2020-01-01", 1), ("2020-01-02", 1), ("2020-01-03", 2), ("2020-01-04", 1)]

@@ -58,7 +58,7 @@ def test_spaced_names_are_written_by_every_kind_and_read_back(tmp_path, engine, 
     ctx = Context(write_project(tmp_path / "p", _files(schema), CONFIG), engine=engine)
     try:
         ctx.reviews.apply(ctx.plans.plan(execution_time="2023-01-03 00:00:00"))
-        ctx.run(execution_time="2023-01-04 00:00:00")  # the incremental kinds write again, into what they wrote
+        ctx.runs.run(execution_time="2023-01-04 00:00:00")  # the incremental kinds write again, into what they wrote
         rows = {
             "by_country": f"SELECT `country code`, `place count`, `max zero` FROM {schema}.by_country",
             "daily": f"SELECT COUNT(*), SUM(`order total`), COUNT(DISTINCT order_day) FROM {schema}.daily",

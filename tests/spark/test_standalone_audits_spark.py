@@ -62,7 +62,7 @@ def test_standalone_audits_run_after_their_models_and_only_warn(tmp_path, engine
 
     # `mesh run` audits the new day only: the failing row's day is not in it.
     log = LogLines()
-    assert ctx.run("prod", execution_time="2020-01-04", listener=log) > 0
+    assert ctx.runs.run("prod", execution_time="2020-01-04", listener=log) > 0
     assert not [line for line in log.lines if "failed" in line]
     node = ctx.plans.plan("prod", execution_time="2020-01-04").snapshots["id_above_five"]
     assert ctx.state.intervals.get_intervals([node.interval_key])[node.interval_key] == [(to_ms("2020-01-01"), to_ms("2020-01-04"))]

@@ -74,7 +74,7 @@ def _day(ctx: Context, day: str) -> None:
     if ctx.state.environments.get_environment("prod") is None:
         ctx.reviews.apply(ctx.plans.plan(execution_time=day))
     else:
-        ctx.run(execution_time=day)
+        ctx.runs.run(execution_time=day)
 
 
 def test_each_day_upserts_changed_and_new_keys_and_a_late_row_updates_an_old_key(tmp_path, engine, schema):

@@ -84,7 +84,7 @@ def test_mesh_run_runs_what_the_environment_was_planned_with_and_the_edit_is_a_p
 
     engine.calls.clear()
     later = Context(root, state_url=state_url, engine=engine)  # a new command: config.yaml read afresh
-    assert later.run("prod", execution_time="2020-01-05") > 0
+    assert later.runs.run("prod", execution_time="2020-01-05") > 0
     assert executed(engine) == PLANNED  # not the edited entry, variable or macro
 
     plan = later.plans.plan("prod", execution_time="2020-01-05")
@@ -214,7 +214,7 @@ def test_a_statement_that_renders_outside_the_environment_later_is_refused_befor
     ctx.reviews.apply(ctx.plans.plan("dev", execution_time="2020-01-03", include_unmodified=True))  # in scope that day
     engine.calls.clear()
     with pytest.raises(StatementScopeError) as e:
-        ctx.run("dev", execution_time="2020-01-06")
+        ctx.runs.run("dev", execution_time="2020-01-06")
     assert str(e.value).startswith(f"config.yaml:{line_of(root, 'IF(')}: before_all.1: it names s.a, a view of "
                                    "environment 'prod'"), str(e.value)
     assert executed(engine) == []  # not even the first entry ran
@@ -233,7 +233,7 @@ def test_an_environment_recorded_before_statements_were_captured_runs_none_until
     engine.calls.clear()
     log = LogLines()
     ctx = Context(root, state_url=state_url, engine=engine)
-    assert ctx.run("prod", execution_time="2020-01-05", listener=log) > 0
+    assert ctx.runs.run("prod", execution_time="2020-01-05", listener=log) > 0
     assert executed(engine) == []
     assert "'prod' was planned before plans captured before_all/after_all: none run until `mesh plan prod` " \
            "captures config.yaml's for review" in log.lines
@@ -248,7 +248,7 @@ def _step(root: str, state_url: str, model: str, fail: str | None, out) -> None:
     """One model's step of a run, in a process of its own: before its first write, then its success."""
     engine = FakeEngine() if fail is None else _Failing(fail)
     ctx = Context(root, state_url=state_url, engine=engine)
-    run = ctx.run_statements("run-7", "prod", ["s.a", "s.b"], ApplyListener())
+    run = ctx.runs.run_statements("run-7", "prod", ["s.a", "s.b"], ApplyListener())
     try:
         run.before_write()
         run.step_succeeded(model)

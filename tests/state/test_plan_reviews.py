@@ -337,7 +337,7 @@ def test_a_protected_environment_is_not_promoted_without_an_approved_plan(tmp_pa
     for root, protected in ((open_root, False), (project(tmp_path), True)):
         ctx = context(root, state_url if not protected else f"sqlite:///{tmp_path / 'prot.db'}")
         today = datetime.now(UTC).strftime("%Y-%m-%d")  # promotion looks at what is due now
-        list(ctx.materialize(["s.a", "s.b"], "2020-01-01", today))  # no gaps left
+        list(ctx.runs.materialize(["s.a", "s.b"], "2020-01-01", today))  # no gaps left
         if protected:
             with pytest.raises(ProtectionError, match="'prod' is a protected environment"):
                 ctx.reviews.promote("prod")

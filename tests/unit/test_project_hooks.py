@@ -219,9 +219,9 @@ def test_run_runs_them_around_its_batches_and_not_when_nothing_is_due(tmp_path):
     context = Context(project(tmp_path, HOOKS), engine=engine)
     context.reviews.apply(context.plans.plan("prod", execution_time="2024-01-02"))
     engine.calls.clear()
-    assert context.run("prod", execution_time="2024-01-02") == 0
+    assert context.runs.run("prod", execution_time="2024-01-02") == 0
     assert executed(engine) == []
-    assert context.run("prod", execution_time="2024-01-04") > 0
+    assert context.runs.run("prod", execution_time="2024-01-04") > 0
     assert executed(engine)[:2] == ["CREATE SCHEMA IF NOT EXISTS audit", "INSERT INTO audit.log SELECT 'start', 'prod'"]
     assert engine.calls[-1].args["sql"] == "INSERT INTO audit.log SELECT 'end', ARRAY('s.a', 's.b', 't.v')"
 
@@ -231,9 +231,9 @@ def test_a_run_of_one_step_per_model_runs_them_once_around_all_its_steps(tmp_pat
     context = Context(project(tmp_path, HOOKS), engine=engine)
     context.reviews.apply(context.plans.plan("prod", execution_time="2024-01-02"))
     engine.calls.clear()
-    run = context.run_statements("run-1", "prod", ["s.a", "s.b"], ApplyListener())
+    run = context.runs.run_statements("run-1", "prod", ["s.a", "s.b"], ApplyListener())
     for name in ("s.a", "s.b"):  # one step per model, as a Dagster run has them
-        results = list(context.materialize([name], "2024-01-02", "2024-01-03", "prod", execution_time="2024-01-03",
+        results = list(context.runs.materialize([name], "2024-01-02", "2024-01-03", "prod", execution_time="2024-01-03",
                                            before_write=run.before_write))
         assert [r.error for r in results] == [None]
         run.step_succeeded(name)
@@ -248,7 +248,7 @@ def test_a_run_of_one_step_per_model_runs_them_once_around_all_its_steps(tmp_pat
 def test_materializing_nothing_runs_nothing(tmp_path):
     engine = FakeEngine()
     context = Context(project(tmp_path, HOOKS), engine=engine)
-    results = list(context.materialize(["s.a"], "2019-01-01", "2019-01-02", "prod", execution_time="2024-01-02"))
+    results = list(context.runs.materialize(["s.a"], "2019-01-01", "2019-01-02", "prod", execution_time="2024-01-02"))
     assert [r.outcome.value for r in results] == ["empty"]  # before the project's start (2020-01-01)
     assert engine.calls == []
 

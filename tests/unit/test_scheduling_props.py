@@ -227,6 +227,6 @@ def test_run_waits_for_the_cron_in_its_time_zone_unless_told_to_ignore_it(tmp_pa
 
     assert inc_intervals() == days(("2020-01-01", "2020-01-02"))
     # 04:30 UTC on the 3rd is 05:30 in Paris: the cron has not fired, the 2nd is not due
-    assert ctx.run(execution_time="2020-01-03 04:30:00", select=["s.inc"]) == 0
-    assert ctx.run(execution_time="2020-01-03 04:30:00", select=["s.inc"], ignore_cron=True) == 1
+    assert ctx.runs.run(execution_time="2020-01-03 04:30:00", select=["s.inc"]) == 0
+    assert ctx.runs.run(execution_time="2020-01-03 04:30:00", select=["s.inc"], ignore_cron=True) == 1
     assert inc_intervals() == days(("2020-01-01", "2020-01-03"))

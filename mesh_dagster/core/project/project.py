@@ -32,7 +32,7 @@ from mesh_dagster.core.config.config import ProjectConfig, line_of
 from mesh_dagster.core.config.files import outside_project, parse_yaml, read_text
 from mesh_dagster.core.config.names import check_column, check_model_name
 from mesh_dagster.core.config.types import check_dialect, to_spark_type
-from mesh_dagster.core.errors import ConfigError, ModelError
+from mesh_dagster.core.errors import ConfigError, MeshError, ModelError
 from mesh_dagster.core.macros.syntax import discovering_dependencies
 from mesh_dagster.core.macros.user import MacroRegistry, load_macros
 from mesh_dagster.core.models.definition import relative_path
@@ -95,6 +95,18 @@ class Project:
     @property
     def mesh_dir(self) -> Path:
         return self.path / ".mesh"
+
+    def model_name(self, name: str) -> str:
+        """The model `name` names, given as `schema.model` or as a view of any environment
+        (`schema__dev.model`): what the front doors accept wherever a model is named."""
+        key = name.strip().strip("`").lower()
+        if key in self.models:
+            return key
+        schema, _, table = key.rpartition(".")
+        base = f"{schema.split('__')[0]}.{table}"
+        if base in self.models:
+            return base
+        raise MeshError(f"Unknown model '{name}'. Models: {', '.join(sorted(self.models)[:20])}")
 
     @property
     def concurrent_tasks(self) -> int:

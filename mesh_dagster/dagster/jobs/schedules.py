@@ -164,7 +164,7 @@ def cron_schedule(graph: ProjectGraph, cadence: Cadence, assets: list[ModelAsset
         waits = LogLines()  # what the pending intervals leave out because a signal holds it back
         try:
             when = context.scheduled_execution_time
-            pending = ctx.pending_intervals(environment, names, execution_time=to_ms(when) if when else None,
+            pending = ctx.runs.pending_intervals(environment, names, execution_time=to_ms(when) if when else None,
                                             listener=waits)
         finally:
             ctx.close()

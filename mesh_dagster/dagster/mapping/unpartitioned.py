@@ -14,10 +14,10 @@ def unpartitioned_runs(mesh_context: Context, asset: ModelAsset, environment: st
     """Materialize `asset`'s ranges (oldest first) and combine them into one result; None when
     nothing is due. A failure stops the model: its later ranges build on the failed one.
     `before_write`: the run's `before_all` (assets.py), before the first evaluation."""
-    windows = mesh_context.materialization_windows(environment, asset.name)
+    windows = mesh_context.runs.materialization_windows(environment, asset.name)
     runs: list[ModelMaterialization] = []
     for start, end in windows:
-        runs += mesh_context.materialize([asset.name], start, end, environment, listener=listener,
+        runs += mesh_context.runs.materialize([asset.name], start, end, environment, listener=listener,
                                          before_write=before_write)
         if runs and runs[-1].error is not None:
             break

@@ -201,7 +201,7 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gatewa
         confirmed, seen = read_cursor(context.cursor)
         ctx = Context(project_dir, gateway, state_url=state_url)
         try:
-            if graph.environment != PROD and not ctx.environment_exists(graph.environment):
+            if graph.environment != PROD and ctx.state.environments.get_environment(graph.environment) is None:
                 return SkipReason(f"Environment '{graph.environment}' does not exist yet: nothing of it to show "
                                   f"until it is planned or promoted")
             stamper = Stamper(graph, partitions, ctx, context.instance)

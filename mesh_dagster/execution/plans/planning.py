@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mesh_dagster.core.config.names import PROD
-from mesh_dagster.core.errors import MeshError, PlanError
+from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan.diff_samples import check_no_samples
 from mesh_dagster.core.plan.manual_categories import needs_choice, parse_choice
 from mesh_dagster.core.plan.options import PlanOptions
@@ -37,18 +37,6 @@ class PlanExplanation:
     creating: list[Snapshot]  # physical tables and views the apply may have to create
     promote: list[Snapshot]  # views of the environment to create or replace
     demote: list[str]  # models whose views go away
-
-
-def model_name(project: Project, name: str) -> str:
-    """Accept `schema.model`, or a view name of any environment (`schema__dev.model`)."""
-    key = name.strip().strip("`").lower()
-    if key in project.models:
-        return key
-    schema, _, table = key.rpartition(".")
-    base = schema.split("__")[0]
-    if f"{base}.{table}" in project.models:
-        return f"{base}.{table}"
-    raise MeshError(f"Unknown model '{name}'. Models: {', '.join(sorted(project.models)[:20])}")
 
 
 def select(project: Project, selectors: Sequence[str], flag: str) -> set[str]:
@@ -131,7 +119,7 @@ class Planning:
 
     def parse_categories(self, texts: Sequence[str]) -> dict[str, ChangeCategory]:
         """`--categorize MODEL=CATEGORY` values, by model name."""
-        return {model_name(self.parts.project, name): category for name, category in map(parse_choice, texts)}
+        return {self.parts.project.model_name(name): category for name, category in map(parse_choice, texts)}
 
     def categories_to_choose(self, plan: Plan, ask_all: bool = False) -> list[str]:
         """Directly modified models whose category the user chooses (see core/plan/manual_categories.py)."""

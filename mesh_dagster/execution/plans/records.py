@@ -45,8 +45,8 @@ from mesh_dagster.core.plan.review import (
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.execution.apply.apply import environment_held
 from mesh_dagster.execution.locking import environment_lock_name, holder_is_dead
+from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.plans.data_diffs import reused_data_diffs
-from mesh_dagster.execution.plans.notify import Notifier
 from mesh_dagster.execution.ports import State
 from mesh_dagster.state.store import Lease
 

@@ -32,11 +32,11 @@ from mesh_dagster.execution.apply.apply import apply_plan, environment_held
 from mesh_dagster.execution.apply.promote import promote_environment, refuse_unreviewed
 from mesh_dagster.execution.evaluate.verdicts import AuditsFailed, refuse_failed_audits
 from mesh_dagster.execution.events import ApplyListener
+from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.parts import Parts
 from mesh_dagster.execution.plans.data_diffs import plan_data_diffs
 from mesh_dagster.execution.plans.git_repo import branch_heads, commit_author, export_commit
 from mesh_dagster.execution.plans.git_worker import GitPlanRequest, RecordedApply, run_worker, worker_environment
-from mesh_dagster.execution.plans.notify import Notifier
 from mesh_dagster.execution.plans.planning import Planning
 from mesh_dagster.execution.plans.records import PlanReviews, PlanSupersededError
 from mesh_dagster.state.store import Lease
