@@ -3,7 +3,7 @@
 Each model is its own (one-spec) multi-asset, so every run has one step per model: Dagster itself
 attributes success, failure, retries, timing and logs to the right asset, and skips the models
 reading a failed one ("upstream failed") without evaluating them. The step calls
-`Context.materialize` for its one model, the same code a plan apply uses to evaluate, audit and
+`Context.runs.materialize` for its one model, the same code a plan apply uses to evaluate, audit and
 record intervals; it never moves an environment's views.
 
 Partitioned models (incremental by time range: an interval can be recomputed alone) share the

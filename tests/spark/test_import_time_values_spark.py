@@ -1,6 +1,6 @@
 """Globals computed when a project's Python files are imported (issue 34, point 2), on real Spark:
 prod applied with an environment variable and a JSON file as they were then keeps computing with
-those values when `mesh run` (Context.run) fills its next intervals after both changed, and an
+those values when `mesh run` (Context.runs.run) fills its next intervals after both changed, and an
 approved plan whose variable changed after the approval is superseded instead of applied."""
 
 from __future__ import annotations

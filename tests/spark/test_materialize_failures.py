@@ -1,4 +1,4 @@
-"""`Context.materialize` (what a Dagster step runs) past a failing model, on real Spark: the model
+"""`Context.runs.materialize` (what a Dagster step runs) past a failing model, on real Spark: the model
 fails alone, the models reading it (directly or through an EMBEDDED one) are blocked without being
 evaluated, the others are evaluated and recorded. Nothing is written for the failed or the blocked."""
 

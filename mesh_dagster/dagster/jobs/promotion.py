@@ -1,6 +1,6 @@
 """The promote job: a virtual update of the environment, refused while anything is missing.
 
-It calls `Context.promote`, which builds the plan `mesh plan <env>` would build and applies it
+It calls `Context.reviews.promote`, which builds the plan `mesh plan <env>` would build and applies it
 with the same code once there is nothing left to backfill. Like `mesh plan`, it runs the project's
 linter first: an error refuses the promotion. Promotions of one environment are serialised by the
 environment lock, held from planning to the view swap: a promotion that waited finds its work done.
