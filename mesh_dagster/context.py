@@ -61,6 +61,7 @@ from mesh_dagster.execution.intervals.materialize import ModelMaterialization, O
 from mesh_dagster.execution.intervals.physical_check import MissingTable, missing_tables
 from mesh_dagster.execution.intervals.runs import Runs
 from mesh_dagster.execution.intervals.statement_runs import StatementRun  # noqa: F401 - for dagster/assets.py
+from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.plans.deployed import deployed_files
 from mesh_dagster.execution.plans.git_worker import (  # noqa: F401 - cli/git_worker.py, dagster/ui/pushed_python.py
     STAND_IN_URL,
@@ -113,6 +114,7 @@ class Context:
         # Settings given instead of `config.yaml`'s: the rules a git worker is handed (execution/plans/git_worker.py).
         self._config: ProjectConfig | None = config
         self._state: StateStore | None = None
+        self._notifier: Notifier | None = None
         self._engine = engine
         # Spark settings a front door was given (Dagster's PySparkResource), merged with the gateway's.
         self._spark_config = dict(spark_config or {})
@@ -192,6 +194,13 @@ class Context:
         if self._state is not None:
             self._state.close()
             self._state = None
+
+    @property
+    def notifier(self) -> Notifier:
+        """Where the project's events go (`notification_targets`): one for its plan records and its runs."""
+        if self._notifier is None:
+            self._notifier = Notifier(self.config.notification_targets, self.path.name)
+        return self._notifier
 
     @property
     def user(self) -> str:

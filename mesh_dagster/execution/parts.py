@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from mesh_dagster.core.config.config import ProjectConfig
     from mesh_dagster.core.plan.lint_outcome import LintOutcome
     from mesh_dagster.core.project.project import Project
+    from mesh_dagster.execution.notify import Notifier
     from mesh_dagster.state.store import StateStore
 
 
@@ -38,6 +39,9 @@ class Parts(Protocol):
 
     @property
     def engine(self) -> Any: ...  # execution/ports.py's Engine; Any: Context's is built lazily
+
+    @property
+    def notifier(self) -> Notifier: ...  # the project's notifications (execution/notify.py), one per project
 
     @property
     def user(self) -> str: ...

@@ -14,7 +14,7 @@ from project_builder import write_project
 
 from mesh_dagster.cli.main import cli
 from mesh_dagster.context import Context
-from mesh_dagster.core.errors import ConfigError, EngineError
+from mesh_dagster.core.errors import ConfigError, EngineError, PlanError
 from mesh_dagster.core.plan.identity import current_user
 from mesh_dagster.core.plan.review import PlanEvent, PlanStatus, ProtectionError
 from mesh_dagster.execution.plans.records import PlanSupersededError
@@ -357,3 +357,18 @@ def test_an_unreachable_postgres_is_one_clear_error_and_nothing_is_half_done(tmp
                    lambda: ctx.reviews.record(ctx.plans.plan("prod", execution_time=WHEN))):
         with pytest.raises(StateError, match="127.0.0.1:9"):
             action()
+
+
+def test_a_failed_run_is_notified_through_the_projects_one_notifier(tmp_path, state_url):
+    hook = Hook()
+    try:
+        root = project(tmp_path, PROTECTED + f"notification_targets:\n  - url: {hook.url}\n    events: [run_failed]\n")
+        ctx = context(root, state_url)
+        with pytest.raises(PlanError, match=r"Environment 'qa' does not exist\. Run `mesh plan qa` first"):
+            ctx.runs.run("qa")  # no such environment: the run fails before anything is written
+        assert [(b["event"], b["environment"]) for b in hook.received] == [("run_failed", "qa")]
+        assert hook.received[0]["error"] == "Environment 'qa' does not exist. Run `mesh plan qa` first."
+        assert ctx.notifier is ctx.reviews.records.notifier  # plan records and runs share it
+        assert [event for _, event in ctx.notifier.delivered] == ["run_failed"]
+    finally:
+        hook.close()

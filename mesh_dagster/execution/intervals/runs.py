@@ -23,7 +23,6 @@ from mesh_dagster.execution.intervals.materialize import (
 )
 from mesh_dagster.execution.intervals.run import environment_snapshots, run_environment, run_scope
 from mesh_dagster.execution.intervals.statement_runs import StatementRun
-from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.parts import Parts
 
 
@@ -46,10 +45,8 @@ class Runs:
             return run_environment(self.parts.project, self.parts.state, self.parts.engine, environment,
                                    listener=listener, **options)
         except Exception as e:
-            config = self.parts.config
-            Notifier(config.notification_targets, self.parts.path.name).send(
-                "run_failed", {"environment": environment, "error": str(e) or type(e).__name__,
-                               "actor": self.parts.user})
+            self.parts.notifier.send("run_failed", {"environment": environment, "error": str(e) or type(e).__name__,
+                                                    "actor": self.parts.user})
             raise
 
     def materialize(self, models: list[str], start: int | str, end: int | str, environment: str = PROD,

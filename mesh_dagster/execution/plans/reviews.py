@@ -32,7 +32,6 @@ from mesh_dagster.execution.apply.apply import apply_plan, environment_held
 from mesh_dagster.execution.apply.promote import promote_environment, refuse_unreviewed
 from mesh_dagster.execution.evaluate.verdicts import AuditsFailed, refuse_failed_audits
 from mesh_dagster.execution.events import ApplyListener
-from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.parts import Parts
 from mesh_dagster.execution.plans.data_diffs import plan_data_diffs
 from mesh_dagster.execution.plans.git_repo import branch_heads, commit_author, export_commit
@@ -70,9 +69,7 @@ class Reviews:
     @property
     def records(self) -> PlanReviews:
         if self._records is None:
-            config = self.parts.config
-            self._records = PlanReviews(self.parts.state, config, Notifier(config.notification_targets,
-                                                                           self.parts.path.name))
+            self._records = PlanReviews(self.parts.state, self.parts.config, self.parts.notifier)
         return self._records
 
     def record(self, plan: Plan) -> PlanRecord:
