@@ -59,7 +59,7 @@ from mesh_dagster.execution.events import ApplyListener, LogLines  # noqa: F401
 from mesh_dagster.execution.inspection import Inspection
 from mesh_dagster.execution.intervals.materialize import ModelMaterialization, Outcome  # noqa: F401
 from mesh_dagster.execution.intervals.physical_check import MissingTable, missing_tables
-from mesh_dagster.execution.intervals.runs import Runs
+from mesh_dagster.execution.intervals.runs import IntervalRuns
 from mesh_dagster.execution.intervals.statement_runs import StatementRun  # noqa: F401 - for dagster/assets.py
 from mesh_dagster.execution.notify import Notifier
 from mesh_dagster.execution.plans.deployed import deployed_files
@@ -125,7 +125,7 @@ class Context:
         self.plans = Planning(self)
         self.reviews = Reviews(self, self.plans, self._files)
         self.inspection = Inspection(self, self.plans)
-        self.runs = Runs(self)
+        self.runs = IntervalRuns(self)
         self.upkeep = Upkeep(self)
 
     @property

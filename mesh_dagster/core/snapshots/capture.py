@@ -304,7 +304,7 @@ def captured_content(project: Project, snapshots: Iterable[Snapshot]) -> dict[st
     found: dict[str, bytes] = {}
     for snap in snapshots:
         seed = snap.capture.seed if snap.capture is not None else None
-        loaded = project.seeds.get(snap.name) if seed is not None else None
+        loaded = project.seeds.get(snap.name)
         if seed is not None and loaded is not None and loaded.content_hash == seed.digest:
             found[seed.digest] = loaded.data
     return found

@@ -26,7 +26,7 @@ from mesh_dagster.execution.intervals.statement_runs import StatementRun
 from mesh_dagster.execution.parts import Parts
 
 
-class Runs:
+class IntervalRuns:
     """Computes one project's due or chosen intervals into its current versions' tables."""
 
     def __init__(self, parts: Parts):
