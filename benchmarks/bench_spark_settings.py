@@ -94,7 +94,8 @@ def warehouse_files(project: Path) -> int:
 
 def measure(work: Path, settings: dict[str, str] | None, concurrent_tasks: int | None) -> Sample:
     project = project_for(work, settings, concurrent_tasks)
-    env = {k: v for k, v in os.environ.items() if k not in ("MESH_SPARK_SHARED", "MESH_SQL_TRACE")}
+    # Spark in the `mesh` process (the opt-out): each sample's settings start a JVM of their own.
+    env = {**{k: v for k, v in os.environ.items() if k != "MESH_SQL_TRACE"}, "MESH_SPARK_SERVER": "0"}
     first, _ = run([*MESH, "-p", str(project), *FIRST_APPLY], project.parent, env)
     after_apply = warehouse_files(project)
     daily, _ = run([*MESH, "-p", str(project), *DAILY_RUN], project.parent, env)

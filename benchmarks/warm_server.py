@@ -68,9 +68,9 @@ def load() -> str:
 
 
 def mesh_env() -> dict[str, str]:
-    """The environment of the `mesh` processes: without MESH_SPARK_SHARED, so the project's server is
-    used exactly when it runs (an empty value would also keep a Dagster run worker embedded)."""
-    return {k: v for k, v in os.environ.items() if k != "MESH_SPARK_SHARED"}
+    """The environment of the `mesh` processes: without MESH_SPARK_SERVER, so the project's server is
+    used as a user gets it (the default)."""
+    return {k: v for k, v in os.environ.items() if k != "MESH_SPARK_SERVER"}
 
 
 @dataclass(frozen=True)

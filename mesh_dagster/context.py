@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.config.connections import MESH_DIR, SparkConnectionConfig
@@ -45,6 +45,10 @@ from mesh_dagster.core.project.lineage import ColumnRef, Lineage, column_upstrea
 from mesh_dagster.core.project.linter import LinterErrors, LintReport, lint, refuse_errors  # noqa: F401 - for the front doors
 from mesh_dagster.core.project.project import Project, load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory  # noqa: F401 - for dagster/mapping/model_asset.py
+
+# The warm server's record and process: no PySpark, so `mesh spark status` stays quick.
+from mesh_dagster.engine.server_process import clients, server_status
+from mesh_dagster.engine.server_record import INFO_FILE, ServerInfo, idle_left_s
 from mesh_dagster.execution.apply.promote import PromotionRefused  # noqa: F401
 from mesh_dagster.execution.apply.upkeep import Upkeep
 from mesh_dagster.execution.evaluate.verdicts import (  # noqa: F401 - Holding: for dagster/restamp/verdicts.py
@@ -73,9 +77,6 @@ from mesh_dagster.execution.plans.git_worker import (  # noqa: F401 - cli/git_wo
 from mesh_dagster.execution.plans.planning import PlanExplanation, Planning, select  # noqa: F401 - for the CLI
 from mesh_dagster.execution.plans.reviews import Reviews
 from mesh_dagster.state.store import StateStore
-
-if TYPE_CHECKING:
-    from mesh_dagster.engine.connect_server import ServerInfo
 
 logger = logging.getLogger("mesh_dagster")
 
@@ -207,30 +208,37 @@ class Context:
         """Who acts: `MESH_USER`, else the project repository's git user e-mail, else the OS user."""
         return current_user(self.path)
 
-    # -- the project's shared Spark Connect server -------------------------------------------
+    # -- the project's warm Spark server (Spark Connect) ---------------------------------------
     # Only `start` reads `config.yaml` (for the connection); `status` and `stop` read the
-    # server's record alone, so they work while the configuration is broken.
+    # server's record alone, so they work while the configuration is broken, and without PySpark.
     @property
     def _mesh_dir(self) -> Path:
         return self.home / MESH_DIR
 
     def spark_server(self) -> ServerInfo | None:
-        """The project's shared server if it is running and answering."""
-        return _spark()[1].server_status(self._mesh_dir)
+        """The project's warm server if it is running and answering."""
+        return server_status(self._mesh_dir)
+
+    @staticmethod
+    def spark_server_use(info: ServerInfo) -> tuple[int, float | None]:
+        """(clients connected to the server now, seconds before it stops itself: None while a
+        client is connected)."""
+        connected = clients(info.pid, info.port)
+        return connected, idle_left_s(info, in_use=connected > 0)
 
     def start_spark_server(self, port: int | None = None, timeout_s: float = 120) -> ServerInfo:
-        """The project's shared server, started first if there is none."""
+        """The project's warm server, started first if there is none (restarted if stale)."""
         return _spark()[1].start_server(self.connection, self._mesh_dir, port=port,
                                         timeout_s=timeout_s)
 
     def stop_spark_server(self) -> bool:
-        """Stop the shared server; False when none was running."""
+        """Stop the warm server; False when none was running."""
         return _spark()[1].stop_server(self._mesh_dir)
 
     @property
     def spark_server_record(self) -> Path:
         """The file recording the running server (its token included, readable by its owner only)."""
-        return self._mesh_dir / _spark()[1].INFO_FILE
+        return self._mesh_dir / INFO_FILE
 
     @property
     def spark_at_hand(self) -> bool:
@@ -244,18 +252,17 @@ class Context:
 
     @property
     def needs_shared_spark(self) -> bool:
-        """Whether concurrent processes of this project need the shared Connect server to reach one
+        """Whether concurrent processes of this project need the warm Connect server to reach one
         catalog: only the embedded Derby metastore admits one process. A Postgres metastore, a cluster
         `master` or `remote` Spark Connect lets every process open its own session."""
-        conn = self.connection
-        return conn.is_local and not conn.shared_catalog
+        return self.connection.has_server
 
     @staticmethod
     def prefer_shared_spark() -> None:
-        """Ask, for this process and its children, for the project's shared Spark Connect server
-        (an explicit `MESH_SPARK_SHARED` in the environment wins): Dagster run workers then reach
-        one warehouse with concurrent runs and the `mesh` CLI instead of fighting over Derby."""
-        os.environ.setdefault(_spark()[1].SHARED_ENV, "1")
+        """Use the project's warm Spark server in this process and its children, even where the
+        project opted out of it (`server.enabled: false`, `MESH_SPARK_SERVER=0`): Dagster's webserver,
+        daemon and run workers run at once, and only the server lets them reach one Derby metastore."""
+        os.environ[_spark()[1].SERVER_ENV] = "1"
 
     def missing_tables(self, plan: Plan) -> list[MissingTable]:
         """The physical tables of `plan`'s snapshots that are gone while the state store records

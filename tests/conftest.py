@@ -6,7 +6,9 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from tests import jvm_startup, system_packages  # noqa: E402 - needs the repository on sys.path
+from tests import jvm_startup, spark_lane, system_packages  # noqa: E402 - needs the repository on sys.path
+
+spark_lane.choose()  # Spark in each test's own process (the opt-out), unless MESH_SPARK_SERVER=1 asks for the server
 
 # The modules that take minutes (JVMs in processes of their own), longest first. Under xdist
 # (`-n 2`, whole files per worker: `--dist loadfile` in pyproject.toml) they are handed out before
@@ -61,3 +63,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return  # a run in one process keeps the plain collection order
     rank = {path: i for i, path in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(FIRST)))  # stable
+
+
+@pytest.fixture(autouse=True)
+def _no_warm_server_left(request: pytest.FixtureRequest):
+    """In the server lane, the warm servers a test's commands started in its `tmp_path` stop with it."""
+    yield
+    spark_lane.stop_servers_under(request.node.funcargs.get("tmp_path"))

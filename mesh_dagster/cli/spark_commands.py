@@ -23,11 +23,13 @@ from mesh_dagster.core.time.dates import now_ms
 
 @click.group()
 def spark() -> None:
-    """The project's shared local Spark server (Spark Connect on 127.0.0.1).
+    """The project's warm local Spark server (Spark Connect on 127.0.0.1).
 
-    The embedded Spark of a local project admits one process at a time. When several must reach
-    the warehouse at once (Dagster's webserver, daemon and runs, and `mesh` commands beside them),
-    they share this server: every process of the project connects to it while it runs.
+    On a local master with the embedded metastore, every command that needs Spark goes through
+    this server: the first one starts it, later ones find it warm, and Dagster's processes share
+    it. It stops by itself after `server.idle_minutes` (default 30) without a client, and restarts
+    when PySpark, mesh_dagster, Java or the Spark settings changed. `server.enabled: false` in the
+    gateway's connection, or MESH_SPARK_SERVER=0, runs Spark in each command's own process instead.
     """
 
 
@@ -37,7 +39,7 @@ def spark() -> None:
               help="Seconds to wait for the server to answer.")
 @click.pass_context
 def start(ctx: click.Context, port: int | None, timeout_s: float) -> None:
-    """Start the shared server (if it is not running) and print its URL."""
+    """Start the warm server (if it is not running) and print its URL."""
     context = project_context(ctx)
     running = context.spark_server()
     started = time.monotonic()
@@ -53,7 +55,7 @@ def start(ctx: click.Context, port: int | None, timeout_s: float) -> None:
 @spark.command()
 @click.pass_context
 def stop(ctx: click.Context) -> None:
-    """Stop the shared server; the project's processes go back to embedded Spark."""
+    """Stop the warm server now (the next command that needs Spark starts it again)."""
     if project_context(ctx).stop_spark_server():
         click.echo("Stopped the Spark Connect server.")
     else:
@@ -63,19 +65,31 @@ def stop(ctx: click.Context) -> None:
 @spark.command()
 @click.pass_context
 def status(ctx: click.Context) -> None:
-    """Show whether the shared server runs, its URL, pid, uptime and log. Exit code 1 when it does not."""
+    """Show whether the warm server runs: its URL, pid, uptime, clients, idle time left and log.
+    Exit code 1 when it does not."""
     context = project_context(ctx)
     info = context.spark_server()
     if info is None:
         click.echo("No Spark Connect server is running for this project.")
         ctx.exit(1)
-    uptime_s = max(0, now_ms() - info.started_ts) // 1000
     click.echo(f"Running: {info.url}")
-    click.echo(
-        f"pid {info.pid}, master {info.master}, up {uptime_s // 3600}h{uptime_s % 3600 // 60:02d}m{uptime_s % 60:02d}s"
-    )
+    click.echo(f"pid {info.pid}, master {info.master}, up {_duration(max(0, now_ms() - info.started_ts) / 1000)}")
+    click.echo(_use(*context.spark_server_use(info), info.idle_s))
     click.echo(_token_note(context.spark_server_record))
     click.echo(f"log {info.log_path}")
+
+
+def _use(connected: int, left_s: float | None, idle_s: float | None) -> str:
+    if connected:
+        return f"in use: {connected} client{'s' if connected > 1 else ''} connected"
+    if left_s is None or idle_s is None:
+        return "idle; it does not stop by itself"
+    return f"idle: stops by itself in {_duration(left_s)} (after {_duration(idle_s)} without a client)"
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m{whole % 60:02d}s"
 
 
 def _token_note(record: Path) -> str:

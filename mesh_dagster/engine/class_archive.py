@@ -6,12 +6,14 @@ those classes from an archive made once instead (JDK 13+ dynamic class-data shar
 `mesh fetchdf` of the example project, 11.5 s -> 6.9 s a command.
 
 The archive belongs to one JDK and one set of Spark jars (its name is a hash of both) and lives in
-the user's cache (`$XDG_CACHE_HOME/mesh_dagster/jvm`, or `MESH_JVM_CACHE`). The first local
-session that finds none starts a background process that makes it (a Spark session of its own in
-a temporary directory, about half a minute at low priority, published by a rename so no JVM ever
-maps a half-written file) and starts without it; sessions after that map it. A JVM whose JDK,
-jars or class path no longer match the archive ignores it silently (`-Xlog:cds*=off`), so a stale
-archive costs nothing but its disk space.
+the user's cache (`$XDG_CACHE_HOME/mesh_dagster/jvm`, or `MESH_JVM_CACHE`). It is made when nobody
+waits for the machine (`build_if_needed`): once the project's warm Spark server idles (its idle
+watcher asks), or as a command that ran Spark in its own process exits. Building it beside a
+command, as the first version did, made that command twice as slow on a 2-core machine. The build
+is a background process (a Spark session of its own in a temporary directory, about half a minute
+at low priority), published by a rename so no JVM ever maps a half-written file; JVMs started
+before that run without it. A JVM whose JDK, jars or class path no longer match the archive
+ignores it silently (`-Xlog:cds*=off`), so a stale archive costs nothing but its disk space.
 
 A damaged archive is another matter: HotSpot maps it without reading it through, so a truncated
 one crashes the JVM as it starts (SIGBUS, and an `hs_err_pid*.log` in the working directory) and
@@ -47,6 +49,7 @@ CACHE_ENV = "MESH_JVM_CACHE"  # the directory archives are kept in
 _OWN_CDS = ("SharedArchiveFile", "ArchiveClassesAtExit", "-Xshare")
 _JAVA_ENV = ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS")
 _BUILD_LOCK = "building.lock"
+_MISSING = "is missing"
 logger = logging.getLogger(__name__)
 
 # Starts Spark as a local session does (Hive catalog, Derby metastore, warehouse under a .mesh dir)
@@ -100,26 +103,44 @@ def archive_path(env: Mapping[str, str] | None = None) -> Path | None:
 
 
 def java_options(user_options: str = "", env: Mapping[str, str] | None = None) -> str:
-    """The options that map the archive into a local driver JVM, or '' (and a build started in the
-    background when there is none yet). `user_options`: the project's extraJavaOptions."""
+    """The options that map the archive into a local driver JVM, or '' when there is none to map.
+    `user_options`: the project's extraJavaOptions. Never builds one: that would slow the very
+    command that asked (`build_if_needed`, called when nobody waits)."""
+    archive, problem = _archive_state(user_options, env)
+    return f'"-XX:SharedArchiveFile={archive}" -Xlog:cds*=off' if archive is not None and problem is None else ""
+
+
+def build_if_needed(user_options: str = "", env: Mapping[str, str] | None = None) -> subprocess.Popen | None:
+    """Start making the archive in the background when it applies and is missing or damaged.
+
+    Called where no command waits for the machine: by the warm server's idle watcher once the server
+    idles, and by a command that ran Spark in its own process as it exits."""
+    archive, problem = _archive_state(user_options, env)
+    if archive is None or problem is None:
+        return None
+    builder = start_build(archive)
+    if builder is not None and problem != _MISSING:  # said once, by the process that rebuilds it
+        logger.warning(f"The JVM class archive {archive} {problem}: rebuilding it (Spark starts without it meanwhile)")
+    return builder
+
+
+def _archive_state(user_options: str, env: Mapping[str, str] | None) -> tuple[Path | None, str | None]:
+    """(archive, what is wrong with it): no archive when class sharing is off, the user's own, or
+    impossible here; nothing wrong when it can be mapped."""
     env = os.environ if env is None else env
     if env.get(OFF_ENV, "").lower() in ("off", "0", "false", "no"):
-        return ""
+        return None, None
     if any(flag in text for text in (user_options, *(env.get(k, "") for k in _JAVA_ENV)) for flag in _OWN_CDS):
-        return ""
+        return None, None
     archive = archive_path(env)
     if archive is None:
-        return ""
-    present = archive.is_file()
+        return None, None
+    if not archive.is_file():
+        return archive, _MISSING
     try:
-        problem = damage(archive) if present else None
+        return archive, damage(archive)
     except OSError:
-        return ""  # an unreadable cache: every JVM starts as it would without us
-    if present and problem is None:
-        return f'"-XX:SharedArchiveFile={archive}" -Xlog:cds*=off'
-    if start_build(archive) is not None and problem is not None:  # said once, by the process that rebuilds it
-        logger.warning(f"The JVM class archive {archive} {problem}: rebuilding it (Spark starts without it meanwhile)")
-    return ""
+        return None, None  # an unreadable cache: every JVM starts as it would without us
 
 
 class Seal(BaseModel, frozen=True):

@@ -162,10 +162,8 @@ class LostServerError(SparkSQLError):
 def build_session(
     conn: SparkConnectionConfig, mesh_dir: Path, app_name: str = "mesh_dagster"
 ) -> SparkSession:
-    """A SparkSession for `conn`: Spark Connect when `conn.remote` is set, else a classic session.
-
-    Returns the session that already exists in this process if there is one (see module doc).
-    """
+    """A SparkSession for `conn`: Spark Connect when `conn.remote` is set, else a classic session
+    (the one that already exists in this process if there is one: see the module's docstring)."""
     quiet_pyspark_error_logs()
     if conn.remote:
         return _remote_session(conn)
@@ -192,6 +190,8 @@ def build_session(
     except Exception as e:  # noqa: BLE001
         raise to_engine_error(e, f"Cannot start Spark (master {conn.master})") from e
     spark.sparkContext.setLogLevel("ERROR")
+    if starting and conn.is_local:  # made once this command is done, never beside it (class_archive.py)
+        atexit.register(class_archive.build_if_needed, str(conn.config.get("spark.driver.extraJavaOptions", "")))
     if starting and conn.shared_catalog:
         assert conn.metastore is not None
         try:

@@ -26,10 +26,13 @@ from pyspark.sql import SparkSession
 
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine import frames as python_frames
+from mesh_dagster.engine.server_record import SERVER_ENV
 from mesh_dagster.engine.session import quiet_pyspark_error_logs, to_engine_error
 from mesh_dagster.engine.sql_text import quote_name
 
 SQL_TRACE_ENV = "MESH_SQL_TRACE"  # a file path: every call to Spark is appended with its duration
+# What Spark Connect raises for what only a classic session has: `sparkContext`, `_jvm`..., RDDs.
+_CONNECT_LACKS = ("JVM_ATTRIBUTE_NOT_SUPPORTED", "NOT_IMPLEMENTED")
 
 
 class SparkStatements:
@@ -57,6 +60,19 @@ class SparkStatements:
     def fetchdf(self, sql: str) -> pd.DataFrame:
         with self.errors("Spark query failed", sql):
             return self.spark.sql(sql).toPandas()
+
+    @staticmethod
+    def unavailable(error: BaseException) -> str | None:
+        """What a Python model asked of a Spark Connect session that only a classic one offers, and what
+        to do; None for any other error. The project's warm server is Spark Connect: a model that needs
+        `sparkContext` or RDDs runs with Spark in the command's own process."""
+        if not isinstance(error, PySparkException) or error.getCondition() not in _CONNECT_LACKS:
+            return None
+        parameters = error.getMessageParameters() or {}
+        feature = parameters.get("attr_name") or parameters.get("feature") or "a feature"
+        return (f"`{feature}`, which Spark Connect (the project's warm Spark server) does not offer: run it with "
+                f"Spark in the command's own process ({SERVER_ENV}=0, or `server: {{enabled: false}}` in the "
+                f"gateway's connection)")
 
     def refresh(self, table: str) -> None:
         """Forget what this session cached of the table (its files, its location): another process

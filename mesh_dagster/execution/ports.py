@@ -211,6 +211,10 @@ class Session(Protocol):
 
     def drop_temp_view(self, name: str) -> None: ...
 
+    def unavailable(self, error: BaseException) -> str | None:
+        """What a Python model asked of the session that it does not offer (Spark Connect has no
+        `sparkContext`, RDDs or JVM handles), and what to do instead; None for any other error."""
+
     # -- a model's session settings (execution/evaluate/session_settings.py)
     def set_session_settings(self, settings: Mapping[str, str]) -> dict[str, str | None]:
         """Set Spark SQL settings on the session; the values they had (None: not set). A setting

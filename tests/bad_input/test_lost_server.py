@@ -55,7 +55,7 @@ def _mesh(root: Path, *args: str) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "250", "MESH_SPARK_SHARED": ""}
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "250", "MESH_SPARK_SERVER": "0"}
 
 
 def test_a_killed_shared_server_is_reported_at_once_by_name(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ def test_start_with_a_cluster_master(project: Path):
     config.write_text(config.read_text().replace("master: local[*]", "master: spark://spark.example:7077", 1))
     with nothing_written(project):
         outcome = mesh(project, "spark", "start")
-    assert_refused(outcome, "The shared Spark Connect server is only for local masters; this connection uses "
+    assert_refused(outcome, "The project's Spark server is only for local masters; this connection uses "
                             "spark://spark.example:7077")
 
 

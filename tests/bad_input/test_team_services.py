@@ -164,6 +164,9 @@ def _config_line(project: Path, key: str) -> int:
      ("spark.sql.warehouse.dir", "clashes with `warehouse`")),
     ({"connect_timeout": 0}, "connect_timeout", ("connection.connect_timeout", "greater than 0")),
     ({"metastore": {"type": "mysql"}}, "metastore/type", ("connection.metastore.type", "'derby' or 'postgres'")),
+    ({"master": "spark://127.0.0.1:7077", "server": {"enabled": False}}, "server",
+     ("connection.server", "applies to a local `master` on the embedded Derby metastore only")),
+    ({"server": {"idle_minutes": 0}}, "server/idle_minutes", ("connection.server.idle_minutes", "greater than 0")),
 ])
 def test_connection_settings_that_cannot_work(tmp_path: Path, connection: dict, key: str,
                                               fragments: tuple[str, ...]) -> None:

@@ -147,7 +147,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pa
 
 
 def _mesh(project: Path, *args: str, kill_at: str | None = None, timeout_s: int = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("MESH_SPARK_SHARED", KILL_AT_ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in ("MESH_SPARK_SERVER", KILL_AT_ENV)}
     if kill_at is not None:
         env[KILL_AT_ENV] = kill_at
     try:

@@ -86,7 +86,7 @@ def hook(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(HOOK_ENV, server.url.replace("://", f"://hook:{SECRET}@"))
     monkeypatch.setenv(*UNRELATED)
     monkeypatch.setenv("MESH_USER", "alice@example.com")
-    monkeypatch.delenv("MESH_SPARK_SHARED", raising=False)  # the worker's Spark: embedded, in its own session
+    monkeypatch.setenv("MESH_SPARK_SERVER", "0")  # the worker's Spark: embedded, in its own session
     yield server
     server.close()
 

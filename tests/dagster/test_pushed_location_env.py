@@ -67,7 +67,7 @@ def test_the_pushed_location_and_its_runs_hold_no_secret_of_mesh_ui(tmp_path: Pa
     monkeypatch.setenv(HOOK_ENV, hook.url.replace("://", f"://hook:{SECRET}@"))
     monkeypatch.setenv(*UNRELATED)
     monkeypatch.setenv("MESH_USER", "alice@example.com")
-    monkeypatch.setenv("MESH_SPARK_SHARED", "1")  # the workers and the run share one Spark server
+    monkeypatch.setenv("MESH_SPARK_SERVER", "1")  # the workers and the run share one Spark server
     out = tmp_path / "evil.jsonl"
     repo = Repo(tmp_path)
     repo.commit({"config.yaml": PROJECT_CONFIG + NOTIFIED, "macros/evil.py": EVIL.format(out=str(out)),

@@ -89,6 +89,10 @@ class FakeEngine:
     def drop_temp_view(self, name: str) -> None:
         self._record("drop_temp_view", name)
 
+    @staticmethod
+    def unavailable(error: BaseException) -> str | None:
+        return None  # the fake offers everything it offers
+
     def set_session_settings(self, settings: Mapping[str, str]) -> dict[str, str | None]:
         self._record("set_session_settings", "", settings=dict(settings))
         return {key: None for key in settings}

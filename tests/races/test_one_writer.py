@@ -117,7 +117,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
 
 def _env() -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": CODE, "PYTHONUNBUFFERED": "1", "COLUMNS": "250"}
-    env.pop("MESH_SPARK_SHARED", None)  # the running server is found without it
+    env.pop("MESH_SPARK_SERVER", None)  # the running server is found without it
     return env
 
 

@@ -113,7 +113,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _python(code: str, spec: dict) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": CODE, "PYTHONUNBUFFERED": "1"}
-    env.pop("MESH_SPARK_SHARED", None)  # the running server is found without it
+    env.pop("MESH_SPARK_SERVER", None)  # the running server is found without it
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), json.dumps(spec)], cwd=CODE, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -46,7 +46,7 @@ def held_project(spark, tmp_path: Path) -> Path:
 
 
 def _run(command: list[str], project: Path, *args: str) -> Outcome:
-    env = {**os.environ, "MESH_SPARK_SHARED": "", "COLUMNS": "250"}
+    env = {**os.environ, "MESH_SPARK_SERVER": "0", "COLUMNS": "250"}
     done = subprocess.run([*command, "-p", str(project), *args], capture_output=True, text=True, env=env,
                           timeout=600)
     return Outcome(done.returncode, done.stdout, done.stderr)

@@ -114,7 +114,7 @@ sys.stdin.read()
 
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "COLUMNS": "250",
-            "MESH_SPARK_SHARED": ""}
+            "MESH_SPARK_SERVER": "0"}
 
 
 def _python(code: str, *args: str) -> subprocess.Popen:

@@ -12,6 +12,7 @@ their probes are in tests/spark/test_config_keys.py (checked to exist here).
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import textwrap
 import typing
@@ -581,6 +582,36 @@ def probe_connection_concurrent_tasks(tmp_path: Path) -> None:
             "config.yaml:4:", "concurrent_tasks", "greater than or equal to 1")
 
 
+def probe_connection_server(tmp_path: Path) -> None:
+    """Honoured by the warm server's tests (tests/spark/test_warm_server.py); here: read, and refused
+    where no server runs."""
+    config = _config(tmp_path, "gateways:\n  a:\n    connection:\n      server:\n        enabled: false\n")
+    assert config.gateway("a").connection.server.enabled is False
+    refused(lambda: _config(tmp_path, "gateways:\n  a:\n    connection:\n      master: yarn\n      server:\n"
+                                      "        enabled: true\n"), "config.yaml:5:", "server", "embedded Derby metastore only")
+
+
+def probe_connection_server_enabled(tmp_path: Path) -> None:
+    from mesh_dagster.engine.connect_server import server_requested
+    from mesh_dagster.engine.server_record import SERVER_ENV
+
+    saved = os.environ.pop(SERVER_ENV, None)
+    try:
+        assert server_requested(SparkConnectionConfig()) is True  # the default
+        assert server_requested(SparkConnectionConfig(server={"enabled": False})) is False
+    finally:
+        if saved is not None:
+            os.environ[SERVER_ENV] = saved
+
+
+def probe_connection_server_idle_minutes(tmp_path: Path) -> None:
+    config = _config(tmp_path, "gateways:\n  a:\n    connection:\n      server:\n        idle_minutes: 0.5\n")
+    assert config.gateway("a").connection.server.idle_minutes == 0.5
+    assert SparkConnectionConfig().server.idle_minutes == 30
+    refused(lambda: _config(tmp_path, "gateways:\n  a:\n    connection:\n      server:\n        idle_minutes: 0\n"),
+            "config.yaml:5:", "idle_minutes", "greater than 0")
+
+
 STATE_FIELDS = {"type": "postgres", "database": "mesh", "host": "db.example.com", "port": 6543, "user": "me",
                 "password": "secret", "url": "postgresql+psycopg://other/db"}
 
@@ -983,6 +1014,9 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "gateways.*.connection.remote": probe_connection_remote,
     "gateways.*.connection.config": probe_connection_config,
     "gateways.*.connection.concurrent_tasks": probe_connection_concurrent_tasks,
+    "gateways.*.connection.server": probe_connection_server,
+    "gateways.*.connection.server.enabled": probe_connection_server_enabled,
+    "gateways.*.connection.server.idle_minutes": probe_connection_server_idle_minutes,
     **TEAM_CONFIG_PROBES,  # metastore, warehouse, connect_timeout: tests/team/config_probes.py
     "gateways.*.state_connection": probe_gateway_state_connection,
     **{f"gateways.*.state_connection.{f}": state_probe("gateway", f) for f in STATE_FIELDS},

@@ -19,16 +19,14 @@ import pytest
 from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.connect_server import (
-    INFO_FILE,
-    LOCK_FILE,
-    SERVER_CLASS,
-    ServerInfo,
     project_session,
+    server_requested,
     server_status,
-    shared_requested,
     start_server,
     stop_server,
 )
+from mesh_dagster.engine.server_process import SERVER_CLASS
+from mesh_dagster.engine.server_record import INFO_FILE, LOCK_FILE, SERVER_ENV, ServerInfo
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,10 +55,33 @@ def test_client_url_carries_the_token():
     assert info.client_url == "sc://localhost:4242/;token=abc"
 
 
-@pytest.mark.parametrize(("value", "expected"), [("1", True), ("true", True), ("YES", True), ("0", False), ("", False)])
-def test_shared_requested_reads_the_environment(monkeypatch, value, expected):
-    monkeypatch.setenv("MESH_SPARK_SHARED", value)
-    assert shared_requested() is expected
+@pytest.mark.parametrize(("value", "enabled", "expected"), [
+    ("1", False, True), ("true", False, True), ("YES", False, True), ("on", False, True),
+    ("0", True, False), ("off", True, False), ("No", True, False),
+    ("", True, True), ("", False, False),  # unset: the connection's `server.enabled` decides
+])
+def test_the_server_is_the_default_and_the_environment_overrides_the_config(monkeypatch, value, enabled, expected):
+    monkeypatch.setenv(SERVER_ENV, value)
+    conn = SparkConnectionConfig(master="local[1]", server={"enabled": enabled})
+    assert server_requested(conn) is expected
+
+
+def test_a_server_setting_that_is_neither_on_nor_off_is_refused(monkeypatch):
+    monkeypatch.setenv(SERVER_ENV, "maybe")
+    with pytest.raises(EngineError) as exc:
+        server_requested(SparkConnectionConfig())
+    assert str(exc.value) == ("MESH_SPARK_SERVER='maybe' is neither on (1, true, yes, on) nor off "
+                              "(0, false, no, off).")
+
+
+def test_a_cluster_master_never_starts_a_server_whatever_is_asked(monkeypatch, tmp_path):
+    # project_session goes straight to build_session for it, which refuses the unreachable master;
+    # no server record is ever written.
+    monkeypatch.setenv(SERVER_ENV, "1")
+    conn = SparkConnectionConfig(master="spark://127.0.0.1:1", connect_timeout=0.5)
+    with pytest.raises(EngineError):
+        project_session(conn, tmp_path / ".mesh")
+    assert not (tmp_path / ".mesh" / INFO_FILE).exists()
 
 
 def test_status_without_a_record_is_none(tmp_path):
@@ -278,7 +299,7 @@ def test_cli_start_with_a_remote_gateway_fails_with_one_line(tmp_path):
     )
     result = _mesh(tmp_path, "spark", "start")
     assert result.returncode == 1
-    assert "Error: The shared Spark Connect server is only for local masters" in result.stderr
+    assert "Error: The project's Spark server is only for local masters" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -44,6 +44,20 @@ class MetastoreConfig(Strict):
         return self.type != "derby"
 
 
+class SparkServerConfig(Strict):
+    """The project's warm Spark: on a local master with the embedded metastore, every command reaches
+    Spark through one Spark Connect server of the project, started by the first command that needs
+    it and kept warm between commands, so that a command does not pay a JVM start.
+
+    `enabled: false` (or `MESH_SPARK_SERVER=0`) runs Spark in each command's own process instead,
+    for one-shot scripts and for Python models that need what Spark Connect lacks (`sparkContext`,
+    RDDs). `idle_minutes`: the server stops by itself once no client used it for that long.
+    """
+
+    enabled: bool = True
+    idle_minutes: float = Field(default=30.0, gt=0)
+
+
 class SparkConnectionConfig(Strict):
     """How to reach Spark: embedded `local[*]` (default), a cluster `master`, or Spark Connect."""
 
@@ -61,10 +75,19 @@ class SparkConnectionConfig(Strict):
     # Seconds to wait for a cluster master, the metastore database or a Connect server before
     # saying it is unreachable (Spark alone waits a minute or more, silently).
     connect_timeout: float = Field(default=10.0, gt=0)
+    # The project's warm Spark server (local master, embedded metastore only).
+    server: SparkServerConfig = Field(default_factory=SparkServerConfig)
 
     @property
     def is_local(self) -> bool:
         return self.remote is None and self.master.startswith("local")
+
+    @property
+    def has_server(self) -> bool:
+        """Whether the project's warm Spark server serves this connection: a local master on the
+        embedded Derby metastore, which one process at a time may open. A cluster `master`, a
+        `remote` server or a shared metastore let every process open its own session."""
+        return self.is_local and not self.shared_catalog
 
     @property
     def shared_catalog(self) -> bool:
@@ -166,6 +189,10 @@ _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
 
 def connection_refusals(conn: SparkConnectionConfig, loc: Loc) -> list[tuple[Loc, str]]:
     given = conn.model_fields_set
+    if "server" in given and not conn.has_server:
+        return [(loc + ("server",), "applies to a local `master` on the embedded Derby metastore only: with a "
+                                    "cluster `master`, a `remote` server or a shared metastore every process opens "
+                                    "its own session, and there is no project server to keep warm")]
     if conn.remote is not None:
         for key in ("metastore", "warehouse"):
             if key in given:

@@ -143,9 +143,9 @@ def python_query(engine: Engine, model: Model, tables: Mapping[str, str], variab
             kwargs = {**blueprint, **kwargs}
         result = fn(context, **kwargs)
     except Exception as e:  # noqa: BLE001 - the user's code may raise anything
-        raise _failed(model, e, files) from e
+        raise _failed(model, e, files, engine.session.unavailable(e)) from e
     try:
-        view = engine.session.register_frames(_frames(model, result, files), columns)
+        view = engine.session.register_frames(_frames(model, result, files, engine), columns)
     except EngineError as e:
         raise ModelError(f"Python model {model.name}: {e.message}", model.path, model.line) from e
     try:
@@ -157,7 +157,7 @@ def python_query(engine: Engine, model: Model, tables: Mapping[str, str], variab
         engine.session.drop_temp_view(view)
 
 
-def _frames(model: Model, result: Any, files: set[str]) -> Iterator[Any]:
+def _frames(model: Model, result: Any, files: set[str], engine: Engine) -> Iterator[Any]:
     """What the function returned, frame by frame; a generator runs (and may fail) as it is read."""
     if result is None:
         raise ModelError(f"Python model {model.name} returned None: return a DataFrame, or yield nothing for no "
@@ -171,15 +171,17 @@ def _frames(model: Model, result: Any, files: set[str]) -> Iterator[Any]:
         except StopIteration:
             return
         except Exception as e:  # noqa: BLE001 - the user's code may raise anything
-            raise _failed(model, e, files) from e
+            raise _failed(model, e, files, engine.session.unavailable(e)) from e
         yield frame
 
 
-def _failed(model: Model, error: Exception, files: set[str]) -> ModelError:
+def _failed(model: Model, error: Exception, files: set[str], unavailable: str | None = None) -> ModelError:
     """The user's code raised: one line naming the model, where it raised (its innermost line in the
-    model's code), and what."""
+    model's code), and what. `unavailable`: what it asked of the session that the session lacks."""
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in files]
     path, line = (frames[-1].filename, frames[-1].lineno) if frames else (model.path, model.line)
+    if unavailable is not None:
+        return ModelError(f"Python model {model.name} uses {unavailable}.", path, line)
     detail = error.message if isinstance(error, MeshError) else f"{type(error).__name__}: {error}"
     return ModelError(f"Python model {model.name} failed: {detail}", path, line)
 

@@ -44,7 +44,7 @@ from mesh_dagster.execution.events import ApplyListener
 # `git.worker_env`, named one by one.
 WORKER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "XDG_CACHE_HOME", "PYTHONPATH",
               "JAVA_HOME", "SPARK_HOME", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "PYSPARK_PYTHON", "SPARK_SUBMIT_OPTS",
-              "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "MESH_JVM_ARCHIVE", "MESH_JVM_CACHE", "MESH_SPARK_SHARED")
+              "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "MESH_JVM_ARCHIVE", "MESH_JVM_CACHE", "MESH_SPARK_SERVER")
 # What a left-out variable holding a whole notification URL reads as in the worker (`.invalid` never
 # resolves): see `worker_environment`.
 STAND_IN_URL = "https://withheld.invalid"
