@@ -193,8 +193,9 @@ def project_session(
     - a local master on the embedded metastore, the server requested (`shared`, default:
       `server_requested`, which is true unless opted out): a client of the project's warm server,
       started (or restarted: never a stale one) when needed.
-    - opted out, but the project's server runs (or is being started): a client of it anyway. The
-      server holds the Derby metastore, so an embedded session could not open it.
+    - opted out, and the project's server idles: it is stopped, then the embedded session.
+    - opted out, but the project's server has clients (or is being started): a client of it, with a
+      warning. The server holds the Derby metastore, so an embedded session could not open it.
     - opted out: the embedded session, in this process.
 
     Raises EngineError when the answer is a Connect session but this process already runs an
@@ -205,7 +206,7 @@ def project_session(
         return build_session(conn, mesh_dir)
     if shared is None:
         shared = server_requested(conn) or _connect_mode()
-    if not shared and server_status(mesh_dir) is None and not _starting(mesh_dir):
+    if not shared and not _server_kept(mesh_dir):
         if _connect_mode():
             raise EngineError(
                 f"This process already uses Spark Connect, and the Spark server of {mesh_dir.parent} "
@@ -219,6 +220,27 @@ def project_session(
             f"kind per process: set {SERVER_ENV}=0 for embedded Spark only, and `mesh spark stop`."
         )
     return _client_session(start_server(conn, mesh_dir), conn)
+
+
+def _server_kept(mesh_dir: Path) -> bool:
+    """Opted out: whether the project's server must serve this process anyway. An idle one is stopped
+    (its Derby lock would keep the embedded session out); one with clients, or starting, is kept."""
+    if server_status(mesh_dir) is None and not _starting(mesh_dir):
+        return False
+    with server_lock(mesh_dir, 150):
+        info = read_info(mesh_dir)
+        if info is None or not is_server_process(info.pid, mesh_dir):
+            info_path(mesh_dir).unlink(missing_ok=True)
+            return False
+        in_use = clients(info.pid, info.port) if info.ready else 1
+        if in_use:
+            logger.warning(f"Spark runs in this process when the project's server is off ({SERVER_ENV}=0 or "
+                           f"`server.enabled: false`), but the server is in use by {in_use} client(s) and holds "
+                           f"the metastore: this command is its client too.")
+            return True
+        terminate(info.pid, mesh_dir)
+        info_path(mesh_dir).unlink(missing_ok=True)
+        return False
 
 
 def _no_server_here(conn: SparkConnectionConfig) -> str:
@@ -400,7 +422,7 @@ def _new_client_session(info: ServerInfo, conn: SparkConnectionConfig) -> SparkS
         session = builder.create()
         # The server is ours, on this machine: a closed port means it is gone, not restarting.
         watch_server(session, BIND_ADDRESS, info.port, "the project's shared Spark Connect server",
-                     "Start it again with `mesh spark start`, then re-run")
+                     "Run the command again: it starts the server anew (its log: .mesh/connect.log)")
         atexit.register(close_if_unreachable, session, BIND_ADDRESS, info.port)
     except Exception as e:  # noqa: BLE001
         raise to_engine_error(e, context) from e

@@ -69,12 +69,26 @@ def terminate(pid: int, mesh_dir: Path) -> bool:
         except ProcessLookupError:
             break
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and is_server_process(pid, mesh_dir):
-            time.sleep(0.2)
-        if not is_server_process(pid, mesh_dir):
+        while time.monotonic() < deadline and _exiting_or_alive(pid):
+            time.sleep(0.1)
+        if not _exiting_or_alive(pid):
             break
     reap(pid)
     return True
+
+
+def _exiting_or_alive(pid: int) -> bool:
+    """Until its files are closed. A JVM on its way out loses its command line, and its main thread
+    shows as a zombie, while its other threads still run and hold its locks (Derby's among them);
+    only a zombie with no thread left holds none."""
+    child = CHILDREN.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        process = psutil.Process(pid)
+        return process.status() != psutil.STATUS_ZOMBIE or process.num_threads() > 1
+    except (psutil.Error, ValueError):
+        return False
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -113,8 +113,8 @@ sys.stdin.read()
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "COLUMNS": "250",
-            "MESH_SPARK_SERVER": "0"}
+    env = {k: v for k, v in os.environ.items() if k != "MESH_SPARK_SERVER"}  # the product's default
+    return {**env, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "COLUMNS": "250"}
 
 
 def _python(code: str, *args: str) -> subprocess.Popen:

@@ -70,8 +70,10 @@ def test_an_archive_is_mapped_only_while_it_matches_its_seal(tmp_path: Path, cap
         f.truncate(1 << 19)
     caplog.set_level(logging.WARNING, logger=class_archive.__name__)
     try:
-        assert class_archive.java_options("", env) == ""
-        assert class_archive.java_options("", env) == ""  # a second start while it is being rebuilt: no news
+        assert class_archive.java_options("", env) == ""  # not mapped, and no build beside the JVM asking
+        assert not (tmp_path / "building.lock").exists()
+        assert class_archive.build_if_needed("", env) is not None  # when nobody waits: rebuilt
+        assert class_archive.build_if_needed("", env) is None  # asked again while it is being rebuilt: no news
         assert (tmp_path / "building.lock").is_file()
     finally:
         _stop_builder(tmp_path)
