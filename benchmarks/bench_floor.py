@@ -48,8 +48,9 @@ Choices, each a judgement:
   becomes one space), which is exact for this generated project (no `--` comments, no
   whitespace inside literals); a floor statement with ` --` in it is refused rather than run.
 
-`--connect`: ours runs through the project's shared Spark Connect server instead of the embedded
-default. The server is started first (`mesh spark start`; every `mesh` process of the project is
+`--connect`: ours runs through the project's warm Spark Connect server (the default since issue
+36; without `--connect`, Spark runs in each `mesh` process: the opt-out, MESH_SPARK_SERVER=0). The
+server is started first (`mesh spark start`; every `mesh` process of the project is
 then its client), warmed with the floor's throwaway statements through a client, and stopped at the
 end, also on failure (benchmarks/warm_server.py). The first apply and the daily run are traced as
 above: the trace is written by the engine's client side (`SparkStatements.errors`, for classic and
@@ -181,11 +182,14 @@ def read_trace(path: Path) -> list[Call]:
     return calls
 
 
-def run_ours(project: Path, trace: Path, command: Sequence[str]) -> Ours:
-    """Run one `mesh` command on the project with the trace on; its wall time and calls."""
+def run_ours(project: Path, trace: Path, command: Sequence[str], embedded: bool = False) -> Ours:
+    """Run one `mesh` command on the project with the trace on; its wall time and calls. `embedded`:
+    Spark in the command's own process (the opt-out), else the project's warm server (the default)."""
     trace.unlink(missing_ok=True)
-    env = mesh_env()  # the embedded session, or the project's Connect server while it runs
+    env = mesh_env()
     env["MESH_SQL_TRACE"] = str(trace)
+    if embedded:
+        env["MESH_SPARK_SERVER"] = "0"
     wall, _ = run([*MESH, "-p", str(project), *command], project.parent, env)
     return Ours(wall, read_trace(trace))
 
@@ -414,11 +418,11 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def run_pair(project: Path, work: Path) -> list[Ours]:
+def run_pair(project: Path, work: Path, embedded: bool = False) -> list[Ours]:
     """The first apply, then the daily run, each traced."""
     results = []
     for name, command in (FIRST_APPLY, DAILY_RUN):
-        results.append(run_ours(project, work / f"trace_{name.replace(' ', '_')}.tsv", command))
+        results.append(run_ours(project, work / f"trace_{name.replace(' ', '_')}.tsv", command, embedded))
         print(f"ours, {name}: {results[-1].wall:.1f} s ({len(results[-1].calls)} traced calls)", flush=True)
     return results
 
@@ -438,7 +442,7 @@ def main() -> None:
                       f"warm-up {server.warm_s:.1f} s", flush=True)
                 results = run_pair(project, work)
         else:
-            results = run_pair(project, work)
+            results = run_pair(project, work, embedded=True)
         runs = {FIRST_APPLY[0]: results[0].calls, DAILY_RUN[0]: results[1].calls}
         floors = measure_floor(project, work / "floor_project", runs, args.warmup_rounds, args.concurrent_tasks)
         connect_floors: list[list[Call] | None] = [None, None]

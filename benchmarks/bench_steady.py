@@ -1,7 +1,7 @@
 """The steady state (issue 23, point 4): what a project costs day after day once it is applied, on
 the issue-9 project (benchmarks/gen_first_apply.py: a seed, 15 INCREMENTAL_BY_TIME_RANGE, 8 FULL
 and 6 VIEW models), after its first apply (`plan --auto-apply --skip-tests --execution-time
-2024-01-31`, embedded, not timed here: bench_floor.py times it).
+2024-01-31`, in its own process, not timed here: bench_floor.py times it).
 
     flock /tmp/bench.lock python benchmarks/bench_steady.py [--rounds 3] [--concurrent-tasks N]
                                                             [--warmup-rounds 3] [--keep DIR] [--no-dagster]
@@ -10,7 +10,7 @@ Each scenario is timed `--rounds` times (the table prints each round and the med
 on a new interval or a new change ((c): the same partition again), so every round does the same
 work:
 
-(a) `mesh run --execution-time <day>` with the embedded default: a new process, a cold JVM. Each
+(a) `mesh run --execution-time <day>` with Spark in its own process (the opt-out, MESH_SPARK_SERVER=0): a cold JVM. Each
     round's day is the next one, so exactly one new daily interval of every model is due.
 (b) the same, with the project's shared Spark Connect server running and warm (`mesh spark start`,
     then throwaway statements through a client: benchmarks/warm_server.py); the `mesh` process is
@@ -84,8 +84,11 @@ def days() -> Iterator[dt.date]:
         yield day
 
 
-def mesh(project: Path, *args: str) -> tuple[float, str]:
-    return run([*MESH, "-p", str(project), *args], project.parent, mesh_env())
+def mesh(project: Path, *args: str, embedded: bool = False) -> tuple[float, str]:
+    """A `mesh` command as a user runs it (the project's warm server, the default), or with Spark in
+    its own process (`embedded`: the opt-out, MESH_SPARK_SERVER=0)."""
+    env = {**mesh_env(), "MESH_SPARK_SERVER": "0"} if embedded else mesh_env()
+    return run([*MESH, "-p", str(project), *args], project.parent, env)
 
 
 def batches(output: str) -> int:
@@ -122,12 +125,12 @@ def with_columns(original: str, k: int) -> str:
     return changed
 
 
-def plan_dev(project: Path, model: Path, k: int, when: dt.date) -> tuple[float, str]:
+def plan_dev(project: Path, model: Path, k: int, when: dt.date, embedded: bool = False) -> tuple[float, str]:
     """`mesh plan dev --auto-apply` with the k-th column added; the file restored afterwards."""
     original = model.read_text()
     model.write_text(with_columns(original, k))
     try:
-        wall, out = mesh(project, "plan", DEV, "--auto-apply", "--execution-time", when.isoformat())
+        wall, out = mesh(project, "plan", DEV, "--auto-apply", "--execution-time", when.isoformat(), embedded=embedded)
     finally:
         model.write_text(original)
     return wall, f"{batches(out)} batches"
@@ -158,13 +161,13 @@ class Results:
 
 
 def mesh_rounds(project: Path, model: Path, rounds: int, day: Iterator[dt.date], changes: Iterator[int],
-                results: Results, run_label: str, plan_label: str) -> None:
+                results: Results, run_label: str, plan_label: str, embedded: bool = False) -> None:
     """Per round: `mesh run` of the next day, then `plan dev` with the next change."""
     for _ in range(rounds):
         when = next(day)
-        wall, out = mesh(project, "run", "--execution-time", when.isoformat())
+        wall, out = mesh(project, "run", "--execution-time", when.isoformat(), embedded=embedded)
         results.add(run_label, wall, f"(execution time {when}, {batches(out)} batches)")
-        wall, note = plan_dev(project, model, next(changes), when)
+        wall, note = plan_dev(project, model, next(changes), when, embedded)
         results.add(plan_label, wall, f"({note})")
 
 
@@ -239,12 +242,13 @@ def main() -> None:
         print(f"project {project} (concurrent_tasks {args.concurrent_tasks or 'default'}, changed model "
               f"{model.name}, {load()})", flush=True)
         first = FIRST_EXECUTION.isoformat()
-        wall, _ = mesh(project, "plan", "--auto-apply", "--skip-tests", "--execution-time", first)
+        wall, _ = mesh(project, "plan", "--auto-apply", "--skip-tests", "--execution-time", first, embedded=True)
         print(f"first apply (embedded): {wall:.1f} s", flush=True)
-        wall, _ = mesh(project, "plan", DEV, "--auto-apply", "--include-unmodified", "--execution-time", first)
+        wall, _ = mesh(project, "plan", DEV, "--auto-apply", "--include-unmodified", "--execution-time", first,
+                       embedded=True)
         print(f"dev created (plan {DEV} --include-unmodified): {wall:.1f} s", flush=True)
         results, day, changes = Results(), days(), iter(range(1, 2 * args.rounds + 1))
-        mesh_rounds(project, model, args.rounds, day, changes, results, A, D_EMBEDDED)
+        mesh_rounds(project, model, args.rounds, day, changes, results, A, D_EMBEDDED, embedded=True)
         with served(project, args.warmup_rounds) as server:
             print(f"the project's Connect server: `mesh spark start` {server.start_s:.1f} s, "
                   f"warm-up {server.warm_s:.1f} s", flush=True)

@@ -33,7 +33,7 @@ from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.config.connections import MESH_DIR, SparkConnectionConfig
 from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.config.spark_settings import spark_settings_refusal, with_spark_settings
-from mesh_dagster.core.errors import ConfigError
+from mesh_dagster.core.errors import ConfigError, MeshError
 from mesh_dagster.core.plan.identity import current_user
 from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.manual_categories import CHOICES as CATEGORY_CHOICES  # noqa: F401 - for the CLI
@@ -225,6 +225,19 @@ class Context:
         client is connected)."""
         connected = clients(info.pid, info.port)
         return connected, idle_left_s(info, in_use=connected > 0)
+
+    def start_spark_early(self) -> None:
+        """For a command that will need Spark: start the project's warm server in the background now,
+        if it is the project's way to Spark and not running, so that loading and planning overlap the
+        JVM's start. Nothing happens when the configuration cannot be read (the command says why)."""
+        if self._engine is not None:
+            return
+        try:
+            conn = self.connection
+        except MeshError:
+            return
+        if conn.has_server:
+            _spark()[1].start_early(conn, self._mesh_dir)
 
     def start_spark_server(self, port: int | None = None, timeout_s: float = 120) -> ServerInfo:
         """The project's warm server, started first if there is none (restarted if stale)."""

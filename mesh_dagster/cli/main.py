@@ -89,6 +89,8 @@ def _choose(question: str, options) -> str:
 def plan(ctx, environment, **flags) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
     context = project_context(ctx)
+    if not flags["explain"]:
+        context.start_spark_early()  # its JVM starts while the project loads and the plan is made
     config = context.project.config
     if environment is None:  # an empty name is refused by its type, never taken for the default
         environment = config.default_target_environment
@@ -203,6 +205,7 @@ def run(ctx, environment, start, end, execution_time, ignore_cron, select_model,
     if no_auto_upstream and not select_model:
         raise MeshError("--no-auto-upstream only applies with --select-model")
     context = project_context(ctx)
+    context.start_spark_early()  # its JVM starts while the project loads and the intervals are found
     listener = ConsoleListener()
     try:
         context.runs.run(environment, listener=listener, start=start, end=end, execution_time=execution_time,

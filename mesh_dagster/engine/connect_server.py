@@ -243,6 +243,26 @@ def _server_kept(mesh_dir: Path) -> bool:
         return False
 
 
+def start_early(conn: SparkConnectionConfig, mesh_dir: Path) -> None:
+    """Start the project's server in a thread, when this process will want it and it is not running:
+    the command's own work (loading the project, planning) overlaps the JVM's start. A failure is
+    left to the command's own `project_session`, which meets the same cause and reports it."""
+    mesh_dir = Path(mesh_dir).resolve()
+    try:
+        wanted = conn.has_server and server_requested(conn) and not _classic_running()
+    except EngineError:
+        return
+    if wanted and server_status(mesh_dir) is None:
+        threading.Thread(target=_start_quietly, args=(conn, mesh_dir), name="mesh-spark-start", daemon=True).start()
+
+
+def _start_quietly(conn: SparkConnectionConfig, mesh_dir: Path) -> None:
+    try:
+        start_server(conn, mesh_dir)
+    except Exception:  # noqa: BLE001 - reported by the command when it asks for Spark itself
+        logger.debug("Starting the project's Spark server early failed", exc_info=True)
+
+
 def _no_server_here(conn: SparkConnectionConfig) -> str:
     if not conn.is_local:
         return (f"The project's Spark server is only for local masters; this connection uses "

@@ -97,7 +97,9 @@ def _project(root: Path, made: list[Path], server: str = "", files: dict[str, st
 
 def test_the_first_command_starts_the_server_and_the_next_ones_find_it_warm(tmp_path: Path, projects) -> None:
     project = _project(tmp_path / "p", projects)
-    _ok(_mesh(project, "plan", "--auto-apply", "--skip-tests"))
+    _ok(_mesh(project, "plan", "--explain"))  # never needs Spark: no server is started for it
+    assert _record(project) is None and _servers_of(project) == []
+    _ok(_mesh(project, "plan", "--auto-apply", "--skip-tests"))  # starts it early, beside its planning
     first = _record(project)
     assert first is not None and first["ready"] and _servers_of(project) == [first["pid"]]
     assert first["idle_s"] == 30 * 60  # the default
