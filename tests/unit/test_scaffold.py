@@ -222,3 +222,14 @@ def test_an_existing_gitignore_in_another_encoding_is_appended_to_untouched(tmp_
     init_project(tmp_path, template="empty", today=TODAY)
     data = (tmp_path / ".gitignore").read_bytes()
     assert data.startswith(original) and b".mesh/" in data.splitlines()
+
+
+def test_the_commented_server_block_is_valid_config(tmp_path: Path) -> None:
+    init_project(tmp_path, today=TODAY)
+    text = (tmp_path / "config.yaml").read_text()
+    for key in ("server:", "  enabled: true", "  idle_minutes: 30"):
+        text = text.replace(f"      # {key}", f"      {key}")
+    (tmp_path / "config.yaml").write_text(text)
+    server = load_config(tmp_path).gateway().connection.server
+    assert server.model_fields_set == {"enabled", "idle_minutes"}
+    assert (server.enabled, server.idle_minutes) == (True, 30)
