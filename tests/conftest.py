@@ -22,6 +22,8 @@ FIRST = (
     "tests/cli/test_interrupted_backfill.py",
     "tests/dagster/test_git_webserver.py",
     "tests/cli/test_selectors_cli.py",
+    "tests/spark/test_warm_server.py",
+    "tests/cli/test_killed_server.py",
     "tests/dagster/test_dagster_webserver.py",
     "tests/cli/test_quickstart.py",
     "tests/team/test_team_metastore.py",
