@@ -1,15 +1,24 @@
-"""One Spark Connect server per project, shared by every process that needs the warehouse.
+"""The project's warm Spark: one Spark Connect server per project, shared by every process that
+needs the warehouse.
 
-The embedded default keeps its Hive metastore in Derby, and Derby admits one JVM: a second
-process (the Dagster daemon beside the webserver, a run worker, a `mesh` command) fails with
-`ERROR XSDB6`. So when several processes must reach the warehouse at once, one long-lived
-Connect server owns the metastore and everyone else is a client. It is started on demand,
-survives the process that started it, and stops with `mesh spark stop` (`stop_server`).
+Starting Spark costs a JVM and ten seconds or more; a command that runs for two should not pay
+it every time. So on a local master with the embedded metastore (the default) every command
+reaches Spark through the project's server, like Gradle's daemon: the first command that needs it
+starts it (`project_session`, or `start_early` beside the command's own work), later ones are
+its clients, and it stops itself once idle (idle_watch.py) or on `mesh spark stop`. A client never
+talks to a stale server: one started with another PySpark, mesh_dagster, Java or Spark settings is
+restarted first (server_identity.py). The opt-out (`server.enabled: false`, `MESH_SPARK_SERVER=0`)
+runs Spark in the command's own process.
 
-Everything about the server lives in the project's `.mesh/`: `connect.json` (how to reach it),
-`connect.log` (its output), `connect.lock` (serialises starting and stopping). The server uses
-exactly the metastore, warehouse and log settings of the embedded session (`local_session_config`),
-so switching between embedded and shared never changes what tables a project sees.
+The embedded default keeps its Hive metastore in Derby, and Derby admits one JVM: that is also why
+Dagster's processes (webserver, daemon, run workers) share the server whatever the project chose.
+
+Everything about the server lives in the project's `.mesh/` (server_record.py): `connect.json`
+(how to reach it, what it was started with), `connect.log` (its output and its watcher's),
+`connect.lock` (serialises starting, stopping and the idle stop), `connect.used` (its last use).
+The server uses exactly the metastore, warehouse and log settings of the embedded session
+(`local_session_config`), so switching between embedded and served never changes what tables a
+project sees.
 
 The server binds 127.0.0.1 only and requires a token (kept in the 0600 `connect.json`): Spark SQL
 can read and write any file its user can, so other accounts on the machine must not get in.
