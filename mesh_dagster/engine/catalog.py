@@ -141,6 +141,7 @@ class SparkCatalog:
             if e.condition == "SCHEMA_NOT_FOUND":
                 return set()
             raise
+        self._schemas.add(schema.lower())  # it answered: `create_schema` need not ask again
         return {str(row[1]).lower() for row in rows if not row[2]}
 
     def columns(self, name: str) -> dict[str, str]:

@@ -109,3 +109,36 @@ def test_partitioning_names_the_columns_from_one_listing(spark, unique_schema, t
     calls = [line.split("\t")[1] for line in trace.read_text().splitlines()]
     assert calls == ["[Cannot configure the Spark session]", f"SHOW PARTITIONS `{unique_schema}`.`parted`"]
     assert engine.catalog.partitions(parted) == [{"ds": "2024-01-01", "region": "a/b"}, {"ds": "2024-01-02", "region": None}]
+
+
+def _traced(trace) -> list[str]:
+    return [line.split("\t")[1] for line in trace.read_text().splitlines()]
+
+
+def test_a_generation_switch_needs_no_refresh_to_be_read(spark, unique_schema, tmp_path, monkeypatch) -> None:
+    """ALTER TABLE ... SET LOCATION forgets the session's cached listing itself: the full rewrite
+    issues no refresh after it (issue 36), and the session reads the new rows straight away."""
+    engine = SparkEngine(spark)
+    table = f"{unique_schema}.full"
+    engine.writes.replace_table(table, "SELECT 1 AS a")
+    assert engine.session.fetchall(f"SELECT a FROM {table}") == [(1,)]  # the session has listed its files
+    trace = tmp_path / "trace.tsv"
+    monkeypatch.setenv(SQL_TRACE_ENV, str(trace))
+    traced = SparkEngine(spark)
+    traced.writes.replace_table(table, "SELECT 2 AS a UNION ALL SELECT 3")
+    calls = _traced(trace)
+    switched = next(i for i, call in enumerate(calls) if "SET LOCATION" in call)
+    assert not any(call.startswith("[Cannot refresh") for call in calls[switched:]), calls
+    assert sorted(traced.session.fetchall(f"SELECT a FROM {table}")) == [(2,), (3,)]
+    assert sorted(engine.session.fetchall(f"SELECT a FROM {table}")) == [(2,), (3,)]
+
+
+def test_a_listed_schema_is_not_looked_up_again(spark, unique_schema, tmp_path, monkeypatch) -> None:
+    """SHOW TABLES answering proves the schema exists: creating a table in it asks no more."""
+    SparkEngine(spark).catalog.create_schema(unique_schema)
+    trace = tmp_path / "trace.tsv"
+    monkeypatch.setenv(SQL_TRACE_ENV, str(trace))
+    engine = SparkEngine(spark)
+    assert engine.catalog.table_names(unique_schema) == set()
+    engine.catalog.create_schema(unique_schema)
+    assert not any("look up schema" in call for call in _traced(trace))
