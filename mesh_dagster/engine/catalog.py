@@ -213,9 +213,10 @@ class SparkCatalog:
         storage_format: str = "parquet",
         columns: Mapping[str, str] | None = None,
         comments: Mapping[str, str] | None = None,
-    ) -> None:
+    ) -> dict[str, str]:
         """CREATE TABLE IF NOT EXISTS with `columns`, or the query's columns (analyzed, not run);
-        `comments` (column -> text) become column comments."""
+        `comments` (column -> text) become column comments. Returns the columns as a table created
+        so holds them (Spark puts partition columns last), without reading them back."""
         if columns is None:
             if query_sql is None:
                 raise EngineError(f"Cannot create {table}: neither columns nor a query were given")
@@ -235,6 +236,7 @@ class SparkCatalog:
             # table owns them, and Spark refuses to create a managed table over them.
             generations.clear_default_location(self.session, table)
             self._in_schema(table, ddl, f"Cannot create table {table}")
+        return _partitions_last(columns, partitioned_by)
 
     def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
         """ALTER TABLE ADD COLUMNS: existing rows read NULL for them (no data is rewritten)."""
@@ -273,6 +275,14 @@ class SparkCatalog:
 
     def drop_locations(self, locations: Iterable[str]) -> None:
         generations.delete(self.session, list(locations))
+
+
+def _partitions_last(columns: Mapping[str, str], partitioned_by: Sequence[str]) -> dict[str, str]:
+    """A new table's columns in the order Spark keeps them: the others, then the partition columns
+    in partitioning order."""
+    parts = [find_column(columns, p) for p in partitioned_by]
+    kept = {name: kind for name, kind in columns.items() if name not in parts}
+    return {**kept, **{name: columns[name] for name in parts if name is not None}}
 
 
 def _comment(comments: Mapping[str, str] | None, column: str) -> str:

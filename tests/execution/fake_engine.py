@@ -144,17 +144,22 @@ class FakeEngine:
 
     def create_table(self, table: str, query_sql: str | None, partitioned_by: Sequence[str] = (),
                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
-                     comments: Mapping[str, str] | None = None) -> None:
+                     comments: Mapping[str, str] | None = None) -> dict[str, str]:
         self._record("create_table", table, query=query_sql, partitioned_by=list(partitioned_by), columns=columns)
         self.tables.setdefault(table, dict(columns) if columns else dict(self.output))
         self._require_table(table)
+        return dict(self.tables[table])
 
     def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
                       storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
                       comments: Mapping[str, str] | None = None, *, journal: Any = None,
-                      reads_self: bool = False) -> None:
-        self._record("replace_table", table, query=query_sql, partitioned_by=list(partitioned_by), reads_self=reads_self)
+                      reads_self: bool = False,
+                      produced: Mapping[str, str] | None = None) -> tuple[dict[str, str], bool]:
+        self._record("replace_table", table, query=query_sql, partitioned_by=list(partitioned_by), reads_self=reads_self,
+                     produced=produced)
+        before = self.tables.get(table)
         self.tables[table] = dict(columns) if columns else dict(self.output)
+        return dict(self.tables[table]), before != self.tables[table]
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str,
                                   high_sql: str, *, journal: Any = None, reads_self: bool = False,
@@ -190,9 +195,11 @@ class FakeEngine:
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None, *, journal: Any = None,
-                  batch_size: int | None = None) -> None:
+                  batch_size: int | None = None) -> tuple[dict[str, str], bool]:
         self._record("load_seed", table, rows=len(df), columns=dict(columns))
+        before = self.tables.get(table)
         self.tables[table] = dict(columns)
+        return dict(columns), before != self.tables[table]
 
     def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:
         self._record("create_view", view, query=select_sql)
