@@ -13,6 +13,7 @@ otherwise refuse to create a table of that name again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import unquote
 
@@ -324,6 +325,27 @@ def partition_section(col_names: Iterable[str]) -> list[str]:
         elif inside:
             partitions.append(name)
     return partitions
+
+
+# Types DESCRIBE TABLE spells as the table's schema does (`columns`, `type_sql`); others differ
+# (`varchar(5)` is a `string` there; struct field names are quoted by `type_sql` only) or may.
+_PLAIN_TYPE = re.compile(r"(tiny|small|big)?int|double|float|string|date|timestamp(_ntz)?|boolean|binary"
+                         r"|decimal\(\d+,\d+\)")
+
+
+def described_columns(rows: Iterable[Sequence[object]]) -> dict[str, str] | None:
+    """A table's columns from DESCRIBE TABLE's rows (name, type, comment: the columns come first, up
+    to the first row without a type), as `columns` would answer them; None when a type is one whose
+    spelling may differ there (then `columns` must be asked)."""
+    columns: dict[str, str] = {}
+    for row in rows:
+        kind = str(row[1] or "").strip()
+        if not kind:
+            break
+        if not _PLAIN_TYPE.fullmatch(kind):
+            return None
+        columns[str(row[0])] = kind
+    return columns or None
 
 
 def parse_partition(spec: str) -> dict[str, str | None]:

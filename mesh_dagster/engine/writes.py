@@ -31,7 +31,7 @@ from mesh_dagster.core.errors import EngineError
 from mesh_dagster.core.models.merge import Upsert
 from mesh_dagster.engine import frames as python_frames
 from mesh_dagster.engine import generations, swaps
-from mesh_dagster.engine.catalog import parse_partition, partition_section
+from mesh_dagster.engine.catalog import described_columns, parse_partition, partition_section
 from mesh_dagster.engine.kill_points import kill_point
 from mesh_dagster.engine.session import SparkSQLError
 from mesh_dagster.engine.sql_text import (
@@ -409,14 +409,14 @@ class TableWrites:
 
         `spelled`: the types are already in Spark's spelling (a query's analysed columns), which
         spares the round trip that canonicalises declared ones. Its refresh tells whether it
-        exists, and one DESCRIBE TABLE EXTENDED its partitioning and location.
+        exists, and one DESCRIBE TABLE EXTENDED its columns, partitioning and location.
         """
         catalog = self.catalog
         if not self._refreshed(table):
             catalog.create_table(table, None, layout.partitioned_by, layout.storage_format, layout.columns,
                                  layout.comments)
-            return catalog.columns(table), *self._layout(table), True
-        current, (current_partitions, located) = catalog.columns(table), self._layout(table)
+            return *self._described(table), True
+        current, current_partitions, located = self._described(table)
         wanted = layout.columns if spelled else catalog.canonical_types(layout.columns)
         same_columns = normalized_columns(current) == normalized_columns(wanted)
         same_partitions = [p.lower() for p in current_partitions] == [p.lower() for p in layout.partitioned_by]
@@ -429,6 +429,16 @@ class TableWrites:
             return True
 
         return generations.unless_missing(refresh) is not None
+
+    def _described(self, table: str) -> tuple[dict[str, str], list[str], tuple[str, str]]:
+        """The table's columns, partition columns and (location, provider), from one DESCRIBE TABLE
+        EXTENDED; its columns are asked of the catalog too only where DESCRIBE spells a type other
+        than the table's schema does (`described_columns`): one round trip, where it took two."""
+        described = generations.describe_rows(self.session, table) or []
+        columns = described_columns(described)
+        if columns is None:
+            columns = self.catalog.columns(table)
+        return columns, partition_section(row[0] for row in described), generations.located(described)
 
     def _layout(self, table: str) -> tuple[list[str], tuple[str, str]]:
         """The table's partition columns and (location, provider), from one DESCRIBE TABLE EXTENDED."""

@@ -142,3 +142,35 @@ def test_a_listed_schema_is_not_looked_up_again(spark, unique_schema, tmp_path, 
     assert engine.catalog.table_names(unique_schema) == set()
     engine.catalog.create_schema(unique_schema)
     assert not any("look up schema" in call for call in _traced(trace))
+
+
+def test_a_full_rewrite_reads_its_tables_columns_once(spark, unique_schema, tmp_path, monkeypatch) -> None:
+    """DESCRIBE TABLE EXTENDED names the columns of plain types as the schema does: the rewrite of
+    such a table asks for no column look-up besides it; one of a type spelled otherwise there
+    (varchar) is looked up, and its columns are the schema's."""
+    from mesh_dagster.engine.catalog import described_columns
+    from mesh_dagster.engine.generations import describe_rows
+
+    engine = SparkEngine(spark)
+    engine.catalog.create_schema(unique_schema)
+    types = ("a int, b bigint, c double, d string, e date, f timestamp, g decimal(10,2), h boolean, i smallint, "
+             "j tinyint, k float, l binary, m timestamp_ntz, ds date")
+    engine.session.execute(f"CREATE TABLE {unique_schema}.plain ({types}) USING parquet PARTITIONED BY (ds)")
+    engine.session.execute(f"CREATE TABLE {unique_schema}.odd (a int, n varchar(5)) USING parquet")
+    plain = described_columns(describe_rows(engine.session, f"{unique_schema}.plain") or [])
+    assert plain == engine.catalog.columns(f"{unique_schema}.plain")
+    assert described_columns(describe_rows(engine.session, f"{unique_schema}.odd") or []) is None
+
+    table = f"{unique_schema}.full"
+    engine.writes.replace_table(table, "SELECT 1 AS a, 'x' AS b")
+    trace = tmp_path / "trace.tsv"
+    monkeypatch.setenv(SQL_TRACE_ENV, str(trace))
+    traced = SparkEngine(spark)
+    assert traced.writes.replace_table(table, "SELECT 2 AS a, 'y' AS b", produced={"a": "int", "b": "string"}) == (
+        {"a": "int", "b": "string"}, False)
+    calls = _traced(trace)
+    assert not any(call.startswith("[Cannot read the columns") for call in calls), calls
+    assert not any(call.startswith("SELECT") for call in calls), calls  # handed its columns: no analysis
+    assert traced.session.fetchall(f"SELECT a, b FROM {table}") == [(2, "y")]
+    columns, relaid = traced.writes.replace_table(table, "SELECT 3 AS a, 'z' AS b, 1.5D AS c")
+    assert (columns, relaid) == ({"a": "int", "b": "string", "c": "double"}, True)  # a new layout
