@@ -259,6 +259,7 @@ class SnapshotEvaluator:
         since). What the query outputs is analysed only when something it reads changed since the
         last check (shapes.py). Unchanged, its columns are remembered for the writes' time bounds."""
         sql = self.render(snapshot, stage="creating")
+        self.shapes.seen(snapshot, current)
         if snapshot.model.columns:  # declared: Spark only spells them
             output, inputs = self.shapes.output("declared", snapshot, sql,
                                                 lambda: wanted_columns(self.engine, snapshot, sql))

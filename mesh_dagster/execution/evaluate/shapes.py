@@ -151,6 +151,20 @@ class Shapes:
         if before != shape and self._store is not None:
             self._store.remember(shape)
 
+    def seen(self, snapshot: Snapshot, columns: Mapping[str, str]) -> None:
+        """The snapshot's table was just read to have `columns` (its migration check): what this
+        evaluation goes by from now on (a query reading the table itself is analysed on them)."""
+        table = snapshot.table_name
+        with self._lock:
+            known = self._shapes().get(table)
+            if known is not None and known.columns is not None and _same(known.columns, columns):
+                return
+            self._epochs[table] = self._epochs.get(table, 0) + 1
+            inputs, output = (known.inputs, known.output) if known is not None else (None, None)
+            self._shapes()[table] = TableShape(table, dict(columns), inputs, output)
+        if self._store is not None and known is not None:
+            self._store.forget([table])  # not what the store says: `learned` keeps the truth once checked
+
     def defined(self, snapshot: Snapshot) -> None:
         """The snapshot's view was (re)defined: what reads it may see other columns."""
         with self._lock:
