@@ -70,6 +70,7 @@ class Shapes:
         self._known: dict[str, TableShape] | None = None  # by table, loaded from the store on first use
         self._read: dict[str, Columns | None] = {}  # columns read from Spark in this evaluation
         self._answers: dict[str, Columns] = {}  # analyses made in this evaluation, by inputs
+        self._views: dict[str, str] = {}  # views' definitions, rendered in this evaluation
         # Tables' changes seen in this evaluation (a migration, a new layout, a view redefined), by table.
         self._epochs: dict[str, int] = {}
         self._lock = threading.RLock()
@@ -209,12 +210,23 @@ class Shapes:
         if snapshot is not None and snapshot.model.kind.is_view:
             if table in within:
                 return None
-            inner = self._tokens(self._render(snapshot), read, (*within, table))
-            return None if inner is None else json.dumps(["view", self._render(snapshot), inner])
+            sql = self._view_sql(snapshot)
+            inner = self._tokens(sql, read, (*within, table))
+            return None if inner is None else json.dumps(["view", sql, inner])
         columns = self.columns(snapshot) if snapshot is not None else None
         if columns is None and read:
             columns = self._read_columns(table)
         return None if columns is None else json.dumps(_normal(columns))
+
+    def _view_sql(self, snapshot: Snapshot) -> str:
+        """A view's definition, rendered once per evaluation (it is the same every time)."""
+        with self._lock:
+            sql = self._views.get(snapshot.table_name)
+        if sql is None:
+            sql = self._render(snapshot)
+            with self._lock:
+                self._views[snapshot.table_name] = sql
+        return sql
 
     def _read_columns(self, table: str) -> Columns | None:
         with self._lock:
