@@ -81,7 +81,7 @@ class FakeEngine:
             if sorted(str(c).lower() for c in frame.columns) != sorted(columns):
                 raise EngineError(f"its DataFrame has columns {list(frame.columns)} (declared columns: "
                                   f"{', '.join(columns)})")
-        name = f"__frames_{len(self.frames)}"
+        name = f"__mesh_tmp_frames_{len(self.frames)}"  # as the engine names temporary views
         self.frames[name] = kept
         self._record("register_frames", name, rows=sum(len(f) for f in kept), chunks=len(kept))
         return name

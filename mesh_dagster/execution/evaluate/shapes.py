@@ -38,6 +38,7 @@ from importlib import metadata
 import sqlglot
 from sqlglot import exp
 
+from mesh_dagster.core.config.names import TEMP_PREFIX
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.execution.ports import Engine, ShapeState
@@ -205,7 +206,10 @@ class Shapes:
         return tokens
 
     def _token(self, table: str, read: bool, within: tuple[str, ...]) -> str | None:
-        """What stands for a table's columns in a digest (see the module's docstring)."""
+        """What stands for a table's columns in a digest (see the module's docstring). A temporary
+        view (a Python model's output) is new in every evaluation: it has none, the query is analysed."""
+        if table.rpartition(".")[2].startswith(TEMP_PREFIX):
+            return None
         snapshot = self._ours.get(table)
         if snapshot is not None and snapshot.model.kind.is_view:
             if table in within:
