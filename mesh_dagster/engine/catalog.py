@@ -13,6 +13,7 @@ otherwise refuse to create a table of that name again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import unquote
 
@@ -141,6 +142,7 @@ class SparkCatalog:
             if e.condition == "SCHEMA_NOT_FOUND":
                 return set()
             raise
+        self._schemas.add(schema.lower())  # it answered: `create_schema` need not ask again
         return {str(row[1]).lower() for row in rows if not row[2]}
 
     def columns(self, name: str) -> dict[str, str]:
@@ -212,9 +214,10 @@ class SparkCatalog:
         storage_format: str = "parquet",
         columns: Mapping[str, str] | None = None,
         comments: Mapping[str, str] | None = None,
-    ) -> None:
+    ) -> dict[str, str]:
         """CREATE TABLE IF NOT EXISTS with `columns`, or the query's columns (analyzed, not run);
-        `comments` (column -> text) become column comments."""
+        `comments` (column -> text) become column comments. Returns the columns as a table created
+        so holds them (Spark puts partition columns last), without reading them back."""
         if columns is None:
             if query_sql is None:
                 raise EngineError(f"Cannot create {table}: neither columns nor a query were given")
@@ -234,6 +237,7 @@ class SparkCatalog:
             # table owns them, and Spark refuses to create a managed table over them.
             generations.clear_default_location(self.session, table)
             self._in_schema(table, ddl, f"Cannot create table {table}")
+        return _partitions_last(columns, partitioned_by)
 
     def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
         """ALTER TABLE ADD COLUMNS: existing rows read NULL for them (no data is rewritten)."""
@@ -272,6 +276,14 @@ class SparkCatalog:
 
     def drop_locations(self, locations: Iterable[str]) -> None:
         generations.delete(self.session, list(locations))
+
+
+def _partitions_last(columns: Mapping[str, str], partitioned_by: Sequence[str]) -> dict[str, str]:
+    """A new table's columns in the order Spark keeps them: the others, then the partition columns
+    in partitioning order."""
+    parts = [find_column(columns, p) for p in partitioned_by]
+    kept = {name: kind for name, kind in columns.items() if name not in parts}
+    return {**kept, **{name: columns[name] for name in parts if name is not None}}
 
 
 def _comment(comments: Mapping[str, str] | None, column: str) -> str:
@@ -313,6 +325,27 @@ def partition_section(col_names: Iterable[str]) -> list[str]:
         elif inside:
             partitions.append(name)
     return partitions
+
+
+# Types DESCRIBE TABLE spells as the table's schema does (`columns`, `type_sql`); others differ
+# (`varchar(5)` is a `string` there; struct field names are quoted by `type_sql` only) or may.
+_PLAIN_TYPE = re.compile(r"(tiny|small|big)?int|double|float|string|date|timestamp(_ntz)?|boolean|binary"
+                         r"|decimal\(\d+,\d+\)")
+
+
+def described_columns(rows: Iterable[Sequence[object]]) -> dict[str, str] | None:
+    """A table's columns from DESCRIBE TABLE's rows (name, type, comment: the columns come first, up
+    to the first row without a type), as `columns` would answer them; None when a type is one whose
+    spelling may differ there (then `columns` must be asked)."""
+    columns: dict[str, str] = {}
+    for row in rows:
+        kind = str(row[1] or "").strip()
+        if not kind:
+            break
+        if not _PLAIN_TYPE.fullmatch(kind):
+            return None
+        columns[str(row[0])] = kind
+    return columns or None
 
 
 def parse_partition(spec: str) -> dict[str, str | None]:

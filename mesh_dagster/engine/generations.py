@@ -80,9 +80,11 @@ def write(session: SparkStatements, location: str, provider: str, select_sql: st
 
 
 def switch(session: SparkStatements, table: str, location: str) -> None:
-    """Point the table at `location` (one metastore update) and forget what this session cached of it."""
+    """Point the table at `location` (one metastore update). No refresh follows: Spark's ALTER TABLE
+    ... SET LOCATION forgets what this session cached of the table itself, so the session's next
+    query lists the new generation's files (tests/spark/test_engine_write_path.py reads right after
+    a switch); other sessions refresh before they write (writes.py), as they always had to."""
     session.execute(f"ALTER TABLE {quote_name(table)} SET LOCATION {sql_string(location)}")
-    session.refresh(table)
 
 
 def delete(session: SparkStatements, locations: list[str]) -> None:

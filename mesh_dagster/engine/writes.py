@@ -31,7 +31,7 @@ from mesh_dagster.core.errors import EngineError
 from mesh_dagster.core.models.merge import Upsert
 from mesh_dagster.engine import frames as python_frames
 from mesh_dagster.engine import generations, swaps
-from mesh_dagster.engine.catalog import parse_partition, partition_section
+from mesh_dagster.engine.catalog import described_columns, parse_partition, partition_section
 from mesh_dagster.engine.kill_points import kill_point
 from mesh_dagster.engine.session import SparkSQLError
 from mesh_dagster.engine.sql_text import (
@@ -85,15 +85,18 @@ class TableWrites:
     def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
                       storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
                       comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
-                      reads_self: bool = False) -> None:
+                      reads_self: bool = False,
+                      produced: Mapping[str, str] | None = None) -> tuple[dict[str, str], bool]:
         """Full refresh: the table (swapped for one of the new layout when its columns or
         partitioning no longer match) holds exactly the query's output; partitions the query no
-        longer produces are dropped."""
-        produced = self.catalog.query_columns(query_sql)
+        longer produces are dropped. `produced`: the query's output columns, when the caller knows
+        them (else the query is analysed). Returns the table's columns, and whether it was laid out
+        anew (created, or swapped)."""
+        produced = dict(produced) if produced is not None else self.catalog.query_columns(query_sql)
         wanted = dict(columns) if columns is not None else produced
-        self.replace_whole(table, Layout(wanted, partitioned_by, storage_format, comments),
-                           lambda table_columns: self.select_for(table, query_sql, table_columns, produced),
-                           journal=journal, reads_self=reads_self, spelled=columns is None)
+        return self.replace_whole(table, Layout(wanted, partitioned_by, storage_format, comments),
+                                  lambda table_columns: self.select_for(table, query_sql, table_columns, produced),
+                                  journal=journal, reads_self=reads_self, spelled=columns is None)
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str, high_sql: str,
                                   *, journal: Journal | None = None, reads_self: bool = False,
@@ -187,8 +190,9 @@ class TableWrites:
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
-                  batch_size: int | None = None) -> None:
-        """(Re)create `table` with exactly `columns` and fill it from the frame, casting in Spark.
+                  batch_size: int | None = None) -> tuple[dict[str, str], bool]:
+        """(Re)create `table` with exactly `columns` and fill it from the frame, casting in Spark;
+        returns the table's columns and whether it was laid out anew (`replace_whole`).
 
         Values travel as booleans, 64-bit integers, doubles or text and are cast to the declared
         types by Spark, so `2020-01-01` becomes a DATE under Spark's rules, not pandas'.
@@ -204,22 +208,25 @@ class TableWrites:
             return f"SELECT {select} FROM {quote_identifier(view)}"
 
         try:
-            self.replace_whole(table, Layout(dict(columns), (), "parquet", comments), rows, journal=journal)
+            return self.replace_whole(table, Layout(dict(columns), (), "parquet", comments), rows, journal=journal)
         finally:
             self.session.drop_temp_view(view)
 
     def replace_whole(self, table: str, layout: Layout, rows: Rows, *, journal: Journal | None = None,
-                      reads_self: bool = False, spelled: bool = False) -> None:
+                      reads_self: bool = False, spelled: bool = False) -> tuple[dict[str, str], bool]:
         """The table, of `layout`, holds exactly `rows` (given the table's columns, in table order).
         A missing table is created first; one of another layout is swapped for a new one holding
         them (swaps.py), so its old rows stay readable until the new ones are complete.
-        `spelled`: the layout's types are Spark's own spelling (a query's analysed columns)."""
+        `spelled`: the layout's types are Spark's own spelling (a query's analysed columns).
+        Returns the table's columns (as read, or as laid out anew), and whether it was laid out anew
+        (created here, or swapped): if not, it had these columns before the write too."""
         fitted = self.fitted_table(table, layout, spelled)
         if fitted is None:
             swaps.swap_in(self.catalog, table, layout, rows, journal, completes_write=True)
-            return
-        table_columns, partition_columns, located = fitted
+            return dict(layout.columns), True
+        table_columns, partition_columns, located, created = fitted
         self._replace(table, rows(table_columns), partition_columns, None, journal, reads_self, located=located)
+        return dict(table_columns), created
 
     def retype_table(self, table: str, columns: Mapping[str, str], *, journal: Journal | None = None) -> None:
         """Make the table hold exactly `columns` (name -> type, in order), keeping its rows: kept
@@ -396,24 +403,24 @@ class TableWrites:
     # -- helpers ------------------------------------------------------------------------------
 
     def fitted_table(self, table: str, layout: Layout,
-                     spelled: bool = False) -> tuple[dict[str, str], list[str], tuple[str, str]] | None:
-        """The table's columns (in table order), partition columns and (location, provider), creating
-        it if it does not exist; None when it exists with other columns or partitioning.
+                     spelled: bool = False) -> tuple[dict[str, str], list[str], tuple[str, str], bool] | None:
+        """The table's columns (in table order), partition columns, (location, provider) and whether
+        it was created here (it did not exist); None when it exists with other columns or partitioning.
 
         `spelled`: the types are already in Spark's spelling (a query's analysed columns), which
         spares the round trip that canonicalises declared ones. Its refresh tells whether it
-        exists, and one DESCRIBE TABLE EXTENDED its partitioning and location.
+        exists, and one DESCRIBE TABLE EXTENDED its columns, partitioning and location.
         """
         catalog = self.catalog
         if not self._refreshed(table):
             catalog.create_table(table, None, layout.partitioned_by, layout.storage_format, layout.columns,
                                  layout.comments)
-            return catalog.columns(table), *self._layout(table)
-        current, (current_partitions, located) = catalog.columns(table), self._layout(table)
+            return *self._described(table), True
+        current, current_partitions, located = self._described(table)
         wanted = layout.columns if spelled else catalog.canonical_types(layout.columns)
         same_columns = normalized_columns(current) == normalized_columns(wanted)
         same_partitions = [p.lower() for p in current_partitions] == [p.lower() for p in layout.partitioned_by]
-        return (current, current_partitions, located) if same_columns and same_partitions else None
+        return (current, current_partitions, located, False) if same_columns and same_partitions else None
 
     def _refreshed(self, table: str) -> bool:
         """Refresh the table (another process may have rewritten it); False when it does not exist."""
@@ -422,6 +429,16 @@ class TableWrites:
             return True
 
         return generations.unless_missing(refresh) is not None
+
+    def _described(self, table: str) -> tuple[dict[str, str], list[str], tuple[str, str]]:
+        """The table's columns, partition columns and (location, provider), from one DESCRIBE TABLE
+        EXTENDED; its columns are asked of the catalog too only where DESCRIBE spells a type other
+        than the table's schema does (`described_columns`): one round trip, where it took two."""
+        described = generations.describe_rows(self.session, table) or []
+        columns = described_columns(described)
+        if columns is None:
+            columns = self.catalog.columns(table)
+        return columns, partition_section(row[0] for row in described), generations.located(described)
 
     def _layout(self, table: str) -> tuple[list[str], tuple[str, str]]:
         """The table's partition columns and (location, provider), from one DESCRIBE TABLE EXTENDED."""

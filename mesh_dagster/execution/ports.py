@@ -28,6 +28,7 @@ from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotId
 from mesh_dagster.state.journal import PendingWrite
 from mesh_dagster.state.locks import Lease, LockInfo
+from mesh_dagster.state.shapes import TableShape
 from mesh_dagster.state.verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -150,6 +151,16 @@ class RunMarkState(Protocol):
     def forget_old(self, now: int | None = None) -> None: ...
 
 
+class ShapeState(Protocol):
+    """What is known of tables' columns and their queries' last analyses (state/shapes.py)."""
+
+    def table_shapes(self, tables: Iterable[str]) -> dict[str, TableShape]: ...
+
+    def remember(self, shape: TableShape) -> None: ...
+
+    def forget(self, tables: Iterable[str]) -> None: ...
+
+
 class State(Protocol):
     """Everything execution/ asks of the state store, as the store's parts."""
 
@@ -176,6 +187,9 @@ class State(Protocol):
 
     @property
     def statement_runs(self) -> RunMarkState: ...
+
+    @property
+    def shapes(self) -> ShapeState: ...
 
 
 # -- the engine ------------------------------------------------------------------------------------
@@ -256,8 +270,9 @@ class Catalog(Protocol):
 
     def create_table(self, table: str, query_sql: str | None, partitioned_by: Sequence[str] = (),
                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
-                     comments: Mapping[str, str] | None = None) -> None:
-        """CREATE TABLE IF NOT EXISTS, with `columns` or the query's (analysed, not run)."""
+                     comments: Mapping[str, str] | None = None) -> dict[str, str]:
+        """CREATE TABLE IF NOT EXISTS, with `columns` or the query's (analysed, not run); the columns
+        a table created so holds, in table order (partition columns last)."""
 
     def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:
         """CREATE OR REPLACE VIEW."""
@@ -282,9 +297,11 @@ class Writes(Protocol):
     def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
                       storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
                       comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
-                      reads_self: bool = False) -> None:
+                      reads_self: bool = False,
+                      produced: Mapping[str, str] | None = None) -> tuple[dict[str, str], bool]:
         """Afterwards the table holds exactly the query's output (`reads_self`: the query reads the
-        table itself)."""
+        table itself; `produced`: its output columns, when known, else analysed). Returns the
+        table's columns, and whether it was laid out anew (created, or swapped for other columns)."""
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str,
                                   high_sql: str, *, journal: Journal | None = None, reads_self: bool = False,
@@ -326,9 +343,10 @@ class Writes(Protocol):
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None, *, journal: Journal | None = None,
-                  batch_size: int | None = None) -> None:
+                  batch_size: int | None = None) -> tuple[dict[str, str], bool]:
         """(Re)create the table with exactly `columns`, filled from the frame in one write (its rows
-        sent to Spark `batch_size` at a time)."""
+        sent to Spark `batch_size` at a time); returns the table's columns and whether it was laid
+        out anew."""
 
     def retype_table(self, table: str, columns: Mapping[str, str], *, journal: Journal | None = None) -> None:
         """Make the table hold exactly `columns`, keeping (casting) its rows (schema migration of a

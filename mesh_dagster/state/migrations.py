@@ -24,6 +24,7 @@ from mesh_dagster.state.schema import (
     plan_events,
     plans,
     statement_runs,
+    table_shapes,
     versions,
 )
 
@@ -66,8 +67,16 @@ def _v6_statement_runs(conn: Connection) -> None:
     metadata.create_all(conn, tables=[statement_runs], checkfirst=True)
 
 
+def _v7_table_shapes(conn: Connection) -> None:
+    """What each table's columns are and its query's last analysis said: a run analyses a query only
+    when something it reads changed (issue 36). An upgraded store starts empty: every query is
+    analysed once more, as before."""
+    metadata.create_all(conn, tables=[table_shapes], checkfirst=True)
+
+
 MIGRATIONS: dict[int, Migration] = {1: _v1_baseline, 2: _v2_replaced_views, 3: _v3_plan_records,
-                                    4: _v4_captured_content, 5: _v5_audit_verdicts, 6: _v6_statement_runs}
+                                    4: _v4_captured_content, 5: _v5_audit_verdicts, 6: _v6_statement_runs,
+                                    7: _v7_table_shapes}
 
 
 def stored_schema_version(conn: Connection) -> int | None:

@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # SQLite only auto-increments an `INTEGER PRIMARY KEY`; elsewhere the id is a BIGINT identity.
 _AutoId = BigInteger().with_variant(Integer(), "sqlite")
@@ -188,4 +188,20 @@ statement_runs = Table(
     Column("created_ts", BigInteger, nullable=False),
     PrimaryKeyConstraint("run_key", "mark", name="pk_mesh_statement_runs"),
     Index("ix_mesh_statement_runs_created", "created_ts"),
+)
+
+# v7. What mesh last knew of each physical table's columns (`columns`, JSON pairs in table order) and
+# the last analysis of the query written into it: `inputs`, the digest of everything that analysis
+# depended on (the SQL, the columns of every table it reads), and `output`, its answer
+# (execution/evaluate/shapes.py). A later run whose inputs digest the same needs no analysis. A
+# write that may change a table's columns deletes its row first, so a row never outlives the
+# columns it names, whatever kills the write.
+table_shapes = Table(
+    "mesh_table_shapes",
+    metadata,
+    Column("table_name", String(512), primary_key=True),
+    Column("columns", Text),
+    Column("inputs", String(64)),
+    Column("output", Text),
+    Column("updated_ts", BigInteger, nullable=False),
 )

@@ -13,6 +13,7 @@ locks that serialise decisions):
     store.statement_runs StatementRuns  state/statement_runs.py  before_all / after_all of each Dagster run
 
     store.verdicts       AuditVerdicts  state/verdicts.py      what each audit said about the data it judged
+    store.shapes         TableShapes    state/shapes.py        tables' columns, their queries' last analyses
 
 Callers reach each concern through its part (`store.environments.get_environment("dev")`), the one
 way to reach it; `StateStore` itself only opens, migrates and closes the database the parts share.
@@ -31,6 +32,7 @@ from mesh_dagster.state.journal import Journal
 from mesh_dagster.state.locks import EXCLUSIVE_LOCK, Lease, LockInfo, LockLostError, Locks
 from mesh_dagster.state.migrations import MIGRATIONS, Migration
 from mesh_dagster.state.plans import PlanRecords
+from mesh_dagster.state.shapes import TableShapes
 from mesh_dagster.state.snapshots import Snapshots
 from mesh_dagster.state.statement_runs import StatementRuns
 from mesh_dagster.state.verdicts import AuditVerdicts
@@ -58,6 +60,7 @@ class StateStore:
         self.journal = Journal(self.db)
         self.statement_runs = StatementRuns(self.db)
         self.verdicts = AuditVerdicts(self.db)
+        self.shapes = TableShapes(self.db)
 
     # ------------------------------------------------------------------ lifecycle
 

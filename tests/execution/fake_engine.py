@@ -81,7 +81,7 @@ class FakeEngine:
             if sorted(str(c).lower() for c in frame.columns) != sorted(columns):
                 raise EngineError(f"its DataFrame has columns {list(frame.columns)} (declared columns: "
                                   f"{', '.join(columns)})")
-        name = f"__frames_{len(self.frames)}"
+        name = f"__mesh_tmp_frames_{len(self.frames)}"  # as the engine names temporary views
         self.frames[name] = kept
         self._record("register_frames", name, rows=sum(len(f) for f in kept), chunks=len(kept))
         return name
@@ -148,17 +148,22 @@ class FakeEngine:
 
     def create_table(self, table: str, query_sql: str | None, partitioned_by: Sequence[str] = (),
                      storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
-                     comments: Mapping[str, str] | None = None) -> None:
+                     comments: Mapping[str, str] | None = None) -> dict[str, str]:
         self._record("create_table", table, query=query_sql, partitioned_by=list(partitioned_by), columns=columns)
         self.tables.setdefault(table, dict(columns) if columns else dict(self.output))
         self._require_table(table)
+        return dict(self.tables[table])
 
     def replace_table(self, table: str, query_sql: str, partitioned_by: Sequence[str] = (),
                       storage_format: str = "parquet", columns: Mapping[str, str] | None = None,
                       comments: Mapping[str, str] | None = None, *, journal: Any = None,
-                      reads_self: bool = False) -> None:
-        self._record("replace_table", table, query=query_sql, partitioned_by=list(partitioned_by), reads_self=reads_self)
+                      reads_self: bool = False,
+                      produced: Mapping[str, str] | None = None) -> tuple[dict[str, str], bool]:
+        self._record("replace_table", table, query=query_sql, partitioned_by=list(partitioned_by), reads_self=reads_self,
+                     produced=produced)
+        before = self.tables.get(table)
         self.tables[table] = dict(columns) if columns else dict(self.output)
+        return dict(self.tables[table]), before != self.tables[table]
 
     def insert_overwrite_interval(self, table: str, query_sql: str, time_column: str, low_sql: str,
                                   high_sql: str, *, journal: Any = None, reads_self: bool = False,
@@ -194,9 +199,11 @@ class FakeEngine:
 
     def load_seed(self, table: str, df: pd.DataFrame, columns: Mapping[str, str],
                   comments: Mapping[str, str] | None = None, *, journal: Any = None,
-                  batch_size: int | None = None) -> None:
+                  batch_size: int | None = None) -> tuple[dict[str, str], bool]:
         self._record("load_seed", table, rows=len(df), columns=dict(columns))
+        before = self.tables.get(table)
         self.tables[table] = dict(columns)
+        return dict(columns), before != self.tables[table]
 
     def create_view(self, view: str, select_sql: str, comments: Mapping[str, str] | None = None) -> None:
         self._record("create_view", view, query=select_sql)

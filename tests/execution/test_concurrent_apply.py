@@ -110,10 +110,13 @@ def test_independent_models_overlap_and_every_model_waits_for_what_it_reads(tmp_
     log = engine.log
     backfill = first(log, "backfill", "")
     assert len(engine.threads - {threading.current_thread().name}) > 1  # (the views move on the caller's)
+    assert not [e for e in log if e[0] > backfill and e[1] == "begin" and e[3] == tables["s.v"]]  # issue 36
     for child, parents in READS.items():
         for parent in parents:
             # creating a child analyses its query, which reads its parents' tables
             assert first(log, "begin", tables[child]) > first(log, "end", tables[parent]), (child, parent)
+            if child == "s.v":  # the view, defined by the physical layer, is found so by the backfill
+                continue
             # writing a child reads its parents' recorded data
             child_write = first(log, "begin", tables[child], after=backfill)
             assert child_write > first(log, "recorded", parent), (child, parent, log)

@@ -53,6 +53,11 @@ def execute(context, start, end, execution_time):
     yield pd.DataFrame({"id": [1]})
     raise KeyError("id")
 """,
+    "models/full_py.py": HEADER + """\
+@model("s.full_py", kind="FULL", columns={"id": "int"})
+def execute(context, start, end, execution_time):
+    return pd.DataFrame({"id": [1, 2]})
+""",
     "models/odd.py": HEADER + """\
 @model("s.none", columns={"id": "int"})
 def none(context, start, end, execution_time):
@@ -138,3 +143,22 @@ def test_a_failing_model_is_one_error_at_its_line_and_writes_nothing(planned, na
     if "failed" in message:
         assert e.value.__cause__ is not None  # the user's exception, with its traceback for the log
     assert not {"create_table", "replace_table", "insert_overwrite_interval", "register_frames"} & set(engine.methods())
+
+
+def test_a_full_python_models_output_is_analysed_without_looking_its_temporary_view_up(planned):
+    """Its output is a temporary view new in every evaluation: nothing is remembered of it, and its
+    columns are not read to digest it (issue 36); the write is handed the one analysis."""
+    class Looking(FakeEngine):
+        looked: list[str] = []
+
+        def existing_columns(self, name):
+            self.looked.append(name)
+            return super().existing_columns(name)
+
+    engine = Looking({"id": "int"})
+    ev = SnapshotEvaluator(planned[0], engine, planned[1])
+    ev.evaluate(ev.snapshots["s.full_py"], DAY1, DAY2, DAY2)
+    (view,) = engine.frames
+    assert view not in engine.looked
+    assert engine.methods().count("query_columns") == 1
+    assert next(c for c in engine.calls if c.method == "replace_table").args["produced"] == {"id": "int"}

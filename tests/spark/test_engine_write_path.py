@@ -109,3 +109,68 @@ def test_partitioning_names_the_columns_from_one_listing(spark, unique_schema, t
     calls = [line.split("\t")[1] for line in trace.read_text().splitlines()]
     assert calls == ["[Cannot configure the Spark session]", f"SHOW PARTITIONS `{unique_schema}`.`parted`"]
     assert engine.catalog.partitions(parted) == [{"ds": "2024-01-01", "region": "a/b"}, {"ds": "2024-01-02", "region": None}]
+
+
+def _traced(trace) -> list[str]:
+    return [line.split("\t")[1] for line in trace.read_text().splitlines()]
+
+
+def test_a_generation_switch_needs_no_refresh_to_be_read(spark, unique_schema, tmp_path, monkeypatch) -> None:
+    """ALTER TABLE ... SET LOCATION forgets the session's cached listing itself: the full rewrite
+    issues no refresh after it (issue 36), and the session reads the new rows straight away."""
+    engine = SparkEngine(spark)
+    table = f"{unique_schema}.full"
+    engine.writes.replace_table(table, "SELECT 1 AS a")
+    assert engine.session.fetchall(f"SELECT a FROM {table}") == [(1,)]  # the session has listed its files
+    trace = tmp_path / "trace.tsv"
+    monkeypatch.setenv(SQL_TRACE_ENV, str(trace))
+    traced = SparkEngine(spark)
+    traced.writes.replace_table(table, "SELECT 2 AS a UNION ALL SELECT 3")
+    calls = _traced(trace)
+    switched = next(i for i, call in enumerate(calls) if "SET LOCATION" in call)
+    assert not any(call.startswith("[Cannot refresh") for call in calls[switched:]), calls
+    assert sorted(traced.session.fetchall(f"SELECT a FROM {table}")) == [(2,), (3,)]
+    assert sorted(engine.session.fetchall(f"SELECT a FROM {table}")) == [(2,), (3,)]
+
+
+def test_a_listed_schema_is_not_looked_up_again(spark, unique_schema, tmp_path, monkeypatch) -> None:
+    """SHOW TABLES answering proves the schema exists: creating a table in it asks no more."""
+    SparkEngine(spark).catalog.create_schema(unique_schema)
+    trace = tmp_path / "trace.tsv"
+    monkeypatch.setenv(SQL_TRACE_ENV, str(trace))
+    engine = SparkEngine(spark)
+    assert engine.catalog.table_names(unique_schema) == set()
+    engine.catalog.create_schema(unique_schema)
+    assert not any("look up schema" in call for call in _traced(trace))
+
+
+def test_a_full_rewrite_reads_its_tables_columns_once(spark, unique_schema, tmp_path, monkeypatch) -> None:
+    """DESCRIBE TABLE EXTENDED names the columns of plain types as the schema does: the rewrite of
+    such a table asks for no column look-up besides it; one of a type spelled otherwise there
+    (varchar) is looked up, and its columns are the schema's."""
+    from mesh_dagster.engine.catalog import described_columns
+    from mesh_dagster.engine.generations import describe_rows
+
+    engine = SparkEngine(spark)
+    engine.catalog.create_schema(unique_schema)
+    types = ("a int, b bigint, c double, d string, e date, f timestamp, g decimal(10,2), h boolean, i smallint, "
+             "j tinyint, k float, l binary, m timestamp_ntz, ds date")
+    engine.session.execute(f"CREATE TABLE {unique_schema}.plain ({types}) USING parquet PARTITIONED BY (ds)")
+    engine.session.execute(f"CREATE TABLE {unique_schema}.odd (a int, n varchar(5)) USING parquet")
+    plain = described_columns(describe_rows(engine.session, f"{unique_schema}.plain") or [])
+    assert plain == engine.catalog.columns(f"{unique_schema}.plain")
+    assert described_columns(describe_rows(engine.session, f"{unique_schema}.odd") or []) is None
+
+    table = f"{unique_schema}.full"
+    engine.writes.replace_table(table, "SELECT 1 AS a, 'x' AS b")
+    trace = tmp_path / "trace.tsv"
+    monkeypatch.setenv(SQL_TRACE_ENV, str(trace))
+    traced = SparkEngine(spark)
+    assert traced.writes.replace_table(table, "SELECT 2 AS a, 'y' AS b", produced={"a": "int", "b": "string"}) == (
+        {"a": "int", "b": "string"}, False)
+    calls = _traced(trace)
+    assert not any(call.startswith("[Cannot read the columns") for call in calls), calls
+    assert not any(call.startswith("SELECT") for call in calls), calls  # handed its columns: no analysis
+    assert traced.session.fetchall(f"SELECT a, b FROM {table}") == [(2, "y")]
+    columns, relaid = traced.writes.replace_table(table, "SELECT 3 AS a, 'z' AS b, 1.5D AS c")
+    assert (columns, relaid) == ({"a": "int", "b": "string", "c": "double"}, True)  # a new layout

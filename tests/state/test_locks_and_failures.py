@@ -144,20 +144,22 @@ def test_v1_store_is_migrated_to_the_current_schema(store: StateStore, state_url
         conn.execute(text("DROP TABLE mesh_pending_writes"))
         conn.execute(text("DROP TABLE mesh_audit_verdicts"))
         conn.execute(text("DROP TABLE mesh_statement_runs"))
+        conn.execute(text("DROP TABLE mesh_table_shapes"))
         conn.execute(text("UPDATE mesh_versions SET schema_version = 1"))
     with pytest.raises(StateError, match=rf"uses schema v1 but this mesh_dagster needs v{SCHEMA_VERSION}; run `mesh "
                                          "migrate`"):
         StateStore(state_url)
     with StateStore(state_url, check_version=False) as migrating:
-        assert migrating.migrate() == [2, 3, 4, 5, 6]
+        assert migrating.migrate() == [2, 3, 4, 5, 6, 7]
     with StateStore(state_url) as migrated:
-        assert migrated.schema_version == SCHEMA_VERSION == 6
+        assert migrated.schema_version == SCHEMA_VERSION == 7
         migrated.environments.promote_environment(make_env("dev", "p2", "p1"))
         assert migrated.environments.replaced_environment("dev").plan_id == "p1"
         assert migrated.plans.list_plan_records() == []  # v3: plan records with their commit and events
         assert {"mesh_blobs", "mesh_pending_writes"} <= set(inspect(raw_engine).get_table_names())  # v4
         assert "mesh_audit_verdicts" in inspect(raw_engine).get_table_names()  # v5
         assert "mesh_statement_runs" in inspect(raw_engine).get_table_names()  # v6
+        assert migrated.shapes.table_shapes(["s.a"]) == {}  # v7: tables' columns, their queries' analyses
 
 
 # ---------------------------------------------------------------------- failure modes

@@ -308,7 +308,8 @@ def _fit_rebuilt_table(snap: Snapshot, evaluator: SnapshotEvaluator, listener: A
     query's columns now (its rows read NULL for the new ones), or its view could not select them."""
     migration = migrate_table(evaluator.engine, snap, evaluator.render(snap, stage="creating"),
                               allow_destructive=snap.name in evaluator.allow_destructive,
-                              allow_additive=snap.name in evaluator.allow_additive, journal=journal)
+                              allow_additive=snap.name in evaluator.allow_additive, journal=journal,
+                              changing=lambda: evaluator.shapes.changing(snap))
     for warning in migration.warnings if migration is not None else []:
         listener.log(f"WARNING: {warning}")
 

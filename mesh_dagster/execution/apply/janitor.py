@@ -109,6 +109,7 @@ def _remove_snapshots(state: State, engine_factory: Callable[[], Engine], doomed
             tables.setdefault(snap.table_name, snap)
     lease.check()
     state.snapshots.forget_snapshots([s.snapshot_id for s in doomed], [s.interval_key for s in tables.values()])
+    state.shapes.forget(tables)  # what was known of their columns goes with them
     pending = {w.table: w for w in state.journal.pending_writes()}
     for table, snap in tables.items():
         lease.check()
@@ -148,6 +149,7 @@ def _drop_leftovers(state: State, engine_factory: Callable[[], Engine], live_tab
             elif name.endswith(PREVIEW_SUFFIX) and (key := _preview_key(table, prefixes)) is not None:
                 lease.check()
                 state.snapshots.forget_snapshots([], [key])
+                state.shapes.forget([table])
                 engine.catalog.drop_table(table)
                 dropped.append(table)
     return dropped

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mesh_dagster.core.errors import AuditError, EngineError, ModelError
+from mesh_dagster.core.errors import AuditError, EngineError, MeshError, ModelError
 from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.materialization import Materialization
 from mesh_dagster.core.models.model import Audit, Model
@@ -27,11 +27,12 @@ from mesh_dagster.core.sql.renderer import RenderContext, render_query, render_s
 from mesh_dagster.core.time.dates import ms_to_datetime, now_ms
 from mesh_dagster.core.time.time_column import find_type
 from mesh_dagster.execution.evaluate import custom_materialization as _custom  # noqa: F401 - registers the CUSTOM strategy
-from mesh_dagster.execution.evaluate.migration import migrate_table
+from mesh_dagster.execution.evaluate.migration import migrate_table, wanted_columns
 from mesh_dagster.execution.evaluate.python_evaluation import empty_query, inclusive_interval, python_query
 from mesh_dagster.execution.evaluate.session_settings import model_settings
+from mesh_dagster.execution.evaluate.shapes import Shapes
 from mesh_dagster.execution.evaluate.strategies import strategy_for
-from mesh_dagster.execution.ports import Engine, Journal
+from mesh_dagster.execution.ports import Engine, Journal, ShapeState
 
 if TYPE_CHECKING:
     import pandas as pd  # imported when a seed is read: planning never needs it
@@ -58,7 +59,9 @@ class SnapshotEvaluator:
 
     def __init__(self, project: Project, engine: Engine | None, snapshots: dict[str, Snapshot], *,
                  allow_destructive: frozenset[str] = frozenset(), allow_additive: frozenset[str] = frozenset(),
-                 stored_content: Callable[[str], bytes | None] | None = None):
+                 stored_content: Callable[[str], bytes | None] | None = None, shapes: ShapeState | None = None):
+        """`shapes`: where what is learned of tables' columns is kept between evaluations (the state
+        store's part): without it, every evaluation analyses each query it checks once."""
         self.project = project
         self._engine = engine  # None: rendering only
         self.snapshots = snapshots  # the snapshots in play, by model name
@@ -72,6 +75,11 @@ class SnapshotEvaluator:
         self._column_types: dict[str, dict[str, str]] = {}
         self._table_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        # What is known of tables' columns: a query is analysed only when something it reads changed.
+        self.shapes = Shapes(snapshots, lambda: self.engine, shapes, lambda s: self.render(s, stage="creating"),
+                             _spark_settings(project))
+        self._views: dict[str, str] = {}  # view -> what it saw when this evaluation defined it
+        self._new: set[str] = set()  # tables this evaluation found missing, then created
 
     # -- rendering -------------------------------------------------------------------------
     def parents(self, snapshot: Snapshot) -> list[Snapshot]:
@@ -228,18 +236,41 @@ class SnapshotEvaluator:
                 if current is not None:
                     self._migrate(snapshot, current, journal)  # kept: CREATE ... IF NOT EXISTS would change nothing
                 else:
+                    self.shapes.changing(snapshot)  # whatever was known of a table of that name may be no more
+                    if snapshot.model.kind.is_incremental:
+                        with self._lock:
+                            self._new.add(table)
                     self.engine.catalog.create_schema(snapshot.physical_schema)
                     strategy_for(snapshot).create(self, snapshot)
                 self._created.add(snapshot.table_name)
 
+    def created(self, snapshot: Snapshot, columns: dict[str, str], inputs: str | None = None,
+                output: dict[str, str] | None = None) -> None:
+        """A strategy created the snapshot's table with `columns`: known only where the table did not
+        exist before (CREATE ... IF NOT EXISTS leaves an existing table as it is, whatever its columns:
+        only incremental kinds look first); the analysis (`output` under `inputs`) holds either way."""
+        with self._lock:
+            new = snapshot.table_name in self._new
+        self.shapes.learned(snapshot, columns if new else None, inputs, output)
+
     def _migrate(self, snapshot: Snapshot, current: dict[str, str], journal: Journal | None) -> None:
         """Fit a kept table (holding `current`) to what the query now outputs, as the model's
         policies allow (the first write of each apply or run checks: the table may have been changed
-        since). Unchanged, its columns are remembered for the writes' time bounds."""
-        migration = migrate_table(self.engine, snapshot, self.render(snapshot, stage="creating"),
-                                  allow_destructive=snapshot.name in self.allow_destructive,
+        since). What the query outputs is analysed only when something it reads changed since the
+        last check (shapes.py). Unchanged, its columns are remembered for the writes' time bounds."""
+        sql = self.render(snapshot, stage="creating")
+        self.shapes.seen(snapshot, current)
+        if snapshot.model.columns:  # declared: Spark only spells them
+            output, inputs = self.shapes.output("declared", snapshot, sql,
+                                                lambda: wanted_columns(self.engine, snapshot, sql))
+            wanted = output
+        else:  # the same analysis as the table's creation (remembered by it)
+            output, inputs = self.query_output(snapshot, sql)
+            wanted = wanted_columns(self.engine, snapshot, sql, output)
+        migration = migrate_table(self.engine, snapshot, sql, allow_destructive=snapshot.name in self.allow_destructive,
                                   allow_additive=snapshot.name in self.allow_additive, current=current,
-                                  journal=journal)
+                                  journal=journal, wanted=wanted, changing=lambda: self.shapes.changing(snapshot))
+        self.shapes.learned(snapshot, migration.columns if migration is not None else current, inputs, output)
         with self._lock:
             if migration is None:
                 self._column_types[snapshot.table_name] = current
@@ -247,6 +278,25 @@ class SnapshotEvaluator:
             self._padding[snapshot.table_name] = migration.padding
             self._column_types.pop(snapshot.table_name, None)
             self.warnings += migration.warnings
+
+    def query_output(self, snapshot: Snapshot, query: str) -> tuple[dict[str, str], str | None]:
+        """The columns `query` outputs, analysed only when something it reads changed since the
+        last analysis (shapes.py), and the digest of its inputs (None: not remembered)."""
+        return self.shapes.output("output", snapshot, query, lambda: self.engine.catalog.query_columns(query))
+
+    def define_view(self, snapshot: Snapshot, sql: str) -> None:
+        """(Re)define the snapshot's view as `sql`, unless this evaluation already defined it so and
+        nothing it reads changed since (a view created by the physical layer, then written by the
+        backfill: one CREATE, issue 36)."""
+        stamp = self.shapes.stamp(sql)
+        with self._lock:
+            if stamp is not None and self._views.get(snapshot.table_name) == stamp:
+                return
+        self.engine.catalog.create_view(snapshot.table_name, sql, snapshot.model.column_descriptions)
+        self.shapes.defined(snapshot)
+        if stamp is not None:
+            with self._lock:
+                self._views[snapshot.table_name] = stamp
 
     def _lock_for(self, table: str) -> threading.Lock:
         """One lock per table: creating one table never waits for another being created."""
@@ -307,6 +357,14 @@ class SnapshotEvaluator:
                     "Nothing was promoted; the environment's views are unchanged.",
                     audit=result.name, model=model.name, count=result.count, path=model.path, line=model.line,
                 )
+
+
+def _spark_settings(project: Project) -> dict[str, object]:
+    """The Spark settings every session of the project gets (they may change what a query outputs)."""
+    try:
+        return dict(project.config.gateway(project.gateway).connection.config)
+    except (AttributeError, KeyError, MeshError):
+        return {}
 
 
 def _interval_datetimes(start: int | None, end: int | None) -> tuple[datetime | None, datetime | None]:

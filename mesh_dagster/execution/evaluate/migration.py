@@ -12,7 +12,7 @@ kill-safe swap (engine/swaps.py): the table keeps its rows until the copy is com
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,19 +39,35 @@ class Migration:
     diff: SchemaDiff
     warnings: list[str]
     padding: dict[str, str]
+    columns: dict[str, str]  # the table's, now
+
+
+def wanted_columns(engine: Engine, snapshot: Snapshot, query_sql: str,
+                   output: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The columns the snapshot's table should have: declared, or `query_sql`'s (`output`, when the
+    caller knows them, else analysed), and those its kind adds (SCD type 2's validity columns), in
+    Spark's spelling."""
+    model = snapshot.model
+    if model.columns:
+        wanted = engine.catalog.canonical_types(model.columns)
+    else:
+        wanted = dict(output) if output is not None else engine.catalog.query_columns(query_sql)
+    wanted.update(engine.catalog.canonical_types(model.kind.added_columns()))
+    return wanted
 
 
 def migrate_table(engine: Engine, snapshot: Snapshot, query_sql: str, *, allow_destructive: bool = False,
                   allow_additive: bool = False, current: dict[str, str] | None = None,
-                  journal: Journal | None = None) -> Migration | None:
+                  journal: Journal | None = None, wanted: dict[str, str] | None = None,
+                  changing: Callable[[], None] | None = None) -> Migration | None:
     """Fit the snapshot's existing table (whose columns are `current`, when the caller has just
-    read them) to `query_sql`'s output, as its policies allow; None when they already match.
-    Raises SchemaChangeError (naming the model and columns) when refused. A copy with casts is
+    read them) to `query_sql`'s output (`wanted`, when the caller knows it: `wanted_columns`), as its
+    policies allow; None when they already match. Raises SchemaChangeError (naming the model and
+    columns) when refused. `changing` is called right before the table changes. A copy with casts is
     journaled (`journal`) before the table is replaced: a killed process leaves it to be finished."""
     table, model = snapshot.table_name, snapshot.model
     current = engine.catalog.columns(table) if current is None else current
-    wanted = engine.catalog.canonical_types(model.columns) if model.columns else engine.catalog.query_columns(query_sql)
-    wanted.update(engine.catalog.canonical_types(model.kind.added_columns()))  # e.g. SCD type 2 validity columns
+    wanted = dict(wanted) if wanted is not None else wanted_columns(engine, snapshot, query_sql)
     diff = diff_schemas(current, wanted)
     if diff.is_empty:
         return None
@@ -64,12 +80,14 @@ def migrate_table(engine: Engine, snapshot: Snapshot, query_sql: str, *, allow_d
         logger.warning(warning)
     target = _target_columns(current, wanted, diff, verdict.apply_additive, verdict.apply_destructive)
     if target != current:
+        if changing is not None:
+            changing()
         if _only_additions(current, target):
             engine.catalog.add_columns(table, {c: t for c, t in target.items() if c not in current})
         else:
             engine.writes.retype_table(table, target, journal=journal)
     padding = {c: t for c, t in target.items() if c.lower() not in {w.lower() for w in wanted}}
-    return Migration(diff, verdict.warnings, padding)
+    return Migration(diff, verdict.warnings, padding, target)
 
 
 class MigrationJournal:

@@ -48,6 +48,8 @@ from mesh_dagster.execution.ports import Engine, Journal
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mesh_dagster.execution.evaluate.shapes import Shapes
+
 
 class Evaluation(Protocol):
     """What a strategy needs from the evaluator of the current apply."""
@@ -81,6 +83,22 @@ class Evaluation(Protocol):
 
     def materialization(self, snapshot: Snapshot) -> Materialization:
         """A CUSTOM model's materialization class (the code its snapshot stored), instantiated."""
+
+    @property
+    def shapes(self) -> Shapes:
+        """What is known of tables' columns: a write that may change them says so before
+        (`changing`) and after (`learned`)."""
+
+    def query_output(self, snapshot: Snapshot, query: str) -> tuple[dict[str, str], str | None]:
+        """The columns `query` outputs (analysed only when something it reads changed since the
+        last analysis), and the digest of its inputs."""
+
+    def define_view(self, snapshot: Snapshot, sql: str) -> None:
+        """(Re)define the snapshot's view, unless this evaluation already defined it so."""
+
+    def created(self, snapshot: Snapshot, columns: dict[str, str], inputs: str | None = None,
+                output: dict[str, str] | None = None) -> None:
+        """The strategy created the table with `columns` (`output`: its query's analysis under `inputs`)."""
 
 
 class WriteStrategy:
@@ -132,16 +150,15 @@ class NothingStrategy(WriteStrategy):
 
 @writes(ViewKind)
 class ViewStrategy(WriteStrategy):
-    """A view has no data and no interval: it is (re)defined whole, every time."""
+    """A view has no data and no interval: it is (re)defined whole, every time, except where the
+    same evaluation has just defined it the same way (the physical layer, then the backfill)."""
 
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
-        ev.engine.catalog.create_view(snapshot.table_name, ev.render(snapshot, stage="creating"),
-                                      snapshot.model.column_descriptions)
+        ev.define_view(snapshot, ev.render(snapshot, stage="creating"))
 
     def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
               journal: Journal | None = None) -> None:
-        ev.engine.catalog.create_view(snapshot.table_name, ev.render(snapshot, execution_time=execution_time),
-                                      snapshot.model.column_descriptions)
+        ev.define_view(snapshot, ev.render(snapshot, execution_time=execution_time))
 
 
 @writes(SeedKind)
@@ -152,15 +169,19 @@ class SeedStrategy(WriteStrategy):
         model = snapshot.model
         types = ev.seed_types(snapshot)
         empty = "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in types.items())
-        ev.engine.catalog.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet", types,
-                                       model.column_descriptions)
+        created = ev.engine.catalog.create_table(snapshot.table_name, empty, [], model.storage_format or "parquet",
+                                                 types, model.column_descriptions)
+        ev.created(snapshot, created)
 
     def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
               journal: Journal | None = None) -> None:
         model = snapshot.model
         batch_size = model.kind.seed.batch_size if model.kind.seed is not None else None
-        ev.engine.writes.load_seed(snapshot.table_name, ev.seed(snapshot), ev.seed_types(snapshot),
-                                   model.column_descriptions, journal=journal, batch_size=batch_size)
+        types = ev.seed_types(snapshot)
+        ev.shapes.changing(snapshot, types)
+        columns, relaid = ev.engine.writes.load_seed(snapshot.table_name, ev.seed(snapshot), types,
+                                                     model.column_descriptions, journal=journal, batch_size=batch_size)
+        ev.shapes.learned(snapshot, columns, relaid=relaid)
 
 
 class QueryStrategy(WriteStrategy):
@@ -169,10 +190,16 @@ class QueryStrategy(WriteStrategy):
     query writes Python models too."""
 
     def create(self, ev: Evaluation, snapshot: Snapshot) -> None:
+        """The table of the declared columns, else of the query's (analysed once: a full rewrite of
+        the same query in the same evaluation reuses the answer)."""
         model = snapshot.model
-        ev.engine.catalog.create_table(snapshot.table_name, ev.render(snapshot, stage="creating"),
-                                       model.effective_partitioned_by, model.storage_format or "parquet", model.columns,
-                                       model.column_descriptions)
+        output, inputs, sql = None, None, ev.render(snapshot, stage="creating")
+        if model.columns is None:
+            output, inputs = ev.query_output(snapshot, sql)
+        created = ev.engine.catalog.create_table(snapshot.table_name, sql, model.effective_partitioned_by,
+                                                 model.storage_format or "parquet", model.columns or output,
+                                                 model.column_descriptions)
+        ev.created(snapshot, created, inputs, output)
 
     def write(self, ev: Evaluation, snapshot: Snapshot, start: int, end: int, execution_time: int,
               journal: Journal | None = None) -> None:
@@ -202,10 +229,16 @@ class FullStrategy(QueryStrategy):
 
     def write_query(self, ev: Evaluation, snapshot: Snapshot, query: str, start: int, end: int,
                     journal: Journal | None) -> None:
+        """The query's columns are analysed only when something it reads changed since the last
+        write (shapes.py); the table's known columns are forgotten before a write that lays it out anew."""
         model = snapshot.model
-        ev.engine.writes.replace_table(snapshot.table_name, query, model.effective_partitioned_by,
-                                       model.storage_format or "parquet", model.columns, model.column_descriptions,
-                                       journal=journal, reads_self=model.self_referencing)
+        produced, inputs = ev.query_output(snapshot, query)
+        ev.shapes.changing(snapshot, model.columns if model.columns is not None else produced)
+        columns, relaid = ev.engine.writes.replace_table(snapshot.table_name, query, model.effective_partitioned_by,
+                                                         model.storage_format or "parquet", model.columns,
+                                                         model.column_descriptions, journal=journal,
+                                                         reads_self=model.self_referencing, produced=produced)
+        ev.shapes.learned(snapshot, columns, inputs, produced, relaid=relaid)
 
 
 @writes(IncrementalByTimeRangeKind)

@@ -69,7 +69,7 @@ class RecordingEvaluator(SnapshotEvaluator):
     the whole table (no interval) judges all of its time."""
 
     def __init__(self, *args, state: State, source: str, **kwargs):
-        super().__init__(*args, stored_content=state.snapshots.get_blob, **kwargs)
+        super().__init__(*args, stored_content=state.snapshots.get_blob, shapes=state.shapes, **kwargs)
         self._state = state
         self._source = source
 

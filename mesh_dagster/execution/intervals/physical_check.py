@@ -93,6 +93,7 @@ def finish_swaps(state: State, engine: Engine, snapshots: Iterable[Snapshot], li
             pending = state.journal.pending_write(write.table)  # as it is now that nobody else writes it
             if pending is None or pending.operation != SWAP:
                 continue
+            state.shapes.forget([write.table])  # a swap lays the table out anew: its columns, once known, may not be
             engine.writes.finish(pending.payload)
             state.journal.finish_write(write.table, None, lease=lease)
             engine.writes.discard(pending.payload)

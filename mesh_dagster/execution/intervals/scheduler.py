@@ -188,6 +188,7 @@ class _JournaledWrite:
         if pending is None:
             return False
         engine = self.evaluator.engine
+        self.evaluator.shapes.changing(self.snapshot)  # finishing it may lay the table out anew (a swap)
         if not engine.writes.finish(pending.payload):  # it never reached its destructive step: undone
             self.state.journal.finish_write(self.table, None, lease=self.lease)
             return False
