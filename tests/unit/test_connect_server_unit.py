@@ -74,13 +74,17 @@ def test_a_server_setting_that_is_neither_on_nor_off_is_refused(monkeypatch):
                               "(0, false, no, off).")
 
 
-def test_a_cluster_master_never_starts_a_server_whatever_is_asked(monkeypatch, tmp_path):
-    # project_session goes straight to build_session for it, which refuses the unreachable master;
-    # no server record is ever written.
-    monkeypatch.setenv(SERVER_ENV, "1")
-    conn = SparkConnectionConfig(master="spark://127.0.0.1:1", connect_timeout=0.5)
-    with pytest.raises(EngineError):
-        project_session(conn, tmp_path / ".mesh")
+def test_a_cluster_master_never_starts_a_server_whatever_is_asked(tmp_path):
+    # project_session goes straight to the master (here: unreachable, refused before any JVM starts),
+    # in a process of its own: this one may hold a session already, which build_session would return.
+    code = ("import sys; from pathlib import Path; from mesh_dagster.core.errors import EngineError\n"
+            "from mesh_dagster.core.config.connections import SparkConnectionConfig\n"
+            "from mesh_dagster.engine.connect_server import project_session\n"
+            "conn = SparkConnectionConfig(master='spark://127.0.0.1:1', connect_timeout=0.5)\n"
+            "try:\n    project_session(conn, Path(sys.argv[1]))\nexcept EngineError as e:\n    print('REFUSED', e)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / ".mesh")], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, SERVER_ENV: "1", "PYTHONPATH": str(REPO)})
+    assert done.stdout.startswith("REFUSED") and "spark://127.0.0.1:1" in done.stdout, done.stdout + done.stderr
     assert not (tmp_path / ".mesh" / INFO_FILE).exists()
 
 
