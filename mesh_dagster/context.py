@@ -263,13 +263,6 @@ class Context:
         conn = self.connection
         return conn.remote is not None or (conn.is_local and self.spark_server() is not None)
 
-    @property
-    def needs_shared_spark(self) -> bool:
-        """Whether concurrent processes of this project need the warm Connect server to reach one
-        catalog: only the embedded Derby metastore admits one process. A Postgres metastore, a cluster
-        `master` or `remote` Spark Connect lets every process open its own session."""
-        return self.connection.has_server
-
     @staticmethod
     def prefer_shared_spark() -> None:
         """Use the project's warm Spark server in this process and its children, even where the

@@ -46,7 +46,7 @@ class MeshResource(ConfigurableResource):
             home = self.project_dir if folder != self.project_dir else None
             context = Context(folder, self.gateway, state_url=self.state_url, home=home, spark_config=self.spark_config,
                               spark_config_source=PYSPARK_SOURCE)
-            if self.shared_spark and context.needs_shared_spark:
+            if self.shared_spark and context.connection.has_server:
                 # A run worker is a process of its own: asking for the shared server here affects this run only.
                 Context.prefer_shared_spark()
             self._contexts[folder] = context

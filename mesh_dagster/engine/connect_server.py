@@ -64,8 +64,8 @@ from mesh_dagster.engine.server_process import (
     clients,
     is_server_process,
     port_open,
+    retire,
     server_status,
-    terminate,
 )
 from mesh_dagster.engine.server_record import (
     INFO_FILE,
@@ -152,8 +152,7 @@ def start_server(
             logger.warning(f"Restarting the project's Spark server: {change} since it started.")
         if info is not None:
             _stop_client(info)
-            terminate(info.pid, mesh_dir)  # half-started, wedged or stale: it would hold Derby's lock
-            info_path(mesh_dir).unlink(missing_ok=True)
+            retire(info.pid, mesh_dir)  # half-started, wedged or stale: it would hold Derby's lock
         _refuse_if_embedded_here(mesh_dir)
         _refuse_if_held_elsewhere(conn, mesh_dir)
         check_java()
@@ -169,16 +168,11 @@ def stop_server(mesh_dir: Path, timeout_s: float = 150) -> bool:
         return False
     with server_lock(mesh_dir, timeout_s):
         info = read_info(mesh_dir)
-        if info is not None:
-            _stop_client(info)
-        stopped = info is not None and terminate(info.pid, mesh_dir)
-        info_path(mesh_dir).unlink(missing_ok=True)
-    return stopped
-
-
-def server_clients(info: ServerInfo) -> int:
-    """How many connections clients hold open to the server now."""
-    return clients(info.pid, info.port)
+        if info is None:
+            info_path(mesh_dir).unlink(missing_ok=True)
+            return False
+        _stop_client(info)
+        return retire(info.pid, mesh_dir)
 
 
 def server_requested(conn: SparkConnectionConfig) -> bool:
@@ -247,8 +241,7 @@ def _server_kept(mesh_dir: Path) -> bool:
                            f"`server.enabled: false`), but the server is in use by {in_use} client(s) and holds "
                            f"the metastore: this command is its client too.")
             return True
-        terminate(info.pid, mesh_dir)
-        info_path(mesh_dir).unlink(missing_ok=True)
+        retire(info.pid, mesh_dir)
         return False
 
 
@@ -332,8 +325,7 @@ def _launch(conn: SparkConnectionConfig, mesh_dir: Path, port: int | None, timeo
     try:
         _await_ready(info, process, timeout_s)
     except BaseException:
-        terminate(process.pid, mesh_dir)
-        info_path(mesh_dir).unlink(missing_ok=True)
+        retire(process.pid, mesh_dir)
         raise
     info.ready = True
     info.watcher_pid = start_watcher(mesh_dir, process.pid).pid

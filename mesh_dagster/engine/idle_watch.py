@@ -22,12 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mesh_dagster.engine import class_archive
-from mesh_dagster.engine.server_process import clients, is_server_process, terminate
+from mesh_dagster.engine.server_process import clients, is_server_process, retire
 from mesh_dagster.engine.server_record import (
     LOG_FILE,
     ServerInfo,
     idle_left_s,
-    info_path,
     mark_used,
     read_info,
     try_server_lock,
@@ -79,8 +78,7 @@ def stop_if_idle(mesh_dir: Path, pid: int, clock: Callable[[], float] = time.tim
         if left is None or left > 0:
             return False
         _log(mesh_dir, f"mesh_dagster: stopping the Spark Connect server after {info.idle_s:g} s without a client")
-        terminate(pid, mesh_dir)
-        info_path(mesh_dir).unlink(missing_ok=True)
+        retire(pid, mesh_dir)
         return True
 
 

@@ -77,6 +77,15 @@ def terminate(pid: int, mesh_dir: Path) -> bool:
     return True
 
 
+
+def retire(pid: int, mesh_dir: Path) -> bool:
+    """Stop the server (if `pid` still is this project's) and delete its record: how every stop ends.
+    False when it was not running."""
+    stopped = terminate(pid, mesh_dir)
+    info_path(mesh_dir).unlink(missing_ok=True)
+    return stopped
+
+
 def _exiting_or_alive(pid: int) -> bool:
     """Until its files are closed. A JVM on its way out loses its command line, and its main thread
     shows as a zombie, while its other threads still run and hold its locks (Derby's among them);

@@ -82,8 +82,7 @@ def mark_used(mesh_dir: Path) -> None:
     """A client chose the server now: the idle stop starts counting again."""
     path = mesh_dir / USED_FILE
     try:
-        path.touch()
-        os.utime(path)
+        path.touch()  # an existing file's modification time becomes now
     except OSError:
         pass  # a read-only .mesh: the server's open connections still count as use
 

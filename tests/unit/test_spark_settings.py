@@ -72,7 +72,7 @@ def test_context_refuses_with_config_yaml_line(tmp_path: Path) -> None:
         "      config:\n        spark.executor.memory: 2g\n")
     ok = Context(tmp_path, spark_config={"spark.sql.shuffle.partitions": 3}, spark_config_source=SOURCE)
     assert ok.connection.config == {"spark.executor.memory": "2g", "spark.sql.shuffle.partitions": "3"}
-    assert not ok.needs_shared_spark
+    assert not ok.connection.has_server
     bad = Context(tmp_path, spark_config={"spark.executor.memory": "8g"}, spark_config_source=SOURCE)
     with pytest.raises(ConfigError) as e:
         bad.connection  # noqa: B018
