@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from mesh_dagster.engine.server_process import MARKER, SERVER_CLASS, terminate
+from mesh_dagster.engine.server_process import MARKER, terminate
 from mesh_dagster.engine.server_record import SERVER_ENV
 
 OPT_OUT = "0"
@@ -37,7 +37,6 @@ def stop_servers_under(root: Path | None) -> None:
         return
     prefix = f"{MARKER}={Path(root).resolve()}"
     for process in psutil.process_iter(["cmdline"]):
-        command = process.info["cmdline"] or []
-        marker = next((arg for arg in command if arg.startswith(prefix)), None)
-        if marker is not None and any(SERVER_CLASS in arg for arg in command):
+        marker = next((arg for arg in process.info["cmdline"] or [] if arg.startswith(prefix)), None)
+        if marker is not None:  # terminate stops nothing but that project's server itself
             terminate(process.pid, Path(marker.split("=", 1)[1]))
