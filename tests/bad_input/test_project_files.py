@@ -54,6 +54,14 @@ ADDED = len((EXAMPLE / "config.yaml").read_text().splitlines()) + 2
 blank one), computed so that the example's config can grow without breaking these cases."""
 
 
+def at(anchor: str, below: int = 0) -> str:
+    """`config.yaml:N:` for the example's line holding `anchor`, `below` lines further down:
+    the cases name lines by what they hold, so the example's comments can grow."""
+    lines = (EXAMPLE / "config.yaml").read_text().splitlines()
+    number = next(i for i, line in enumerate(lines, start=1) if anchor in line)
+    return f"config.yaml:{number + below}:"
+
+
 def add_config(text: str | bytes) -> Edit:
     """Lines appended to config.yaml after a blank line; the first is line `ADDED`."""
 
@@ -179,7 +187,7 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
     ("Python file defining no model", [write("models/py_model.py", "def execute(context, **kwargs):\n    return None\n")],
      ("models/py_model.py:1:", "defines no model")),
     ("concurrent_tasks 0", [config("master: local[*]", "master: local[*]\n      concurrent_tasks: 0")],
-     ("config.yaml:10:", "concurrent_tasks", "greater than or equal to 1")),
+     (at("master: local[*]", 1), "concurrent_tasks", "greater than or equal to 1")),
     ("audit skip true", [write("audits/x.sql", "AUDIT (\n  name x,\n  skip true\n);\nSELECT 1")],
      ("audits/x.sql:3:", "skip true")),
     ("blocking standalone audit", [write("audits/x.sql", "AUDIT (\n  name x,\n  standalone true,\n  blocking true\n);"
@@ -193,27 +201,27 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
      ("models/seed_model.sql:5:", "batch_size must be at least 1, got 0")),
     ("sqlite state connection with a host", [config("default_gateway: local", "state_connection:\n  type: sqlite\n"
                                                                                "  host: db.example.com\ndefault_gateway: local")],
-     ("config.yaml:35:", "state_connection.host", "postgres")),
+     (at("default_gateway: local", 2), "state_connection.host", "postgres")),
     ("state connection url beside other fields", [config("default_gateway: local", "state_connection:\n"
                                                          "  url: sqlite:///x.db\n  database: y.db\ndefault_gateway: local")],
-     ("config.yaml:35:", "state_connection.database", "url")),
+     (at("default_gateway: local", 2), "state_connection.database", "url")),
     ("variables differing only in case", [add_config("variables:\n  Limit: 1\n  limit: 2\n")],
      (f"config.yaml:{ADDED + 2}:", "variables.limit", "case-insensitive")),
     ("default_gateway unknown", [config("default_gateway: local", "default_gateway: prod_cluster")],
-     ("config.yaml:33:", "unknown gateway 'prod_cluster'")),
+     (at("default_gateway: local"), "unknown gateway 'prod_cluster'")),
     # -- bad config.yaml values
     ("config.yaml not YAML", [add_config("model_defaults: [unclosed\n")], ("config.yaml:", "Invalid YAML")),
     ("unknown config key", [add_config("snapshot_time_to_live: 1 week\n")], (f"config.yaml:{ADDED}:", "snapshot_time_to_live", "unknown setting")),
-    ("model_defaults.cron", [config("cron: '@daily'", "cron: 'every day'")], ("config.yaml:40:", "Invalid cron 'every day'")),
-    ("model_defaults.start", [config("start: 2025-06-12", "start: someday")], ("config.yaml:39:", "someday")),
-    ("model_defaults.dialect", [config("dialect: spark", "dialect: sparkle")], ("config.yaml:38:", "unknown SQL dialect 'sparkle'")),
+    ("model_defaults.cron", [config("cron: '@daily'", "cron: 'every day'")], (at("cron: '@daily'"), "Invalid cron 'every day'")),
+    ("model_defaults.start", [config("start: 2025-06-12", "start: someday")], (at("start: 2025-06-12"), "someday")),
+    ("model_defaults.dialect", [config("dialect: spark", "dialect: sparkle")], (at("dialect: spark"), "unknown SQL dialect 'sparkle'")),
     ("model_defaults.storage_format", [config(DEFAULTS, DEFAULTS + "  storage_format: excel\n")],
-     ("config.yaml:38:", "storage_format 'excel'")),
+     (at("model_defaults:", 1), "storage_format 'excel'")),
     ("snapshot_ttl", [add_config("snapshot_ttl: forever\n")], (f"config.yaml:{ADDED}:", "snapshot_ttl", "forever")),
     ("model_defaults.audits unknown audit", [config(DEFAULTS, DEFAULTS + "  audits:\n    - no_such_audit\n")],
-     ("config.yaml:39:", "unknown audit 'no_such_audit'")),
+     (at("model_defaults:", 2), "unknown audit 'no_such_audit'")),
     ("model_defaults.audits unreadable", [config(DEFAULTS, DEFAULTS + "  audits:\n    - 'not_null(columns := '\n")],
-     ("config.yaml:38:", "model_defaults.audits", "not_null(columns :=")),
+     (at("model_defaults:", 1), "model_defaults.audits", "not_null(columns :=")),
     # -- malformed models (issue 2's cases)
     ("MODEL block never closed", [model("MODEL (\n  name s.x,\n  kind FULL\nSELECT 1 AS a")], ("models/x.sql:1:", "never closed")),
     ("unknown kind", [model("MODEL (\n  name s.x,\n  kind INCREMENTAL_BY_SOMETHING\n);\nSELECT 1 AS a")],
