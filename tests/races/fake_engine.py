@@ -29,16 +29,25 @@ TABLE_WRITES = frozenset(name for name, op in vars(Writes).items()
                          if inspect.isfunction(op) and list(inspect.signature(op).parameters)[1:2] == ["table"])
 
 
+# What a write that lays a table out returns: its columns (none known here) and "laid out anew".
+LAID_OUT: dict[str, Any] = {"replace_table": ({}, True), "load_seed": ({}, True)}
+
+
 class RecordedWrites:
     """An engine's writes part that records each write under its table's name."""
 
     def __init__(self, record: Callable[[str, str], None]):
         self._record = record
 
-    def __getattr__(self, op: str) -> Callable[..., None]:
+    def __getattr__(self, op: str) -> Callable[..., Any]:
         if op not in TABLE_WRITES:
             raise AttributeError(op)
-        return lambda table, *args, **kwargs: self._record(op, table)
+
+        def write(table: str, *args: Any, **kwargs: Any) -> Any:
+            self._record(op, table)
+            return LAID_OUT.get(op)
+
+        return write
 
 
 class RecordingEngine:
