@@ -171,7 +171,8 @@ class Context:
         if self._engine is None:
             adapter, connect_server = _spark()
             # Embedded Spark, or a client of the project's shared Connect server when it runs.
-            self._engine = adapter.SparkEngine(connect_server.project_session(self.connection, self._mesh_dir))
+            self._engine = adapter.SparkEngine(connect_server.project_session(self.connection, self._mesh_dir),
+                                              files_here=self.connection.is_local)
         return self._engine
 
     @property

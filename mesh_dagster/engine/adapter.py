@@ -39,7 +39,7 @@ __all__ = ["SQL_TRACE_ENV", "TEMP_PREFIX", "SparkEngine", "quote_identifier", "q
 class SparkEngine:
     """The engine on one SparkSession: its `session`, `catalog` and `writes` (see the module's docstring)."""
 
-    def __init__(self, spark: SparkSession):
-        self.session = SparkStatements(spark)
+    def __init__(self, spark: SparkSession, *, files_here: bool = False):
+        self.session = SparkStatements(spark, files_here=files_here)
         self.catalog = SparkCatalog(self.session)
         self.writes = TableWrites(self.catalog)

@@ -18,10 +18,14 @@ Verified on Spark 4.3, classic and Spark Connect (Hive metastore on Derby).
 from __future__ import annotations
 
 import re
+import shutil
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import unquote, urlparse
 
+from mesh_dagster.core.errors import EngineError
 from mesh_dagster.engine.session import SparkSQLError
 from mesh_dagster.engine.sql_text import TEMP_PREFIX, quote_identifier, quote_name, split_name, sql_string
 
@@ -91,10 +95,15 @@ def delete(session: SparkStatements, locations: list[str]) -> None:
     """Delete directories of generations nobody points at any more.
 
     A classic session deletes through Hadoop's file system API (any file system Spark reaches). A
-    Spark Connect client has no file system at hand: it creates a database at the directory and drops
-    it with CASCADE, which makes the metastore delete the database's directory with all it holds
-    (Spark SQL only; two statements, where a borrowed managed table took five)."""
+    client of the project's warm server deletes `file:` directories itself: they are this machine's.
+    Any other Spark Connect client has no file system at hand: it creates a database at the directory
+    and drops it with CASCADE, which makes the metastore delete the database's directory with all it
+    holds (Spark SQL only; two statements, where a borrowed managed table took five)."""
     if not locations:
+        return
+    if session.files_here and not session.is_classic and all(_local_path(x) for x in locations):
+        for location in locations:
+            _remove_tree(location)
         return
     if session.is_classic:
         with session.errors(f"Cannot delete {', '.join(locations)}"):
@@ -109,6 +118,25 @@ def delete(session: SparkStatements, locations: list[str]) -> None:
         database = quote_identifier(f"{TEMP_PREFIX}delete_{uuid.uuid4().hex[:12]}")
         session.execute(f"CREATE DATABASE {database} LOCATION {sql_string(location)}")
         session.execute(f"DROP DATABASE IF EXISTS {database} CASCADE")
+
+
+def _local_path(location: str) -> Path | None:
+    """The directory a `file:` location (or a bare absolute path) names; None for another scheme."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file") and not parsed.netloc and parsed.path.startswith("/"):
+        return Path(unquote(parsed.path))
+    return None
+
+
+def _remove_tree(location: str) -> None:
+    path = _local_path(location)
+    assert path is not None
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass  # deleted already (a rerun after a crash), as Hadoop's delete of a missing path
+    except OSError as e:
+        raise EngineError(f"Cannot delete {location}: {e.strerror or e}") from e
 
 
 def drop(session: SparkStatements, table: str) -> None:

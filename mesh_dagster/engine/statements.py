@@ -39,8 +39,11 @@ class SparkStatements:
     """The engine's session part: statements on one SparkSession, for classic and Spark Connect
     sessions alike (never `sparkContext`)."""
 
-    def __init__(self, spark: SparkSession):
+    def __init__(self, spark: SparkSession, *, files_here: bool = False):
         self.spark = spark
+        # Spark runs on this machine (a local master: in this process, or the project's warm
+        # server), so the `file:` paths it names are this machine's files.
+        self.files_here = files_here
         self._trace = os.environ.get(SQL_TRACE_ENV) or None
         quiet_pyspark_error_logs()
         # The write strategies rely on it: in Spark's default STATIC mode, INSERT OVERWRITE into a

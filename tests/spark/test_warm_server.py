@@ -26,6 +26,7 @@ import pytest
 from mesh_dagster.engine.connect_server import stop_server
 from mesh_dagster.engine.server_process import MARKER, SERVER_CLASS
 from mesh_dagster.engine.server_record import INFO_FILE, SERVER_ENV
+from mesh_dagster.engine.statements import SQL_TRACE_ENV
 from tests.project_builder import write_project
 
 CONFIG = """\
@@ -178,3 +179,21 @@ def test_a_python_model_needing_a_classic_session_is_told_the_opt_out(tmp_path: 
     # The opt-out it names works: the model runs with Spark in the command's own process.
     _ok(_mesh(project, "plan", "--auto-apply", "--skip-tests", env={SERVER_ENV: "0"}))
     assert _ok(_mesh(project, "fetchdf", "SELECT n FROM w.ctx", env={SERVER_ENV: "0"})).stdout.split()[-1] == "1"
+
+
+def test_a_client_of_the_warm_server_deletes_old_generations_itself(tmp_path: Path, projects) -> None:
+    """The server runs on this machine, so its client deletes a retired generation's directory
+    itself: no database borrowed (created at the directory, dropped with CASCADE) per delete."""
+    project = _project(tmp_path / "p", projects)
+    _ok(_mesh(project, "plan", "--auto-apply", "--skip-tests"))
+    trace = tmp_path / "trace.txt"
+    for _ in range(2):  # the second restatement retires the table's first directory
+        _ok(_mesh(project, "plan", "--auto-apply", "--skip-tests", "--restate-model", "w.a",
+                  env={SQL_TRACE_ENV: str(trace)}))
+    statements = trace.read_text()
+    assert "SET LOCATION" in statements  # the rewrites switched generations
+    assert "CREATE DATABASE" not in statements and "DROP DATABASE" not in statements
+    for table in ("a", "b"):  # b reads a: restated with it
+        kept = sorted(p.name for p in (project / ".mesh" / "warehouse").glob(f"*.db/w__{table}__*"))
+        assert len(kept) == 2 and all("__mesh_g" in name for name in kept), kept  # the current and previous
+    assert _ok(_mesh(project, "fetchdf", "SELECT id FROM w.b")).stdout.split()[-1] == "2"
