@@ -6,7 +6,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from tests import jvm_startup, spark_lane, system_packages  # noqa: E402 - needs the repository on sys.path
+from tests import bytecode, jvm_startup, spark_lane, system_packages  # noqa: E402 - needs the repository on sys.path
 
 spark_lane.choose()  # Spark in each test's own process (the opt-out), unless MESH_SPARK_SERVER=1 asks for the server
 
@@ -53,6 +53,7 @@ FIRST = (
 def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):  # once per run, before workers start; inherited by them
         system_packages.install(config)
+        bytecode.install()
         jvm_startup.install(config)
 
 
