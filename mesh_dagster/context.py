@@ -25,15 +25,18 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import cached_property
+from importlib import import_module
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.config.connections import MESH_DIR, SparkConnectionConfig
 from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.config.spark_settings import spark_settings_refusal, with_spark_settings
 from mesh_dagster.core.errors import ConfigError, MeshError
+from mesh_dagster.core.plan.explanation import PlanExplanation  # noqa: F401 - for the CLI
 from mesh_dagster.core.plan.identity import current_user
 from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.manual_categories import CHOICES as CATEGORY_CHOICES  # noqa: F401 - for the CLI
@@ -46,27 +49,9 @@ from mesh_dagster.core.project.linter import LinterErrors, LintReport, lint, ref
 from mesh_dagster.core.project.project import Project, load_project
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory  # noqa: F401 - for dagster/mapping/model_asset.py
 
-# The warm server's record and process: no PySpark, so `mesh spark status` stays quick.
-from mesh_dagster.engine.server_process import clients, server_status
+# The warm server's record: no PySpark, so `mesh spark status` stays quick (its process: `_server_process`).
 from mesh_dagster.engine.server_record import INFO_FILE, ServerInfo, idle_left_s
-from mesh_dagster.execution.apply.promote import PromotionRefused  # noqa: F401
-from mesh_dagster.execution.apply.upkeep import Upkeep
-from mesh_dagster.execution.evaluate.verdicts import (  # noqa: F401 - Holding: for dagster/restamp/verdicts.py
-    HeldVerdicts,
-    Holding,
-    VerdictKey,
-    audit_digest,
-    holding,
-    snapshot_audits,
-)
 from mesh_dagster.execution.events import ApplyListener, LogLines  # noqa: F401
-from mesh_dagster.execution.inspection import Inspection
-from mesh_dagster.execution.intervals.materialize import ModelMaterialization, Outcome  # noqa: F401
-from mesh_dagster.execution.intervals.physical_check import MissingTable, missing_tables
-from mesh_dagster.execution.intervals.runs import IntervalRuns
-from mesh_dagster.execution.intervals.statement_runs import StatementRun  # noqa: F401 - for dagster/assets.py
-from mesh_dagster.execution.notify import Notifier
-from mesh_dagster.execution.plans.deployed import deployed_files
 from mesh_dagster.execution.plans.git_worker import (  # noqa: F401 - cli/git_worker.py, dagster/ui/pushed_python.py
     STAND_IN_URL,
     GitPlanRequest,
@@ -74,9 +59,42 @@ from mesh_dagster.execution.plans.git_worker import (  # noqa: F401 - cli/git_wo
     open_channel,
     worker_variables,
 )
-from mesh_dagster.execution.plans.planning import PlanExplanation, Planning, select  # noqa: F401 - for the CLI
-from mesh_dagster.execution.plans.reviews import Reviews
+from mesh_dagster.execution.plans.planning import Planning, select
 from mesh_dagster.state.store import StateStore
+
+if TYPE_CHECKING:  # imported on first use (`_LAZY`, the services below); here for type checkers
+    from mesh_dagster.execution.apply.promote import PromotionRefused  # noqa: F401 - for dagster/jobs/promotion.py
+    from mesh_dagster.execution.apply.upkeep import Upkeep
+    from mesh_dagster.execution.evaluate.verdicts import HeldVerdicts, Holding, VerdictKey  # noqa: F401
+    from mesh_dagster.execution.inspection import Inspection
+    from mesh_dagster.execution.intervals.materialize import ModelMaterialization, Outcome  # noqa: F401
+    from mesh_dagster.execution.intervals.physical_check import MissingTable
+    from mesh_dagster.execution.intervals.runs import IntervalRuns
+    from mesh_dagster.execution.intervals.statement_runs import StatementRun  # noqa: F401 - for dagster/assets.py
+    from mesh_dagster.execution.notify import Notifier
+    from mesh_dagster.execution.plans.reviews import Reviews
+
+# Names of the API that only applying, running and judging data use (Dagster's steps and jobs):
+# taken from here like the others, but imported when first taken, so that `mesh plan` loads none of
+# that machinery (tests/unit/test_explain_imports.py).
+_LAZY = {
+    "PromotionRefused": "mesh_dagster.execution.apply.promote",
+    "HeldVerdicts": "mesh_dagster.execution.evaluate.verdicts",
+    "Holding": "mesh_dagster.execution.evaluate.verdicts",
+    "VerdictKey": "mesh_dagster.execution.evaluate.verdicts",
+    "ModelMaterialization": "mesh_dagster.execution.intervals.materialize",
+    "Outcome": "mesh_dagster.execution.intervals.materialize",
+    "MissingTable": "mesh_dagster.execution.intervals.physical_check",
+    "StatementRun": "mesh_dagster.execution.intervals.statement_runs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module), name)
+
 
 logger = logging.getLogger("mesh_dagster")
 
@@ -86,12 +104,20 @@ def _log_warning(message: str) -> None:
 
 
 def _spark() -> tuple[ModuleType, ModuleType]:
-    """engine/'s Spark session and shared-server modules, imported on first use: the one lazy
-    import of Context. engine/ loads pyspark when imported, and `mesh --help`, `mesh plan` and
-    Dagster's code server must never pay for it (tests/unit/test_layers.py checks planning)."""
+    """engine/'s Spark session and shared-server modules, imported on first use. engine/ loads
+    pyspark when imported, and `mesh --help`, `mesh plan` and Dagster's code server must never pay
+    for it (tests/unit/test_layers.py checks planning)."""
     from mesh_dagster.engine import adapter, connect_server
 
     return adapter, connect_server
+
+
+def _server_process() -> ModuleType:
+    """engine/'s module asking the warm server's process (and its clients), imported on first use:
+    it loads psutil, which a project without a running server never needs."""
+    from mesh_dagster.engine import server_process
+
+    return server_process
 
 
 class Context:
@@ -124,10 +150,32 @@ class Context:
         # into their review (execution/plans/planning.py); None: no gate ran.
         self.linted: LintOutcome | None = None
         self.plans = Planning(self)
-        self.reviews = Reviews(self, self.plans, self._files)
-        self.inspection = Inspection(self, self.plans)
-        self.runs = IntervalRuns(self)
-        self.upkeep = Upkeep(self)
+
+    # -- the services that apply, run and look at data: built, and their modules imported, on first
+    # use, so that a command that only plans (`mesh plan --explain`) loads none of their machinery.
+    @cached_property
+    def reviews(self) -> Reviews:
+        from mesh_dagster.execution.plans.reviews import Reviews  # the apply's machinery, on first use
+
+        return Reviews(self, self.plans, self._files)
+
+    @cached_property
+    def inspection(self) -> Inspection:
+        from mesh_dagster.execution.inspection import Inspection  # the evaluator's machinery, on first use
+
+        return Inspection(self, self.plans)
+
+    @cached_property
+    def runs(self) -> IntervalRuns:
+        from mesh_dagster.execution.intervals.runs import IntervalRuns  # the scheduler's machinery, on first use
+
+        return IntervalRuns(self)
+
+    @cached_property
+    def upkeep(self) -> Upkeep:
+        from mesh_dagster.execution.apply.upkeep import Upkeep  # the janitor's machinery, on first use
+
+        return Upkeep(self)
 
     @property
     def project(self) -> Project:
@@ -201,6 +249,8 @@ class Context:
     def notifier(self) -> Notifier:
         """Where the project's events go (`notification_targets`): one for its plan records and its runs."""
         if self._notifier is None:
+            from mesh_dagster.execution.notify import Notifier  # urllib's HTTP client: no plan needs it
+
             self._notifier = Notifier(self.config.notification_targets, self.path.name)
         return self._notifier
 
@@ -217,14 +267,17 @@ class Context:
         return self.home / MESH_DIR
 
     def spark_server(self) -> ServerInfo | None:
-        """The project's warm server if it is running and answering."""
-        return server_status(self._mesh_dir)
+        """The project's warm server if it is running and answering; without a record of one, its
+        process is not asked (nor psutil loaded: `mesh plan` asks this of a local project)."""
+        if not self.spark_server_record.exists():
+            return None
+        return _server_process().server_status(self._mesh_dir)
 
     @staticmethod
     def spark_server_use(info: ServerInfo) -> tuple[int, float | None]:
         """(clients connected to the server now, seconds before it stops itself: None while a
         client is connected)."""
-        connected = clients(info.pid, info.port)
+        connected = _server_process().clients(info.pid, info.port)
         return connected, idle_left_s(info, in_use=connected > 0)
 
     def start_spark_early(self) -> None:
@@ -278,6 +331,8 @@ class Context:
         it; the apply checks anyway) and some snapshot has recorded intervals."""
         if not self.spark_at_hand:
             return []
+        from mesh_dagster.execution.intervals.physical_check import missing_tables  # Spark at hand: a plan seldom is
+
         return missing_tables(self.state, lambda: self.engine, plan.snapshots.values())
 
     def lint_gate(self, skip: str | None = None) -> LintReport:
@@ -316,10 +371,14 @@ class Context:
     def verdicts(self, keys: list[tuple[str, str]]) -> dict[VerdictKey, HeldVerdicts]:
         """The audit verdicts that hold on these `(model, version)`s: {(model, version, audit digest):
         HeldVerdicts} (execution/evaluate/verdicts.py)."""
+        from mesh_dagster.execution.evaluate.verdicts import holding  # Dagster's: the evaluator's module
+
         return holding(self.state.verdicts.history(keys))
 
     def audit_digests(self, plan: Plan) -> dict[str, list[str]]:
         """Each model's audits as the digests of their definitions, in the model's order."""
+        from mesh_dagster.execution.evaluate.verdicts import audit_digest, snapshot_audits  # Dagster's, as above
+
         return {name: [audit_digest(ref, snapshot_audits(snap, self.project.audits)) for ref in snap.model.audits]
                 for name, snap in plan.snapshots.items()}
 
@@ -329,6 +388,8 @@ class Context:
         environment was planned from this working tree."""
         if self.config.git is None:
             return None
+        from mesh_dagster.execution.plans.deployed import deployed_files  # Dagster's: git's exports
+
         return deployed_files(self.state, normalize_environment(environment), self.config.git, self.path, self.home)
 
     def column_lineage(self, model: str) -> Lineage | None:

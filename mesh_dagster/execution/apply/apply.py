@@ -48,6 +48,7 @@ from typing import Any
 
 from mesh_dagster.core.errors import ConflictingPlanError, MeshError, PlanError
 from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill, owed_upstream
+from mesh_dagster.core.plan.explanation import changed_views, physical_snapshots
 from mesh_dagster.core.plan.forward_only import keeps_table
 from mesh_dagster.core.plan.plan import Plan, snapshot_order
 from mesh_dagster.core.project.environment_statements import Stage
@@ -104,35 +105,6 @@ def check_snapshots_kept(plan: Plan, state: State) -> None:
             f"Snapshots this plan reuses were deleted from the state store after it was built (by the janitor?): "
             f"{names}. Nothing was changed; re-run `mesh plan {plan.environment}`."
         )
-
-
-def physical_snapshots(plan: Plan) -> list[Snapshot]:
-    """Snapshots whose physical object this apply may have to create."""
-    reused = {n for n, prev in plan.previous.items() if prev.version == plan.snapshots[n].version}
-    names = ({s.name for s in plan.new_snapshots} - reused) | set(plan.backfills)
-    return [plan.snapshots[n] for n in plan.snapshots if n in names and not plan.snapshots[n].model.kind.is_symbolic]
-
-
-def changed_views(plan: Plan, replaced: Environment | None = None) -> tuple[list[Snapshot], list[str]]:
-    """Views to create or replace, and model names whose views go away.
-
-    Against a finalized record only the differences move. An unfinalized one (an apply stopped
-    while moving views) may show any mix of itself and `replaced`: every view is re-created, and
-    the views of every model either of them showed but the plan does not are dropped.
-    """
-    base = plan.base_environment
-    before = base.snapshot_by_name() if base else {}
-    shown_before = set(base.promoted) if base else set()
-    settled = base is not None and base.finalized_ts is not None and replaced is None
-    if replaced is not None:
-        shown_before |= set(replaced.promoted)
-    promote = [
-        plan.snapshots[n] for n in plan.promoted
-        if not settled or n not in shown_before or before.get(n) is None
-        or before[n].identifier != plan.snapshots[n].identifier
-    ]
-    demote = sorted(shown_before - set(plan.promoted))
-    return promote, demote
 
 
 class VirtualUpdateError(PlanError):

@@ -11,37 +11,18 @@ or the failed audits, and nothing moves.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.plan.backfills import ALL_TIME
+from mesh_dagster.core.plan.explanation import Gap, environment_gaps
 from mesh_dagster.core.plan.plan import Plan, build_plan
 from mesh_dagster.core.plan.review import ProtectionError
 from mesh_dagster.core.project.project import Project
-from mesh_dagster.core.time.cron import IntervalUnit
-from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.execution.apply.apply import apply_locked, environment_held
 from mesh_dagster.execution.evaluate.verdicts import refuse_failed_audits
 from mesh_dagster.execution.events import ApplyListener
 from mesh_dagster.execution.ports import Engine, State
-
-
-@dataclass
-class Gap:
-    """Intervals a model's current version still misses before its environment can be promoted."""
-
-    name: str
-    view: str
-    table: str
-    intervals: list[Interval]
-    unit: IntervalUnit
-
-    def describe(self) -> str:
-        if self.intervals == [ALL_TIME]:
-            return "not built yet"
-        return format_interval_range(self.intervals, self.unit)
 
 
 class PromotionRefused(PlanError):
@@ -56,15 +37,6 @@ class PromotionRefused(PlanError):
             f"so nothing was changed.\n{lines}\n"
             f"Materialize these partitions (or run `mesh plan {environment}`), then promote again."
         )
-
-
-def environment_gaps(plan: Plan) -> list[Gap]:
-    """The plan's remaining backfill, model by model, parents first."""
-    return [
-        Gap(name, plan.view(name), snap.table_name, bf.intervals, snap.model.interval_unit)
-        for name, bf in plan.backfills.items()
-        for snap in [plan.snapshots[name]]
-    ]
 
 
 Track = Callable[[Plan, Callable[[Plan], None]], object]

@@ -9,12 +9,12 @@ same object its review record is rebuilt from.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan.diff_samples import check_no_samples
+from mesh_dagster.core.plan.explanation import Gap, environment_gaps, explain
 from mesh_dagster.core.plan.manual_categories import needs_choice, parse_choice
 from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.plan.plan import Plan, build_plan
@@ -25,18 +25,7 @@ from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory, Snapshot
 from mesh_dagster.core.time.dates import now_ms, to_end_ms, to_ms
-from mesh_dagster.execution.apply.apply import changed_views, physical_snapshots
-from mesh_dagster.execution.apply.promote import environment_gaps
 from mesh_dagster.execution.parts import Parts
-
-
-@dataclass(frozen=True)
-class PlanExplanation:
-    """What applying a plan would do to the two layers (what `plan --explain` shows)."""
-
-    creating: list[Snapshot]  # physical tables and views the apply may have to create
-    promote: list[Snapshot]  # views of the environment to create or replace
-    demote: list[str]  # models whose views go away
 
 
 def select(project: Project, selectors: Sequence[str], flag: str) -> set[str]:
@@ -44,12 +33,6 @@ def select(project: Project, selectors: Sequence[str], flag: str) -> set[str]:
     if not selectors:
         return set()
     return select_models(list(selectors), ModelIndex.of_models(project.models, project.dag), flag=flag)
-
-
-def explain(plan: Plan) -> PlanExplanation:
-    """What applying `plan` would create and which views it would move, without doing it."""
-    promote, demote = changed_views(plan)
-    return PlanExplanation(physical_snapshots(plan) if plan.new_snapshots else [], promote, demote)
 
 
 class Planning:
@@ -125,7 +108,7 @@ class Planning:
         """Directly modified models whose category the user chooses (see core/plan/manual_categories.py)."""
         return needs_choice(plan, self.parts.project.config.plan.auto_categorize_changes, ask_all=ask_all)
 
-    def gaps(self, environment: str):
+    def gaps(self, environment: str) -> list[Gap]:
         """Intervals the environment's current snapshots still miss (what promotion waits for)."""
         return environment_gaps(self.plan(environment, PlanOptions(allow_empty=True)))
 
