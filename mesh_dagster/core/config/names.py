@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from mesh_dagster.core.errors import PlanError
 
@@ -99,14 +100,18 @@ def _split_name(text: str) -> list[str]:
     return parts
 
 
+_NOT_IN_TABLES = re.compile(r"[^A-Za-z0-9_]")
+
+
 def _sanitize(part: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", part)
+    return _NOT_IN_TABLES.sub("_", part)
 
 
 def physical_schema(schema: str) -> str:
     return f"{PHYSICAL_SCHEMA_PREFIX}{_sanitize(schema)}"
 
 
+@lru_cache(maxsize=8192)  # a plan asks every snapshot's table several times (`Snapshot.table_name`)
 def physical_table(model_name: str, version: str) -> str:
     schema, _, table = model_name.rpartition(".")
     schema = schema or "default"
@@ -178,6 +183,7 @@ def _shorten(text: str, keep: int = 40) -> str:
     return text if len(text) <= keep else text[:keep] + "..."
 
 
+@lru_cache(maxsize=8192)  # a plan shows every model's view several times (`Plan.view`)
 def view_name(model_name: str, environment: str) -> str:
     """`schema.table` in prod, `schema__env.table` elsewhere."""
     return _view(model_name, normalize_environment(environment))

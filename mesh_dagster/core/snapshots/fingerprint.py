@@ -139,13 +139,16 @@ def build_snapshots(project: Project) -> dict[str, Snapshot]:
 
 def with_parents(fingerprint: SnapshotFingerprint, parents: list[Snapshot]) -> SnapshotFingerprint:
     """`fingerprint`'s own hashes chained with `parents`' (a plan limited by --select-model
-    re-chains a model the environment has onto parents the plan changes)."""
-    return fingerprint.model_copy(update={
-        "parent_data_hash": hash_values(sorted(p.fingerprint.to_version() for p in parents)) if parents else "0",
-        "parent_metadata_hash": hash_values(
+    re-chains a model the environment has onto parents the plan changes). Made anew, not copied: a
+    copy would keep the identifier `fingerprint` computed (see SnapshotFingerprint)."""
+    return SnapshotFingerprint(
+        data_hash=fingerprint.data_hash,
+        metadata_hash=fingerprint.metadata_hash,
+        parent_data_hash=hash_values(sorted(p.fingerprint.to_version() for p in parents)) if parents else "0",
+        parent_metadata_hash=hash_values(
             sorted(p.fingerprint.metadata_hash + p.fingerprint.parent_metadata_hash for p in parents)
         ) if parents else "0",
-    })
+    )
 
 
 def uncaptured_warnings(snapshots: Iterable[Snapshot]) -> list[str]:

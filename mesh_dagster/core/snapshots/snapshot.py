@@ -11,6 +11,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 from enum import IntEnum
+from functools import cached_property
 from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,6 +75,10 @@ class ChangeCategory(IntEnum):
 
 
 class SnapshotFingerprint(BaseModel):
+    """A model's hashes. Frozen, so its identifier is computed once (a plan asks for it thousands of
+    times); a fingerprint with other hashes is made anew, never by `model_copy(update=...)`, which
+    would carry the identifier computed for the old hashes along."""
+
     model_config = ConfigDict(frozen=True)
 
     data_hash: str
@@ -84,7 +89,8 @@ class SnapshotFingerprint(BaseModel):
     def to_version(self) -> str:
         return hash_values([self.data_hash, self.parent_data_hash])
 
-    def to_identifier(self) -> str:
+    @cached_property
+    def identifier(self) -> str:
         return hash_values([self.data_hash, self.metadata_hash, self.parent_data_hash, self.parent_metadata_hash])
 
 
@@ -113,7 +119,7 @@ class Snapshot(BaseModel):
 
     @property
     def identifier(self) -> str:
-        return self.fingerprint.to_identifier()
+        return self.fingerprint.identifier
 
     @property
     def snapshot_id(self) -> SnapshotId:
