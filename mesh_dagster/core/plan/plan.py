@@ -311,8 +311,10 @@ def check_statements(plan: Plan, project: Project) -> None:
     """Render the plan's `before_all` / `after_all` for its environment at its execution time, as its
     apply will: an entry that does not render, or that reaches outside the environment
     (core/snapshots/statement_scope.py), refuses the plan before anything is recorded. Not for a plan
-    only looked at (`render_added=False`: it renders no more than it must)."""
-    if not plan.options.render_added:
+    only looked at (`render_added=False`: it renders no more than it must), nor for a project without
+    statements: nothing renders, and the environment record it would render them for costs
+    thousands of objects in a large project."""
+    if not plan.options.render_added or plan.statements.is_empty:
         return
     target = plan.target_environment()
     for stage in Stage:
