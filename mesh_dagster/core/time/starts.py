@@ -45,13 +45,16 @@ def inferred_starts(nodes: Mapping[str, StartNode], execution_ms: int | None = N
     """
     base = None if execution_ms is None else ms_to_datetime(execution_ms)
     found: dict[str, int | None] = {}
+    read: dict[TimeLike, int] = {}  # each start written once: most models share model_defaults' start
 
     def start_of(name: str) -> int | None:
         if name in found:
             return found[name]
         node = nodes[name]
         if node.start is not None:
-            found[name] = to_ms(node.start, base)
+            if node.start not in read:
+                read[node.start] = to_ms(node.start, base)
+            found[name] = read[node.start]
             return found[name]
         found[name] = None  # a cycle (refused when the project loads) cannot recurse forever
         candidates = [s for p in node.parents if p in nodes and (s := start_of(p)) is not None]
