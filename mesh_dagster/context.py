@@ -76,7 +76,7 @@ if TYPE_CHECKING:  # imported on first use (`_LAZY`, the services below); here f
 
 # Names of the API that only applying, running and judging data use (Dagster's steps and jobs):
 # taken from here like the others, but imported when first taken, so that `mesh plan` loads none of
-# that machinery (tests/unit/test_explain_imports.py).
+# that machinery (tests/unit/test_command_imports.py).
 _LAZY = {
     "PromotionRefused": "mesh_dagster.execution.apply.promote",
     "HeldVerdicts": "mesh_dagster.execution.evaluate.verdicts",

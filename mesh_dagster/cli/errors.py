@@ -29,8 +29,6 @@ from pathlib import Path
 
 import click
 
-from mesh_dagster.core.config.config import CONFIG_FILES
-from mesh_dagster.core.config.connections import MESH_DIR
 from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.config.redaction import redact_text
 from mesh_dagster.core.errors import MeshError
@@ -160,6 +158,9 @@ def write_log(text: str, project_dir: Path | None) -> Path | str:
 
 
 def _log_folders(project_dir: Path | None) -> list[Path]:
+    from mesh_dagster.core.config.config import CONFIG_FILES  # the config's schema: for a failure only
+    from mesh_dagster.core.config.connections import MESH_DIR
+
     # Only a project gets `.mesh/logs`: a typo'd `-p` must not sprout folders anywhere.
     folders = []
     if project_dir is not None and any((project_dir / name).is_file() for name in (*CONFIG_FILES, "config.py")):

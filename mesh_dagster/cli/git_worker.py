@@ -11,12 +11,15 @@ import sys
 
 import click
 
-from mesh_dagster.context import Context, GitPlanRequest, open_channel
+from mesh_dagster.core.config.memory import for_this_process
 
 
 @click.command("git-worker", hidden=True)
 def git_worker() -> None:
     """Plan a pushed commit (or apply its recorded plan) here, as the request on stdin says (not for people)."""
+    from mesh_dagster.context import Context, GitPlanRequest, open_channel  # as cli/project.py does, and why
+
+    for_this_process()
     channel = open_channel()
     request = GitPlanRequest.model_validate_json(sys.stdin.buffer.read())
     context = Context(request.project_dir, request.gateway, state_url=request.state_url, home=request.home,

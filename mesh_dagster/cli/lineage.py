@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from mesh_dagster.cli.console import Tree, print_tree
 from mesh_dagster.cli.project import project_context
-from mesh_dagster.context import ColumnRef, Context, Lineage
 from mesh_dagster.core.errors import MeshError
+
+if TYPE_CHECKING:
+    from mesh_dagster.context import ColumnRef, Context, Lineage
 
 UNKNOWN = "(upstream not known)"
 
@@ -29,6 +33,8 @@ def lineage(ctx: click.Context, model: str, column: str | None, depth: int | Non
 
       mesh lineage sqlmesh_example.full_model num_orders
     """
+    from mesh_dagster.context import ColumnRef  # Context's modules: imported by the commands that use them
+
     context = project_context(ctx)
     name = context.project.model_name(model)
     if column is not None:

@@ -12,7 +12,6 @@ import click
 from mesh_dagster.cli.console import console
 from mesh_dagster.cli.params import selector_option
 from mesh_dagster.cli.project import project_context
-from mesh_dagster.context import LinterErrors
 from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.errors import MeshError
 
@@ -28,6 +27,8 @@ def show_lint_report(report) -> None:
 def lint_gate(context) -> None:
     """Lint the project and print every finding; an error stops the plan (Context's LinterErrors,
     naming --skip-linter), before anything is planned."""
+    from mesh_dagster.context import LinterErrors  # Context's modules: imported by the commands that use them
+
     try:
         report = context.lint_gate("--skip-linter")
     except LinterErrors as e:

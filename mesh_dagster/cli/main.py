@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from mesh_dagster.cli.console import (
-    ConsoleListener,
     console,
     show_diff,
     show_explain,
@@ -26,13 +26,14 @@ from mesh_dagster.cli.errors import EXIT_ERROR, MeshGroup
 from mesh_dagster.cli.lint import lint_gate
 from mesh_dagster.cli.params import ENVIRONMENT, TIME, environment_name, plan_flags, selector_option
 from mesh_dagster.cli.project import project_context
-from mesh_dagster.context import CATEGORY_CHOICES, PlanOptions
 from mesh_dagster.core.config.display import printable_line
-from mesh_dagster.core.config.memory import for_this_process
 from mesh_dagster.core.config.redaction import shorten
 from mesh_dagster.core.errors import EngineError, MeshError
 from mesh_dagster.core.plan.flags import JOB_FLAGS, plan_options, refuse_in_restatement
 from mesh_dagster.core.time.dates import ms_to_datetime
+
+if TYPE_CHECKING:  # Context's modules are imported by the commands that use them (cli/project.py)
+    from mesh_dagster.context import PlanOptions
 
 
 @click.group(cls=MeshGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -163,6 +164,8 @@ def _apply_or_record(context, p, *, auto_apply: bool, no_prompts: bool, backfill
             context.decide(p.plan_id, "cancel", "declined at the prompt")
             console.print("Plan not applied.")
             return
+    from mesh_dagster.cli.progress import ConsoleListener  # Context's listener: for commands that apply or run
+
     listener = ConsoleListener()
     try:
         context.reviews.apply(p, listener)
@@ -173,6 +176,8 @@ def _apply_or_record(context, p, *, auto_apply: bool, no_prompts: bool, backfill
 def _ask_categories(plan, context, given: dict, *, ask_all: bool, no_prompts: bool) -> dict:
     """The categories the user chooses for the directly modified models automatic categorization
     leaves to them (`--no-auto-categorization`, `plan.auto_categorize_changes`), diff first."""
+    from mesh_dagster.context import CATEGORY_CHOICES  # Context's modules: imported by the commands that plan
+
     ask = [n for n in context.plans.categories_to_choose(plan, ask_all) if n not in given]
     if ask and no_prompts:
         raise MeshError(f"These changes need a category and prompts are off: {', '.join(ask)}. Use "
@@ -206,6 +211,8 @@ def run(ctx, environment, start, end, execution_time, ignore_cron, select_model,
         raise MeshError("--no-auto-upstream only applies with --select-model")
     context = project_context(ctx)
     context.start_spark_early()  # its JVM starts while the project loads and the intervals are found
+    from mesh_dagster.cli.progress import ConsoleListener  # Context's listener: for commands that apply or run
+
     listener = ConsoleListener()
     try:
         context.runs.run(environment, listener=listener, start=start, end=end, execution_time=execution_time,
@@ -468,7 +475,6 @@ cli.add_command(git_worker)
 
 
 def main() -> None:
-    for_this_process()  # the garbage collector skips the modules imported above (core/config/memory.py)
     cli(obj={})
 
 

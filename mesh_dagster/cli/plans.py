@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
 from rich.text import Text
 
-from mesh_dagster.cli.console import ConsoleListener, console
+from mesh_dagster.cli.console import console
 from mesh_dagster.cli.params import ENVIRONMENT
 from mesh_dagster.cli.project import project_context
 from mesh_dagster.core.config.display import printable, printable_line
-from mesh_dagster.core.plan.review import PlanRecord
+
+if TYPE_CHECKING:  # the record's module is the plan's: imported by the commands that read records
+    from mesh_dagster.core.plan.review import PlanRecord
 
 STATUSES = ("pending", "approved", "running", "completed", "failed", "rejected", "cancelled", "superseded")
 
@@ -133,6 +136,8 @@ def apply_plan(ctx, plan_id) -> None:
 
     A plan whose apply was killed (still `running`, its process gone) is resumed: the apply picks up
     from what is missing."""
+    from mesh_dagster.cli.progress import ConsoleListener  # Context's listener: for commands that apply or run
+
     listener = ConsoleListener()
     try:
         record = project_context(ctx).reviews.apply_recorded(plan_id, listener)

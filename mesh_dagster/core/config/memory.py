@@ -33,8 +33,9 @@ _depth = 0
 
 
 def for_this_process() -> None:
-    """What is alive now is never walked again (the modules imported so far, before the CLI runs
-    its command), and young objects are collected less often."""
+    """What is alive now is never walked again (the modules imported so far: the CLI calls it once
+    a command has imported Context's, before it loads the project), and young objects are collected
+    less often."""
     gc.freeze()
     _raise_youngest_threshold()
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize_environment
 from mesh_dagster.core.errors import PlanError
-from mesh_dagster.core.plan.options import PlanOptions
 from mesh_dagster.core.time.dates import DateError, to_ms
+
+if TYPE_CHECKING:
+    from mesh_dagster.core.plan.options import PlanOptions
 
 
 class FlagValue(Enum):
@@ -151,6 +153,8 @@ def checked_value(flag: PlanFlag, value: Any) -> Any:
 def plan_options(values: Mapping[str, Any], select: Select) -> PlanOptions:
     """The `PlanOptions` the flags' values ask for (categories and restatements aside: the front
     door chooses categories, and a restatement is a plan of its own)."""
+    from mesh_dagster.core.plan.options import PlanOptions  # the model's modules: `mesh --help` builds flags only
+
     flags = {f.name: f for f in PLAN_FLAGS}
     given = {name: checked_value(flags[name], value) for name, value in values.items()}
 

@@ -1,8 +1,9 @@
-"""`mesh plan --explain` loads only what planning needs (issue 36: imports were ~75% of a warm run).
+"""`mesh plan --explain` loads only what planning needs, and `mesh --help` nothing of a project's
+(issue 36: imports were ~75% of a warm explain, and `--help` cost a second of CPU).
 
 Each test runs the real command line in a fresh process and lists the modules that process
 imported: a module-level import that pulls the apply and run machinery, Spark, Dagster or the warm
-server's process back into planning fails here, however indirect it is.
+server's process back into planning (or Context into `--help`) fails here, however indirect it is.
 
 The state store's SQLAlchemy is expected: the plan reads `state.db` through it (and a first plan
 creates the file).
@@ -67,6 +68,14 @@ def test_plan_explain_imports_no_apply_spark_dagster_or_server_process(tmp_path)
         assert "Explained plan" in out and "s.b" in out, run
         assert not _unwanted(modules), f"{run} `plan --explain` imported {_unwanted(modules)}"
         assert "mesh_dagster.execution.plans.planning" in modules  # the check looks at a real plan
+
+
+def test_help_imports_nothing_of_a_project(tmp_path):
+    modules, out = _loaded(tmp_path, "--help")
+    assert "plan" in out and "Commands" in out
+    heavy = [m for m in modules if m.split(".")[0] in ("pydantic", "sqlglot", "sqlalchemy", "yaml", "pyspark", "dagster")
+             or m.startswith(("mesh_dagster.context", "mesh_dagster.core.models", "mesh_dagster.execution"))]
+    assert not heavy, f"`mesh --help` imported {heavy}"
 
 
 def test_names_context_hands_out_on_first_use_resolve():
