@@ -10,7 +10,9 @@ server's lock, so a client that just chose the server is never cut off by a stop
 While the server idles, nobody waits for the machine: that is when the watcher has the JVM class
 archive built if it is missing (class_archive.py), so that building it never slows a command.
 
-The watcher ends when the server is gone, whoever stopped it. It imports no PySpark.
+The watcher ends when the server is gone, whoever stopped it. A server whose record is gone while
+it runs (its project's `.mesh/` deleted, the project moved) can be reached by no client any more:
+the watcher stops it rather than leave its JVM running for good. It imports no PySpark.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mesh_dagster.engine import class_archive
-from mesh_dagster.engine.server_process import clients, is_server_process, retire
+from mesh_dagster.engine.server_process import clients, is_server_process, retire, terminate
 from mesh_dagster.engine.server_record import (
     LOG_FILE,
     ServerInfo,
@@ -48,12 +50,16 @@ def start_watcher(mesh_dir: Path, pid: int) -> subprocess.Popen:
 
 def watch(mesh_dir: Path, pid: int, clock: Callable[[], float] = time.time,
           sleep: Callable[[float], None] = time.sleep) -> str:
-    """Watch until the server is gone ('gone') or idle and stopped by the watcher ('idle')."""
+    """Watch until the server is gone ('gone'), or stopped by the watcher: idle ('idle'), or without
+    its record, which no client can find it by ('unreachable')."""
     archive_asked = False
     while True:
-        info = read_info(mesh_dir)
-        if info is None or info.pid != pid or not is_server_process(pid, mesh_dir):
+        if not is_server_process(pid, mesh_dir):
             return "gone"
+        info = read_info(mesh_dir)
+        if info is None or info.pid != pid:  # written atomically: missing means deleted
+            terminate(pid, mesh_dir)
+            return "unreachable"
         if clients(pid, info.port):
             mark_used(mesh_dir)
         else:

@@ -124,6 +124,14 @@ def test_the_watcher_ends_with_a_server_stopped_otherwise(server: StandIn) -> No
     assert idle_watch.watch(server.mesh_dir, server.process.pid) == "gone"
 
 
+def test_a_server_whose_record_was_deleted_is_stopped(server: StandIn) -> None:
+    # The project's `.mesh/` deleted under a running server: no client can reach it any more.
+    server.record(idle_s=3600.0)
+    (server.mesh_dir / INFO_FILE).unlink()
+    assert idle_watch.watch(server.mesh_dir, server.process.pid) == "unreachable"
+    assert server.process.wait(timeout=30) is not None
+
+
 def test_the_class_archive_is_built_once_the_server_idles_and_only_then(server: StandIn,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     # The watcher asks for the archive when nobody waits: after a minute without a client, once.
