@@ -14,9 +14,12 @@ apply, promotion, git pushes; `ctx.reviews.records` the records' life), `ctx.run
 (execution/inspection.py: rendering, evaluating, auditing, diffing data) and `ctx.upkeep`
 (execution/apply/upkeep.py: migrate, invalidate, the janitor). Context's own methods are those that
 add something: a lazily built part, the shared Spark server, the lint gate, a choice of front door.
+Only planning is imported with this module: the other services, and the modules that only some
+methods use, are imported on first use, so `mesh plan` loads nothing of applying and running
+(tests/unit/test_command_imports.py).
 
 The front doors (cli/, dagster/) go through Context only, so it also hands out the types of its
-API: the imports marked `noqa: F401` below.
+API: the imports marked `noqa: F401` below, and those of `_LAZY`, imported when first taken.
 """
 
 from __future__ import annotations
@@ -75,8 +78,7 @@ if TYPE_CHECKING:  # imported on first use (`_LAZY`, the services below); here f
     from mesh_dagster.execution.plans.reviews import Reviews
 
 # Names of the API that only applying, running and judging data use (Dagster's steps and jobs):
-# taken from here like the others, but imported when first taken, so that `mesh plan` loads none of
-# that machinery (tests/unit/test_command_imports.py).
+# taken from here like the others, but imported when first taken (see the module docstring).
 _LAZY = {
     "PromotionRefused": "mesh_dagster.execution.apply.promote",
     "HeldVerdicts": "mesh_dagster.execution.evaluate.verdicts",
