@@ -138,6 +138,7 @@ LOOPBACK_CONFIG = {
 # per write (a warehouse the user names may feed tools that wait for them). `.crc` files stay: `sc.textFile` and
 # LOAD DATA LOCAL fail on RawLocalFileSystem (no LocalFileSystem). Measured: benchmarks/bench_spark_settings.py.
 EMBEDDED_WAREHOUSE_CONFIG = {"spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
+_LOCAL_MASTER = re.compile(r"local(?:\[(\*|\d+)(?:,\d+)?\]|-cluster\[(\d+),(\d+),\d+\])?")
 _MAX_MESSAGE = 600
 
 
@@ -358,9 +359,7 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
             {
                 METASTORE_URL_SETTING: _embedded_metastore_url(mesh_dir),
                 WAREHOUSE_SETTING: str(mesh_dir / "warehouse"),
-                # Twice the cores (Spark's tuning guide: 2-3 tasks a core): fewer leave some idle after
-                # every shuffle; adaptive execution (on by default) coalesces the small ones.
-                "spark.sql.shuffle.partitions": str(2 * conn.local_cores),
+                "spark.sql.shuffle.partitions": str(2 * local_cores(conn.master)),
                 **LOOPBACK_CONFIG,
             }
         )
@@ -383,6 +382,17 @@ def local_session_config(conn: SparkConnectionConfig, mesh_dir: Path) -> dict[st
             value = f"{settings[key]}{os.pathsep}{value}"
         settings[key] = value
     return settings
+
+
+def local_cores(master: str) -> int:
+    """Tasks a local master runs at once (`local[4]` 4, `local[*]` our CPUs, `local` 1). Twice that is a query's
+    shuffle partitions (Spark's tuning guide: 2-3 tasks a core): fewer than the cores leave some idle after every
+    shuffle; adaptive execution (on by default) coalesces the small ones."""
+    match = _LOCAL_MASTER.fullmatch(master.replace(" ", ""))
+    if match is None or match.group(1) == "*":
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    threads, workers, per_worker = match.groups()
+    return max(1, int(threads) if threads else int(workers) * int(per_worker) if workers else 1)
 
 
 def metastore_in_use(conn: SparkConnectionConfig, mesh_dir: Path) -> tuple[Path, MetastoreHolder] | None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mesh_dagster.core.config.connections import SparkConnectionConfig, local_cores
-from mesh_dagster.engine.session import local_session_config
+from mesh_dagster.core.config.connections import SparkConnectionConfig
+from mesh_dagster.engine.session import local_cores, local_session_config
 
 MARKERS = "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs"
 PARTITIONS = "spark.sql.shuffle.partitions"

@@ -25,7 +25,7 @@ from project_builder import CONFIG, write_project
 from pydantic import BaseModel
 
 from mesh_dagster.core.config.config import ProjectConfig
-from mesh_dagster.core.config.connections import SparkConnectionConfig, local_cores
+from mesh_dagster.core.config.connections import SparkConnectionConfig
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.models.kinds import CSV_SETTINGS, KIND_CLASSES
 from mesh_dagster.core.models.seeds import check_seed
@@ -577,13 +577,7 @@ def probe_connection_config(tmp_path: Path) -> None:
 def probe_connection_concurrent_tasks(tmp_path: Path) -> None:
     config = _config(tmp_path, "gateways:\n  a:\n    connection:\n      concurrent_tasks: 3\n")
     assert config.gateway("a").connection.concurrent_tasks == 3
-    # Left out: a local master's cores (more would only queue for them), else SQLMesh's 4 on Spark.
-    assert SparkConnectionConfig().concurrent_tasks == local_cores("local[*]")
-    assert SparkConnectionConfig(master="local[3]").concurrent_tasks == 3
-    assert SparkConnectionConfig(master="local").concurrent_tasks == 1
-    assert SparkConnectionConfig(master="spark://h:7077").concurrent_tasks == 4
-    assert SparkConnectionConfig(remote="sc://h").concurrent_tasks == 4
-    assert SparkConnectionConfig(master="local[3]", concurrent_tasks=5).concurrent_tasks == 5
+    assert SparkConnectionConfig().concurrent_tasks == 4  # SQLMesh's default on Spark
     refused(lambda: _config(tmp_path, "gateways:\n  a:\n    connection:\n      concurrent_tasks: 0\n"),
             "config.yaml:4:", "concurrent_tasks", "greater than or equal to 1")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -67,10 +66,8 @@ class SparkConnectionConfig(Strict):
     remote: str | None = None  # Spark Connect: used instead of `master` (the scaffold says so)
     config: dict[str, Any] = Field(default_factory=dict)
     catalog: str | None = None
-    # Models (and batches) an apply or a run evaluates at once on the one Spark session. Default: a
-    # local master's cores (more only queue for them: measured in benchmarks/bench_warm_loop.py),
-    # else 4, SQLMesh's Spark default.
-    concurrent_tasks: int = Field(default_factory=lambda data: _default_tasks(data), ge=1)
+    # Models (and batches) an apply or a run evaluates at once on the one Spark session; SQLMesh's Spark default.
+    concurrent_tasks: int = Field(default=4, ge=1)
     # The Hive catalog of sessions mesh starts itself (`master`); a `remote` server has its own.
     metastore: MetastoreConfig | None = None
     # Where tables' files live: a path (or URI) that every process and every executor sees.
@@ -84,11 +81,6 @@ class SparkConnectionConfig(Strict):
     @property
     def is_local(self) -> bool:
         return self.remote is None and self.master.startswith("local")
-
-    @property
-    def local_cores(self) -> int:
-        """Tasks a local master runs at once (`local[4]` 4, `local[*]` our CPUs, `local` 1)."""
-        return local_cores(self.master)
 
     @property
     def has_server(self) -> bool:
@@ -114,28 +106,6 @@ class SparkConnectionConfig(Strict):
         if value is not None:
             connect_address(value)
         return value
-
-
-_LOCAL_MASTER = re.compile(r"local(?:\[(\*|\d+)(?:,\d+)?\]|-cluster\[(\d+),(\d+),\d+\])?")
-SPARK_CONCURRENT_TASKS = 4  # SQLMesh's default on Spark, for clusters and Connect servers
-
-
-def local_cores(master: str) -> int:
-    """Tasks a local master runs at once (`local[4]` 4, `local[*]` our CPUs, `local` 1)."""
-    match = _LOCAL_MASTER.fullmatch(master.replace(" ", ""))
-    if match is None or match.group(1) == "*":
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    threads, workers, per_worker = match.groups()
-    return max(1, int(threads) if threads else int(workers) * int(per_worker) if workers else 1)
-
-
-def _default_tasks(data: dict[str, Any]) -> int:
-    """`concurrent_tasks` left out: a local master's cores (several models on one core only
-    queue, each slower), else SQLMesh's 4. `data` holds the fields declared before it."""
-    master, remote = data.get("master", "local[*]"), data.get("remote")
-    if remote is None and isinstance(master, str) and master.startswith("local"):
-        return local_cores(master)
-    return SPARK_CONCURRENT_TASKS
 
 
 CONNECT_DEFAULT_PORT = 15002
