@@ -101,9 +101,10 @@ def delete(session: SparkStatements, locations: list[str]) -> None:
     holds (Spark SQL only; two statements, where a borrowed managed table took five)."""
     if not locations:
         return
-    if session.files_here and not session.is_classic and all(_local_path(x) for x in locations):
-        for location in locations:
-            _remove_tree(location)
+    paths = [p for x in locations if (p := _local_path(x)) is not None] if session.files_here else []
+    if not session.is_classic and len(paths) == len(locations):
+        for location, path in zip(locations, paths):
+            _remove_tree(path, location)
         return
     if session.is_classic:
         with session.errors(f"Cannot delete {', '.join(locations)}"):
@@ -128,9 +129,7 @@ def _local_path(location: str) -> Path | None:
     return None
 
 
-def _remove_tree(location: str) -> None:
-    path = _local_path(location)
-    assert path is not None
+def _remove_tree(path: Path, location: str) -> None:
     try:
         shutil.rmtree(path)
     except FileNotFoundError:
