@@ -73,3 +73,10 @@ def _no_warm_server_left(request: pytest.FixtureRequest):
     """In the server lane, the warm servers a test's commands started in its `tmp_path` stop with it."""
     yield
     spark_lane.stop_servers_under(request.node.funcargs.get("tmp_path"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_warm_server_left_by_module(tmp_path_factory: pytest.TempPathFactory):
+    """...nor those of a module's own project (a module-scoped fixture's, under this process's base temp)."""
+    yield
+    spark_lane.stop_servers_under(tmp_path_factory.getbasetemp())

@@ -90,8 +90,6 @@ def _choose(question: str, options) -> str:
 def plan(ctx, environment, **flags) -> None:
     """Compare the project with ENVIRONMENT (default prod), show the changes and apply them."""
     context = project_context(ctx)
-    if not flags["explain"]:
-        context.start_spark_early()  # its JVM starts while the project loads and the plan is made
     config = context.project.config
     if environment is None:  # an empty name is refused by its type, never taken for the default
         environment = config.default_target_environment
@@ -113,6 +111,8 @@ def plan(ctx, environment, **flags) -> None:
         options = plan_options({f.name: flags[f.name] for f in JOB_FLAGS}, context.select)
         p = _categorized_plan(context, environment, options, flags["categorize"],
                               ask_all=flags["no_auto_categorization"], no_prompts=no_prompts)
+    if not flags["explain"]:  # once the plan is made (its selectors checked): a refused plan starts nothing
+        context.start_spark_early()  # its JVM starts while the plan is shown and the answer awaited
     show_plan(p, no_diff=flags["no_diff"])
     missing = _missing_tables(context, p)
     show_missing_tables(p, missing)
@@ -210,6 +210,8 @@ def run(ctx, environment, start, end, execution_time, ignore_cron, select_model,
     if no_auto_upstream and not select_model:
         raise MeshError("--no-auto-upstream only applies with --select-model")
     context = project_context(ctx)
+    if select_model:  # a selector choosing nothing is refused before the server starts
+        context.runs.scope(environment, select_model, auto_upstream=not no_auto_upstream)
     context.start_spark_early()  # its JVM starts while the project loads and the intervals are found
     from mesh_dagster.cli.progress import ConsoleListener  # Context's listener: for commands that apply or run
 

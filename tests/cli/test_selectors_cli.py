@@ -24,6 +24,7 @@ from project_builder import record_plan, write_project
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.time.dates import to_ms
+from mesh_dagster.engine.server_record import SERVER_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -158,7 +159,8 @@ def recorded(tmp_path_factory) -> Path:
     (["table_diff", "prod:nowhere", "-m", "s.*"], ["Environment 'nowhere' does not exist"]),
     (["table_diff", "prod:dev", "-m", "x.*"], ["--select-model 'x.*' matches no model."]),
 ])
-def test_selector_refusals(recorded, args, fragments):
+def test_selector_refusals(recorded, args, fragments, monkeypatch):
+    monkeypatch.setenv(SERVER_ENV, "1")  # the product's default: a refused command starts no warm server either
     with nothing_written(recorded):
         assert_refused(mesh_in_process(recorded, *args), *fragments)
 

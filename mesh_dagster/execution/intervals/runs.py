@@ -39,8 +39,7 @@ class IntervalRuns:
         if options.get("start") and options.get("end"):
             time_range(options["start"], options["end"])
         if options.get("select"):  # a selector that selects nothing fails before Spark starts
-            _, snapshots = environment_snapshots(self.parts.state, environment)
-            run_scope(snapshots, options["select"], auto_upstream=options.get("auto_upstream", True))
+            self.scope(environment, options["select"], auto_upstream=options.get("auto_upstream", True))
         try:
             return run_environment(self.parts.project, self.parts.state, self.parts.engine, environment,
                                    listener=listener, **options)
@@ -48,6 +47,12 @@ class IntervalRuns:
             self.parts.notifier.send("run_failed", {"environment": environment, "error": str(e) or type(e).__name__,
                                                     "actor": self.parts.user})
             raise
+
+    def scope(self, environment: str, selectors: Sequence[str], *, auto_upstream: bool = True) -> set[str]:
+        """The models of `environment` a run with these selectors processes; a selector choosing
+        nothing is refused here, before anything starts."""
+        _, snapshots = environment_snapshots(self.parts.state, normalize_environment(environment))
+        return run_scope(snapshots, selectors, auto_upstream=auto_upstream)
 
     def materialize(self, models: list[str], start: int | str, end: int | str, environment: str = PROD,
                     listener: ApplyListener | None = None, execution_time: int | str | None = None,
