@@ -68,15 +68,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(FIRST)))  # stable
 
 
+IN_PROCESS_FIXTURES = frozenset({"spark", "engine"})  # tests/spark_fixtures.py: this process's embedded session
+
+
 @pytest.fixture(autouse=True)
 def _no_warm_server_left(request: pytest.FixtureRequest):
-    """In the server lane, the warm servers a test's commands started in its `tmp_path` stop with it."""
-    yield
+    """In the server lane, the warm servers a test's commands started in its `tmp_path` stop with it;
+    a test running Spark in this process runs in the opt-out lane (spark_lane.in_process)."""
+    embedded = (request.node.get_closest_marker("spark") is not None
+                or bool(IN_PROCESS_FIXTURES & set(request.fixturenames)) or spark_lane.embedded_here())
+    with spark_lane.in_process(embedded):
+        yield
     spark_lane.stop_servers_under(request.node.funcargs.get("tmp_path"))
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _no_warm_server_left_by_module(tmp_path_factory: pytest.TempPathFactory):
-    """...nor those of a module's own project (a module-scoped fixture's, under this process's base temp)."""
-    yield
+def _no_warm_server_left_by_module(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """...nor those of a module's own project (a module-scoped fixture's, under this process's base
+    temp); a module marked `spark` builds its module fixtures in the opt-out lane too."""
+    with spark_lane.in_process(request.node.get_closest_marker("spark") is not None):
+        yield
     spark_lane.stop_servers_under(tmp_path_factory.getbasetemp())

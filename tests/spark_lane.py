@@ -13,6 +13,9 @@ every command goes through its project's server, and the servers a test started 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -40,3 +43,29 @@ def stop_servers_under(root: Path | None) -> None:
         marker = next((arg for arg in process.info["cmdline"] or [] if arg.startswith(prefix)), None)
         if marker is not None:  # terminate stops nothing but that project's server itself
             terminate(process.pid, Path(marker.split("=", 1)[1]))
+
+
+def embedded_here() -> bool:
+    """This process runs an embedded (classic) Spark session: the shared one of tests/spark_fixtures.py."""
+    pyspark = sys.modules.get("pyspark")
+    return pyspark is not None and pyspark.SparkContext._active_spark_context is not None  # noqa: SLF001
+
+
+@contextmanager
+def in_process(needed: bool) -> Iterator[None]:
+    """In the server lane, the Contexts of a test that runs Spark in the test process (the `spark`
+    mark, the `spark`/`engine` fixtures, or the shared session already running here) use that
+    embedded session, as its commands do: a process holds one kind of session (the product refuses
+    a second), so such a test runs in the opt-out lane whichever lane the suite runs in."""
+    if not needed or not server_lane():
+        yield
+        return
+    previous = os.environ.get(SERVER_ENV)
+    os.environ[SERVER_ENV] = OPT_OUT
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(SERVER_ENV, None)
+        else:
+            os.environ[SERVER_ENV] = previous

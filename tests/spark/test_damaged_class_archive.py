@@ -21,6 +21,7 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.engine import class_archive
+from mesh_dagster.engine.server_record import SERVER_ENV
 from tests.jvm_startup import suite_archive
 
 RESULT = "[Row(one=1)]"
@@ -37,7 +38,8 @@ SESSION = (
 def _env(cache: Path) -> dict[str, str]:
     """This environment without the suite's own JVM options (so the product adds its archive), caching in `cache`."""
     plain = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", class_archive.OFF_ENV)}
-    return {**plain, class_archive.CACHE_ENV: str(cache)}
+    # The command's own JVM (the opt-out lane), whichever lane the suite runs in: what is tested is that JVM's start.
+    return {**plain, class_archive.CACHE_ENV: str(cache), SERVER_ENV: "0"}
 
 
 def _stop_builder(cache: Path) -> None:
