@@ -7,7 +7,8 @@ runs in the opt-out lane by default (`MESH_SPARK_SERVER=0`: Spark in each comman
 one shared session per test process for in-process tests). The tests of the server itself set
 what they need, and `MESH_SPARK_SERVER=1 python -m pytest ...` runs the suite in the server lane:
 every command goes through its project's server, and the servers a test started in its
-`tmp_path` are stopped after it (`stop_servers_under`).
+`tmp_path` (or a module in its fixtures' directories) are stopped after it (`stop_servers_under`).
+A test that runs Spark in the test process itself stays in the opt-out lane (`in_process`).
 """
 
 from __future__ import annotations
