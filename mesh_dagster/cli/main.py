@@ -210,15 +210,15 @@ def run(ctx, environment, start, end, execution_time, ignore_cron, select_model,
     if no_auto_upstream and not select_model:
         raise MeshError("--no-auto-upstream only applies with --select-model")
     context = project_context(ctx)
-    if select_model:  # a selector choosing nothing is refused before the server starts
-        context.runs.scope(environment, select_model, auto_upstream=not no_auto_upstream)
-    context.start_spark_early()  # its JVM starts while the project loads and the intervals are found
+    options = {"start": start, "end": end, "select": select_model or None, "auto_upstream": not no_auto_upstream}
+    context.runs.check(environment, **options)  # a refused run starts no server
+    context.start_spark_early()  # its JVM starts while the intervals are found
     from mesh_dagster.cli.progress import ConsoleListener  # Context's listener: for commands that apply or run
 
     listener = ConsoleListener()
     try:
-        context.runs.run(environment, listener=listener, start=start, end=end, execution_time=execution_time,
-                    ignore_cron=ignore_cron, select=select_model or None, auto_upstream=not no_auto_upstream)
+        context.runs.run(environment, listener=listener, execution_time=execution_time, ignore_cron=ignore_cron,
+                         **options)
     finally:
         listener.close()
 

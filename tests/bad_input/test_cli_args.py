@@ -9,6 +9,7 @@ import os
 import pytest
 
 from bad_input.harness import assert_refused, copy_example, mesh, nothing_written
+from mesh_dagster.engine.server_record import SERVER_ENV
 
 M = "sqlmesh_example.full_model"
 TIME_HINT = "expected a date like '2020-01-01'"
@@ -82,7 +83,8 @@ def project(tmp_path):
 
 
 @pytest.mark.parametrize("args, fragments", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
-def test_bad_command_line_is_one_line_and_writes_nothing(project, args, fragments):
+def test_bad_command_line_is_one_line_and_writes_nothing(project, args, fragments, monkeypatch):
+    monkeypatch.setenv(SERVER_ENV, "1")  # the product's default: a refused command starts no warm server either
     with nothing_written(project):
         outcome = mesh(project, *args)
     assert_refused(outcome, *fragments)

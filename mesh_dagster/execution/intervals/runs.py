@@ -36,10 +36,7 @@ class IntervalRuns:
         """`mesh run`; `select` (selectors) and `auto_upstream` limit the models it processes. A
         failure is notified (`run_failed`) before it is raised."""
         environment = normalize_environment(environment)
-        if options.get("start") and options.get("end"):
-            time_range(options["start"], options["end"])
-        if options.get("select"):  # a selector that selects nothing fails before Spark starts
-            self.scope(environment, options["select"], auto_upstream=options.get("auto_upstream", True))
+        self.check(environment, **options)
         try:
             return run_environment(self.parts.project, self.parts.state, self.parts.engine, environment,
                                    listener=listener, **options)
@@ -48,11 +45,14 @@ class IntervalRuns:
                                                     "actor": self.parts.user})
             raise
 
-    def scope(self, environment: str, selectors: Sequence[str], *, auto_upstream: bool = True) -> set[str]:
-        """The models of `environment` a run with these selectors processes; a selector choosing
-        nothing is refused here, before anything starts."""
-        _, snapshots = environment_snapshots(self.parts.state, normalize_environment(environment))
-        return run_scope(snapshots, selectors, auto_upstream=auto_upstream)
+    def check(self, environment: str, **options) -> None:
+        """Refuse what `mesh run` cannot do with these options (a reversed time range, a selector
+        choosing nothing) before anything starts: Spark, or the project's warm server."""
+        if options.get("start") and options.get("end"):
+            time_range(options["start"], options["end"])
+        if options.get("select"):
+            _, snapshots = environment_snapshots(self.parts.state, normalize_environment(environment))
+            run_scope(snapshots, options["select"], auto_upstream=options.get("auto_upstream", True))
 
     def materialize(self, models: list[str], start: int | str, end: int | str, environment: str = PROD,
                     listener: ApplyListener | None = None, execution_time: int | str | None = None,
