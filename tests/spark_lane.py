@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
+import pytest
 
 from mesh_dagster.engine.server_process import MARKER, terminate
 from mesh_dagster.engine.server_record import SERVER_ENV
@@ -58,15 +59,7 @@ def in_process(needed: bool) -> Iterator[None]:
     mark, the `spark`/`engine` fixtures, or the shared session already running here) use that
     embedded session, as its commands do: a process holds one kind of session (the product refuses
     a second), so such a test runs in the opt-out lane whichever lane the suite runs in."""
-    if not needed or not server_lane():
+    with pytest.MonkeyPatch.context() as env:
+        if needed and server_lane():
+            env.setenv(SERVER_ENV, OPT_OUT)
         yield
-        return
-    previous = os.environ.get(SERVER_ENV)
-    os.environ[SERVER_ENV] = OPT_OUT
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(SERVER_ENV, None)
-        else:
-            os.environ[SERVER_ENV] = previous
