@@ -8,7 +8,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from tests import bytecode, jvm_startup, spark_lane, system_packages  # noqa: E402 - needs the repository on sys.path
 
-spark_lane.choose()  # Spark in each test's own process (the opt-out), unless MESH_SPARK_SERVER=1 asks for the server
+spark_lane.choose()  # through each project's warm server (the product's default), unless MESH_SPARK_SERVER=0
 
 # The modules that take minutes (JVMs in processes of their own), longest first. Under xdist
 # (`-n 2`, whole files per worker: `--dist loadfile` in pyproject.toml) they are handed out before

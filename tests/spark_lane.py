@@ -1,14 +1,14 @@
 """Which way the suite's commands reach local Spark: the lane.
 
 The product's default is the project's warm Spark server (engine/connect_server.py): the first
-command that needs Spark starts it and it stays up, idle, for half an hour. A test suite that runs
-hundreds of projects in temporary directories would leave a JVM behind for each, so the suite
-runs in the opt-out lane by default (`MESH_SPARK_SERVER=0`: Spark in each command's own process,
-one shared session per test process for in-process tests). The tests of the server itself set
-what they need, and `MESH_SPARK_SERVER=1 python -m pytest ...` runs the suite in the server lane:
-every command goes through its project's server, and the servers a test started in its
-`tmp_path` (or a module in its fixtures' directories) are stopped after it (`stop_servers_under`).
-A test that runs Spark in the test process itself stays in the opt-out lane (`in_process`).
+command that needs Spark starts it and it stays up, idle, for half an hour. The suite runs in that
+lane by default (`MESH_SPARK_SERVER=1`, as a user's commands run): every command goes through its
+project's server, and the servers a test started in its `tmp_path` (or a module in its fixtures'
+directories) are stopped after it (`stop_servers_under`), so no JVM outlives its test.
+`MESH_SPARK_SERVER=0 python -m pytest ...` runs the suite in the opt-out lane: Spark in each
+command's own process, one shared session per test process for in-process tests. A test that runs
+Spark in the test process itself stays in the opt-out lane whichever lane is chosen (`in_process`);
+the tests of the server itself and of the opt-out set what they need.
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from mesh_dagster.engine.server_process import MARKER, terminate
 from mesh_dagster.engine.server_record import SERVER_ENV
 
 OPT_OUT = "0"
+SERVER = "1"
 
 
 def choose() -> None:
-    os.environ.setdefault(SERVER_ENV, OPT_OUT)
+    os.environ.setdefault(SERVER_ENV, SERVER)
 
 
 def server_lane() -> bool:
