@@ -125,6 +125,8 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
      ("external_models.yaml:2:", "'my events'")),
     ("external model column name", [write("external_models.yaml", "- name: raw.events\n  columns:\n    'a.b': int\n")],
      ("external_models.yaml:3:", "'a.b'")),
+    ("SQLMesh metrics", [write("metrics/revenue.sql", "-- revenue\n\nMETRIC (\n  name total,\n  expression SUM(x.a)\n);\n")],
+     ("metrics/revenue.sql:3:", "SQLMesh metrics are not supported", "Move the metrics/ folder out of the project")),
     # -- properties naming columns the model does not output
     ("time_column not in the query", [model("MODEL (\n  name s.x,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds)\n);"
                                             "\nSELECT 1 AS a")], ("models/x.sql:3:", "time_column 'ds' is not an output column", "it outputs: a")),

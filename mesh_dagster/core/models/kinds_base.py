@@ -204,8 +204,9 @@ class BaseKind(BaseModel):
         """What of the kind changes how the model is run, not its rows (part of its metadata hash)."""
         return []
 
-    def located(self, directory: Path) -> BaseKind:
-        """This kind with the files it names made absolute from the model file's `directory`."""
+    def located(self, directory: Path, root: Path) -> BaseKind:
+        """This kind with the files it names made absolute: from the model file's `directory`, or
+        from the project's `root` where the path starts with SQLMesh's `$root`."""
         return self
 
     def added_columns(self) -> dict[str, str]:

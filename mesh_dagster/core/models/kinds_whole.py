@@ -19,6 +19,7 @@ from mesh_dagster.core.models.property_values import read_bool, read_int
 
 
 # The CSV settings the seed reader honours (pandas.read_csv arguments of the same name).
+ROOT_MARKER = "$root"  # a seed path starting with it is relative to the project's folder, as in SQLMesh
 CSV_SETTINGS = {"delimiter": "char", "quotechar": "char", "escapechar": "char", "encoding": "string",
                 "na_values": "strings", "keep_default_na": "bool"}
 
@@ -98,8 +99,10 @@ class SeedKind(BaseKind):
         batch = [f"batch_size={self.batch_size}"] if self.batch_size not in (None, SQLMESH_SEED_BATCH) else []
         return [*super().data_hash_values(), *(f"{k}={v}" for k, v in sorted(self.csv_settings.items())), *batch]
 
-    def located(self, directory: Path) -> SeedKind:
-        return self.model_copy(update={"path": str((directory / self.path).resolve())})
+    def located(self, directory: Path, root: Path) -> SeedKind:
+        first, *rest = Path(self.path).parts or ("",)
+        where = root.joinpath(*rest) if first.lower() == ROOT_MARKER else directory / self.path
+        return self.model_copy(update={"path": str(where.resolve())})
 
 
 # ---------------------------------------------------------------------------------------------

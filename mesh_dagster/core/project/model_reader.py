@@ -412,6 +412,11 @@ def read_audit_file(text: str, path: str) -> list[Audit]:
 # A model file
 
 
+def project_root_of(file: Path, path: str) -> Path:
+    """The project's folder, from one of its files and that file's `path` relative to it."""
+    return file.resolve().parents[len(Path(path).parts) - 1]
+
+
 def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaults) -> Model:
     """Parse one `models/*.sql` file into a Model (not yet checked against other models)."""
     text, jinja = extract_blocks(text, path)
@@ -425,7 +430,7 @@ def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaul
     if columns_entry is not None and columns_entry.value is not None:
         props["columns"] = _columns(columns_entry.value, path, props["dialect"])
     kind = complete_model_properties(props, lines, deferred.get("kind"), ViewKind(), path, definition.block_line,
-                                     defaults, file_path.parent)
+                                     defaults, project_root_of(file_path, path))
     statements, on_virtual_update = virtual_update_statements(definition.statements, path)
     macro_defs, pre, query, post, audits = _split_statements(statements, path, jinja)
     if not kind.has_query:
@@ -482,9 +487,10 @@ def read_model_properties(entries: list[Entry], path: str, line: int, defaults: 
 
 def complete_model_properties(props: dict[str, Any], lines: dict[str, int], kind_entry: Entry | None,
                               default_kind: BaseKind, path: str, line: int, defaults: ModelDefaults,
-                              directory: Path) -> BaseKind:
+                              root: Path) -> BaseKind:
     """Read the kind (`default_kind` when none is written) into `props`, with what depends on it
-    (its defaults, the audits `model_defaults` attaches) and the checks across properties; the kind."""
+    (its defaults, the audits `model_defaults` attaches) and the checks across properties; the kind.
+    `root`: the project's folder, of which `path` is a file."""
     kind = _kind(kind_entry, path) if kind_entry else default_kind
     kind_line = kind_entry.line if kind_entry else line
     unit = _interval_unit(props, lines, path, line)
@@ -493,7 +499,7 @@ def complete_model_properties(props: dict[str, Any], lines: dict[str, int], kind
     _check_start_before_end(props, lines, path)
     _check_allow_partials(props, lines, kind, path)
     kind = kind.with_policy_defaults(defaults.on_destructive_change, defaults.on_additive_change)
-    props["kind"] = kind.located(directory)
+    props["kind"] = kind.located(root / Path(path).parent, root)
     props["audits"] = _attach_default_audits(props.get("audits", []), defaults, kind)
     _split_keys(props)
     return kind

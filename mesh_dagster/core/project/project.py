@@ -51,6 +51,7 @@ from mesh_dagster.core.project.materializations import (
     check_materializations,
     load_materializations,
 )
+from mesh_dagster.core.project.metrics import refuse_metrics
 from mesh_dagster.core.project.model_reader import default_audit_refs, read_audit_file, read_model_file
 from mesh_dagster.core.project.python_model_reader import read_python_model_files
 from mesh_dagster.core.project.signals import SignalRegistry, check_signals, load_signals
@@ -178,6 +179,7 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     if not root.is_dir():
         raise ModelError(f"Project directory not found: {root}")
     refuse_outside_links(root, (*SOURCE_FOLDERS, *EXTERNAL_MODELS_FILES))  # before any of their files is read
+    refuse_metrics(root)
     config = load_config(root)
     config.gateway(gateway)  # validates the gateway name
     variables = config.variables_for(gateway)
@@ -320,11 +322,12 @@ def _load_audits(root: Path) -> dict[str, Audit]:
 
 def _load_external_models(root: Path, gateway: str | None) -> list[Model]:
     """The external models of the top-level file (`external_models.yaml`, ...) and of every YAML file
-    in `external_models/`, as SQLMesh reads them; an entry naming another `gateway` is left out."""
+    in `external_models/` and its sub-folders, as SQLMesh reads them; an entry naming another
+    `gateway` is left out."""
     files = [next((root / name for name in EXTERNAL_MODELS_FILES if (root / name).is_file()), None)]
     folder = root / EXTERNAL_MODELS_DIR
     if folder.is_dir():
-        files += sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        files += sorted((p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()), key=str)
     models: list[Model] = []
     for file in filter(None, files):
         rel = relative_path(file, root)

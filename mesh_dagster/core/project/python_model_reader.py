@@ -54,7 +54,11 @@ from mesh_dagster.core.models.python_model import (
     model,
 )
 from mesh_dagster.core.project.blueprints import python_blueprints, templated
-from mesh_dagster.core.project.model_reader import complete_model_properties, read_model_properties
+from mesh_dagster.core.project.model_reader import (
+    complete_model_properties,
+    project_root_of,
+    read_model_properties,
+)
 
 # Decorator arguments that are no MODEL property: Python's own way to say what a SQL file says
 # with its query and statements.
@@ -94,14 +98,9 @@ def _import_model_file(file: Path, shown: str, module_name: str) -> types.Module
     except Exception as e:  # noqa: BLE001 - the user's code may raise anything while importing
         sys.modules.pop(module_name, None)
         line = e.lineno if isinstance(e, SyntaxError) else _innermost_line(e, {str(file)})
-        raise ModelError(f"Cannot import the Python model file: {import_failure(e, _root_of(file, shown))}", shown,
-                         line) from e
+        failure = import_failure(e, project_root_of(file, shown))
+        raise ModelError(f"Cannot import the Python model file: {failure}", shown, line) from e
     return module
-
-
-def _root_of(file: Path, shown: str) -> Path:
-    """The project root, from a model file and its path as shown (relative to the root)."""
-    return file.resolve().parents[len(Path(shown).parts) - 1]
 
 
 def _check_imports(file: Path, shown: str) -> None:
@@ -247,7 +246,7 @@ def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, s
     props["columns"] = (None if is_sql and declared is None
                         else _columns(declared, props["name"], props["dialect"], shown, where))
     kind = complete_model_properties(props, lines, deferred.get("kind"), FullKind(), shown, where.line, defaults,
-                                     root / Path(shown).parent)
+                                     root)
     if not (kind.has_query if is_sql else kind.allows_python):
         raise ModelError(f"Python models cannot be {kind.name.value} models: use FULL or an incremental kind (or "
                          "write the model in SQL)", shown, where.at("kind"))
