@@ -321,3 +321,30 @@ def test_decimal_values_of_a_pandas_frame_reach_double_and_decimal_columns(tmp_p
     ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02"))
     got = rows(ctx, f"SELECT id, price, CAST(exact AS STRING) FROM {schema}.prices ORDER BY id")
     assert got == [(1, 1.5, "1.50"), (2, None, None), (3, 12345678.125, "12345678.13")]
+
+
+KEYWORD_CONTEXT = """
+import typing as t
+
+from sqlmesh import model
+
+
+@model("{s}.by_keyword", columns={"customer": "string", "n": "bigint", "day": "date"},
+       kind=dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="day", batch_size=1))
+def execute(start, end, **kwargs: t.Any):
+    context = kwargs["context"]
+    orders = context.spark.table(context.table("{s}.orders"))
+    return orders.groupBy("customer").count().withColumnRenamed("count", "n").selectExpr(
+        "customer", "n", f"DATE '{start:%Y-%m-%d}' AS day")
+"""
+
+
+def test_a_function_written_for_sqlmesh_gets_the_context_by_keyword_and_reads_with_table(tmp_path, engine, schema):
+    """SQLMesh calls a model function with `context=` as a keyword: `def execute(start, end, **kwargs)`
+    finds it in its keyword arguments, and `context.table` is SQLMesh's `resolve_table`."""
+    ctx = Context(project(tmp_path, schema, {"models/orders.sql": ORDERS, "models/by_keyword.py": KEYWORD_CONTEXT}),
+                  engine=engine)
+    assert ctx.project.parents(f"{schema}.by_keyword") == [f"{schema}.orders"]
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-03"))
+    assert rows(ctx, f"SELECT customer, n, CAST(day AS STRING) FROM {schema}.by_keyword ORDER BY day, customer") == [
+        ("a", 2, "2024-01-01"), ("b", 1, "2024-01-01"), ("a", 2, "2024-01-02"), ("b", 1, "2024-01-02")]

@@ -273,7 +273,9 @@ def test_kind_properties_are_read_exactly_as_in_sql(tmp_path):
     ("from mesh_dagster import model\n\n@model\ndef execute(context):\n    return None\n", "models/m.py:3",
      "The model's name is missing"),
     (model_file("columns={'id': 'int'}", signature=""), "models/m.py:8",
-     "execute() must take the execution context as its first parameter"),
+     "execute() must take the execution context, as its first parameter or in its keyword arguments"),
+    (model_file("columns={'id': 'int'}", signature="start, end"), "models/m.py:8",
+     "execute() must take the execution context, as its first parameter or in its keyword arguments"),
     (model_file("columns={'id': 'int'}", signature="context, threshold"), "models/m.py:8",
      "parameter 'threshold' has no default and no config variable 'threshold' is defined"),
     ("import pandas as pd\n\nraise RuntimeError('no connection')\n", "models/m.py:3",
@@ -308,7 +310,9 @@ READS = "    return context.resolve_table({!r})\n"
      "resolve_table is called with a computed name"),  # a local, though a module constant has its name
     (["columns={'id': 'int'}"], "    return context.snapshots\n", "models/m.py:9",
      "context.snapshots is not part of mesh_dagster's execution context (it offers blueprint_var, end, engine_adapter, "
-     "execution_time, fetchdf, resolve_table, spark, start, var)"),
+     "execution_time, fetchdf, resolve_table, spark, start, table, var)"),
+    (["columns={'id': 'int'}", "depends_on=['s.orders']"], "    return context.table('s.other')\n", "models/m.py:10",
+     "resolve_table('s.other') reads a model missing from depends_on (s.orders)"),
     (["columns={'id': 'int'}"], "    context.engine_adapter.execute('DROP TABLE x')\n", "models/m.py:9",
      "context.engine_adapter.execute is not supported by mesh_dagster (its engine adapter offers columns, dialect, "
      "fetch_pyspark_df, fetchall, fetchdf, fetchone, spark, table_exists)"),
@@ -364,6 +368,26 @@ def test_a_failing_is_sql_function_is_refused_at_its_line(tmp_path, body, where,
     with pytest.raises(ModelError) as e:
         load(tmp_path, {"models/m.py": source})
     assert str(e.value) == f"{where}: {message}"
+
+
+@pytest.mark.parametrize("signature, body", [
+    ("context, start, end, execution_time", "    return context.table('s.orders')\n"),
+    ("start, end, **kwargs", "    context = kwargs['context']\n    return context.table('s.orders')\n"),
+    ("start, end, execution_time, **kwargs", "    return kwargs['context'].table('s.orders')\n"),
+])
+def test_sqlmeshs_context_table_is_a_dependency_and_the_context_may_come_by_keyword(tmp_path, signature, body):
+    """SQLMesh calls a model function with `context=` as a keyword, and names `resolve_table` `table`."""
+    project = load(tmp_path, {"models/orders.sql": ORDERS, "models/m.py": model_file(
+        "columns={'id': 'int'}", signature=signature, body=body)})
+    assert project.parents("s.m") == ["s.orders"]
+
+
+def test_sparks_own_table_call_is_no_dependency(tmp_path):
+    """`spark.table(...)` is Spark's, not the context's: neither a dependency nor a computed-name refusal."""
+    body = "    name = 'raw.' + 'events'\n    return context.spark.table(name).union(context.spark.table('s.x'))\n"
+    model = load(tmp_path, {"models/orders.sql": ORDERS, "models/m.py": model_file(
+        "columns={'id': 'int'}", "depends_on=['s.orders']", body=body)}).models["s.m"]
+    assert model.python is not None and model.python.reads == [] and model.python.dynamic_reads == []
 
 
 def test_a_module_constant_read_by_name_is_a_dependency(tmp_path):

@@ -54,6 +54,7 @@ _MISSING: Any = object()
 # The namespace stored code runs in: a module name nothing can import, so that cloudpickle ships
 # the model's functions by value to Spark's Python workers (a UDF defined in a model works there).
 ENV_MODULE = "mesh_python_model"
+CONTEXT_KEYWORD = "context"  # the keyword SQLMesh passes a model function its execution context by
 
 
 class Executable(BaseModel):
@@ -136,6 +137,7 @@ class EnvBuilder:
 
     root: Path
     dropped: tuple[Callable, ...]
+    context: str = CONTEXT_KEYWORD  # the name the model's code calls its execution context by
     env: dict[str, Executable] = field(default_factory=dict)
     reads: list[TableRead] = field(default_factory=list)
     dynamic_reads: list[tuple[str, int]] = field(default_factory=list)  # resolve_table of a computed name
@@ -406,6 +408,8 @@ class EnvBuilder:
         method = call.func.attr if isinstance(call.func, ast.Attribute) else ""
         argument = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "name"), None)
         literal = _string_value(argument, source, global_names)
+        if method == "table" and _called_on(call, self.context):  # SQLMesh's name (`spark.table` is Spark's)
+            method = "resolve_table"
         if method == "resolve_table":
             if literal is None:
                 self.dynamic_reads.append((source.path, call.lineno))
@@ -420,6 +424,15 @@ class EnvBuilder:
     def _is_dropped(self, decorator: ast.expr, source: _Source) -> bool:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         return any(_live_value(target, source.module) is fn for fn in self.dropped)
+
+
+def _called_on(call: ast.Call, name: str) -> bool:
+    """Whether `call` is a method call on the execution context: the name `name` (`context.table(...)`)
+    or, as SQLMesh passes it, the keyword arguments' entry (`kwargs["context"].table(...)`)."""
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if isinstance(receiver, ast.Subscript) and isinstance(receiver.slice, ast.Constant):
+        return receiver.slice.value == CONTEXT_KEYWORD
+    return isinstance(receiver, ast.Name) and receiver.id == name
 
 
 def _code_key(node: ast.AST, source: _Source) -> tuple[str, int, str]:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from mesh_dagster.core.models.import_time import UncapturedValue
-from mesh_dagster.core.models.python_env import Executable, TableRead, run_env
+from mesh_dagster.core.models.python_env import CONTEXT_KEYWORD, Executable, TableRead, run_env
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,6 +38,24 @@ if TYPE_CHECKING:
 MODEL_ATTR = "__mesh_model__"
 # What the function is called with besides config variables (all optional but the first).
 RUNTIME_ARGUMENTS = ("start", "end", "execution_time")
+
+
+def context_parameter(fn: Callable) -> str | None:
+    """The parameter given the execution context: the first (`def execute(context, start, ...)`, under
+    any name), unless it is a runtime argument. SQLMesh passes the context by keyword, so a function
+    written for it as `def execute(start, end, **kwargs)` finds it in its keyword arguments: None then."""
+    params = list(inspect.signature(fn).parameters.values())
+    first = params[0] if params else None
+    positional = (first is not None and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD,
+                                                       first.VAR_POSITIONAL))
+    return first.name if first is not None and positional and first.name not in RUNTIME_ARGUMENTS else None
+
+
+def call_model(fn: Callable, context: Any, kwargs: Mapping[str, Any]) -> Any:
+    """Call a model function with the context where it takes it (`context_parameter`) and `kwargs`."""
+    if context_parameter(fn) is None:
+        return fn(**{**kwargs, CONTEXT_KEYWORD: context})
+    return fn(context, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,7 +93,8 @@ class ExecutionContext(Protocol):
 
     `spark` is the SparkSession mesh writes with; `resolve_table("schema.model")` the table (or
     view) holding a dependency's data for this evaluation; `var(name, default)` a config variable;
-    `blueprint_var(name, default)` a variable of the model's blueprint;
+    `blueprint_var(name, default)` a variable of the model's blueprint; `table` is SQLMesh's name
+    for `resolve_table`;
     `fetchdf(query)` runs a query (SQL text or a sqlglot expression) and returns its rows as a
     pandas DataFrame (on the driver: keep it small); `engine_adapter` the reads SQLMesh's models
     make through it (`ADAPTER_ATTRIBUTES`); `start`, `end` (inclusive) and `execution_time` are UTC
@@ -94,6 +113,9 @@ class ExecutionContext(Protocol):
 
     def resolve_table(self, name: str) -> str: ...
 
+    def table(self, name: str) -> str:
+        """SQLMesh's name for `resolve_table`."""
+
     def var(self, name: str, default: Any = None) -> Any: ...
 
     def blueprint_var(self, name: str, default: Any = None) -> Any:
@@ -102,8 +124,8 @@ class ExecutionContext(Protocol):
     def fetchdf(self, query: Any, quote_identifiers: bool = False) -> pd.DataFrame: ...
 
 
-CONTEXT_ATTRIBUTES = frozenset({"start", "end", "execution_time", "spark", "engine_adapter", "resolve_table", "var",
-                                "fetchdf", "blueprint_var"})
+CONTEXT_ATTRIBUTES = frozenset({"start", "end", "execution_time", "spark", "engine_adapter", "resolve_table", "table",
+                                "var", "fetchdf", "blueprint_var"})
 ADAPTER_ATTRIBUTES = frozenset({"dialect", "spark", "fetchdf", "fetch_pyspark_df", "fetchall", "fetchone",
                                 "table_exists", "columns"})
 
@@ -163,7 +185,7 @@ class PythonCode(BaseModel):
     def arguments(self, fn: Callable, variables: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict[str, Any]:
         """Keyword arguments for `fn` (after the context): the runtime values it takes and a config
         variable for each other named parameter (a parameter whose variable is missing keeps its default)."""
-        params = list(inspect.signature(fn).parameters.values())[1:]
+        params = list(inspect.signature(fn).parameters.values())[0 if context_parameter(fn) is None else 1:]
         named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
         any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
         kwargs = {key: value for key, value in runtime.items() if key in named or any_keyword}

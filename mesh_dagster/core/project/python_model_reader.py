@@ -46,11 +46,13 @@ from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.models.property_values import read_column
 from mesh_dagster.core.models.python_env import USER_MODELS_PACKAGE, EnvBuilder, TableRead
 from mesh_dagster.core.models.python_model import (
+    CONTEXT_KEYWORD,
     MODEL_ATTR,
     RUNTIME_ARGUMENTS,
     ModelSpec,
     PythonCode,
     context_misuse,
+    context_parameter,
     model,
 )
 from mesh_dagster.core.project.blueprints import python_blueprints, templated
@@ -309,11 +311,12 @@ def _code(fn: Callable, module: types.ModuleType, root: Path, shown: str, variab
           blueprint: Mapping[str, str]) -> tuple[PythonCode, int]:
     """The stored code of a model function, its signature checked; and the line of its `def`.
     Parameters named like a blueprint variable receive its value (those are no config variables)."""
-    builder = EnvBuilder(root, (model, macro))
+    context = context_parameter(fn)
+    builder = EnvBuilder(root, (model, macro), context=context or CONTEXT_KEYWORD)
     node = builder.add_function(fn, module)
     parameters = _check_signature(fn, shown, node.lineno, {**variables, **blueprint})
     parameters = {name for name in parameters if name in variables and name not in blueprint}
-    misuse = context_misuse(node, next(iter(inspect.signature(fn).parameters)))
+    misuse = context_misuse(node, context) if context is not None else None
     if misuse is not None:
         raise ModelError(misuse[0], shown, misuse[1])
     code = PythonCode(entrypoint=fn.__name__, env=builder.env, reads=builder.reads, dynamic_reads=builder.dynamic_reads,
@@ -325,12 +328,13 @@ def _code(fn: Callable, module: types.ModuleType, root: Path, shown: str, variab
 def _check_signature(fn: Callable, shown: str, line: int, variables: Mapping[str, Any]) -> set[str]:
     """The config variables the parameters take; a function that cannot be called is refused now."""
     params = list(inspect.signature(fn).parameters.values())
-    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD,
-                                            params[0].VAR_POSITIONAL):
-        raise ModelError(f"{fn.__name__}() must take the execution context as its first parameter: "
-                         f"def {fn.__name__}(context, start, end, execution_time, **kwargs)", shown, line)
+    keywords = any(p.kind == p.VAR_KEYWORD for p in params)
+    if context_parameter(fn) is None and not keywords:
+        raise ModelError(f"{fn.__name__}() must take the execution context, as its first parameter or in its "
+                         f"keyword arguments: def {fn.__name__}(context, start, end, execution_time, **kwargs)",
+                         shown, line)
     taken: set[str] = set()
-    for param in params[1:]:
+    for param in params[0 if context_parameter(fn) is None else 1:]:
         if param.kind == param.POSITIONAL_ONLY and param.default is param.empty:
             raise ModelError(f"{fn.__name__}() parameter '{param.name}' is positional-only: it cannot be given",
                              shown, line)

@@ -26,6 +26,7 @@ from mesh_dagster.core.config.names import check_model_name
 from mesh_dagster.core.errors import EngineError, MeshError, ModelError
 from mesh_dagster.core.macros.syntax import EPOCH
 from mesh_dagster.core.models.model import Model
+from mesh_dagster.core.models.python_model import call_model
 from mesh_dagster.core.project.blueprints import python_value
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class PythonContext:
             raise ModelError(f"resolve_table('{name}'): {key} is not a dependency of {self._model.name} (its "
                              f"dependencies: {known}); list it in depends_on")
         return self._tables[key]
+
+    table = resolve_table  # SQLMesh's name for it
 
     def var(self, name: str, default: Any = None) -> Any:
         return self._variables.get(name.lower(), default)
@@ -141,7 +144,7 @@ def python_query(engine: Engine, model: Model, tables: Mapping[str, str], variab
         kwargs = code.arguments(fn, {**variables, **blueprint}, runtime)
         if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
             kwargs = {**blueprint, **kwargs}
-        result = fn(context, **kwargs)
+        result = call_model(fn, context, kwargs)
     except Exception as e:  # noqa: BLE001 - the user's code may raise anything
         raise _failed(model, e, files, engine.session.unavailable(e)) from e
     try:
