@@ -530,3 +530,24 @@ def test_star_over_a_parent_with_declared_columns_loads_in_a_project(tmp_path: P
     assert project.columns("s.child") == {"id": "INT"}
     ctx = RenderContext(schemas=project.parent_schemas("s.child"))
     assert render_sql(project.models["s.child"], ctx, project.macros) == "SELECT CAST(parent.id AS INT) AS id FROM s.parent"
+
+
+def test_a_macro_module_imported_by_its_project_name_too_is_one_definition(tmp_path: Path) -> None:
+    """SQLMesh projects import one macro file from another by the project-root name
+    (`from macros.utils import between` in macros/macros.py): the function reached both ways is
+    the one macro of macros/utils.py, not a second definition."""
+    from project_builder import write_project
+
+    from mesh_dagster.core.project.project import load_project
+
+    root = write_project(tmp_path / "p", {
+        "macros/__init__.py": "",
+        "macros/utils.py": "from sqlmesh import macro\n\n\n@macro()\ndef between(evaluator, low, high):\n"
+                           "    return f'BETWEEN {low} AND {high}'\n",
+        "macros/macros.py": "from sqlmesh import macro\n\nfrom macros.utils import between\n\n\n@macro()\n"
+                            "def in_range(evaluator, column):\n    return f'{column} ' + between(evaluator, 1, 9)\n",
+        "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT id FROM VALUES (1), (20) AS t(id) WHERE @in_range(id)\n",
+    })
+    project = load_project(root, use_cache=False)
+    assert project.macros.names() == ["between", "in_range"]
+    assert list(project.output("s.m").columns or {}) == ["id"]  # the query rendered with both macros

@@ -128,7 +128,9 @@ def _collect(module: types.ModuleType, registry: MacroRegistry, package: UserPac
         if not isinstance(spec, MacroSpec):
             continue
         existing = registry.get(spec.name)
-        if existing is not None and existing is not value:
+        if existing is not None and package.defined_in(existing) == package.defined_in(value):
+            continue  # one definition reached under two module names (`from macros.utils import x`)
+        if existing is not None:
             raise ModelError(f"Macro '{spec.name}' is defined twice (also in {package.defined_in(existing)[0]})",
                              *package.defined_in(value))
         registry.register(value)
