@@ -382,6 +382,33 @@ def test_sqlmeshs_context_table_is_a_dependency_and_the_context_may_come_by_keyw
     assert project.parents("s.m") == ["s.orders"]
 
 
+@pytest.mark.parametrize("written, as_dict", [
+    ("IncrementalByTimeRangeKind(time_column=TimeColumn(column='ds', format='%Y%m%d'), batch_size=1, lookback=2)",
+     "dict(name='INCREMENTAL_BY_TIME_RANGE', time_column=('ds', '%Y%m%d'), batch_size=1, lookback=2)"),
+    ("IncrementalByTimeRangeKind(time_column='ds')", "dict(name='INCREMENTAL_BY_TIME_RANGE', time_column='ds')"),
+    ("IncrementalByUniqueKeyKind(unique_key=['id'], batch_size=3)",
+     "dict(name='INCREMENTAL_BY_UNIQUE_KEY', unique_key=['id'], batch_size=3)"),
+    ("SCDType2ByColumnKind(unique_key=['id'], columns=['v'])",
+     "dict(name='SCD_TYPE_2_BY_COLUMN', unique_key=['id'], columns=['v'])"),
+    ("FullKind()", "'FULL'"),
+])
+def test_sqlmeshs_kind_classes_are_read_as_the_kind_dict(tmp_path, written, as_dict):
+    prelude = ("from sqlmesh.core.model.kind import IncrementalByTimeRangeKind, IncrementalByUniqueKeyKind, "
+               "SCDType2ByColumnKind, TimeColumn\nfrom sqlmesh.core.model import FullKind\n")
+    columns = "columns={'id': 'int', 'ds': 'string', 'v': 'int'}"
+    by_class = load(tmp_path, {"models/m.py": model_file(columns, f"kind={written}", prelude=prelude)}, "a")
+    by_dict = load(tmp_path, {"models/m.py": model_file(columns, f"kind={as_dict}", prelude=prelude)}, "b")
+    assert by_class.models["s.m"].kind == by_dict.models["s.m"].kind
+
+
+def test_a_bad_property_of_a_sqlmesh_kind_class_is_refused_at_the_decorator(tmp_path):
+    prelude = "from sqlmesh.core.model.kind import IncrementalByTimeRangeKind\n"
+    source = model_file("columns={'ds': 'string'}", "kind=IncrementalByTimeRangeKind(time_column='ds', batch_size=0)",
+                        prelude=prelude)
+    with pytest.raises(ModelError, match=r"^models/m\.py:8: .*batch_size"):
+        load(tmp_path, {"models/m.py": source})
+
+
 def test_sparks_own_table_call_is_no_dependency(tmp_path):
     """`spark.table(...)` is Spark's, not the context's: neither a dependency nor a computed-name refusal."""
     body = "    name = 'raw.' + 'events'\n    return context.spark.table(name).union(context.spark.table('s.x'))\n"

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
+from mesh_dagster.core.models import sqlmesh_kinds
 from mesh_dagster.core.time.dates import TimeLike, to_datetime, to_ds, to_ms  # noqa: F401 - to_ds: sqlmesh.utils.date
 
 DatetimeRanges = list[tuple[datetime, datetime]]  # what a signal receives and may return
@@ -47,14 +48,15 @@ _CONFIG_NAMES = ("Config", "ModelDefaultsConfig", "GatewayConfig", "SparkConnect
                  "LinterConfig", "PlanConfig", "NameInferenceConfig", "CategorizerConfig", "AutoCategorizationMode",
                  "EnvironmentSuffixTarget")
 _LINTER = "mesh_dagster.core.project.lint_rules"
+_KIND_CLASSES = {name: (sqlmesh_kinds.__name__, name) for name in sqlmesh_kinds.NAMES}  # SQLMesh's kind classes
 # module -> its names -> (where ours is defined, our name)
 NAMES: dict[str, dict[str, tuple[str, str]]] = {
     "sqlmesh": {"model": (_PYTHON_MODEL, "model"), "ExecutionContext": (_PYTHON_MODEL, "ExecutionContext"),
                 "macro": (_MACROS, "macro"), "SQL": ("mesh_dagster.core.macros.coercion", "SQL"),
                 "signal": ("mesh_dagster.core.project.signals", "signal"), "DatetimeRanges": (_HERE, "DatetimeRanges")},
     "sqlmesh.core": {},
-    "sqlmesh.core.model": {"model": (_PYTHON_MODEL, "model"), "ModelKindName": _KIND},
-    "sqlmesh.core.model.kind": {"ModelKindName": _KIND},
+    "sqlmesh.core.model": {"model": (_PYTHON_MODEL, "model"), "ModelKindName": _KIND, **_KIND_CLASSES},
+    "sqlmesh.core.model.kind": {"ModelKindName": _KIND, **_KIND_CLASSES},
     "sqlmesh.core.macros": {"macro": (_MACROS, "macro"), "MacroEvaluator": ("mesh_dagster.core.macros.evaluator",
                                                                             "MacroEvaluator")},
     "sqlmesh.core.context": {"ExecutionContext": (_PYTHON_MODEL, "ExecutionContext")},
