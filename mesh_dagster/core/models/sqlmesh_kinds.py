@@ -26,7 +26,7 @@ class TimeColumn:
         return str(self.column) if self.format is None else (str(self.column), self.format)
 
 
-class WrittenKind:
+class SqlmeshKindSpec:
     """A SQLMesh kind class: its kind's name and the properties given to it, by keyword."""
 
     kind: ClassVar[KindName]
@@ -41,50 +41,55 @@ class WrittenKind:
                    for key, value in self.properties.items()}}
 
 
+def plain_kind(value: Any) -> Any:
+    """`value` as `kind=` is read otherwise: a SQLMesh kind class as its dict, anything else as it is."""
+    return value.as_dict() if isinstance(value, SqlmeshKindSpec) else value
+
+
 # SQLMesh's class names (its MANAGED kind has none here: the reader refuses MANAGED by name).
 
 
-class FullKind(WrittenKind):
+class FullKind(SqlmeshKindSpec):
     kind = KindName.FULL
 
 
-class ViewKind(WrittenKind):
+class ViewKind(SqlmeshKindSpec):
     kind = KindName.VIEW
 
 
-class EmbeddedKind(WrittenKind):
+class EmbeddedKind(SqlmeshKindSpec):
     kind = KindName.EMBEDDED
 
 
-class SeedKind(WrittenKind):
+class SeedKind(SqlmeshKindSpec):
     kind = KindName.SEED
 
 
-class ExternalKind(WrittenKind):
+class ExternalKind(SqlmeshKindSpec):
     kind = KindName.EXTERNAL
 
 
-class IncrementalByTimeRangeKind(WrittenKind):
+class IncrementalByTimeRangeKind(SqlmeshKindSpec):
     kind = KindName.INCREMENTAL_BY_TIME_RANGE
 
 
-class IncrementalByUniqueKeyKind(WrittenKind):
+class IncrementalByUniqueKeyKind(SqlmeshKindSpec):
     kind = KindName.INCREMENTAL_BY_UNIQUE_KEY
 
 
-class IncrementalByPartitionKind(WrittenKind):
+class IncrementalByPartitionKind(SqlmeshKindSpec):
     kind = KindName.INCREMENTAL_BY_PARTITION
 
 
-class IncrementalUnmanagedKind(WrittenKind):
+class IncrementalUnmanagedKind(SqlmeshKindSpec):
     kind = KindName.INCREMENTAL_UNMANAGED
 
 
-class SCDType2ByTimeKind(WrittenKind):
+class SCDType2ByTimeKind(SqlmeshKindSpec):
     kind = KindName.SCD_TYPE_2_BY_TIME
 
 
-class SCDType2ByColumnKind(WrittenKind):
+class SCDType2ByColumnKind(SqlmeshKindSpec):
     kind = KindName.SCD_TYPE_2_BY_COLUMN
 
 

@@ -55,7 +55,7 @@ from mesh_dagster.core.models.python_model import (
     context_parameter,
     model,
 )
-from mesh_dagster.core.models.sqlmesh_kinds import WrittenKind
+from mesh_dagster.core.models.sqlmesh_kinds import plain_kind
 from mesh_dagster.core.project.blueprints import python_blueprints, templated
 from mesh_dagster.core.project.model_reader import (
     complete_model_properties,
@@ -425,8 +425,7 @@ def _raw(value: Any) -> str:
 def _kind_value(value: Any, shown: str, line: int) -> Value:
     """`"FULL"`, or `dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds", ...)`: the kind's name
     and the properties its class reads, as `kind NAME (property value, ...)` would give them."""
-    if isinstance(value, WrittenKind):  # SQLMesh's kind classes (`IncrementalByTimeRangeKind(...)`)
-        value = value.as_dict()
+    value = plain_kind(value)  # SQLMesh's kind classes (`IncrementalByTimeRangeKind(...)`) say a dict
     if isinstance(value, (str, Enum)):
         return Value(_raw(value), line, "scalar")
     if isinstance(value, Mapping) and isinstance(value.get("name"), (str, Enum)):

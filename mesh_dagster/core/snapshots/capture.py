@@ -196,6 +196,7 @@ def sql_text(model: Model, audits: dict[str, Audit]) -> str:
     texts = [model.query or "", *model.pre_statements, *model.post_statements, *model.on_virtual_update,
              *model.macro_definitions]
     texts += [audits[ref.name].query for ref in model.audits if ref.name in audits]
+    texts += [value for ref in model.audits for value in ref.args.values()]  # `threshold := @my_threshold()`
     return " ".join(texts)
 
 
@@ -210,9 +211,11 @@ class Capturer:
     def capture(self, model: Model) -> Capture:
         project = self.project
         audits = {ref.name: project.audits[ref.name] for ref in model.audits if ref.name in project.audits}
-        sql = sql_text(model, audits)
+        inlined = self._inlined_queries(model.name)
+        sql = " ".join([sql_text(model, audits), *inlined])
         jinja = project.macros.jinja.used_by([model.query or "", *model.pre_statements, *model.post_statements,
-                                              *model.on_virtual_update, *(audit.query for audit in audits.values())])
+                                              *model.on_virtual_update, *(audit.query for audit in audits.values()),
+                                              *inlined])
         sql = " ".join([sql, *(m.source for m in jinja.values())])  # what they read and call counts too
         macros = self._macro_closure(project.macros.used_by(sql))
         capture = Capture(
@@ -228,6 +231,20 @@ class Capturer:
         )
         capture._lineage_source = _lineage_source(project, model.name)
         return capture
+
+    def _inlined_queries(self, name: str) -> list[str]:
+        """The queries (and `@DEF`s) of the EMBEDDED models `name` reads, and of those they read: they
+        are rendered inside its own query, with the macros captured for it."""
+        project, found, queue = self.project, [], [name]
+        seen: set[str] = set()
+        while queue:
+            for parent in project.parents(queue.pop()):
+                model = project.models.get(parent)
+                if model is not None and model.kind.is_inlined and parent not in seen:
+                    seen.add(parent)
+                    found += [model.query or "", *model.macro_definitions]
+                    queue.append(parent)
+        return found
 
     def capture_sql(self, sql: str) -> Capture:
         """What rendering SQL outside any model reads (the project's `before_all` / `after_all`,

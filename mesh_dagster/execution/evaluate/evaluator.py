@@ -339,6 +339,8 @@ class SnapshotEvaluator:
         if not model.audits:
             return results
         ctx = self.render_context(snapshot, start, end, execution_time, stage="auditing")
+        if not model.kind.is_symbolic:  # an audit naming its own model (`FROM db.orders`) audits this table
+            ctx.table_mapping = {**ctx.table_mapping, snapshot.name: snapshot.table_name}
         if model.time_column and ctx.start is not None:
             ctx.time_column_type = self.time_column_type(snapshot)
         with model_settings(self.engine, model):  # the model's queries: its audits too
