@@ -551,3 +551,22 @@ def test_a_macro_module_imported_by_its_project_name_too_is_one_definition(tmp_p
     project = load_project(root, use_cache=False)
     assert project.macros.names() == ["between", "in_range"]
     assert list(project.output("s.m").columns or {}) == ["id"]  # the query rendered with both macros
+
+
+def test_a_projects_macros_folder_without_init_does_not_answer_the_next_projects_imports(tmp_path: Path) -> None:
+    """`macros/` without `__init__.py` is a namespace package, a module with no file: the next
+    project loaded in this process (a code server, a test run) imports its own `macros.utils`."""
+    import sys
+
+    from project_builder import write_project
+
+    from mesh_dagster.core.project.project import load_project
+
+    model = "MODEL (name s.m, kind FULL);\nSELECT @pick() AS v\n"
+    for name, init, value in (("a", False, 1), ("b", True, 2)):
+        files = {"macros/utils.py": f"VALUE = {value}\n",
+                 "macros/m.py": "from sqlmesh import macro\nfrom macros.utils import VALUE\n\n\n@macro()\n"
+                                "def pick(evaluator):\n    return VALUE\n", "models/m.sql": model}
+        root = write_project(tmp_path / name, {**files, **({"macros/__init__.py": ""} if init else {})})
+        load_project(root, use_cache=False)
+        assert sys.modules["macros.utils"].VALUE == value

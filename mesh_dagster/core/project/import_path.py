@@ -37,17 +37,29 @@ def use_project_root(root: Path) -> None:
 
 
 def _forget(root: Path) -> None:
+    """Forget the modules of `root`'s files and folders: a namespace package (`macros/` without
+    `__init__.py`) left behind would answer the next project's `from macros.utils import ...`."""
     inside = str(root).rstrip(os.sep) + os.sep  # `root` is resolved: a real path's prefix
     real = real_paths()
     for name, module in list(sys.modules.items()):
-        file = getattr(module, "__file__", None)
-        if not file or name.split(".")[0] in _NEVER_FORGOTTEN:
+        if name.split(".")[0] in _NEVER_FORGOTTEN:
             continue  # our own code, when a project lives inside our checkout
-        path = real(file)
-        if (path + os.sep).startswith(inside) and not {"site-packages", "dist-packages"} & set(path.split(os.sep)):
+        paths = [real(f) for f in _module_files(module)]
+        if paths and all((path + os.sep).startswith(inside) and not {"site-packages", "dist-packages"} &
+                         set(path.split(os.sep)) for path in paths):
             del sys.modules[name]  # installed packages in a virtualenv inside the project stay
     while str(root) in sys.path:
         sys.path.remove(str(root))
+
+
+def _module_files(module: object) -> list[str]:
+    """Where a module comes from: its file, or the folders of a namespace package (a folder without
+    `__init__.py`, such as a project's `macros/`, has no file); nothing for a built-in."""
+    file = getattr(module, "__file__", None)
+    if file:
+        return [file]
+    spec = getattr(module, "__spec__", None)
+    return list(getattr(module, "__path__", None) or []) if spec is not None and spec.origin is None else []
 
 
 def real_paths() -> Callable[[str], str]:
