@@ -221,3 +221,60 @@ def test_settings_changed_after_the_call_count(tmp_path: Path) -> None:
     text = PY_CONFIG + "\nconfig.variables = {'limit': 5}\nconfig.model_defaults.dialect = 'hive'\n"
     config = load_config(_py_project(tmp_path / "p", text))
     assert config.variables == {"limit": 5} and config.model_defaults.dialect == "hive"
+
+
+SEVERAL_CONFIGS = """
+from sqlmesh.core.config import (
+    BigQueryConnectionConfig, Config, GatewayConfig, ModelDefaultsConfig, SnowflakeConnectionConfig,
+    SparkConnectionConfig,
+)
+from sqlmesh.core.config.common import EnvironmentSuffixTarget, VirtualEnvironmentMode
+from sqlmesh.core.config.connection import DuckDBConnectionConfig, PostgresConnectionConfig
+from sqlmesh.core.config.linter import LinterConfig
+from sqlmesh.core.notification_target import NotificationEvent, SlackWebhookNotificationTarget
+from sqlmesh.core.user import User, UserRole
+
+SLACK = SlackWebhookNotificationTarget(notify_on=[NotificationEvent.APPLY_FAILURE], url="https://hooks/x")
+ADMINS = [User(username="ana", roles=[UserRole.REQUIRED_APPROVER])]
+base = Config(
+    gateways={
+        "spark": GatewayConfig(connection=SparkConnectionConfig(concurrent_tasks=2)),
+        "bigquery": GatewayConfig(connection=BigQueryConnectionConfig(project="p"),
+                                  state_connection=PostgresConnectionConfig(host="db")),
+        "snowflake": GatewayConfig(connection=SnowflakeConnectionConfig(account="a")),
+        "duck": GatewayConfig(connection=DuckDBConnectionConfig(database="local.db")),
+    },
+    default_gateway="spark",
+    model_defaults=ModelDefaultsConfig(dialect="spark", start="2020-01-01"),
+    linter=LinterConfig(enabled=False),
+)
+bigquery_config = base.copy(update={"default_gateway": "bigquery"})
+config = base.model_copy(update={"variables": {"limit": 7}})
+{more}
+"""
+
+
+def test_several_configs_derived_by_copy_load_and_only_the_selected_gateway_runs(tmp_path: Path) -> None:
+    """A usual SQLMesh config.py: several engines' connections, configs derived with `.copy(update=...)`
+    / `.model_copy(update=...)`, SQLMesh's enums, users and notification targets defined but unused."""
+    config = load_config(_py_project(tmp_path / "p", SEVERAL_CONFIGS.replace("{more}", "")))
+    assert config.gateway_names == ["spark", "bigquery", "snowflake", "duck"] and list(config.gateways) == ["spark"]
+    assert config.variables == {"limit": 7} and config.gateway().connection.concurrent_tasks == 2
+    assert config.linter.enabled is False
+
+
+@pytest.mark.parametrize("more, where, fragments", [
+    ("config = base.copy(update={'default_gateway': 'snowflake'})", "config.py:", (
+        "Gateway 'snowflake' connects to snowflake: mesh_dagster runs models on Spark only",)),
+    ("config = base.model_copy(update={'notification_targets': [SLACK]})", "config.py:11: ", (
+        "notification target type 'slack_webhook' is not supported: only webhook",)),
+    ("config = base.copy(update={'users': ADMINS})", "config.py:", ("users: unknown setting",)),
+    ("config = base.copy(update={'virtual_environment_mode': VirtualEnvironmentMode.DEV_ONLY})", "config.py:", (
+        "virtual_environment_mode",)),
+])
+def test_what_a_derived_config_cannot_run_is_refused_when_selected(tmp_path: Path, more: str, where: str,
+                                                                   fragments: tuple[str, ...]) -> None:
+    root = _py_project(tmp_path / "p", SEVERAL_CONFIGS.replace("{more}", more))
+    with pytest.raises(MeshError) as e:
+        load_project(root, use_cache=False)
+    assert str(e.value).startswith(where) and all(f in str(e.value) for f in fragments), str(e.value)

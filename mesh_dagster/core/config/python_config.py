@@ -14,6 +14,7 @@ keyword that caused it (`PythonSource.line`).
 from __future__ import annotations
 
 import ast
+import copy
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -62,6 +63,17 @@ class ConfigObject:
         args = ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
         return f"{type(self).__name__}({args})"
 
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> ConfigObject:
+        """SQLMesh's configs are pydantic models: `base.model_copy(update={...})` derives another, whose
+        settings are `update` over this one's (refusals then point at the line of that call)."""
+        settings = {**(copy.deepcopy(self.settings) if deep else self.settings), **(update or {})}
+        derived = object.__new__(type(self))
+        object.__setattr__(derived, "settings", settings)
+        object.__setattr__(derived, "made_at", _call_site(sys._getframe(1)))
+        return derived
+
+    copy = model_copy  # pydantic 1's name for it, which SQLMesh projects still write
+
 
 class Config(ConfigObject):
     """The project configuration (`config.yaml`'s root keys as keywords)."""
@@ -102,6 +114,63 @@ class DuckDBConnectionConfig(ConfigObject):
     refused only when selected)."""
 
     FIXED = {"type": "duckdb"}
+
+
+def _fixed(class_name: str, type_name: str, what: str) -> type[ConfigObject]:
+    return type(class_name, (ConfigObject,), {"FIXED": {"type": type_name}, "__module__": __name__,
+                                             "__doc__": f"SQLMesh's {class_name}: {what} `type: {type_name}`."})
+
+
+# Other engines' connections and SQLMesh's notification targets: their `type`, as config.yaml writes
+# it; the settings say what is refused and where (a gateway of another engine is refused only when
+# selected; a notification target other than a webhook at its line).
+OTHER_CLASSES: dict[str, type[ConfigObject]] = {
+    name: _fixed(name, type_name, what) for name, type_name, what in (
+        *((f"{engine}ConnectionConfig", type_name, "a connection of") for engine, type_name in (
+            ("MotherDuck", "motherduck"), ("Snowflake", "snowflake"), ("Databricks", "databricks"),
+            ("BigQuery", "bigquery"), ("GCPPostgres", "gcp_postgres"), ("Redshift", "redshift"),
+            ("Postgres", "postgres"), ("MySQL", "mysql"), ("MSSQL", "mssql"), ("AzureSQL", "azuresql"),
+            ("Fabric", "fabric"), ("Trino", "trino"), ("Clickhouse", "clickhouse"), ("Athena", "athena"),
+            ("Risingwave", "risingwave"), ("StarRocks", "starrocks"), ("Db2", "db2"))),
+        *((f"{kind}NotificationTarget", type_name, "a notification target of") for kind, type_name in (
+            ("Console", "console"), ("SlackWebhook", "slack_webhook"), ("SlackApi", "slack_api"),
+            ("BasicSMTP", "smtp"), ("Generic", "generic"))),
+    )
+}
+globals().update(OTHER_CLASSES)  # importable by name, as sqlmesh_names resolves them
+
+
+class User(ConfigObject):
+    """SQLMesh's `User(username=..., roles=[...])`, for `users=[...]` (which mesh_dagster refuses by
+    name: its approvals are `mesh plans approve`'s)."""
+
+
+class UserRole(str, Enum):
+    REQUIRED_APPROVER = "required_approver"
+
+
+class NotificationEvent(str, Enum):
+    APPLY_START = "apply_start"
+    APPLY_END = "apply_end"
+    RUN_START = "run_start"
+    RUN_END = "run_end"
+    MIGRATION_START = "migration_start"
+    MIGRATION_END = "migration_end"
+    APPLY_FAILURE = "apply_failure"
+    RUN_FAILURE = "run_failure"
+    AUDIT_FAILURE = "audit_failure"
+    MIGRATION_FAILURE = "migration_failure"
+
+
+class VirtualEnvironmentMode(str, Enum):
+    FULL = "full"
+    DEV_ONLY = "dev_only"
+
+
+class TableNamingConvention(str, Enum):
+    SCHEMA_AND_TABLE = "schema_and_table"
+    TABLE_ONLY = "table_only"
+    HASH_MD5 = "hash_md5"
 
 
 class AutoCategorizationMode(str, Enum):

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
+from mesh_dagster.core.config import python_config
 from mesh_dagster.core.models import sqlmesh_kinds
 from mesh_dagster.core.time.dates import TimeLike, to_datetime, to_ds, to_ms  # noqa: F401 - to_ds: sqlmesh.utils.date
 
@@ -43,10 +44,12 @@ _PYTHON_MODEL = "mesh_dagster.core.models.python_model"
 _MACROS = "mesh_dagster.core.macros.user"
 _HERE = __name__
 _KIND = ("mesh_dagster.core.models.kinds_base", "KindName")
-_CONFIG = "mesh_dagster.core.config.python_config"
+_CONFIG = python_config.__name__
 _CONFIG_NAMES = ("Config", "ModelDefaultsConfig", "GatewayConfig", "SparkConnectionConfig", "DuckDBConnectionConfig",
                  "LinterConfig", "PlanConfig", "NameInferenceConfig", "CategorizerConfig", "AutoCategorizationMode",
                  "EnvironmentSuffixTarget")
+_COMMON = ("VirtualEnvironmentMode", "TableNamingConvention")
+_CONNECTIONS = tuple(n for n in python_config.OTHER_CLASSES if n.endswith("ConnectionConfig"))
 _LINTER = "mesh_dagster.core.project.lint_rules"
 _KIND_CLASSES = {name: (sqlmesh_kinds.__name__, name) for name in sqlmesh_kinds.NAMES}  # SQLMesh's kind classes
 # module -> its names -> (where ours is defined, our name)
@@ -61,7 +64,14 @@ NAMES: dict[str, dict[str, tuple[str, str]]] = {
                                                                             "MacroEvaluator")},
     "sqlmesh.core.context": {"ExecutionContext": (_PYTHON_MODEL, "ExecutionContext")},
     "sqlmesh.core.signal": {"signal": ("mesh_dagster.core.project.signals", "signal")},
-    "sqlmesh.core.config": {name: (_CONFIG, name) for name in _CONFIG_NAMES},  # config.py's classes
+    "sqlmesh.core.config": {name: (_CONFIG, name) for name in (*_CONFIG_NAMES, *_COMMON, *_CONNECTIONS)},
+    "sqlmesh.core.config.common": {name: (_CONFIG, name) for name in ("EnvironmentSuffixTarget", *_COMMON)},
+    "sqlmesh.core.config.connection": {name: (_CONFIG, name) for name in (
+        "SparkConnectionConfig", "DuckDBConnectionConfig", *_CONNECTIONS)},
+    "sqlmesh.core.config.linter": {"LinterConfig": (_CONFIG, "LinterConfig")},
+    "sqlmesh.core.notification_target": {name: (_CONFIG, name) for name in (
+        "NotificationEvent", *(n for n in python_config.OTHER_CLASSES if n.endswith("NotificationTarget")))},
+    "sqlmesh.core.user": {name: (_CONFIG, name) for name in ("User", "UserRole")},
     "sqlmesh.core.linter": {},
     "sqlmesh.core.linter.rule": {name: (_LINTER, name) for name in ("Rule", "RuleViolation")},  # linter/*.py
     "sqlmesh.utils": {},
