@@ -61,7 +61,8 @@ def test_python_file_defining_no_model_is_refused_not_skipped(tmp_path: Path) ->
     root = _project(tmp_path, "py")
     (root / "models" / "py_model.py").write_text("def execute(context):\n    return None\n")
     (root / "models" / "__init__.py").write_text("")
-    with pytest.raises(ModelError, match=r"^models/py_model\.py:1: This Python file in models/ defines no model"):
+    with pytest.raises(ModelError, match=r"^models/py_model\.py:1: This Python file in models/ defines no model, but "
+                                         r"a function named 'execute'"):
         load_project(root, use_cache=False)
 
 

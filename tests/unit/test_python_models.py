@@ -281,7 +281,8 @@ def test_kind_properties_are_read_exactly_as_in_sql(tmp_path):
     ("import pandas as pd\n\nraise RuntimeError('no connection')\n", "models/m.py:3",
      "Cannot import the Python model file: RuntimeError: no connection"),
     ("def execute(context:\n", "models/m.py:1", "Cannot import the Python model file: SyntaxError"),
-    ("def helper():\n    return 1\n", "models/m.py:1", "This Python file in models/ defines no model"),
+    ("import pandas as pd\n\n\ndef execute(context):\n    return pd.DataFrame()\n", "models/m.py:4",
+     "This Python file in models/ defines no model, but a function named 'execute': decorate it with @model("),
     (model_file("columns={'id': 'int'}") + "\n\n@model('s.n', columns={'id': 'int'})\ndef execute(context):\n"
      "    return None\n", "models/m.py:4", "The model function 'execute' is not reachable by its name"),
     (model_file("columns={'id': 'int'}", body="    return helper()\n",
@@ -407,6 +408,17 @@ def test_a_bad_property_of_a_sqlmesh_kind_class_is_refused_at_the_decorator(tmp_
                         prelude=prelude)
     with pytest.raises(ModelError, match=r"^models/m\.py:8: .*batch_size"):
         load(tmp_path, {"models/m.py": source})
+
+
+def test_a_helper_module_in_models_is_imported_by_the_models_not_refused(tmp_path):
+    """SQLMesh projects keep shared helpers in `models/` (`from models.src.shared import ...`)."""
+    shared = "DEFAULT_ID = 7\n\n\ndef frame(value):\n    import pandas as pd\n    return pd.DataFrame({'id': [value]})\n"
+    model = model_file("columns={'id': 'int'}", body="    return frame(DEFAULT_ID)\n",
+                       prelude="from models.src.shared import DEFAULT_ID, frame\n")
+    project = load(tmp_path, {"models/src/shared.py": shared, "models/m.py": model})
+    assert sorted(project.models) == ["s.m"]
+    code = project.models["s.m"].python
+    assert code is not None and code.function()(None, None, None, None).to_dict("list") == {"id": [7]}  # the helper stored with it
 
 
 def test_sparks_own_table_call_is_no_dependency(tmp_path):

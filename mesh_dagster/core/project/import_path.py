@@ -41,13 +41,16 @@ def _forget(root: Path) -> None:
     `__init__.py`) left behind would answer the next project's `from macros.utils import ...`."""
     inside = str(root).rstrip(os.sep) + os.sep  # `root` is resolved: a real path's prefix
     real = real_paths()
+    gone = []  # all found first: a namespace package's folders are worked out from its parent's
     for name, module in list(sys.modules.items()):
         if name.split(".")[0] in _NEVER_FORGOTTEN:
             continue  # our own code, when a project lives inside our checkout
         paths = [real(f) for f in _module_files(module)]
         if paths and all((path + os.sep).startswith(inside) and not {"site-packages", "dist-packages"} &
                          set(path.split(os.sep)) for path in paths):
-            del sys.modules[name]  # installed packages in a virtualenv inside the project stay
+            gone.append(name)  # installed packages in a virtualenv inside the project stay
+    for name in gone:
+        del sys.modules[name]
     while str(root) in sys.path:
         sys.path.remove(str(root))
 

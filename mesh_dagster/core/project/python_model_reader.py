@@ -86,6 +86,7 @@ def read_python_model_files(files: list[Path], root: Path, defaults: ModelDefaul
 
 
 _MODULE_PART = re.compile(r"[^0-9A-Za-z_]")
+_MODEL_FUNCTION_NAMES = ("execute", "entrypoint")  # what SQLMesh's docs and scaffolds name a model function
 
 
 def _import_model_file(file: Path, shown: str, module_name: str) -> types.ModuleType:
@@ -134,7 +135,8 @@ def _innermost_line(error: BaseException, filenames: set[str]) -> int | None:
 
 def _read_python_models(module: types.ModuleType, shown: str, root: Path, defaults: ModelDefaults,
                        variables: Mapping[str, Any]) -> list[Model]:
-    """The models an imported model file defines (a file defining none is refused: it would be ignored)."""
+    """The models an imported model file defines: none for a helper module (one defining an
+    undecorated `execute` is refused: it looks like a model that would be skipped)."""
     tree = ast.parse(read_text(Path(module.__file__ or ""), shown), shown)
     decorated = _decorated_defs(tree, module)
     functions = [fn for fn in vars(module).values()
@@ -146,9 +148,13 @@ def _read_python_models(module: types.ModuleType, shown: str, root: Path, defaul
                              "of the same name replaces it; give each model function its own name",
                              shown, _first_line(node))
     if not functions:
-        raise ModelError("This Python file in models/ defines no model: decorate a function with "
-                         "@model(\"schema.name\", columns={...}) (helpers belong in the model's file or an installed "
-                         "package)", shown, 1)
+        forgotten = next((node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and node.name in _MODEL_FUNCTION_NAMES), None)
+        if forgotten is not None:  # a model whose decorator is missing: it would be skipped without a word
+            raise ModelError(f"This Python file in models/ defines no model, but a function named "
+                             f"'{forgotten.name}': decorate it with @model(\"schema.name\", columns={{...}}), or "
+                             "rename it if the file only holds helpers", shown, forgotten.lineno)
+        return []  # a helper module the models import (`from models.shared import ...`), as SQLMesh allows
     calls = {_first_line(node): call for node, call in decorated}
     models: list[Model] = []
     for fn in sorted(functions, key=lambda f: f.__code__.co_firstlineno):
