@@ -10,19 +10,23 @@ from sqlmesh.core.config import (
     GatewayConfig,
     LinterConfig,
     ModelDefaultsConfig,
+    MotherDuckConnectionConfig,
     SparkConnectionConfig,
 )
 
 ROOT = Path(__file__).resolve().parent
 
-config = Config(
+base = Config(
     gateways={
         "local": GatewayConfig(connection=DuckDBConnectionConfig(database=str(ROOT / "compat.duckdb"))),
         "spark": GatewayConfig(connection=SparkConnectionConfig()),
+        "warehouse": GatewayConfig(connection=MotherDuckConnectionConfig(database="compat")),
     },
     default_gateway="local",
     model_defaults=ModelDefaultsConfig(dialect="duckdb", cron="@daily"),
-    variables=VARIABLES,
     before_all=BEFORE_ALL,
     linter=LinterConfig(enabled=True, rules=["ambiguousorinvalidcolumn", "invalidselectstarexpansion"]),
 )
+# Several configs derived from one, as SQLMesh projects write them: the one named `config` is read.
+warehouse_config = base.copy(update={"default_gateway": "warehouse"})
+config = base.model_copy(update={"variables": VARIABLES})

@@ -1,7 +1,7 @@
 MODEL (
   name shop.items,
   kind SEED (
-    path '../seeds/items.csv',
+    path '$root/seeds/items.csv',
     batch_size 2
   ),
   columns (
