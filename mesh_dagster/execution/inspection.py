@@ -137,6 +137,12 @@ class Inspection:
         src, tgt = view_name(name, source), view_name(name, target)
         src_cols = engine.catalog.columns(src)
         tgt_cols = engine.catalog.columns(tgt)
+        both = {c.lower() for c in src_cols} & {c.lower() for c in tgt_cols}
+        absent = [k for k in keys if k.lower() not in both]
+        if absent:
+            how = "--on names" if on else "its grain names"
+            raise MeshError(f"Cannot diff {name} on {', '.join(keys)}: {how} {', '.join(absent)}, not a column of both "
+                            f"{src} and {tgt}: pass the join columns with --on")
         common = [c for c in src_cols if c in tgt_cols]
         q = table_diff_queries(src, tgt, keys, [c for c in common if c not in keys])
         counts = engine.session.fetchall(q.summary)[0]

@@ -136,7 +136,6 @@ CASES: list[tuple[str, list[Edit], tuple[str, ...]]] = [
     ("time_column of a type that holds no time", [model("MODEL (\n  name s.x,\n  kind INCREMENTAL_BY_TIME_RANGE "
                                                         "(time_column ok)\n);\nSELECT TRUE AS ok")],
      ("models/x.sql:3:", "BOOLEAN cannot hold time")),
-    ("grain names a missing column", [full(",\n  grain (a, nope)")], ("models/x.sql:4:", "grain names 'nope', not an output column of s.x")),
     ("partitioned_by names a missing column", [full(",\n  partitioned_by nope")], ("models/x.sql:4:", "partitioned_by names 'nope'")),
     ("column_descriptions names a missing column", [full(",\n  column_descriptions (a = 'A', nope = 'N')")],
      ("models/x.sql:4:", "column_descriptions names 'nope'")),

@@ -8,7 +8,7 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.context import Context
-from mesh_dagster.core.errors import AuditError, PlanError
+from mesh_dagster.core.errors import AuditError, MeshError, PlanError
 from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 
@@ -106,6 +106,8 @@ def test_dev_table_diff_render_evaluate_and_janitor(tmp_path, engine, schema):
     d = ctx.inspection.table_diff("prod", "dev", f"{schema}.inc")
     assert (d.source_count, d.target_count, d.source_only, d.target_only, d.joined) == (4, 4, 0, 0, 4)
     assert d.schema_added == ["new_column"] and d.column_mismatches == {"item_id": 0, "event_date": 0}
+    with pytest.raises(MeshError, match=r"^Cannot diff .*\.inc on id, nope: --on names nope, not a column of both"):
+        ctx.inspection.table_diff("prod", "dev", f"{schema}.inc", on=["id", "nope"])  # refused before any query
 
     sql = ctx.inspection.render(f"{schema}.inc", start="2020-01-03", end="2020-01-03")
     assert f"mesh__{schema}.{schema}__seed__" in sql and "2020-01-03" in sql

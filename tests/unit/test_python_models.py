@@ -261,8 +261,6 @@ def test_kind_properties_are_read_exactly_as_in_sql(tmp_path):
     (model_file("columns={'id': 'int'}", "audits=[('not_null', ['id'])]"), "models/m.py:7",
      "audits is a list of audits written as in SQL, e.g. [\"not_null(columns := (id))\"], or of (name, "
      "{argument: value}) pairs"),
-    (model_file("columns={'id': 'int'}", "grain=['missing']"), "models/m.py:7",
-     "grain names 'missing', not an output column of s.m"),
     (model_file("columns={'id': 'int'}", "owner=object()"), "models/m.py:7", "'owner' cannot be a object"),
     (model_file("columns={'id': 'int'}", "post_statements=[1]"), "models/m.py:7", "post_statements is a list"),
     (model_file("columns={'id': 'int'}", "name='s.other'"), "models/m.py:4",

@@ -71,3 +71,18 @@ def test_a_metrics_folder_without_sql_files_is_no_project_of_metrics(tmp_path: P
     root = write_project(tmp_path / "p", {"metrics/README.md": "Metrics live in the BI tool.\n",
                                           "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS a\n"})
     assert list(load_project(root, use_cache=False).models) == ["s.m"]
+
+
+@pytest.mark.parametrize("rel, text, line", [
+    ("models/m.sql", "MODEL (\n  name s.m,\n  kind FULL,\n  grain (a, nope)\n);\nSELECT 1 AS a\n", 4),
+    ("models/m.py", "import pandas as pd\nfrom sqlmesh import model\n\n\n@model(\n    's.m',\n    columns={'a': 'int'},\n"
+                    "    grain=['nope'],\n)\ndef execute(context, **kwargs):\n    return pd.DataFrame({'a': [1]})\n", 8),
+])
+def test_a_grain_naming_a_column_the_model_lacks_loads_with_a_warning(tmp_path: Path, rel: str, text: str,
+                                                                      line: int) -> None:
+    """SQLMesh accepts it (a grain is metadata); the loader says what it cannot do with it."""
+    project = load_project(write_project(tmp_path / "p", {rel: text}), use_cache=False)
+    assert project.models["s.m"].grain == (["a", "nope"] if rel.endswith(".sql") else ["nope"])
+    assert project.warnings == [
+        f"{rel}:{line}: grain names 'nope', not an output column of s.m: kept as metadata, as SQLMesh does; data "
+        "diffs of s.m compare row counts only, and `mesh table_diff` needs --on"]

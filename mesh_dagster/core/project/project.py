@@ -57,7 +57,7 @@ from mesh_dagster.core.project.python_model_reader import read_python_model_file
 from mesh_dagster.core.project.signals import SignalRegistry, check_signals, load_signals
 from mesh_dagster.core.project.standalone_audits import standalone_audit_models
 from mesh_dagster.core.project.view_names import check_view_names
-from mesh_dagster.core.sql.model_outputs import OutputColumns, check_output_columns, query_output
+from mesh_dagster.core.sql.model_outputs import OutputColumns, check_output_columns, grain_warning, query_output
 from mesh_dagster.core.sql.query_columns import COLUMN_RULES
 from mesh_dagster.core.sql.renderer import check_jinja_statements, query_references
 from mesh_dagster.core.time.dates import to_ms
@@ -218,6 +218,8 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     project.seeds = _check_seeds(project, _seed_values_checked(config, gateway))
     for name in order:  # parents first: a child's columns need its parents'
         check_output_columns(models[name], project.output(name))
+        if (warning := grain_warning(models[name], project.output(name))) is not None:
+            project.warnings.append(warning)
     if cache is not None:
         _store_parsed(cache, models, parents, known_refs)
         cache.save()

@@ -138,12 +138,25 @@ def check_output_columns(model: Model, output: OutputColumns) -> None:
         _check_time_column_type(model, time_range, columns[time_column])
     for prop, named in model.kind.named_columns().items():
         _require(model, "kind", named, columns, prop + " names {names}, not an output column of {model}")
-    for prop in ("grain", "references", "partitioned_by", "column_descriptions"):
+    for prop in ("references", "partitioned_by", "column_descriptions"):  # `grain`: grain_warning
         _require(
             model, prop, list(getattr(model, prop)), columns, prop + " names {names}, not an output column of {model}"
         )
     for ref in model.audits:
         _check_audit_columns(model, ref, known)
+
+
+def grain_warning(model: Model, output: OutputColumns) -> str | None:
+    """A `grain` naming columns the model does not output is metadata SQLMesh accepts: so does the
+    loader, saying what it cannot do with it (pair the rows of two versions on it)."""
+    columns = output.columns
+    missing = [c for c in model.grain if columns is not None and c not in columns]
+    if not missing:
+        return None
+    names = ", ".join(f"'{c}'" for c in missing)
+    return (f"{model.path}:{model.line_of('grain')}: grain names {names}, not an output column of {model.name}: "
+            f"kept as metadata, as SQLMesh does; data diffs of {model.name} compare row counts only, and "
+            "`mesh table_diff` needs --on")
 
 
 def _check_partition_names(model: Model) -> None:
