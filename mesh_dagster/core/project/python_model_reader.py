@@ -44,9 +44,8 @@ from mesh_dagster.core.models.definition import Entry, Value, at_line, read_valu
 from mesh_dagster.core.models.kinds import FullKind
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.models.property_values import read_column
-from mesh_dagster.core.models.python_env import USER_MODELS_PACKAGE, EnvBuilder, TableRead
+from mesh_dagster.core.models.python_env import CONTEXT_KEYWORD, USER_MODELS_PACKAGE, EnvBuilder, TableRead
 from mesh_dagster.core.models.python_model import (
-    CONTEXT_KEYWORD,
     MODEL_ATTR,
     RUNTIME_ARGUMENTS,
     ModelSpec,
@@ -335,13 +334,13 @@ def _code(fn: Callable, module: types.ModuleType, root: Path, shown: str, variab
 def _check_signature(fn: Callable, shown: str, line: int, variables: Mapping[str, Any]) -> set[str]:
     """The config variables the parameters take; a function that cannot be called is refused now."""
     params = list(inspect.signature(fn).parameters.values())
-    keywords = any(p.kind == p.VAR_KEYWORD for p in params)
-    if context_parameter(fn) is None and not keywords:
+    context = context_parameter(fn)
+    if context is None and not any(p.kind == p.VAR_KEYWORD for p in params):
         raise ModelError(f"{fn.__name__}() must take the execution context, as its first parameter or in its "
                          f"keyword arguments: def {fn.__name__}(context, start, end, execution_time, **kwargs)",
                          shown, line)
     taken: set[str] = set()
-    for param in params[0 if context_parameter(fn) is None else 1:]:
+    for param in params[0 if context is None else 1:]:
         if param.kind == param.POSITIONAL_ONLY and param.default is param.empty:
             raise ModelError(f"{fn.__name__}() parameter '{param.name}' is positional-only: it cannot be given",
                              shown, line)
