@@ -164,7 +164,7 @@ class _TestRun:
                 self._create_empty_fixture(name)
         low, high = inclusive_interval(start, end)
         with python_query(cast(Any, self.engine), self.model, dict(self.mapping), self._variables(), low, high,
-                          execution_time) as sql:
+                          execution_time, self.project.path) as sql:
             if self.test.query is None:
                 return []
             return self._check("query", cast(exp.Query, sqlglot.parse_one(sql, read=SPARK)), self.test.query)

@@ -348,3 +348,16 @@ def test_a_function_written_for_sqlmesh_gets_the_context_by_keyword_and_reads_wi
     ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-03"))
     assert rows(ctx, f"SELECT customer, n, CAST(day AS STRING) FROM {schema}.by_keyword ORDER BY day, customer") == [
         ("a", 2, "2024-01-01"), ("b", 1, "2024-01-01"), ("a", 2, "2024-01-02"), ("b", 1, "2024-01-02")]
+
+
+def test_a_helper_module_finds_its_data_file_through_file_when_the_stored_code_runs(tmp_path, engine, schema):
+    """The stored code runs with each piece's `__file__` in the project it runs for."""
+    helper = ("from pathlib import Path\n\n\ndef rates():\n"
+              "    return (Path(__file__).parent / 'rates.csv').read_text().split()\n")
+    model = ("import pandas as pd\nfrom models.lib.rates import rates\nfrom sqlmesh import model\n\n\n"
+             "@model('{s}.rates', columns={'rate': 'string'})\n"
+             "def execute(context, **kwargs):\n    return pd.DataFrame({'rate': rates()})\n")
+    ctx = Context(project(tmp_path, schema, {"models/lib/rates.py": helper, "models/lib/rates.csv": "a\nb\n",
+                                             "models/rates.py": model}), engine=engine)
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-02"))
+    assert rows(ctx, f"SELECT rate FROM {schema}.rates ORDER BY rate") == [("a",), ("b",)]

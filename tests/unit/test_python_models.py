@@ -419,6 +419,22 @@ def test_a_helper_module_in_models_is_imported_by_the_models_not_refused(tmp_pat
     assert code is not None and code.function()(None, None, None, None).to_dict("list") == {"id": [7]}  # the helper stored with it
 
 
+def test_each_stored_piece_finds_its_own_file_where_the_project_is_now(tmp_path):
+    """`__file__` in a helper module the model imports is that module's file (a data file beside
+    it), the model's own is the model's: in the folder of the project the stored code runs for."""
+    helper = ("from pathlib import Path\n\nHERE = Path(__file__).parent\n\n\ndef data_file():\n"
+              "    return str(Path(__file__).parent / 'rates.csv')\n")
+    model = model_file("columns={'here': 'string', 'data': 'string', 'mine': 'string'}",
+                       body="    return pd.DataFrame({'here': [str(HERE)], 'data': [data_file()], 'mine': [MINE]})\n",
+                       prelude="from pathlib import Path\nfrom models.lib.helpers import HERE, data_file\n"
+                               "MINE = Path(__file__).name\n")
+    code = load(tmp_path, {"models/lib/helpers.py": helper, "models/m.py": model}).models["s.m"].python
+    moved = tmp_path / "elsewhere"  # the stored code, run for the project where it is now
+    assert code is not None and code.function(moved)(None, None, None, None).to_dict("list") == {
+        "here": [str(moved / "models" / "lib")], "data": [str(moved / "models" / "lib" / "rates.csv")],
+        "mine": ["m.py"]}
+
+
 def test_sparks_own_table_call_is_no_dependency(tmp_path):
     """`spark.table(...)` is Spark's, not the context's: neither a dependency nor a computed-name refusal."""
     body = "    name = 'raw.' + 'events'\n    return context.spark.table(name).union(context.spark.table('s.x'))\n"

@@ -84,24 +84,38 @@ def is_user_module(name: str) -> bool:
     return any(name == p or name.startswith(p + ".") for p in _USER_PACKAGES)
 
 
-def run_env(env: dict[str, Executable], file: Path | None = None) -> dict[str, Any]:
+def run_env(env: dict[str, Executable], root: Path | None = None) -> dict[str, Any]:
     """Execute stored code in a fresh namespace (nothing is shared between runs), at its lines.
 
-    `file` becomes `__file__`: code that finds files beside it (`Path(__file__).parent`) looks in
-    the project it runs for."""
+    With the project's `root`, each piece's `__file__` is its own file there: code that finds files
+    beside it (`Path(__file__).parent`, in the model's file or in a helper module it imports) looks
+    in the project it runs for. The pieces share one namespace, so `__file__` is written into each
+    piece as its file's path when it is compiled (the stored text is unchanged)."""
     sqlmesh_names.install()  # stored imports may name SQLMesh's modules (`from sqlmesh.utils.date import to_ds`)
     namespace: dict[str, Any] = {"__name__": ENV_MODULE, "__builtins__": builtins}
-    if file is not None:
-        namespace["__file__"] = str(file)
     for piece in env.values():
         filename = piece.path or "<mesh python model>"
         flags = __future__.annotations.compiler_flag if piece.lazy_annotations else 0
-        code = compile("\n" * (piece.line - 1) + piece.text, filename, "exec", flags=flags, dont_inherit=True)
+        source: str | ast.Module = "\n" * (piece.line - 1) + piece.text
+        if root is not None and piece.path and "__file__" in piece.text:
+            source = _with_file(ast.parse(source, filename), str(root / piece.path))
+        code = compile(source, filename, "exec", flags=flags, dont_inherit=True)
         if piece.path:  # tracebacks show the stored text, even where the file is absent or changed
             padded = ["\n"] * (piece.line - 1) + [line + "\n" for line in piece.text.splitlines()]
             linecache.cache[filename] = (0, None, padded, filename)
         exec(code, namespace)
     return namespace
+
+
+def _with_file(tree: ast.Module, file: str) -> ast.Module:
+    """`tree` with every read of `__file__` replaced by `file`, at the same place."""
+    class Replace(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id == "__file__" and isinstance(node.ctx, ast.Load):
+                return ast.copy_location(ast.Constant(file), node)
+            return node
+
+    return ast.fix_missing_locations(Replace().visit(tree))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -178,9 +179,9 @@ class PythonCode(BaseModel):
         rest = [p.text.strip("\n") for p in self.env.values() if p.kind != "import"]
         return "\n".join(imports) + ("\n\n" if imports and rest else "") + "\n\n".join(rest) + "\n"
 
-    def function(self) -> Callable:
-        """The model function, defined afresh from the stored code."""
-        return run_env(self.env)[self.entrypoint]
+    def function(self, root: Path | None = None) -> Callable:
+        """The model function, defined afresh from the stored code (`__file__`s in the project at `root`)."""
+        return run_env(self.env, root)[self.entrypoint]
 
     def arguments(self, fn: Callable, variables: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict[str, Any]:
         """Keyword arguments for `fn` (after the context): the runtime values it takes and a config

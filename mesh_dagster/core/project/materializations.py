@@ -46,8 +46,7 @@ class StoredMaterialization(BaseModel):
 
     def instance(self, root: Path | None = None) -> Materialization:
         """A fresh instance of the class, defined from the stored code."""
-        file = root / self.path if root is not None and self.path else None
-        cls: Any = run_env(self.env, file)[self.class_name]
+        cls: Any = run_env(self.env, root)[self.class_name]
         return cls()
 
     @property

@@ -77,9 +77,8 @@ class CapturedFunction(BaseModel):
 
     def load(self, root: Path | None = None) -> Callable:
         """The function, defined afresh from the stored code (nothing shared with the project's);
-        its `__file__` is where it was written in the project at `root`."""
-        file = root / self.path if root is not None and self.path else None
-        return run_env(self.env, file)[self.entrypoint]
+        each piece's `__file__` is where it was written in the project at `root`."""
+        return run_env(self.env, root)[self.entrypoint]
 
     def uses(self, names: Iterable[str]) -> set[str]:
         """Which of `names` (other macros) the stored code calls as `@name` in the SQL it returns."""

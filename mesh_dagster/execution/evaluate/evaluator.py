@@ -163,7 +163,7 @@ class SnapshotEvaluator:
             return nullcontext(self.render(snapshot, start, end, execution_time))
         low, high = inclusive_interval(*_interval_datetimes(start, end))
         return python_query(self.engine, model, self.python_tables(snapshot), self.variables(snapshot), low, high,
-                            ms_to_datetime(execution_time))
+                            ms_to_datetime(execution_time), self.project.path)
 
     def python_tables(self, snapshot: Snapshot) -> dict[str, str]:
         """What a Python model's `resolve_table` answers: each parent's table (or view) as a SQL model's

@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -131,8 +132,9 @@ def inclusive_interval(start: datetime | None, end: datetime | None) -> tuple[da
 
 @contextmanager
 def python_query(engine: Engine, model: Model, tables: Mapping[str, str], variables: Mapping[str, Any],
-                 start: datetime, end: datetime, execution_time: datetime) -> Iterator[str]:
-    """Run the model and, inside the block, the query selecting its output (the view is dropped after)."""
+                 start: datetime, end: datetime, execution_time: datetime, root: Path | None = None) -> Iterator[str]:
+    """Run the model and, inside the block, the query selecting its output (the view is dropped after).
+    `root`: the project's folder, where the stored code's `__file__`s are."""
     code, columns = model.python, model.columns
     assert code is not None and columns is not None, f"{model.name} is not a Python model"
     files = {piece.path for piece in code.env.values() if piece.path}
@@ -140,7 +142,7 @@ def python_query(engine: Engine, model: Model, tables: Mapping[str, str], variab
     runtime = {"start": start, "end": end, "execution_time": execution_time}
     blueprint = blueprint_values(model)  # shadowing config variables of their name, as in SQLMesh
     try:
-        fn = code.function()
+        fn = code.function(root)
         kwargs = code.arguments(fn, {**variables, **blueprint}, runtime)
         if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
             kwargs = {**blueprint, **kwargs}
