@@ -184,8 +184,9 @@ class PythonCode(BaseModel):
         return run_env(self.env, root)[self.entrypoint]
 
     def arguments(self, fn: Callable, variables: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict[str, Any]:
-        """Keyword arguments for `fn` (after the context): the runtime values it takes and a config
-        variable for each other named parameter (a parameter whose variable is missing keeps its default)."""
+        """Keyword arguments for `fn` (besides the context, `call_model`): the runtime values it takes and
+        a config variable for each other named parameter (a parameter whose variable is missing keeps its
+        default)."""
         params = list(inspect.signature(fn).parameters.values())[0 if context_parameter(fn) is None else 1:]
         named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
         any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
