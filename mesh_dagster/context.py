@@ -38,7 +38,7 @@ from mesh_dagster.core.config.config import ProjectConfig
 from mesh_dagster.core.config.connections import MESH_DIR, SparkConnectionConfig
 from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.config.spark_settings import spark_settings_refusal, with_spark_settings
-from mesh_dagster.core.errors import ConfigError, MeshError
+from mesh_dagster.core.errors import ConfigError, MeshError, PlanError
 from mesh_dagster.core.plan.explanation import PlanExplanation  # noqa: F401 - for the CLI
 from mesh_dagster.core.plan.identity import current_user
 from mesh_dagster.core.plan.lint_outcome import LintOutcome
@@ -129,8 +129,10 @@ class Context:
     def __init__(self, path: str | Path = ".", gateway: str | None = None, *, state_url: str | None = None,
                  engine: Any = None, on_warning: Callable[[str], None] | None = None, home: str | Path | None = None,
                  spark_config: Mapping[str, Any] | None = None, spark_config_source: str = "spark_config",
-                 config: ProjectConfig | None = None):
+                 config: ProjectConfig | None = None, repos: Sequence[str | Path] = ()):
         self.path = Path(path).resolve()
+        # The other repositories of a multi-repo project (core/project/repos.py), loaded with `path`'s.
+        self.repos = [Path(repo).resolve() for repo in repos]
         # Where `.mesh/` lives (state file, warehouse, metastore, shared Spark server): the project's
         # own folder, except for a commit's files planned on behalf of a watched project.
         self.home = Path(home).resolve() if home is not None else self.path
@@ -182,7 +184,7 @@ class Context:
     @property
     def project(self) -> Project:
         if self._project is None:
-            self._project = load_project(self.path, self.gateway)
+            self._project = load_project(self.path, self.gateway, repos=self.repos)
             for warning in self._project.warnings:
                 self._on_warning(warning)
         return self._project
@@ -363,6 +365,9 @@ class Context:
     def _files(self, path: Path) -> Iterator[Context]:
         """A Context over other files of this project (a pushed commit's), sharing this one's
         state store, warehouse and Spark."""
+        if self.repos:
+            raise PlanError("Plans of pushed commits are for projects of one repository: this project loads "
+                            f"{len(self.repos) + 1} (-p); plan it from its folders (mesh -p ... plan)")
         other = Context(path, self.gateway, state_url=self.state_url, home=self.home, engine=self._engine,
                         on_warning=self._on_warning)
         try:

@@ -37,17 +37,18 @@ if TYPE_CHECKING:  # Context's modules are imported by the commands that use the
 
 
 @click.group(cls=MeshGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-p", "--paths", "path", default=".", show_default=True, type=click.Path(file_okay=False),
-              help="Path of the project directory.")
+@click.option("-p", "--paths", "paths", multiple=True, type=click.Path(file_okay=False),
+              help="Path of the project directory (default: the current one). Give it once per repository of a "
+                   "multi-repo project: the first repository's settings run the project.")
 @click.option("--gateway", default=None, help="Gateway from config.yaml to use (default: default_gateway).")
 @click.option("--debug", is_flag=True, envvar="MESH_DEBUG",
               help="On failure, print the full traceback too (it is always in the log file).")
 @click.version_option(package_name="mesh_dagster")
 @click.pass_context
-def cli(ctx: click.Context, path: str, gateway: str | None, debug: bool) -> None:
+def cli(ctx: click.Context, paths: tuple[str, ...], gateway: str | None, debug: bool) -> None:
     """mesh: SQLMesh-style plans and virtual data environments on Apache Spark."""
     ctx.ensure_object(dict)
-    ctx.obj.update(path=path, gateway=gateway, debug=debug)
+    ctx.obj.update(path=paths[0] if paths else ".", repos=list(paths[1:]), gateway=gateway, debug=debug)
 
 
 @cli.command()

@@ -27,7 +27,7 @@ def project_context(ctx: click.Context) -> Context:
         from mesh_dagster.context import Context  # see the docstring
 
         for_this_process()
-        obj["context"] = Context(obj["path"], obj.get("gateway"), on_warning=show_warning)
+        obj["context"] = Context(obj["path"], obj.get("gateway"), on_warning=show_warning, repos=obj.get("repos", ()))
     return obj["context"]
 
 

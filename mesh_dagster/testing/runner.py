@@ -137,9 +137,10 @@ class _TestRun:
         for name, given in self.test.inputs.items():
             self._create_fixture(name, given)
         ctx = self._context(start, end, execution_time, mapped=False)
-        for name in self._unmapped_references(render_query(self.model, ctx, self.project.macros)):
+        macros = self.project.repo_of(self.model.name).macros
+        for name in self._unmapped_references(render_query(self.model, ctx, macros)):
             self._create_empty_fixture(name)
-        tree = render_query(self.model, self._context(start, end, execution_time, mapped=True), self.project.macros)
+        tree = render_query(self.model, self._context(start, end, execution_time, mapped=True), macros)
         if "execution_time" in self.test.vars:
             tree = _freeze_now(tree, execution_time)
         failures: list[str] = []
@@ -211,7 +212,7 @@ class _TestRun:
 
     def _variables(self) -> dict[str, Any]:
         """The project's variables with the test's `vars` (but its interval bounds) over them."""
-        return {**getattr(self.project, "variables", {}),
+        return {**self.project.repo_of(self.model.name).variables,
                 **{k: v for k, v in self.test.vars.items() if k not in ("start", "end", "execution_time")}}
 
     def _unmapped_references(self, tree: exp.Expr) -> list[str]:

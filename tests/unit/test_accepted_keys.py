@@ -32,8 +32,9 @@ from mesh_dagster.core.models.seeds import check_seed
 from mesh_dagster.core.plan.plan import build_plan
 from mesh_dagster.core.project import model_reader
 from mesh_dagster.core.project.config_file import load_config
+from mesh_dagster.core.project.external_model_files import EXTERNAL_MODEL_KEYS
 from mesh_dagster.core.project.linter import lint
-from mesh_dagster.core.project.project import EXTERNAL_MODEL_KEYS, Project, load_project
+from mesh_dagster.core.project.project import Project, load_project
 from mesh_dagster.core.snapshots.fingerprint import build_snapshots
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.state.store import StateStore
@@ -687,6 +688,16 @@ def probe_variables(tmp_path: Path) -> None:
     assert fingerprints[0] != fingerprints[1]
 
 
+def probe_project(tmp_path: Path) -> None:
+    """A multi-repo project's repositories name their models (tests/unit/test_repos.py has the rest)."""
+    first = write_project(tmp_path / "one", {"models/p.sql": PARENT}, CONFIG + "project: one\n")
+    second = write_project(tmp_path / "two", {"models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT a FROM s.p\n"},
+                           CONFIG + "project: two\n")
+    project = load_project(first, use_cache=False, repos=[second])
+    assert (project.models["s.p"].project, project.models["s.c"].project) == ("one", "two")
+    assert project.parents("s.c") == ["s.p"]
+
+
 def probe_snapshot_ttl(tmp_path: Path) -> None:
     """The janitor forgets unreferenced snapshots older than the TTL (symbolic models: no engine)."""
     from mesh_dagster.execution.apply.janitor import run_janitor
@@ -1040,6 +1051,7 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "environment_ttl": probe_environment_ttl,
     "pinned_environments": probe_pinned_environments,
     "default_target_environment": probe_default_target_environment,
+    "project": probe_project,
     "plan": probe_plan,
     "plan.include_unmodified": probe_plan_include_unmodified,
     "plan.no_prompts": probe_plan_no_prompts,

@@ -315,6 +315,10 @@ class ProjectConfig(Strict):
     notification_targets: list[NotificationTarget] = Field(default_factory=list)
     git: GitWatchConfig | None = None
     dagster: DagsterConfig = Field(default_factory=DagsterConfig)
+    # The repository's name in a multi-repo project (core/project/repos.py): its models carry it,
+    # and a plan that loads some of the repositories knows which models of an environment are
+    # another repository's.
+    project: str = ""
     # Where each setting was written (the file as shown, and a key's line): `where`.
     _source: tuple[str, Any] | None = PrivateAttr(default=None)
     # Gateways of another engine (name → its connection type), not in `gateways`: accepted as

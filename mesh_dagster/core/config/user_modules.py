@@ -29,6 +29,7 @@ class UserPackage:
     name: str
     folder: Path
     what: str
+    label: str | None = None  # the folder as messages show it, when not its name (another repository's)
 
     def import_all(self) -> list[types.ModuleType]:
         """The package and each of its `*.py` files (`__init__.py` aside), in file name order.
@@ -56,7 +57,7 @@ class UserPackage:
 
     def shown(self, file: str | Path) -> str:
         """A file of the folder as users see it: `macros/x.py`."""
-        return f"{self.folder.name}/{Path(file).name}"
+        return f"{self.label or self.folder.name}/{Path(file).name}"
 
     def defined_in(self, fn: Callable) -> tuple[str, int | None]:
         """The file (as shown) and line where a function of the package is defined."""

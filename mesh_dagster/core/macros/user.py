@@ -18,6 +18,7 @@ from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.macros.jinja import JinjaMacros, load_jinja_macros
 
 USER_MACROS_PACKAGE = "mesh_user_macros"
+REPO_PACKAGE_MARK = "__repo"  # `mesh_user_macros__repo1`: the macros of a second repository
 _MACRO_ATTR = "__mesh_macro__"
 
 
@@ -103,23 +104,26 @@ class MacroRegistry:
 _CALL_NAMES = re.compile(r"@([A-Za-z_]\w*)[ \t]*\(")
 
 
-def load_macros(macros_dir: Path) -> MacroRegistry:
+def load_macros(macros_dir: Path, repo: int = 0, shown: str | None = None) -> MacroRegistry:
     """Import `macros/` as the package `mesh_user_macros` (its `__init__.py` included) and every
     `macros/*.py` as `mesh_user_macros.<stem>`, and collect their `@macro` functions.
 
     A file the package's `__init__.py` already imported (`from .helpers import x`) is not run a
     second time. A file that fails to import is one error naming the file and line. The Jinja
-    macros of `macros/*.sql` come with them (core/macros/jinja.py).
+    macros of `macros/*.sql` come with them (core/macros/jinja.py). The `repo`-th repository of
+    a multi-repo project (core/project/repos.py) has a package of its own (`macros_package`), its
+    files shown as `shown` (`../repo_2/macros`).
     """
     registry = MacroRegistry(load_jinja_macros(Path(macros_dir)))
-    package = _user_package(Path(macros_dir))
+    package = UserPackage(macros_package(repo), Path(macros_dir), "macros", shown)
     for module in package.import_all():
         _collect(module, registry, package)
     return registry
 
 
-def _user_package(macros_dir: Path) -> UserPackage:
-    return UserPackage(USER_MACROS_PACKAGE, macros_dir, "macros")
+def macros_package(repo: int) -> str:
+    """The package the macros of the `repo`-th repository of a project are imported as."""
+    return USER_MACROS_PACKAGE if repo == 0 else f"{USER_MACROS_PACKAGE}{REPO_PACKAGE_MARK}{repo}"
 
 
 def _collect(module: types.ModuleType, registry: MacroRegistry, package: UserPackage) -> None:

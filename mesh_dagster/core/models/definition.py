@@ -8,6 +8,7 @@ taken over the text as written, and rendering happens later with real dates.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -255,7 +256,11 @@ def read_blocks(text: str, path: str, block_name: str = "AUDIT") -> list[tuple[D
 
 
 def relative_path(path: Path, root: Path) -> str:
+    """`path` as shown to users: relative to the project `root`; a file of another repository of a
+    multi-repo project (core/project/repos.py) leads out of it (`../repo_2/models/c.sql`)."""
     try:
         return str(path.relative_to(root))
     except ValueError:
-        return str(path)
+        if not path.is_absolute() or not root.is_absolute():
+            return str(path)
+        return os.path.relpath(path, root)

@@ -101,6 +101,8 @@ class Model(BaseModel):
     ignored_rules: list[str] = Field(default_factory=list)  # linter rules not run on it (`all`: none run)
     # The values a blueprint gave this model (core/project/blueprints.py): variable -> SQL text.
     blueprint_variables: dict[str, str] = Field(default_factory=dict)
+    # The `project:` name of the repository defining it (core/project/repos.py): no part of its data.
+    project: str = ""
     # Spark session settings in effect while this model is evaluated (core/models/session_properties.py).
     session_properties: dict[str, str] = Field(default_factory=dict)
 

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mesh_dagster.core.config.files import read_text
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.macros.user import USER_MACROS_PACKAGE
+from mesh_dagster.core.macros.user import REPO_PACKAGE_MARK, USER_MACROS_PACKAGE
 from mesh_dagster.core.models import sqlmesh_names
 from mesh_dagster.core.models.definition import relative_path
 from mesh_dagster.core.models.import_time import UncapturedValue, captured_text, outside_read, plain_text
@@ -81,7 +81,8 @@ class TableRead(BaseModel):
 
 def is_user_module(name: str) -> bool:
     """Whether a module is one of the project's (its macros or model files), not an installed one."""
-    return any(name == p or name.startswith(p + ".") for p in _USER_PACKAGES)
+    top = name.split(".")[0]
+    return top in _USER_PACKAGES or top.startswith(USER_MACROS_PACKAGE + REPO_PACKAGE_MARK)
 
 
 def run_env(env: dict[str, Executable], root: Path | None = None) -> dict[str, Any]:
@@ -152,6 +153,9 @@ class EnvBuilder:
     root: Path
     dropped: tuple[Callable, ...]
     context: str = CONTEXT_KEYWORD  # the name the model's code calls its execution context by
+    # The other repositories' folders of a multi-repo project (core/project/repos.py): their modules
+    # are the project's code too. Stored paths stay relative to `root` (`../repo_2/helpers.py`).
+    others: tuple[Path, ...] = ()
     env: dict[str, Executable] = field(default_factory=dict)
     reads: list[TableRead] = field(default_factory=list)
     dynamic_reads: list[tuple[str, int]] = field(default_factory=list)  # resolve_table of a computed name
@@ -234,9 +238,10 @@ class EnvBuilder:
         file = getattr(sys.modules.get(module_name), "__file__", None)
         if not file:
             return False
-        path, root = Path(file).resolve(), self.root.resolve()
-        return path.is_relative_to(root) and not path.is_relative_to(root / ".mesh") and \
-            "site-packages" not in path.parts
+        path = Path(file).resolve()
+        return "site-packages" not in path.parts and any(
+            path.is_relative_to(root) and not path.is_relative_to(root / ".mesh")
+            for root in (self.root.resolve(), *(other.resolve() for other in self.others)))
 
     def _put(self, name: str, piece: Executable) -> None:
         self.env[name] = piece

@@ -325,12 +325,13 @@ def _rendered(project: Project, snapshot: Snapshot) -> str | None:
 def _render_canonical(project: Project, model: Model) -> str | None:
     if model.query is None:
         return None
-    ctx = RenderContext(variables=project.variables, schemas=project.parent_schemas(model.name),
+    repo = project.repo_of(model.name)
+    ctx = RenderContext(variables=repo.variables, schemas=project.parent_schemas(model.name),
                         embedded={p: project.models[p] for p in project.parents(model.name)
                                   if project.models[p].kind.is_inlined})
     # Canonical text: comments and formatting do not count as changes. The tree is this call's own
     # (render_query's contract): no copy, which cost more than the generation itself.
-    return render_query(model, ctx, project.macros).sql(dialect="spark", comments=False, copy=False)
+    return render_query(model, ctx, repo.macros).sql(dialect="spark", comments=False, copy=False)
 
 
 def _definition_text(model: Model) -> str:

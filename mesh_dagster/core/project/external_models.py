@@ -28,7 +28,7 @@ from mesh_dagster.core.config.names import COLUMN, COLUMN_RULE, check_model_name
 from mesh_dagster.core.config.types import get_dialect
 from mesh_dagster.core.errors import ModelError
 from mesh_dagster.core.models.definition import relative_path
-from mesh_dagster.core.project.project import EXTERNAL_MODELS_FILES
+from mesh_dagster.core.project.external_model_files import EXTERNAL_MODELS_FILES
 
 # Table name -> its columns (name -> Spark type), or None when the catalog has no such table.
 CatalogColumns = Mapping[str, Mapping[str, str] | None]

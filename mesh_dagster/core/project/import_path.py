@@ -21,19 +21,20 @@ from pathlib import Path
 from mesh_dagster.core.models import sqlmesh_names
 
 _NEVER_FORGOTTEN = {"mesh_dagster", "sqlmesh"}
-_CURRENT: list[Path] = []  # the root the last project loaded put on the path
+_CURRENT: list[Path] = []  # the roots the last project loaded put on the path
 
 
-def use_project_root(root: Path) -> None:
-    """Make the project at `root` importable by module name (and SQLMesh's names importable)."""
+def use_project_root(root: Path, *others: Path) -> None:
+    """Make the project at `root` importable by module name (and SQLMesh's names importable); with
+    `others`, the other repositories of a multi-repo project too (core/project/repos.py)."""
     sqlmesh_names.install()
-    root = root.resolve()
-    previous = _CURRENT[0] if _CURRENT else None
-    if previous is not None:
-        _forget(previous)  # the same root too: its files may have changed since
-    if str(root) not in sys.path:
-        sys.path.append(str(root))
-    _CURRENT[:] = [root]
+    roots = [path.resolve() for path in (root, *others)]
+    for previous in _CURRENT:
+        _forget(previous)  # the same roots too: their files may have changed since
+    for path in roots:
+        if str(path) not in sys.path:
+            sys.path.append(str(path))
+    _CURRENT[:] = roots
 
 
 def _forget(root: Path) -> None:

@@ -65,7 +65,8 @@ def _model_lineage(project: Project, model: Model, depth: int) -> Lineage | None
     direct = project.output(model.name).lineage  # a plain SELECT's, found while loading
     if direct is None:
         schemas = project.parent_schemas(model.name)
-        tree = render_query(model, RenderContext(variables=project.variables, schemas=schemas), project.macros)
+        repo = project.repo_of(model.name)
+        tree = render_query(model, RenderContext(variables=repo.variables, schemas=schemas), repo.macros)
         direct = query_lineage(tree, schemas)
     if direct is None:
         return None

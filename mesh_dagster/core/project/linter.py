@@ -209,10 +209,11 @@ def lint_model(project: Project, name: str) -> LintModel:
     model = project.models[name]
     query = rendered = None
     if model.query is not None:
-        ctx = RenderContext(variables=project.variables, schemas=project.parent_schemas(name))
-        rendered = render_query(model, ctx, project.macros)
+        repo = project.repo_of(name)
+        ctx = RenderContext(variables=repo.variables, schemas=project.parent_schemas(name))
+        rendered = render_query(model, ctx, repo.macros)
         try:  # as written: its macros rendered, but without the parents' columns no `*` is expanded
-            query = render_query(model, RenderContext(variables=project.variables), project.macros)
+            query = render_query(model, RenderContext(variables=repo.variables), repo.macros)
         except MeshError:  # a macro that needs the parents' columns (@STAR)
             query = rendered
     columns = project.columns(name)

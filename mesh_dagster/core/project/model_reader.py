@@ -413,8 +413,13 @@ def read_audit_file(text: str, path: str) -> list[Audit]:
 
 
 def project_root_of(file: Path, path: str) -> Path:
-    """The project's folder, from one of its files and that file's `path` relative to it."""
-    return file.resolve().parents[len(Path(path).parts) - 1]
+    """The folder of the repository holding `file`, from that file's `path` as shown: relative to
+    it, or (another repository of a multi-repo project) leading there from the first repository
+    (`../repo_2/models/c.sql`): the folder holding the path's first `models/`."""
+    parts = Path(path).parts
+    inside = [part for part in parts if part != ".."]
+    depth = len(inside) - inside.index("models") if parts[0] == ".." and "models" in inside else len(parts)
+    return file.resolve().parents[depth - 1]
 
 
 def read_model_file(text: str, path: str, file_path: Path, defaults: ModelDefaults) -> Model:

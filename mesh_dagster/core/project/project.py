@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,12 @@ import sqlglot
 
 from mesh_dagster import __version__
 from mesh_dagster.core.config.cache import ProjectCache, content_key
-from mesh_dagster.core.config.config import ProjectConfig, line_of
-from mesh_dagster.core.config.files import outside_project, parse_yaml, read_text
-from mesh_dagster.core.config.names import check_column, check_model_name
-from mesh_dagster.core.config.types import check_dialect, to_spark_type
+from mesh_dagster.core.config.config import ProjectConfig
+from mesh_dagster.core.config.files import outside_project, read_text
+from mesh_dagster.core.config.names import check_model_name
 from mesh_dagster.core.errors import ConfigError, MeshError, ModelError
 from mesh_dagster.core.macros.syntax import discovering_dependencies
-from mesh_dagster.core.macros.user import MacroRegistry, load_macros
+from mesh_dagster.core.macros.user import MacroRegistry
 from mesh_dagster.core.models.definition import relative_path
 from mesh_dagster.core.models.kinds import ExternalKind
 from mesh_dagster.core.models.model import MODEL_FORMAT, Audit, Model
@@ -43,7 +43,7 @@ from mesh_dagster.core.project.audits import check_audit_refs, is_known_audit
 from mesh_dagster.core.project.blueprints import blueprint_macros, read_model_files
 from mesh_dagster.core.project.config_file import load_config
 from mesh_dagster.core.project.dag import DAG, CycleError
-from mesh_dagster.core.project.external_audits import external_audit_refs
+from mesh_dagster.core.project.external_model_files import EXTERNAL_MODELS_FILES, load_external_models
 from mesh_dagster.core.project.import_path import project_modules, use_project_root
 from mesh_dagster.core.project.links import SOURCE_FOLDERS, refuse_outside_links
 from mesh_dagster.core.project.materializations import (
@@ -54,19 +54,14 @@ from mesh_dagster.core.project.materializations import (
 from mesh_dagster.core.project.metrics import refuse_metrics
 from mesh_dagster.core.project.model_reader import default_audit_refs, read_audit_file, read_model_file
 from mesh_dagster.core.project.python_model_reader import read_python_model_files
+from mesh_dagster.core.project.repos import Repo, load_repo_macros, other_repos, repo_variables, unused_settings
 from mesh_dagster.core.project.signals import SignalRegistry, check_signals, load_signals
 from mesh_dagster.core.project.standalone_audits import standalone_audit_models
 from mesh_dagster.core.project.view_names import check_view_names
 from mesh_dagster.core.sql.model_outputs import OutputColumns, check_output_columns, grain_warning, query_output
 from mesh_dagster.core.sql.query_columns import COLUMN_RULES
 from mesh_dagster.core.sql.renderer import check_jinja_statements, query_references
-from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.core.time.starts import inferred_starts
-
-EXTERNAL_MODELS_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
-# What an external model entry may say: `columns` typed in `dialect` (Spark by default).
-EXTERNAL_MODELS_DIR = "external_models"  # a folder of YAML files, each a list of external models
-EXTERNAL_MODEL_KEYS = ("name", "columns", "description", "dialect", "gateway", "start", "audits")
 
 
 @dataclass
@@ -75,9 +70,7 @@ class Project:
     config: ProjectConfig
     models: dict[str, Model]
     audits: dict[str, Audit]
-    macros: MacroRegistry
     dag: DAG
-    variables: dict[str, Any] = field(default_factory=dict)
     test_files: list[Path] = field(default_factory=list)
     gateway: str | None = None
     cache: ProjectCache | None = None
@@ -92,6 +85,24 @@ class Project:
     # Column lineage computed so far (core/project/lineage.py): by model name, on demand.
     lineage_memo: dict[str, Any] = field(default_factory=dict)
     _starts: dict[str, int | None] | None = None  # start_ms, computed once
+    # Its repositories (core/project/repos.py), the first first: one, unless several were loaded as one
+    # project; `owners`: the index in `repos` of each model of a later one.
+    repos: list[Repo] = field(default_factory=list)
+    owners: dict[str, int] = field(default_factory=dict)
+
+    def repo_of(self, name: str) -> Repo:
+        """The repository model `name` is defined in: what its SQL renders with (macros, variables)."""
+        return self.repos[self.owners.get(name, 0)]
+
+    @property
+    def macros(self) -> MacroRegistry:
+        """The first repository's macros: what SQL of no model renders with (`before_all`, ad hoc SQL)."""
+        return self.repos[0].macros
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        """The first repository's variables (see `macros`)."""
+        return self.repos[0].variables
 
     @property
     def mesh_dir(self) -> Path:
@@ -145,7 +156,8 @@ class Project:
             model = self.models[name]
             found = OutputColumns(None)
             if model.query is not None:
-                found = query_output(model, self.macros, self.variables, self.parent_schemas(name), self.cache)
+                repo = self.repo_of(name)
+                found = query_output(model, repo.macros, repo.variables, self.parent_schemas(name), self.cache)
             if model.columns is not None:
                 found = OutputColumns(dict(model.columns), found.projections, found.lineage)
             elif (kind := model.kind.seed) is not None:
@@ -158,63 +170,57 @@ class Project:
         return relative_path(Path(path), self.path)
 
 
-def _cache_salt(root: Path, config: ProjectConfig, variables: dict[str, Any], macros: MacroRegistry) -> str:
-    # The root is part of the key: models hold absolute seed paths.
-    parts = [
-        str(root),
-        __version__,
-        f"model format {MODEL_FORMAT}, column rules {COLUMN_RULES}",
-        sqlglot.__version__,
-        config.model_defaults.model_dump_json(),
-        repr(sorted(variables.items())),
-    ]
-    parts += [f"{name}:{macros.source(name)}" for name in sorted(macros.names())]
-    parts += macros.jinja.hash_values()
-    parts += project_modules(root)  # the helpers macros import (`from macros.utils import DIGITS`)
+def _cache_salt(repos: list[Repo]) -> str:
+    # The roots are part of the key: models hold absolute seed paths.
+    parts = [__version__, f"model format {MODEL_FORMAT}, column rules {COLUMN_RULES}", sqlglot.__version__]
+    for repo in repos:
+        parts += [str(repo.root), repo.config.model_defaults.model_dump_json(), repr(sorted(repo.variables.items()))]
+        parts += [f"{name}:{repo.macros.source(name)}" for name in sorted(repo.macros.names())]
+        parts += repo.macros.jinja.hash_values()
+        parts += project_modules(repo.root)  # the helpers macros import (`from macros.utils import DIGITS`)
     return content_key("\n".join(parts).encode())
 
 
-def load_project(path: str | Path, gateway: str | None = None, use_cache: bool = True) -> Project:
+def load_project(path: str | Path, gateway: str | None = None, use_cache: bool = True,
+                 repos: Sequence[str | Path] = ()) -> Project:
+    """The project at `path`; with `repos`, the other repositories of a multi-repo project
+    (core/project/repos.py), loaded with it as one."""
     root = Path(path).resolve()
     if not root.is_dir():
         raise ModelError(f"Project directory not found: {root}")
-    refuse_outside_links(root, (*SOURCE_FOLDERS, *EXTERNAL_MODELS_FILES))  # before any of their files is read
-    refuse_metrics(root)
+    _refuse_unread(root)
     config = load_config(root)
     config.gateway(gateway)  # validates the gateway name
-    variables = config.variables_for(gateway)
-    use_project_root(root)  # before any of its Python files is imported
-    macros = load_macros(root / "macros")
+    everyone = [Repo(root, config), *other_repos(root, config, repos)]
+    warnings = [w for repo in everyone[1:] if (w := unused_settings(config, repo)) is not None]
+    for repo in everyone:
+        _refuse_unread(repo.root)
+        repo.variables = repo_variables(repo.config, gateway)
+    use_project_root(*(repo.root for repo in everyone))  # before any of their Python files is imported
+    load_repo_macros(everyone)
     signals = load_signals(root / "signals")
-    cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(root, config, variables, macros)) if use_cache else None
-    audits = _load_audits(root)
-    models, known_refs = _load_models(root, config, cache, variables, macros)
-    for ext in _load_external_models(root, config.selected_gateway(gateway)):
-        _add_model(models, ext)
+    cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(everyone)) if use_cache else None
+    models, known_refs, owners = _load_repos(everyone, cache, config.selected_gateway(gateway))
+    audits = _load_audits(everyone)
     for model in models.values():
         for inline in model.inline_audits:
             audits.setdefault(inline.name, inline)
-    for node in standalone_audit_models(audits, macros, variables):
+    for node in standalone_audit_models(audits, everyone[0].macros, everyone[0].variables):
         _add_model(models, node)
     check_view_names(models.values())  # the tables read that nobody declared are no names of ours
-    parents, warnings = _infer_dependencies(models, macros, variables, known_refs)
-    dag = DAG(parents)
-    try:
-        order = dag.sorted()
-    except CycleError as e:
-        first = models[e.cycle[0]]
-        raise ModelError(
-            f"Models depend on each other in a cycle: {' -> '.join(e.cycle)}", first.path, first.line
-        ) from None
-    _check_default_audits(root, config, audits)
-    _check_audits(models, audits, macros, variables)
+    project = Project(root, config, models, audits, DAG({}), gateway=gateway, cache=cache, warnings=warnings,
+                      signals=signals, repos=everyone, owners=owners)
+    parents, implicit = _infer_dependencies(project, known_refs)
+    project.warnings += implicit
+    project.dag = DAG(parents)
+    order = _sorted(project)
+    for repo in everyone:
+        _check_default_audits(repo.config, audits, repo.shown)
+    _check_audits(project)
     check_signals(models, signals)
-    materializations = load_materializations(root)
-    check_materializations(models, materializations)
-    tests_dir = root / "tests"
-    tests = sorted([*tests_dir.glob("test*.yaml"), *tests_dir.glob("test*.yml")]) if tests_dir.is_dir() else []
-    project = Project(root, config, models, audits, macros, dag, variables, tests, gateway, cache, warnings=warnings,
-                      signals=signals, materializations=materializations)
+    project.materializations = load_materializations(root)
+    check_materializations(models, project.materializations)
+    project.test_files = [file for repo in everyone for file in _test_files(repo.root)]
     project.seeds = _check_seeds(project, _seed_values_checked(config, gateway))
     for name in order:  # parents first: a child's columns need its parents'
         check_output_columns(models[name], project.output(name))
@@ -225,6 +231,27 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
         cache.save()
     _declare_self_reference_columns(project)
     return project
+
+
+def _refuse_unread(root: Path) -> None:
+    """What a repository holds that is never read, or would be read from outside it, refused first."""
+    refuse_outside_links(root, (*SOURCE_FOLDERS, *EXTERNAL_MODELS_FILES))  # before any of their files is read
+    refuse_metrics(root)
+
+
+def _sorted(project: Project) -> list[str]:
+    try:
+        return project.dag.sorted()
+    except CycleError as e:
+        first = project.models[e.cycle[0]]
+        raise ModelError(
+            f"Models depend on each other in a cycle: {' -> '.join(e.cycle)}", first.path, first.line
+        ) from None
+
+
+def _test_files(root: Path) -> list[Path]:
+    tests_dir = root / "tests"
+    return sorted([*tests_dir.glob("test*.yaml"), *tests_dir.glob("test*.yml")]) if tests_dir.is_dir() else []
 
 
 def _declare_self_reference_columns(project: Project) -> None:
@@ -274,19 +301,40 @@ def _model_files(models_dir: Path) -> tuple[list[Path], list[Path]]:
     return sorted(sql, key=str), sorted(python, key=str)  # Path comparisons are slow: 1000 models took 50 ms
 
 
-def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None,
-                 variables: dict[str, Any], macros: MacroRegistry) -> tuple[dict[str, Model], dict]:
-    """Models by name, and what the cache already knew: `{model name: inferred refs}` plus the
-    content keys of every SQL file under `__keys__` (for storing new entries). Python model files
-    are imported every time (what they define depends on more than their own text)."""
+def _load_repos(repos: list[Repo], cache: ProjectCache | None,
+                gateway: str | None) -> tuple[dict[str, Model], dict, dict[str, int]]:
+    """Every repository's models and external models by name, what the cache knew of them (see
+    `_load_models`), and the repository (its index) of each model of a later one."""
     models: dict[str, Model] = {}
     known: dict[str, Any] = {"__keys__": {}}
-    models_dir = root / "models"
+    owners: dict[str, int] = {}
+    roots = [repo.root for repo in repos]
+    for index, repo in enumerate(repos):
+        found = _load_models(repo, roots, cache, known)
+        found += load_external_models(repo.root, gateway, roots[0])
+        for model in found:
+            if repo.config.project:
+                model = model.model_copy(update={"project": repo.config.project})
+            _add_model(models, model)
+            if index:
+                owners[model.name] = index
+    return models, known, owners
+
+
+def _load_models(repo: Repo, roots: list[Path], cache: ProjectCache | None, known: dict[str, Any]) -> list[Model]:
+    """A repository's enabled models, with what the cache already knew put in `known`: `{model
+    name: inferred refs}` plus the content keys of every SQL file under `__keys__` (for storing new
+    entries). Python model files are imported every time (what they define depends on more than
+    their own text). Files are shown relative to the first repository (`roots[0]`)."""
+    models_dir = repo.root / "models"
     if not models_dir.is_dir():
-        return models, known
+        return []
+    models: list[Model] = []
+    defaults = repo.config.model_defaults
+    expand = blueprint_macros(repo.macros, repo.variables, defaults.dialect)
     sql_files, python_files = _model_files(models_dir)
     for file in sql_files:
-        rel = relative_path(file, root)
+        rel = relative_path(file, roots[0])
         data = file.read_bytes()
         key = content_key(data)
         known["__keys__"][rel] = key
@@ -294,120 +342,47 @@ def _load_models(root: Path, config: ProjectConfig, cache: ProjectCache | None,
         if hit is not None:
             model, refs = hit
             known[model.name] = set(refs)
-            file_models = [model]
+            models.append(model)
         else:  # one model, or one per blueprint
-            file_models = read_model_files(read_text(file, rel), rel, file, config.model_defaults, read_model_file,
-                                           blueprint_macros(macros, variables, config.model_defaults.dialect))
-        for model in file_models:
-            if model.enabled:
-                _add_model(models, model)
-    for model in read_python_model_files(python_files, root, config.model_defaults, variables):
-        if model.enabled:
-            _add_model(models, model)
-    return models, known
+            models += read_model_files(read_text(file, rel), rel, file, defaults, read_model_file, expand)
+    models += read_python_model_files(python_files, repo.root, defaults, repo.variables, roots)
+    return [model for model in models if model.enabled]
 
 
-def _load_audits(root: Path) -> dict[str, Audit]:
+def _load_audits(repos: list[Repo]) -> dict[str, Audit]:
+    """Every repository's audits by name: one namespace, as SQLMesh has it."""
     audits: dict[str, Audit] = {}
-    audits_dir = root / "audits"
-    if not audits_dir.is_dir():
-        return audits
-    for file in sorted(audits_dir.rglob("*.sql")):
-        rel = relative_path(file, root)
-        for audit in read_audit_file(read_text(file, rel), rel):
-            if audit.name in audits:
-                raise ModelError(f"Duplicate audit name '{audit.name}': also defined in {audits[audit.name].path}",
-                                 audit.path, audit.line)
-            audits[audit.name] = audit
+    for repo in repos:
+        audits_dir = repo.root / "audits"
+        if not audits_dir.is_dir():
+            continue
+        for file in sorted(audits_dir.rglob("*.sql")):
+            rel = relative_path(file, repos[0].root)
+            for audit in read_audit_file(read_text(file, rel), rel):
+                if audit.name in audits:
+                    raise ModelError(f"Duplicate audit name '{audit.name}': also defined in "
+                                     f"{audits[audit.name].path}", audit.path, audit.line)
+                audits[audit.name] = audit
     return audits
 
 
-def _load_external_models(root: Path, gateway: str | None) -> list[Model]:
-    """The external models of the top-level file (`external_models.yaml`, ...) and of every YAML file
-    in `external_models/` and its sub-folders, as SQLMesh reads them; an entry naming another
-    `gateway` is left out."""
-    files = [next((root / name for name in EXTERNAL_MODELS_FILES if (root / name).is_file()), None)]
-    folder = root / EXTERNAL_MODELS_DIR
-    if folder.is_dir():
-        files += sorted((p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()), key=str)
-    models: list[Model] = []
-    for file in filter(None, files):
-        rel = relative_path(file, root)
-        text = read_text(file, rel)
-        entries = parse_yaml(text, rel) or []
-        if not isinstance(entries, list):
-            raise ModelError(f"{rel} must be a list of `- name: schema.table` entries", rel, 1)
-        models += [_external_model(entry, index, text, rel) for index, entry in enumerate(entries)
-                   if not _for_other_gateway(entry, gateway)]
-    return models
-
-
-def _for_other_gateway(entry: Any, gateway: str | None) -> bool:
-    named = entry.get("gateway") if isinstance(entry, dict) else None
-    return named is not None and str(named).lower() != (gateway or "").lower()
-
-
-def _external_model(entry: Any, index: int, text: str, rel: str) -> Model:
-    line = line_of(text, (index,)) or 1
-    if not isinstance(entry, dict) or "name" not in entry:
-        raise ModelError(f"Each external model needs a name, got {entry!r}", rel, line)
-    unknown = sorted(set(entry) - set(EXTERNAL_MODEL_KEYS))
-    if unknown:
-        raise ModelError(f"Unknown external model key '{unknown[0]}' (known: {', '.join(EXTERNAL_MODEL_KEYS)})",
-                         rel, line_of(text, (index, unknown[0])) or line)
-    try:
-        name = check_model_name(str(entry["name"]))
-    except ValueError as e:
-        raise ModelError(str(e), rel, line_of(text, (index, "name")) or line) from None
-    columns = entry.get("columns")
-    if columns is not None and not isinstance(columns, dict):
-        raise ModelError(f"External model {name}: columns must be a mapping of name: type", rel, line)
-    try:
-        dialect = check_dialect(str(entry.get("dialect", "spark")))
-    except ValueError as e:
-        raise ModelError(f"External model {name}: {e}", rel, line_of(text, (index, "dialect")) or line) from None
-    typed: dict[str, str] = {}
-    for column, type_text in (columns or {}).items():
-        try:
-            typed[check_column(str(column))] = to_spark_type(str(type_text), dialect)
-        except ValueError as e:
-            raise ModelError(
-                f"External model {name}: {e}", rel, line_of(text, (index, "columns", column)) or line
-            ) from None
-    start = entry.get("start")
-    if start is not None:
-        start = _external_start(start, name, rel, line_of(text, (index, "start")) or line)
-    audits = external_audit_refs(entry.get("audits"), name, rel, line_of(text, (index, "audits")) or line)
-    return Model(name=name, kind=ExternalKind(), columns=typed if columns else None,
-                 description=entry.get("description"), start=start, audits=audits, path=rel, line=line,
-                 property_lines={"audits": line_of(text, (index, "audits")) or line})
-
-
-def _external_start(value: Any, name: str, rel: str, line: int) -> str:
-    """An external model's `start`: where its intervals (when its audits run) begin."""
-    try:
-        to_ms(str(value))
-    except ValueError as e:
-        raise ModelError(f"External model {name}: invalid start '{value}': {e}", rel, line) from None
-    return str(value)
-
-
-def _infer_dependencies(models: dict[str, Model], macros: MacroRegistry, variables: dict[str, Any],
-                        known_refs: dict[str, Any]) -> tuple[dict[str, set[str]], list[str]]:
+def _infer_dependencies(project: Project, known_refs: dict[str, Any]) -> tuple[dict[str, set[str]], list[str]]:
     """Each model's parents, from its query's references and `depends_on`, and the warnings about
-    tables read that no file declares: those become implicit external models (added to `models`),
-    as in SQLMesh. A query reading its own name is no cycle: it reads the model's previous state,
-    and the model is marked self-referencing (in `models`)."""
+    tables read that no file declares: those become implicit external models (added to the
+    project's models), as in SQLMesh. A query reading its own name is no cycle: it reads the
+    model's previous state, and the model is marked self-referencing."""
+    models = project.models
     parents: dict[str, set[str]] = {}
     unknown: dict[str, list[tuple[Model, int]]] = {}  # table -> (reader, line), first reader first
     with discovering_dependencies():  # parents' columns are not known yet: @STAR waits for them
         for name, model in list(models.items()):
             refs = set(model.depends_on)
+            repo = project.repo_of(name)
             if model.name in known_refs:
                 refs |= known_refs[model.name]
             elif model.query is not None:
-                refs |= query_references(model, macros, variables)
-                check_jinja_statements(model, macros, variables)
+                refs |= query_references(model, repo.macros, repo.variables)
+                check_jinja_statements(model, repo.macros, repo.variables)
             elif model.python is not None and not model.depends_on:  # depends_on replaces what is inferred
                 refs |= {read.name for read in model.python.reads}
             if model.name in refs - set(model.depends_on) and not model.self_referencing:
@@ -495,30 +470,32 @@ def _seed_values_checked(config: ProjectConfig, gateway: str | None) -> bool:
 
 
 def _check_seeds(project: Project, check_values: bool) -> dict[str, SeedFile]:
-    """Each seed's file, read once it is known to be the project's own (`path` may say `../..`)."""
+    """Each seed's file, read once it is known to be its repository's own (`path` may say `../..`)."""
     found: dict[str, SeedFile] = {}
     for name, model in project.models.items():
         if (kind := model.kind.seed) is not None:
-            refusal = outside_project(Path(kind.path), project.path, f"The seed file of {name}")
+            refusal = outside_project(Path(kind.path), project.repo_of(name).root, f"The seed file of {name}")
             if refusal is not None:
                 raise ModelError(refusal, model.path, model.line_of("kind"))
             found[name] = check_seed(model, project._shown(kind.path), project.cache, check_values=check_values)
     return found
 
 
-def _check_default_audits(root: Path, config: ProjectConfig, audits: dict[str, Audit]) -> None:
-    """`model_defaults.audits` naming an unknown audit is reported at its line in config.yaml."""
+def _check_default_audits(config: ProjectConfig, audits: dict[str, Audit], shown: str) -> None:
+    """`model_defaults.audits` naming an unknown audit is reported at its line in the config file
+    of its repository (`shown`: its folder, `.` for the first)."""
     refs = default_audit_refs(tuple(config.model_defaults.audits))
     for index, ref in enumerate(refs):
         if not is_known_audit(ref.name, audits):
+            where, line = config.where(("model_defaults", "audits", index))
             raise ConfigError(f"model_defaults.audits: unknown audit '{ref.name}'",
-                              *config.where(("model_defaults", "audits", index)))
+                              where if shown == "." or where is None else f"{shown}/{where}", line)
 
 
-def _check_audits(models: dict[str, Model], audits: dict[str, Audit], macros: MacroRegistry,
-                  variables: dict[str, Any]) -> None:
+def _check_audits(project: Project) -> None:
     """Every attachment names a known audit with arguments it takes (core.audits decides)."""
-    for model in models.values():
+    audits = project.audits
+    for model in project.models.values():
         if model.audits and model.kind.is_inlined:  # nothing to audit
             raise ModelError(f"{model.kind.name.value} models cannot have audits", model.path, model.line_of("audits"))
         for ref in model.audits:
@@ -532,4 +509,5 @@ def _check_audits(models: dict[str, Model], audits: dict[str, Audit], macros: Ma
                                  "after the models it reads (remove it from `audits`, or drop `standalone true`)",
                                  model.path, model.line_of("audits"))
         if model.audits:
-            check_audit_refs(model, audits, macros, variables)
+            repo = project.repo_of(model.name)
+            check_audit_refs(model, audits, repo.macros, repo.variables)

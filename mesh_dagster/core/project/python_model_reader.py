@@ -22,7 +22,7 @@ import re
 import sys
 import traceback
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from enum import Enum
@@ -70,21 +70,27 @@ UNSUPPORTED_PYTHON_PROPERTIES = ("on_virtual_update", "python_env", "module_path
 
 
 def read_python_model_files(files: list[Path], root: Path, defaults: ModelDefaults,
-                            variables: Mapping[str, Any]) -> list[Model]:
-    """The models the Python files of `models/` define, every module forgotten afterwards."""
+                            variables: Mapping[str, Any], roots: Sequence[Path] = ()) -> list[Model]:
+    """The models the Python files of `models/` define, every module forgotten afterwards. `roots`:
+    a multi-repo project's repositories, the first first, when `root` is one of them
+    (core/project/repos.py): files are shown, and their code stored, relative to the first."""
     _forget_model_modules()
+    roots = tuple(roots) or (root,)
     try:
         models = []
         for file in files:
-            shown = relative_path(file, root)
+            shown = relative_path(file, roots[0])
             module = _import_model_file(file, shown, f"{USER_MODELS_PACKAGE}.{_MODULE_PART.sub('_', shown[:-3])}")
-            models += _read_python_models(module, shown, root, defaults, variables)
+            models += _read_python_models(module, shown, (root, *roots), defaults, variables)
         return models
     finally:
         _forget_model_modules()
 
 
 _MODULE_PART = re.compile(r"[^0-9A-Za-z_]")
+# The model file's repository's folder (where `$root` leads), then the project's first repository's
+# (where paths are shown from), then the others'.
+Roots = tuple[Path, ...]
 _MODEL_FUNCTION_NAMES = ("execute", "entrypoint")  # what SQLMesh's docs and scaffolds name a model function
 
 
@@ -132,7 +138,7 @@ def _innermost_line(error: BaseException, filenames: set[str]) -> int | None:
     return frames[-1].lineno if frames else None
 
 
-def _read_python_models(module: types.ModuleType, shown: str, root: Path, defaults: ModelDefaults,
+def _read_python_models(module: types.ModuleType, shown: str, root: Roots, defaults: ModelDefaults,
                        variables: Mapping[str, Any]) -> list[Model]:
     """The models an imported model file defines: none for a helper module (one defining an
     undecorated `execute` is refused: it looks like a model that would be skipped)."""
@@ -161,7 +167,7 @@ def _read_python_models(module: types.ModuleType, shown: str, root: Path, defaul
     return models
 
 
-def _read_blueprints(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, root: Path,
+def _read_blueprints(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, root: Roots,
                      defaults: ModelDefaults, variables: Mapping[str, Any]) -> list[Model]:
     """The model a function defines, or one per blueprint (`blueprints=[{...}, ...]`, core/project/blueprints.py)."""
     specs: tuple[ModelSpec, ...] = getattr(fn, MODEL_ATTR)
@@ -226,7 +232,7 @@ class _Decorator:
         return self.lines.get(key, self.line)
 
 
-def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, root: Path,
+def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, root: Roots,
                 defaults: ModelDefaults, variables: Mapping[str, Any],
                 blueprint: dict[str, str] | None = None) -> Model:
     specs: tuple[ModelSpec, ...] = getattr(fn, MODEL_ATTR)
@@ -254,7 +260,7 @@ def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, s
     props["columns"] = (None if is_sql and declared is None
                         else _columns(declared, props["name"], props["dialect"], shown, where))
     kind = complete_model_properties(props, lines, deferred.get("kind"), FullKind(), shown, where.line, defaults,
-                                     root)
+                                     root[0])
     if not (kind.has_query if is_sql else kind.allows_python):
         raise ModelError(f"Python models cannot be {kind.name.value} models: use FULL or an incremental kind (or "
                          "write the model in SQL)", shown, where.at("kind"))
@@ -313,12 +319,12 @@ def _model_name(spec: ModelSpec, shown: str, where: _Decorator) -> str:
     return spec.name
 
 
-def _code(fn: Callable, module: types.ModuleType, root: Path, shown: str, variables: Mapping[str, Any],
+def _code(fn: Callable, module: types.ModuleType, root: Roots, shown: str, variables: Mapping[str, Any],
           blueprint: Mapping[str, str]) -> tuple[PythonCode, int]:
     """The stored code of a model function, its signature checked; and the line of its `def`.
     Parameters named like a blueprint variable receive its value (those are no config variables)."""
     context = context_parameter(fn)
-    builder = EnvBuilder(root, (model, macro), context=context or CONTEXT_KEYWORD)
+    builder = EnvBuilder(root[1], (model, macro), context=context or CONTEXT_KEYWORD, others=root[2:])
     node = builder.add_function(fn, module)
     parameters = _check_signature(fn, shown, node.lineno, {**variables, **blueprint})
     parameters = {name for name in parameters if name in variables and name not in blueprint}

@@ -48,6 +48,7 @@ from mesh_dagster.core.project.signals import SignalRegistry, describe_signal, s
 
 if TYPE_CHECKING:
     from mesh_dagster.core.project.project import Project
+    from mesh_dagster.core.project.repos import Repo
     from mesh_dagster.core.snapshots.snapshot import Snapshot
 
 _MACRO_USE = re.compile(r"@\{?([A-Za-z_]\w*)")
@@ -204,23 +205,24 @@ class Capturer:
 
     def __init__(self, project: Project):
         self.project = project
-        self._macros: dict[str, CapturedFunction] = {}
+        self._macros: dict[tuple[str, str], CapturedFunction] = {}  # by repository (its folder) and name
         self._signals: dict[str, CapturedFunction] = {}
 
     def capture(self, model: Model) -> Capture:
         project = self.project
+        repo = project.repo_of(model.name)  # its repository's macros and variables
         audits = {ref.name: project.audits[ref.name] for ref in model.audits if ref.name in project.audits}
         inlined = self._inlined_queries(model.name)
         sql = " ".join([sql_text(model, audits), *inlined])
-        jinja = project.macros.jinja.used_by([model.query or "", *model.pre_statements, *model.post_statements,
-                                              *model.on_virtual_update, *(audit.query for audit in audits.values()),
-                                              *inlined])
+        jinja = repo.macros.jinja.used_by([model.query or "", *model.pre_statements, *model.post_statements,
+                                           *model.on_virtual_update, *(audit.query for audit in audits.values()),
+                                           *inlined])
         sql = " ".join([sql, *(m.source for m in jinja.values())])  # what they read and call counts too
-        macros = self._macro_closure(project.macros.used_by(sql))
+        macros = self._macro_closure(repo, repo.macros.used_by(sql))
         capture = Capture(
             macros=macros,
             jinja_macros=jinja,
-            variables=self._variables(model, sql, macros.values()),
+            variables=self._variables(repo, model, sql, macros.values()),
             audits=audits,
             signals={ref.name.lower(): self._signal(ref.name.lower()) for ref in model.signals},
             parent_schemas=project.parent_schemas(model.name) if model.query is not None else {},
@@ -249,8 +251,9 @@ class Capturer:
         """What rendering SQL outside any model reads (the project's `before_all` / `after_all`,
         core/snapshots/statements.py): the macros it calls, transitively, and the variables it and
         they read."""
-        macros = self._macro_closure(self.project.macros.used_by(sql))
-        return Capture(macros=macros, variables=self._variables(None, sql, macros.values()))
+        repo = self.project.repos[0]
+        macros = self._macro_closure(repo, repo.macros.used_by(sql))
+        return Capture(macros=macros, variables=self._variables(repo, None, sql, macros.values()))
 
     def _materialization(self, model: Model) -> StoredMaterialization | None:
         kind = model.kind.custom  # a CUSTOM kind's class (checked at load)
@@ -258,42 +261,43 @@ class Capturer:
 
     # -- macros and signals ----------------------------------------------------------------
 
-    def _macro_closure(self, names: list[str]) -> dict[str, CapturedFunction]:
-        """The macros `names` and, transitively, those their code calls as `@name`."""
-        registered = self.project.macros.names()
+    def _macro_closure(self, repo: Repo, names: list[str]) -> dict[str, CapturedFunction]:
+        """The macros `names` of `repo` and, transitively, those their code calls as `@name`."""
+        registered = repo.macros.names()
         found: dict[str, CapturedFunction] = {}
         pending = list(names)
         while pending:
             name = pending.pop()
             if name in found:
                 continue
-            found[name] = self._macro(name)
+            found[name] = self._macro(repo, name)
             pending += sorted(found[name].uses(registered) - set(found))
         return dict(sorted(found.items()))
 
-    def _macro(self, name: str) -> CapturedFunction:
-        if name not in self._macros:
-            registry = self.project.macros
-            fn = registry.get(name)
+    def _macro(self, repo: Repo, name: str) -> CapturedFunction:
+        key = (repo.shown, name)
+        if key not in self._macros:
+            fn = repo.macros.get(name)
             assert fn is not None  # `used_by` only names registered macros
-            self._macros[name] = _capture_function(name, fn, self.project.path, macro,
-                                                   metadata_only=registry.is_metadata_only(name))
-        return self._macros[name]
+            self._macros[key] = _capture_function(name, fn, self.project, macro,
+                                                  metadata_only=repo.macros.is_metadata_only(name))
+        return self._macros[key]
 
     def _signal(self, name: str) -> CapturedFunction:
         if name not in self._signals:
             function = self.project.signals.get(name)
             if function is None:  # refused when the project loaded; a plan never gets here
                 raise ModelError(f"Unknown signal '{name}'")
-            self._signals[name] = _capture_function(name, function.fn, self.project.path, signal)
+            self._signals[name] = _capture_function(name, function.fn, self.project, signal)
         return self._signals[name]
 
     # -- values ----------------------------------------------------------------------------
 
-    def _variables(self, model: Model | None, sql: str, macros: Iterable[CapturedFunction]) -> dict[str, str]:
-        """The config variables the model can read: named in its SQL (`@VAR('x')`, `@x`, `'x'`),
-        read by its macros or its Python code; all of them when one reads a computed name."""
-        variables = self.project.variables
+    def _variables(self, repo: Repo, model: Model | None, sql: str,
+                   macros: Iterable[CapturedFunction]) -> dict[str, str]:
+        """The config variables (of `repo`) the model can read: named in its SQL (`@VAR('x')`, `@x`,
+        `'x'`), read by its macros or its Python code; all of them when one reads a computed name."""
+        variables = repo.variables
         if not variables:
             return {}
         functions = list(macros)
@@ -349,7 +353,7 @@ def _mentions(sql_lower: str, key: str) -> bool:
     return re.search(rf"@{name}\b|@\{{{name}\}}|['\"]{name}['\"]", sql_lower) is not None
 
 
-def _capture_function(name: str, fn: Callable, root: Path, decorator: Callable, *,
+def _capture_function(name: str, fn: Callable, project: Project, decorator: Callable, *,
                       metadata_only: bool = False) -> CapturedFunction:
     """`fn` as stored code (core/models/python_env.py), its own decorator left out."""
     module = sys.modules.get(getattr(fn, "__module__", "") or "")
@@ -357,7 +361,7 @@ def _capture_function(name: str, fn: Callable, root: Path, decorator: Callable, 
     if module is None or code is None:
         raise ModelError(f"Macro or signal '{name}' has no source file mesh can store with the plan: define it in "
                          "the project's macros/ or signals/ folder")
-    builder = EnvBuilder(root, (decorator,))
+    builder = EnvBuilder(project.path, (decorator,), others=tuple(repo.root for repo in project.repos[1:]))
     node = builder.add_function(fn, module)
     piece = builder.env.get(fn.__name__)
     return CapturedFunction(name=name, entrypoint=fn.__name__, env=builder.env, path=piece.path if piece else None,

@@ -115,11 +115,13 @@ class SnapshotEvaluator:
 
     def macros(self, snapshot: Snapshot) -> MacroRegistry:
         if snapshot.capture is None:
-            return self.project.macros
+            return self.project.repo_of(snapshot.name).macros
         return snapshot.capture.macro_registry(self.project.path)
 
     def variables(self, snapshot: Snapshot) -> dict[str, Any]:
-        return snapshot.capture.variable_values() if snapshot.capture is not None else self.project.variables
+        if snapshot.capture is None:
+            return self.project.repo_of(snapshot.name).variables
+        return snapshot.capture.variable_values()
 
     def audits(self, snapshot: Snapshot) -> dict[str, Audit]:
         return snapshot.capture.audits if snapshot.capture is not None else self.project.audits
