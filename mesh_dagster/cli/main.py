@@ -454,7 +454,8 @@ def ui(ctx, environments, host, port) -> None:
     storage = context.config.dagster.storage
     check_instance_database(storage, ui_home(context.path))  # before any file is written
     check_ui_free(ui_home(context.path))
-    workspace = write_workspace(context.path, list(environments) or ["prod", dev_environment()], storage)
+    workspace = write_workspace(context.path, list(environments) or ["prod", dev_environment()], storage,
+                                context.repos)
     where = "SQLite in .mesh/dagster" if storage.type == "sqlite" else \
         f"Postgres {storage.host}:{storage.port}/{storage.database}"
     click.echo(f"Dagster UI on http://{host}:{port} (workspace {workspace}, instance on {where}); Ctrl-C stops it.")

@@ -252,6 +252,10 @@ class MeshProjectComponent(Component, Resolvable):
     project: Annotated[str, Resolver.default(
         description="The mesh project's folder (holding config.yaml), relative to this defs.yaml's folder.",
         examples=["../../../mesh_project"])]
+    repos: Annotated[list[str], Resolver.default(
+        description="The other repositories of a multi-repo project (their folders, relative to this defs.yaml's "
+                    "folder): loaded with `project` as one, as `mesh -p project -p repo ...` loads them.",
+        examples=[["../../../repo_2"]])] = field(default_factory=list)
     environments: Annotated[list[str], Resolver.default(
         description="The environments to show; each one's models are its own assets and jobs.",
         examples=[["prod"], ["prod", "dev"]])] = field(default_factory=lambda: [PROD])
@@ -294,15 +298,20 @@ class MeshProjectComponent(Component, Resolvable):
         return TranslatedMeshTranslator(translator, self.translation, self.translation.sets_key)
 
     def project_dir(self, context: ComponentLoadContext) -> Path:
-        path = Path(self.project).expanduser()
-        return path if path.is_absolute() else (context.path / path).resolve()
+        return _folder(self.project, context)
 
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
         return definitions(self.project_dir(context), self.environments, gateway=self.gateway,
                            state_url=self.state_url, schedules_running=self.schedules_running,
                            git_sensor_running=self.git_sensor_running, translator=self.translator(),
-                           pyspark=self.get_pyspark())
+                           pyspark=self.get_pyspark(), repos=[_folder(repo, context) for repo in self.repos])
 
     def get_pyspark(self) -> Any:
         """The PySparkResource whose settings runs use (`pyspark:`); override to build your own."""
         return self.pyspark
+
+
+def _folder(path: str, context: ComponentLoadContext) -> Path:
+    """A folder a defs.yaml names: absolute, or relative to the defs.yaml's folder."""
+    found = Path(path).expanduser()
+    return found if found.is_absolute() else (context.path / found).resolve()

@@ -68,6 +68,7 @@ def definitions(
     executor: ExecutorDefinition | None = RUN_EXECUTOR,
     translator: MeshTranslator | None = None,
     follow_deployed: bool = True, pyspark: PySparkResource | None = None,
+    repos: Sequence[str | Path] = (),
 ) -> Definitions:
     """The project's models as assets of `environment`, with its promote job, re-stamp sensor, plan and
     apply_plan jobs, and (for prod) one schedule per cron and, when config.yaml has a `git:` section, the
@@ -83,13 +84,20 @@ def definitions(
     With a `git:` section in config.yaml, an environment whose served plan was made from a pushed commit
     (the git sensor's) is shown from that commit's files (`follow_deployed`), not this working tree's:
     what it serves, with no pending revert of what was deployed.
+    A multi-repo project (`repos`: the folders of its other repositories, as `mesh -p first -p other`
+    gives them) is one code location: every repository's models in each environment.
     """
     project_dir = str(Path(project_dir).resolve())
+    others = tuple(str(Path(repo).resolve()) for repo in repos)
     environments = _environments(project_dir, environment)
     translator = translator or MeshTranslator()
     spark_config = _spark_config(project_dir, gateway, state_url, pyspark)  # refused before anything is written
-    sources, git_poll = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed)
-    loaded = _load_graphs(project_dir, environments, gateway, state_url, translator, sources)
+    sources, git_poll = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed and not others)
+    if others and git_poll is not None:
+        raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: config.yaml `git:` watches one "
+                               "repository, and this project has several: plans of pushed commits are for projects of "
+                               "one repository (remove `git:`, or plan with `mesh -p ... plan`)")
+    loaded = _load_graphs(project_dir, environments, gateway, state_url, translator, sources, others)
     if isinstance(loaded, MeshError):  # raised here so the code location shows no frames of ours below this
         raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {loaded}") from None
 
@@ -104,14 +112,16 @@ def definitions(
         assets += _environment_assets(graph, partitions, translator, external_keys)
         jobs += [promote_job(environment), restate_job(environment), plan_job(environment),
                  apply_plan_job(environment)]
-        sensors += [stamp_sensor(graph, partitions, project_dir, gateway, state_url, restamp_sensor_running),
-                    plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running)]
+        sensors += [stamp_sensor(graph, partitions, project_dir, gateway, state_url, restamp_sensor_running, others),
+                    plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running,
+                                       others)]
         if environment == PROD:
             schedules += cron_schedules(graph, sources.get(environment, project_dir), gateway, state_url,
-                                        schedules_running, project_dir if environment in sources else None)
+                                        schedules_running, project_dir if environment in sources else None, others)
             if git_poll is not None:
                 jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running, git_poll)
-    resource = _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())), spark_config)
+    resource = _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())), spark_config,
+                         others)
     return Definitions(assets=assets, jobs=jobs, schedules=schedules, sensors=sensors, resources={"mesh": resource},
                        executor=executor)
 
@@ -148,12 +158,12 @@ def _environment_assets(graph: ProjectGraph, partitions: dict[IntervalUnit, Time
 
 @cache
 def _resource(project_dir: str, gateway: str | None, state_url: str | None, shared_spark: bool,
-              sources: tuple[tuple[str, str], ...] = (), spark_config: tuple[tuple[str, str], ...] = ()
-              ) -> MeshResource:
+              sources: tuple[tuple[str, str], ...] = (), spark_config: tuple[tuple[str, str], ...] = (),
+              repos: tuple[str, ...] = ()) -> MeshResource:
     """One resource object per project and connection: Dagster merges the Definitions of several
     components (a prod one and a dev one, say) only if their `mesh` resources are the same object."""
     return MeshResource(project_dir=project_dir, gateway=gateway, state_url=state_url, shared_spark=shared_spark,
-                        sources=dict(sources), spark_config=dict(spark_config))
+                        sources=dict(sources), spark_config=dict(spark_config), repos=list(repos))
 
 
 def _spark_config(project_dir: str, gateway: str | None, state_url: str | None,
@@ -204,7 +214,8 @@ def _deployed_sources(project_dir: str, environments: list[str], gateway: str | 
 
 
 def _load_graphs(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,
-                 translator: MeshTranslator, sources: dict[str, str]) -> list[ProjectGraph] | MeshError:
+                 translator: MeshTranslator, sources: dict[str, str],
+                 repos: tuple[str, ...] = ()) -> list[ProjectGraph] | MeshError:
     """Plan each environment's project against it (one load per folder: the project's, or a deployed
     commit's); a broken project is returned as its error.
 
@@ -213,7 +224,7 @@ def _load_graphs(project_dir: str, environments: list[str], gateway: str | None,
     graphs: dict[str, ProjectGraph] = {}
     for folder in dict.fromkeys(sources.get(e, project_dir) for e in environments):
         found = _folder_graphs(folder, [e for e in environments if sources.get(e, project_dir) == folder], gateway,
-                               state_url, translator, None if folder == project_dir else project_dir)
+                               state_url, translator, None if folder == project_dir else project_dir, repos)
         if isinstance(found, MeshError):
             return found
         graphs.update({g.environment: g for g in found})
@@ -221,8 +232,9 @@ def _load_graphs(project_dir: str, environments: list[str], gateway: str | None,
 
 
 def _folder_graphs(folder: str, environments: list[str], gateway: str | None, state_url: str | None,
-                   translator: MeshTranslator, home: str | None) -> list[ProjectGraph] | MeshError:
-    context = Context(folder, gateway, state_url=state_url, home=home)
+                   translator: MeshTranslator, home: str | None,
+                   repos: tuple[str, ...]) -> list[ProjectGraph] | MeshError:
+    context = Context(folder, gateway, state_url=state_url, home=home, repos=repos)
     try:
         plans = [context.plans.plan(environment, allow_empty=True, render_added=False) for environment in environments]
         present = context.state.intervals.get_intervals(list({(s.name, s.version) for p in plans

@@ -23,6 +23,8 @@ class MeshResource(ConfigurableResource):
     """A mesh project: `get_context()` for plans and materializations, `spark` for the session."""
 
     project_dir: str
+    # The other repositories of a multi-repo project (core/project/repos.py), loaded with `project_dir`.
+    repos: list[str] = []
     gateway: Optional[str] = None  # noqa: UP045 - Dagster's config schema needs Optional
     state_url: Optional[str] = None  # noqa: UP045
     # With a local master and the embedded Derby metastore, use the project's shared Spark Connect
@@ -44,7 +46,8 @@ class MeshResource(ConfigurableResource):
         folder = self.sources.get(environment or "", self.project_dir)
         if folder not in self._contexts:
             home = self.project_dir if folder != self.project_dir else None
-            context = Context(folder, self.gateway, state_url=self.state_url, home=home, spark_config=self.spark_config,
+            context = Context(folder, self.gateway, state_url=self.state_url, home=home, repos=self.repos,
+                              spark_config=self.spark_config,
                               spark_config_source=PYSPARK_SOURCE)
             if self.shared_spark and context.connection.has_server:
                 # A run worker is a process of its own: asking for the shared server here affects this run only.

@@ -12,6 +12,8 @@ no part of a plan.
 """
 
 
+from collections.abc import Sequence
+
 from dagster import (
     AssetObservation,
     DefaultSensorStatus,
@@ -160,7 +162,7 @@ def _log_findings(context: OpExecutionContext, findings: list) -> None:
 
 
 def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, state_url: str | None,
-                       running: bool) -> SensorDefinition:
+                       running: bool, repos: Sequence[str] = ()) -> SensorDefinition:
     """Every change of a recorded plan's status (made from the CLI, Dagster or the git sensor)
     becomes an observation on each asset the plan touches, so the asset pages show the plan's life:
     pending, approved by whom, applied, superseded...; and a plan's data diff, once attached, joins
@@ -171,7 +173,7 @@ def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, 
             description=f"Shows the status changes of '{environment}' plans on the assets they touch.")
     def _sensor(context: SensorEvaluationContext):
         since = int(context.cursor or 0)
-        ctx = Context(project_dir, gateway, state_url=state_url)
+        ctx = Context(project_dir, gateway, state_url=state_url, repos=repos)
         try:
             records = ctx.plan_records(environment, limit=200)
         except MeshError as e:

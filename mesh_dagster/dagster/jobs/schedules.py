@@ -9,6 +9,7 @@ normal day: one run for yesterday). Schedules are stopped by default; start them
 """
 
 import re
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from dagster import (
@@ -133,14 +134,14 @@ def _clip(span: Interval, asset: ModelAsset, unit: IntervalUnit) -> Interval:
 
 
 def cron_schedules(graph: ProjectGraph, project_dir: str, gateway: str | None, state_url: str | None,
-                   running: bool, home: str | None = None) -> list[ScheduleDefinition]:
-    return [cron_schedule(graph, cadence, assets, project_dir, gateway, state_url, running, home)
+                   running: bool, home: str | None = None, repos: Sequence[str] = ()) -> list[ScheduleDefinition]:
+    return [cron_schedule(graph, cadence, assets, project_dir, gateway, state_url, running, home, repos)
             for cadence, assets in cron_groups(graph).items()]
 
 
 def cron_schedule(graph: ProjectGraph, cadence: Cadence, assets: list[ModelAsset], project_dir: str,
                   gateway: str | None, state_url: str | None, running: bool,
-                  home: str | None = None) -> ScheduleDefinition:
+                  home: str | None = None, repos: Sequence[str] = ()) -> ScheduleDefinition:
     environment = graph.environment
     slug, unit = cadence.slug, cadence.unit
     names = [a.name for a in assets]
@@ -160,7 +161,7 @@ def cron_schedule(graph: ProjectGraph, cadence: Cadence, assets: list[ModelAsset
                     "(what `mesh run` does).",
     )
     def _schedule(context: ScheduleEvaluationContext):
-        ctx = Context(project_dir, gateway, state_url=state_url, home=home)
+        ctx = Context(project_dir, gateway, state_url=state_url, home=home, repos=repos)
         waits = LogLines()  # what the pending intervals leave out because a signal holds it back
         try:
             when = context.scheduled_execution_time

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from dagster import (
@@ -183,7 +183,7 @@ def read_cursor(cursor: str | None) -> tuple[dict[str, str], dict[str, int]]:
 
 
 def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gateway: str | None,
-                 state_url: str | None, running: bool):
+                 state_url: str | None, running: bool, repos: Sequence[str] = ()):
     """Launches re-stamp runs whenever data the environment serves carries an outdated code version."""
     keys = {a.asset_key for a in graph.materializable}
 
@@ -199,7 +199,7 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gatewa
             # stamping data a run is still writing events for would race it (and duplicate its events)
             return SkipReason(f"Run {busy} is writing to these assets; re-stamping waits for it to finish")
         confirmed, seen = read_cursor(context.cursor)
-        ctx = Context(project_dir, gateway, state_url=state_url)
+        ctx = Context(project_dir, gateway, state_url=state_url, repos=repos)
         try:
             if graph.environment != PROD and ctx.state.environments.get_environment(graph.environment) is None:
                 return SkipReason(f"Environment '{graph.environment}' does not exist yet: nothing of it to show "

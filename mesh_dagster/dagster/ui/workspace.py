@@ -13,7 +13,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import psycopg
@@ -130,7 +130,7 @@ def check_instance_database(storage: DagsterStorageConfig, home: Path) -> None:
 
 
 def write_workspace(project_dir: str | Path, environments: list[str],
-                    storage: DagsterStorageConfig | None = None) -> Path:
+                    storage: DagsterStorageConfig | None = None, repos: Sequence[str | Path] = ()) -> Path:
     """`.mesh/dagster/workspace.yaml` loading the project once per environment, and the instance's
     dagster.yaml; returns the workspace's path.
 
@@ -138,14 +138,17 @@ def write_workspace(project_dir: str | Path, environments: list[str],
     it starts with a git worker's environment (pushed_python.py). An environment of its own location
     is shown from the commit it serves only when that was approved (a protected environment's): an
     unprotected one a push deployed to (a branch named like it) is shown from this working tree, so
-    that location, which has `mesh ui`'s whole environment, never loads a commit nobody reviewed."""
+    that location, which has `mesh ui`'s whole environment, never loads a commit nobody reviewed.
+    A multi-repo project's other repositories (`repos`) load with it in each location (its `git:`
+    is refused there: definitions.py)."""
     project = Path(project_dir).resolve()
     home = ui_home(project)
     write_instance(home, storage)
     envs = list(dict.fromkeys(normalize_environment(e) for e in environments))
     config = _watching(project)
+    more = f", repos={[str(Path(repo).resolve()) for repo in repos]!r}" if repos else ""
     functions = "\n\n".join(
-        f"def env_{env}():\n    return definitions(PROJECT, {env!r}{_follow(config, env)})\n" for env in envs
+        f"def env_{env}():\n    return definitions(PROJECT, {env!r}{_follow(config, env)}{more})\n" for env in envs
     )
     if config is not None:  # the environments git pushes created: one location, reloaded as they come and go
         functions += (f"\n\ndef {PUSHED}():\n    return pushed_definitions(PROJECT, {envs!r})\n")
