@@ -49,6 +49,32 @@ EDITS: tuple[Edit, ...] = (
 )
 
 
+# The edits of the multi-repo project (benchmarks/compat_multi): changes in one repository seen by the other.
+MULTI_EDITS: tuple[Edit, ...] = (
+    Edit("upstream_breaking", "repo_1's daily_orders gains a filter (breaking); repo_2's order_summary reads it",
+         (("repo_1/models/daily_orders.sql", "order_date BETWEEN @start_date AND @end_date",
+           "order_date BETWEEN @start_date AND @end_date AND amount > 5"),)),
+    Edit("downstream_macro_edit", "repo_2's @dup changes (repo_1's @dup of the same name does not)",
+         (("repo_2/macros/__init__.py", "return \"'repo_2'\"", "return \"'repo_two'\""),)),
+    Edit("upstream_variable_edit", "repo_1's variable level changes (repo_2's level does not)",
+         (("repo_1/config.yaml", "level: 1", "level: 3"),)),
+    Edit("python_helper_edit", "the data file beside repo_2's helper module changes",
+         (("repo_2/helpers/rates.json", "1.5", "2.5"),)),
+)
+
+
+def repo_paths(project: Path) -> list[Path]:
+    """The repositories of a project folder: itself, or (a multi-repo project: no config file of its
+    own) its sub-folders holding one, in name order, the first first."""
+    if any((project / name).is_file() for name in ("config.py", "config.yaml", "config.yml")):
+        return [project]
+    return sorted(p for p in project.iterdir() if p.is_dir() and any(p.glob("config.*")))
+
+
+def edits_for(project: Path) -> tuple[Edit, ...]:
+    return MULTI_EDITS if len(repo_paths(project)) > 1 else EDITS
+
+
 def missing_files(project: Path, edit: Edit) -> list[str]:
     """Files of the edit the project lacks (a `--without` switch removed them)."""
     return sorted({file for file, _, _ in edit.changes if not (project / file).exists()})

@@ -6,7 +6,11 @@ and by mesh_dagster on local Spark, at one execution time; the suite compares ev
 set of edits planned in dev.
 
     python benchmarks/compat_sqlmesh.py [--code CHECKOUT] [--without FEATURE ...] [--keep DIR]
-                                        [--fresh] [--venv DIR]
+                                        [--fresh] [--venv DIR] [--project DIR]
+
+`--project benchmarks/compat_multi` compares the multi-repo project instead: its sub-folders are its
+repositories, loaded as one by both tools (`sqlmesh -p repo_1 -p repo_2`, `mesh -p repo_1 -p
+repo_2`), with its own edits (compat_common.MULTI_EDITS).
 
 Ours is the mesh_dagster of `--code` (default: the checkout holding this script), run as
 `mesh -p PROJECT --gateway spark plan --auto-apply --skip-tests --execution-time ...`, then read
@@ -42,7 +46,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from compat_common import EDITS, EXECUTION_TIME  # noqa: E402
+from compat_common import EXECUTION_TIME, edits_for, repo_paths  # noqa: E402
 from compat_report import edit_table, model_table, test_table  # noqa: E402
 
 PROJECT = HERE / "compat_project"
@@ -98,9 +102,9 @@ def ensure_venv(venv: Path) -> Path:
     return python
 
 
-def project_copy(dest: Path, without: list[str], tool: str) -> Path:
+def project_copy(source: Path, dest: Path, without: list[str], tool: str) -> Path:
     """The project minus the files of the features in `without` (config.py → that tool's YAML)."""
-    shutil.copytree(PROJECT, dest, ignore=IGNORED)
+    shutil.copytree(source, dest, ignore=IGNORED)
     for feature in without:
         for rel in FEATURES[feature][0]:
             path = dest / rel
@@ -140,8 +144,8 @@ def content_hash(project: Path, without: list[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def sqlmesh_side(work: Path, without: list[str], venv: Path, fresh: bool) -> dict[str, Any]:
-    project = project_copy(work / "sqlmesh" / "project", without, "sqlmesh")
+def sqlmesh_side(source: Path, work: Path, without: list[str], venv: Path, fresh: bool) -> dict[str, Any]:
+    project = project_copy(source, work / "sqlmesh" / "project", without, "sqlmesh")
     cache = venv / "compat_results" / f"{content_hash(project, without)}.json"
     if cache.exists() and not fresh:
         print(f"SQLMesh: cached result {cache}", flush=True)
@@ -159,11 +163,12 @@ def sqlmesh_side(work: Path, without: list[str], venv: Path, fresh: bool) -> dic
     return json.loads(out.read_text())
 
 
-def mesh_side(work: Path, without: list[str], code: Path) -> dict[str, Any]:
-    project = project_copy(work / "mesh" / "project", without, "mesh")
+def mesh_side(source: Path, work: Path, without: list[str], code: Path) -> dict[str, Any]:
+    project = project_copy(source, work / "mesh" / "project", without, "mesh")
+    folders = [arg for repo in repo_paths(project) for arg in ("-p", str(repo))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])}
     print(f"ours (Spark, {code}): apply", flush=True)
-    status, text = run([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(project), "--gateway", GATEWAY,
+    status, text = run([sys.executable, "-m", "mesh_dagster.cli.main", *folders, "--gateway", GATEWAY,
                         "plan", "--auto-apply", "--skip-tests", "--execution-time", EXECUTION_TIME],
                        work / "mesh", env, work / "mesh" / "apply.log")
     errors = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("Error", "error:"))]
@@ -179,7 +184,7 @@ def mesh_side(work: Path, without: list[str], code: Path) -> dict[str, Any]:
     return result
 
 
-def report(ref: dict[str, Any], ours: dict[str, Any], without: list[str]) -> str:
+def report(ref: dict[str, Any], ours: dict[str, Any], without: list[str], project: Path = PROJECT) -> str:
     lines = [f"# Compatibility: SQLMesh 0.236 (DuckDB) vs mesh_dagster (Spark), execution time {EXECUTION_TIME}",
              f"without: {', '.join(without) or 'nothing'}", ""]
     for side, result in (("SQLMesh", ref), ("ours", ours)):
@@ -187,11 +192,12 @@ def report(ref: dict[str, Any], ours: dict[str, Any], without: list[str]) -> str
         lines.append(f"- {side} apply: {'ok' if apply.get('ok') else 'FAILED: ' + str(apply.get('message'))}"
                      + (f"; project refused: {result['error']}" if result.get("error") else ""))
     models, model_counts = model_table(ref, ours)
-    edits, edit_counts = edit_table(ref, ours, [e.name for e in EDITS])
+    chosen = edits_for(project)
+    edits, edit_counts = edit_table(ref, ours, [e.name for e in chosen])
     lines += ["", f"## Models ({_counts(model_counts)})", "", *models,
               "", "## Unit tests", "", *test_table(ref, ours),
               "", f"## Change categories of edits planned in dev ({_counts(edit_counts)})", "",
-              *(f"- {e.name}: {e.what}" for e in EDITS), "", *edits, ""]
+              *(f"- {e.name}: {e.what}" for e in chosen), "", *edits, ""]
     return "\n".join(lines)
 
 
@@ -207,22 +213,27 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="work in this directory (emptied first) and keep it")
     parser.add_argument("--venv", type=Path, default=VENV, help="SQLMesh's throwaway venv")
     parser.add_argument("--fresh", action="store_true", help="rerun SQLMesh even if its result is cached")
+    parser.add_argument("--project", type=Path, default=PROJECT,
+                        help="the project to compare (a multi-repo one: its repositories are its sub-folders)")
     parser.add_argument("--report-only", type=Path, metavar="WORK",
                         help="only compare the results a run with --keep WORK left (no tool runs)")
     args = parser.parse_args()
     if args.report_only is not None:
         ref, ours = (json.loads((args.report_only / side / "result.json").read_text()) for side in ("sqlmesh", "mesh"))
-        print(report(ref, ours, args.without))
+        print(report(ref, ours, args.without, args.project))
         return
+    if args.without and args.project.resolve() != PROJECT:
+        raise SystemExit("--without names files of benchmarks/compat_project only")
     with tempfile.TemporaryDirectory(prefix="compat_") as tmp:
         work = (args.keep or Path(tmp)).resolve()
         if args.keep is not None:
             shutil.rmtree(work, ignore_errors=True)
         (work / "sqlmesh").mkdir(parents=True)
         (work / "mesh").mkdir(parents=True)
-        ref = sqlmesh_side(work, args.without, args.venv, args.fresh)
-        ours = mesh_side(work, args.without, args.code.resolve())
-        text = report(ref, ours, args.without)
+        source = args.project.resolve()
+        ref = sqlmesh_side(source, work, args.without, args.venv, args.fresh)
+        ours = mesh_side(source, work, args.without, args.code.resolve())
+        text = report(ref, ours, args.without, source)
         (work / "report.md").write_text(text)
         print(text)
 

@@ -4,6 +4,8 @@ model's physical table when its view is missing, e.g. after a failed apply), the
 dev through the Context API and keep the categories.
 
     PYTHONPATH=CHECKOUT python benchmarks/compat_worker_mesh.py PROJECT GATEWAY OUT.json
+
+PROJECT is a project's folder, or a multi-repo project's (its repositories are its sub-folders).
 """
 
 from __future__ import annotations
@@ -15,9 +17,24 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compat_common import EDITS, EXECUTION_TIME, apply_edit, missing_files, one_line, table_dump, undo_edit  # noqa: E402
+from compat_common import (  # noqa: E402
+    EXECUTION_TIME,
+    apply_edit,
+    edits_for,
+    missing_files,
+    one_line,
+    repo_paths,
+    table_dump,
+    undo_edit,
+)
 
 from mesh_dagster.context import Context  # noqa: E402
+
+
+def context_of(project: Path, gateway: str | None) -> Context:
+    """The project's Context: all its repositories (benchmarks/compat_multi), the first first."""
+    first, *others = repo_paths(project)
+    return Context(first, gateway, repos=others)
 
 
 def kind_of(model: Any) -> str:
@@ -64,13 +81,13 @@ def dump(context: Context) -> dict[str, Any]:
 
 def categories(project: Path, gateway: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for edit in EDITS:
+    for edit in edits_for(project):
         if missing_files(project, edit):
             out[edit.name] = {"error": f"skipped: no {', '.join(missing_files(project, edit))}", "categories": {}}
             continue
         before = apply_edit(project, edit)
         try:
-            plan = Context(project, gateway).plans.plan("dev", execution_time=EXECUTION_TIME)
+            plan = context_of(project, gateway).plans.plan("dev", execution_time=EXECUTION_TIME)
             found = {}
             for name in plan.changed:
                 category = plan.category(name)
@@ -87,7 +104,7 @@ def main() -> None:
     project, gateway, out_path = Path(sys.argv[1]), sys.argv[2] or None, Path(sys.argv[3])
     result: dict[str, Any] = {"tool": "mesh", "models": {}, "tests": {}, "edits": {}}
     try:
-        context = Context(project, gateway)
+        context = context_of(project, gateway)
         result["models"] = dump(context)
     except Exception as error:  # noqa: BLE001 - the project itself is refused
         result["error"] = one_line(error)

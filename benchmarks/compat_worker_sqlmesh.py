@@ -17,8 +17,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compat_common import EDITS, EXECUTION_TIME, apply_edit, missing_files, one_line, table_dump, undo_edit  # noqa: E402
+from compat_common import (  # noqa: E402
+    EXECUTION_TIME,
+    apply_edit,
+    edits_for,
+    missing_files,
+    one_line,
+    repo_paths,
+    table_dump,
+    undo_edit,
+)
 from sqlmesh import Context  # noqa: E402  (the venv's SQLMesh)
+
+
+def paths(project: Path) -> list[str]:
+    """The project's repositories (benchmarks/compat_multi: several, as `sqlmesh -p a -p b`)."""
+    return [str(path) for path in repo_paths(project)]
 
 
 def short_name(name: str) -> str:
@@ -27,7 +41,7 @@ def short_name(name: str) -> str:
 
 def apply(project: Path) -> dict[str, Any]:
     try:
-        context = Context(paths=str(project))
+        context = Context(paths=paths(project))
         context.plan("prod", execution_time=EXECUTION_TIME, auto_apply=True, no_prompts=True, skip_tests=True)
     except Exception as error:  # noqa: BLE001 - any refusal or failure is the result to report
         return {"ok": False, "message": one_line(error)}
@@ -74,14 +88,14 @@ def forget_project_modules(project: Path) -> None:
 
 def categories(project: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for edit in EDITS:
+    for edit in edits_for(project):
         if missing_files(project, edit):
             out[edit.name] = {"error": f"skipped: no {', '.join(missing_files(project, edit))}", "categories": {}}
             continue
         before = apply_edit(project, edit)
         forget_project_modules(project)
         try:
-            plan = Context(paths=str(project)).plan(
+            plan = Context(paths=paths(project)).plan(
                 "dev", execution_time=EXECUTION_TIME, no_prompts=True, auto_apply=False, skip_tests=True)
             found = {short_name(name): new.change_category.name if new.change_category else "NONE"
                      for name, (new, _old) in plan.context_diff.modified_snapshots.items()}
@@ -98,7 +112,7 @@ def main() -> None:
     project, out_path = Path(sys.argv[1]), Path(sys.argv[2])
     result: dict[str, Any] = {"tool": "sqlmesh", "apply": apply(project), "models": {}, "tests": {}, "edits": {}}
     try:
-        context = Context(paths=str(project))
+        context = Context(paths=paths(project))
         result["models"] = dump(context)
     except Exception as error:  # noqa: BLE001 - the project itself is refused
         result["error"] = one_line(error)

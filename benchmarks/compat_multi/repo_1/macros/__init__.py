@@ -1,0 +1,6 @@
+from sqlmesh import macro
+
+
+@macro()
+def dup(evaluator):
+    return "'repo_1'"
