@@ -64,6 +64,7 @@ FEATURES: dict[str, tuple[tuple[str, ...], str]] = {
     "signals": (("signals", "models/settled_revenue.sql", "models/settled_units.py"), "a signal and its models"),
     "python_signals": (("models/settled_units.py",), "a Python model with signals=[(name, {argument: value})]"),
     "python_models": (("models/customer_scores.py", "models/daily_item_units.py", "models/vip_customers.py",
+                       "models/revenue_by_sql.py", "models/item_units_by_kind_class.py",
                        "models/settled_units.py", "tests/test_customer_scores.yaml"),
                       "Python models (pandas, is_sql) and their test"),
     "tests": (("tests",), "the YAML unit tests"),

@@ -354,10 +354,52 @@ def test_is_sql_models_are_sql_models_whose_query_python_returns(tmp_path):
     assert (by_sql.path, by_sql.query_line, by_expr.kind.time_column) == ("models/m.py", 6, "ds")
 
 
+PER_RENDER = """\
+from sqlglot import exp
+
+from sqlmesh import model
+
+
+@model("s.by_columns", is_sql=True, kind="FULL")
+def by_columns(evaluator):
+    columns = [c for c in evaluator.columns_to_types("s.orders") if c != "ds"]
+    return exp.select(*columns).from_("s.orders")
+
+
+@model("s.by_locals", is_sql=True, kind=dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds"))
+def by_locals(evaluator):
+    start, end = evaluator.locals["start_date"], evaluator.locals.get("end_ds")
+    return f"SELECT id, ds FROM s.orders WHERE ds BETWEEN DATE '{start.isoformat()}' AND DATE '{end}'"
+"""
+
+
+def test_is_sql_functions_reading_columns_or_locals_run_at_every_render(tmp_path):
+    """As in SQLMesh: a function reading the parents' columns or the render's locals is called as a
+    macro at every render (its query depends on them), and captured with the snapshot."""
+    from datetime import UTC, datetime
+
+    from mesh_dagster.core.snapshots.fingerprint import build_snapshots
+    from mesh_dagster.core.sql.renderer import RenderContext, render_sql
+
+    orders = "MODEL (name s.orders, kind FULL);\nSELECT 1 AS id, 'x' AS label, CAST('2020-01-01' AS DATE) AS ds\n"
+    project = load(tmp_path, {"models/orders.sql": orders, "models/m.py": PER_RENDER})
+    by_columns, by_locals = project.models["s.by_columns"], project.models["s.by_locals"]
+    assert (by_columns.query, by_locals.query) == ("@is_sql__s_by_columns()", "@is_sql__s_by_locals()")
+    assert project.parents("s.by_columns") == ["s.orders"] == project.parents("s.by_locals")
+    assert project.columns("s.by_columns") == {"id": "INT", "label": "STRING"}  # the parents' real columns
+    snapshots = build_snapshots(project)
+    captured = snapshots["s.by_locals"].capture
+    registry = captured.macro_registry(tmp_path)  # what an evaluation from the stored snapshot renders with
+    ctx = RenderContext(start=datetime(2024, 1, 3, tzinfo=UTC), end=datetime(2024, 1, 4, tzinfo=UTC))
+    sql = render_sql(by_locals, ctx, registry)
+    assert "ds BETWEEN CAST('2024-01-03' AS DATE) AND CAST('2024-01-03' AS DATE)" in sql  # this interval's
+    assert "@model" not in captured.macros["is_sql__s_by_locals"].env["by_locals"].text  # decorator left out
+
+
 @pytest.mark.parametrize("body, where, message", [
     ("    return evaluator.locals['start_ds'] + 1\n", "models/m.py:6",
-     "The is_sql model function entrypoint failed as the project loaded (it runs then, with a macro evaluator, "
-     "not per interval): KeyError: 'start_ds'"),
+     "The is_sql model function entrypoint failed as the project loaded (it runs then, with the macro evaluator "
+     "of a load): TypeError: can only concatenate str (not \"int\") to str"),
     ("    return 42\n", "models/m.py:5",
      "The is_sql model function entrypoint must return its query (SQL text or a sqlglot expression), got int"),
 ])

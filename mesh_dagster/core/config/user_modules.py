@@ -126,3 +126,8 @@ def import_failure(error: BaseException, root: Path) -> str:
             f"folder {root / top}/) and the Python environment's directories ({shown}): add the module to the "
             "project, or install the package that provides it")
 
+
+def innermost_line(error: BaseException, filenames: set[str]) -> int | None:
+    """The line of the innermost traceback frame in one of `filenames` (None if none is)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in filenames]
+    return frames[-1].lineno if frames else None

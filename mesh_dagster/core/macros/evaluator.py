@@ -49,12 +49,16 @@ from mesh_dagster.core.macros.syntax import (
     Clause,
     Lambda,
     Patterns,
+    columns_pending,
     lookup,
     normalize_name,
     patterns,
     table,
 )
 from mesh_dagster.core.macros.user import MacroRegistry
+
+# SQLMesh's answer of `columns_to_types` while the project loads and the columns are not known yet.
+UNAVAILABLE_AT_LOAD: dict[str, str | None] = {"__schema_unavailable_at_load__": "unknown"}
 
 # ---------------------------------------------------------------------------------------------
 # The evaluator
@@ -113,6 +117,15 @@ class MacroEvaluator:
         return self.variables.get(name.lower(), default)
 
     def columns_to_types(self, model_name: str | exp.Expr) -> dict[str, str | None] | None:
+        """Known columns (→ Spark type text or None) of an upstream model, or None; while the loader
+        finds dependencies (no columns are known yet), SQLMesh's stand-in `UNAVAILABLE_AT_LOAD`
+        (user code indexes what it gets). Our own macros ask `known_columns`."""
+        found = self.known_columns(model_name)
+        if found is None and columns_pending():
+            return dict(UNAVAILABLE_AT_LOAD)
+        return found
+
+    def known_columns(self, model_name: str | exp.Expr) -> dict[str, str | None] | None:
         """Known columns (→ Spark type text or None) of an upstream model, or None."""
         found = lookup(self._schemas, normalize_name(model_name))
         return dict(found) if found is not None else None

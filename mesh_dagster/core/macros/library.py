@@ -35,7 +35,7 @@ def star(ev: MacroEvaluator, call: Call) -> list[exp.Expr]:
     relation = ev.to_exp(ev.evaluate(args["relation"]), call.line)
     name = normalize_name(relation)
     alias = name_argument(ev, args.get("alias"), call) or relation.alias or name.split(".")[-1]
-    columns = ev.columns_to_types(name)
+    columns = ev.known_columns(name)
     if not columns and columns_pending():
         return [exp.column(exp.Star(), table=alias)]  # dependency discovery: the columns come later
     if not columns:

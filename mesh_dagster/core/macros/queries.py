@@ -55,7 +55,7 @@ def union(ev: MacroEvaluator, call: Call) -> exp.Query:
         raise MacroError("@UNION needs at least one table: @UNION('all', table, ...)", ev.path, call.line)
     if not keep_all:
         tables = tables[:1]
-    schemas = [ev.columns_to_types(t) for t in tables]
+    schemas = [ev.known_columns(t) for t in tables]
     unknown = [t for t, s in zip(tables, schemas) if not s]
     if unknown and columns_pending():  # dependency discovery: the tables are what matters
         return _union_all([exp.select("*").from_(t) for t in tables], kind)

@@ -345,7 +345,7 @@ def _load_models(repo: Repo, roots: list[Path], cache: ProjectCache | None, know
             models.append(model)
         else:  # one model, or one per blueprint
             models += read_model_files(read_text(file, rel), rel, file, defaults, read_model_file, expand)
-    models += read_python_model_files(python_files, repo.root, defaults, repo.variables, roots)
+    models += read_python_model_files(python_files, repo.root, defaults, repo.variables, roots, repo.macros)
     return [model for model in models if model.enabled]
 
 

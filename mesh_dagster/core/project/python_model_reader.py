@@ -20,7 +20,6 @@ import inspect
 import math
 import re
 import sys
-import traceback
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,11 +34,9 @@ from mesh_dagster.core.config.config import ModelDefaults
 from mesh_dagster.core.config.files import read_text
 from mesh_dagster.core.config.names import check_model_name
 from mesh_dagster.core.config.types import to_spark_type
-from mesh_dagster.core.config.user_modules import import_failure
+from mesh_dagster.core.config.user_modules import import_failure, innermost_line
 from mesh_dagster.core.errors import ModelError
-from mesh_dagster.core.macros.coercion import SQL
-from mesh_dagster.core.macros.evaluator import MacroEvaluator
-from mesh_dagster.core.macros.user import macro
+from mesh_dagster.core.macros.user import MacroRegistry, macro
 from mesh_dagster.core.models.definition import Entry, Value, at_line, read_value, relative_path
 from mesh_dagster.core.models.kinds import FullKind
 from mesh_dagster.core.models.model import Model
@@ -56,6 +53,7 @@ from mesh_dagster.core.models.python_model import (
 )
 from mesh_dagster.core.models.sqlmesh_kinds import plain_kind
 from mesh_dagster.core.project.blueprints import python_blueprints, templated
+from mesh_dagster.core.project.is_sql_models import is_sql_query
 from mesh_dagster.core.project.model_reader import (
     complete_model_properties,
     project_root_of,
@@ -70,27 +68,40 @@ UNSUPPORTED_PYTHON_PROPERTIES = ("on_virtual_update", "python_env", "module_path
 
 
 def read_python_model_files(files: list[Path], root: Path, defaults: ModelDefaults,
-                            variables: Mapping[str, Any], roots: Sequence[Path] = ()) -> list[Model]:
+                            variables: Mapping[str, Any], roots: Sequence[Path] = (),
+                            macros: MacroRegistry | None = None) -> list[Model]:
     """The models the Python files of `models/` define, every module forgotten afterwards. `roots`:
     a multi-repo project's repositories, the first first, when `root` is one of them
-    (core/project/repos.py): files are shown, and their code stored, relative to the first."""
+    (core/project/repos.py): files are shown, and their code stored, relative to the first.
+    `macros`: the repository's, which is_sql functions run at every render join (is_sql_models.py)."""
     _forget_model_modules()
     roots = tuple(roots) or (root,)
+    reading = _Reading(root, roots[0], roots[1:], macros)
     try:
         models = []
         for file in files:
             shown = relative_path(file, roots[0])
             module = _import_model_file(file, shown, f"{USER_MODELS_PACKAGE}.{_MODULE_PART.sub('_', shown[:-3])}")
-            models += _read_python_models(module, shown, (root, *roots), defaults, variables)
+            models += _read_python_models(module, shown, reading, defaults, variables)
         return models
     finally:
         _forget_model_modules()
 
 
 _MODULE_PART = re.compile(r"[^0-9A-Za-z_]")
-# The model file's repository's folder (where `$root` leads), then the project's first repository's
-# (where paths are shown from), then the others'.
-Roots = tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What reading one repository's model files needs besides the files: its folder (`own`, where
+    `$root` leads), the project's first repository's (`first`: files are shown, and code stored,
+    relative to it), the other repositories' (`others`: their modules are the project's code too)
+    and its macros."""
+
+    own: Path
+    first: Path
+    others: tuple[Path, ...]
+    macros: MacroRegistry | None
 _MODEL_FUNCTION_NAMES = ("execute", "entrypoint")  # what SQLMesh's docs and scaffolds name a model function
 
 
@@ -106,7 +117,7 @@ def _import_model_file(file: Path, shown: str, module_name: str) -> types.Module
         spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001 - the user's code may raise anything while importing
         sys.modules.pop(module_name, None)
-        line = e.lineno if isinstance(e, SyntaxError) else _innermost_line(e, {str(file)})
+        line = e.lineno if isinstance(e, SyntaxError) else innermost_line(e, {str(file)})
         failure = import_failure(e, project_root_of(file, shown))
         raise ModelError(f"Cannot import the Python model file: {failure}", shown, line) from e
     return module
@@ -132,13 +143,7 @@ def _forget_model_modules() -> None:
         del sys.modules[name]
 
 
-def _innermost_line(error: BaseException, filenames: set[str]) -> int | None:
-    """The line of the innermost traceback frame in one of `filenames` (None if none is)."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in filenames]
-    return frames[-1].lineno if frames else None
-
-
-def _read_python_models(module: types.ModuleType, shown: str, root: Roots, defaults: ModelDefaults,
+def _read_python_models(module: types.ModuleType, shown: str, reading: _Reading, defaults: ModelDefaults,
                        variables: Mapping[str, Any]) -> list[Model]:
     """The models an imported model file defines: none for a helper module (one defining an
     undecorated `execute` is refused: it looks like a model that would be skipped)."""
@@ -163,23 +168,24 @@ def _read_python_models(module: types.ModuleType, shown: str, root: Roots, defau
     calls = {_first_line(node): call for node, call in decorated}
     models: list[Model] = []
     for fn in sorted(functions, key=lambda f: f.__code__.co_firstlineno):
-        models += _read_blueprints(fn, calls.get(fn.__code__.co_firstlineno), module, shown, root, defaults, variables)
+        models += _read_blueprints(fn, calls.get(fn.__code__.co_firstlineno), module, shown, reading, defaults,
+                                   variables)
     return models
 
 
-def _read_blueprints(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, root: Roots,
+def _read_blueprints(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, reading: _Reading,
                      defaults: ModelDefaults, variables: Mapping[str, Any]) -> list[Model]:
     """The model a function defines, or one per blueprint (`blueprints=[{...}, ...]`, core/project/blueprints.py)."""
     specs: tuple[ModelSpec, ...] = getattr(fn, MODEL_ATTR)
     value = specs[0].properties.get("blueprints") if len(specs) == 1 else None
     if value is None:
-        return [_read_model(fn, call, module, shown, root, defaults, variables)]
+        return [_read_model(fn, call, module, shown, reading, defaults, variables)]
     where = _Decorator.of(call, fn.__code__.co_firstlineno)
     dialect = str(specs[0].properties.get("dialect") or defaults.dialect)
     blueprints = python_blueprints(value, specs[0].name, dialect, shown, where.at("blueprints"), where.name_line)
     models: list[Model] = []
     for blueprint in blueprints:
-        model = _read_model(fn, call, module, shown, root, defaults, variables, blueprint)
+        model = _read_model(fn, call, module, shown, reading, defaults, variables, blueprint)
         if any(other.name == model.name for other in models):
             raise ModelError(f"Two blueprints generate the model name {model.name}: give each its own name variables",
                              shown, where.at("blueprints"))
@@ -232,7 +238,7 @@ class _Decorator:
         return self.lines.get(key, self.line)
 
 
-def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, root: Roots,
+def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, shown: str, reading: _Reading,
                 defaults: ModelDefaults, variables: Mapping[str, Any],
                 blueprint: dict[str, str] | None = None) -> Model:
     specs: tuple[ModelSpec, ...] = getattr(fn, MODEL_ATTR)
@@ -260,15 +266,16 @@ def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, s
     props["columns"] = (None if is_sql and declared is None
                         else _columns(declared, props["name"], props["dialect"], shown, where))
     kind = complete_model_properties(props, lines, deferred.get("kind"), FullKind(), shown, where.line, defaults,
-                                     root[0])
+                                     reading.own)
     if not (kind.has_query if is_sql else kind.allows_python):
         raise ModelError(f"Python models cannot be {kind.name.value} models: use FULL or an incremental kind (or "
                          "write the model in SQL)", shown, where.at("kind"))
     lines.update({key: where.at(key) for key in PYTHON_PROPERTIES if key in properties})
     if is_sql:
-        props.update(_sql_query(fn, shown, props["dialect"], variables, blueprint or {}))
+        props.update(is_sql_query(fn, props["name"], shown, props["dialect"], variables, blueprint or {},
+                                  reading.macros))
     else:
-        code, def_line = _code(fn, module, root, shown, variables, blueprint or {})
+        code, def_line = _code(fn, module, reading, shown, variables, blueprint or {})
         code = code.model_copy(update={"reads": _checked_reads(code, props.get("depends_on", []), props["name"])})
         props.update(query=None, python=code, query_line=def_line)
     props.update(
@@ -280,37 +287,6 @@ def _read_model(fn: Callable, call: ast.expr | None, module: types.ModuleType, s
     return Model(**props)
 
 
-def _def_line(fn: Callable) -> int:
-    """The line of the function's `def` (its code object starts at its first decorator)."""
-    source, first = inspect.getsourcelines(fn)
-    return first + next((i for i, text in enumerate(source) if text.lstrip().startswith(("def ", "async def "))), 0)
-
-
-def _sql_query(fn: Callable, shown: str, dialect: str, variables: Mapping[str, Any],
-               blueprint: Mapping[str, str]) -> dict[str, Any]:
-    """An `is_sql=True` model: its function, given a macro evaluator, returns the model's query (SQL
-    text or a sqlglot expression; macros such as `@start_ds` in it are expanded when it renders). It
-    runs once, as the project loads: the query it returns is the model, stored and reviewed as a
-    SQL model's query is."""
-    line = _def_line(fn)
-    evaluator = MacroEvaluator(dialect, variables=variables, path=shown, line=line,
-                               blueprint_variables={key: SQL(text) for key, text in blueprint.items()})
-    try:
-        query = fn(evaluator)
-    except Exception as e:  # the user's code: one line naming where it failed
-        frame = _innermost_line(e, {fn.__code__.co_filename})
-        raise ModelError(f"The is_sql model function {fn.__name__} failed as the project loaded (it runs then, "
-                         f"with a macro evaluator, not per interval): {type(e).__name__}: {e}",
-                         shown, frame or line) from e
-    if isinstance(query, exp.Expr):  # `@start_ds` parsed by plain sqlglot is a parameter: written back as a macro
-        query = query.transform(lambda n: exp.var(f"@{n.name}") if isinstance(n, exp.Parameter) else n)
-        query = query.sql(dialect=dialect)
-    if not isinstance(query, str) or not query.strip():
-        raise ModelError(f"The is_sql model function {fn.__name__} must return its query (SQL text or a sqlglot "
-                         f"expression), got {type(query).__name__}", shown, line)
-    return {"query": query.strip().rstrip(";"), "python": None, "query_line": line}
-
-
 def _model_name(spec: ModelSpec, shown: str, where: _Decorator) -> str:
     if not isinstance(spec.name, str):
         problem = "must be a string" if spec.name is not None else "is missing"
@@ -319,12 +295,12 @@ def _model_name(spec: ModelSpec, shown: str, where: _Decorator) -> str:
     return spec.name
 
 
-def _code(fn: Callable, module: types.ModuleType, root: Roots, shown: str, variables: Mapping[str, Any],
+def _code(fn: Callable, module: types.ModuleType, reading: _Reading, shown: str, variables: Mapping[str, Any],
           blueprint: Mapping[str, str]) -> tuple[PythonCode, int]:
     """The stored code of a model function, its signature checked; and the line of its `def`.
     Parameters named like a blueprint variable receive its value (those are no config variables)."""
     context = context_parameter(fn)
-    builder = EnvBuilder(root[1], (model, macro), context=context or CONTEXT_KEYWORD, others=root[2:])
+    builder = EnvBuilder(reading.first, (model, macro), context=context or CONTEXT_KEYWORD, others=reading.others)
     node = builder.add_function(fn, module)
     parameters = _check_signature(fn, shown, node.lineno, {**variables, **blueprint})
     parameters = {name for name in parameters if name in variables and name not in blueprint}

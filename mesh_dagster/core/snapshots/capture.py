@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import sys
+import types
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -42,6 +43,7 @@ from mesh_dagster.core.macros.user import MacroRegistry, macro
 from mesh_dagster.core.models.import_time import UncapturedValue
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.models.python_env import EnvBuilder, Executable, run_env
+from mesh_dagster.core.models.python_model import model as model_decorator
 from mesh_dagster.core.project.lineage import model_lineage
 from mesh_dagster.core.project.materializations import StoredMaterialization
 from mesh_dagster.core.project.signals import SignalRegistry, describe_signal, signal
@@ -355,16 +357,29 @@ def _mentions(sql_lower: str, key: str) -> bool:
 
 def _capture_function(name: str, fn: Callable, project: Project, decorator: Callable, *,
                       metadata_only: bool = False) -> CapturedFunction:
-    """`fn` as stored code (core/models/python_env.py), its own decorator left out."""
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    """`fn` as stored code (core/models/python_env.py), its own decorator left out (and `@model`: an
+    is_sql model's function run at every render is captured as a macro, core/project/is_sql_models.py).
+    A model file's module is forgotten once read: its function's globals stand for it."""
+    module = sys.modules.get(getattr(fn, "__module__", "") or "") or _module_of(fn)
     code = getattr(fn, "__code__", None)
     if module is None or code is None:
         raise ModelError(f"Macro or signal '{name}' has no source file mesh can store with the plan: define it in "
                          "the project's macros/ or signals/ folder")
-    builder = EnvBuilder(project.path, (decorator,), others=tuple(repo.root for repo in project.repos[1:]))
+    others = tuple(repo.root for repo in project.repos[1:])
+    builder = EnvBuilder(project.path, (decorator, model_decorator), others=others)
     node = builder.add_function(fn, module)
     piece = builder.env.get(fn.__name__)
     return CapturedFunction(name=name, entrypoint=fn.__name__, env=builder.env, path=piece.path if piece else None,
                             line=node.lineno,
                             metadata_only=metadata_only, variables=sorted(builder.variables),
                             all_variables=builder.all_variables, uncaptured=builder.uncaptured)
+
+
+def _module_of(fn: Callable) -> types.ModuleType | None:
+    """A module holding `fn`'s globals (its file among them), for a function whose module is gone."""
+    scope = getattr(fn, "__globals__", None)
+    if not isinstance(scope, dict) or not scope.get("__file__"):
+        return None
+    module = types.ModuleType(str(scope.get("__name__") or fn.__module__))
+    module.__dict__.update(scope)
+    return module
