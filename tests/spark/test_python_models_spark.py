@@ -299,6 +299,28 @@ def test_is_sql_models_are_planned_and_written_as_sql_models(tmp_path, engine, s
         ("2024-01-01", 3)]  # one batch from the model's start: @start_ds is its first day
 
 
+PER_RENDER = """
+from mesh_dagster import model
+
+
+@model("{s}.per_day", is_sql=True, kind=dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds", batch_size=1))
+def per_day(evaluator):
+    columns = ", ".join(c for c in evaluator.columns_to_types("{s}.orders") if c != "customer")
+    return f"SELECT {columns}, CAST('{evaluator.locals['start_ds']}' AS DATE) AS ds FROM {s}.orders"
+"""
+
+
+def test_an_is_sql_function_reading_locals_and_columns_writes_each_interval_from_its_own_render(
+        tmp_path, engine, schema):
+    """SQLMesh calls such a function at every render: each daily batch gets its own day, and the
+    parent's columns (known at load only once the parents are) are the real ones."""
+    files = {"models/orders.sql": ORDERS, "models/m.py": PER_RENDER.replace("{s}", schema)}
+    ctx = Context(project(tmp_path, schema, files), engine=engine)
+    ctx.reviews.apply(ctx.plans.plan(execution_time="2024-01-04"))
+    assert rows(ctx, f"SELECT CAST(ds AS STRING), COUNT(*), SUM(amount) FROM {schema}.per_day GROUP BY ds "
+                     "ORDER BY ds") == [("2024-01-01", 3, 8.0), ("2024-01-02", 3, 8.0), ("2024-01-03", 3, 8.0)]
+
+
 DECIMALS = """
 from decimal import Decimal
 
