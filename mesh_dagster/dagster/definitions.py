@@ -5,6 +5,12 @@ the UI shows each model with its fingerprint as code version and its change cate
 change would recompute. Materializing partitions fills the current versions' tables; the promote
 job then moves the environment's views. How each model looks in Dagster (key, group, tags, kinds,
 owners, description, metadata, partitions, automation) is the `MeshTranslator`'s to say.
+
+Runs execute in process by default: one Spark session per run, models in DAG order, a step running once
+the models it reads are materialized even if another model failed. With the local default connection,
+runs use the project's shared Spark Connect server (`shared_spark`), started on demand, so concurrent
+runs and `mesh` commands share one warehouse. A dagster-pyspark `PySparkResource` (`pyspark`) gives
+runs' Spark settings, merged with the gateway's connection (`_spark_config`).
 """
 
 from __future__ import annotations
@@ -76,27 +82,17 @@ def definitions(
     make one code location holding each one's assets and jobs (names carry the environment; external
     tables, the same in all, appear once).
 
-    Runs execute in process by default: one Spark session per run, models in DAG order, a step running once
-    the models it reads are materialized even if another model failed. With the local default connection,
-    runs use the project's shared Spark Connect server (`shared_spark`), started on demand, so concurrent
-    runs and `mesh` commands share one warehouse. A dagster-pyspark `PySparkResource` (`pyspark`) gives
-    runs' Spark settings, merged with the gateway's connection (`_spark_config`).
     With a `git:` section in config.yaml, an environment whose served plan was made from a pushed commit
     (the git sensor's) is shown from that commit's files (`follow_deployed`), not this working tree's:
     what it serves, with no pending revert of what was deployed.
-    A multi-repo project (`repos`: the folders of its other repositories, as `mesh -p first -p other`
-    gives them) is one code location: every repository's models in each environment.
+    A multi-repo project (`repos`: its other repositories' folders) shows every repository's models.
     """
     project_dir = str(Path(project_dir).resolve())
     others = tuple(str(Path(repo).resolve()) for repo in repos)
     environments = _environments(project_dir, environment)
     translator = translator or MeshTranslator()
     spark_config = _spark_config(project_dir, gateway, state_url, pyspark)  # refused before anything is written
-    sources, git_poll = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed and not others)
-    if others and git_poll is not None:
-        raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: config.yaml `git:` watches one "
-                               "repository, and this project has several: plans of pushed commits are for projects of "
-                               "one repository (remove `git:`, or plan with `mesh -p ... plan`)")
+    sources, git_poll = _deployed_sources(project_dir, environments, gateway, state_url, follow_deployed, others)
     loaded = _load_graphs(project_dir, environments, gateway, state_url, translator, sources, others)
     if isinstance(loaded, MeshError):  # raised here so the code location shows no frames of ours below this
         raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: {loaded}") from None
@@ -187,10 +183,11 @@ def _spark_config(project_dir: str, gateway: str | None, state_url: str | None,
 
 
 def _deployed_sources(project_dir: str, environments: list[str], gateway: str | None, state_url: str | None,
-                      follow: bool) -> tuple[dict[str, str], int | None]:
+                      follow: bool, repos: tuple[str, ...] = ()) -> tuple[dict[str, str], int | None]:
     """Environment -> the files of the commit a git push deployed to it (execution/plans/deployed.py),
     and the seconds between the git sensor's looks (`git.poll_interval_s` of this project's
-    config.yaml, not a deployed commit's); None without a `git:` section."""
+    config.yaml, not a deployed commit's); None without a `git:` section, which a multi-repo project
+    (`repos`) cannot have yet."""
     context = Context(project_dir, gateway, state_url=state_url)
     try:
         try:
@@ -199,6 +196,10 @@ def _deployed_sources(project_dir: str, environments: list[str], gateway: str | 
             return {}, None
         if git is None:
             return {}, None
+        if repos:
+            raise ProjectLoadError(f"Cannot load the mesh project {project_dir}: config.yaml `git:` watches one "
+                                   "repository, and this project has several: plans of pushed commits are for projects "
+                                   "of one repository (remove `git:`, or plan with `mesh -p ... plan`)")
         out: dict[str, str] = {}
         for environment in environments if follow else []:
             try:

@@ -29,7 +29,7 @@ from mesh_dagster.core.plan.changes import ChangeSet, categorize_changes
 from mesh_dagster.core.plan.forward_only import plan_forward_only
 from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.options import PlanOptions
-from mesh_dagster.core.plan.repositories import refuse_other_repositories
+from mesh_dagster.core.plan.repositories import removed_models
 from mesh_dagster.core.plan.schema_changes import SchemaChange
 from mesh_dagster.core.plan.selected_changes import SnapshotReader, select_plan
 from mesh_dagster.core.plan.view_collisions import refuse_view_collisions
@@ -222,8 +222,7 @@ def build_plan(project: Project, state: StateReader, environment: str = PROD, op
                                  choices=opts.choices, render_added=opts.render_added)
     if project.cache is not None:
         project.cache.save()  # the new snapshots' renderings, for the next plan
-    removed = [es for name, es in base.snapshots.items() if name not in local]
-    refuse_other_repositories(project, state, environment, base.snapshots, local)
+    removed = removed_models(project, state, environment, base.snapshots, local)
     include_unmodified = _include_unmodified(project, opts)
     statements = EnvironmentStatements.of_project(project)
     _require_change(base, bool(changes.changed or removed or include_unmodified or opts.allow_empty), statements)

@@ -22,19 +22,21 @@ if TYPE_CHECKING:
     from mesh_dagster.core.snapshots.snapshot import Snapshot
 
 
-def refuse_other_repositories(project: Project, state: StateReader, environment: str,
-                              held: Mapping[str, EnvironmentSnapshot], local: Mapping[str, Snapshot]) -> None:
-    """Refuse a plan of `environment` (which `held` models) that would remove, or take for an
-    undeclared external table, a model defined in a repository the project did not load."""
+def removed_models(project: Project, state: StateReader, environment: str, held: Mapping[str, EnvironmentSnapshot],
+                   local: Mapping[str, Snapshot]) -> list[EnvironmentSnapshot]:
+    """The models of `environment` (`held`) a plan of the `local` snapshots removes; refused when it
+    would remove, or take for an undeclared external table, a model of a repository the project did
+    not load."""
+    removed = [es for name, es in held.items() if name not in local]
     lost = [es for name, es in held.items() if name not in local or local[name].model.path is None]
     if not lost:
-        return
+        return removed
     loaded = {repo.config.project for repo in project.repos}
     stored = state.snapshots.get_snapshots([es.snapshot_id for es in lost])
     foreign = sorted((s.name, s.model.project) for s in stored.values()
                      if s.model.project and s.model.project not in loaded)
     if not foreign:
-        return
+        return removed
     name, repository = foreign[0]
     others = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
     raise PlanError(f"{environment} holds {name}{others} of the repository '{repository}', which this command did "
