@@ -75,3 +75,12 @@ def test_two_repositories_plan_and_apply_as_one_project(tmp_path: Path, mesh) ->
     assert "1" in still  # nothing was dropped
     again = mesh(first, "-p", str(second), "plan", "--auto-apply").stdout
     assert "No changes to plan" in again
+
+    # a change in each repository; a dev plan selecting the second's model takes that change only
+    (first / "models" / "a.sql").write_text("MODEL (name bronze.a, kind FULL);\nSELECT 2 AS col_a, @dup() AS who\n")
+    (second / "models" / "c.sql").write_text((second / "models" / "c.sql").read_text().replace(
+        "@dup() AS mine", "UPPER(@dup()) AS mine"))
+    dev = mesh(first, "-p", str(second), "plan", "dev", "--select-model", "silver.c", "--auto-apply").stdout
+    assert "Directly Modified: silver__dev.c" in dev and "Directly Modified: bronze" not in dev
+    rows = mesh(first, "-p", str(second), "fetchdf", "SELECT mine, label FROM silver__dev.c").stdout
+    assert "REPO_2" in rows and "one" in rows  # dev reads prod's bronze.a (col_a 1), not the unselected edit
