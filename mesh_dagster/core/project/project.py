@@ -200,8 +200,8 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     load_repo_macros(everyone)
     signals = load_signals(root / "signals")
     cache = ProjectCache(root / ".mesh" / "cache", _cache_salt(everyone)) if use_cache else None
+    audits = _load_audits(everyone)  # before the models: an audit file's error is the first one met
     models, known_refs, owners = _load_repos(everyone, cache, config.selected_gateway(gateway))
-    audits = _load_audits(everyone)
     for model in models.values():
         for inline in model.inline_audits:
             audits.setdefault(inline.name, inline)

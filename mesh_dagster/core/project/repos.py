@@ -45,11 +45,6 @@ class Repo:
     variables: dict[str, Any] = field(default_factory=dict)
     macros: MacroRegistry = field(default_factory=MacroRegistry)
 
-    @property
-    def name(self) -> str:
-        """The repository's `project:` name, else its folder's."""
-        return self.config.project or self.root.name
-
 
 def other_repos(root: Path, config: ProjectConfig, paths: Sequence[str | Path]) -> list[Repo]:
     """The repositories after the first (`root`, whose config is `config`), each one's config read
@@ -61,7 +56,7 @@ def other_repos(root: Path, config: ProjectConfig, paths: Sequence[str | Path]) 
         folder = Path(path).resolve()
         if not folder.is_dir():
             raise ConfigError(f"Project directory not found: {folder} (given with -p)")
-        nested = next((s for s in seen if folder == s or folder.is_relative_to(s) or s.is_relative_to(folder)), None)
+        nested = next((s for s in seen if folder.is_relative_to(s) or s.is_relative_to(folder)), None)
         if nested is not None:
             raise ConfigError(f"{folder} is given twice, or inside another repository of the project ({nested}): "
                               "give each repository's folder once, none inside another")
