@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # SQLite only auto-increments an `INTEGER PRIMARY KEY`; elsewhere the id is a BIGINT identity.
 _AutoId = BigInteger().with_variant(Integer(), "sqlite")
@@ -171,6 +171,7 @@ audit_verdicts = Table(
     Column("start_ts", BigInteger, nullable=False),
     Column("end_ts", BigInteger, nullable=False),
     Column("failing_rows", BigInteger, nullable=False),
+    Column("sample", Text),  # some failing rows, as JSON (core/models/audit_sample.py; schema v8)
     Column("source", String(32), nullable=False),  # apply | run | materialize
     Column("created_ts", BigInteger, nullable=False),
     Index("ix_mesh_audit_verdicts_name_version", "name", "version"),

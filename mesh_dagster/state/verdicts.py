@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, insert, or_, select
 
+from mesh_dagster.core.models.audit_sample import AuditSample
 from mesh_dagster.state import schema
 from mesh_dagster.state.connection import Database
 
@@ -31,6 +32,7 @@ class Verdict:
     failing_rows: int
     source: str  # apply | run | materialize
     created_ts: int = 0
+    sample: AuditSample | None = None  # some of the failing rows
 
     @property
     def passed(self) -> bool:
@@ -46,7 +48,8 @@ class AuditVerdicts:
     def record(self, verdicts: Iterable[Verdict], now_ms: int) -> None:
         rows = [dict(name=v.name, version=v.version, identifier=v.identifier, audit=v.audit, digest=v.digest,
                      blocking=v.blocking, start_ts=v.start, end_ts=v.end, failing_rows=v.failing_rows,
-                     source=v.source, created_ts=v.created_ts or now_ms) for v in verdicts]
+                     source=v.source, created_ts=v.created_ts or now_ms,
+                     sample=v.sample.to_json() if v.sample is not None else None) for v in verdicts]
         if not rows:
             return
         with self._db.write("record audit verdicts in") as conn:
@@ -62,4 +65,4 @@ class AuditVerdicts:
         with self._db.read() as conn:
             rows = conn.execute(select(table).where(condition).order_by(table.c.id)).all()
         return [Verdict(r.name, r.version, r.identifier, r.audit, r.digest, bool(r.blocking), r.start_ts, r.end_ts,
-                        r.failing_rows, r.source, r.created_ts) for r in rows]
+                        r.failing_rows, r.source, r.created_ts, AuditSample.from_json(r.sample)) for r in rows]

@@ -68,6 +68,8 @@ def test_a_failed_blocking_audit_blocks_promotion_and_survives_restamps(project)
         assert not result.success
         (check,) = result.get_asset_check_evaluations()
         assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+        rows = check.metadata["failing_rows"].value
+        assert f"{rows} failing row(s):" in check.description and "| `item_id` |" in check.description  # the rows
         assert "Audit 'assert_positive_order_ids' failed for" in failure_text(result)
 
         refused = project.run("promote_prod")
@@ -84,6 +86,7 @@ def test_a_failed_blocking_audit_blocks_promotion_and_survives_restamps(project)
         assert _restamped(results) == {"full_model": 1}
         (carried,) = _checks(results)
         assert not carried.passed and " by materialize at " in carried.metadata["audited"].value
+        assert carried.metadata["failing_rows_sample"].value in carried.description  # kept with the verdict
     finally:
         audit.write_text(original)
         _edit(project, "full_model", "  owner someone,\n", "")

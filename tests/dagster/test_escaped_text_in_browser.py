@@ -3,7 +3,8 @@ holding a right-to-left override (U+202E) and an escape sequence shows their esc
 page, and a model whose query fails quoting such text shows it escaped on the run's page, in the
 run's log and in the step's failure, never reversed (issue 34, point 11). The column schema a
 materialization reports (its types read from the table when the query left one unknown) is escaped
-too. The screenshots are kept in the test's directory (asset_page.png, run_page.png) to look at.
+too, and so are the failing rows a failed audit's check shows. The screenshots are kept in the test's
+directory (asset_page.png, run_page.png, check_page.png) to look at.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ MODELS = {  # elt(...): a type the query leaves unknown, read from the table onc
     "models/described.sql": f"MODEL (name s.described, kind FULL, description '{DESCRIPTION}', column_descriptions "
                             f"(e = '{COLUMN}'));\n\nSELECT 1 AS id, elt(1, 'a', 'b') AS e\n",
     "models/broken.sql": f"MODEL (name s.broken, kind FULL);\n\nSELECT CAST(raise_error('{RAISED}') AS INT) AS x\n",
+    # a failed audit's check shows some of its failing rows (issue 38, point 6), escaped as well
+    "models/audited.sql": "MODEL (name s.audited, kind FULL, audits (not_null(columns := (v), blocking := false)));\n\n"
+                          f"SELECT id, IF(id > 2, NULL, 'x') AS v, '{RLO}row' AS note "
+                          "FROM (SELECT EXPLODE(SEQUENCE(1, 14)) AS id)\n",
 }
+CHECK = """query($key: AssetKeyInput!) { assetNodes(assetKeys: [$key]) { assetChecksOrError { ... on AssetChecks {
+  checks { name executionForLatestMaterialization { evaluation { success metadataEntries { label
+  ... on MarkdownMetadataEntry { mdStr } ... on IntMetadataEntry { intValue } } } } } } } } }"""
 STEPS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events { __typename
   ... on MessageEvent { message }
   ... on ExecutionStepFailureEvent { error { message cause { message } } }
@@ -45,7 +53,7 @@ def test_the_asset_page_and_a_failed_runs_page_show_hidden_characters_as_escapes
     server = Dagster(project, _free_port(), tmp_path / "dagster.log")
     try:
         server.wait_loaded()
-        run_id = server.launch("__ASSET_JOB", assets=[["s", "described"], ["s", "broken"]])
+        run_id = server.launch("__ASSET_JOB", assets=[["s", "described"], ["s", "broken"], ["s", "audited"]])
         assert server.wait_run(run_id) == "FAILURE"
         events = server.query(STEPS, id=run_id)["logsForRun"]["events"]
         (failure,) = [e for e in events if e["__typename"] == "ExecutionStepFailureEvent"]
@@ -70,6 +78,19 @@ def test_the_asset_page_and_a_failed_runs_page_show_hidden_characters_as_escapes
         screenshot(run_page, tmp_path / "run_page.png")
         assert SHOWN_RAISED in page_text(dom), page_text(dom)[-3000:]
         _no_hidden(page_text(dom))
+
+        (audited,) = server.query(CHECK, key={"path": ["s", "audited"]})["assetNodes"]
+        (check,) = audited["assetChecksOrError"]["checks"]
+        evaluation = check["executionForLatestMaterialization"]["evaluation"]
+        entries = {e["label"]: e for e in evaluation["metadataEntries"]}
+        assert (evaluation["success"], entries["failing_rows"]["intValue"]) == (False, 12)
+        sample = entries["failing_rows_sample"]["mdStr"]
+        assert sample.startswith("10 of 12 failing row(s):") and sample.count("| `\\u202erow` |") == 10, sample
+        _no_hidden(sample)
+        check_page = server.url.removesuffix("/graphql") + f"/assets/s/audited?view=checks&checkDetail={check['name']}"
+        dom = rendered_dom(check_page, "10 of 12 failing row(s)", "\\u202erow")
+        screenshot(check_page, tmp_path / "check_page.png")
+        assert "10 of 12 failing row(s)" in page_text(dom) and "\\u202erow" in page_text(dom), page_text(dom)[-3000:]
 
         asset_page = server.url.removesuffix("/graphql") + "/assets/s/described"
         dom = rendered_dom(asset_page, SHOWN_DESCRIPTION)

@@ -8,14 +8,17 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, inspect, text
 
 from mesh_dagster.core.errors import StateError
+from mesh_dagster.core.models.audit_sample import AuditSample
 from mesh_dagster.execution.locking import environment_lock, janitor_lock, snapshots_in_use
 from mesh_dagster.state import EXCLUSIVE_LOCK, SCHEMA_VERSION, LockLostError, StateStore
+from mesh_dagster.state.verdicts import Verdict
 from tests.state.readonly import read_only
 from tests.state.test_store import make_env, make_snapshot
 
@@ -150,9 +153,9 @@ def test_v1_store_is_migrated_to_the_current_schema(store: StateStore, state_url
                                          "migrate`"):
         StateStore(state_url)
     with StateStore(state_url, check_version=False) as migrating:
-        assert migrating.migrate() == [2, 3, 4, 5, 6, 7]
+        assert migrating.migrate() == [2, 3, 4, 5, 6, 7, 8]
     with StateStore(state_url) as migrated:
-        assert migrated.schema_version == SCHEMA_VERSION == 7
+        assert migrated.schema_version == SCHEMA_VERSION == 8
         migrated.environments.promote_environment(make_env("dev", "p2", "p1"))
         assert migrated.environments.replaced_environment("dev").plan_id == "p1"
         assert migrated.plans.list_plan_records() == []  # v3: plan records with their commit and events
@@ -160,6 +163,24 @@ def test_v1_store_is_migrated_to_the_current_schema(store: StateStore, state_url
         assert "mesh_audit_verdicts" in inspect(raw_engine).get_table_names()  # v5
         assert "mesh_statement_runs" in inspect(raw_engine).get_table_names()  # v6
         assert migrated.shapes.table_shapes(["s.a"]) == {}  # v7: tables' columns, their queries' analyses
+
+
+def test_a_v7_store_keeps_its_verdicts_and_gains_their_failing_rows(store: StateStore, state_url: str,
+                                                                    raw_engine: Engine) -> None:
+    """Schema 8: a verdict keeps some failing rows; the verdicts recorded before show the count only."""
+    old = Verdict("s.m", "v1", "i1", "not_null", "d", True, 0, 10, 3, "apply")
+    store.verdicts.record([old], 1)
+    with raw_engine.begin() as conn:  # what a v7 store looked like
+        conn.execute(text("ALTER TABLE mesh_audit_verdicts DROP COLUMN sample"))
+        conn.execute(text("UPDATE mesh_versions SET schema_version = 7"))
+    with StateStore(state_url, check_version=False) as migrating:
+        assert migrating.migrate() == [8]
+    sample = AuditSample.of(["id", "v"], [(1, None), (2, "x")])
+    with StateStore(state_url) as migrated:
+        migrated.verdicts.record([replace(old, start=10, end=20, sample=sample)], 2)
+        kept, new = migrated.verdicts.history([("s.m", "v1")])
+    assert (kept.failing_rows, kept.sample) == (3, None)
+    assert new.sample == sample and new.sample.rows == (("1", None), ("2", "x"))
 
 
 # ---------------------------------------------------------------------- failure modes

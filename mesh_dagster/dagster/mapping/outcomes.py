@@ -47,7 +47,7 @@ from dagster import (
     in_process_executor,
 )
 
-from mesh_dagster.context import ModelMaterialization
+from mesh_dagster.context import AuditSample, ModelMaterialization
 from mesh_dagster.core.time.intervals import Interval, format_interval_range
 from mesh_dagster.dagster.compat import check_outputs, latest_materialization_targets, one_line_failures
 from mesh_dagster.dagster.mapping.graph import ModelAsset
@@ -181,10 +181,13 @@ def check_results(asset: ModelAsset, run: ModelMaterialization,
         severity = AssetCheckSeverity.ERROR if check.blocking else AssetCheckSeverity.WARN
         if ranged is None:
             failing = sum(r.count for _, r in batches)
+            sampled = next((r for _, r in batches if r.sample is not None), None)
             out.append(AssetCheckResult(
                 asset_key=key, check_name=check.check_name, passed=failing == 0, severity=severity,
-                metadata={"failing_rows": failing, "interval": run.describe_window(), "batches": len(batches)},
-                description=None if failing == 0 else f"Audit `{check.audit}` returned {failing} row(s)",
+                metadata={"failing_rows": failing, "interval": run.describe_window(), "batches": len(batches),
+                          **failing_rows_sample(sampled.sample if sampled else None, sampled.count if sampled else 0)},
+                description=None if failing == 0 else
+                failure_description(check.audit, failing, None, sampled.sample if sampled else None),
             ))
             continue
         check_key = AssetCheckKey(key, check.check_name)
@@ -198,9 +201,10 @@ def check_results(asset: ModelAsset, run: ModelMaterialization,
             out.append(AssetCheckEvaluation(
                 asset_key=key, check_name=check.check_name, passed=result.passed, severity=severity,
                 blocking=check.blocking, partition=partition, target_materialization_data=targets.get(partition),
-                metadata={"failing_rows": result.count, "batch": _describe(run, interval)},
+                metadata={"failing_rows": result.count, "batch": _describe(run, interval),
+                          **failing_rows_sample(result.sample, result.count)},
                 description=None if result.passed else
-                f"Audit `{check.audit}` returned {result.count} row(s) over the batch {_describe(run, interval)}",
+                failure_description(check.audit, result.count, f"the batch {_describe(run, interval)}", result.sample),
             ))
     return out
 
@@ -221,3 +225,15 @@ def _covering(batches: list, window: Interval):
 
 def _describe(run: ModelMaterialization, interval: Interval) -> str:
     return format_interval_range([interval], run.snapshot.model.interval_unit)
+
+
+def failing_rows_sample(sample: AuditSample | None, total: int) -> dict[str, MetadataValue]:
+    """A failed check's metadata entry holding some of its failing rows (none: no entry)."""
+    return {} if sample is None else {"failing_rows_sample": MetadataValue.md(sample.markdown(total))}
+
+
+def failure_description(audit: str, total: int, over: str | None, sample: AuditSample | None) -> str:
+    """A failed check's description, with some of its failing rows as a table: Dagster shows a check's
+    description, as Markdown, where it shows the check's result (a metadata entry sits behind a button)."""
+    text = f"Audit `{audit}` returned {total} row(s)" + (f" over {over}" if over else "")
+    return text if sample is None else f"{text}.\n\n{sample.markdown(total)}"

@@ -21,6 +21,7 @@ from mesh_dagster.core.time.dates import ms_to_datetime
 from mesh_dagster.core.time.intervals import format_interval_range
 from mesh_dagster.dagster.compat import latest_materialization_targets
 from mesh_dagster.dagster.mapping.graph import AuditCheck, ModelAsset
+from mesh_dagster.dagster.mapping.outcomes import failing_rows_sample, failure_description
 from mesh_dagster.dagster.mapping.partitions import partition_window
 
 
@@ -71,6 +72,6 @@ def _evaluation(asset: ModelAsset, check: AuditCheck, partition: str | None, tar
         # carried forward, a failure must not fail the step that carries it (a re-stamp computes nothing)
         blocking=False, partition=partition, target_materialization_data=target,
         metadata={"failing_rows": rows, "audited": f"{judged} by {verdict.source} at {when}",
-                  "mesh/audit_digest": check.digest},
-        description=None if passed else f"Audit `{check.audit}` returned {rows} row(s) over {judged}",
+                  "mesh/audit_digest": check.digest, **failing_rows_sample(None if passed else verdict.sample, rows)},
+        description=None if passed else failure_description(check.audit, rows, judged, verdict.sample),
     )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mesh_dagster.core.errors import AuditError, EngineError, MeshError, ModelError
 from mesh_dagster.core.macros.user import MacroRegistry
+from mesh_dagster.core.models.audit_sample import SAMPLE_ROWS, AuditSample
 from mesh_dagster.core.models.materialization import Materialization
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.plan.backfills import ALL_TIME
@@ -43,6 +44,7 @@ class AuditResult:
     name: str
     count: int
     blocking: bool
+    sample: AuditSample | None = None  # some of the failing rows (core/models/audit_sample.py)
 
     @property
     def passed(self) -> bool:
@@ -349,8 +351,13 @@ class SnapshotEvaluator:
             for ref in model.audits:
                 sql, blocking = audit_query(ref, model, self.audits(snapshot), ctx, self.macros(snapshot))
                 count = int(self.engine.session.fetchall(f"SELECT COUNT(*) FROM ({sql}) AS audit")[0][0])
-                results.append(AuditResult(ref.name, count, blocking))
+                results.append(AuditResult(ref.name, count, blocking, self._sample(sql) if count else None))
         return results
+
+    def _sample(self, sql: str) -> AuditSample:
+        """Some of the rows a failed audit returns, for whoever looks at the failure."""
+        frame = self.engine.session.fetchdf(f"SELECT * FROM ({sql}) AS audit LIMIT {SAMPLE_ROWS}")
+        return AuditSample.of(list(frame.columns), frame.itertuples(index=False, name=None))
 
     def check_audits(self, snapshot: Snapshot, results: list[AuditResult]) -> None:
         for result in results:

@@ -60,7 +60,7 @@ def record(state: State, snapshot: Snapshot, project_audits: Mapping[str, Audit]
     refs = snapshot.model.audits
     state.verdicts.record([Verdict(snapshot.name, snapshot.version, snapshot.identifier, ref.name,
                                    audit_digest(ref, audits), result.blocking, interval[0], interval[1], result.count,
-                                   source)
+                                   source, sample=result.sample)
                            for interval, results in batches for ref, result in zip(refs, results)], now_ms())
 
 
