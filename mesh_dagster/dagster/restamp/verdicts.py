@@ -49,8 +49,9 @@ def verdict_evaluations(mesh_context: Context, instance: DagsterInstance, asset:
             continue
         if partitions_def is None:
             failing = verdicts.failing()
-            out.append(_evaluation(asset, check, None, targets.get(None), not failing,
-                                   max((h.verdict.failing_rows for h in failing), default=0), verdicts.latest))
+            worst = max(failing, key=lambda h: h.verdict.failing_rows, default=None)  # its rows are shown
+            out.append(_evaluation(asset, check, None, targets.get(None), worst is None,
+                                   worst.verdict.failing_rows if worst else 0, worst or verdicts.latest))
             continue
         for key in keys:
             found = verdicts.covering(partition_window(partitions_def, key))
