@@ -43,6 +43,7 @@ from mesh_dagster.dagster.jobs.schedules import cron_schedules
 from mesh_dagster.dagster.mapping.graph import ProjectGraph, ServedVersion, build_graph
 from mesh_dagster.dagster.mapping.outcomes import RUN_EXECUTOR
 from mesh_dagster.dagster.mapping.partitions import partition_format
+from mesh_dagster.dagster.mapping.pending import note_pending
 from mesh_dagster.dagster.mapping.shown_text import ShownError
 from mesh_dagster.dagster.mapping.translator import MeshTranslator
 from mesh_dagster.dagster.resource import PYSPARK_SOURCE, MeshResource
@@ -238,6 +239,9 @@ def _folder_graphs(folder: str, environments: list[str], gateway: str | None, st
     context = Context(folder, gateway, state_url=state_url, home=home, repos=repos)
     try:
         plans = [context.plans.plan(environment, allow_empty=True, render_added=False) for environment in environments]
+        for plan in plans:  # what mesh ui's watch looks at to reload the location when these counts change
+            note_pending(home or folder, plan.environment, [(name, plan.snapshots[name].version or "")
+                                                            for name in plan.backfills])
         present = context.state.intervals.get_intervals(list({(s.name, s.version) for p in plans
                                                                for s in p.snapshots.values() if s.version}))
         return [build_graph(context.project, plan, translator, context.audit_digests(plan), present,

@@ -24,6 +24,16 @@ LATEST = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { asse
   runId metadataEntries { label ... on TextMetadataEntry { text } } } } }"""
 
 
+KINDS = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { kinds description } }"""
+
+
+def _plan_counts(server: Dagster) -> tuple[list[str], str]:
+    """The counts the plan tags incremental_model with, and the plan's line of its description."""
+    (node,) = server.query(KINDS, keys=[{"path": ["sqlmesh_example", "incremental_model"]}])["assetNodes"]
+    line = next((ln for ln in (node["description"] or "").splitlines() if "recompute" in ln), "")
+    return sorted(k for k in node["kinds"] if k.startswith(("recompute-", "reuse-"))), line
+
+
 def _latest_outcome(server: Dagster) -> tuple[str, str]:
     (node,) = server.query(LATEST, keys=[{"path": ["sqlmesh_example", "incremental_model"]}])["assetNodes"]
     (event,) = node["assetMaterializations"]
@@ -51,12 +61,18 @@ def test_a_change_materialized_in_prods_location_is_stale_until_promote_prod(tmp
         server.query(RELOAD, name="project_prod")
         server.wait_loaded()
         assert server.stale("incremental_model") == "S" * DAYS  # the pending change
+        assert _plan_counts(server)[0] == [f"recompute-{DAYS}"]
         selector = {"repositoryLocationName": "project_prod", "repositoryName": "__repository__",
                     "jobName": "__ASSET_JOB", "assetSelection": [{"path": ["sqlmesh_example", "incremental_model"]}]}
         launched = server.query(LAUNCH_RUN, p={"selector": selector, "executionMetadata": {
             "tags": [{"key": k, "value": v} for k, v in RANGE.items()]}})["launchRun"]
         run_id = launched["run"]["runId"]
         assert server.wait_run(run_id) == "SUCCESS", server.failure(run_id)
+
+        # the run computed the version's intervals: mesh ui reloads prod's location, whose counts say so
+        # (issue 38, point 2: no "Reload definitions" by hand)
+        server.until(lambda: _plan_counts(server)[0] == [f"reuse-{DAYS}"], "prod's counts after the run", 120)
+        assert f"0 partition(s) to recompute, {DAYS} reused" in _plan_counts(server)[1]
 
         # the daemon's tick of restamp_prod_sensor stamps back what prod serves: stale, not fresh
         server.until(lambda: _latest_outcome(server)[1] == "served", "the stamp-back", 180)

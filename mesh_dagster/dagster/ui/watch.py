@@ -7,6 +7,8 @@ Dagster has no hot reload: a code location shows the plan it computed when it lo
 
 - an environment's code location when what it serves changed (a promotion, an apply, a git
   deploy): its assets then show the new versions, and no pending change that is done;
+- an environment's code location when the intervals of the table versions it counted as pending
+  changed (mapping/pending.py): its `recompute-7` then says what is left to compute;
 - the location of the environments git pushes created (`pushed_environments`, written when
   config.yaml has a `git:` section) when one is added, removed or deployed to: each is shown from
   the files of the commit it serves (dagster/definitions.py).
@@ -28,6 +30,7 @@ from mesh_dagster.context import FROM_COMMIT, Context
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.dagster.compat import RELOAD_LOCATION
 from mesh_dagster.dagster.definitions import definitions
+from mesh_dagster.dagster.mapping.pending import noted_pending
 from mesh_dagster.dagster.ui.workspace import location_name, workspace_environments
 
 INTERVAL_S = 5.0
@@ -41,6 +44,7 @@ class WorkspaceWatch(threading.Thread):
         self.interval_s = interval_s
         self.base = workspace_environments(workspace)  # the environments with a location of their own
         self._served: dict[str, str] | None = None  # environment -> the record it serves
+        self._counted_before: dict[str, tuple[list, str]] = {}  # environment -> `_counted` at the last look
         self._halt = threading.Event()
 
     def stop(self) -> None:
@@ -55,14 +59,34 @@ class WorkspaceWatch(threading.Thread):
 
     def tick(self) -> None:
         served, pushed = self._environments()
+        counted = self._counted()
         if self._served is not None:
             changed = {e for e in set(served) | set(self._served) if served.get(e) != self._served.get(e)}
+            changed |= {e for e, (keys, found) in counted.items()
+                        if e in self._counted_before and self._counted_before[e][0] == keys
+                        and self._counted_before[e][1] != found}
             for env in self.base:
                 if env in changed:
                     self._post(RELOAD_LOCATION, {"name": location_name(self.project, env)})
             if changed & (set(pushed) | (set(self._served) - set(self.base))):
                 self._post(RELOAD_LOCATION, {"name": location_name(self.project, "pushed")})
         self._served = served
+        self._counted_before = counted
+
+    def _counted(self) -> dict[str, tuple[list, str]]:
+        """Each environment's pending table versions as its location counted them when it loaded
+        (mapping/pending.py), with their intervals now: the location is stale when, for the same
+        versions, the intervals differ (computed since, by a run, another environment or `mesh`)."""
+        out: dict[str, tuple[list, str]] = {}
+        ctx = Context(self.project)
+        try:
+            for env in self.base:
+                keys = noted_pending(self.project, env)
+                found = ctx.state.intervals.get_intervals(keys) if keys else {}
+                out[env] = (keys, repr(sorted(found.items())))
+        finally:
+            ctx.close()
+        return out
 
     def _environments(self) -> tuple[dict[str, str], list[str]]:
         ctx = Context(self.project)

@@ -25,6 +25,7 @@ from mesh_dagster.core.config.config import DagsterStorageConfig
 from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.dagster.compat import EVENT_BATCH_SIZE_ENV, PLANNED_EVENTS_PER_RUN
+from mesh_dagster.dagster.mapping.pending import ui_home
 from mesh_dagster.dagster.ui.pushed_python import location_variables, write_python
 
 LOCATIONS_FILE = "locations.py"
@@ -232,11 +233,6 @@ def dagster_env(workspace: Path, storage: DagsterStorageConfig | None = None) ->
     else:
         env[EVENT_BATCH_SIZE_ENV] = str(EVENT_BATCH_SIZE)
     return env
-
-
-def ui_home(project_dir: str | Path) -> Path:
-    """The project's Dagster instance and workspace folder."""
-    return Path(project_dir).resolve() / ".mesh" / "dagster"
 
 
 class UiAlreadyRunning(MeshError):
