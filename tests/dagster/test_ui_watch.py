@@ -70,3 +70,32 @@ def test_a_location_is_reloaded_when_what_its_environment_serves_changes(tmp_pat
         assert len(server.received) == 1
     finally:
         server.shutdown()
+
+
+def test_a_location_is_reloaded_when_the_versions_it_counts_as_pending_gain_intervals(tmp_path):
+    """Its `recompute-N` would go stale: intervals of a pending version computed by a run, another
+    environment or `mesh` (issue 38, point 2). A new note (the reloaded location's) is no change."""
+    from mesh_dagster.dagster.mapping.pending import note_pending
+
+    root = write_project(tmp_path / "p", MODELS)
+    workspace = write_workspace(root, ["prod", "dev"])
+    server = Recorder()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        note_pending(root, "dev", [("s.a", "v1")])
+        watch = WorkspaceWatch(workspace, "127.0.0.1", server.server_address[1])
+        watch.tick()
+        ctx = Context(root)
+        try:
+            ctx.state.intervals.add_interval("s.a", "v1", 0, 86_400_000)  # computed elsewhere
+            watch.tick()
+            assert [r["variables"] for r in server.received] == [{"name": "p_dev"}]
+            note_pending(root, "dev", [("s.a", "v2")])  # the reloaded location counts another version
+            watch.tick()
+            ctx.state.intervals.add_interval("s.a", "v9", 0, 86_400_000)  # not a version it counts
+            watch.tick()
+            assert len(server.received) == 1
+        finally:
+            ctx.close()
+    finally:
+        server.shutdown()

@@ -58,8 +58,12 @@ class WorkspaceWatch(threading.Thread):
                 continue
 
     def tick(self) -> None:
-        served, pushed = self._environments()
-        counted = self._counted()
+        ctx = Context(self.project)
+        try:
+            served, pushed = self._environments(ctx)
+            counted = self._counted(ctx)
+        finally:
+            ctx.close()
         if self._served is not None:
             changed = {e for e in set(served) | set(self._served) if served.get(e) != self._served.get(e)}
             changed |= {e for e, (keys, found) in counted.items()
@@ -73,28 +77,20 @@ class WorkspaceWatch(threading.Thread):
         self._served = served
         self._counted_before = counted
 
-    def _counted(self) -> dict[str, tuple[list, str]]:
+    def _counted(self, ctx: Context) -> dict[str, tuple[list, str]]:
         """Each environment's pending table versions as its location counted them when it loaded
         (mapping/pending.py), with their intervals now: the location is stale when, for the same
         versions, the intervals differ (computed since, by a run, another environment or `mesh`)."""
         out: dict[str, tuple[list, str]] = {}
-        ctx = Context(self.project)
-        try:
-            for env in self.base:
-                keys = noted_pending(self.project, env)
-                found = ctx.state.intervals.get_intervals(keys) if keys else {}
-                out[env] = (keys, repr(sorted(found.items())))
-        finally:
-            ctx.close()
+        for env in self.base:
+            keys = noted_pending(self.project, env)
+            found = ctx.state.intervals.get_intervals(keys) if keys else {}
+            out[env] = (keys, repr(sorted(found.items())))
         return out
 
-    def _environments(self) -> tuple[dict[str, str], list[str]]:
-        ctx = Context(self.project)
-        try:
-            served = {e.name: f"{e.plan_id}:{e.finalized_ts}" for e in _unexpired(ctx)}
-            return served, pushed_environments(ctx, self.base)
-        finally:
-            ctx.close()
+    def _environments(self, ctx: Context) -> tuple[dict[str, str], list[str]]:
+        served = {e.name: f"{e.plan_id}:{e.finalized_ts}" for e in _unexpired(ctx)}
+        return served, pushed_environments(ctx, self.base)
 
     def _post(self, query: str, variables: dict) -> None:
         body = json.dumps({"query": query, "variables": variables}).encode()
