@@ -129,6 +129,37 @@ def test_an_approved_plan_outdated_by_a_new_push_is_superseded(tmp_path, state_u
     assert ctx.state.environments.get_environment("prod") is None
 
 
+def test_no_empty_plan_waits_and_a_newer_push_supersedes_the_one_waiting(tmp_path, state_url, repo, monkeypatch):
+    """Issue 38, point 5: a push to main changing no model records no plan for a reviewer (it is done,
+    saying why, and prod is untouched); a newer push's plan supersedes the one its branch left waiting."""
+    from mesh_dagster.execution.plans.reviews import NOTHING_TO_APPLY
+
+    first = repo.commit(MODELS, "models")
+    repo.push("main")
+    ctx = watcher(tmp_path, state_url)
+    served = applied_here(ctx, "main", first)
+    monkeypatch.setenv("MESH_USER", "bob@example.com")
+    ctx.decide(served.plan_id, "approve")
+    assert approved_here(ctx, served.plan_id).status == PlanStatus.COMPLETED
+
+    docs = repo.commit({"README.md": "How to run it\n"}, "docs only")
+    repo.push("main")
+    empty = applied_here(ctx, "main", docs)
+    assert empty.status == PlanStatus.COMPLETED and [e.note for e in empty.events][-2] == NOTHING_TO_APPLY
+    assert ctx.state.environments.get_environment("prod").plan_id == served.plan_id  # nothing moved
+
+    change = repo.commit({"models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT id, 3 AS y FROM s.a\n"}, "y")
+    repo.push("main")
+    waiting = applied_here(ctx, "main", change)
+    newer = repo.commit({"models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT id, 4 AS y FROM s.a\n"}, "y4")
+    repo.push("main")
+    assert applied_here(ctx, "main", newer).status == PlanStatus.PENDING
+    superseded = ctx.reviews.records.find(waiting.plan_id)
+    assert superseded.status == PlanStatus.SUPERSEDED
+    assert superseded.events[-1].note == f"branch main moved on to {newer[:8]}"
+    assert [r.plan_id for r in ctx.plan_records("prod", ["pending"])] == [ctx.plan_records("prod")[0].plan_id]
+
+
 def test_a_deleted_branch_invalidates_its_environment(tmp_path, state_url, repo):
     sha = repo.commit(MODELS, "models")
     repo.push("feature/gone")

@@ -123,8 +123,27 @@ def test_a_plan_whose_environment_moved_is_superseded(tmp_path, state_url, monke
     for p in (first, second):
         ctx.decide(p.plan_id, "approve")
     ctx.reviews.apply_recorded(first.plan_id)
-    with pytest.raises(PlanSupersededError, match="the environment changed since the review"):
+    # superseded as the first one completed, not left waiting for an apply that cannot run (issue 38, point 5)
+    record = ctx.state.plans.get_plan_record(second.plan_id)
+    assert record.status.value == "superseded"
+    assert record.events[-1].note == f"'prod' now serves plan {first.plan_id[:8]}, applied after it was made"
+    with pytest.raises(ProtectionError, match="is superseded: it cannot be applied"):
         ctx.reviews.apply_recorded(second.plan_id)
+
+
+def test_a_plan_made_on_what_the_environment_now_serves_stays_waiting(tmp_path, state_url, monkeypatch):
+    """Only plans made before the apply are outdated by it: one made on top of it still waits."""
+    root = project(tmp_path)
+    ctx = context(root, state_url)
+    as_user(monkeypatch, "alice@example.com")
+    first = ctx.plans.plan("prod", execution_time=WHEN)
+    ctx.reviews.record(first)
+    as_user(monkeypatch, "bob@example.com")
+    ctx.decide(first.plan_id, "approve")
+    ctx.reviews.apply_recorded(first.plan_id)
+    later = ctx.plans.plan("prod", execution_time=WHEN, allow_empty=True)  # on top of what prod serves now
+    ctx.reviews.record(later)
+    assert ctx.state.plans.get_plan_record(later.plan_id).status.value == "pending"
 
 
 class FailingOnce(FakeEngine):

@@ -58,6 +58,9 @@ MIN_ID_PREFIX = 6
 INTERRUPTED_SETTLED = 50
 
 
+SUPERSEDED_AT_ONCE = 200  # waiting plans of one environment looked at when another is applied
+
+
 class PlanSupersededError(PlanError):
     """The project or the environment moved on since the plan was reviewed: nothing ran."""
 
@@ -177,6 +180,11 @@ class PlanReviews:
                                   f"{record.plan_id[:8]}` by one of {approvers})")
         check_approvals(record, protection.approvers, protection.allow_self_approval)
 
+    def close_empty(self, record: PlanRecord, actor: str, note: str) -> PlanRecord:
+        """A recorded plan with nothing to apply, done at once (started and completed, saying why):
+        the environment, and the plans waiting for it, are left as they are."""
+        return self._move(self._move(record, "start", actor, note), "complete", actor)
+
     def run(self, record: PlanRecord, plan: Plan, actor: str, apply: Callable[[Plan], None]) -> PlanRecord:
         """Apply `plan` as the run of `record`, under its environment's lock: running (resumed, for
         a running record whose apply is gone), then completed or failed (with the error)."""
@@ -190,7 +198,27 @@ class PlanReviews:
             except BaseException as e:
                 self._settle(running, actor, str(e) or type(e).__name__, lease)
                 raise
-            return self._move(running, "complete", actor, lease=lease)
+            done = self._move(running, "complete", actor, lease=lease)
+            self.supersede_waiting(done.environment, lambda r: r.plan_id != done.plan_id, actor,
+                                   f"'{done.environment}' now serves plan {done.plan_id[:8]}, applied after it "
+                                   "was made", lease)
+            return done
+
+    def supersede_waiting(self, environment: str, outdated: Callable[[PlanRecord], bool], actor: str, note: str,
+                          lease: Lease | None = None) -> list[PlanRecord]:
+        """Supersede the plans of `environment` waiting for a review or an apply (pending, approved)
+        that `outdated` says can no longer be applied as reviewed: they would be at their apply
+        (README, "Reviewed plans"); left waiting, they would ask a reviewer for a decision that
+        cannot matter."""
+        waiting = self.state.plans.list_plan_records(environment, [PlanStatus.PENDING.value,
+                                                                   PlanStatus.APPROVED.value], limit=SUPERSEDED_AT_ONCE)
+        done = []
+        for record in (r for r in waiting if outdated(r)):
+            try:
+                done.append(self._move(record, "supersede", actor, note, lease=lease))
+            except ProtectionError:  # decided meanwhile by someone else: what they decided stands
+                continue
+        return done
 
     def _settle_interrupted(self, starting: PlanRecord, actor: str, lease: Lease) -> None:
         """The other `running` records of the environment, whose lock this run holds, are runs whose

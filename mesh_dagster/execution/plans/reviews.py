@@ -41,6 +41,8 @@ from mesh_dagster.execution.plans.records import PlanReviews, PlanSupersededErro
 from mesh_dagster.state.store import Lease
 
 # What a git plan's outcome notifies (execution/plans/records.py's events), once its worker has ended.
+# A pushed commit changing no model of a protected environment is no plan to review: recorded done, with this.
+NOTHING_TO_APPLY = "no model changes: nothing to review or apply"
 _OUTCOMES = {PlanStatus.PENDING: "plan_pending", PlanStatus.COMPLETED: "plan_applied", PlanStatus.FAILED: "plan_failed",
              PlanStatus.CANCELLED: "plan_cancelled", PlanStatus.SUPERSEDED: "plan_superseded"}
 
@@ -209,6 +211,11 @@ class Reviews:
                 return failed(refused)
             record = self.records.record(plan, author=author, git_commit=sha, git_branch=request.branch,
                                          data_diffs=self.parts.config.plan.data_diff.enabled)
+            self.records.supersede_waiting(  # what the branch held before is no longer what it holds
+                environment, lambda r: r.git_branch == request.branch and r.git_commit != sha, author,
+                f"branch {request.branch} moved on to {sha[:8]}")
+            if protected and not plan.needs_apply:  # nothing for a reviewer to decide
+                return self.records.close_empty(record, author, NOTHING_TO_APPLY)
             return record if protected else self._run(record, plan, author, commit, listener)
 
     def apply_pushed(self, request: GitPlanRequest, task: RecordedApply,
