@@ -25,6 +25,7 @@ from dagster import (
     AssetSpec,
     Definitions,
     ExecutorDefinition,
+    JobDefinition,
     TimeWindowPartitionsDefinition,
 )
 
@@ -38,7 +39,7 @@ from mesh_dagster.dagster.assets import model_asset
 from mesh_dagster.dagster.jobs.git_sensor import git_plan_job, git_sensor
 from mesh_dagster.dagster.jobs.promotion import promote_job
 from mesh_dagster.dagster.jobs.restatement import restate_job
-from mesh_dagster.dagster.jobs.reviews import apply_plan_job, plan_job, plan_status_sensor
+from mesh_dagster.dagster.jobs.reviews import WAITING, apply_plan_job, plan_job, plan_status_sensor, review_plan_job
 from mesh_dagster.dagster.jobs.schedules import cron_schedules
 from mesh_dagster.dagster.mapping.graph import ProjectGraph, ServedVersion, build_graph
 from mesh_dagster.dagster.mapping.outcomes import RUN_EXECUTOR
@@ -107,8 +108,7 @@ def definitions(
         environment = graph.environment
         partitions = _partitions(graph, translator)
         assets += _environment_assets(graph, partitions, translator, external_keys)
-        jobs += [promote_job(environment), restate_job(environment), plan_job(environment),
-                 apply_plan_job(environment)]
+        jobs += _environment_jobs(graph)
         sensors += [stamp_sensor(graph, partitions, project_dir, gateway, state_url, restamp_sensor_running, others),
                     plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running,
                                        others)]
@@ -121,6 +121,16 @@ def definitions(
                          others)
     return Definitions(assets=assets, jobs=jobs, schedules=schedules, sensors=sensors, resources={"mesh": resource},
                        executor=executor)
+
+
+def _environment_jobs(graph: ProjectGraph) -> list[JobDefinition]:
+    """The environment's jobs: promote, restate, plan and apply, and a protected one's review job."""
+    environment = graph.environment
+    jobs = [promote_job(environment), restate_job(environment), plan_job(environment),
+            apply_plan_job(environment, graph.waiting)]
+    if graph.protected:
+        jobs.append(review_plan_job(environment, [r for r in graph.waiting if r.status.value == "pending"]))
+    return jobs
 
 
 def _with_git(jobs: list, sensors: list, project_dir: str, gateway: str | None, state_url: str | None,
@@ -244,8 +254,12 @@ def _folder_graphs(folder: str, environments: list[str], gateway: str | None, st
                                                             for name in plan.backfills])
         present = context.state.intervals.get_intervals(list({(s.name, s.version) for p in plans
                                                                for s in p.snapshots.values() if s.version}))
-        return [build_graph(context.project, plan, translator, context.audit_digests(plan), present,
-                            _served(context, plan), context.column_lineage) for plan in plans]
+        graphs = [build_graph(context.project, plan, translator, context.audit_digests(plan), present,
+                              _served(context, plan), context.column_lineage) for plan in plans]
+        for graph in graphs:  # what the review and apply jobs offer to pick from
+            graph.waiting = context.plan_records(graph.environment, list(WAITING))
+            graph.protected = context.config.protection(graph.environment) is not None
+        return graphs
     except MeshError as e:
         return e
     finally:

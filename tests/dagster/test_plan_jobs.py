@@ -42,7 +42,7 @@ def test_plan_job_records_and_shows_the_plan_and_apply_job_is_gated(tmp_path, mo
     metadata = output.event_specific_data.metadata
     plan_id = metadata["plan_id"].value
     assert "| `s.a` | added |" in metadata["summary"].value and "[2020-01-01 - 2020-01-02]" in metadata["summary"].value
-    assert metadata["next"].value.startswith(f"approve with `mesh plans approve {plan_id[:8]}`")
+    assert metadata["next"].value.startswith(f"approve with review_plan_prod (or `mesh plans approve {plan_id[:8]}`)")
     observed = {tuple(e.asset_key.path): e.asset_observation_data.asset_observation.metadata
                 for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"}
     assert set(observed) == {("s", "a"), ("s", "b")}
@@ -59,6 +59,42 @@ def test_plan_job_records_and_shows_the_plan_and_apply_job_is_gated(tmp_path, mo
     unknown = apply.execute_in_process(run_config={"ops": {"apply_plan_prod_record": {"config": {"plan_id": "feedface"}}}},
                                        instance=instance, raise_on_error=False)
     assert "No plan 'feedface'" in _failure(unknown)
+
+
+def _review(defs, instance, **config):
+    return defs.resolve_job_def("review_plan_prod").execute_in_process(
+        run_config={"ops": {"review_plan_prod_decision": {"config": config}}}, instance=instance, raise_on_error=False)
+
+
+def test_a_pending_plan_is_picked_from_a_list_and_reviewed_in_dagster(tmp_path, monkeypatch):
+    """Issue 38, point 5: the plans waiting in a protected environment are a list in the review and
+    apply jobs' config (no id to type), and review_plan_<env> decides as the approver it names, under
+    the environment's rules; an unprotected environment has no review job."""
+    monkeypatch.setenv("MESH_USER", "alice@example.com")
+    root = write_project(tmp_path / "p", FILES, CONFIG)
+    instance = dg.DagsterInstance.ephemeral()
+    planned = definitions(root, ["prod", "dev"], shared_spark=False).resolve_job_def("plan_prod").execute_in_process(
+        run_config={"ops": {"plan_prod_changes": {"config": {"execution_time": "2020-01-03"}}}}, instance=instance)
+    (output,) = [e for e in planned.all_events if e.event_type_value == "STEP_OUTPUT"]
+    plan_id = output.event_specific_data.metadata["plan_id"].value
+
+    defs = definitions(root, ["prod", "dev"], shared_spark=False)  # as mesh ui reloads it once the plan is recorded
+    assert "review_plan_dev" not in {j.name for j in defs.resolve_all_job_defs()}
+    apply = defs.resolve_job_def("apply_plan_prod")
+    picked = {"ops": {"apply_plan_prod_record": {"config": {"plan": plan_id}}}}
+    assert dg.validate_run_config(apply, picked)  # one of the list
+    with pytest.raises(dg.DagsterInvalidConfigError):
+        dg.validate_run_config(apply, {"ops": {"apply_plan_prod_record": {"config": {"plan": "feedface"}}}})
+
+    by_stranger = _review(defs, instance, plan=plan_id, decision="approve", approver="carol@example.com")
+    assert "carol@example.com may not approve plans for 'prod'" in _failure(by_stranger)
+    approved = _review(defs, instance, plan=plan_id, decision="approve", approver="bob@example.com", note="looks right")
+    assert approved.success
+    record = Context(root).reviews.records.find(plan_id)
+    assert (record.status.value, record.events[-1].actor, record.events[-1].note) == ("approved", "bob@example.com",
+                                                                                      "looks right")
+    nothing = _review(defs, instance, decision="reject", approver="bob@example.com")
+    assert "No plan given: pick one in `plan`" in _failure(nothing)
 
 
 def test_plan_status_changes_show_on_the_assets(tmp_path, monkeypatch):

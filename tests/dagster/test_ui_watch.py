@@ -99,3 +99,26 @@ def test_a_location_is_reloaded_when_the_versions_it_counts_as_pending_gain_inte
             ctx.close()
     finally:
         server.shutdown()
+
+
+def test_a_location_is_reloaded_when_its_environments_waiting_plans_change(tmp_path):
+    """The review and apply jobs list the waiting plans: a recorded or decided plan reloads the list."""
+    root = write_project(tmp_path / "p", MODELS, "protected_environments:\n  prod:\n    approvers: [bob@example.com]\n")
+    workspace = write_workspace(root, ["prod", "dev"])
+    server = Recorder()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        watch = WorkspaceWatch(workspace, "127.0.0.1", server.server_address[1])
+        watch.tick()
+        ctx = Context(root)
+        try:
+            record = ctx.reviews.record(ctx.plans.plan("prod"))  # pending: prod serves nothing yet
+            watch.tick()
+            assert [r["variables"] for r in server.received] == [{"name": "p_prod"}]
+            ctx.reviews.records.decide(record.plan_id, "reject", "bob@example.com")
+            watch.tick()
+            assert [r["variables"] for r in server.received] == [{"name": "p_prod"}] * 2
+        finally:
+            ctx.close()
+    finally:
+        server.shutdown()

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dagster import (
     AssetObservation,
     DefaultSensorStatus,
+    Enum,
+    EnumValue,
     Field,
     JobDefinition,
     MetadataValue,
@@ -70,8 +72,9 @@ def plan_job(environment: str) -> JobDefinition:
         for observation in observations(record, environment, f"pending in plan {record.plan_id[:8]}", {}):
             context.log_event(observation)
         protected = mesh.config.protection(environment) is not None  # Context decides
-        next_step = (f"approve with `mesh plans approve {record.plan_id[:8]}`, then launch apply_plan_{environment}"
-                     if protected else f"launch apply_plan_{environment} with plan_id {record.plan_id}")
+        next_step = (f"approve with review_plan_{environment} (or `mesh plans approve {record.plan_id[:8]}`), then "
+                     f"launch apply_plan_{environment}" if protected else
+                     f"launch apply_plan_{environment} with this plan")
         yield Output(None, metadata=shown_metadata({
             "plan_id": record.plan_id, "status": record.status.value, "author": record.author,
             "git_commit": record.git_commit or "", "next": next_step,
@@ -101,15 +104,46 @@ def config_field(flag: PlanFlag) -> Field:
     return Field(_CONFIG_TYPES[flag.value], default_value=default, description=shown)
 
 
-def apply_plan_job(environment: str) -> JobDefinition:
+# The recorded plans an apply may take: waiting for a review, approved, or failed (applied again, it resumes).
+WAITING = ("pending", "approved", "failed")
+
+
+def plan_choice(environment: str, records: Sequence[PlanRecord], job: str) -> dict[str, Field]:
+    """The config fields naming the plan a job acts on: `plan`, picked from a list of `records` (the
+    launchpad offers them; the list is as the code location last loaded, which `mesh ui` reloads when
+    plans are recorded or decided), or `plan_id`, typed (a unique prefix of the id will do)."""
+    fields = {"plan_id": Field(str, is_required=False, description="The recorded plan's id (or a unique prefix), "
+                                                                    "when it is not in `plan`'s list.")}
+    if records:
+        values = [EnumValue(r.plan_id, description=_choice_line(r)) for r in records]
+        fields["plan"] = Field(Enum(f"{job}_plans", values), is_required=False,
+                               description=f"A recorded plan of '{environment}': pick one of the list.")
+    return fields
+
+
+def _choice_line(record: PlanRecord) -> str:
+    names = [c.name for c in record.summary.changes]
+    changes = ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
+    return printable(f"{record.status.value}, by {record.author}" + (f": {changes}" if changes else ": no changes"))
+
+
+def chosen_plan(config: dict) -> str:
+    """The plan the job's config names (`plan_choice`), or the error saying how to name one."""
+    chosen = config.get("plan") or config.get("plan_id")
+    if not chosen:
+        raise JobFailed("No plan given: pick one in `plan` (a list of the recorded plans) or give `plan_id`")
+    return str(chosen)
+
+
+def apply_plan_job(environment: str, waiting: Sequence[PlanRecord] = ()) -> JobDefinition:
     @op(name=f"apply_plan_{environment}_record", out=Out(Nothing), required_resource_keys={"mesh"},
         pool=f"mesh_promote_{environment}",
-        config_schema={"plan_id": Field(str, description="The recorded plan (or a unique prefix of its id).")},
+        config_schema=plan_choice(environment, waiting, f"apply_plan_{environment}"),
         description=f"Apply a recorded plan of '{environment}' if it is approved and still what was reviewed.")
     def _apply(context: OpExecutionContext):
         mesh = context.resources.mesh.get_context()
         try:
-            record = mesh.reviews.records.find(context.op_config["plan_id"])
+            record = mesh.reviews.records.find(chosen_plan(context.op_config))
             if record.environment != environment:
                 raise MeshError(f"Plan {record.plan_id} is for '{record.environment}', not '{environment}': "
                                 f"launch apply_plan_{record.environment}")
@@ -124,6 +158,43 @@ def apply_plan_job(environment: str) -> JobDefinition:
          description=f"Apply a recorded plan to '{environment}' (approved, if the environment is protected).")
     def _job():
         _apply()
+
+    return _job
+
+
+def review_plan_job(environment: str, pending: Sequence[PlanRecord] = ()) -> JobDefinition:
+    """`review_plan_<env>` (a protected environment's): approve or reject a pending plan as the
+    approver the config names, under the environment's rules (its approvers; no self-approval unless
+    allowed), as `mesh plans approve/reject` does."""
+    @op(name=f"review_plan_{environment}_decision", out=Out(Nothing), required_resource_keys={"mesh"},
+        config_schema={**plan_choice(environment, pending, f"review_plan_{environment}"),
+                       "decision": Field(Enum(f"review_plan_{environment}_decisions",
+                                              [EnumValue("approve"), EnumValue("reject")]),
+                                         description="approve, or reject"),
+                       "approver": Field(str, description=f"Who decides: one of '{environment}''s approvers (their "
+                                                          "e-mail, as config.yaml lists them)."),
+                       "note": Field(str, is_required=False, description="Why (kept with the decision).")},
+        description=f"Approve or reject a pending plan of '{environment}', as one of its approvers.")
+    def _review(context: OpExecutionContext):
+        config = context.op_config
+        mesh = context.resources.mesh.get_context()
+        try:
+            record = mesh.reviews.records.find(chosen_plan(config))
+            if record.environment != environment:
+                raise MeshError(f"Plan {record.plan_id} is for '{record.environment}', not '{environment}'")
+            done = mesh.reviews.records.decide(record.plan_id, config["decision"], config["approver"].strip(),
+                                               config.get("note"))
+        except MeshError as e:
+            raise JobFailed(str(e)) from None
+        context.log.info(printable(f"Plan {done.plan_id} {done.status.value} by {done.events[-1].actor}"))
+        next_step = f"launch apply_plan_{environment} with this plan" if done.status.value == "approved" else ""
+        yield Output(None, metadata=shown_metadata({"plan_id": done.plan_id, "status": done.status.value,
+                                                    "decided_by": done.events[-1].actor, "next": next_step}))
+
+    @job(name=f"review_plan_{environment}", tags={"mesh/environment": environment, "mesh/review_plan": "true"},
+         description=f"Approve or reject a pending plan of '{environment}' (then apply_plan_{environment}).")
+    def _job():
+        _review()
 
     return _job
 

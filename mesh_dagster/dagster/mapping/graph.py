@@ -13,7 +13,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dagster import AssetKey
 
@@ -22,6 +22,7 @@ from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.models.model import Audit, Model
 from mesh_dagster.core.plan.plan import Plan, model_start_ms
+from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.core.project.audits import is_blocking
 from mesh_dagster.core.project.project import Project
 from mesh_dagster.core.time.cron import IntervalUnit
@@ -48,6 +49,10 @@ class ProjectGraph:
     environment: str
     assets: dict[str, ModelAsset]  # by model name, parents first
     watches_git: bool = False  # config.yaml has a `git:` section (dagster/jobs/git_sensor.py)
+    # The environment's recorded plans waiting for a review or an apply (newest first) and whether it
+    # is protected: what the review and apply jobs offer to pick from (dagster/jobs/reviews.py).
+    waiting: list[PlanRecord] = field(default_factory=list)
+    protected: bool = False
 
     @property
     def materializable(self) -> list[ModelAsset]:

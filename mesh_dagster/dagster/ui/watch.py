@@ -9,6 +9,8 @@ Dagster has no hot reload: a code location shows the plan it computed when it lo
   deploy): its assets then show the new versions, and no pending change that is done;
 - an environment's code location when the intervals of the table versions it counted as pending
   changed (mapping/pending.py): its `recompute-7` then says what is left to compute;
+- an environment's code location when its waiting plans change (recorded, decided, applied): the
+  review and apply jobs offer them as a list (dagster/jobs/reviews.py);
 - the location of the environments git pushes created (`pushed_environments`, written when
   config.yaml has a `git:` section) when one is added, removed or deployed to: each is shown from
   the files of the commit it serves (dagster/definitions.py).
@@ -30,6 +32,7 @@ from mesh_dagster.context import FROM_COMMIT, Context
 from mesh_dagster.core.time.dates import now_ms
 from mesh_dagster.dagster.compat import RELOAD_LOCATION
 from mesh_dagster.dagster.definitions import definitions
+from mesh_dagster.dagster.jobs.reviews import WAITING
 from mesh_dagster.dagster.mapping.pending import noted_pending
 from mesh_dagster.dagster.ui.workspace import location_name, workspace_environments
 
@@ -45,6 +48,7 @@ class WorkspaceWatch(threading.Thread):
         self.base = workspace_environments(workspace)  # the environments with a location of their own
         self._served: dict[str, str] | None = None  # environment -> the record it serves
         self._counted_before: dict[str, tuple[list, str]] = {}  # environment -> `_counted` at the last look
+        self._waiting_before: dict[str, str] = {}  # environment -> its waiting plans at the last look
         self._halt = threading.Event()
 
     def stop(self) -> None:
@@ -62,10 +66,13 @@ class WorkspaceWatch(threading.Thread):
         try:
             served, pushed = self._environments(ctx)
             counted = self._counted(ctx)
+            waiting = {env: repr([(r.plan_id, r.status.value) for r in ctx.plan_records(env, list(WAITING))])
+                       for env in self.base}
         finally:
             ctx.close()
         if self._served is not None:
             changed = {e for e in set(served) | set(self._served) if served.get(e) != self._served.get(e)}
+            changed |= {e for e in waiting if e in self._waiting_before and self._waiting_before[e] != waiting[e]}
             changed |= {e for e, (keys, found) in counted.items()
                         if e in self._counted_before and self._counted_before[e][0] == keys
                         and self._counted_before[e][1] != found}
@@ -76,6 +83,7 @@ class WorkspaceWatch(threading.Thread):
                 self._post(RELOAD_LOCATION, {"name": location_name(self.project, "pushed")})
         self._served = served
         self._counted_before = counted
+        self._waiting_before = waiting
 
     def _counted(self, ctx: Context) -> dict[str, tuple[list, str]]:
         """Each environment's pending table versions as its location counted them when it loaded
