@@ -50,7 +50,9 @@ def test_plan_job_records_and_shows_the_plan_and_apply_job_is_gated(tmp_path, mo
     assert observed[("s", "b")]["mesh/plan_id"].value == plan_id
 
     ctx = Context(root)
-    assert ctx.reviews.records.find(plan_id).status.value == "pending" and ctx.reviews.records.find(plan_id).author == "alice@example.com"
+    # its author is who launched it (a run names none here: the run), never the Dagster process's user
+    assert (ctx.reviews.records.find(plan_id).status.value, ctx.reviews.records.find(plan_id).author) == (
+        "pending", f"dagster run {result.run_id[:8]}")
     apply = defs.resolve_job_def("apply_plan_prod")
     refused = apply.execute_in_process(run_config={"ops": {"apply_plan_prod_record": {"config": {"plan_id": plan_id}}}},
                                        instance=instance, raise_on_error=False)
@@ -93,6 +95,12 @@ def test_a_pending_plan_is_picked_from_a_list_and_reviewed_in_dagster(tmp_path, 
     record = Context(root).reviews.records.find(plan_id)
     assert (record.status.value, record.events[-1].actor, record.events[-1].note) == ("approved", "bob@example.com",
                                                                                       "looks right")
+    assert record.author == f"dagster run {planned.run_id[:8]}"  # not the e-mail of the process (MESH_USER here)
+    named = definitions(root, "prod", shared_spark=False).resolve_job_def("plan_prod").execute_in_process(
+        run_config={"ops": {"plan_prod_changes": {"config": {"author": "dana@example.com"}}}}, instance=instance,
+        tags={"user": "erin@example.com"})
+    (out,) = [e for e in named.all_events if e.event_type_value == "STEP_OUTPUT"]
+    assert out.event_specific_data.metadata["author"].value == "dana@example.com"  # the config wins over the tag
     nothing = _review(defs, instance, decision="reject", approver="bob@example.com")
     assert "No plan given: pick one in `plan`" in _failure(nothing)
 

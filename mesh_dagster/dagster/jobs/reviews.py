@@ -55,16 +55,16 @@ from mesh_dagster.dagster.mapping.shown_text import shown_metadata
 
 def plan_job(environment: str) -> JobDefinition:
     @op(name=f"plan_{environment}_changes", required_resource_keys={"mesh"}, out=Out(Nothing),  # no IO manager
-        config_schema={flag.name: config_field(flag) for flag in JOB_FLAGS},
+        config_schema={**{flag.name: config_field(flag) for flag in JOB_FLAGS}, "author": AUTHOR_FIELD},
         description=f"Compare the project with '{environment}' and record the plan for review.")
     def _plan(context: OpExecutionContext):
         mesh = context.resources.mesh.get_context()
         try:
             linted = lint_gate(context, mesh)
-            config = dict(context.op_config)
+            config = {k: v for k, v in context.op_config.items() if k != "author"}  # the rest are plan flags
             options = PlanOptions.of(plan_options(config, mesh.select), allow_empty=True)
             plan = mesh.plans.categorized(environment, options, config.get("categorize", []))
-            record = mesh.reviews.record(plan)
+            record = mesh.reviews.record(plan, plan_author(context))
         except MeshError as e:
             raise JobFailed(str(e)) from None
         # where its data diff will be shown (a prod plan's reused diff is shown already)
@@ -87,6 +87,20 @@ def plan_job(environment: str) -> JobDefinition:
         _plan()
 
     return _job
+
+
+AUTHOR_FIELD = Field(str, is_required=False, description="Who makes the plan (your e-mail): the plan's author, whom "
+                                                        "its approvers may not be. By default the user Dagster says "
+                                                        "launched the run, else `dagster run <id>`.")
+USER_TAGS = ("user", "dagster/user")  # the tags naming who launched a run, where a Dagster deployment sets them
+
+
+def plan_author(context: OpExecutionContext) -> str:
+    """Who makes a plan launched from Dagster: the config's `author`, else the user the run's tags
+    name, else the run itself, never the e-mail of whoever started the Dagster process."""
+    given = str(context.op_config.get("author") or "").strip()
+    tagged = next((context.run.tags[t] for t in USER_TAGS if context.run.tags.get(t)), None)
+    return given or tagged or f"dagster run {context.run_id[:8]}"
 
 
 # What each kind of plan flag is in the job's config (core/plan/flags.py describes the flags once).

@@ -74,10 +74,11 @@ class Reviews:
             self._records = PlanReviews(self.parts.state, self.parts.config, self.parts.notifier)
         return self._records
 
-    def record(self, plan: Plan) -> PlanRecord:
-        """Store `plan` for review (pending), with its author and the project's git commit."""
+    def record(self, plan: Plan, author: str | None = None) -> PlanRecord:
+        """Store `plan` for review (pending), with its author (by default this process's user) and the
+        project's git commit."""
         path = self.parts.path
-        return self.records.record(plan, author=self.parts.user, git_commit=git_commit(path),
+        return self.records.record(plan, author=author or self.parts.user, git_commit=git_commit(path),
                                    git_branch=git_branch(path),
                                    data_diffs=self.parts.config.plan.data_diff.enabled)
 
