@@ -40,6 +40,7 @@ from mesh_dagster.core.config.names import normalize_environment
 from mesh_dagster.core.config.spark_settings import spark_settings_refusal, with_spark_settings
 from mesh_dagster.core.errors import ConfigError, MeshError, PlanError
 from mesh_dagster.core.models.audit_sample import AuditSample  # noqa: F401 - for dagster/mapping/outcomes.py
+from mesh_dagster.core.plan.backfills import interval_count  # noqa: F401 - for dagster/mapping/graph.py
 from mesh_dagster.core.plan.explanation import PlanExplanation  # noqa: F401 - for the CLI
 from mesh_dagster.core.plan.identity import current_user
 from mesh_dagster.core.plan.lint_outcome import LintOutcome

@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mesh_dagster.core.plan.estimate import BatchTiming
 from mesh_dagster.core.plan.review import PlanEvent, PlanRecord
 from mesh_dagster.core.snapshots.environment import Environment
 from mesh_dagster.core.snapshots.snapshot import Snapshot, SnapshotId
@@ -161,6 +162,14 @@ class ShapeState(Protocol):
     def forget(self, tables: Iterable[str]) -> None: ...
 
 
+class TimingState(Protocol):
+    """How long batches took (state/timings.py): plans estimate their backfill from it."""
+
+    def record(self, timings: Iterable[BatchTiming]) -> None: ...
+
+    def history(self, names: Iterable[str]) -> dict[str, list[BatchTiming]]: ...
+
+
 class State(Protocol):
     """Everything execution/ asks of the state store, as the store's parts."""
 
@@ -190,6 +199,9 @@ class State(Protocol):
 
     @property
     def shapes(self) -> ShapeState: ...
+
+    @property
+    def timings(self) -> TimingState: ...
 
 
 # -- the engine ------------------------------------------------------------------------------------

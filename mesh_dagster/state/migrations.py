@@ -17,6 +17,7 @@ from mesh_dagster.core.errors import StateError
 from mesh_dagster.state.schema import (
     SCHEMA_VERSION,
     audit_verdicts,
+    batch_timings,
     blobs,
     environments,
     metadata,
@@ -74,17 +75,19 @@ def _v7_table_shapes(conn: Connection) -> None:
     metadata.create_all(conn, tables=[table_shapes], checkfirst=True)
 
 
-def _v8_audit_samples(conn: Connection) -> None:
-    """A failed audit's verdict keeps some of its failing rows (a Dagster check shows them). Verdicts
-    recorded earlier have none: their checks show the count only, until the audit runs again."""
+def _v8_samples_and_timings(conn: Connection) -> None:
+    """A failed audit's verdict keeps some of its failing rows (a Dagster check shows them; verdicts
+    recorded earlier have none: their checks show the count only, until the audit runs again), and
+    each batch written is timed (plans estimate their backfill from it)."""
     columns = {c["name"] for c in inspect(conn).get_columns(audit_verdicts.name)}
     if "sample" not in columns:  # a v5 step run just now already created it
         conn.execute(text(f"ALTER TABLE {audit_verdicts.name} ADD COLUMN sample TEXT"))
+    metadata.create_all(conn, tables=[batch_timings], checkfirst=True)
 
 
 MIGRATIONS: dict[int, Migration] = {1: _v1_baseline, 2: _v2_replaced_views, 3: _v3_plan_records,
                                     4: _v4_captured_content, 5: _v5_audit_verdicts, 6: _v6_statement_runs,
-                                    7: _v7_table_shapes, 8: _v8_audit_samples}
+                                    7: _v7_table_shapes, 8: _v8_samples_and_timings}
 
 
 def stored_schema_version(conn: Connection) -> int | None:

@@ -13,6 +13,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Float,
     Index,
     Integer,
     LargeBinary,
@@ -197,6 +198,19 @@ statement_runs = Table(
 # (execution/evaluate/shapes.py). A later run whose inputs digest the same needs no analysis. A
 # write that may change a table's columns deletes its row first, so a row never outlives the
 # columns it names, whatever kills the write.
+batch_timings = Table(
+    "mesh_batch_timings",  # schema v8: how long each batch written took (core/plan/estimate.py)
+    metadata,
+    Column("id", _AutoId, primary_key=True, autoincrement=True),
+    Column("name", String(512), nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("units", Integer, nullable=False),  # the intervals it covered
+    Column("seconds", Float, nullable=False),
+    Column("full_refresh", Boolean, nullable=False),
+    Column("created_ts", BigInteger, nullable=False),
+    Index("ix_mesh_batch_timings_name", "name"),
+)
+
 table_shapes = Table(
     "mesh_table_shapes",
     metadata,

@@ -14,6 +14,7 @@ locks that serialise decisions):
 
     store.verdicts       AuditVerdicts  state/verdicts.py      what each audit said about the data it judged
     store.shapes         TableShapes    state/shapes.py        tables' columns, their queries' last analyses
+    store.timings        BatchTimings   state/timings.py       how long each batch written took
 
 Callers reach each concern through its part (`store.environments.get_environment("dev")`), the one
 way to reach it; `StateStore` itself only opens, migrates and closes the database the parts share.
@@ -35,6 +36,7 @@ from mesh_dagster.state.plans import PlanRecords
 from mesh_dagster.state.shapes import TableShapes
 from mesh_dagster.state.snapshots import Snapshots
 from mesh_dagster.state.statement_runs import StatementRuns
+from mesh_dagster.state.timings import BatchTimings
 from mesh_dagster.state.verdicts import AuditVerdicts
 
 # Imported from here by the rest of the package (execution/, context.py) and by tests.
@@ -61,6 +63,7 @@ class StateStore:
         self.statement_runs = StatementRuns(self.db)
         self.verdicts = AuditVerdicts(self.db)
         self.shapes = TableShapes(self.db)
+        self.timings = BatchTimings(self.db)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -6,11 +6,12 @@ materialisations all ask the same question of the state store, so it is answered
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from mesh_dagster.core.errors import PlanError
+from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.intervals import Interval, compute_missing, format_interval_range, subtract_intervals
@@ -47,6 +48,14 @@ class Clearing:
     name: str
     version: str
     interval: Interval
+
+
+def interval_count(model: Model, intervals: Sequence[Interval]) -> int:
+    """How many of the model's intervals `intervals` span (a seed or view: one, built once)."""
+    if model.kind.is_timeless:
+        return 1 if intervals else 0
+    unit = model.interval_unit
+    return sum(max(unit.index_of(end) - unit.index_of(start), 1) for start, end in intervals)
 
 
 def compute_backfills(

@@ -26,6 +26,7 @@ from mesh_dagster.core.plan.backfills import (
     snapshot_starts,
 )
 from mesh_dagster.core.plan.changes import ChangeSet, categorize_changes
+from mesh_dagster.core.plan.estimate import BackfillEstimate
 from mesh_dagster.core.plan.forward_only import plan_forward_only
 from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.options import PlanOptions
@@ -110,6 +111,8 @@ class Plan:
     statements: EnvironmentStatements = field(default_factory=EnvironmentStatements)
     base_statements: EnvironmentStatements | None = None
     linter: LintOutcome | None = None  # what the front door's lint gate found (None: no gate)
+    # What its backfill will take, from earlier batches' timings (core/plan/estimate.py; None: not estimated).
+    estimate: BackfillEstimate | None = None
 
     @property
     def is_prod(self) -> bool:

@@ -21,6 +21,7 @@ from mesh_dagster.core.config.names import PROD, EnvironmentNameError, normalize
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan.data_diff import DataDiff, diff_title
 from mesh_dagster.core.plan.data_diff import markdown as data_diff_markdown
+from mesh_dagster.core.plan.estimate import BackfillEstimate
 from mesh_dagster.core.plan.lint_outcome import LintOutcome
 from mesh_dagster.core.plan.options import FROM_COMMIT, PlanOptions
 from mesh_dagster.core.snapshots.snapshot import ChangeCategory
@@ -120,6 +121,7 @@ class PlanSummary(BaseModel):
     statements: EnvironmentStatements | None = None
     statements_diff: str = ""
     linter: LintOutcome | None = None  # what the linter did before the plan (None: no lint gate recorded)
+    estimate: BackfillEstimate | None = None  # what its backfill would take (core/plan/estimate.py)
 
     def data_diff_markdown(self) -> str:
         """The data diffs alone (Dagster's `data_diff_details`): tables, column counts, sample rows."""
@@ -127,6 +129,11 @@ class PlanSummary(BaseModel):
 
     def data_diff_title(self) -> str:
         return diff_title(self.data_diffs)
+
+    def _took(self, name: str) -> str:
+        """` ~12s (high)`: the model's estimated backfill, when there is one."""
+        found = self.estimate.models.get(name) if self.estimate is not None else None
+        return "" if found is None or found.seconds is None else f"{found.shown()} ({found.sureness.value})"
 
     def markdown(self, environment: str, data: bool = True) -> str:
         """The summary a reviewer reads (Dagster, `mesh plans show`). User text (names, diffs) is
@@ -138,8 +145,9 @@ class PlanSummary(BaseModel):
         else:
             lines.append("No model changes.")
         if self.backfills:
-            lines += ["", "**Backfill**", ""] + [f"- {markdown_code(n)} {printable_line(t)}"
+            lines += ["", "**Backfill**", ""] + [f"- {markdown_code(n)} {printable_line(t)}{self._took(n)}"
                                                  for n, t in self.backfill_text.items()]
+            lines += ["", self.estimate.line()] if self.estimate is not None else []
         for name, diff in self.diffs.items():
             lines += ["", f"**Diff of {markdown_code(name)}**", "", markdown_block(diff, "diff")]
         statements = self.statements_markdown()
@@ -234,6 +242,7 @@ def summarize(plan: Plan) -> PlanSummary:
         statements=plan.statements,
         statements_diff=plan.statements.diff(plan.base_statements) if plan.statements_changed else "",
         linter=plan.linter,
+        estimate=plan.estimate if backfills else None,
     )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from dagster import AssetKey
 
-from mesh_dagster.context import Lineage
+from mesh_dagster.context import Lineage, interval_count
 from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.models.model import Audit, Model
@@ -257,14 +257,6 @@ class ColumnCache:
             os.replace(tmp, self.path)
         except OSError:
             pass
-
-
-def interval_count(model: Model, intervals: list[tuple[int, int]]) -> int:
-    """How many of the model's intervals `intervals` span (a seed or view: one, built once)."""
-    if model.kind.is_timeless:
-        return 1 if intervals else 0
-    unit = model.interval_unit
-    return sum(max(unit.index_of(end) - unit.index_of(start), 1) for start, end in intervals)
 
 
 def _asset_parents(project: Project, name: str) -> set[str]:

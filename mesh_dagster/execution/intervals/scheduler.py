@@ -21,8 +21,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from mesh_dagster.core.errors import AuditError
-from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill
+from mesh_dagster.core.errors import AuditError, MeshError
+from mesh_dagster.core.plan.backfills import ALL_TIME, Backfill, interval_count
+from mesh_dagster.core.plan.estimate import BatchTiming
 from mesh_dagster.core.snapshots.snapshot import Snapshot
 from mesh_dagster.core.time.intervals import Interval, batch, expand_range, format_interval_range, intervals_cover
 from mesh_dagster.engine.kill_points import kill_point  # a test hook; imports nothing of Spark
@@ -314,10 +315,13 @@ def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: S
     """
     results: list[BatchResult] = []
     failure: list[BatchResult] = []
+    timed: list[BatchTiming] = []
 
-    def record(_b: Batch, evaluated: _Evaluated) -> bool:
+    def record(b: Batch, evaluated: _Evaluated) -> bool:
         result = _record_batch(evaluated, listener, view_of)
         (results if result.error is None else failure).append(result)
+        if result.error is None and not result.skipped:
+            timed.append(_timing(b, evaluated.seconds))
         return result.error is None
 
     snapshots = {b.snapshot.name: b.snapshot for b in batches}
@@ -325,7 +329,19 @@ def execute_batches(batches: list[Batch], evaluator: SnapshotEvaluator, state: S
               work=lambda b: _evaluate_batch(b, evaluator, state, execution_time), done=record,
               waits_for=upstream_of(snapshots.keys(), evaluator.snapshots),
               limit=concurrent_tasks, per_key=lambda name: snapshots[name].model.batch_concurrency)
+    try:
+        state.timings.record(timed)  # what later plans estimate their backfill from
+    except MeshError as e:  # a number for estimates: never worth failing a run that wrote its data
+        listener.log(f"The batches' timings were not kept: {e}")
     return results + failure[:1]
+
+
+def _timing(b: Batch, seconds: float) -> BatchTiming:
+    """How long a batch took, with what it wrote (core/plan/estimate.py reads it)."""
+    model = b.snapshot.model
+    full = b.full_refresh or not model.kind.is_incremental
+    return BatchTiming(b.snapshot.name, b.snapshot.version or "", interval_count(model, [b.interval]) or 1, seconds,
+                       full)
 
 
 def upstream_of(names: AbstractSet[str], snapshots: Mapping[str, Snapshot]) -> dict[str, set[str]]:

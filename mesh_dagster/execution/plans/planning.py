@@ -14,6 +14,7 @@ from typing import Any
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.errors import PlanError
 from mesh_dagster.core.plan.diff_samples import check_no_samples
+from mesh_dagster.core.plan.estimate import BackfillEstimate, backfill_work, estimate
 from mesh_dagster.core.plan.explanation import Gap, environment_gaps, explain
 from mesh_dagster.core.plan.manual_categories import needs_choice, parse_choice
 from mesh_dagster.core.plan.options import PlanOptions
@@ -51,7 +52,16 @@ class Planning:
         check_no_samples(project.config, ModelIndex.of_models(project.models, project.dag))
         plan = build_plan(project, self.parts.state, environment, options)
         plan.linter = self.parts.linted  # what the front door's lint gate did, for the review
+        plan.estimate = self.estimate(plan)
         return plan
+
+    def estimate(self, plan: Plan) -> BackfillEstimate | None:
+        """What the plan's backfill would take, from the batches timed so far (None: nothing to backfill)."""
+        if not plan.requires_backfill:
+            return None
+        work = backfill_work(plan.snapshots, plan.backfills)
+        names = {w.name for w in work} | {p for w in work for p in w.parents}
+        return estimate(work, self.parts.state.timings.history(names))
 
     def categorized(self, environment: str, options: PlanOptions, texts: Sequence[str]) -> Plan:
         """A plan with the categories `texts` give (`--categorize MODEL=CATEGORY`, the plan job's

@@ -1,0 +1,29 @@
+"""Every batch written is timed in the state store, and the next plan estimates its backfill from
+those timings (core/plan/estimate.py): in `mesh plan`'s tree, its review summary and the plan's
+Dagster metadata (the summary's Markdown). Real SQLite and Postgres; the in-memory engine stands
+for Spark."""
+
+from __future__ import annotations
+
+from tests.state.test_plan_reviews import context, project
+
+UNPROTECTED = "model_defaults:\n  dialect: spark\n  start: 2020-01-01\n"
+
+
+def test_an_apply_times_its_batches_and_the_next_plan_estimates_from_them(tmp_path, state_url):
+    root = project(tmp_path, UNPROTECTED)
+    ctx = context(root, state_url)
+    first = ctx.plans.plan("prod", execution_time="2020-01-04")
+    assert first.estimate is not None and sorted(first.estimate.unknown) == ["s.a", "s.b"]  # nothing timed yet
+    ctx.reviews.apply_recorded(ctx.reviews.record(first).plan_id)
+
+    timings = ctx.state.timings.history(["s.a", "s.b"])
+    assert [(t.version, t.units, t.full_refresh) for t in timings["s.a"]] == [
+        (first.snapshots["s.a"].version, 3, False)]  # one batch of three days
+    assert all(t.seconds >= 0 for ts in timings.values() for t in ts)
+
+    later = ctx.plans.plan("prod", execution_time="2020-01-06")  # two more days of s.a: from its own batches
+    assert later.estimate is not None and later.estimate.unknown == []
+    assert later.estimate.models["s.a"].basis == "1 batch(es) of this version"
+    summary = ctx.reviews.record(later).summary.markdown("prod")
+    assert later.estimate.line() in summary and "(low)" in summary  # 2-day batches, timed at 3 days only
