@@ -60,6 +60,8 @@ def init(ctx: click.Context, engine: str | None, template: str | None) -> None:
     """Create a new project (the quickstart example by default). `mesh init spark` asks nothing."""
     from mesh_dagster.scaffold import init as scaffold  # deliberately lazy: only `mesh init` needs the templates
 
+    if ctx.obj.get("repos"):
+        raise click.UsageError("mesh init creates one project: give its folder with one -p")
     path = Path(ctx.obj["path"])
     cli_mode = "default"
     if engine is None:

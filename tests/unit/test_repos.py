@@ -153,3 +153,13 @@ def test_a_plan_of_one_repository_never_drops_another_repositorys_models(tmp_pat
         plan = build_plan(load_project(first, use_cache=False, repos=[second]), state, "prod",
                           execution_time="2020-01-05")
         assert [es.name for es in plan.removed] == ["silver.c"]
+
+
+def test_mesh_init_refuses_several_folders_and_creates_nothing(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from mesh_dagster.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["-p", str(tmp_path / "a"), "-p", str(tmp_path / "b"), "init", "spark"])
+    assert result.exit_code != 0 and "mesh init creates one project: give its folder with one -p" in result.output
+    assert list(tmp_path.iterdir()) == []
