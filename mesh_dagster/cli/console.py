@@ -131,7 +131,7 @@ def show_plan(plan: Plan, no_diff: bool = False) -> None:
             preview = " (preview)" if name in plan.previews else ""
             tree.add(f"{plan.view(name)}: {bf.describe(unit)}{preview}{_estimated(plan, name)}")
         print_tree(tree)
-        if plan.estimate is not None:
+        if plan.estimate is not None and plan.estimate.known:
             console.print(plan.estimate.line())
     _show_schema_changes(plan)
 

@@ -174,6 +174,8 @@ def _apply_or_record(context, p, *, auto_apply: bool, no_prompts: bool, backfill
         context.reviews.apply(p, listener)
     finally:
         listener.close()
+    if p.estimate is not None and p.estimate.known:
+        console.print(p.estimate.took(listener.work_s))
 
 
 def _ask_categories(plan, context, given: dict, *, ask_all: bool, no_prompts: bool) -> dict:

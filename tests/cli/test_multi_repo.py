@@ -5,6 +5,7 @@ plan of one repository alone is refused before it drops the other's models."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,7 @@ def test_two_repositories_plan_and_apply_as_one_project(tmp_path: Path, mesh) ->
     first, second = _repos(tmp_path)
     out = mesh(first, "-p", str(second), "plan", "--auto-apply").stdout
     assert "✔ Virtual layer updated" in out
+    assert "Estimated backfill" not in out and "Backfill took" not in out  # nothing timed before: nothing to say
     for name in ("bronze.a", "silver.c", "silver.labels", "silver.rated"):
         assert name in out
     rows = mesh(first, "-p", str(second), "fetchdf",
@@ -78,5 +80,8 @@ def test_two_repositories_plan_and_apply_as_one_project(tmp_path: Path, mesh) ->
         "@dup() AS mine", "UPPER(@dup()) AS mine"))
     dev = mesh(first, "-p", str(second), "plan", "dev", "--select-model", "silver.c", "--auto-apply").stdout
     assert "Directly Modified: silver__dev.c" in dev and "Directly Modified: bronze" not in dev
+    # estimated from the batches the first apply timed, then compared with what it took (issue 38, point 9)
+    assert "Estimated backfill: " in dev and "(medium confidence, 1 model(s) from earlier batches)" in dev
+    assert re.search(r"silver__dev\.c: \[full refresh\] ~\d+s", dev) and "Backfill took " in dev
     rows = mesh(first, "-p", str(second), "fetchdf", "SELECT mine, label FROM silver__dev.c").stdout
     assert "REPO_2" in rows and "one" in rows  # dev reads prod's bronze.a (col_a 1), not the unselected edit

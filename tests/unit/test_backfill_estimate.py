@@ -18,6 +18,8 @@ def test_this_versions_steady_daily_batches_estimate_more_daily_batches_surely()
     assert found.models["s.a"].seconds == pytest.approx(20.0)
     assert (found.sureness, found.total_s, found.unknown) == (Sureness.HIGH, pytest.approx(20.0), [])
     assert found.line() == "Estimated backfill: 20s of work (high confidence, 1 model(s) from earlier batches)"
+    assert found.known and found.took(24.2) == "Backfill took 25s of work; estimated 20s (high confidence)"
+    assert not estimate([Work("s.b", "v1", (1,), False)], history).known  # nothing to go by: nothing said
 
 
 def test_batches_of_several_sizes_fit_a_fixed_part_and_a_part_per_interval() -> None:

@@ -64,6 +64,16 @@ class BackfillEstimate(BaseModel):
     sureness: Sureness
     unknown: list[str]  # models with nothing to go by (not in the total)
 
+    @property
+    def known(self) -> bool:
+        """Whether anything was estimated (a first plan, nothing timed yet: nothing)."""
+        return len(self.unknown) < len(self.models)
+
+    def took(self, seconds: float) -> str:
+        """What the backfill took, beside what was estimated."""
+        return (f"Backfill took {duration_text(seconds)} of work; estimated {duration_text(self.total_s)} "
+                f"({self.sureness.value} confidence)")
+
     def line(self) -> str:
         """The estimate in one line, as `mesh plan` prints it."""
         known = len(self.models) - len(self.unknown)
