@@ -129,17 +129,12 @@ def show_plan(plan: Plan, no_diff: bool = False) -> None:
         for name, bf in plan.backfills.items():
             unit = plan.snapshots[name].model.interval_unit
             preview = " (preview)" if name in plan.previews else ""
-            tree.add(f"{plan.view(name)}: {bf.describe(unit)}{preview}{_estimated(plan, name)}")
+            took = plan.estimate.suffix(name) if plan.estimate is not None else ""
+            tree.add(f"{plan.view(name)}: {bf.describe(unit)}{preview}{took}")
         print_tree(tree)
         if plan.estimate is not None and plan.estimate.known:
             console.print(plan.estimate.line())
     _show_schema_changes(plan)
-
-
-def _estimated(plan: Plan, name: str) -> str:
-    """` ~12s`: the model's estimated backfill (core/plan/estimate.py), when earlier batches tell."""
-    found = plan.estimate.models.get(name) if plan.estimate is not None else None
-    return found.shown() if found is not None else ""
 
 
 def show_missing_tables(plan: Plan, missing: list[MissingTable]) -> None:

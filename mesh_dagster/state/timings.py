@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 
 from mesh_dagster.core.plan.estimate import BatchTiming
 from mesh_dagster.state import schema
@@ -38,11 +38,14 @@ class BatchTimings:
         if not wanted:
             return {}
         table = schema.batch_timings
+        # The latest of each model only, chosen by the database: a model's history grows with every run,
+        # and every plan (a Dagster code location's load too) reads it.
+        newest = func.row_number().over(partition_by=table.c.name, order_by=table.c.id.desc()).label("newest")
+        ranked = select(table, newest).where(table.c.name.in_(wanted)).subquery()
+        query = select(ranked).where(ranked.c.newest <= KEPT_PER_MODEL).order_by(ranked.c.id)
         out: dict[str, list[BatchTiming]] = {}
         with self._db.read() as conn:
-            rows = conn.execute(select(table).where(table.c.name.in_(wanted)).order_by(table.c.id.desc())).all()
-        for r in rows:
-            found = out.setdefault(r.name, [])
-            if len(found) < KEPT_PER_MODEL:
-                found.append(BatchTiming(r.name, r.version, r.units, float(r.seconds), bool(r.full_refresh)))
-        return {name: found[::-1] for name, found in out.items()}
+            for r in conn.execute(query).all():
+                out.setdefault(r.name, []).append(
+                    BatchTiming(r.name, r.version, r.units, float(r.seconds), bool(r.full_refresh)))
+        return out

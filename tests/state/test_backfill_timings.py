@@ -27,3 +27,15 @@ def test_an_apply_times_its_batches_and_the_next_plan_estimates_from_them(tmp_pa
     assert later.estimate.models["s.a"].basis == "1 batch(es) of this version"
     summary = ctx.reviews.record(later).summary.markdown("prod")
     assert later.estimate.line() in summary and "(low)" in summary  # 2-day batches, timed at 3 days only
+
+
+def test_a_models_history_is_its_latest_timings_oldest_first(tmp_path, state_url):
+    from mesh_dagster.core.plan.estimate import BatchTiming
+    from mesh_dagster.state.timings import KEPT_PER_MODEL
+
+    ctx = context(project(tmp_path, UNPROTECTED), state_url)
+    ctx.state.timings.record([BatchTiming("s.a", "v1", 1, float(i)) for i in range(KEPT_PER_MODEL + 5)])
+    ctx.state.timings.record([BatchTiming("s.b", "v1", 1, 7.0)])
+    found = ctx.state.timings.history(["s.a", "s.b", "s.none"])
+    assert [t.seconds for t in found["s.a"]] == [float(i) for i in range(5, KEPT_PER_MODEL + 5)]
+    assert [t.seconds for t in found["s.b"]] == [7.0] and "s.none" not in found

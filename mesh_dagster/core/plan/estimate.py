@@ -51,10 +51,6 @@ class ModelEstimate(BaseModel):
     sureness: Sureness
     basis: str  # what it is estimated from, in words
 
-    def shown(self) -> str:
-        """` ~12s`, as a plan's backfill line ends (nothing to go by: nothing)."""
-        return "" if self.seconds is None else f" ~{duration_text(self.seconds)}"
-
 
 class BackfillEstimate(BaseModel):
     """A plan's backfill, estimated per model and in total (seconds of work, models one after another)."""
@@ -69,6 +65,14 @@ class BackfillEstimate(BaseModel):
         """Whether anything was estimated (a first plan, nothing timed yet: nothing)."""
         return len(self.unknown) < len(self.models)
 
+    def suffix(self, name: str, sureness: bool = False) -> str:
+        """` ~12s` (with `sureness`: ` ~12s (high)`), as model `name`'s backfill line ends; nothing
+        when there is nothing to go by."""
+        found = self.models.get(name)
+        if found is None or found.seconds is None:
+            return ""
+        return f" ~{duration_text(found.seconds)}" + (f" ({found.sureness.value})" if sureness else "")
+
     def took(self, seconds: float) -> str:
         """What the backfill took, beside what was estimated."""
         return (f"Backfill took {duration_text(seconds)} of work; estimated {duration_text(self.total_s)} "
@@ -76,10 +80,10 @@ class BackfillEstimate(BaseModel):
 
     def line(self) -> str:
         """The estimate in one line, as `mesh plan` prints it."""
-        known = len(self.models) - len(self.unknown)
+        counted = len(self.models) - len(self.unknown)
         missing = f"; {len(self.unknown)} model(s) with no timings to go by" if self.unknown else ""
         return (f"Estimated backfill: {duration_text(self.total_s)} of work ({self.sureness.value} confidence, "
-                f"{known} model(s) from earlier batches{missing})")
+                f"{counted} model(s) from earlier batches{missing})")
 
 
 @dataclass(frozen=True)
@@ -132,9 +136,8 @@ def _model_estimate(work: Work, history: Mapping[str, Sequence[BatchTiming]]) ->
     if own:
         return _from(work, own, Sureness.MEDIUM, f"{len(own)} batch(es) of earlier versions")
     parents = [t for p in work.parents for t in history.get(p, ()) if t.full_refresh == work.full_refresh]
-    if parents:
-        found = _from(work, parents, Sureness.LOW, f"its parents' {len(parents)} batch(es)")
-        return found.model_copy(update={"sureness": Sureness.LOW})
+    if parents:  # (`_from` never raises LOW)
+        return _from(work, parents, Sureness.LOW, f"its parents' {len(parents)} batch(es)")
     return ModelEstimate(seconds=None, sureness=Sureness.NONE, basis="no batch of it or its parents timed yet")
 
 

@@ -130,11 +130,6 @@ class PlanSummary(BaseModel):
     def data_diff_title(self) -> str:
         return diff_title(self.data_diffs)
 
-    def _took(self, name: str) -> str:
-        """` ~12s (high)`: the model's estimated backfill, when there is one."""
-        found = self.estimate.models.get(name) if self.estimate is not None else None
-        return "" if found is None or found.seconds is None else f"{found.shown()} ({found.sureness.value})"
-
     def markdown(self, environment: str, data: bool = True) -> str:
         """The summary a reviewer reads (Dagster, `mesh plans show`). User text (names, diffs) is
         shown, never obeyed: control characters as escapes, diffs in a fence they cannot close."""
@@ -145,7 +140,8 @@ class PlanSummary(BaseModel):
         else:
             lines.append("No model changes.")
         if self.backfills:
-            lines += ["", "**Backfill**", ""] + [f"- {markdown_code(n)} {printable_line(t)}{self._took(n)}"
+            lines += ["", "**Backfill**", ""] + [f"- {markdown_code(n)} {printable_line(t)}"
+                                                 f"{self.estimate.suffix(n, sureness=True) if self.estimate else ''}"
                                                  for n, t in self.backfill_text.items()]
             lines += ["", self.estimate.line()] if self.estimate is not None else []
         for name, diff in self.diffs.items():

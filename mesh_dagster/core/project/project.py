@@ -193,8 +193,9 @@ def load_project(path: str | Path, gateway: str | None = None, use_cache: bool =
     config.gateway(gateway)  # validates the gateway name
     everyone = [Repo(root, config), *other_repos(root, config, repos)]
     warnings = [w for repo in everyone[1:] if (w := unused_settings(config, repo)) is not None]
-    for repo in everyone:
+    for repo in everyone[1:]:  # (the first's, before its config was read)
         _refuse_unread(repo.root)
+    for repo in everyone:
         repo.variables = repo_variables(repo.config, gateway)
     use_project_root(*(repo.root for repo in everyone))  # before any of their Python files is imported
     load_repo_macros(everyone)
