@@ -72,6 +72,10 @@ fallback when it is gone.
   metadata (`report_engine_event` with `EngineEventData`, both usable on a finished run), so the
   run page a reviewer opened shows the data. Without them, the diff is on the apply's run page,
   the asset pages and `mesh plans show` only.
+- `partitions_subset`: a custom automation condition (dagster/mapping/automation.py) answers with a
+  subset of the partitions it was asked about; Dagster's `AutomationContext.candidate_subset` is of
+  a class it does not export, narrowed to given partition keys by its undocumented
+  `compute_intersection_with_partition_keys`.
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ from __future__ import annotations
 import importlib
 import json
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +94,7 @@ from dagster import (
     AssetRecordsFilter,
     AssetsDefinition,
     AssetSpec,
+    AutomationContext,
     DagsterEvent,
     DagsterInstance,
     DagsterRun,
@@ -162,6 +167,8 @@ INTERNALS: dict[str, str] = {
     "ExecutorDefinition.config_schema/get_requirements": "an executor definition's config schema and "
     "requirements function, reused by mesh's executor as the in-process executor's",
     "Executor.step_dependency_config": "the (non-public) property an executor answers besides retries",
+    "EntitySubset.compute_intersection_with_partition_keys": "(partition_keys) the subset of an automation "
+    "context's candidate_subset (an unexported EntitySubset) holding only those partitions",
     "StepFailureData.error": "a STEP_FAILURE's event_specific_data: a named tuple whose `error` (a "
     "SerializableErrorInfo: message, stack, cls_name, cause, context) the run's failure takes from the first "
     "step failure the executor yields (DagsterEvent.job_failure), replaced with DagsterEvent._replace",
@@ -356,6 +363,16 @@ def run_step_keys(instance: DagsterInstance, run: DagsterRun) -> frozenset[str] 
 
 
 # -- the component's `translation:`, resolved as Dagster resolves one -----------------------------
+
+
+def partitions_subset(context: AutomationContext, keys: Iterable[str]) -> Any:
+    """The automation context's candidate subset of a partitioned asset narrowed to the partitions
+    `keys` (each one of its partitions definition's)."""
+    subset = context.candidate_subset
+    narrow = getattr(subset, "compute_intersection_with_partition_keys", None)
+    if narrow is None:
+        raise _gone("EntitySubset.compute_intersection_with_partition_keys")
+    return narrow(set(keys))
 
 
 def translation_resolver(context: Any, model: Any) -> Any:

@@ -244,7 +244,7 @@ class MeshProjectScaffolder(Scaffolder[MeshProjectScaffoldParams]):
 class MeshProjectComponent(Component, Resolvable):
     """A mesh project (SQLMesh-style models on Spark) as Dagster assets: one asset per model and
     environment, partitions from the intervals, audits as checks, promote/plan/restate jobs,
-    re-stamp and plan-status sensors, and (prod) a schedule per cron.
+    re-stamp and plan-status sensors, and (prod) a schedule per cron and the automation sensor.
 
     Subclass it and override `get_translator` to map models your own way in Python.
     """
@@ -265,6 +265,10 @@ class MeshProjectComponent(Component, Resolvable):
         description="The state store URL, overriding config.yaml (sqlite:///... or postgresql://...).")] = None
     schedules_running: Annotated[bool, Resolver.default(
         description="Start the cron schedules (prod) running instead of stopped.")] = False
+    automation_running: Annotated[bool, Resolver.default(
+        description="Start the automation sensor (prod: each model's due intervals once its parents have them, "
+                    "as `mesh run`) running instead of stopped. A `translation:` automation_condition replaces "
+                    "the models' own.")] = False
     git_sensor_running: Annotated[bool, Resolver.default(
         description="Start the git push sensor (prod, with a `git:` section in config.yaml) running.")] = False
     translation: Annotated[
@@ -303,6 +307,7 @@ class MeshProjectComponent(Component, Resolvable):
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
         return definitions(self.project_dir(context), self.environments, gateway=self.gateway,
                            state_url=self.state_url, schedules_running=self.schedules_running,
+                           automation_running=self.automation_running,
                            git_sensor_running=self.git_sensor_running, translator=self.translator(),
                            pyspark=self.get_pyspark(), repos=[_folder(repo, context) for repo in self.repos])
 

@@ -36,11 +36,13 @@ from mesh_dagster.core.config.spark_settings import setting_text
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.dagster.assets import model_asset
+from mesh_dagster.dagster.jobs.automation import automation_sensor
 from mesh_dagster.dagster.jobs.git_sensor import git_plan_job, git_sensor
 from mesh_dagster.dagster.jobs.promotion import promote_job
 from mesh_dagster.dagster.jobs.restatement import restate_job
 from mesh_dagster.dagster.jobs.reviews import WAITING, apply_plan_job, plan_job, plan_status_sensor, review_plan_job
 from mesh_dagster.dagster.jobs.schedules import cron_schedules
+from mesh_dagster.dagster.mapping.due import DueIntervals
 from mesh_dagster.dagster.mapping.graph import ProjectGraph, ServedVersion, build_graph
 from mesh_dagster.dagster.mapping.outcomes import RUN_EXECUTOR
 from mesh_dagster.dagster.mapping.partitions import partition_format
@@ -69,6 +71,7 @@ def definitions(
     gateway: str | None = None,
     state_url: str | None = None,
     schedules_running: bool = False,
+    automation_running: bool = False,
     restamp_sensor_running: bool = True,
     git_sensor_running: bool = False,
     plan_status_sensor_running: bool = True,
@@ -79,10 +82,11 @@ def definitions(
     repos: Sequence[str | Path] = (),
 ) -> Definitions:
     """The project's models as assets of `environment`, with its promote job, re-stamp sensor, plan and
-    apply_plan jobs, and (for prod) one schedule per cron and, when config.yaml has a `git:` section, the
-    git push sensor and its `git_plan` job (stopped by default). Several environments (`["prod", "dev"]`)
-    make one code location holding each one's assets and jobs (names carry the environment; external
-    tables, the same in all, appear once).
+    apply_plan jobs, and (for prod) one schedule per cron, the automation sensor running its models'
+    automation conditions (both stopped by default: `schedules_running`, `automation_running`) and,
+    when config.yaml has a `git:` section, the git push sensor and its `git_plan` job (stopped by
+    default). Several environments (`["prod", "dev"]`) make one code location holding each one's
+    assets and jobs (names carry the environment; external tables, the same in all, appear once).
 
     With a `git:` section in config.yaml, an environment whose served plan was made from a pushed commit
     (the git sensor's) is shown from that commit's files (`follow_deployed`), not this working tree's:
@@ -106,12 +110,19 @@ def definitions(
     external_keys: set[tuple[str, ...]] = set()
     for graph in loaded:
         environment = graph.environment
+        due = DueIntervals(environment, [a.name for a in graph.materializable], sources.get(environment, project_dir),
+                           gateway, state_url, project_dir if environment in sources else None, others)
+        for asset in graph.materializable:  # what its automation condition asks (mapping/automation.py)
+            asset.due = due
         partitions = _partitions(graph, translator)
-        assets += _environment_assets(graph, partitions, translator, external_keys)
+        environment_assets = _environment_assets(graph, partitions, translator, external_keys)
+        assets += environment_assets
         jobs += _environment_jobs(graph)
         sensors += [stamp_sensor(graph, partitions, project_dir, gateway, state_url, restamp_sensor_running, others),
                     plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running,
                                        others)]
+        automation = automation_sensor(environment, environment_assets, automation_running)
+        sensors += [automation] if automation is not None else []
         if environment == PROD:
             schedules += cron_schedules(graph, sources.get(environment, project_dir), gateway, state_url,
                                         schedules_running, project_dir if environment in sources else None, others)

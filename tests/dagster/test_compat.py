@@ -80,3 +80,17 @@ def test_the_batching_sqlite_event_log_writes_a_ranged_run_as_dagster_reads_it(t
         assert sorted(r.partition_key for r in records) == ["2024-01-01", "2024-01-02", "2024-01-03"]
         assert {r.asset_materialization.tags["dagster/data_version"] for r in records} == {"v1"}
         assert instance.get_latest_materialization_event(c.key).run_id == result.run_id
+
+
+def test_an_automation_condition_answers_with_some_partitions_of_its_candidates(tmp_path):
+    class Second(dg.AutomationCondition):
+        def evaluate(self, context):
+            return dg.AutomationResult(context, compat.partitions_subset(context, ["2024-01-02"]))
+
+    @dg.asset(partitions_def=DAILY, automation_condition=Second())
+    def a() -> None:
+        return None
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result = dg.evaluate_automation_conditions([a], instance)
+        assert result.get_requested_partitions(a.key) == {"2024-01-02"}

@@ -101,7 +101,8 @@ def test_example_project_as_assets(example):
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     sensors = {s.name: s.default_status for s in defs.sensors}
     assert sensors == {"restamp_prod_sensor": dg.DefaultSensorStatus.RUNNING,
-                       "plan_status_prod_sensor": dg.DefaultSensorStatus.RUNNING}
+                       "plan_status_prod_sensor": dg.DefaultSensorStatus.RUNNING,
+                       "automation_prod_sensor": dg.DefaultSensorStatus.STOPPED}
     # nothing of this started Spark
     assert not (example / ".mesh" / "metastore_db").exists()
 

@@ -82,7 +82,8 @@ class TeamTranslator(MeshTranslator):
 def test_the_default_translator_keeps_the_mapping(project):
     specs = _specs(definitions(project))
     a, b, ext = specs["s/a"], specs["s/b"], specs["raw/events"]
-    assert (a.group_name, a.owners, a.automation_condition) == ("s", ["ann@example.com"], None)
+    assert (a.group_name, a.owners) == ("s", ["ann@example.com"])
+    assert a.automation_condition.get_label().startswith("mesh run: due intervals on 0 0 * * * (UTC)")
     # nothing applied yet: the plan's word first (the catalog's line), then the model's description
     assert a.description.startswith("New in prod: to rebuild.") and a.description.endswith("\n\nThe a table")
     plan = {"added", *(k for k in a.kinds if k.startswith("recompute-"))}
@@ -198,7 +199,7 @@ def test_yaml_translation_changes_the_specs(project):
     assert (c.group_name, c.description, c.owners, c.kinds) == ("mesh_t", "t.c (VIEW)", ["team:data"], {"parquet"})
     assert c.tags["team"] == "t" and c.tags["mesh/kind"] == "VIEW"  # tags and metadata merge with the translator's
     assert c.metadata["layer"] == "prod" and "mesh/fingerprint" in c.metadata
-    assert isinstance(c.automation_condition, dg.AutomationCondition)
+    assert c.automation_condition.get_label() == "on_cron(0 6 * * *, UTC)"  # the user's, not mesh's
 
 
 def test_yaml_translation_on_top_of_a_python_translator(project, monkeypatch):

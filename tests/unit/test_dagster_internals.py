@@ -335,6 +335,14 @@ def _step_failure_error(tmp_path, monkeypatch):
     assert compat.one_line_failure(event, frozenset({"Other"})) is event
 
 
+@check("EntitySubset.compute_intersection_with_partition_keys")
+def _partitions_subset(tmp_path, monkeypatch):
+    from dagster._core.asset_graph_view.entity_subset import EntitySubset
+
+    _leading(EntitySubset.compute_intersection_with_partition_keys, "partition_keys")
+    assert "candidate_subset" in inspect.get_annotations(dg.AutomationContext)
+
+
 # -- the tests ---------------------------------------------------------------------------------------
 
 

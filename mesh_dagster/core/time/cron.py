@@ -270,6 +270,29 @@ def cron_prev_ms(cron: str, ms: int, tz: str | None = None) -> int:
     return cron_floor_ms(cron, ms - 1, tz)
 
 
+def fixed_period_ms(cron: str, tz: str | None = None) -> int | None:
+    """The time between two ticks of a cron that ticks at one fixed period (every day at 06:00,
+    every hour, every 15 minutes) in UTC; None for any other (weekdays only, monthly, or a time
+    zone whose daylight saving makes some days 23 or 25 hours long)."""
+    period = _fixed_period(validate_cron(cron)) if _is_utc(tz) else None
+    return period[0] if period is not None else None
+
+
+@lru_cache(maxsize=256)
+def longest_gap_ms(cron: str, tz: str | None = None) -> int:
+    """The longest time between two ticks of `cron` in `tz` over a year of ticks (a weekday cron's
+    weekend; the longest month; a day lengthened by daylight saving)."""
+    period = fixed_period_ms(cron, tz)
+    if period is not None:
+        return period
+    it = croniter(_expression(cron), _INFERENCE_BASE if _is_utc(tz) else _INFERENCE_BASE.astimezone(_zone(tz)))
+    fires = [it.get_next(datetime) for _ in range(_GAP_SAMPLES)]
+    return max(to_ms(b) - to_ms(a) for a, b in zip(fires, fires[1:]))
+
+
+_GAP_SAMPLES = 400  # over a year of a daily cron's ticks, enough weeks and months for any other
+
+
 def _local(ms: int, tz: str | None) -> datetime:
     """`ms` as an aware datetime in `tz`: croniter then reads the fields as that zone's wall clock
     (and steps over daylight-saving gaps and folds)."""

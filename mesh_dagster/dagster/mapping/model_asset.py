@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from dagster import AssetKey
 
@@ -17,6 +18,9 @@ from mesh_dagster.context import ChangeCategory
 from mesh_dagster.core.models.kinds import KindName
 from mesh_dagster.core.models.model import Model
 from mesh_dagster.core.time.cron import IntervalUnit
+
+if TYPE_CHECKING:
+    from mesh_dagster.dagster.mapping.due import DueIntervals
 
 
 class OtherChange(Enum):
@@ -81,6 +85,9 @@ class ModelAsset:
     # Column lineage: output column -> (upstream asset key, column), the upstreams being this
     # environment's assets (graph.py); None when not known
     column_deps: dict[str, list[tuple[AssetKey, str]]] | None = None
+    # What says which of its intervals are due now (due.py), which its automation condition asks:
+    # the environment's, set by definitions() before the specs are built; None outside a code location
+    due: DueIntervals | None = None
 
     @cached_property
     def asset_key(self) -> AssetKey:

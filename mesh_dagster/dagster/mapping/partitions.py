@@ -42,10 +42,12 @@ def partition_key(unit: IntervalUnit, start_ms: int) -> str:
     return ms_to_datetime(start_ms).strftime(partition_format(unit))
 
 
-def keys_in(unit: IntervalUnit, partitions: TimeWindowPartitionsDefinition, intervals: list[Interval]) -> list[str]:
-    """Keys of the partitions lying entirely inside `intervals`, clipped to the definition."""
+def keys_in(unit: IntervalUnit, partitions: TimeWindowPartitionsDefinition, intervals: list[Interval],
+            at_ms: int | None = None) -> list[str]:
+    """Keys of the partitions lying entirely inside `intervals`, clipped to the definition as it
+    stands at `at_ms` (default now: the current partition is not complete yet)."""
     first = to_ms(partitions.start)
-    last = unit.floor(now_ms())  # the current partition is not complete yet
+    last = unit.floor(now_ms() if at_ms is None else at_ms)
     keys: list[str] = []
     for start, end in intervals:
         cursor = max(unit.ceil(start), first)

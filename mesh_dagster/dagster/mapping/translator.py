@@ -1,6 +1,6 @@
 """`MeshTranslator`: every decision of how a mesh model looks in Dagster, one method each.
 
-Asset key, group, description, metadata, tags, kinds, owners, automation condition and the
+Asset key, group, description, metadata, tags, kinds, owners, automation condition, freshness and the
 partitions definition of an interval unit: the asset decorators, schedules and the re-stamp
 sensor only ask this object, so a subclass (or a component's `translation:` in YAML) changes the
 whole code location consistently. Overriding one method changes one decision.
@@ -18,6 +18,7 @@ from dagster import (
     AssetKey,
     AssetSpec,
     AutomationCondition,
+    FreshnessPolicy,
     MetadataValue,
     TableColumn,
     TableColumnDep,
@@ -29,9 +30,11 @@ from dagster import (
 )
 
 from mesh_dagster.core.config.display import has_hidden, markdown_fence
-from mesh_dagster.core.config.names import view_name
+from mesh_dagster.core.config.names import PROD, view_name
 from mesh_dagster.core.time.cron import IntervalUnit
 from mesh_dagster.core.time.dates import ms_to_datetime
+from mesh_dagster.dagster.mapping.automation import cron_condition
+from mesh_dagster.dagster.mapping.freshness import cron_freshness
 from mesh_dagster.dagster.mapping.model_asset import ADDED, UNCHANGED, ModelAsset
 from mesh_dagster.dagster.mapping.partitions import partition_format
 from mesh_dagster.dagster.mapping.shown_text import shown_spec
@@ -251,9 +254,28 @@ class MeshTranslator:
 
     # -- automation and partitions ------------------------------------------------------------------
     def get_automation_condition(self, asset: ModelAsset) -> AutomationCondition | None:
-        """None: crons run through the schedules (what `mesh run` does), and a change goes
-        through a plan. A condition here lets Dagster's automation daemon materialize too."""
-        return None
+        """Prod's models run as `mesh run` runs them: each due interval once its parents have
+        recorded it and its signals pass (automation.py), launched by `automation_prod_sensor` once
+        it is started. None in other environments (their plans fill them) and for external tables.
+
+        Return Dagster's own to run a model another way, or None to leave it to the schedules:
+
+            def get_automation_condition(self, asset):
+                if "hourly_refresh" in asset.model.tags:
+                    return AutomationCondition.on_cron("0 * * * *")
+                return super().get_automation_condition(asset)
+        """
+        return cron_condition(asset) if asset.environment == PROD else None
+
+    def get_freshness_policy(self, asset: ModelAsset) -> FreshnessPolicy | None:
+        """How late a prod model may be before the asset health view shows it late, from its cron
+        (freshness.py); None for seeds, views, external tables and other environments (not run on
+        a cron). A deadline of your own, say done by 09:00 each day:
+
+            def get_freshness_policy(self, asset):
+                return FreshnessPolicy.cron("0 9 * * *", lower_bound_delta=timedelta(hours=9))
+        """
+        return cron_freshness(asset) if asset.environment == PROD else None
 
     def get_partitions_def(self, unit: IntervalUnit, start_ms: int) -> TimeWindowPartitionsDefinition:
         """The partitions of every model whose intervals are `unit`s, from `start_ms` (the earliest
@@ -281,6 +303,7 @@ class MeshTranslator:
             tags=self.get_tags(asset),
             owners=self.get_owners(asset),
             automation_condition=self.get_automation_condition(asset),
+            freshness_policy=self.get_freshness_policy(asset),
         )
         if not asset.is_external:
             spec_kwargs.update(deps=asset.dep_keys, code_version=asset.fingerprint, skippable=True)

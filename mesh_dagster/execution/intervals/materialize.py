@@ -352,10 +352,11 @@ def _data_parents(evaluator: SnapshotEvaluator, snap: Snapshot) -> list[Snapshot
 def pending_intervals(project: Project, state: State, environment: str, names: list[str] | None = None, *,
                       execution_time: int | str | None = None,
                       engine_factory: Callable[[], Engine] | None = None,
-                      listener: ApplyListener | None = None) -> dict[str, list[Interval]]:
+                      listener: ApplyListener | None = None, after_parents: bool = False) -> dict[str, list[Interval]]:
     """Due, missing intervals of the current snapshots whose signals say they are ready (what
     `mesh run` would process), by model. What waits is reported to `listener`. `engine_factory`
-    gives signals that take `spark` their session (Spark starts only for them)."""
+    gives signals that take `spark` their session (Spark starts only for them). `after_parents`:
+    leave out the intervals a parent has not recorded yet, even those it computes now (readiness.py)."""
     execution_ms = now_ms() if execution_time is None else to_ms(execution_time)
     plan = current_plan(project, state, environment, execution_ms)
     scope = set(plan.snapshots) if names is None else set(names)
@@ -364,7 +365,8 @@ def pending_intervals(project: Project, state: State, environment: str, names: l
                                   start=None, end=None,
                                   execution_ms=execution_ms, end_bounded=False)
     spark = (lambda: engine_factory().session.spark) if engine_factory is not None else None
-    readiness = check_readiness(project.signals, plan.snapshots, backfills, order, execution_ms, spark=spark)
+    readiness = check_readiness(project.signals, plan.snapshots, backfills, order, execution_ms, spark=spark,
+                                after_parents=after_parents)
     readiness.report(listener or ApplyListener(), lambda n: view_name(n, environment))
     return {name: bf.intervals for name, bf in readiness.backfills.items()}
 

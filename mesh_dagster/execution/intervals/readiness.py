@@ -101,11 +101,16 @@ class NotReadyError(MeshError):
 
 def check_readiness(registry: SignalRegistry, snapshots: Mapping[str, Snapshot], backfills: Mapping[str, Backfill],
                     order: Iterable[str], execution_ms: int, *, spark: SparkProvider | None = None,
-                    owed: Mapping[str, list[Interval]] | None = None) -> Readiness:
+                    owed: Mapping[str, list[Interval]] | None = None, after_parents: bool = False) -> Readiness:
     """`backfills` without the intervals that wait (see the module docstring).
 
     `owed`: what models outside `backfills` still owe (core/plan/backfills.py `owed_upstream`):
     their children wait for those intervals as for a parent's that waits.
+
+    `after_parents`: a child also waits for the intervals its parents compute now, not only for
+    those they leave waiting: a caller that requests each model on its own (Dagster's automation
+    conditions) computes a model's interval only once its parents have recorded it, where a run
+    computes parents first in the same run.
 
     `spark` gives the SparkSession to signals that take a `spark` parameter (called only then);
     None where no engine is at hand. A snapshot is checked with the signal functions it captured
@@ -130,6 +135,8 @@ def check_readiness(registry: SignalRegistry, snapshots: Mapping[str, Snapshot],
         if waits:
             result.waits += waits
             unready[name] = _dropped(snap, backfill, kept)
+        if after_parents:  # everything it owes, computed now or not
+            unready[name] = [ALL_TIME] if snap.model.kind.is_timeless else merge_intervals(backfill.intervals)
         if kept is not None:
             result.backfills[name] = kept
     return result

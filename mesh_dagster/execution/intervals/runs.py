@@ -79,12 +79,15 @@ class IntervalRuns:
                                      self.parts.project.model_name(model), engine_factory=self._engine)
 
     def pending_intervals(self, environment: str = PROD, models: list[str] | None = None,
-                          execution_time: int | str | None = None, listener: ApplyListener | None = None):
+                          execution_time: int | str | None = None, listener: ApplyListener | None = None,
+                          after_parents: bool = False):
         """Due, missing intervals of the current snapshots by model (what a scheduled run fills),
-        less those waiting for a signal (each reported to `listener`)."""
+        less those waiting for a signal (each reported to `listener`); with `after_parents`, also
+        less those a parent has not recorded yet (a model requested on its own: readiness.py)."""
         return pending_intervals(self.parts.project, self.parts.state, normalize_environment(environment),
                                  self._names(models) if models is not None else None,
-                                 execution_time=execution_time, engine_factory=self._engine, listener=listener)
+                                 execution_time=execution_time, engine_factory=self._engine, listener=listener,
+                                 after_parents=after_parents)
 
     def _names(self, models: Sequence[str]) -> list[str]:
         return [self.parts.project.model_name(m) for m in models]
