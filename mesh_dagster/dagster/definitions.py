@@ -70,8 +70,7 @@ def definitions(
     *,
     gateway: str | None = None,
     state_url: str | None = None,
-    schedules_running: bool = False,
-    automation_running: bool = False,
+    schedules_running: bool = False, automation_running: bool = False,
     restamp_sensor_running: bool = True,
     git_sensor_running: bool = False,
     plan_status_sensor_running: bool = True,
@@ -82,11 +81,10 @@ def definitions(
     repos: Sequence[str | Path] = (),
 ) -> Definitions:
     """The project's models as assets of `environment`, with its promote job, re-stamp sensor, plan and
-    apply_plan jobs, and (for prod) one schedule per cron, the automation sensor running its models'
-    automation conditions (both stopped by default: `schedules_running`, `automation_running`) and,
-    when config.yaml has a `git:` section, the git push sensor and its `git_plan` job (stopped by
-    default). Several environments (`["prod", "dev"]`) make one code location holding each one's
-    assets and jobs (names carry the environment; external tables, the same in all, appear once).
+    apply_plan jobs, and (for prod) one schedule per cron, the sensor of its automation conditions and,
+    with a `git:` section in config.yaml, the git push sensor and its `git_plan` job (all stopped by default).
+    Several environments (`["prod", "dev"]`) make one code location holding each one's assets and jobs
+    (names carry the environment; external tables, the same in all, appear once).
 
     With a `git:` section in config.yaml, an environment whose served plan was made from a pushed commit
     (the git sensor's) is shown from that commit's files (`follow_deployed`), not this working tree's:
@@ -110,22 +108,16 @@ def definitions(
     external_keys: set[tuple[str, ...]] = set()
     for graph in loaded:
         environment = graph.environment
-        due = DueIntervals(environment, [a.name for a in graph.materializable], sources.get(environment, project_dir),
-                           gateway, state_url, project_dir if environment in sources else None, others)
-        for asset in graph.materializable:  # what its automation condition asks (mapping/automation.py)
-            asset.due = due
+        folder, home = sources.get(environment, project_dir), project_dir if environment in sources else None
+        DueIntervals.attach(graph, folder, gateway, state_url, home, others)  # what automation conditions ask
         partitions = _partitions(graph, translator)
-        environment_assets = _environment_assets(graph, partitions, translator, external_keys)
-        assets += environment_assets
+        assets += (environment_assets := _environment_assets(graph, partitions, translator, external_keys))
         jobs += _environment_jobs(graph)
         sensors += [stamp_sensor(graph, partitions, project_dir, gateway, state_url, restamp_sensor_running, others),
                     plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running,
-                                       others)]
-        automation = automation_sensor(environment, environment_assets, automation_running)
-        sensors += [automation] if automation is not None else []
+                                       others), *automation_sensor(environment, environment_assets, automation_running)]
         if environment == PROD:
-            schedules += cron_schedules(graph, sources.get(environment, project_dir), gateway, state_url,
-                                        schedules_running, project_dir if environment in sources else None, others)
+            schedules += cron_schedules(graph, folder, gateway, state_url, schedules_running, home, others)
             if git_poll is not None:
                 jobs, sensors = _with_git(jobs, sensors, project_dir, gateway, state_url, git_sensor_running, git_poll)
     resource = _resource(project_dir, gateway, state_url, shared_spark, tuple(sorted(sources.items())), spark_config,

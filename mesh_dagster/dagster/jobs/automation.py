@@ -31,15 +31,15 @@ from mesh_dagster.dagster.assets import SCHEDULED_TAG
 
 
 def automation_sensor(environment: str, assets: Sequence[AssetsDefinition | AssetSpec],
-                      running: bool) -> AutomationConditionSensorDefinition | None:
-    """The sensor over the environment's `assets` that have an automation condition; None when none has."""
+                      running: bool) -> list[AutomationConditionSensorDefinition]:
+    """The sensor over the environment's `assets` that have an automation condition; none when none has."""
     keys = [key for a in assets if isinstance(a, AssetsDefinition)
             for key, condition in a.automation_conditions_by_key.items() if condition is not None]
     if not keys:
-        return None
+        return []
     with warnings.catch_warnings():  # `use_user_code_server` is beta in Dagster 1.13: known and wanted
         warnings.filterwarnings("ignore", category=BetaWarning)
-        return AutomationConditionSensorDefinition(
+        return [AutomationConditionSensorDefinition(
             f"automation_{environment}_sensor",
             target=AssetSelection.assets(*keys),
             use_user_code_server=True,
@@ -48,4 +48,4 @@ def automation_sensor(environment: str, assets: Sequence[AssetsDefinition | Asse
             description=f"Materializes the models of '{environment}' as `mesh run` would: each due interval "
                         "once its parents have recorded it and its signals pass (each model's automation "
                         "condition). Use it or the run_*_schedules, not both.",
-        )
+        )]

@@ -16,11 +16,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from mesh_dagster.context import Context, LogLines
 from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.time.intervals import Interval
 from mesh_dagster.dagster.mapping.partitions import to_ms
+
+if TYPE_CHECKING:
+    from mesh_dagster.dagster.mapping.graph import ProjectGraph
 
 
 class DueIntervals:
@@ -36,6 +40,16 @@ class DueIntervals:
         self._connection = (project_dir, gateway, state_url, home, tuple(repos))
         self._lock = threading.Lock()  # one computation per tick, whichever condition asks first
         self._latest: tuple[int, dict[str, list[Interval]]] | None = None
+
+    @classmethod
+    def attach(cls, graph: ProjectGraph, project_dir: str, gateway: str | None, state_url: str | None,
+               home: str | None, repos: Sequence[str]) -> None:
+        """One for the environment of `graph`, set on each of its models (`ModelAsset.due`), before
+        their specs and automation conditions are built."""
+        due = cls(graph.environment, [a.name for a in graph.materializable], project_dir, gateway, state_url, home,
+                  repos)
+        for asset in graph.materializable:
+            asset.due = due
 
     def pending(self, at: datetime, log: Callable[[str], None]) -> dict[str, list[Interval]]:
         """Model name -> its due, missing intervals at `at` that its signals allow and its parents
