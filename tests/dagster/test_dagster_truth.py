@@ -11,7 +11,7 @@ The tests run in order on one server and build on each other:
    failure too), the model reading it is not materialized (what Dagster shows for it, and why: see
    `_blocked_reader_shows_why`), the healthy one is;
 4. audits are checks that hold: the CLI's verdicts show as check results; a failed blocking audit
-   blocks promote_dev and survives re-stamps.
+   blocks promote_dev and survives re-stamps; reverting it shows the verdict on the data dev serves at once.
 (5, git pushes: test_git_webserver.py; 6, fast and quiet: test_ui_partitions.py.)
 """
 
@@ -369,35 +369,89 @@ def node_text(dom: str, asset_path: str) -> str:
     return page_text(rest[:others[0]] if others else rest)
 
 
+OWNER = ("  cron '@daily',\n", "  cron '@daily',\n  owner someone,\n")  # a metadata change of full_model
+SENSOR_STATE = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor {
+  id sensorState { status } } } }"""
+START_SENSOR = """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) { __typename } }"""
+SHOWN = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { opVersion staleStatus
+  assetMaterializations(limit: 1) { tags { key value } metadataEntries { label ... on TextMetadataEntry { text } } }
+  assetChecksOrError { ... on AssetChecks { checks { executionForLatestMaterialization { status } } } } } }"""
+
+
+def _dev_daemon_stamps(ui):
+    """dev's re-stamp sensor, run by the daemon from here on (the other tests tick it by hand):
+    what it requests goes through Dagster's own run-key bookkeeping, as for a user."""
+    selector = {"repositoryLocationName": ui.location("dev"), "repositoryName": "__repository__",
+                "sensorName": "restamp_dev_sensor"}
+    assert ui.query(START_SENSOR, s=selector)["startSensor"]["__typename"] == "Sensor"
+    return selector
+
+
+def _shown(ui) -> tuple[str, str, str, str]:
+    """(code version of the location, of the latest materialization, its outcome, the check's status)."""
+    (node,) = ui.query(SHOWN, keys=[{"path": ui.key("dev", "full_model")}])["assetNodes"]
+    latest = (node["assetMaterializations"] or [{"tags": [], "metadataEntries": []}])[0]
+    tags = {t["key"]: t["value"] for t in latest["tags"]}
+    outcome = {m["label"]: m.get("text") for m in latest["metadataEntries"]}.get("mesh/outcome", "")
+    (check,) = node["assetChecksOrError"]["checks"]
+    execution = check["executionForLatestMaterialization"] or {"status": ""}
+    return node["opVersion"], tags.get("dagster/code_version", ""), outcome, execution["status"]
+
+
+def _stamped(ui, check: str, what: str) -> None:
+    """Wait until the daemon re-stamped full_model under the location's code version, its check `check`."""
+    def done() -> bool:
+        current, stamped, outcome, status = _shown(ui)
+        return current == stamped and outcome == "restamped" and status == check
+
+    ui.until(done, what, 180)
+
+
 def test_4_a_failed_blocking_audit_blocks_promotion_and_stays_failed(ui):
+    """A failed blocking audit blocks promote_dev and its check stays failed through a re-stamp;
+    reverting the audit (issue 38, point 1) shows the served data's passed verdict and no Unsynced
+    badge at once, without recomputing: the daemon re-stamps the reverted code version, although
+    it re-stamped that very version before the failure (Dagster launches a run key once)."""
     audit = ui.project / "audits" / "assert_positive_order_ids.sql"
     original = audit.read_text()
-    audit.write_text(original.replace("item_id < 0", "item_id > 2"))
-    assert audit.read_text() != original
+    ui.restamp_env("dev")  # nothing else outstanding: the daemon's first request is full_model's alone
+    sensor = _dev_daemon_stamps(ui)
     try:
+        edit(ui.project, "full_model", *OWNER)
+        ui.reload("dev")
+        _stamped(ui, "SUCCEEDED", "the owner change re-stamped by the daemon")
+        audit.write_text(original.replace("item_id < 0", "item_id > 2"))
         ui.reload("dev")
         run_id, status = ui.run("dev", "__ASSET_JOB", None, ["full_model"])
         assert status == "FAILURE"
-        check = ui.nodes("dev", "full_model")["full_model"]["assetChecksOrError"]["checks"][0]
-        assert check["executionForLatestMaterialization"]["status"] == "FAILED"
+        assert _shown(ui)[3] == "FAILED"
         run_id, status = ui.run("dev", "promote_dev")
         assert status == "FAILURE"
         assert "blocking audit 'assert_positive_order_ids' failed" in ui.failure(run_id)
         screenshot(ui.page("/assets/sqlmesh_example__dev/full_model?view=checks"), ui.shots / "audit_checks.png")
         screenshot(ui.page(f"/runs/{run_id}"), ui.shots / "audit_promote_run.png")
-        # a re-stamp of full_model (another metadata change) keeps the failure on its check
-        edit(ui.project, "full_model", "  cron '@daily',\n", "  cron '@daily',\n  owner someone,\n")
+        # another metadata change of full_model (the owner dropped): re-stamped, its check still fails
+        edit(ui.project, "full_model", *reversed(OWNER))
         ui.reload("dev")
-        assert set(ui.restamp_env("dev")) == {"SUCCESS"}
-        latest = ui.nodes("dev", "full_model")["full_model"]
-        meta = {m["label"]: m.get("text") for m in latest["assetMaterializations"][0]["metadataEntries"]}
-        assert meta["mesh/outcome"] == "restamped"  # its latest materialization is the re-stamp...
-        check = latest["assetChecksOrError"]["checks"][0]
-        assert check["executionForLatestMaterialization"]["status"] == "FAILED"  # ...and its check still fails
+        _stamped(ui, "FAILED", "the failing audit carried through a re-stamp")
+        # the fix: the audit reverted, full_model's code as when the daemon first stamped it
+        audit.write_text(original)
+        edit(ui.project, "full_model", *OWNER)
+        ui.reload("dev")
+        _stamped(ui, "SUCCEEDED", "the reverted audit's verdict re-stamped by the daemon")
+        assert _shown(ui)[2] == "restamped"  # nothing recomputed
+        assert ui.nodes("dev", "full_model")["full_model"]["staleStatus"] == "FRESH"
+        page = ui.page("/assets/sqlmesh_example__dev/full_model")
+        dom = rendered_dom(page, "Latest check results", "restamped")
+        screenshot(page, ui.shots / "audit_reverted.png")  # a green check, no Unsynced badge
+        assert "Unsynced" not in page_text(dom) and "Latest check results" in page_text(dom)
     finally:
         audit.write_text(original)
-        edit(ui.project, "full_model", "  owner someone,\n", "")
+        path = ui.project / "models" / "full_model.sql"
+        path.write_text(path.read_text().replace(OWNER[1], OWNER[0]))
         ui.reload("dev")
+        _stamped(ui, "SUCCEEDED", "full_model as before this test")
+        ui.query(STOP_SENSOR, id=ui.query(SENSOR_STATE, s=sensor)["sensorOrError"]["id"])
 
 
 OUTPUTS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {

@@ -115,15 +115,17 @@ def pending_digest(pending: dict[str, list[tuple[str, bool]]], whole: list[str],
                    latest_ids: dict[str, int]) -> str:
     """Identifies one set of outstanding stamps (a sensor's run key). The latest event ids of the
     models and their parents are part of it: the same partitions can need stamps again once a
-    parent's data has moved on, but a failed re-stamp is not retried until something changes."""
+    parent's data has moved on (or a change is reverted: the same fingerprint is stamped again,
+    over the reverted variant's events), but a failed re-stamp is not retried until something
+    changes. Dagster never launches a run key a sensor requested before."""
     h = hashlib.sha1()
     for name in sorted(pending):
         asset = graph.assets[name]
         ids = ",".join(str(latest_ids.get(n, -1)) for n in (name, *asset.parents))
         h.update(f"{name}:{asset.fingerprint}:{len(pending[name])}:{pending[name][0][0]}:"
                  f"{pending[name][-1][0]}:{ids};".encode())
-    for name in sorted(whole):
-        h.update(f"{name}:{graph.assets[name].fingerprint}:whole;".encode())
+    for name in sorted(whole):  # its latest event too: a revert stamps the same fingerprint again
+        h.update(f"{name}:{graph.assets[name].fingerprint}:{latest_ids.get(name, -1)}:whole;".encode())
     return h.hexdigest()[:16]
 
 
@@ -217,7 +219,7 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gatewa
         context.update_cursor(json.dumps({"confirmed": confirmed, "seen": suspects.latest_ids}, sort_keys=True))
         if not runs and not served:
             return SkipReason("Nothing to re-stamp")
-        digest = pending_digest(pending, whole, graph, suspects.latest_ids)
+        digest = pending_digest(pending, whole, graph, {**suspects.latest_ids, **stamper.whole_ids})
         return SensorResult(asset_events=served, run_requests=[
             RunRequest(run_key=f"{digest}:{i}", tags=run.tags(graph.environment),
                        asset_selection=[graph.assets[n].asset_key for n in run.selected], asset_check_keys=[])

@@ -106,6 +106,7 @@ class Stamper:
         self._served: dict[str, str] | None = None
         self._served_snapshots: dict[str, ServedSnapshot] | None = None
         self._restamped_whole: set[str] = set()
+        self.whole_ids: dict[str, int] = {}  # model without partitions -> its latest event's id, read by `whole`
 
     @property
     def served(self) -> dict[str, str]:
@@ -140,6 +141,7 @@ class Stamper:
         present = self._present(models)
         latest = self._latest_whole(models + self._parents_of(models))
         out = []
+        self.whole_ids = {name: event.storage_id for name, event in latest.items() if event.storage_id is not None}
         for asset in models:
             have = present.get((asset.name, asset.version or ""), [])
             if not (intervals_cover(have, ALL_TIME) if asset.is_timeless else bool(have)):
