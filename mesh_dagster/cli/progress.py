@@ -36,7 +36,6 @@ class ConsoleListener(ApplyListener):
     def __init__(self) -> None:
         self._progress: Progress | None = None
         self._task: TaskID | None = None
-        self.work_s = 0.0  # the seconds the batches written took, together (what a plan's estimate counts)
 
     def _start(self, title: str, total: int) -> None:
         console.print()
@@ -84,7 +83,6 @@ class ConsoleListener(ApplyListener):
         line.append("]")
         line.pad_right(max(0, 90 - len(line)))
         line.append(f" {seconds:.2f}s")
-        self.work_s += seconds
         # Printed above the live bar, like SQLMesh's per-batch lines.
         (self._progress.console if self._progress is not None else console).print(line)
         self._advance()

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 
 class ApplyListener:
-    """No-op base: override what you display."""
+    """No-op base: override what you display.
+
+    `work_s`: the seconds the batches this listener saw written took together, counted by the
+    scheduler (`timed`): what a plan's backfill estimate is compared with once applied."""
+
+    work_s: float = 0.0
+
+    def timed(self, seconds: float) -> None:
+        self.work_s += seconds
 
     def physical_start(self, total: int) -> None: ...
     def physical_progress(self, name: str) -> None: ...

@@ -39,3 +39,26 @@ def test_a_models_history_is_its_latest_timings_oldest_first(tmp_path, state_url
     found = ctx.state.timings.history(["s.a", "s.b", "s.none"])
     assert [t.seconds for t in found["s.a"]] == [float(i) for i in range(5, KEPT_PER_MODEL + 5)]
     assert [t.seconds for t in found["s.b"]] == [7.0] and "s.none" not in found
+
+
+def test_an_applied_plan_says_what_its_backfill_took_beside_its_estimate(tmp_path, state_url):
+    """After the apply, the estimate is compared with what the batches took: counted by the
+    scheduler on the apply's listener (the CLI prints it; Dagster's apply_plan_<env> logs it and
+    shows it as the run's `backfill` entry)."""
+    import dagster as dg
+
+    from mesh_dagster.context import ApplyListener
+    from mesh_dagster.dagster.jobs.reviews import backfill_took
+
+    ctx = context(project(tmp_path, UNPROTECTED), state_url)
+    first = ApplyListener()
+    ctx.reviews.apply_recorded(ctx.reviews.record(ctx.plans.plan("prod", execution_time="2020-01-04")).plan_id, first)
+    assert first.work_s > 0  # the first apply's batches, counted although nothing was estimated
+    later = ApplyListener()
+    done = ctx.reviews.apply_recorded(ctx.reviews.record(ctx.plans.plan("prod", execution_time="2020-01-06")).plan_id,
+                                      later)
+    assert later.work_s > 0 and ApplyListener.work_s == 0.0  # each listener counts its own apply
+    shown = backfill_took(done, later.work_s, dg.build_op_context())
+    assert shown["backfill"].value == done.summary.estimate.took(later.work_s)
+    assert shown["backfill"].value.startswith("Backfill took ") and "; estimated " in shown["backfill"].value
+    assert backfill_took(done, 0.0, dg.build_op_context()) == {}  # nothing computed here: nothing to compare

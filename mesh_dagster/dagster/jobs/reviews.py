@@ -161,12 +161,14 @@ def apply_plan_job(environment: str, waiting: Sequence[PlanRecord] = ()) -> JobD
             if record.environment != environment:
                 raise MeshError(f"Plan {record.plan_id} is for '{record.environment}', not '{environment}': "
                                 f"launch apply_plan_{record.environment}")
-            done = mesh.reviews.apply_recorded(record.plan_id, DagsterLogListener(context.log))
+            listener = DagsterLogListener(context.log)
+            done = mesh.reviews.apply_recorded(record.plan_id, listener)
         except MeshError as e:
             raise JobFailed(str(e)) from None
         context.log.info(f"Plan {done.plan_id} {done.status.value} in '{environment}'")
         yield Output(None, metadata={"plan_id": done.plan_id, "status": done.status.value,
-                                     **data_diff_metadata(done), **review_metadata(done)})
+                                     **data_diff_metadata(done), **review_metadata(done),
+                                     **backfill_took(done, listener.work_s, context)})
 
     @job(name=f"apply_plan_{environment}", tags={"mesh/environment": environment, "mesh/apply_plan": "true"},
          description=f"Apply a recorded plan to '{environment}' (approved, if the environment is protected).")
@@ -211,6 +213,18 @@ def review_plan_job(environment: str, pending: Sequence[PlanRecord] = ()) -> Job
         _review()
 
     return _job
+
+
+def backfill_took(record: PlanRecord, work_s: float, context: OpExecutionContext) -> dict[str, MetadataValue]:
+    """What the applied plan's backfill took beside its estimate (logged, and as the run's
+    `backfill` entry), as `mesh plan` says it after an apply; nothing when nothing was estimated or
+    computed here (a pushed commit's plan is applied in a git worker)."""
+    estimate = record.summary.estimate
+    if estimate is None or not estimate.known or work_s <= 0:
+        return {}
+    line = estimate.took(work_s)
+    context.log.info(line)
+    return {"backfill": MetadataValue.text(line)}
 
 
 def review_metadata(record: PlanRecord) -> dict[str, MetadataValue]:

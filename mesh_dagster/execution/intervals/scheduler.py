@@ -293,6 +293,7 @@ def _record_batch(done: _Evaluated, listener: ApplyListener, view_of: Callable[[
     if done.error is not None:
         return BatchResult(audits, None, done.error, b.interval)
     listener.batch_done(view, b.index, b.count, b.describe(""), done.seconds, len(audits) - len(failed), len(failed))
+    listener.timed(done.seconds)
     return BatchResult(audits, done.recorded, interval=b.interval)
 
 
