@@ -8,6 +8,7 @@ concurrent runs beside a `mesh` command.
 
 from __future__ import annotations
 
+import calendar
 import os
 import signal
 import socket
@@ -38,11 +39,12 @@ TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
 class Dagster:
     """A running `mesh ui` and a small GraphQL client for it."""
 
-    def __init__(self, project: Path, port: int, log: Path, environments: tuple[str, ...] | list[str] = ("prod",)):
+    def __init__(self, project: Path, port: int, log: Path, environments: tuple[str, ...] | list[str] = ("prod",),
+                 env: dict[str, str] | None = None):
         self.project = project
         self.url = f"http://127.0.0.1:{port}/graphql"
         self.log = log
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(project), "ui",
              *(a for e in environments for a in ("-e", e)), "--port", str(port)],
@@ -178,7 +180,8 @@ def _mesh(project: Path, *args: str, lane: bool = True) -> subprocess.CompletedP
 def dagster(tmp_path_factory):
     work = tmp_path_factory.mktemp("webserver")
     project = recent_example(work / "project", DAYS)
-    server = Dagster(project, _free_port(), work / "dagster.log")
+    # Dagster's freshness daemon looks every 5 s, not 30 (test_automation_runs_due_intervals_and_shows_late_models)
+    server = Dagster(project, _free_port(), work / "dagster.log", env={"FRESHNESS_DAEMON_INTERVAL_SECONDS": "5"})
     try:
         server.wait_loaded()
         # the re-stamp sensor would act on its own every minute; these tests launch it explicitly
@@ -273,3 +276,70 @@ def test_two_concurrent_runs_and_a_cli_command(dagster):
     statuses = [dagster.wait_run(first), dagster.wait_run(second)]
     assert statuses == ["SUCCESS", "SUCCESS"], [dagster.failure(r) for r in (first, second)]
     assert cli.returncode == 0 and cli.stdout.split()[-1] == "7", cli.stdout + cli.stderr
+
+
+FRESHNESS = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { assetKey { path }
+  freshnessStatusInfo { freshnessStatus } } }"""
+AUTOMATION = {"repositoryLocationName": LOCATION, "repositoryName": "__repository__",
+              "sensorName": "automation_prod_sensor"}
+START_SENSOR = """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) { __typename
+  ... on Sensor { id } ... on PythonError { message } } }"""
+SCHEDULED_RUNS = """{ runsOrError(filter: {tags: [{key: "mesh/scheduled", value: "true"}]}) { ... on Runs { results {
+  runId status startTime endTime assetSelection { path } tags { key value } } } } }"""
+
+
+def test_automation_runs_due_intervals_and_shows_late_models(dagster, tmp_path):
+    """Prod on Dagster's automation: a model whose latest materialization is older than its cron
+    allows shows late; the automation sensor, once started, runs yesterday's missing interval of the
+    incremental model, then (its parent's interval recorded) the FULL model reading it."""
+    import dagster as dg
+    from browser import page_text, rendered_dom, screenshot
+    from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+    from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
+
+    full, inc = (["sqlmesh_example", m] for m in ("full_model", "incremental_model"))
+    # full_model's latest materialization, three days old: its daily cron wanted one since yesterday
+    with dg.DagsterInstance.from_config(str(dagster.project / ".mesh" / "dagster")) as instance:
+        event = DagsterEvent(event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value, job_name=RUNLESS_JOB_NAME,
+                             event_specific_data=StepMaterializationData(dg.AssetMaterialization(full)))
+        instance.report_dagster_event(event, RUNLESS_RUN_ID, timestamp=time.time() - 3 * 86400)
+    # yesterday's interval of both models is missing again (as after a failed night)
+    ctx = Context(dagster.project)
+    snapshots = ctx.plans.plan("prod", allow_empty=True).snapshots
+    day = calendar.timegm(LAST.timetuple()) * 1000  # LAST's midnight, UTC
+    ctx.state.intervals.remove_intervals([(s.name, s.version, day, day + 86_400_000) for s in
+                                          (snapshots[f"sqlmesh_example.{m}"] for m in ("incremental_model", "full_model"))])
+    ctx.close()
+
+    def freshness(path: list[str]) -> str | None:
+        (node,) = dagster.query(FRESHNESS, keys=[{"path": path}])["assetNodes"]
+        return (node["freshnessStatusInfo"] or {}).get("freshnessStatus")
+
+    dagster.until(lambda: freshness(full) == "DEGRADED", "full_model shown late", 120)
+    base = dagster.url.removesuffix("/graphql")
+    page = f"{base}/assets/sqlmesh_example/full_model"
+    dom = rendered_dom(page, "Last materialized")
+    screenshot(page, Path(os.environ.get("MESH_SCREENSHOTS", tmp_path)) / "late_full_model.png")
+    # the asset's Status, and its Freshness policy panel: failed, last materialized 3 days ago
+    shown = page_text(dom)
+    assert "Freshness policy Failed Asset history" in shown, shown[:3000]
+    assert "Freshness policy Failed Last materialized 3 days ago" in shown, shown[-3000:]
+    assert "Deadline: At 12:00 AM UTC" in shown, shown[-3000:]
+
+    result = dagster.query(START_SENSOR, s=AUTOMATION)["startSensor"]
+    assert result["__typename"] == "Sensor", result
+    try:
+        def runs() -> dict[str, dict]:
+            found = dagster.query(SCHEDULED_RUNS)["runsOrError"]["results"]
+            return {r["assetSelection"][0]["path"][-1]: r for r in found if len(r["assetSelection"]) == 1}
+
+        dagster.until(lambda: runs().get("full_model", {}).get("status") in TERMINAL, "the automation's runs", 600)
+    finally:
+        dagster.query(STOP_SENSOR, id=result["id"])
+    done = runs()
+    assert {m: r["status"] for m, r in done.items()} == {"incremental_model": "SUCCESS", "full_model": "SUCCESS"}
+    tags = {t["key"]: t["value"] for t in done["incremental_model"]["tags"]}
+    assert tags.get("dagster/partition") == str(LAST), tags  # the missing interval, and only it
+    assert done["full_model"]["startTime"] >= done["incremental_model"]["endTime"]  # after its parent recorded it
+    dagster.until(lambda: freshness(full) == "HEALTHY", "full_model fresh again", 120)
+    assert freshness(inc) == "HEALTHY"
