@@ -28,7 +28,7 @@ from dagster_shared.serdes import serialize_value
 from mesh_dagster.dagster.mapping.translator import MeshTranslator
 
 SPENT: Counter[str] = Counter()
-module = importlib.import_module("mesh_dagster.dagster.definitions")  # the package exports a function of that name
+module = importlib.import_module("mesh_dagster.dagster.code_location")
 
 
 def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:

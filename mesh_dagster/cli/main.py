@@ -443,9 +443,9 @@ def migrate(ctx) -> None:
 @click.pass_context
 def ui(ctx, environments, host, port) -> None:
     """Start the Dagster UI (webserver + daemon) for this project: models as assets, backfills, promote jobs."""
+    from mesh_dagster.dagster.ui.lock import check_ui_free
     from mesh_dagster.dagster.ui.workspace import (
         check_instance_database,
-        check_ui_free,
         dagster_dev_command,
         dagster_env,
         dev_environment,

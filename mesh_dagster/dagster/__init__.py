@@ -4,7 +4,7 @@ environment, re-stamping of reused data, and cron schedules. Only this package i
 In rooms, each importing only those below it (import-linter's `dagster-rooms` contract):
 
     ui/, component.py  `mesh ui` (workspace, supervisor, watch); the dg component
-    definitions.py     one environment's `Definitions`
+    code_location.py   one environment's `Definitions` (`definitions()`)
     jobs/              plan, apply, promote, restate jobs; the git sensor; cron schedules
     assets.py          the step per model: materializations, checks, outcomes
     restamp/           what Dagster shows for data computed elsewhere: stamps, re-stamps, verdicts
@@ -12,17 +12,22 @@ In rooms, each importing only those below it (import-linter's `dagster-rooms` co
     compat.py          every use of a Dagster name that is not exported, tested against the installed Dagster
 """
 
-import warnings
+import importlib
 
-from dagster import BetaWarning
-
-from mesh_dagster.dagster.definitions import ProjectLoadError, definitions
-from mesh_dagster.dagster.mapping.translator import MeshTranslator
-from mesh_dagster.dagster.resource import MeshResource
-
-# Dagster 1.13 warns about its own beta `owners` parameter whenever it copies a sensor (binding
-# resources, on every load and run launch) even though we pass no owners: noise for our users.
-warnings.filterwarnings("ignore", message=r"Parameter `owners` of initializer `SensorDefinition.__init__`",
-                        category=BetaWarning)
+# Resolved lazily, as the top package's names: `mesh ui`'s supervisor imports a module of this
+# package (ui/supervisor.py) and must start `dagster dev` before anything imports Dagster itself.
+_LAZY = {"definitions": "mesh_dagster.dagster.code_location", "ProjectLoadError": "mesh_dagster.dagster.code_location",
+         "MeshTranslator": "mesh_dagster.dagster.mapping.translator", "MeshResource": "mesh_dagster.dagster.resource"}
 
 __all__ = ["MeshResource", "MeshTranslator", "ProjectLoadError", "definitions"]
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mesh_dagster.dagster' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -44,6 +44,7 @@ from pydantic import BaseModel
 
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.dagster.code_location import definitions
 from mesh_dagster.dagster.compat import (
     context_at,
     context_scope,
@@ -51,7 +52,6 @@ from mesh_dagster.dagster.compat import (
     translated_spec,
     translation_resolver,
 )
-from mesh_dagster.dagster.definitions import definitions
 from mesh_dagster.dagster.mapping.graph import ModelAsset
 from mesh_dagster.dagster.mapping.shown_text import shown_spec
 from mesh_dagster.dagster.mapping.translator import MeshTranslator

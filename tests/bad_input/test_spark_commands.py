@@ -82,7 +82,8 @@ def test_start_with_an_invalid_option(project: Path, args: tuple[str, ...], frag
 
 
 def test_a_second_mesh_ui_is_refused_before_it_announces_itself(project: Path):
-    from mesh_dagster.dagster.ui.workspace import only_ui, ui_home
+    from mesh_dagster.dagster.ui.lock import only_ui
+    from mesh_dagster.dagster.ui.workspace import ui_home
 
     with only_ui(ui_home(project)):
         with nothing_written(project):

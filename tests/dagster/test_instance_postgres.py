@@ -216,7 +216,8 @@ def test_stopping_one_ui_cancels_only_its_own_runs_on_a_shared_instance(tmp_path
     the runs launched in its own code servers (Dagster's grpc_info tag names the server)."""
     import json
 
-    from mesh_dagster.dagster.ui.supervisor import GRPC_INFO_TAG, Runs, is_shared_instance
+    from mesh_dagster.dagster.compat import GRPC_INFO_TAG
+    from mesh_dagster.dagster.ui.supervisor import Runs, is_shared_instance
 
     home = tmp_path / "home"
     write_instance(home, DagsterStorageConfig(type="postgres", database=database))

@@ -12,7 +12,7 @@ import pytest
 from project_builder import CONFIG, write_project
 
 from mesh_dagster.dagster import definitions
-from mesh_dagster.dagster.definitions import ProjectLoadError
+from mesh_dagster.dagster.code_location import ProjectLoadError
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""dagster-pyspark's `PySparkResource` as the Spark settings of Dagster runs (dagster/definitions.py,
+"""dagster-pyspark's `PySparkResource` as the Spark settings of Dagster runs (dagster/code_location.py,
 the component's `pyspark:`), merged with the gateway's connection: a conflict is refused at load
 in one line naming both values, a setting reaches the session Python models get as `context.spark`."""
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from mesh_dagster.dagster.ui.lock import UiAlreadyRunning, check_ui_free, only_ui
 from mesh_dagster.dagster.ui.supervisor import GRACE_S, KILL_WAIT_S, _children, _send, _session_members
-from mesh_dagster.dagster.ui.workspace import UiAlreadyRunning, check_ui_free, dagster_dev_command, only_ui
+from mesh_dagster.dagster.ui.workspace import dagster_dev_command
 from tests.listening_sockets import session_members
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find processes")
@@ -108,7 +109,7 @@ def test_a_second_mesh_ui_for_the_project_is_refused(tmp_path):
 HOLD_UI = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from mesh_dagster.dagster.ui.workspace import only_ui
+    from mesh_dagster.dagster.ui.lock import only_ui
     with only_ui(Path(sys.argv[1])):
         print("HOLDING", flush=True)
         time.sleep(600)

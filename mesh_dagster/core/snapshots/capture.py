@@ -18,7 +18,7 @@ Snapshots stored before captures existed have none (`Snapshot.capture is None`):
 evaluated from the project as before, and the next plan captures them.
 
 A capture also keeps the model's column lineage (core/project/lineage.py), so that an environment
-serving an older version shows that version's lineage, not the working tree's (dagster/definitions.py).
+serving an older version shows that version's lineage, not the working tree's (dagster/code_location.py).
 It decides no data and is in no fingerprint. Working it out may render the query, so a capture only
 knows how to (from the project it was made from) and does it when it is stored: a plan only looked
 at (Dagster's at load, `mesh plan` without applying) never pays for it.

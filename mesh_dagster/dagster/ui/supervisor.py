@@ -32,28 +32,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import yaml
-from dagster import DagsterInstance
 
-from mesh_dagster.dagster.compat import (
-    CODE_SERVER_SOCKET_ARG,
-    GRPC_INFO_TAG,  # noqa: F401 - the tag run_server reads, named here as before
-    open_instance,
-    report_canceled,
-    report_canceling,
-    run_code_server,
-    runs_with_status,
-)
-from mesh_dagster.dagster.ui.watch import WorkspaceWatch, wait_stopped
-from mesh_dagster.dagster.ui.workspace import (
-    UiAlreadyRunning,
-    dagster_dev_args,
-    dagster_env,
-    only_ui,
-)
+from mesh_dagster.dagster.ui.lock import UiAlreadyRunning, only_ui
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
+# What needs Dagster itself (compat.py, the watch) is imported once `dagster dev` runs: a second of
+# importing before it would be a second more of every `mesh ui` start (benchmarks/bench_ui_start.py).
 
 GRACE_S = 5.0  # for `dagster dev` to stop its services and for runs to end as canceled
 KILL_WAIT_S = 3.0  # for the kernel to take down what was SIGKILLed
@@ -64,19 +56,34 @@ CANCEL_MESSAGE = "Canceled: `mesh ui` was stopped while this run was in progress
 
 
 def main(argv: list[str]) -> int:
+    """`mesh ui` execs this with the environment `dagster dev` gets (workspace.dagster_env)."""
     workspace, host, port = Path(argv[0]), argv[1], int(argv[2])
+    watches: list = []
+
+    def watch() -> None:  # code locations follow the environments (watch.py), once `dagster dev` runs
+        from mesh_dagster.dagster.ui.watch import WorkspaceWatch
+
+        watches.append(WorkspaceWatch(workspace, host, port))
+        watches[0].start()
+
     try:
         with only_ui(workspace.parent):
-            watch = WorkspaceWatch(workspace, host, port)  # code locations follow the environments (ui_watch)
-            watch.start()
             try:
-                return Supervisor(dagster_dev_args(workspace, host, port), dagster_env(workspace),
-                                  workspace.parent).run()
+                return Supervisor(dagster_dev_args(workspace, host, port), dict(os.environ), workspace.parent).run(
+                    started=watch)
             finally:
-                wait_stopped(watch)
+                if watches:
+                    from mesh_dagster.dagster.ui.watch import wait_stopped
+
+                    wait_stopped(watches[0])
     except UiAlreadyRunning as e:
         print(f"Error: {e}", file=sys.stderr, flush=True)
         return 1
+
+
+def dagster_dev_args(workspace: Path, host: str, port: int) -> list[str]:
+    """`dagster dev` itself, as the supervisor starts it."""
+    return [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", host, "-p", str(port)]
 
 
 class Supervisor:
@@ -89,10 +96,13 @@ class Supervisor:
         self._signals: list[int] = []
         self._wake = threading.Event()
 
-    def run(self) -> int:
+    def run(self, started: Callable[[], None] | None = None) -> int:
+        """`started`: called once the child runs (what may take its time without delaying it)."""
         for sig in _STOP_SIGNALS:
             signal.signal(sig, self._on_signal)
         child = subprocess.Popen(self._command, env=self._env, stdin=subprocess.DEVNULL, start_new_session=True)
+        if started is not None:
+            started()
         while child.poll() is None and not self._signals:
             self._wake.wait(1.0)
         canceled = self._stop(child)
@@ -154,6 +164,8 @@ class Runs:
             instance = self._get()
             if instance is None:
                 return 0
+            from mesh_dagster.dagster.compat import runs_with_status
+
             runs = runs_with_status(instance, _IN_PROGRESS)
             if self._shared:
                 runs = [run for run in runs if run_server(run.tags) in self.servers]
@@ -167,16 +179,22 @@ class Runs:
 
     @staticmethod
     def canceling(instance, run) -> None:
+        from mesh_dagster.dagster.compat import report_canceling
+
         if run.status.value != "CANCELING":
             report_canceling(instance, run, "`mesh ui` is stopping: canceling this run.")
 
     @staticmethod
     def canceled(instance, run) -> None:
+        from mesh_dagster.dagster.compat import report_canceled
+
         report_canceled(instance, run, CANCEL_MESSAGE)
 
     def _get(self) -> DagsterInstance | None:
         # no storage yet: no run ever (a shared instance keeps none here, but has runs)
         if self._instance is None and (self._shared or (self._home / "storage").exists()):
+            from mesh_dagster.dagster.compat import open_instance
+
             self._instance = open_instance(self._home)
         return self._instance
 
@@ -193,11 +211,15 @@ def is_shared_instance(dagster_home: Path) -> bool:
 def run_server(tags) -> str | None:
     """The socket (or host:port) of the code server a run was launched in, from its tags
     (Dagster's hidden `GRPC_INFO_TAG`)."""
+    from mesh_dagster.dagster.compat import run_code_server
+
     return run_code_server(tags)
 
 
 def _code_server_sockets(session: int) -> set[str]:
     """The sockets this session's code servers listen on (`dagster api grpc --socket PATH`)."""
+    from mesh_dagster.dagster.compat import CODE_SERVER_SOCKET_ARG
+
     out: set[str] = set()
     for process in _session_members(session):
         try:

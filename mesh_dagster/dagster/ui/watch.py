@@ -13,7 +13,7 @@ Dagster has no hot reload: a code location shows the plan it computed when it lo
   review and apply jobs offer them as a list (dagster/jobs/reviews.py);
 - the location of the environments git pushes created (`pushed_environments`, written when
   config.yaml has a `git:` section) when one is added, removed or deployed to: each is shown from
-  the files of the commit it serves (dagster/definitions.py).
+  the files of the commit it serves (dagster/code_location.py).
 
 It never fails `mesh ui`: a look that goes wrong is skipped, and the next one tries again.
 """
@@ -30,8 +30,8 @@ from dagster import Definitions
 
 from mesh_dagster.context import FROM_COMMIT, Context
 from mesh_dagster.core.time.dates import now_ms
+from mesh_dagster.dagster.code_location import definitions
 from mesh_dagster.dagster.compat import RELOAD_LOCATION
-from mesh_dagster.dagster.definitions import definitions
 from mesh_dagster.dagster.jobs.reviews import WAITING
 from mesh_dagster.dagster.mapping.pending import noted_pending
 from mesh_dagster.dagster.ui.workspace import location_name, workspace_environments

@@ -8,17 +8,15 @@ Dagster are undocumented ones, named in compat.py.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
 import yaml
-from filelock import FileLock, Timeout
 
 from mesh_dagster.context import Context, ProjectConfig
 from mesh_dagster.core.config.config import DagsterStorageConfig
@@ -29,7 +27,6 @@ from mesh_dagster.dagster.mapping.pending import ui_home
 from mesh_dagster.dagster.ui.pushed_python import location_variables, write_python
 
 LOCATIONS_FILE = "locations.py"
-LOCK_FILE = "ui.lock"
 INSTANCE_CONFIG = """# Written by `mesh ui`: the Dagster instance of this project (see Dagster's dagster.yaml docs).
 # Rewritten at every start from config.yaml (its `dagster:` section): change that instead.
 telemetry:
@@ -141,7 +138,7 @@ def write_workspace(project_dir: str | Path, environments: list[str],
     unprotected one a push deployed to (a branch named like it) is shown from this working tree, so
     that location, which has `mesh ui`'s whole environment, never loads a commit nobody reviewed.
     A multi-repo project's other repositories (`repos`) load with it in each location (its `git:`
-    is refused there: definitions.py)."""
+    is refused there: code_location.py)."""
     project = Path(project_dir).resolve()
     home = ui_home(project)
     write_instance(home, storage)
@@ -217,11 +214,6 @@ def dagster_dev_command(workspace: Path, host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "mesh_dagster.dagster.ui.supervisor", str(workspace), host, str(port)]
 
 
-def dagster_dev_args(workspace: Path, host: str, port: int) -> list[str]:
-    """`dagster dev` itself, as the supervisor starts it."""
-    return [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", host, "-p", str(port)]
-
-
 def dagster_env(workspace: Path, storage: DagsterStorageConfig | None = None) -> dict[str, str]:
     """The environment of `dagster dev` and its processes: the project's instance, one planned
     event per asset of a ranged run, and batched event writes (a ranged run's per-partition events
@@ -235,50 +227,3 @@ def dagster_env(workspace: Path, storage: DagsterStorageConfig | None = None) ->
     return env
 
 
-class UiAlreadyRunning(MeshError):
-    """Another `mesh ui` serves this project."""
-
-
-@contextlib.contextmanager
-def only_ui(dagster_home: Path) -> Iterator[None]:
-    """One `mesh ui` per project: a second would run every schedule and sensor twice, and stopping
-    either would cancel the other's runs.
-
-    An flock (`filelock.FileLock`) on `ui.lock`: the kernel drops it when its process dies, however
-    it dies, so a killed `mesh ui` leaves nothing stale. The holder writes its pid into the file for
-    the refusal message; a contender only reads it (filelock never truncates a file it did not lock).
-    """
-    dagster_home.mkdir(parents=True, exist_ok=True)
-    path = dagster_home / LOCK_FILE
-    # fallback_to_soft=False: on a filesystem without flock, fail rather than leave a marker a crash
-    # would leave behind for good.
-    lock = FileLock(path, blocking=False, fallback_to_soft=False, on_acquired=_write_pid)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise UiAlreadyRunning(
-            f"`mesh ui` already runs for this project (pid {_holder(path)}, instance {dagster_home}): use its "
-            f"webserver, or stop it (Ctrl-C) before starting another."
-        ) from None
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-def _write_pid(fd: int) -> None:
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
-
-
-def _holder(path: Path) -> str:
-    try:
-        return path.read_text().strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
-def check_ui_free(dagster_home: Path) -> None:
-    """Refuse early (before printing where the UI will be) when another `mesh ui` holds the lock."""
-    with only_ui(dagster_home):
-        pass

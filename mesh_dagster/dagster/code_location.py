@@ -15,6 +15,7 @@ runs' Spark settings, merged with the gateway's connection (`_spark_config`).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from dagster import (
     AssetsDefinition,
     AssetSpec,
+    BetaWarning,
     Definitions,
     ExecutorDefinition,
     JobDefinition,
@@ -51,6 +53,11 @@ from mesh_dagster.dagster.mapping.shown_text import ShownError
 from mesh_dagster.dagster.mapping.translator import MeshTranslator
 from mesh_dagster.dagster.resource import PYSPARK_SOURCE, MeshResource
 from mesh_dagster.dagster.restamp.restamps import stamp_sensor
+
+# Dagster 1.13 warns about its own beta `owners` parameter whenever it copies a sensor (binding
+# resources, on every load and run launch) even though we pass no owners: noise for our users.
+warnings.filterwarnings("ignore", message=r"Parameter `owners` of initializer `SensorDefinition.__init__`",
+                        category=BetaWarning)
 
 if TYPE_CHECKING:
     from dagster_pyspark import PySparkResource  # imported by the user who passes one: it loads pyspark
