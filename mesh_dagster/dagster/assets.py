@@ -39,7 +39,13 @@ from dagster import (
 from mesh_dagster.context import Context, ModelMaterialization, Outcome, StatementRun
 from mesh_dagster.core.config.display import printable
 from mesh_dagster.core.errors import MeshError
-from mesh_dagster.dagster.compat import mark_partitions_failed, run_step_keys
+from mesh_dagster.dagster.compat import (
+    BACKFILL_TAG,
+    backfill_assets,
+    mark_blocked,
+    mark_partitions_failed,
+    run_step_keys,
+)
 from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.mapping.listener import DagsterLogListener
 from mesh_dagster.dagster.mapping.outcomes import (
@@ -210,9 +216,10 @@ def _reported(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelA
         if ranged is not None or context.has_partition_key:  # its partitions show failed (compat.py)
             mark_partitions_failed(context.instance, context.run.run_id, context.run.job_name, step_name(asset),
                                    asset.asset_key, list(context.partition_keys))
+            block_backfill_children(context, graph, asset)
         raise step_failure(asset, str(run.error))
     if run.outcome == Outcome.EVALUATED:
-        announce_children_to_restamp(context, graph, asset)
+        announce_children(context, graph, asset)
 
 
 def _table_schema(context: AssetExecutionContext, asset: ModelAsset, run: ModelMaterialization) -> Any:
@@ -238,12 +245,45 @@ def _partitions_refused(asset: ModelAsset) -> str:
             "processes every pending interval in order.")
 
 
-def announce_children_to_restamp(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset) -> None:
-    """The children of a freshly computed model that this run does not materialize are left to the
-    re-stamp sensor: those whose version and data stay valid are re-stamped once the run has finished."""
-    selected = {tuple(k.path) for k in (context.run.asset_selection or ())}
-    children = [c for c in graph.children({asset.name}) if graph.assets[c].key not in selected]
-    if children:
+def announce_children(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset) -> None:
+    """Says what becomes of the children of a freshly computed model that this run does not
+    materialize: those its backfill holds, the backfill materializes in a run of their own after it
+    (Dagster runs a backfill's models without partitions apart from its ranges); the others are
+    left to the re-stamp sensor, which re-stamps those whose version and data stay valid."""
+    later, left = _children_apart(context, graph, asset)
+    if later:
+        context.log.info(f"Materialized by backfill {context.run.tags[BACKFILL_TAG]} in a run after this one (Dagster "
+                         f"runs models without partitions apart from a partition range): {', '.join(later)}")
+    if left:
         context.log.info(f"Not in this run, left to restamp_{graph.environment}_sensor (re-stamped if their data "
-                         f"stays valid): {', '.join(children)}")
+                         f"stays valid): {', '.join(left)}")
 
+
+def block_backfill_children(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset) -> None:
+    """A failed model's step in a backfill: the models below it the backfill holds but runs apart
+    (without partitions) will never be launched. They are marked as this run's (compat.mark_blocked),
+    so each shows failed, blocked by this run, whose log says why."""
+    later, _ = _children_apart(context, graph, asset, below=True)
+    blocked = [graph.assets[name] for name in later if not graph.assets[name].is_partitioned]
+    if blocked and mark_blocked(context.instance, context.run.run_id, context.run.job_name, step_name(asset),
+                                [b.asset_key for b in blocked]):
+        context.log.info(f"Blocked by this failure (backfill {context.run.tags[BACKFILL_TAG]} will not run them): "
+                         f"{', '.join(b.name for b in blocked)}")
+
+
+def _children_apart(context: AssetExecutionContext, graph: ProjectGraph, asset: ModelAsset,
+                    below: bool = False) -> tuple[list[str], list[str]]:
+    """(the children of `asset` not in this run that its backfill holds, the others); `below`:
+    every model below it, not only its children."""
+    selected = {tuple(k.path) for k in (context.run.asset_selection or ())}
+    found: set[str] = set()
+    frontier = {asset.name}
+    while frontier:
+        frontier = set(graph.children(frontier)) - found
+        found |= frontier
+        if not below:
+            break
+    apart = [c for c in graph.assets if c in found and graph.assets[c].key not in selected]  # DAG order
+    held = backfill_assets(context.instance, context.run)
+    later = [c for c in apart if held is not None and graph.assets[c].asset_key in held]
+    return later, [c for c in apart if c not in later]

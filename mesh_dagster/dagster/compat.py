@@ -72,6 +72,12 @@ fallback when it is gone.
   metadata (`report_engine_event` with `EngineEventData`, both usable on a finished run), so the
   run page a reviewer opened shows the data. Without them, the diff is on the apply's run page,
   the asset pages and `mesh plans show` only.
+- `backfill_assets`, `mark_blocked`: a backfill of a model and its children without partitions runs
+  them apart (Dagster groups a backfill's runs by partitions definition): the partitioned run's step
+  reads the backfill's assets (`DagsterInstance.get_backfill`, undocumented) to say so, and when it
+  fails, plans those children in its failed run (as `mark_partitions_failed` does), since the
+  backfill will never launch their run: they show failed, blocked by that run. Without the means,
+  the log says only what the re-stamp sensor will do, and the blocked children show nothing.
 - `partitions_subset`: a custom automation condition (dagster/mapping/automation.py) answers with a
   subset of the partitions it was asked about; Dagster's `AutomationContext.candidate_subset` is of
   a class it does not export, narrowed to given partition keys by its undocumented
@@ -136,6 +142,8 @@ INTERNALS: dict[str, str] = {
     "AssetMaterializationPlannedData": "dagster._core.events.AssetMaterializationPlannedData(asset_key, partition=)",
     "DagsterEvent.build_asset_materialization_planned_event": "(job_name, step_key, planned_data)",
     "DagsterInstance.report_dagster_event": "(event, run_id) stores an event of a run",
+    "DagsterInstance.get_backfill": "(backfill_id) the backfill a run's `dagster/backfill` tag names, or None; its "
+    "asset_selection lists the assets it materializes",
     "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "the environment variable behind the event log's "
     "supports_partition_subset_in_asset_materialization_planned_events: one planned event per asset of a run",
     "DAGSTER_EVENT_BATCH_SIZE": "the environment variable that makes Dagster store a run's events in batches",
@@ -231,13 +239,40 @@ def mark_partitions_failed(instance: DagsterInstance, run_id: str, job_name: str
                            partitions: Sequence[str]) -> bool:
     """Plan `partitions` of `key` one by one in this (failing) run; False when Dagster has not the
     means any more (or the run already planned them one by one: nothing to add)."""
-    if not partitions or not _plans_subsets(instance) or not _EVENTS:
+    if not partitions or not _plans_subsets(instance):
         return False
-    for partition in partitions:
+    return _plan_in_run(instance, run_id, job_name, step_key, [(key, p) for p in partitions])
+
+
+def mark_blocked(instance: DagsterInstance, run_id: str, job_name: str, step_key: str,
+                 keys: Sequence[AssetKey]) -> bool:
+    """Plan the assets without partitions `keys` in this (failing) run, which blocks them: their
+    latest run is then this failed one, and Dagster shows them failed, as it shows the models a
+    failed run was to materialize. False when Dagster has not the means any more."""
+    return bool(keys) and _plan_in_run(instance, run_id, job_name, step_key, [(key, None) for key in keys])
+
+
+def _plan_in_run(instance: DagsterInstance, run_id: str, job_name: str, step_key: str,
+                 planned: Sequence[tuple[AssetKey, str | None]]) -> bool:
+    if not _EVENTS:
+        return False
+    for key, partition in planned:
         event = DagsterEvent.build_asset_materialization_planned_event(
             job_name, step_key, AssetMaterializationPlannedData(key, partition=partition))
         instance.report_dagster_event(event, run_id)
     return True
+
+
+BACKFILL_TAG = "dagster/backfill"  # the run tag naming the backfill a run belongs to (the UI filters on it)
+
+
+def backfill_assets(instance: DagsterInstance, run: DagsterRun) -> frozenset[AssetKey] | None:
+    """The assets of the backfill `run` belongs to, or None (no backfill, or Dagster has not the means)."""
+    backfill_id = run.tags.get(BACKFILL_TAG)
+    get = getattr(instance, "get_backfill", None)
+    backfill = get(backfill_id) if backfill_id and get is not None else None
+    selection = getattr(backfill, "asset_selection", None)
+    return frozenset(selection) if selection is not None else None
 
 
 def _plans_subsets(instance: DagsterInstance) -> bool:

@@ -343,3 +343,63 @@ def test_automation_runs_due_intervals_and_shows_late_models(dagster, tmp_path):
     assert done["full_model"]["startTime"] >= done["incremental_model"]["endTime"]  # after its parent recorded it
     dagster.until(lambda: freshness(full) == "HEALTHY", "full_model fresh again", 120)
     assert freshness(inc) == "HEALTHY"
+
+
+LATEST_RUN = """query($keys: [AssetKeyInput!]!) { assetsLatestInfo(assetKeys: $keys) { latestRun { id status } } }"""
+RUN_MESSAGES = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
+  ... on MessageEvent { message } } } } }"""
+
+
+def _backfill(dagster: Dagster, models: list[str], partitions: list[str]) -> tuple[str, list[dict]]:
+    """Launch a backfill of `models` over `partitions` as the UI does; (its status once done, its runs)."""
+    assets = [{"path": ["sqlmesh_example", m]} for m in models]
+    launched = dagster.query(BACKFILL, p={"partitionNames": partitions, "assetSelection": assets})
+    backfill = launched["launchPartitionBackfill"]
+    assert backfill["__typename"] == "LaunchBackfillSuccess", backfill
+    status = ""
+
+    def done() -> bool:
+        nonlocal status
+        status = dagster.query(BACKFILL_STATUS, id=backfill["backfillId"])["partitionBackfillOrError"]["status"]
+        return status in ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED")
+
+    dagster.until(done, f"backfill {backfill['backfillId']}", 600)
+    return status, dagster.query(BACKFILL_RUNS, id=backfill["backfillId"])["runsOrError"]["results"]
+
+
+def _messages(dagster: Dagster, run_id: str) -> str:
+    return "\n".join(e.get("message") or "" for e in dagster.query(RUN_MESSAGES, id=run_id)["logsForRun"]["events"])
+
+
+def test_a_failed_backfill_shows_the_models_it_blocked(dagster, tmp_path):
+    """Issue 38, point 4: Dagster runs a backfill's FULL model apart from its parent's partition range
+    (a backfill's runs are grouped by partitions definition), after it. A successful backfill's ranged
+    run says so (not "left to the re-stamp sensor"); when the parent fails, the backfill never
+    launches the FULL model's run: the failed run names it blocked, and its node shows failed."""
+    _, runs = _backfill(dagster, ["incremental_model", "full_model"], PARTITIONS[:2])
+    (ranged,) = [r for r in runs if "dagster/asset_partition_range_start" in {t["key"] for t in r["tags"]}]
+    said = _messages(dagster, ranged["runId"])
+    assert "in a run after this one" in said and "sqlmesh_example.full_model" in said
+    assert "left to restamp_prod_sensor" not in said
+
+    edit(dagster.project, "incremental_model", "  item_id,\n", "  item_id,\n  RAISE_ERROR('broken') AS broken,\n")
+    try:
+        dagster.query(RELOAD, name=LOCATION)
+        dagster.wait_loaded()
+        status, runs = _backfill(dagster, ["incremental_model", "full_model"], PARTITIONS[:2])
+        (failed,) = runs  # the FULL model's run is never launched
+        assert (status, failed["status"]) in {("COMPLETED_FAILED", "FAILURE"), ("FAILED", "FAILURE")}, (status, runs)
+        assert "Blocked by this failure" in _messages(dagster, failed["runId"])
+        (latest,) = dagster.query(LATEST_RUN, keys=[{"path": ["sqlmesh_example", "full_model"]}])["assetsLatestInfo"]
+        assert latest["latestRun"] == {"id": failed["runId"], "status": "FAILURE"}
+        from browser import page_text, rendered_dom, screenshot
+
+        page = f"{dagster.url.removesuffix('/graphql')}/assets/sqlmesh_example/full_model"
+        dom = rendered_dom(page, "Failed")
+        screenshot(page, tmp_path / "blocked_full_model.png")
+        assert "Failed" in page_text(dom)
+    finally:
+        path = dagster.project / "models" / "incremental_model.sql"
+        path.write_text(path.read_text().replace("  RAISE_ERROR('broken') AS broken,\n", ""))
+        dagster.query(RELOAD, name=LOCATION)
+        dagster.wait_loaded()

@@ -1,7 +1,8 @@
 """End to end through a real `mesh ui` (webserver + daemon), driven through GraphQL, with a real bare
 git repository: a push to a feature branch gives its environment the change (the daemon runs the
 git sensor, the git_plan run applies the commit on the project's Spark); a push to main records a
-pending prod plan; a second person approves it and apply_plan_prod updates prod; a plan approved and
+pending prod plan; a second person approves it with review_plan_prod, picking it from the list its
+launchpad offers (seen in Chromium), and apply_plan_prod updates prod; a plan approved and
 then outdated by a newer push is refused as superseded.
 """
 
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from browser import page_text, rendered_dom, screenshot
 from project_copies import edit, recent_example
 from test_dagster_webserver import LAUNCH_RUN, LOCATIONS, Dagster, _free_port
 
@@ -28,6 +30,8 @@ START_SENSOR = """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s
 RUNS = """query($branch: String!) { runsOrError(filter: {tags: [{key: "mesh/git_branch", value: $branch}]}) {
   ... on Runs { results { runId status tags { key value } } } } }"""
 KINDS = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { kinds description } }"""
+CONFIG_TYPES = """query($s: PipelineSelector!) { runConfigSchemaOrError(selector: $s) { ... on RunConfigSchema {
+  allConfigTypes { ... on EnumConfigType { givenName values { value } } } } } }"""
 WATCH = """
 protected_environments:
   prod:
@@ -67,6 +71,13 @@ def sensor_run(dagster: Dagster, branch: str, sha: str, timeout: float = 600) ->
                 return run["runId"]
         time.sleep(3)
     raise AssertionError(f"no finished git_plan run for {branch}@{sha}:\n{dagster.log.read_text()[-3000:]}")
+
+
+def plan_choices(dagster: Dagster, job: str) -> list[str]:
+    """The plans `job`'s launchpad lists in its config's `plan` (the values of its enum)."""
+    selector = {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "pipelineName": job}
+    found = dagster.query(CONFIG_TYPES, s=selector)["runConfigSchemaOrError"]["allConfigTypes"]
+    return [v["value"] for t in found if t.get("givenName") == f"{job}_plans" for v in t["values"]]
 
 
 def pending_prod_plan(project: Path, sha: str) -> str:
@@ -112,11 +123,27 @@ def test_git_pushes_through_the_webserver(tmp_path):
                      "incremental_model", user="alice@example.com")
         assert shown.returncode == 0 and " z" in shown.stdout, shown.stdout + shown.stderr
 
-        # a second person approves the prod plan; apply_plan_prod updates prod
-        assert mesh(project, "plans", "approve", approved[:8], user="alice@example.com").returncode != 0  # own plan
-        ok = mesh(project, "plans", "approve", approved[:8], user="bob@example.com")
-        assert ok.returncode == 0, ok.stdout + ok.stderr
-        run_id = launch(server, "apply_plan_prod", {"ops": {"apply_plan_prod_record": {"config": {"plan_id": approved}}}})
+        # a second person approves the prod plan in Dagster and apply_plan_prod updates prod: both pick
+        # it from the list their launchpad offers (issue 38, point 5), no id typed
+        server.until(lambda: approved in plan_choices(server, "review_plan_prod"), "the plan in review_plan_prod", 120)
+        assert approved in plan_choices(server, "apply_plan_prod")
+        op_page = server.url.removesuffix("/graphql") + f"/locations/{LOCATION}/jobs/review_plan_prod"
+        dom = rendered_dom(op_page + "/review_plan_prod_decision", "review_plan_prod_plans")
+        screenshot(op_page + "/review_plan_prod_decision", work / "review_plan_list.png")
+        # the op's config in the UI: `plan` is the list of plans (its values are what the launchpad's
+        # editor offers, read from the run config schema above), beside the decision's own list
+        assert "plan ? : review_plan_prod_plans" in page_text(dom), page_text(dom)[-600:]
+        assert "decision : review_plan_prod_decisions" in page_text(dom)
+        decide = {"plan": approved, "decision": "approve", "approver": "alice@example.com"}
+        own = launch(server, "review_plan_prod", {"ops": {"review_plan_prod_decision": {"config": decide}}})
+        assert server.wait_run(own) == "FAILURE" and "alice@example.com may not approve" in server.failure(own)
+        run_id = launch(server, "review_plan_prod", {"ops": {"review_plan_prod_decision": {"config": {
+            **decide, "approver": "bob@example.com", "note": "looks right"}}}})
+        assert server.wait_run(run_id) == "SUCCESS", server.failure(run_id)
+        decided = Context(project).reviews.records.find(approved)
+        assert (decided.status.value, decided.events[-1].actor, decided.events[-1].note) == (
+            "approved", "bob@example.com", "looks right")
+        run_id = launch(server, "apply_plan_prod", {"ops": {"apply_plan_prod_record": {"config": {"plan": approved}}}})
         assert server.wait_run(run_id) == "SUCCESS", server.failure(run_id)
         assert Context(project).state.environments.get_environment("prod").plan_id == approved
 

@@ -85,6 +85,20 @@ def _report_event(tmp_path, monkeypatch):
     _leading(dg.DagsterInstance.report_dagster_event, "dagster_event", "run_id")
 
 
+@check("DagsterInstance.get_backfill")
+def _get_backfill(tmp_path, monkeypatch):
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+
+    _leading(dg.DagsterInstance.get_backfill, "backfill_id")
+    keys = [dg.AssetKey(["s", "a"]), dg.AssetKey(["s", "b"])]
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        instance.add_backfill(PartitionBackfill("bf", BulkActionStatus.REQUESTED, False, {}, 1.0, asset_selection=keys))
+        run = _run(instance, dg.DagsterRunStatus.STARTED, {compat.BACKFILL_TAG: "bf"})
+        assert compat.backfill_assets(instance, run) == frozenset(keys)
+        assert compat.backfill_assets(instance, _run(instance, dg.DagsterRunStatus.STARTED)) is None
+        assert instance.get_backfill("none") is None
+
+
 @check("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS")
 def _planned_per_run(tmp_path, monkeypatch):
     (name, value), = compat.PLANNED_EVENTS_PER_RUN.items()
