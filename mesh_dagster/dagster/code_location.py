@@ -121,8 +121,8 @@ def definitions(
         assets += (environment_assets := _environment_assets(graph, partitions, translator, external_keys))
         jobs += _environment_jobs(graph)
         sensors += [stamp_sensor(graph, partitions, project_dir, gateway, state_url, restamp_sensor_running, others),
-                    plan_status_sensor(environment, project_dir, gateway, state_url, plan_status_sensor_running,
-                                       others), *automation_sensor(environment, environment_assets, automation_running)]
+                    plan_status_sensor(graph, project_dir, gateway, state_url, plan_status_sensor_running, others),
+                    *automation_sensor(environment, environment_assets, automation_running)]
         if environment == PROD:
             schedules += cron_schedules(graph, folder, gateway, state_url, schedules_running, home, others)
             if git_poll is not None:
@@ -269,6 +269,7 @@ def _folder_graphs(folder: str, environments: list[str], gateway: str | None, st
         for graph in graphs:  # what the review and apply jobs offer to pick from
             graph.waiting = context.plan_records(graph.environment, list(WAITING))
             graph.protected = context.config.protection(graph.environment) is not None
+            graph.sensor_interval_s = context.config.dagster.sensor_interval_s
         return graphs
     except MeshError as e:
         return e

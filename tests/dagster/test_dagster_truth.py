@@ -60,7 +60,7 @@ CHECKS = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { asse
   ... on AssetChecks { checks { name description executionForLatestMaterialization { runId status evaluation {
   success } } } } } } }"""
 SENSORS = """query($loc: String!) { sensorsOrError(repositorySelector: {repositoryLocationName: $loc,
-  repositoryName: "__repository__"}) { ... on Sensors { results { id name } } } }"""
+  repositoryName: "__repository__"}) { ... on Sensors { results { id name sensorState { status } } } } }"""
 STOP_SENSOR = """mutation($id: String!) { stopSensor(id: $id) { __typename } }"""
 
 
@@ -133,20 +133,30 @@ class Truth(Dagster):
         return self.url.removesuffix("/graphql") + path
 
 
+def _restamp_sensors_stopped(server: Truth) -> bool:
+    """These tests tick the re-stamp sensors themselves: stop those still running (a stop sent while
+    `mesh ui` reloads a location can be lost), True once all are stopped."""
+    running = [s for env in ("prod", "dev")
+               for s in server.query(SENSORS, loc=server.location(env))["sensorsOrError"].get("results", [])
+               if s["name"].startswith("restamp_") and s["sensorState"]["status"] != "STOPPED"]
+    for sensor in running:
+        server.query(STOP_SENSOR, id=sensor["id"])
+    return not running
+
+
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
     work = tmp_path_factory.mktemp("truth")
     project = recent_example(work / "project", DAYS)
+    with (project / "config.yaml").open("a") as config:  # the daemon's sensors look every 5 s, not 30
+        config.write("\ndagster:\n  sensor_interval_s: 5\n")
     applied = subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(project), "plan",
                               "--auto-apply"], capture_output=True, text=True, timeout=900)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     server = Truth(project, _free_port(), work / "dagster.log", ["prod", "dev"])
     try:
         server.wait_loaded()
-        for env in ("prod", "dev"):  # these tests tick the re-stamp sensors themselves
-            for sensor in server.query(SENSORS, loc=server.location(env))["sensorsOrError"]["results"]:
-                if sensor["name"].startswith("restamp_"):
-                    server.query(STOP_SENSOR, id=sensor["id"])
+        server.until(lambda: _restamp_sensors_stopped(server), "the re-stamp sensors stopped", 120)
         server.shots = work  # type: ignore[attr-defined]
         yield server
     finally:

@@ -49,6 +49,8 @@ def _prod_columns(project) -> str:
 
 def test_a_change_materialized_in_prods_location_is_stale_until_promote_prod(tmp_path):
     project = recent_example(tmp_path / "project", DAYS)
+    with (project / "config.yaml").open("a") as config:  # the daemon's sensors look every 5 s, not 30
+        config.write("\ndagster:\n  sensor_interval_s: 5\n")
     applied = subprocess.run([sys.executable, "-m", "mesh_dagster.cli.main", "-p", str(project), "plan",
                               "--auto-apply"], capture_output=True, text=True, timeout=900)
     assert applied.returncode == 0, applied.stdout + applied.stderr

@@ -1016,6 +1016,20 @@ def dagster_probe(key: str) -> Callable[[Path], None]:
     return probe
 
 
+def probe_sensor_interval(tmp_path: Path) -> None:
+    """The re-stamp and plan status sensors of every environment look that often; out of 5..3600
+    refused naming the key."""
+    from mesh_dagster.dagster import definitions
+
+    root = write_project(tmp_path / "p", {"models/m.sql": "MODEL (name s.m, kind FULL); SELECT 1 AS a"},
+                         CONFIG + "dagster:\n  sensor_interval_s: 7\n")
+    defs = definitions(root, ["prod", "dev"], shared_spark=False)
+    intervals = {s.name: s.minimum_interval_seconds for s in defs.sensors or []
+                 if s.name.startswith(("restamp_", "plan_status_"))}
+    assert intervals == {f"{kind}_{env}_sensor": 7 for kind in ("restamp", "plan_status") for env in ("prod", "dev")}
+    refused(lambda: _config(tmp_path, "dagster:\n  sensor_interval_s: 1\n"), "sensor_interval_s")
+
+
 CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "gateways": probe_gateways,
     "default_gateway": probe_default_gateway,
@@ -1074,6 +1088,7 @@ CONFIG_PROBES: dict[str, Callable[[Path], None]] = {
     "after_all": statements_probe("after_all"),
     **{k: dagster_probe(k) for k in ("dagster", "dagster.storage", *(f"dagster.storage.{f}" for f in (
         "type", "host", "port", "database", "user", "password_env", "event_batch_size")))},
+    "dagster.sensor_interval_s": probe_sensor_interval,
 }
 
 

@@ -254,6 +254,9 @@ class DagsterStorageConfig(Strict):
 
 class DagsterConfig(Strict):
     storage: DagsterStorageConfig = Field(default_factory=DagsterStorageConfig)
+    # How often the re-stamp and plan status sensors look at the state store (their minimum interval):
+    # how soon Dagster shows what was done elsewhere (a `mesh plan`, a promotion, a revert).
+    sensor_interval_s: int = Field(default=30, ge=5, le=3600)
 
 
 _DAGSTER_POSTGRES_ONLY = ("host", "port", "database", "user", "password_env", "event_batch_size")

@@ -45,6 +45,7 @@ from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.plan.flags import JOB_FLAGS, FlagValue, PlanFlag, flag_spelling, plan_options
 from mesh_dagster.core.plan.review import PlanRecord
 from mesh_dagster.dagster.jobs.plan_pages import mark_plan_run, post_data_diffs
+from mesh_dagster.dagster.mapping.graph import ProjectGraph
 from mesh_dagster.dagster.mapping.listener import DagsterLogListener
 from mesh_dagster.dagster.mapping.outcomes import JobFailed
 from mesh_dagster.dagster.mapping.shown_text import shown_metadata
@@ -260,14 +261,16 @@ def _log_findings(context: OpExecutionContext, findings: list) -> None:
             context.log.warning(printable(f"Linter warning: {finding}"))
 
 
-def plan_status_sensor(environment: str, project_dir: str, gateway: str | None, state_url: str | None,
+def plan_status_sensor(graph: ProjectGraph, project_dir: str, gateway: str | None, state_url: str | None,
                        running: bool, repos: Sequence[str] = ()) -> SensorDefinition:
     """Every change of a recorded plan's status (made from the CLI, Dagster or the git sensor)
     becomes an observation on each asset the plan touches, so the asset pages show the plan's life:
     pending, approved by whom, applied, superseded...; and a plan's data diff, once attached, joins
     the page of the plan_<env> run that recorded it (plan_pages.py)."""
 
-    @sensor(name=f"plan_status_{environment}_sensor", minimum_interval_seconds=30,
+    environment = graph.environment
+
+    @sensor(name=f"plan_status_{environment}_sensor", minimum_interval_seconds=graph.sensor_interval_s,
             default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
             description=f"Shows the status changes of '{environment}' plans on the assets they touch.")
     def _sensor(context: SensorEvaluationContext):

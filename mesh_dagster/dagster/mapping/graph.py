@@ -53,6 +53,7 @@ class ProjectGraph:
     # is protected: what the review and apply jobs offer to pick from (dagster/jobs/reviews.py).
     waiting: list[PlanRecord] = field(default_factory=list)
     protected: bool = False
+    sensor_interval_s: int = 30  # config.yaml `dagster: sensor_interval_s`: how often its sensors look
 
     @property
     def materializable(self) -> list[ModelAsset]:

@@ -161,8 +161,6 @@ def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partiti
     context.log.info(f"{asset.name}: {len(keys) or 1} partition(s) re-stamped under its current code version")
 
 
-SENSOR_INTERVAL_S = 30  # Dagster's default: a plan's reused data shows fresh within half a minute
-
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
@@ -190,7 +188,7 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gatewa
     keys = {a.asset_key for a in graph.materializable}
 
     @sensor(name=f"restamp_{graph.environment}_sensor", target=AssetSelection.assets(*sorted(keys, key=str)),
-            minimum_interval_seconds=SENSOR_INTERVAL_S,
+            minimum_interval_seconds=graph.sensor_interval_s,  # 30 s by default: Dagster's own default
             default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
             description="Keeps Dagster in step with what the environment serves: data its views point at (computed "
                         "by a plan, `mesh`, or another environment) shows as materialized under the current code "
