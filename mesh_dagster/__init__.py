@@ -1,6 +1,6 @@
 """mesh_dagster: SQLMesh-style plans and virtual environments on Spark, orchestrated by Dagster."""
 
-import importlib
+from mesh_dagster.lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -17,12 +17,4 @@ _LAZY = {"macro": "mesh_dagster.core.macros.user", "SQL": "mesh_dagster.core.mac
          "MeshProjectComponent": "mesh_dagster.dagster.component"}
 
 
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mesh_dagster' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

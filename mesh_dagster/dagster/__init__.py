@@ -12,22 +12,14 @@ In rooms, each importing only those below it (import-linter's `dagster-rooms` co
     compat.py          every use of a Dagster name that is not exported, tested against the installed Dagster
 """
 
-import importlib
+from mesh_dagster.lazy import lazy_names
 
-# Resolved lazily, as the top package's names: `mesh ui`'s supervisor imports a module of this
-# package (ui/supervisor.py) and must start `dagster dev` before anything imports Dagster itself.
+# Resolved lazily (mesh_dagster/lazy.py), as the top package's names: `mesh ui`'s supervisor imports a
+# module of this package (ui/supervisor.py) and must start `dagster dev` before anything imports Dagster.
 _LAZY = {"definitions": "mesh_dagster.dagster.code_location", "ProjectLoadError": "mesh_dagster.dagster.code_location",
          "MeshTranslator": "mesh_dagster.dagster.mapping.translator", "MeshResource": "mesh_dagster.dagster.resource"}
 
 __all__ = ["MeshResource", "MeshTranslator", "ProjectLoadError", "definitions"]
 
 
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mesh_dagster.dagster' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -284,6 +284,6 @@ def _children_apart(context: AssetExecutionContext, graph: ProjectGraph, asset: 
         if not below:
             break
     apart = [c for c in graph.assets if c in found and graph.assets[c].key not in selected]  # DAG order
-    held = backfill_assets(context.instance, context.run)
+    held = backfill_assets(context.instance, context.run) if apart else None
     later = [c for c in apart if held is not None and graph.assets[c].asset_key in held]
     return later, [c for c in apart if c not in later]
