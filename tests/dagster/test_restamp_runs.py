@@ -50,3 +50,15 @@ def test_contiguous_partitions_of_the_same_models_are_one_run_and_gaps_split_run
     assert alone.tags("dev") == {RESTAMP_TAG: "true", "mesh/environment": "dev"}
     assert is_restamp(runs[1].tags("prod")) and not is_restamp({"dagster/asset_partition_range_start": keys[2]})
     assert restamp_runs(stamper, {}, []) == []
+
+
+def test_a_tick_stamps_a_bounded_share_and_leaves_the_rest_for_the_next(monkeypatch):
+    """Runless stamps are stored one at a time: a tick takes at most RUNLESS_PER_TICK partitions,
+    in the order found, and names the models left for later ticks."""
+    from mesh_dagster.dagster.restamp import restamps
+
+    monkeypatch.setattr(restamps, "RUNLESS_PER_TICK", 5)
+    found: dict[str, list[str | None]] = {"a": [None], "b": [f"k{i}" for i in range(3)], "c": ["x", "y", "z"]}
+    share, later = restamps.tick_share(found)
+    assert share == {"a": [None], "b": ["k0", "k1", "k2"], "c": ["x"]} and later == {"c"}
+    assert restamps.tick_share({"a": [None]}) == ({"a": [None]}, set())

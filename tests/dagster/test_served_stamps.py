@@ -115,6 +115,24 @@ def test_a_version_computed_in_prods_location_is_stale_until_promote_prod(projec
     assert project.statuses(defs, "full_model") == "F"
 
 
+def test_a_change_made_before_dagster_saw_the_served_data_shows_that_data_stale(project, tmp_path):
+    """An edit, then Dagster for the first time (a new instance, as a first `mesh ui` after the
+    edit): prod's served partitions show materialized with the version prod serves, stale (the
+    pending change), not missing; once shown, nothing more is stamped."""
+    first_look = Project(project.root, project.schema, dg.DagsterInstance.local_temp(str(tmp_path)))
+    edit(project.root, "incremental_model", "  item_id,\n", "  item_id,\n  'x' AS another_column,\n")
+    served = _served(project, "incremental_model")
+    events, runs = _tick(first_look)
+    assert all(r.success for r in runs)  # the unchanged seed_model is stamped by a run, as always
+    stamps = [e for e in events if isinstance(e, dg.AssetMaterialization)
+              and e.asset_key == project.key("incremental_model")]
+    assert sorted(e.partition for e in stamps) == _partitions(project)
+    assert {(e.tags[CODE_VERSION_TAG], e.tags[DATA_VERSION_TAG]) for e in stamps} == {
+        (served.identifier, served.version)}
+    assert first_look.statuses(first_look.defs(), "incremental_model") == "S" * DAYS  # not M: prod holds data
+    assert [e for e in _tick(first_look)[0] if e.asset_key == project.key("incremental_model")] == []
+
+
 def _partitions(project: Project) -> list[str]:
     defs = project.defs()
     return defs.resolve_asset_graph().get(project.key("incremental_model")).partitions_def.get_partition_keys()

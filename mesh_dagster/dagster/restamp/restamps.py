@@ -129,6 +129,22 @@ def pending_digest(pending: dict[str, list[tuple[str, bool]]], whole: list[str],
     return h.hexdigest()[:16]
 
 
+RUNLESS_PER_TICK = 500  # runless events are stored one at a time (about 20 a second): a tick stays short
+
+
+def tick_share(found: dict[str, list[str | None]]) -> tuple[dict[str, list[str | None]], set[str]]:
+    """What one tick stamps of `found` (whole models, at most RUNLESS_PER_TICK partitions) and the
+    models left for later ticks (they stay unconfirmed, so the next tick looks at them again)."""
+    share: dict[str, list[str | None]] = {}
+    left = RUNLESS_PER_TICK
+    for name, keys in found.items():
+        if left <= 0:
+            break
+        share[name] = keys[:left]
+        left -= len(share[name])
+    return share, {n for n, keys in found.items() if len(share.get(n, ())) < len(keys)}
+
+
 def is_restamp(tags: Mapping[str, str]) -> bool:
     return tags.get(RESTAMP_TAG) == "true"
 
@@ -209,11 +225,12 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gatewa
             whole = stamper.whole()
             pending = stamper.pending(suspects.names, whole) if suspects.names or whole else {}
             runs = restamp_runs(stamper, pending, whole)
-            served = stamper.served_events(stamper.unserved_fresh(suspects.names))
+            shown, later = tick_share(stamper.shown_otherwise(suspects.names))
+            served = stamper.served_events(shown)
         finally:
             ctx.close()
         confirmed = {n: token for n, token in suspects.tokens.items()
-                     if confirmed.get(n) == token or (n in suspects.names and n not in pending)}
+                     if confirmed.get(n) == token or (n in suspects.names and n not in pending and n not in later)}
         context.update_cursor(json.dumps({"confirmed": confirmed, "seen": suspects.latest_ids}, sort_keys=True))
         if not runs and not served:
             return SkipReason("Nothing to re-stamp")

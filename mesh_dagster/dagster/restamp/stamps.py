@@ -159,35 +159,49 @@ class Stamper:
         latest = self._latest_whole(self.graph.parent_assets(asset))
         return {name: version for name, event in latest.items() if (version := event.version)}
 
-    # -- what a run here computed, although the environment does not serve it ----------------------
+    # -- what Dagster shows of a model whose current version the environment does not serve -------
 
-    def unserved_fresh(self, names: Sequence[str]) -> dict[str, list[str | None]]:
-        """Model -> the partitions (`[None]`: the asset, without partitions) whose latest
-        materialization carries the model's current code version although the environment's views
-        do not serve that version: a run in this code location computed it (materializing never
-        moves views), and Dagster wrote the run's code version. Dagster would call them fresh, while
-        a query of the environment returns the version it serves: they are stamped back with that
-        (`served_events`) until the environment is promoted. `names`: the partitioned models to
-        look at (`suspects`); every model without partitions is looked at (one query)."""
+    def shown_otherwise(self, names: Sequence[str]) -> dict[str, list[str | None]]:
+        """Model -> the partitions (`[None]`: the asset, without partitions) of a model whose current
+        version the environment does not serve, where Dagster shows something else than what it
+        serves: the data of a version the environment does not serve, or nothing at all.
+
+        The first come from runs of this code location: they computed the model's current version
+        (materializing never moves views) and Dagster wrote the run's code version, calling them
+        fresh, while a query of the environment returns the version it serves. The second come from
+        a change made before Dagster saw the served data (an edit, then `mesh ui`): the served
+        partitions would read missing. Both are stamped with what the environment serves
+        (`served_events`), which reads stale until the environment is promoted. `names`: the
+        partitioned models to look at (`suspects`); every model without partitions is looked at
+        (one query)."""
         out: dict[str, list[str | None]] = {}
         unserved = [a for a in self.graph.materializable if a.version and not self.serves(a)]
         partitioned = [a for a in unserved if a.is_partitioned and a.name in names]
         present = self._present(partitioned)
         for asset in partitioned:
-            covered, _ = self._candidates(asset, present.get((asset.name, asset.version or ""), []))
-            latest = self._latest(asset, covered)
-            keys: list[str | None] = [k for k in covered if k in latest
+            computed, _ = self._candidates(asset, present.get((asset.name, asset.version or ""), []))
+            served = self.served_snapshots.get(asset.name)
+            version = served.version if served is not None else None
+            shown = self._candidates(asset, self._served_present(asset, served))[0]
+            latest = self._latest(asset, sorted({*computed, *shown}))
+            keys: list[str | None] = [k for k in computed if k in latest
                                       and latest[k].tags.get(CODE_VERSION_TAG) == asset.fingerprint]
+            keys += [k for k in shown if k not in keys and (k not in latest or latest[k].version != version)]
             if keys:
                 out[asset.name] = keys
-        for name, event in self._latest_whole([a for a in unserved if not a.is_partitioned]).items():
-            if event.tags.get(CODE_VERSION_TAG) == self.graph.assets[name].fingerprint:
-                out[name] = [None]
+        latest_whole = self._latest_whole([a for a in unserved if not a.is_partitioned])
+        for asset in (a for a in unserved if not a.is_partitioned):
+            event, served = latest_whole.get(asset.name), self.served_snapshots.get(asset.name)
+            ours = event is not None and event.tags.get(CODE_VERSION_TAG) == asset.fingerprint
+            unshown = served is not None and (event is None or event.version != served.version) \
+                and bool(self._served_keys(asset, served, [None]))
+            if ours or unshown:
+                out[asset.name] = [None]
         return out
 
     def served_events(self, found: dict[str, list[str | None]]
                       ) -> list[AssetMaterialization | AssetCheckEvaluation]:
-        """One runless materialization per partition of `found` (see `unserved_fresh`) saying what
+        """One runless materialization per partition of `found` (see `shown_otherwise`) saying what
         the environment serves there: the latest earlier event of the version it serves, again
         (its code version, data version and provenance, as Dagster wrote them), or, never recorded
         in Dagster, that version's identifier and data version; where the served version holds no
@@ -234,14 +248,18 @@ class Stamper:
     def _served_keys(self, asset: ModelAsset, served: ServedSnapshot | None,
                      keys: list[str | None]) -> set[str | None]:
         """The keys of `keys` (None: the whole asset) whose data the served version holds."""
-        if served is None or not served.version:
-            return set()
-        key = (asset.name, served.version)
-        present = self.context.state.intervals.get_intervals([key]).get(key, [])
+        present = self._served_present(asset, served)
         if not asset.is_partitioned:
             return {None} if (intervals_cover(present, ALL_TIME) if asset.is_timeless else bool(present)) else set()
         covered = set(self._candidates(asset, present)[0])
         return {k for k in keys if k in covered}
+
+    def _served_present(self, asset: ModelAsset, served: ServedSnapshot | None) -> list[Interval]:
+        """The intervals the served version holds."""
+        if served is None or not served.version:
+            return []
+        key = (asset.name, served.version)
+        return self.context.state.intervals.get_intervals([key]).get(key, [])
 
     def _events_of_version(self, asset: ModelAsset, keys: list[str | None], version: str,
                            pages: int = 5) -> dict[str | None, LatestEvent]:
@@ -372,7 +390,7 @@ class Stamper:
         fully stamped (a change, or data computed outside Dagster, e.g. by `mesh run`), when a
         parent has new events since `seen` (its data may have moved to a new version), or when the
         environment does not serve its current version and it has new events (a run in this code
-        location materialized that version: see `unserved_fresh`)."""
+        location materialized that version: see `shown_otherwise`)."""
         models = self.graph.partitioned
         latest_ids = self._latest_ids(models)
         moved = {name for name, storage_id in latest_ids.items() if storage_id > seen.get(name, -1)}
