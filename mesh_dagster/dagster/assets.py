@@ -56,6 +56,7 @@ from mesh_dagster.dagster.mapping.outcomes import (
     step_failure,
 )
 from mesh_dagster.dagster.mapping.partitions import partition_tags, to_ms
+from mesh_dagster.dagster.mapping.plan_check import plan_check_key, plan_check_spec, plan_result
 from mesh_dagster.dagster.mapping.shown_text import shown_value
 from mesh_dagster.dagster.mapping.translator import MeshTranslator
 from mesh_dagster.dagster.mapping.unpartitioned import unpartitioned_runs
@@ -83,13 +84,14 @@ NO_RESULT = ("No result (\"Execution failed\") means this audit gave no verdict:
 
 def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinition | None = None
                 ) -> list[AssetCheckSpec]:
-    """One check per audit, partitioned like the model. Partitioned checks are a preview in Dagster
-    1.13 (see dagster/mapping/outcomes.py for what a ranged run records): known and wanted, so that one warning,
-    and only it, stays out of the code location's log."""
+    """The plan check (dagster/mapping/plan_check.py), then one check per audit, partitioned like the
+    model. Partitioned checks are a preview in Dagster 1.13 (see dagster/mapping/outcomes.py for what
+    a ranged run records): known and wanted, so that one warning, and only it, stays out of the code
+    location's log."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec",
                                 category=PreviewWarning)
-        return [
+        return [plan_check_spec(asset), *(
             AssetCheckSpec(
                 check.check_name,
                 asset=asset.asset_key,
@@ -103,7 +105,7 @@ def check_specs(asset: ModelAsset, partitions_def: TimeWindowPartitionsDefinitio
                 metadata={"mesh/audit_digest": check.digest},
             )
             for check in asset.checks
-        ]
+        )]
 
 
 def model_asset(graph: ProjectGraph, asset: ModelAsset, partitions: dict,
@@ -126,12 +128,14 @@ def model_asset(graph: ProjectGraph, asset: ModelAsset, partitions: dict,
             statements.step_succeeded(asset.name)
         except MeshError as e:
             raise step_failure(asset, str(e)) from None
+        if plan_check_key(asset) in context.selected_asset_check_keys:
+            yield plan_result(asset)
 
     _model.__signature__ = _STEP_SIGNATURE  # type: ignore[attr-defined]
     return multi_asset(
         name=step_name(asset),
         specs=[translator.get_asset_spec(asset)],
-        check_specs=check_specs(asset, partitions_def) or None,
+        check_specs=check_specs(asset, partitions_def),
         can_subset=True,  # its checks may be run, or left out, on their own
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.single_run() if partitions_def is not None else None,

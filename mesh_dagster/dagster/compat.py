@@ -78,6 +78,10 @@ fallback when it is gone.
   fails, plans those children in its failed run (as `mark_partitions_failed` does), since the
   backfill will never launch their run: they show failed, blocked by that run. Without the means,
   the log says only what the re-stamp sensor will do, and the blocked children show nothing.
+- `latest_check_metadata`: the re-stamp sensor reports the plan check (dagster/mapping/plan_check.py)
+  only when its verdict changed, read from the checks' latest evaluations in one query (the event
+  log storage's `get_latest_asset_check_execution_by_key`, undocumented). Without it, the sensor
+  reports every verdict at every tick (one event per model a tick).
 - `partitions_subset`: a custom automation condition (dagster/mapping/automation.py) answers with a
   subset of the partitions it was asked about; Dagster's `AutomationContext.candidate_subset` is of
   a class it does not export, narrowed to given partition keys by its undocumented
@@ -175,6 +179,9 @@ INTERNALS: dict[str, str] = {
     "ExecutorDefinition.config_schema/get_requirements": "an executor definition's config schema and "
     "requirements function, reused by mesh's executor as the in-process executor's",
     "Executor.step_dependency_config": "the (non-public) property an executor answers besides retries",
+    "EventLogStorage.get_latest_asset_check_execution_by_key": "(check_keys) check key -> its latest execution "
+    "record (checks never executed left out); the record's `event` (an EventLogEntry) holds the evaluation "
+    "as its dagster_event's event_specific_data",
     "EntitySubset.compute_intersection_with_partition_keys": "(partition_keys) the subset of an automation "
     "context's candidate_subset (an unexported EntitySubset) holding only those partitions",
     "StepFailureData.error": "a STEP_FAILURE's event_specific_data: a named tuple whose `error` (a "
@@ -222,6 +229,21 @@ def latest_materialization_targets(instance: DagsterInstance, key: AssetKey,
             targets[record.partition_key] = TARGET_TYPE(storage_id=record.storage_id, run_id=record.run_id,
                                                         timestamp=record.timestamp)
     return targets
+
+
+def latest_check_metadata(instance: DagsterInstance, keys: Sequence[AssetCheckKey]
+                          ) -> dict[AssetCheckKey, Mapping[str, Any]] | None:
+    """Check key -> the metadata of its latest evaluation (keys never evaluated left out); None
+    when Dagster cannot tell."""
+    read = getattr(instance.event_log_storage, "get_latest_asset_check_execution_by_key", None)
+    if read is None or not keys:
+        return None if read is None else {}
+    out: dict[AssetCheckKey, Mapping[str, Any]] = {}
+    for key, record in read(list(keys)).items():
+        data = getattr(getattr(getattr(record, "event", None), "dagster_event", None), "event_specific_data", None)
+        if isinstance(data, AssetCheckEvaluation):
+            out[key] = {label: getattr(value, "value", value) for label, value in data.metadata.items()}
+    return out
 
 
 # -- planned events: a failed ranged run's partitions shown failed --------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 from failures import failure_text
+from plan_checks import audit_evaluations
 from test_dagster_materialize import Project, _drop, _new_project
 
 from mesh_dagster.context import Context
@@ -66,7 +67,7 @@ def test_a_failed_blocking_verdict_stops_every_apply_until_fixed(project):
     ctx = project.context()
     try:
         failed = project.run(env="dev", asset_selection=[project.key("full_model", "dev")])
-        assert not failed.success and not failed.get_asset_check_evaluations()[0].passed  # the verdict, recorded
+        assert not failed.success and not audit_evaluations(failed)[0].passed  # the verdict, recorded
 
         plan_id = _plan_dev(project)
         refused = _apply_dev(project, plan_id)
@@ -117,7 +118,7 @@ def test_a_fixed_audit_audited_again_is_applied(project):
         assert ctx.state.environments.get_environment("qa") is None
         audit.write_text(FIXED)
         fixed = project.run(env="qa", asset_selection=[project.key("full_model", "qa")])
-        assert fixed.success and fixed.get_asset_check_evaluations()[0].passed
+        assert fixed.success and audit_evaluations(fixed)[0].passed
         ctx.close()
         ctx = project.context()  # the project as it is now (a Context loads it once)
         plan = ctx.plans.plan("qa")

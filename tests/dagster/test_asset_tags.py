@@ -1,5 +1,5 @@
 """Model tags and kinds on Dagster assets (dagster/assets.py), without Spark: a model's tags become
-asset tags (labels) Dagster accepts, whatever the user wrote, and the kinds name Spark and the kind."""
+asset tags (labels) Dagster accepts, whatever the user wrote, and the kinds name Spark and the storage."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 from project_builder import write_project
 
 from mesh_dagster.dagster import definitions
-from mesh_dagster.dagster.mapping.translator import tag_key
 
 FILES = {
     "models/a.sql": """
@@ -48,30 +47,12 @@ def test_long_tags_are_cut_to_what_dagster_accepts(graph):
     assert "t" * 63 in tags and "finance" in tags
 
 
-def test_kinds_are_spark_and_the_plan_or_the_model_kind(graph):
-    """Nothing is built yet: every model is new to prod, with its intervals to compute; the plan
-    takes the kind's place on the node (one row of tags), the kind stays in `mesh/kind`."""
+def test_kinds_are_icons_the_engine_and_the_storage_and_the_plan_is_a_check(graph):
+    """Kinds the UI draws as icons only (words crowd the catalog's name column): the engine and what
+    the view points at. Nothing is built yet: every model is new to prod, which its plan check says
+    (checked on its verdict in test_plan_check.py); the kind stays in `mesh/kind`."""
     kinds = {k: graph.get(dg.AssetKey(["s", k])).kinds for k in ("a", "b", "c")}
-    assert {k: v - {n for n in v if n.startswith("recompute-")} for k, v in kinds.items()} == {
-        "a": {"spark", "added"}, "b": {"spark", "added"}, "c": {"spark", "added"}}
-    assert kinds["c"] >= {"recompute-1"}  # a view: built once
+    assert kinds == {"a": {"spark", "table"}, "b": {"spark", "table"}, "c": {"spark", "view"}}
     assert graph.get(dg.AssetKey(["s", "b"])).tags["mesh/kind"] == "INCREMENTAL_BY_TIME_RANGE"
-
-
-def test_assets_can_be_selected_by_a_model_tag(tmp_path):
-    defs = definitions(write_project(tmp_path / "p", FILES))
-    selection = dg.AssetSelection.tag("finance", "")
-    assert selection.resolve(defs.resolve_asset_graph()) == {dg.AssetKey(["s", "a"]), dg.AssetKey(["s", "c"])}
-
-
-@pytest.mark.parametrize("tag, key", [
-    ("finance", "finance"),
-    ("Fin-Ops.v2", "Fin-Ops.v2"),
-    ("team/data eng", "team_data_eng"),  # no `prefix/`: a tag never lands in dagster/ or mesh/
-    ("dagster/kind/spark", "dagster_kind_spark"),
-    ("  padded  ", "padded"),
-    ("é", "_"),
-    ("x" * 70, "x" * 63),
-])
-def test_tag_keys(tag, key):
-    assert tag_key(tag) == key
+    checks = {k.asset_key.path[-1]: k.name for k in graph.asset_check_keys}
+    assert checks == {"a": "serves_current_code", "b": "serves_current_code", "c": "serves_current_code"}

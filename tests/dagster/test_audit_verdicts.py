@@ -15,6 +15,7 @@ import subprocess
 import dagster as dg
 import pytest
 from failures import failure_text
+from plan_checks import audit_evaluations
 from test_dagster_materialize import Project, _drop, _new_project, _restamped
 
 from mesh_dagster.context import Context
@@ -39,7 +40,7 @@ def project(tmp_path_factory, spark):
 
 
 def _checks(results: list[dg.ExecuteInProcessResult]) -> list[dg.AssetCheckEvaluation]:
-    return [e for r in results for e in r.get_asset_check_evaluations()]
+    return [e for r in results for e in audit_evaluations(r)]
 
 
 def _edit(project: Project, model: str, old: str, new: str) -> None:
@@ -66,7 +67,7 @@ def test_a_failed_blocking_audit_blocks_promotion_and_survives_restamps(project)
     try:
         result = project.run(asset_selection=[project.key("full_model")])
         assert not result.success
-        (check,) = result.get_asset_check_evaluations()
+        (check,) = audit_evaluations(result)
         assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
         rows = check.metadata["failing_rows"].value
         assert f"{rows} failing row(s):" in check.description and "| `item_id` |" in check.description  # the rows

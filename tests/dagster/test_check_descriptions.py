@@ -17,7 +17,9 @@ def test_audit_description_reaches_the_asset_check() -> None:
     model = Model(name="s.m", kind=ModelKind(name=KindName.FULL), query="SELECT 1 AS x",
                   audits=[AuditRef(name="positive"), AuditRef(name="not_null", args={"columns": "(x)"})])
     checks = audit_checks(model, audits)
-    specs = check_specs(SimpleNamespace(key=("s", "m"), asset_key=AssetKey(["s", "m"]), checks=checks))
-    described, builtin = specs
+    specs = check_specs(SimpleNamespace(key=("s", "m"), asset_key=AssetKey(["s", "m"]), checks=checks,
+                                        environment="prod"))
+    plan, described, builtin = specs
+    assert plan.name == "serves_current_code" and not plan.blocking
     assert described.description.startswith("Amounts are never negative\n\nAudit `positive`")
     assert builtin.description.startswith("Audit `not_null` (columns := (x))")

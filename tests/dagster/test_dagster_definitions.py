@@ -84,12 +84,13 @@ def test_example_project_as_assets(example):
     assert [c.name for c in meta["dagster/column_schema"].columns] == ["item_id", "num_orders"]
     assert graph.get(INC).metadata["mesh/start"] == "2020-01-01 00:00"
 
-    # the audit is a blocking check
+    # the audit is a blocking check; every model has its plan check, which blocks nothing
     check_keys = set(graph.asset_check_keys)
-    assert check_keys == {dg.AssetCheckKey(FULL, "assert_positive_order_ids")}
+    assert check_keys == {dg.AssetCheckKey(FULL, "assert_positive_order_ids"),
+                          *(dg.AssetCheckKey(k, "serves_current_code") for k in (SEED, INC, FULL))}
     assert assets_def.check_specs_by_output_name
-    spec = next(iter(assets_def.check_specs))
-    assert spec.blocking
+    blocking = {spec.name: spec.blocking for spec in assets_def.check_specs}
+    assert blocking == {"assert_positive_order_ids": True, "serves_current_code": False}
 
     # jobs, schedule (off), re-stamp sensor (on)
     assert defs.resolve_job_def("promote_prod") is not None
@@ -139,7 +140,7 @@ def test_dev_environment_shows_what_a_change_recomputes(example):
     assert [c.name for c in prod.metadata["dagster/column_schema"].columns] == ["id", "item_id", "event_date"]
     assert [c.name for c in prod.metadata["mesh/pending_columns"].columns] == ["id", "item_id", "new_column",
                                                                                "event_date"]
-    assert "non-breaking" in prod.kinds
+    assert prod.kinds == {"spark", "table"}  # icons only: the plan is the description's first line and a check
     assert prod.description.startswith("Pending change (Non-breaking) in prod:")
 
 

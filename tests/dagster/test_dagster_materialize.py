@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 from dagster._utils.test.data_versions import get_stale_status_resolver
 from failures import failure_text
+from plan_checks import audit_evaluations, stamps_only
 from project_copies import edit, recent_example
 
 from mesh_dagster.context import Context
@@ -53,7 +54,7 @@ class Project:
         """What restamp_<env>_sensor launches, run here: one ranged run of the assets per request."""
         defs = self.defs(env)
         with dg.build_sensor_context(instance=self.instance, definitions=defs) as context:
-            wanted = defs.resolve_sensor_def(f"restamp_{env}_sensor")(context)
+            wanted = stamps_only(defs.resolve_sensor_def(f"restamp_{env}_sensor")(context), self.instance)
         if isinstance(wanted, dg.SkipReason):
             return []
         return [self.run(env=env, tags=r.tags, asset_selection=list(r.asset_selection or []))
@@ -147,7 +148,7 @@ def test_scheduled_run_fills_the_current_versions_and_records_intervals(project,
     assert {m.tags["dagster/data_version"] for m in by_key["incremental_model"]} == {inc.version}
     assert {m.tags["dagster/data_version"] for m in by_key["seed_model"]} == {seed.version}
     assert {m.tags["dagster/code_version"] for m in by_key["incremental_model"]} == {inc.identifier}
-    (check,) = result.get_asset_check_evaluations()  # the FULL model's audit, over the table it rebuilt
+    (check,) = audit_evaluations(result)  # the FULL model's audit, over the table it rebuilt
     assert check.passed and check.check_name == "assert_positive_order_ids" and check.partition is None
 
     state = project.context().state
@@ -192,7 +193,7 @@ def test_a_full_model_is_rebuilt_once_by_a_range_backfill(project):
     (full,) = [m for m in events if m.asset_key == project.key("full_model")]
     assert full.metadata["mesh/outcome"].value == "evaluated"
     assert full.metadata["mesh/interval"].value == f"{LATER} - {date.today() - timedelta(days=1)}"
-    (check,) = result.get_asset_check_evaluations()
+    (check,) = audit_evaluations(result)
     assert check.passed and check.asset_key == project.key("full_model")
 
 
@@ -229,7 +230,7 @@ def test_staleness_follows_the_change_category(project):
 def _sensor_tick(project: Project, defs: dg.Definitions, cursor: str | None = None, env: str = "prod"):
     sensor = defs.resolve_sensor_def(f"restamp_{env}_sensor")
     with dg.build_sensor_context(instance=project.instance, definitions=defs, cursor=cursor) as context:
-        return sensor(context), context.cursor
+        return stamps_only(sensor(context), project.instance), context.cursor
 
 
 def _restamped(results: list[dg.ExecuteInProcessResult]) -> dict[str, int]:
@@ -370,7 +371,7 @@ def test_failing_blocking_audit_stops_downstream_and_promotion(tmp_path, spark, 
         assert not result.success
         assert "Audit 'assert_positive_order_ids' failed for " f"{project.schema}.full_model: 1 row(s) returned" \
             in _failure(result)
-        (check,) = result.get_asset_check_evaluations()  # full_model's, over the table it rebuilt
+        (check,) = audit_evaluations(result)  # full_model's, over the table it rebuilt
         assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
         materialized = {e.event_specific_data.materialization.asset_key.path[-1]
                         for e in result.get_asset_materialization_events()}

@@ -3,8 +3,8 @@ servers, prod and dev locations) on the example moved to the last days, prod app
 first, driven and checked through GraphQL, and the plan at a glance also in headless Chromium.
 
 The tests run in order on one server and build on each other:
-1. a change shows at a glance on graph nodes and catalog rows (kinds and the description's first
-   line, as `mesh plan` says it);
+1. a change shows at a glance on graph nodes and catalog rows (the serves_current_code check's
+   warning and the description's first line, as `mesh plan` says it), with whole names;
 2. prod shows what prod serves: the change computed in dev leaves prod's partitions stale until
    promote_prod, then they are fresh;
 3. a failing model fails its own asset (its partitions FAILED, one line, no stack trace, the run's
@@ -25,6 +25,7 @@ from datetime import date, timedelta
 
 import pytest
 from browser import node_tags, page_text, rendered_dom, screenshot, text_after
+from plan_checks import audit_checks
 from project_copies import edit, recent_example
 from test_dagster_webserver import LAUNCH_RUN, RELOAD, Dagster, _free_port
 
@@ -108,6 +109,10 @@ class Truth(Dagster):
         import dagster as dg
 
         wanted = self.tick(env, f"restamp_{env}_sensor")
+        if not isinstance(wanted, dg.SkipReason) and wanted.asset_events:  # stored, as the daemon stores them
+            with dg.DagsterInstance.from_config(str(self.project / ".mesh" / "dagster")) as instance:
+                for event in wanted.asset_events:
+                    instance.report_runless_asset_event(event)
         requests_ = [] if isinstance(wanted, dg.SkipReason) else wanted.run_requests
         runs = [self.launch_in(env, "__ASSET_JOB", r.tags, [k.path[-1] for k in r.asset_selection or []])
                 for r in requests_]
@@ -181,11 +186,12 @@ def test_0_what_the_cli_applied_shows_materialized_with_its_audit(ui):
     assert nodes["incremental_model"]["assetPartitionStatuses"]["ranges"] == [
         {"status": "MATERIALIZED", "startKey": PARTITIONS[0], "endKey": PARTITIONS[-1]}]
     assert nodes["seed_model"]["assetMaterializations"] and nodes["full_model"]["assetMaterializations"]
-    (check,) = nodes["full_model"]["assetChecksOrError"]["checks"]  # the audit `mesh plan` ran: passed
+    (check,) = audit_checks(nodes["full_model"]["assetChecksOrError"]["checks"])  # the audit `mesh plan` ran: passed
     assert check["executionForLatestMaterialization"]["status"] == "SUCCEEDED"
-    # nothing pending: no plan on the assets
-    assert "non-breaking" not in nodes["incremental_model"]["kinds"]
+    # nothing pending: no plan on the assets, their plan checks pass
     assert not nodes["incremental_model"]["description"].startswith("Pending")
+    assert {status for status, _ in _plan_checks(ui, "prod", "seed_model", "incremental_model",
+                                                 "full_model").values()} == {"SUCCEEDED"}
 
 
 LINEAGE = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { assetKey { path }
@@ -253,31 +259,57 @@ def test_0_column_lineage_reaches_the_webserver_in_each_environment(ui):
     screenshot(page, ui.shots / "column_lineage.png")
 
 
+PLAN_CHECKS = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { assetKey { path }
+  assetChecksOrError { ... on AssetChecks { checks { name
+    executionForLatestMaterialization { status evaluation { success description } } } } } } }"""
+
+
+def _plan_checks(ui: Truth, env: str, *models: str) -> dict[str, tuple[str, str]]:
+    """Model -> (status, description) of its serves_current_code check's latest execution."""
+    found = ui.query(PLAN_CHECKS, keys=[{"path": ui.key(env, m)} for m in models])["assetNodes"]
+    out = {}
+    for node in found:
+        (check,) = [c for c in node["assetChecksOrError"]["checks"] if c["name"] == "serves_current_code"]
+        execution = check["executionForLatestMaterialization"] or {}
+        out[node["assetKey"]["path"][-1]] = (execution.get("status"), (execution.get("evaluation") or {}).get(
+            "description") or "")
+    return out
+
+
 def test_1_a_change_shows_at_a_glance_on_the_graph_and_in_the_catalog(ui):
+    """The plan at a glance, where a Dagster user looks first: the description's first line (the
+    catalog row's), a warning from the serves_current_code check on every changed model (graph node,
+    asset page), the partitions of a changed incremental model stale; the kinds are icons, so the
+    catalog shows whole names."""
     edit(ui.project, "incremental_model", *NEW_COLUMN)
     ui.reload("prod")
+    ui.restamp_env("prod")  # the re-stamp sensor's tick, as the daemon's: the plan check's new verdicts
     nodes = ui.nodes("prod", "incremental_model", "full_model")
     inc, full = nodes["incremental_model"], nodes["full_model"]
-    assert {"non-breaking", f"recompute-{DAYS}"} <= set(inc["kinds"])
-    assert {"indirect-non-breaking", f"reuse-{DAYS - 2}"} <= set(full["kinds"])  # full_model starts 2 days later
-    assert inc["description"].startswith(
-        f"Pending change (Non-breaking) in prod: {DAYS} partition(s) to recompute, 0 reused.")
+    assert set(inc["kinds"]) == {"spark", "table"} and set(full["kinds"]) == {"spark", "table"}
+    line = f"Pending change (Non-breaking) in prod: {DAYS} partition(s) to recompute, 0 reused."
+    assert inc["description"].startswith(line)
     assert full["description"].startswith("Pending change (Indirect Non-breaking) in prod: reused, nothing to "
                                           "recompute.")
+    checks = _plan_checks(ui, "prod", "seed_model", "incremental_model", "full_model")
+    assert checks["incremental_model"][0] == "FAILED" and checks["incremental_model"][1].startswith(line)
+    assert checks["full_model"][0] == "FAILED" and "Indirect Non-breaking" in checks["full_model"][1]
+    assert checks["seed_model"] == ("SUCCEEDED", "'prod' serves the current code.")
+    assert ui.stale_partitions("prod", "incremental_model") == "S" * DAYS  # prod's data, of the old version
 
-    # what the browser shows: the graph's nodes carry the plan, the catalog rows its line
+    # what the browser shows: no words among the kinds, the check's warning on the node, whole names
     graph = ui.page("/locations/project_prod/asset-groups/sqlmesh_example")
-    dom = rendered_dom(graph, "incremental_model", "non-breaking", f"recompute-{DAYS}")
-    assert {"non-breaking", f"recompute-{DAYS}"} <= set(node_tags(dom, "sqlmesh_example/incremental_model")), \
-        dom[-3000:]
-    assert {"indirect-non-breaking", f"reuse-{DAYS - 2}"} <= set(node_tags(dom, "sqlmesh_example/full_model"))
-    # one row of tags fits under a node: the plan takes the model kind's place (no spill into the next node)
-    assert len(node_tags(dom, "sqlmesh_example/incremental_model")) <= 3, node_tags(dom, "sqlmesh_example/incremental_model")
-    assert not {"non-breaking", "indirect-non-breaking"} & set(node_tags(dom, "sqlmesh_example/seed_model"))
+    dom = rendered_dom(graph, "incremental_model", "Asset checks")
+    assert set(node_tags(dom, "sqlmesh_example/incremental_model")) <= {"Spark", "Table"}, dom[-3000:]
     screenshot(graph, ui.shots / "plan_graph.png")
-    catalog = rendered_dom(ui.page("/assets"), "Pending change (Non-breaking) in prod")
-    assert f"Pending change (Non-breaking) in prod: {DAYS} partition(s) to recompute, 0 reused." in catalog
+    catalog = page_text(rendered_dom(ui.page("/assets"), "Pending change (Non-breaking) in prod"))
+    assert line in catalog
+    for model in ("seed_model", "incremental_model", "full_model"):
+        assert f"sqlmesh_example / {model}" in catalog, catalog  # not cut to "sqlme…model"
     screenshot(ui.page("/assets"), ui.shots / "plan_catalog.png")
+    page = ui.page("/assets/sqlmesh_example/incremental_model?view=checks")
+    assert line in page_text(rendered_dom(page, "serves_current_code", line))
+    screenshot(page, ui.shots / "plan_check.png")
 
 
 def test_2_prod_is_fresh_only_once_prod_serves_the_change(ui):
@@ -295,10 +327,11 @@ def test_2_prod_is_fresh_only_once_prod_serves_the_change(ui):
     run_id, status = ui.run("prod", "promote_prod")
     assert status == "SUCCESS", ui.failure(run_id)
     # mesh ui reloads prod's location (it serves something new): no pending change left on it
-    ui.until(lambda: "non-breaking" not in ui.nodes("prod", "incremental_model")["incremental_model"]["kinds"],
-             "prod's location to show the promoted plan", 120)
+    ui.until(lambda: not ui.nodes("prod", "incremental_model")["incremental_model"]["description"].startswith(
+        "Pending"), "prod's location to show the promoted plan", 120)
     assert set(ui.restamp_env("prod")) == {"SUCCESS"}
     assert ui.stale_partitions("prod", "incremental_model") == "F" * DAYS
+    assert _plan_checks(ui, "prod", "incremental_model")["incremental_model"][0] == "SUCCEEDED"  # no reload by hand
 
 
 def test_3_a_failing_model_fails_its_own_asset_only(ui):
@@ -350,7 +383,7 @@ def _blocked_reader_shows_why(ui: Truth, run_id: str, events: list[dict]) -> Non
     assert latest["latestRun"] == {"id": run_id, "status": "FAILURE"}
     assert (latest["latestMaterialization"] or {}).get("runId") != run_id
     (node,) = ui.query(CHECKS, keys=[{"path": ui.key("dev", "full_model")}])["assetNodes"]
-    (check,) = node["assetChecksOrError"]["checks"]
+    (check,) = audit_checks(node["assetChecksOrError"]["checks"])
     execution = check["executionForLatestMaterialization"]
     assert execution["runId"] == run_id and execution["status"] == "EXECUTION_FAILED"
     assert execution["evaluation"] is None  # no verdict: not a failed audit (that has its failing rows)
@@ -403,7 +436,7 @@ def _shown(ui) -> tuple[str, str, str, str]:
     latest = (node["assetMaterializations"] or [{"tags": [], "metadataEntries": []}])[0]
     tags = {t["key"]: t["value"] for t in latest["tags"]}
     outcome = {m["label"]: m.get("text") for m in latest["metadataEntries"]}.get("mesh/outcome", "")
-    (check,) = node["assetChecksOrError"]["checks"]
+    (check,) = audit_checks(node["assetChecksOrError"]["checks"])
     execution = check["executionForLatestMaterialization"] or {"status": ""}
     return node["opVersion"], tags.get("dagster/code_version", ""), outcome, execution["status"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from browser import page_text, rendered_dom, screenshot
+from plan_checks import audit_checks
 from project_builder import write_project
 from test_dagster_webserver import Dagster, _free_port
 
@@ -80,7 +81,7 @@ def test_the_asset_page_and_a_failed_runs_page_show_hidden_characters_as_escapes
         _no_hidden(page_text(dom))
 
         (audited,) = server.query(CHECK, key={"path": ["s", "audited"]})["assetNodes"]
-        (check,) = audited["assetChecksOrError"]["checks"]
+        (check,) = audit_checks(audited["assetChecksOrError"]["checks"])
         evaluation = check["executionForLatestMaterialization"]["evaluation"]
         entries = {e["label"]: e for e in evaluation["metadataEntries"]}
         assert (evaluation["success"], entries["failing_rows"]["intValue"]) == (False, 12)

@@ -183,7 +183,7 @@ def test_git_pushes_through_the_webserver(tmp_path):
 
         def prod_shows_the_deployed_commit() -> bool:
             (node,) = server.query(KINDS, keys=[{"path": ["sqlmesh_example", "incremental_model"]}])["assetNodes"]
-            return not node["description"].startswith("Pending") and "non-breaking" not in node["kinds"]
+            return not node["description"].startswith("Pending")
 
         server.until(prod_shows_the_deployed_commit, "prod's location to load the deployed commit", 180)
     finally:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from plan_checks import audit_checks
 from project_builder import write_project
 
 from mesh_dagster.dagster import definitions
@@ -80,7 +81,7 @@ def test_the_asset_page_shows_hidden_characters_as_escapes(tmp_path: Path, proje
     query = entries["mesh/query"]["mdStr"]
     assert query.startswith("`````sql\n") and query.endswith("\n`````")  # longer than the query's own ````
     assert "a text \\u202e in the query" in query
-    (check,) = node["assetChecksOrError"]["checks"]
+    (check,) = audit_checks(node["assetChecksOrError"]["checks"])
     assert check["description"].startswith("Never \\u202eevitagen\n\nAudit `described` (threshold := '\\u202e0')")
 
 

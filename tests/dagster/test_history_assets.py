@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime, timedelta
 import dagster as dg
 import pytest
 from failures import failure_text
+from plan_checks import audit_evaluations
 from prod_project import ProdProject
 from project_builder import write_project
 
@@ -155,7 +156,7 @@ def test_the_schedule_fills_parents_by_partition_then_history_in_order(history):
     assert len(events["events"]) == DAYS  # one per partition
     (latest,) = events["latest"]  # one, unpartitioned: every pending day, in order
     assert latest.partition is None and latest.metadata["mesh/interval"].value == f"{FIRST} - {LAST}"
-    (check,) = result.get_asset_check_evaluations()
+    (check,) = audit_evaluations(result)
     assert check.passed and check.asset_key == history.key("latest")
     assert history.rows(f"SELECT id, v FROM {history.table('latest')}") == [(1, 11), (2, 21), (3, 30)]
     assert history.rows(f"SELECT id, v FROM {history.table('log')}") == [(1, 10), (1, 11), (2, 20), (2, 21), (3, 30)]

@@ -26,7 +26,7 @@ def test_python_model_asset(tmp_path: Path) -> None:
     (example / "models" / "item_totals.py").write_text(PY_MODEL)
     node = definitions(example).resolve_asset_graph().get(dg.AssetKey(["sqlmesh_example", "item_totals"]))
     assert node.parent_keys == {dg.AssetKey(["sqlmesh_example", "full_model"])}
-    assert {"dagster/kind/python", "dagster/kind/spark", "dagster/kind/added"} <= set(node.tags)  # new: the plan
+    assert {"dagster/kind/python", "dagster/kind/spark", "dagster/kind/table"} <= set(node.tags)
     assert node.tags["mesh/kind"] == "FULL"
     assert node.metadata["mesh/file"] == "models/item_totals.py:4"
     assert "def execute(context: ExecutionContext" in node.metadata["mesh/python"].value

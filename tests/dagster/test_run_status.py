@@ -25,6 +25,7 @@ from datetime import date, timedelta
 
 import dagster as dg
 import pytest
+from plan_checks import audit_checks, audit_evaluations
 from prod_project import ProdProject
 from project_builder import write_project
 
@@ -196,7 +197,7 @@ def test_one_failing_model_fails_its_own_asset_and_its_readers_only(project):
 def test_audits_of_a_ranged_run_are_reported_per_partition(project):
     result = project.run(["daily"], tags=RANGE)
     assert result.success  # a non-blocking audit failing on one day fails no model
-    evaluations = {e.partition: e for e in result.get_asset_check_evaluations()}
+    evaluations = {e.partition: e for e in audit_evaluations(result)}
     assert set(evaluations) == {str(FIRST + timedelta(days=i)) for i in range(DAYS)}
     assert {p: e.passed for p, e in evaluations.items()} == {
         str(FIRST): True, str(SECOND): False, str(LAST): True}
@@ -207,7 +208,7 @@ def test_audits_of_a_ranged_run_are_reported_per_partition(project):
     # each points at its partition's materialization of this run: Dagster's per-partition check status
     assert {e.target_materialization_data.run_id for e in evaluations.values()} == {result.run_id}
     graph = project.defs().resolve_asset_graph()
-    (check_key,) = graph.get(project.key("daily")).check_keys
+    (check_key,) = audit_checks(graph.get(project.key("daily")).check_keys)
     assert graph.get(check_key).partitions_def == graph.get(project.key("daily")).partitions_def
     infos = {i.partition_key: i for i in project.instance.event_log_storage.get_asset_check_partition_info(
         [check_key], partition_keys=list(evaluations))}
@@ -218,7 +219,7 @@ def test_audits_of_a_ranged_run_are_reported_per_partition(project):
 def test_a_one_partition_run_checks_that_partition(project):
     result = project.run(["daily"], partition_key=str(SECOND))
     assert result.success
-    (evaluation,) = result.get_asset_check_evaluations()
+    (evaluation,) = audit_evaluations(result)
     assert evaluation.partition == str(SECOND) and not evaluation.passed
     assert evaluation.target_materialization_data is not None  # it checked the materialization just made
 
@@ -287,7 +288,7 @@ def test_the_ui_shows_failed_partitions_and_per_partition_checks(project, tmp_pa
         assert ranges(node("after_bad")["assetPartitionStatuses"]) == []  # not materialized: upstream failed
         daily = node("daily")
         assert ranges(daily["assetPartitionStatuses"]) == [("MATERIALIZED", str(FIRST), str(LAST))]
-        (check,) = daily["assetChecksOrError"]["checks"]
+        (check,) = audit_checks(daily["assetChecksOrError"]["checks"])
         assert sorted(ranges(check["partitionStatuses"])) == [
             ("FAILED", str(SECOND), str(SECOND)), ("SUCCEEDED", str(FIRST), str(FIRST)),
             ("SUCCEEDED", str(LAST), str(LAST))]

@@ -10,6 +10,7 @@ computed)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -24,14 +25,24 @@ LATEST = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { asse
   runId metadataEntries { label ... on TextMetadataEntry { text } } } } }"""
 
 
-KINDS = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { kinds description } }"""
+PLAN = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { description
+  assetChecksOrError { ... on AssetChecks { checks { name
+    executionForLatestMaterialization { evaluation { description } } } } } } }"""
 
 
-def _plan_counts(server: Dagster) -> tuple[list[str], str]:
-    """The counts the plan tags incremental_model with, and the plan's line of its description."""
-    (node,) = server.query(KINDS, keys=[{"path": ["sqlmesh_example", "incremental_model"]}])["assetNodes"]
-    line = next((ln for ln in (node["description"] or "").splitlines() if "recompute" in ln), "")
-    return sorted(k for k in node["kinds"] if k.startswith(("recompute-", "reuse-"))), line
+def _plan_counts(server: Dagster, where: str = "description") -> tuple[list[str], str]:
+    """What the plan says incremental_model recomputes and reuses (`recompute-N`, `reuse-M`, the
+    counts above 0) and its line, from the asset's description or (`where="check"`) from the
+    latest verdict of its serves_current_code check."""
+    (node,) = server.query(PLAN, keys=[{"path": ["sqlmesh_example", "incremental_model"]}])["assetNodes"]
+    text = node["description"] or ""
+    if where == "check":
+        (check,) = [c for c in node["assetChecksOrError"]["checks"] if c["name"] == "serves_current_code"]
+        text = ((check["executionForLatestMaterialization"] or {}).get("evaluation") or {}).get("description") or ""
+    line = next((ln for ln in text.splitlines() if "recompute" in ln), "")
+    found = re.search(r"(\d+) partition\(s\) to recompute, (\d+) reused", line)
+    counts = [(f"recompute-{found[1]}", found[1]), (f"reuse-{found[2]}", found[2])] if found else []
+    return sorted(c for c, n in counts if n != "0"), line
 
 
 def _latest_outcome(server: Dagster) -> tuple[str, str]:
@@ -75,6 +86,8 @@ def test_a_change_materialized_in_prods_location_is_stale_until_promote_prod(tmp
         # (issue 38, point 2: no "Reload definitions" by hand)
         server.until(lambda: _plan_counts(server)[0] == [f"reuse-{DAYS}"], "prod's counts after the run", 120)
         assert f"0 partition(s) to recompute, {DAYS} reused" in _plan_counts(server)[1]
+        # and so does the plan check's verdict, at the daemon's next tick of restamp_prod_sensor
+        server.until(lambda: _plan_counts(server, "check")[0] == [f"reuse-{DAYS}"], "the plan check's counts", 120)
 
         # the daemon's tick of restamp_prod_sensor stamps back what prod serves: stale, not fresh
         server.until(lambda: _latest_outcome(server)[1] == "served", "the stamp-back", 180)

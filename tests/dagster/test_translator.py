@@ -86,9 +86,8 @@ def test_the_default_translator_keeps_the_mapping(project):
     assert a.automation_condition.get_label().startswith("mesh run: due intervals on 0 0 * * * (UTC)")
     # nothing applied yet: the plan's word first (the catalog's line), then the model's description
     assert a.description.startswith("New in prod: to rebuild.") and a.description.endswith("\n\nThe a table")
-    plan = {"added", *(k for k in a.kinds if k.startswith("recompute-"))}
-    assert a.kinds == {"spark", *plan} and a.tags == {  # the kind while a plan is pending: in mesh/kind only
-        "finance": "", "mesh/kind": "FULL", "dagster/kind/spark": "", **{f"dagster/kind/{k}": "" for k in plan}}
+    assert a.kinds == {"spark", "table"} and a.tags == {  # icons only: the kind is in mesh/kind
+        "finance": "", "mesh/kind": "FULL", "dagster/kind/spark": "", "dagster/kind/table": ""}
     assert b.owners == [] and b.metadata["mesh/owner"] == "bob"  # not an e-mail: metadata only
     assert (ext.group_name, ext.kinds, ext.description) == ("external", {"spark"}, "External table `raw.events`")
     assert [d.asset_key.to_user_string() for d in specs["t/c"].deps] == ["s/a", "s/b"]
@@ -102,7 +101,7 @@ def test_a_python_translator_changes_every_decision(project):
     assert [d.asset_key.to_user_string() for d in c.deps] == ["lake/s/a", "lake/s/b"]  # deps follow the keys
     assert c.group_name == "team_t" and specs["lake/raw/events"].group_name == "raw"
     assert c.description == "t.c in prod"
-    assert c.tags["team"] == "analytics" and c.kinds == {"parquet", "spark", "added", "recompute-1"}
+    assert c.tags["team"] == "analytics" and c.kinds == {"parquet", "spark", "view"}
     assert c.owners == ["team:data"] and c.metadata["layer"] == "silver"
     assert isinstance(c.automation_condition, dg.AutomationCondition)
     assert specs["lake/raw/events"].automation_condition is None

@@ -85,6 +85,20 @@ def _report_event(tmp_path, monkeypatch):
     _leading(dg.DagsterInstance.report_dagster_event, "dagster_event", "run_id")
 
 
+@check("EventLogStorage.get_latest_asset_check_execution_by_key")
+def _latest_checks(tmp_path, monkeypatch):
+    from dagster._core.storage.event_log.base import EventLogStorage
+
+    _leading(EventLogStorage.get_latest_asset_check_execution_by_key, "check_keys")
+    key, other = (dg.AssetCheckKey(dg.AssetKey(["s", "m"]), name) for name in ("c", "d"))
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert compat.latest_check_metadata(instance, [key]) == {}
+        for line in ("x", "y"):
+            instance.report_runless_asset_event(dg.AssetCheckEvaluation(
+                asset_key=key.asset_key, check_name="c", passed=False, metadata={"mesh/plan_line": line}))
+        assert compat.latest_check_metadata(instance, [key, other]) == {key: {"mesh/plan_line": "y"}}
+
+
 @check("DagsterInstance.get_backfill")
 def _get_backfill(tmp_path, monkeypatch):
     from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill

@@ -1,7 +1,7 @@
 """What each environment's code location counts as pending, for `mesh ui` to notice when it is stale.
 
 A location computes, as it loads, each changed model's work: the intervals of its current version
-not computed yet (`recompute-7`, "7 partition(s) to recompute"). Intervals computed afterwards — by
+not computed yet ("7 partition(s) to recompute"). Intervals computed afterwards — by
 a run of this location, by another environment sharing the version, by `mesh` — change those
 counts, and Dagster has no hot reload. So a location notes the table versions it counted
 (`note_pending`), and `mesh ui`'s watch (ui/watch.py) reloads it when their intervals change.

@@ -45,13 +45,11 @@ _NOT_IN_GROUP_NAMES = re.compile(r"[^A-Za-z0-9_]")
 EXTERNAL_GROUP = "external"
 
 
-def plan_kinds(asset: ModelAsset) -> list[str]:
-    """The plan's change to the model as tags: its category (`non-breaking`...) and the intervals
-    of its current version to compute and already computed (`recompute-7`, `reuse-0`)."""
-    if asset.change == UNCHANGED:
-        return []
-    counts = [f"recompute-{asset.recompute}"] if asset.recompute else []
-    return [asset.change.slug, *counts, *([f"reuse-{asset.reuse}"] if asset.reuse else [])]
+def storage_kind(asset: ModelAsset) -> str:
+    """What the environment's view points at, as a kind the UI draws as an icon: a seed, a view, or
+    a table (every other kind)."""
+    kind = asset.model.kind
+    return "seed" if kind.seed is not None else "view" if kind.is_view else "table"
 
 
 def model_summary(asset: ModelAsset) -> str:
@@ -175,16 +173,15 @@ class MeshTranslator:
         return f"{pending}\n\n{own}" if pending else own
 
     def get_kinds(self, asset: ModelAsset) -> set[str]:
-        """The tags the graph and the catalog show on every asset: the engine, python for a Python
-        model, and either the plan's change to the model with what it recomputes and reuses (e.g.
-        `non-breaking`, `recompute-7`; `indirect-non-breaking`, `reuse-7`) or, with nothing pending,
-        the model kind. Not both: a graph node has room for one row of about three tags, and more
-        spill under the next node; the kind stays in the `mesh/kind` tag and the description."""
+        """The kinds the graph and the catalog show on every asset, all drawn as icons: the engine,
+        the storage (`table`, `view`, `seed`) and python for a Python model. No words: the catalog
+        gives kinds and name one column, and a kind in words (`incremental_by_time_range`, a plan's
+        category) cuts the name down to "sqlme…model". The model kind is in the `mesh/kind` tag and
+        the description; the plan in the description's first line and the `serves_current_code`
+        check (dagster/mapping/plan_check.py)."""
         if asset.is_external:
             return {"spark"}
-        model = asset.model
-        shown = plan_kinds(asset) or [model.kind.name.value.lower()]
-        return {*shown, "spark", *(["python"] if model.is_python else [])}
+        return {"spark", storage_kind(asset), *(["python"] if asset.model.is_python else [])}
 
     def get_tags(self, asset: ModelAsset) -> dict[str, str]:
         """The model's tags as labels (key = the tag, value empty) to filter assets by, plus its kind."""

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetExecutionContext,
     AssetKey,
     AssetSelection,
@@ -47,9 +48,11 @@ from mesh_dagster.context import Context
 from mesh_dagster.core.config.names import PROD
 from mesh_dagster.core.errors import MeshError
 from mesh_dagster.core.time.cron import IntervalUnit
+from mesh_dagster.dagster.compat import latest_check_metadata
 from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.mapping.outcomes import JobFailed, NothingComputed, materialization
 from mesh_dagster.dagster.mapping.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from mesh_dagster.dagster.mapping.plan_check import PLAN_LINE, plan_check_key, plan_evaluation
 from mesh_dagster.dagster.restamp.stamps import Stamper
 from mesh_dagster.dagster.restamp.verdicts import verdict_evaluations
 
@@ -145,6 +148,19 @@ def tick_share(found: dict[str, list[str | None]]) -> tuple[dict[str, list[str |
     return share, {n for n, keys in found.items() if len(share.get(n, ())) < len(keys)}
 
 
+def plan_evaluations(graph: ProjectGraph, instance: DagsterInstance) -> list[AssetCheckEvaluation]:
+    """The plan check's verdict on each model whose verdict moved since its last evaluation (a
+    promotion, an apply elsewhere, a code change: the location shows the plan it loaded)."""
+    assets = graph.materializable
+    shown = latest_check_metadata(instance, [plan_check_key(a) for a in assets]) or {}
+    out = []
+    for asset in assets:
+        evaluation = plan_evaluation(asset)
+        if shown.get(plan_check_key(asset), {}).get(PLAN_LINE) != evaluation.metadata[PLAN_LINE].value:
+            out.append(evaluation)
+    return out[:RUNLESS_PER_TICK]
+
+
 def is_restamp(tags: Mapping[str, str]) -> bool:
     return tags.get(RESTAMP_TAG) == "true"
 
@@ -226,7 +242,7 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gatewa
             pending = stamper.pending(suspects.names, whole) if suspects.names or whole else {}
             runs = restamp_runs(stamper, pending, whole)
             shown, later = tick_share(stamper.shown_otherwise(suspects.names))
-            served = stamper.served_events(shown)
+            served = [*stamper.served_events(shown), *plan_evaluations(graph, context.instance)]
         finally:
             ctx.close()
         confirmed = {n: token for n, token in suspects.tokens.items()

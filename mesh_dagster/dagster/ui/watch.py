@@ -8,7 +8,7 @@ Dagster has no hot reload: a code location shows the plan it computed when it lo
 - an environment's code location when what it serves changed (a promotion, an apply, a git
   deploy): its assets then show the new versions, and no pending change that is done;
 - an environment's code location when the intervals of the table versions it counted as pending
-  changed (mapping/pending.py): its `recompute-7` then says what is left to compute;
+  changed (mapping/pending.py): its "7 partition(s) to recompute" then says what is left to compute;
 - an environment's code location when its waiting plans change (recorded, decided, applied): the
   review and apply jobs offer them as a list (dagster/jobs/reviews.py);
 - the location of the environments git pushes created (`pushed_environments`, written when
