@@ -119,6 +119,9 @@ def model_asset(graph: ProjectGraph, asset: ModelAsset, partitions: dict,
         if is_restamp(context.run.tags):  # a re-stamp run (dagster/restamp/stamps.py): computes nothing
             yield from restamp_results(context, graph, partitions, mesh_context, asset)
             return
+        if not context.selected_asset_keys:  # its checks alone (the UI's "Execute" on a check): computes nothing
+            yield from checks_alone(context, mesh_context, asset, partitions_def)
+            return
         statements = run_statements(context, graph, mesh_context)
         if partitions_def is not None:
             yield from _partitioned_step(context, graph, asset, partitions_def, statements.before_write)
@@ -143,6 +146,17 @@ def model_asset(graph: ProjectGraph, asset: ModelAsset, partitions: dict,
         op_tags={"mesh/environment": graph.environment, "mesh/model": asset.name},
         description=f"Evaluate {asset.name} into its current version's table and record its intervals.",
     )(_model)
+
+
+def checks_alone(context: AssetExecutionContext, mesh_context: Context, asset: ModelAsset,
+                 partitions_def: TimeWindowPartitionsDefinition | None) -> Iterator:
+    """A run of a model's checks without the model: the plan check's verdict now, and the audit
+    verdicts that hold on the data of its current version (the audits ran when it was computed;
+    running them again would judge the same rows)."""
+    if plan_check_key(asset) in context.selected_asset_check_keys:
+        yield plan_result(asset)
+    keys = list(context.partition_keys) if partitions_def is not None and context.has_partition_key_range else []
+    yield from verdict_evaluations(mesh_context, context.instance, asset, partitions_def, keys)
 
 
 def _step_signature(context: AssetExecutionContext) -> Iterator:

@@ -163,6 +163,23 @@ def test_scheduled_run_fills_the_current_versions_and_records_intervals(project,
         assert isinstance(schedule.evaluate_tick(context).skip_message, str)  # nothing due any more
 
 
+def test_a_run_of_checks_alone_computes_nothing(project):
+    """The UI's "Execute" on a check runs the model's step with the check alone: the plan check's
+    verdict (a change is pending: prod is not promoted yet) and the audit verdicts that hold on the
+    version's data, no materialization, nothing recomputed."""
+    full = project.key("full_model")
+    plan_check, audit = dg.AssetCheckKey(full, "serves_current_code"), dg.AssetCheckKey(full, "assert_positive_order_ids")
+    job = dg.define_asset_job("checks_alone", selection=dg.AssetSelection.checks(plan_check, audit))
+    defs = dg.Definitions.merge(project.defs(), dg.Definitions(jobs=[job]))
+    result = defs.resolve_job_def("checks_alone").execute_in_process(instance=project.instance, raise_on_error=False)
+    assert result.success, failure_text(result)
+    assert result.get_asset_materialization_events() == []
+    verdicts = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert not verdicts["serves_current_code"].passed
+    assert verdicts["serves_current_code"].description.startswith("New in prod")
+    assert verdicts["assert_positive_order_ids"].passed  # the verdict of the scheduled run's audit
+
+
 def test_promote_swaps_views_once_complete(project):
     assert project.context().plans.gaps("prod") == []
     result = project.run("promote_prod")

@@ -418,7 +418,7 @@ SENSOR_STATE = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s)
 START_SENSOR = """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) { __typename } }"""
 SHOWN = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) { opVersion staleStatus
   assetMaterializations(limit: 1) { tags { key value } metadataEntries { label ... on TextMetadataEntry { text } } }
-  assetChecksOrError { ... on AssetChecks { checks { executionForLatestMaterialization { status } } } } } }"""
+  assetChecksOrError { ... on AssetChecks { checks { name executionForLatestMaterialization { status } } } } } }"""
 
 
 def _dev_daemon_stamps(ui):

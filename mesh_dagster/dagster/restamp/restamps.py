@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from dagster import (
@@ -148,15 +148,19 @@ def tick_share(found: dict[str, list[str | None]]) -> tuple[dict[str, list[str |
     return share, {n for n, keys in found.items() if len(share.get(n, ())) < len(keys)}
 
 
-def plan_evaluations(graph: ProjectGraph, instance: DagsterInstance) -> list[AssetCheckEvaluation]:
+def plan_evaluations(graph: ProjectGraph, instance: DagsterInstance,
+                     stamped: Collection[str] = ()) -> list[AssetCheckEvaluation]:
     """The plan check's verdict on each model whose verdict moved since its last evaluation (a
-    promotion, an apply elsewhere, a code change: the location shows the plan it loaded)."""
+    promotion, an apply elsewhere, a code change: the location shows the plan it loaded), and on
+    the models `stamped` by this tick's runless events (a check's status is that of its asset's
+    latest materialization: reported after them, the verdict stays shown)."""
     assets = graph.materializable
     shown = latest_check_metadata(instance, [plan_check_key(a) for a in assets]) or {}
     out = []
     for asset in assets:
         evaluation = plan_evaluation(asset)
-        if shown.get(plan_check_key(asset), {}).get(PLAN_LINE) != evaluation.metadata[PLAN_LINE].value:
+        line = shown.get(plan_check_key(asset), {}).get(PLAN_LINE)
+        if asset.name in stamped or line != evaluation.metadata[PLAN_LINE].value:
             out.append(evaluation)
     return out[:RUNLESS_PER_TICK]
 
@@ -188,6 +192,7 @@ def restamp_results(context: AssetExecutionContext, graph: ProjectGraph, partiti
         yield materialization(asset, NothingComputed.RESTAMPED, built_on=built_on)
         yield from verdict_evaluations(mesh_context, context.instance, asset,
                                     partitions.get(asset.unit) if asset.is_partitioned else None, keys)
+        yield plan_evaluation(asset)  # a check keeps its verdict on the newest materialization too
     except MeshError as e:
         raise JobFailed(str(e)) from None
     context.log.info(f"{asset.name}: {len(keys) or 1} partition(s) re-stamped under its current code version")
@@ -242,7 +247,7 @@ def stamp_sensor(graph: ProjectGraph, partitions: dict, project_dir: str, gatewa
             pending = stamper.pending(suspects.names, whole) if suspects.names or whole else {}
             runs = restamp_runs(stamper, pending, whole)
             shown, later = tick_share(stamper.shown_otherwise(suspects.names))
-            served = [*stamper.served_events(shown), *plan_evaluations(graph, context.instance)]
+            served = [*stamper.served_events(shown), *plan_evaluations(graph, context.instance, set(shown))]
         finally:
             ctx.close()
         confirmed = {n: token for n, token in suspects.tokens.items()
