@@ -6,7 +6,8 @@ sensor only ask this object, so a subclass (or a component's `translation:` in Y
 whole code location consistently. Overriding one method changes one decision.
 
 What is not a mapping decision stays out: the code version is the snapshot fingerprint and the
-dependencies are the models' (staleness and runs rely on both), and checks are the audits.
+dependencies are the models' (staleness and runs rely on both), and checks are the audits and
+the plan check (plan_check.py).
 """
 
 from __future__ import annotations
