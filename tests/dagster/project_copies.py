@@ -14,12 +14,15 @@ from pathlib import Path
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "example_project"
 SEED_FIRST_DAY = date(2020, 1, 1)
+# The tests' today, read once per test process: the copies and the dates tests expect are computed
+# from the same day, also when the suite runs across midnight.
+TODAY = date.today()
 
 
 def recent_example(dest: Path, days: int = 7, schema: str = "sqlmesh_example") -> Path:
     """The example project in `dest`, its seed rows and starts shifted so they end yesterday."""
     shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns(".mesh", "__pycache__", "definitions.py"))
-    first = date.today() - timedelta(days=days)
+    first = TODAY - timedelta(days=days)
     shift = first - SEED_FIRST_DAY
 
     seed = dest / "seeds" / "seed_data.csv"

@@ -12,14 +12,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from project_builder import record_plan
-from project_copies import recent_example
+from project_copies import TODAY, recent_example
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.time.dates import to_ms
 from mesh_dagster.dagster import MeshTranslator, definitions
 
 DAYS = 7
-TODAY = date.today()
 TOMORROW = datetime.combine(TODAY + timedelta(days=1), time(), tzinfo=UTC)  # the tick making today due
 SIGNAL = '''from pathlib import Path
 

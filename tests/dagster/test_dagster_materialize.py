@@ -5,7 +5,7 @@ project_copies) and its schema renamed per module so tables never collide with o
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -13,7 +13,7 @@ import pytest
 from dagster._utils.test.data_versions import get_stale_status_resolver
 from failures import failure_text
 from plan_checks import audit_evaluations, stamps_only
-from project_copies import edit, recent_example
+from project_copies import TODAY, edit, recent_example
 
 from mesh_dagster.context import Context
 from mesh_dagster.core.plan.backfills import ALL_TIME
@@ -24,10 +24,10 @@ from mesh_dagster.execution.evaluate.evaluator import SnapshotEvaluator
 pytestmark = pytest.mark.spark
 
 DAYS = 7
-FIRST = date.today() - timedelta(days=DAYS)  # incremental_model's start, first partition
+FIRST = TODAY - timedelta(days=DAYS)  # incremental_model's start, first partition
 LATER = FIRST + timedelta(days=2)  # seed_model's and full_model's start (model_defaults)
 RANGE = {"dagster/asset_partition_range_start": str(FIRST),
-         "dagster/asset_partition_range_end": str(date.today() - timedelta(days=1))}
+         "dagster/asset_partition_range_end": str(TODAY - timedelta(days=1))}
 
 
 class Project:
@@ -103,7 +103,7 @@ def project(tmp_path_factory, spark) -> Project:
 
 def _tick() -> datetime:
     """Today's midnight tick of a daily schedule."""
-    return datetime.combine(date.today(), datetime.min.time(), tzinfo=UTC)
+    return datetime.combine(TODAY, datetime.min.time(), tzinfo=UTC)
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:
@@ -116,7 +116,7 @@ def test_promote_is_refused_while_intervals_are_missing(project):
     message = _failure(result)
     assert "Cannot promote 'prod': 3 model(s) miss intervals for their current version" in message
     assert f"{project.schema}.seed_model: not built yet" in message
-    assert f"{project.schema}.incremental_model: {FIRST} - {date.today() - timedelta(days=1)}" in message
+    assert f"{project.schema}.incremental_model: {FIRST} - {TODAY - timedelta(days=1)}" in message
     assert f"{project.schema}.full_model: {LATER} - " in message
     ctx = project.context()
     assert ctx.state.environments.get_environment("prod") is None  # nothing moved
@@ -128,7 +128,7 @@ def test_scheduled_run_fills_the_current_versions_and_records_intervals(project,
     with dg.build_schedule_context(instance=project.instance, scheduled_execution_time=_tick()) as context:
         (request,) = schedule.evaluate_tick(context).run_requests
     assert request.tags["dagster/asset_partition_range_start"] == str(FIRST)
-    assert request.tags["dagster/asset_partition_range_end"] == str(date.today() - timedelta(days=1))
+    assert request.tags["dagster/asset_partition_range_end"] == str(TODAY - timedelta(days=1))
     assert len(request.asset_selection) == 3
 
     result = project.run("run_prod_daily", tags=request.tags, asset_selection=request.asset_selection)
@@ -152,9 +152,9 @@ def test_scheduled_run_fills_the_current_versions_and_records_intervals(project,
     assert check.passed and check.check_name == "assert_positive_order_ids" and check.partition is None
 
     state = project.context().state
-    assert state.intervals.get_intervals([inc.interval_key])[inc.interval_key] == [(to_ms(str(FIRST)), to_ms(str(date.today())))]
+    assert state.intervals.get_intervals([inc.interval_key])[inc.interval_key] == [(to_ms(str(FIRST)), to_ms(str(TODAY)))]
     assert state.intervals.get_intervals([full.interval_key])[full.interval_key] == [
-        (to_ms(str(LATER)), to_ms(str(date.today())))]
+        (to_ms(str(LATER)), to_ms(str(TODAY)))]
     assert state.intervals.get_intervals([seed.interval_key])[seed.interval_key] == [ALL_TIME]
     assert project.rows(f"SELECT COUNT(*) FROM {inc.table_name}") == [(7,)]
     assert not engine.catalog.table_exists(f"{project.schema}.full_model")  # views never move here
@@ -195,7 +195,7 @@ def test_rematerializing_after_a_killed_run_gives_no_duplicates(project):
     inc = plan.snapshots[project.name("incremental_model")]
     # a run killed after writing its data but before recording the interval
     SnapshotEvaluator(ctx.project, ctx.engine, plan.snapshots).evaluate(
-        inc, to_ms(str(FIRST)), to_ms(str(date.today())), to_ms(str(date.today())))
+        inc, to_ms(str(FIRST)), to_ms(str(TODAY)), to_ms(str(TODAY)))
     result = project.run(tags=RANGE, asset_selection=[project.key("incremental_model")])
     assert result.success
     assert project.rows(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {inc.table_name}") == [(7, 7)]
@@ -209,7 +209,7 @@ def test_a_full_model_is_rebuilt_once_by_a_range_backfill(project):
     events = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]
     (full,) = [m for m in events if m.asset_key == project.key("full_model")]
     assert full.metadata["mesh/outcome"].value == "evaluated"
-    assert full.metadata["mesh/interval"].value == f"{LATER} - {date.today() - timedelta(days=1)}"
+    assert full.metadata["mesh/interval"].value == f"{LATER} - {TODAY - timedelta(days=1)}"
     (check,) = audit_evaluations(result)
     assert check.passed and check.asset_key == project.key("full_model")
 
@@ -298,7 +298,7 @@ def test_child_kept_through_a_parent_change_stays_fresh_once_the_parent_is_compu
         assert _restamped(project.restamp()) == {"full_model": 1}
         ctx = project.context()
         try:
-            done = list(ctx.runs.materialize([project.name("incremental_model")], str(FIRST), str(date.today()), "prod"))
+            done = list(ctx.runs.materialize([project.name("incremental_model")], str(FIRST), str(TODAY), "prod"))
         finally:
             ctx.close()
         assert [m.outcome.value for m in done] == ["evaluated"]
@@ -417,7 +417,7 @@ def test_child_is_refused_while_its_parent_misses_part_of_the_range(tmp_path, sp
         result = project.run(asset_selection=[project.key("full_model")])
         assert not result.success
         message = _failure(result)
-        last = date.today() - timedelta(days=1)
+        last = TODAY - timedelta(days=1)
         assert (f"Cannot materialize {project.schema}.full_model for {LATER} - {last}: it reads "
                 f"{project.schema}.incremental_model, whose current version has no data for "
                 f"{third + timedelta(days=1)} - {last}. Materialize {project.schema}.incremental_model for those "

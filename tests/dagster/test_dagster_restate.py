@@ -4,12 +4,12 @@ their downstream, reports them as materializations, and refuses a bad selector i
 from __future__ import annotations
 
 import uuid
-from datetime import date, timedelta
+from datetime import timedelta
 
 import dagster as dg
 import pytest
 from failures import failure_text
-from project_copies import recent_example
+from project_copies import TODAY, recent_example
 
 from mesh_dagster.context import Context
 from mesh_dagster.dagster import definitions
@@ -33,7 +33,7 @@ def test_restate_job_recomputes_and_reports(tmp_path, project):
     (tmp_path / "home").mkdir()
     instance = dg.DagsterInstance.local_temp(str(tmp_path / "home"))
     job = definitions(root, "prod", shared_spark=False).resolve_job_def("restate_prod")
-    day = str(date.today() - timedelta(days=2))
+    day = str(TODAY - timedelta(days=2))
     config = {"ops": {"restate_prod_models": {"config": {"models": [f"{schema}.incremental_model"],
                                                         "start": day, "end": day}}}}
     result = job.execute_in_process(run_config=config, instance=instance, raise_on_error=False)

@@ -21,12 +21,12 @@ import json
 import re
 import subprocess
 import sys
-from datetime import date, timedelta
+from datetime import timedelta
 
 import pytest
 from browser import node_tags, page_text, rendered_dom, screenshot, text_after
 from plan_checks import audit_checks
-from project_copies import edit, recent_example
+from project_copies import TODAY, edit, recent_example
 from test_dagster_webserver import LAUNCH_RUN, RELOAD, Dagster, _free_port
 
 from mesh_dagster.context import Context
@@ -35,8 +35,8 @@ from mesh_dagster.dagster.assets import NO_RESULT
 pytestmark = pytest.mark.slow
 
 DAYS = 7
-FIRST = date.today() - timedelta(days=DAYS)
-LAST = date.today() - timedelta(days=1)
+FIRST = TODAY - timedelta(days=DAYS)
+LAST = TODAY - timedelta(days=1)
 PARTITIONS = [str(FIRST + timedelta(days=i)) for i in range(DAYS)]
 RANGE = {"dagster/asset_partition_range_start": PARTITIONS[0], "dagster/asset_partition_range_end": PARTITIONS[-1]}
 SCHEMA = {"prod": "sqlmesh_example", "dev": "sqlmesh_example__dev"}

@@ -15,12 +15,12 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import date, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import requests
-from project_copies import edit, recent_example
+from project_copies import TODAY, edit, recent_example
 
 from mesh_dagster.context import Context
 from mesh_dagster.engine.server_record import SERVER_ENV
@@ -28,8 +28,8 @@ from mesh_dagster.engine.server_record import SERVER_ENV
 pytestmark = pytest.mark.slow
 
 DAYS = 7
-FIRST = date.today() - timedelta(days=DAYS)
-LAST = date.today() - timedelta(days=1)
+FIRST = TODAY - timedelta(days=DAYS)
+LAST = TODAY - timedelta(days=1)
 PARTITIONS = [str(FIRST + timedelta(days=i)) for i in range(DAYS)]
 LOCATION = "project_prod"
 MODELS = ("seed_model", "incremental_model", "full_model")

@@ -9,7 +9,7 @@ reading it, and a unique-key and an unmanaged model reading that one.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
@@ -17,14 +17,15 @@ from failures import failure_text
 from plan_checks import audit_evaluations
 from prod_project import ProdProject
 from project_builder import write_project
+from project_copies import TODAY
 
 from mesh_dagster.context import Context
 
 pytestmark = pytest.mark.spark
 
 DAYS = 3
-FIRST = date.today() - timedelta(days=DAYS)
-LAST = date.today() - timedelta(days=1)
+FIRST = TODAY - timedelta(days=DAYS)
+LAST = TODAY - timedelta(days=1)
 
 
 class History(ProdProject):
@@ -143,7 +144,7 @@ def test_a_history_model_waits_for_its_parents_data(history):
 def test_the_schedule_fills_parents_by_partition_then_history_in_order(history):
     defs = history.defs()
     (schedule,) = defs.schedules
-    tick = datetime.combine(date.today(), datetime.min.time(), tzinfo=UTC)
+    tick = datetime.combine(TODAY, datetime.min.time(), tzinfo=UTC)
     with dg.build_schedule_context(instance=history.instance, scheduled_execution_time=tick) as context:
         (request,) = schedule.evaluate_tick(context).run_requests
     assert set(request.asset_selection) == {history.key(m) for m in ("events", "latest", "log")}

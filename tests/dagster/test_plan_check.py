@@ -4,10 +4,10 @@ current code; the re-stamp sensor reports it only when that verdict moved."""
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import timedelta
 
 import dagster as dg
-from project_copies import edit, recent_example
+from project_copies import TODAY, edit, recent_example
 
 from mesh_dagster.context import Context
 from mesh_dagster.dagster.mapping.graph import ProjectGraph, build_graph
@@ -46,8 +46,8 @@ def test_the_sensor_reports_a_verdict_once_and_again_when_it_moves(tmp_path):
         for event in first:
             instance.report_runless_asset_event(event)
         assert plan_evaluations(graph, instance) == []  # nothing moved: nothing reported
-        start = str(date.today() - timedelta(days=7))
-        edit(project, "incremental_model", f"start '{start}'", f"start '{date.today() - timedelta(days=5)}'")
+        start = str(TODAY - timedelta(days=7))
+        edit(project, "incremental_model", f"start '{start}'", f"start '{TODAY - timedelta(days=5)}'")
         moved = plan_evaluations(_graph(project), instance)  # two partitions fewer to compute
         assert [e.asset_key.path[-1] for e in moved] == ["incremental_model"]
         assert moved[0].metadata[PLAN_LINE].value.startswith("New in prod: 5 partition(s) to recompute")

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import date, timedelta
+from datetime import timedelta
 
 import dagster as dg
 import pytest
 from plan_checks import audit_checks, audit_evaluations
 from prod_project import ProdProject
 from project_builder import write_project
+from project_copies import TODAY
 
 from mesh_dagster.context import Context
 from mesh_dagster.dagster import definitions
@@ -35,9 +36,9 @@ from mesh_dagster.dagster import definitions
 pytestmark = pytest.mark.spark
 
 DAYS = 3
-FIRST = date.today() - timedelta(days=DAYS)
+FIRST = TODAY - timedelta(days=DAYS)
 SECOND = FIRST + timedelta(days=1)
-LAST = date.today() - timedelta(days=1)
+LAST = TODAY - timedelta(days=1)
 RANGE = {"dagster/asset_partition_range_start": str(FIRST), "dagster/asset_partition_range_end": str(LAST)}
 SCHEDULED = {**RANGE, "mesh/scheduled": "true"}  # what a schedule tick launches: history models join
 ROOT_VARIABLE = "MESH_TEST_RUN_STATUS_ROOT"
@@ -122,7 +123,7 @@ def project(tmp_path_factory, spark):
             """,
         "models/late.sql": f"""
             MODEL (name {schema}.late, kind INCREMENTAL_BY_TIME_RANGE (time_column ds),
-                   start '{date.today() + timedelta(days=30)}');
+                   start '{TODAY + timedelta(days=30)}');
 
             SELECT 1 AS id, CAST(@start_ds AS DATE) AS ds
             """,

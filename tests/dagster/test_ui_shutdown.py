@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import signal
 import time
-from datetime import date, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus
-from project_copies import recent_example
+from project_copies import TODAY, recent_example
 from test_dagster_webserver import RUN, Dagster, _free_port
 
 from mesh_dagster.core.project.config_file import load_config
@@ -70,7 +70,7 @@ def test_ctrl_c_then_sigterm_stops_everything_and_cancels_the_run(tmp_path):
     dagster = Dagster(project, _free_port(), tmp_path / "dagster.log")
     try:
         dagster.wait_loaded()
-        run_id = dagster.launch("__ASSET_JOB", {"dagster/partition": str(date.today() - timedelta(days=1))},
+        run_id = dagster.launch("__ASSET_JOB", {"dagster/partition": str(TODAY - timedelta(days=1))},
                                 [["sqlmesh_example", "slow"]])
         _wait_writing(dagster, run_id, mesh_dir / "warehouse" / "mesh__sqlmesh_example.db")
         assert dagster.query(RUN, id=run_id)["runOrError"]["status"] == "STARTED"
