@@ -35,3 +35,12 @@ def stamps_only(wanted, instance: dg.DagsterInstance):
 def audit_checks(checks) -> list:
     """Of an asset's checks (check keys, or the webserver's check dicts), its audits'."""
     return [c for c in checks if (c["name"] if isinstance(c, dict) else c.name) != PLAN_CHECK]
+
+
+def plan_check_shown(checks: list[dict]) -> tuple[str | None, str]:
+    """(status, description) of the serves_current_code check's latest execution, from the
+    webserver's check dicts (`name`, `executionForLatestMaterialization { status evaluation
+    { description } }`)."""
+    (check,) = [c for c in checks if c["name"] == PLAN_CHECK]
+    execution = check["executionForLatestMaterialization"] or {}
+    return execution.get("status"), (execution.get("evaluation") or {}).get("description") or ""

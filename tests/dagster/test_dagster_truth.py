@@ -25,7 +25,7 @@ from datetime import timedelta
 
 import pytest
 from browser import node_tags, page_text, rendered_dom, screenshot, text_after
-from plan_checks import audit_checks
+from plan_checks import audit_checks, plan_check_shown
 from project_copies import TODAY, edit, recent_example
 from test_dagster_webserver import LAUNCH_RUN, RELOAD, Dagster, _free_port
 
@@ -267,13 +267,7 @@ PLAN_CHECKS = """query($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) {
 def _plan_checks(ui: Truth, env: str, *models: str) -> dict[str, tuple[str, str]]:
     """Model -> (status, description) of its serves_current_code check's latest execution."""
     found = ui.query(PLAN_CHECKS, keys=[{"path": ui.key(env, m)} for m in models])["assetNodes"]
-    out = {}
-    for node in found:
-        (check,) = [c for c in node["assetChecksOrError"]["checks"] if c["name"] == "serves_current_code"]
-        execution = check["executionForLatestMaterialization"] or {}
-        out[node["assetKey"]["path"][-1]] = (execution.get("status"), (execution.get("evaluation") or {}).get(
-            "description") or "")
-    return out
+    return {node["assetKey"]["path"][-1]: plan_check_shown(node["assetChecksOrError"]["checks"]) for node in found}
 
 
 def test_1_a_change_shows_at_a_glance_on_the_graph_and_in_the_catalog(ui):

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from plan_checks import plan_check_shown
 from project_copies import edit, recent_example
 from test_dagster_webserver import DAYS, LAUNCH_RUN, PARTITIONS, RELOAD, Dagster, _free_port, _mesh
 
@@ -37,8 +38,7 @@ def _plan_counts(server: Dagster, where: str = "description") -> tuple[list[str]
     (node,) = server.query(PLAN, keys=[{"path": ["sqlmesh_example", "incremental_model"]}])["assetNodes"]
     text = node["description"] or ""
     if where == "check":
-        (check,) = [c for c in node["assetChecksOrError"]["checks"] if c["name"] == "serves_current_code"]
-        text = ((check["executionForLatestMaterialization"] or {}).get("evaluation") or {}).get("description") or ""
+        text = plan_check_shown(node["assetChecksOrError"]["checks"])[1]
     line = next((ln for ln in text.splitlines() if "recompute" in ln), "")
     found = re.search(r"(\d+) partition\(s\) to recompute, (\d+) reused", line)
     counts = [(f"recompute-{found[1]}", found[1]), (f"reuse-{found[2]}", found[2])] if found else []

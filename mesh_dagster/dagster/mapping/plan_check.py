@@ -54,16 +54,16 @@ def plan_verdict(asset: ModelAsset) -> PlanVerdict:
                                      "mesh/recompute": asset.recompute, "mesh/reuse": asset.reuse})
 
 
+def _check_fields(asset: ModelAsset, verdict: PlanVerdict) -> dict[str, Any]:
+    return {"asset_key": asset.asset_key, "check_name": PLAN_CHECK, "passed": verdict.passed,
+            "severity": AssetCheckSeverity.WARN, "description": verdict.line, "metadata": verdict.metadata}
+
+
 def plan_result(asset: ModelAsset) -> AssetCheckResult:
     """The check's result in the model's step."""
-    verdict = plan_verdict(asset)
-    return AssetCheckResult(asset_key=asset.asset_key, check_name=PLAN_CHECK, passed=verdict.passed,
-                            severity=AssetCheckSeverity.WARN, description=verdict.line, metadata=verdict.metadata)
+    return AssetCheckResult(**_check_fields(asset, plan_verdict(asset)))
 
 
-def plan_evaluation(asset: ModelAsset) -> AssetCheckEvaluation:
+def plan_evaluation(asset: ModelAsset, verdict: PlanVerdict | None = None) -> AssetCheckEvaluation:
     """The same verdict without a run (the re-stamp sensor's)."""
-    verdict = plan_verdict(asset)
-    return AssetCheckEvaluation(asset_key=asset.asset_key, check_name=PLAN_CHECK, passed=verdict.passed,
-                                severity=AssetCheckSeverity.WARN, description=verdict.line,
-                                metadata=verdict.metadata)
+    return AssetCheckEvaluation(**_check_fields(asset, verdict or plan_verdict(asset)))

@@ -52,7 +52,7 @@ from mesh_dagster.dagster.compat import latest_check_metadata
 from mesh_dagster.dagster.mapping.graph import ModelAsset, ProjectGraph
 from mesh_dagster.dagster.mapping.outcomes import JobFailed, NothingComputed, materialization
 from mesh_dagster.dagster.mapping.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from mesh_dagster.dagster.mapping.plan_check import PLAN_LINE, plan_check_key, plan_evaluation
+from mesh_dagster.dagster.mapping.plan_check import PLAN_LINE, plan_check_key, plan_evaluation, plan_verdict
 from mesh_dagster.dagster.restamp.stamps import Stamper
 from mesh_dagster.dagster.restamp.verdicts import verdict_evaluations
 
@@ -158,10 +158,9 @@ def plan_evaluations(graph: ProjectGraph, instance: DagsterInstance,
     shown = latest_check_metadata(instance, [plan_check_key(a) for a in assets]) or {}
     out = []
     for asset in assets:
-        evaluation = plan_evaluation(asset)
-        line = shown.get(plan_check_key(asset), {}).get(PLAN_LINE)
-        if asset.name in stamped or line != evaluation.metadata[PLAN_LINE].value:
-            out.append(evaluation)
+        verdict = plan_verdict(asset)
+        if asset.name in stamped or shown.get(plan_check_key(asset), {}).get(PLAN_LINE) != verdict.metadata[PLAN_LINE]:
+            out.append(plan_evaluation(asset, verdict))
     return out[:RUNLESS_PER_TICK]
 
 

@@ -105,6 +105,7 @@ class Stamper:
         self._versions: dict[str, dict[str, str | None]] = {}
         self._served: dict[str, str] | None = None
         self._served_snapshots: dict[str, ServedSnapshot] | None = None
+        self._served_intervals: dict[tuple[str, str], list[Interval]] = {}  # see `_served_present`
         self._restamped_whole: set[str] = set()
         self.whole_ids: dict[str, int] = {}  # model without partitions -> its latest event's id, read by `whole`
 
@@ -255,11 +256,13 @@ class Stamper:
         return {k for k in keys if k in covered}
 
     def _served_present(self, asset: ModelAsset, served: ServedSnapshot | None) -> list[Interval]:
-        """The intervals the served version holds."""
+        """The intervals the served version holds (read once: `shown_otherwise`, then `served_events`)."""
         if served is None or not served.version:
             return []
         key = (asset.name, served.version)
-        return self.context.state.intervals.get_intervals([key]).get(key, [])
+        if key not in self._served_intervals:
+            self._served_intervals[key] = self.context.state.intervals.get_intervals([key]).get(key, [])
+        return self._served_intervals[key]
 
     def _events_of_version(self, asset: ModelAsset, keys: list[str | None], version: str,
                            pages: int = 5) -> dict[str | None, LatestEvent]:
